@@ -1,0 +1,46 @@
+// Element types, their sizes and names, and the promotion rules (all in one place).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string_view>
+
+namespace rlx {
+
+enum class DType : uint8_t { f32, f64, f16, bf16, i8, i16, i32, i64, u8, boolean };
+
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
+                                       DType::i8,  DType::i16, DType::i32, DType::i64,
+                                       DType::u8,  DType::boolean};
+
+size_t dtype_size(DType t);
+std::string_view dtype_name(DType t);  // "f32", …, "bool"
+std::optional<DType> dtype_from_name(std::string_view name);
+
+constexpr bool is_float(DType t) {
+  return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
+}
+constexpr bool is_bool(DType t) { return t == DType::boolean; }
+constexpr bool is_integer(DType t) { return !is_float(t) && !is_bool(t); }
+constexpr bool is_signed_integer(DType t) {
+  return t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64;
+}
+// Numbers that can be negative: floats and signed integers.
+constexpr bool is_signed(DType t) { return is_float(t) || is_signed_integer(t); }
+
+// The dtype two operands of a binary op are computed in: bool < integers < floats;
+// within a kind the wider wins; u8 with a signed integer gives the next signed width
+// that holds both; f16 with bf16 gives f32.
+DType promote_types(DType a, DType b);
+
+// Half-precision conversions (round to nearest even), used by constants and kernels.
+float f16_to_f32(uint16_t h);
+uint16_t f32_to_f16(float f);
+float bf16_to_f32(uint16_t h);
+uint16_t f32_to_bf16(float f);
+
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
+
+}  // namespace rlx

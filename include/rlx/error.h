@@ -1,0 +1,55 @@
+// Typed errors for user-facing failures. Messages read "[where] expected …, got …".
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <utility>
+
+namespace rlx {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A value is out of range or inconsistent (bad shape, bad axis, bad attribute value).
+class ValueError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A dtype or attribute kind is wrong.
+class TypeError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The request is well formed but not implemented (missing rule, missing kernel).
+class NotSupported : public Error {
+ public:
+  using Error::Error;
+};
+
+// Reading or writing a file or stream failed, or its contents are malformed.
+class IoError : public Error {
+ public:
+  using Error::Error;
+};
+
+// Concatenates anything that has operator<< into a string.
+template <class... Args>
+std::string cat(Args&&... args) {
+  std::ostringstream os;
+  (os << ... << std::forward<Args>(args));
+  return os.str();
+}
+
+// Throws E with the message "[where] parts…".
+template <class E, class... Args>
+[[noreturn]] void fail(std::string_view where, Args&&... parts) {
+  throw E(cat("[", where, "] ", std::forward<Args>(parts)...));
+}
+
+}  // namespace rlx

@@ -1,0 +1,17 @@
+// rlx: an ML compiler and runtime. Umbrella header of the public API.
+#pragma once
+
+#include "rlx/attrs.h"
+#include "rlx/dtype.h"
+#include "rlx/error.h"
+#include "rlx/graph.h"
+#include "rlx/literal.h"
+#include "rlx/op.h"
+#include "rlx/ops.h"
+#include "rlx/shape.h"
+#include "rlx/text.h"
+#include "rlx/verify.h"
+
+namespace rlx {
+inline constexpr const char* kVersion = RLX_VERSION;
+}

@@ -1,0 +1,119 @@
+#include "rlx/dtype.h"
+
+#include <bit>
+#include <cstring>
+
+namespace rlx {
+
+namespace {
+struct DTypeInfo {
+  DType type;
+  std::string_view name;
+  size_t size;
+};
+constexpr DTypeInfo kInfo[] = {
+    {DType::f32, "f32", 4}, {DType::f64, "f64", 8}, {DType::f16, "f16", 2},
+    {DType::bf16, "bf16", 2}, {DType::i8, "i8", 1}, {DType::i16, "i16", 2},
+    {DType::i32, "i32", 4}, {DType::i64, "i64", 8}, {DType::u8, "u8", 1},
+    {DType::boolean, "bool", 1},
+};
+
+// Rank within a kind; the wider type has the larger rank.
+int width_rank(DType t) {
+  switch (t) {
+    case DType::f16:
+    case DType::bf16: return 1;
+    case DType::f32: return 2;
+    case DType::f64: return 3;
+    case DType::i8:
+    case DType::u8: return 1;
+    case DType::i16: return 2;
+    case DType::i32: return 3;
+    case DType::i64: return 4;
+    case DType::boolean: return 0;
+  }
+  return 0;
+}
+}  // namespace
+
+size_t dtype_size(DType t) { return kInfo[static_cast<int>(t)].size; }
+std::string_view dtype_name(DType t) { return kInfo[static_cast<int>(t)].name; }
+
+std::optional<DType> dtype_from_name(std::string_view name) {
+  for (const auto& i : kInfo)
+    if (i.name == name) return i.type;
+  return std::nullopt;
+}
+
+DType promote_types(DType a, DType b) {
+  if (a == b) return a;
+  if (is_bool(a)) return b;
+  if (is_bool(b)) return a;
+  if (is_float(a) != is_float(b)) return is_float(a) ? a : b;
+  if (is_float(a)) {
+    int ra = width_rank(a), rb = width_rank(b);
+    if (ra == rb) return DType::f32;  // f16 with bf16: neither holds the other
+    return ra > rb ? a : b;
+  }
+  // Integers: unsigned u8 against a signed type needs one more bit.
+  if (a == DType::u8 || b == DType::u8) {
+    DType s = a == DType::u8 ? b : a;
+    return s == DType::i8 ? DType::i16 : s;
+  }
+  return width_rank(a) > width_rank(b) ? a : b;
+}
+
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (man == 0) {
+      bits = sign;
+    } else {  // subnormal: normalise
+      int e = -1;
+      do {
+        ++e;
+        man <<= 1;
+      } while ((man & 0x400u) == 0);
+      bits = sign | (uint32_t(127 - 15 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+  } else if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else {
+    bits = sign | ((exp + 127 - 15) << 23) | (man << 13);
+  }
+  return std::bit_cast<float>(bits);
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u)  // inf or nan
+    return uint16_t(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0));
+  if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to inf
+  if (absx < 0x38800000u) {  // subnormal or zero in f16
+    if (absx < 0x33000000u) return uint16_t(sign);
+    // value = man * 2^(e-150); in units of the f16 subnormal step 2^-24 that is
+    // man >> (126 - e), rounded to nearest even on the dropped bits.
+    uint32_t e = absx >> 23, man = (absx & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e;
+    uint32_t mant = man >> shift;
+    uint32_t rem = man & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rem > mid || (rem == mid && (mant & 1))) ++mant;
+    return uint16_t(sign | mant);
+  }
+  uint32_t r = absx + 0xfffu + ((absx >> 13) & 1u);  // round to nearest even
+  return uint16_t(sign | (((r >> 13) - ((127 - 15) << 10)) & 0x7fffu));
+}
+
+float bf16_to_f32(uint16_t h) { return std::bit_cast<float>(uint32_t(h) << 16); }
+
+uint16_t f32_to_bf16(float f) {
+  uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);  // quiet nan
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return uint16_t(x >> 16);
+}
+
+}  // namespace rlx

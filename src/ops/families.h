@@ -1,0 +1,27 @@
+// Registration entry points of the built-in op families (one source file each).
+// They use only the public OpRegistry API, exactly as a downstream library does.
+#pragma once
+
+#include "rlx/op.h"
+
+namespace rlx::detail {
+
+void register_elementwise_ops(OpRegistry& r);  // unary, binary, select, clamp, cast
+void register_reduce_ops(OpRegistry& r);       // sum … logsumexp, norms, cumsum, arg*
+void register_linalg_ops(OpRegistry& r);       // matmul, dot_general
+void register_shape_ops(OpRegistry& r);        // reshape … nonzero, constant, iota
+void register_nn_ops(OpRegistry& r);           // softmax … attention, cross_entropy
+void register_random_ops(OpRegistry& r);       // uniform, normal
+void register_control_ops(OpRegistry& r);      // cond, while, scan
+
+inline void register_core_ops(OpRegistry& r) {
+  register_elementwise_ops(r);
+  register_reduce_ops(r);
+  register_linalg_ops(r);
+  register_shape_ops(r);
+  register_nn_ops(r);
+  register_random_ops(r);
+  register_control_ops(r);
+}
+
+}  // namespace rlx::detail

@@ -1,0 +1,49 @@
+// Shared helpers for infer functions: broadcasting, axis normalisation, dtype checks.
+// Every failure names the op through the InferContext.
+#pragma once
+
+#include <string_view>
+#include <vector>
+
+#include "rlx/op.h"
+
+namespace rlx::detail {
+
+// NumPy broadcasting of two dims / shapes. A symbol broadcasts with 1 and with itself;
+// against a static size n > 1 it gives n (checked when the symbol is bound); two
+// different symbols give the anonymous dim "?".
+Dim broadcast_dim(const InferContext& ctx, const Dim& a, const Dim& b, const Shape& sa,
+                  const Shape& sb);
+Shape broadcast_shapes(const InferContext& ctx, const Shape& a, const Shape& b);
+Shape broadcast_all(const InferContext& ctx);  // all inputs' shapes
+
+// Maps axis in [-rank, rank) to [0, rank); fails naming `what` otherwise.
+int64_t normalize_axis(const InferContext& ctx, int64_t axis, int64_t rank,
+                       std::string_view what = "axis");
+// Normalises, checks for duplicates, and sorts.
+std::vector<int64_t> normalize_axes(const InferContext& ctx, const IntList& axes, int64_t rank,
+                                    std::string_view what = "axes");
+
+// Dtype checks on input i. `kind` names the expectation in the message ("a float").
+void expect_float(const InferContext& ctx, size_t i);
+void expect_numeric(const InferContext& ctx, size_t i);  // anything but bool
+void expect_integer(const InferContext& ctx, size_t i);  // signed or unsigned integer
+void expect_bool(const InferContext& ctx, size_t i);
+void expect_dtype(const InferContext& ctx, size_t i, bool ok, std::string_view kind);
+void expect_same_dtype(const InferContext& ctx, size_t i, size_t j);
+// Rank checks on input i.
+void expect_rank(const InferContext& ctx, size_t i, int64_t rank);
+void expect_min_rank(const InferContext& ctx, size_t i, int64_t rank);
+
+// Dim arithmetic that stays static when it can and becomes "?" when it cannot.
+Dim dim_add(const Dim& a, int64_t b);
+Dim dim_mul(const Dim& a, const Dim& b);
+Dim dim_sum(const Dim& a, const Dim& b);
+// Two dims that must agree (e.g. matmul's contraction): fails when both are static and
+// differ, or when they are different named symbols; returns the more specific one.
+Dim unify_dims(const InferContext& ctx, const Dim& a, const Dim& b, std::string_view what);
+
+// The input names for messages: "input 0 (f32[2,3])".
+std::string describe_input(const InferContext& ctx, size_t i);
+
+}  // namespace rlx::detail
