@@ -41,6 +41,11 @@ uint16_t f32_to_f16(float f);
 float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
 
+// One element at p of dtype t, read as / written from a double (slow path: constants,
+// tests, conversions; not kernels). Integer stores truncate toward zero.
+double load_double(DType t, const void* p);
+void store_double(DType t, void* p, double v);
+
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << dtype_name(t); }
 
 }  // namespace rlx

@@ -113,6 +113,8 @@ class Graph {
   void set_type(Value v, TensorType type);
 
  private:
+  std::vector<Value> add_node(const OpDef& op, std::vector<Value> inputs, const Attrs& attrs,
+                              std::vector<SubgraphPtr> subgraphs, bool expect_one);
   void check_own(Value v, std::string_view where, size_t index) const;
   Value add_arg(std::string name, ArgKind kind, TensorType type);
 

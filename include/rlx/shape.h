@@ -44,6 +44,7 @@ class Dim {
 using Shape = std::vector<Dim>;
 
 std::string shape_str(const Shape& s);  // "[batch,64]"
+std::string ints_str(const std::vector<int64_t>& v);  // "[2,-1]"
 bool is_static(const Shape& s);
 // Product of the dims, or nullopt if any is symbolic.
 std::optional<int64_t> numel(const Shape& s);

@@ -1,7 +1,9 @@
 #include "rlx/dtype.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 namespace rlx {
 
@@ -114,6 +116,58 @@ uint16_t f32_to_bf16(float f) {
   if ((x & 0x7fffffffu) > 0x7f800000u) return uint16_t((x >> 16) | 0x40u);  // quiet nan
   x += 0x7fffu + ((x >> 16) & 1u);
   return uint16_t(x >> 16);
+}
+
+namespace {
+template <class T>
+T load(const void* p) {
+  T x;
+  std::memcpy(&x, p, sizeof(T));
+  return x;
+}
+template <class T>
+void put(void* p, T x) {
+  std::memcpy(p, &x, sizeof(T));
+}
+// double -> integer without undefined behaviour: saturates, NaN gives 0.
+template <class I>
+I saturate(double v) {
+  if (std::isnan(v)) return 0;
+  if (v <= double(std::numeric_limits<I>::min())) return std::numeric_limits<I>::min();
+  if (v >= double(std::numeric_limits<I>::max())) return std::numeric_limits<I>::max();
+  return I(v);
+}
+}  // namespace
+
+double load_double(DType t, const void* p) {
+  switch (t) {
+    case DType::f32: return load<float>(p);
+    case DType::f64: return load<double>(p);
+    case DType::f16: return f16_to_f32(load<uint16_t>(p));
+    case DType::bf16: return bf16_to_f32(load<uint16_t>(p));
+    case DType::i8: return load<int8_t>(p);
+    case DType::i16: return load<int16_t>(p);
+    case DType::i32: return load<int32_t>(p);
+    case DType::i64: return double(load<int64_t>(p));
+    case DType::u8: return load<uint8_t>(p);
+    case DType::boolean: return load<uint8_t>(p) ? 1.0 : 0.0;
+  }
+  return 0;
+}
+
+void store_double(DType t, void* p, double v) {
+  switch (t) {
+    case DType::f32: return put(p, float(v));
+    case DType::f64: return put(p, v);
+    case DType::f16: return put(p, f32_to_f16(float(v)));
+    case DType::bf16: return put(p, f32_to_bf16(float(v)));
+    case DType::i8: return put(p, saturate<int8_t>(v));
+    case DType::i16: return put(p, saturate<int16_t>(v));
+    case DType::i32: return put(p, saturate<int32_t>(v));
+    case DType::i64: return put(p, saturate<int64_t>(v));
+    case DType::u8: return put(p, saturate<uint8_t>(v));
+    case DType::boolean: return put(p, uint8_t(v != 0 ? 1 : 0));
+  }
 }
 
 }  // namespace rlx

@@ -62,6 +62,11 @@ std::vector<Value> Graph::apply(std::string_view op, std::vector<Value> inputs, 
 
 std::vector<Value> Graph::apply(const OpDef& op, std::vector<Value> inputs, Attrs attrs,
                                 std::vector<SubgraphPtr> subgraphs) {
+  return add_node(op, std::move(inputs), std::move(attrs), std::move(subgraphs), false);
+}
+
+std::vector<Value> Graph::add_node(const OpDef& op, std::vector<Value> inputs, const Attrs& attrs,
+                                   std::vector<SubgraphPtr> subgraphs, bool expect_one) {
   std::vector<TensorType> in_types;
   in_types.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -70,6 +75,9 @@ std::vector<Value> Graph::apply(const OpDef& op, std::vector<Value> inputs, Attr
   }
   Attrs complete = validate_attrs(op, attrs);
   std::vector<TensorType> out_types = infer_types(op, in_types, complete, subgraphs);
+  if (expect_one && out_types.size() != 1)
+    fail<ValueError>(op.name, "expected an op with one output for apply1, got ", out_types.size(),
+                     " outputs");
 
   Node n;
   n.op = &op;
@@ -85,11 +93,8 @@ std::vector<Value> Graph::apply(const OpDef& op, std::vector<Value> inputs, Attr
 
 Value Graph::apply1(std::string_view op, std::vector<Value> inputs, Attrs attrs,
                     std::vector<SubgraphPtr> subgraphs) {
-  auto outs = apply(op, std::move(inputs), std::move(attrs), std::move(subgraphs));
-  if (outs.size() != 1)
-    fail<ValueError>(op, "expected an op with one output for apply1, got ", outs.size(),
-                     " outputs");
-  return outs[0];
+  return add_node(OpRegistry::global().get(op), std::move(inputs), attrs, std::move(subgraphs),
+                  true)[0];
 }
 
 void Graph::output(Value v, std::string name) {

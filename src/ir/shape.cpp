@@ -41,6 +41,15 @@ std::string shape_str(const Shape& s) {
   return out + "]";
 }
 
+std::string ints_str(const std::vector<int64_t>& v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) out += ",";
+    out += std::to_string(v[i]);
+  }
+  return out + "]";
+}
+
 bool is_static(const Shape& s) {
   for (const auto& d : s)
     if (!d.is_static()) return false;

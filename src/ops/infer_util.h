@@ -43,6 +43,14 @@ Dim dim_sum(const Dim& a, const Dim& b);
 // differ, or when they are different named symbols; returns the more specific one.
 Dim unify_dims(const InferContext& ctx, const Dim& a, const Dim& b, std::string_view what);
 
+// "[1,2,3]" for messages (Ints or Floats attributes).
+template <class T>
+std::string list_str(const std::vector<T>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += cat(i ? "," : "", v[i]);
+  return s + "]";
+}
+
 // The input names for messages: "input 0 (f32[2,3])".
 std::string describe_input(const InferContext& ctx, size_t i);
 

@@ -1,8 +1,577 @@
+// Neural-network ops: softmax, norms, attention, embedding, dropout, cross_entropy, and
+// the sliding-window ops on [N, C, D1..Dk] tensors (conv, conv_transpose, pools, resize).
+#include <algorithm>
+#include <cmath>
+
 #include "ops/families.h"
 #include "ops/infer_util.h"
 
 namespace rlx::detail {
 
-void register_nn_ops(OpRegistry& r) { (void)r; }
+namespace {
+
+std::vector<TensorType> one(TensorType t) { return {std::move(t)}; }
+
+// Fails unless v is a finite number >= lo (NaN fails too).
+void expect_at_least(const InferContext& ctx, std::string_view key, double v, double lo) {
+  if (!(v >= lo) || !std::isfinite(v))
+    ctx.fail("expected attribute '", key, "' >= ", lo, ", got ", v);
+}
+
+// Input i (`role`) must have the shape `want` (described by `ref`) dim by dim; returns the
+// unified dims so that a static size on one side refines a symbol on the other.
+Shape unify_shape(const InferContext& ctx, size_t i, const Shape& want, std::string_view role,
+                  std::string_view ref) {
+  if (ctx.rank(i) != int64_t(want.size()))
+    ctx.fail("expected input ", i, " (", role, ") of shape ", shape_str(want), " like ", ref,
+             ", got ", ctx.input(i).str());
+  Shape out(want.size());
+  for (size_t d = 0; d < want.size(); ++d)
+    out[d] = unify_dims(ctx, want[d], ctx.shape(i)[d], cat("dims of ", role, " and ", ref));
+  return out;
+}
+
+// All inputs must be floats of input 0's dtype.
+void expect_all_float(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) expect_same_dtype(ctx, 0, i);
+}
+
+// ---- softmax, log_softmax ----------------------------------------------------------
+
+void register_softmax(OpRegistry& r) {
+  struct Entry {
+    const char* name;
+    const char* doc;
+  };
+  for (const Entry& e : {Entry{"softmax", "exp(x) / sum(exp(x)) along `axis`."},
+                         Entry{"log_softmax", "x - logsumexp(x) along `axis`."}}) {
+    OpDef d;
+    d.name = e.name;
+    d.arity(1).attr("axis", AttrKind::Int, AttrValue(-1));
+    d.doc = e.doc;
+    d.infer = [](const InferContext& ctx) {
+      expect_float(ctx, 0);
+      normalize_axis(ctx, ctx.attrs().get_int("axis"), ctx.rank(0));
+      return one(ctx.input(0));
+    };
+    r.add(std::move(d));
+  }
+}
+
+// ---- layer_norm, rms_norm ----------------------------------------------------------
+
+// x normalised over [axis, rank); the optional inputs (scale, bias) have x.shape[axis:].
+std::vector<TensorType> infer_trailing_norm(const InferContext& ctx) {
+  expect_all_float(ctx);
+  expect_at_least(ctx, "epsilon", ctx.attrs().get_float("epsilon"), 0.0);
+  int64_t axis = normalize_axis(ctx, ctx.attrs().get_int("axis"), ctx.rank(0));
+  Shape out = ctx.shape(0);
+  Shape tail(out.begin() + axis, out.end());
+  for (size_t i = 1; i < ctx.num_inputs(); ++i)
+    tail = unify_shape(ctx, i, tail, i == 1 ? "scale" : "bias", "x.shape[axis:]");
+  std::copy(tail.begin(), tail.end(), out.begin() + axis);
+  return one({ctx.dtype(0), out});
+}
+
+void register_trailing_norms(OpRegistry& r) {
+  OpDef ln;
+  ln.name = "layer_norm";
+  ln.arity(1, 3)
+      .attr("axis", AttrKind::Int, AttrValue(-1))
+      .attr("epsilon", AttrKind::Float, AttrValue(1e-5));
+  ln.doc = "(x - mean) / sqrt(var + epsilon) * scale + bias over axes [axis, rank).";
+  ln.infer = infer_trailing_norm;
+  r.add(std::move(ln));
+
+  OpDef rms;
+  rms.name = "rms_norm";
+  rms.arity(1, 2)
+      .attr("axis", AttrKind::Int, AttrValue(-1))
+      .attr("epsilon", AttrKind::Float, AttrValue(1e-6));
+  rms.doc = "x / sqrt(mean(x^2) + epsilon) * scale over axes [axis, rank).";
+  rms.infer = infer_trailing_norm;
+  r.add(std::move(rms));
+}
+
+// ---- group_norm, batch_norm --------------------------------------------------------
+
+// x [N, C, ...]; every other input is a per-channel vector [C].
+std::vector<TensorType> infer_channel_norm(const InferContext& ctx) {
+  expect_all_float(ctx);
+  expect_at_least(ctx, "epsilon", ctx.attrs().get_float("epsilon"), 0.0);
+  expect_min_rank(ctx, 0, 2);
+  Shape out = ctx.shape(0);
+  Shape c{out[1]};
+  static const char* const kRoles[] = {"x", "scale", "bias", "mean", "var"};
+  for (size_t i = 1; i < ctx.num_inputs(); ++i)
+    c = unify_shape(ctx, i, c, kRoles[i], "[C] = x.shape[1]");
+  out[1] = c[0];
+  if (ctx.op().find_attr("num_groups")) {
+    int64_t g = ctx.attrs().get_int("num_groups");
+    if (g < 1) ctx.fail("expected num_groups >= 1, got ", g);
+    if (out[1].is_static() && out[1].value() % g != 0)
+      ctx.fail("expected channels divisible by num_groups ", g, ", got ", ctx.input(0).str());
+  }
+  return one({ctx.dtype(0), out});
+}
+
+void register_channel_norms(OpRegistry& r) {
+  OpDef gn;
+  gn.name = "group_norm";
+  gn.arity(3)
+      .attr("num_groups", AttrKind::Int)
+      .attr("epsilon", AttrKind::Float, AttrValue(1e-5));
+  gn.doc = "Normalises x [N, C, ...] over each group of C/num_groups channels; scale, bias [C].";
+  gn.infer = infer_channel_norm;
+  r.add(std::move(gn));
+
+  OpDef bn;
+  bn.name = "batch_norm";
+  bn.arity(5).attr("epsilon", AttrKind::Float, AttrValue(1e-5));
+  bn.doc = "Inference batch norm of x [N, C, ...]: (x - mean) / sqrt(var + epsilon) * scale "
+           "+ bias, with scale, bias, mean, var [C].";
+  bn.infer = infer_channel_norm;
+  r.add(std::move(bn));
+}
+
+// ---- attention ---------------------------------------------------------------------
+
+// Fails unless `b` broadcasts to `target` without changing it.
+void expect_broadcastable_to(const InferContext& ctx, size_t i, const Shape& target) {
+  const Shape& b = ctx.shape(i);
+  bool ok = b.size() <= target.size();
+  for (size_t d = 0; ok && d < b.size(); ++d) {
+    const Dim& t = target[target.size() - b.size() + d];
+    ok = b[d].is(1) || !b[d].is_static() || !t.is_static() || b[d].value() == t.value();
+  }
+  if (!ok)
+    ctx.fail("expected input ", i, " broadcastable to ", shape_str(target), ", got ",
+             ctx.input(i).str());
+}
+
+std::vector<TensorType> infer_attention(const InferContext& ctx) {
+  expect_all_float(ctx);
+  for (size_t i = 0; i < 3; ++i) expect_min_rank(ctx, i, 2);
+  const Attrs& a = ctx.attrs();
+  const std::string& mask = a.get_string("mask");
+  int64_t window = a.get_int("window");
+  if (mask == "sliding_window" && window < 1)
+    ctx.fail("expected window >= 1 for mask 'sliding_window', got ", window);
+  if (mask != "sliding_window" && window != 0)
+    ctx.fail("expected window 0 for mask '", mask, "', got ", window);
+  expect_at_least(ctx, "scale", a.get_float("scale"), 0.0);
+
+  const Shape &q = ctx.shape(0), &k = ctx.shape(1), &v = ctx.shape(2);
+  unify_dims(ctx, q.back(), k.back(), "head dims of q and k");
+  Dim sk = unify_dims(ctx, k[k.size() - 2], v[v.size() - 2], "key lengths of k and v");
+  auto lead = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
+  Shape batch = broadcast_shapes(ctx, broadcast_shapes(ctx, lead(q), lead(k)), lead(v));
+  if (ctx.num_inputs() == 4) {
+    Shape scores = batch;
+    scores.push_back(q[q.size() - 2]);
+    scores.push_back(sk);
+    expect_broadcastable_to(ctx, 3, scores);
+  }
+  Shape out = batch;
+  out.push_back(q[q.size() - 2]);
+  out.push_back(v.back());
+  return one({ctx.dtype(0), out});
+}
+
+void register_attention(OpRegistry& r) {
+  OpDef d;
+  d.name = "attention";
+  d.arity(3, 4)
+      .attr("mask", AttrKind::String, AttrValue("none"), {"none", "causal", "sliding_window"})
+      .attr("window", AttrKind::Int, AttrValue(0))
+      .attr("scale", AttrKind::Float, AttrValue(0.0));
+  d.doc = "softmax(q k^T * scale + bias, masked) v; q [..., Sq, D], k [..., Sk, D], "
+          "v [..., Sk, Dv]; scale 0 means 1/sqrt(D).";
+  d.infer = infer_attention;
+  r.add(std::move(d));
+}
+
+// ---- embedding, dropout ------------------------------------------------------------
+
+void register_embedding(OpRegistry& r) {
+  OpDef d;
+  d.name = "embedding";
+  d.arity(2);
+  d.doc = "Rows of table [V, D] picked by integer indices: indices.shape + [D].";
+  d.infer = [](const InferContext& ctx) {
+    expect_rank(ctx, 0, 2);
+    expect_integer(ctx, 1);
+    Shape out = ctx.shape(1);
+    out.push_back(ctx.shape(0)[1]);
+    return one({ctx.dtype(0), out});
+  };
+  r.add(std::move(d));
+}
+
+void register_dropout(OpRegistry& r) {
+  OpDef d;
+  d.name = "dropout";
+  d.arity(1)
+      .attr("rate", AttrKind::Float, AttrValue(0.5))
+      .attr("training", AttrKind::Bool, AttrValue(false))
+      .attr("seed", AttrKind::Int, AttrValue(0));
+  d.doc = "In training, zeroes each element with probability `rate` and scales the rest by "
+          "1/(1-rate) (Philox keyed by seed); the identity otherwise.";
+  d.infer = [](const InferContext& ctx) {
+    expect_float(ctx, 0);
+    double rate = ctx.attrs().get_float("rate");
+    if (!(rate >= 0.0 && rate < 1.0)) ctx.fail("expected rate in [0, 1), got ", rate);
+    return one(ctx.input(0));
+  };
+  r.add(std::move(d));
+}
+
+// ---- cross_entropy -----------------------------------------------------------------
+
+std::vector<TensorType> infer_cross_entropy(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  expect_min_rank(ctx, 0, 1);
+  double smooth = ctx.attrs().get_float("label_smoothing");
+  if (!(smooth >= 0.0 && smooth <= 1.0))
+    ctx.fail("expected label_smoothing in [0, 1], got ", smooth);
+  const Shape& logits = ctx.shape(0);
+  Shape rows(logits.begin(), logits.end() - 1);
+  if (is_integer(ctx.dtype(1))) {
+    rows = unify_shape(ctx, 1, rows, "class labels", "logits.shape[:-1]");
+  } else if (is_float(ctx.dtype(1))) {
+    expect_same_dtype(ctx, 0, 1);
+    Shape probs = unify_shape(ctx, 1, logits, "probabilities", "logits");
+    rows.assign(probs.begin(), probs.end() - 1);
+  } else {
+    ctx.fail_type("expected integer class labels or float probabilities for input 1, got ",
+                  ctx.input(1).str());
+  }
+  if (ctx.attrs().get_string("reduction") != "none") rows.clear();
+  return one({ctx.dtype(0), rows});
+}
+
+void register_cross_entropy(OpRegistry& r) {
+  OpDef d;
+  d.name = "cross_entropy";
+  d.arity(2)
+      .attr("reduction", AttrKind::String, AttrValue("mean"), {"mean", "sum", "none"})
+      .attr("label_smoothing", AttrKind::Float, AttrValue(0.0))
+      .attr("ignore_index", AttrKind::Int, AttrValue(-100));
+  d.doc = "Softmax cross entropy of logits [..., C] against integer labels [...] or "
+          "probabilities [..., C]; reduced by mean, sum or none.";
+  d.infer = infer_cross_entropy;
+  r.add(std::move(d));
+}
+
+// ---- sliding windows on [N, C, D1..Dk]: shared helpers ------------------------------
+
+const std::vector<std::string> kAutoPad = {"explicit", "same_upper", "same_lower", "valid"};
+
+int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+// An Ints attribute with n entries >= lo; an empty list means n copies of `fill`.
+IntList spatial_list(const InferContext& ctx, std::string_view key, int64_t n, int64_t fill,
+                     int64_t lo) {
+  const IntList& v = ctx.attrs().get_ints(key);
+  if (v.empty()) return IntList(size_t(n), fill);
+  if (int64_t(v.size()) != n)
+    ctx.fail("expected '", key, "' of length ", n, ", got ", list_str(v));
+  for (int64_t x : v)
+    if (x < lo) ctx.fail("expected '", key, "' entries >= ", lo, ", got ", list_str(v));
+  return v;
+}
+
+// Input 0 is [N, C, D1..Dk] with k in 1..3 (any k >= 1 when any_k) and no empty spatial
+// dim; returns k.
+int64_t spatial_rank(const InferContext& ctx, bool any_k = false) {
+  int64_t k = ctx.rank(0) - 2;
+  if (k < 1 || (!any_k && k > 3))
+    ctx.fail("expected input 0 of rank ", any_k ? ">= 3" : "3 to 5", " ([N, C, D1..Dk]), got ",
+             ctx.input(0).str());
+  for (int64_t i = 2; i < ctx.rank(0); ++i)
+    if (ctx.shape(0)[size_t(i)].is(0))
+      ctx.fail("expected non-empty spatial dims, got ", ctx.input(0).str());
+  return k;
+}
+
+// Strides, dilations and padding of a sliding window, resolved from the attributes.
+struct Window {
+  int64_t k = 0;
+  IntList strides, dilations, pads;  // pads: k begins, then k ends
+  std::string auto_pad;
+
+  bool same() const { return auto_pad == "same_upper" || auto_pad == "same_lower"; }
+  int64_t pad_begin(size_t i) const { return auto_pad == "valid" ? 0 : pads[i]; }
+  int64_t pad_end(size_t i) const { return auto_pad == "valid" ? 0 : pads[i + size_t(k)]; }
+};
+
+Window read_window(const InferContext& ctx, int64_t k) {
+  Window w;
+  w.k = k;
+  w.strides = spatial_list(ctx, "strides", k, 1, 1);
+  w.dilations = spatial_list(ctx, "dilations", k, 1, 1);
+  w.pads = spatial_list(ctx, "pads", 2 * k, 0, 0);
+  w.auto_pad = ctx.attrs().get_string("auto_pad");
+  if (w.auto_pad != "explicit" && !ctx.attrs().get_ints("pads").empty())
+    ctx.fail("expected no pads with auto_pad '", w.auto_pad, "', got ",
+             list_str(ctx.attrs().get_ints("pads")));
+  return w;
+}
+
+// Output size along spatial dim i of a window `kernel` wide sliding over d (conv, pools).
+// Floor or ONNX ceil mode; in ceil mode the last window must start inside the input or
+// the left padding.
+Dim window_out(const InferContext& ctx, const Window& w, size_t i, const Dim& d,
+               const Dim& kernel, bool ceil_mode) {
+  int64_t s = w.strides[i];
+  if (w.same()) {  // the padding is whatever makes the output ceil(d / s)
+    if (d.is_static()) return Dim(ceil_div(d.value(), s));
+    return s == 1 ? d : Dim::unknown();
+  }
+  if (!kernel.is_static()) return Dim::unknown();
+  int64_t pb = w.pad_begin(i), pe = w.pad_end(i);
+  int64_t eff = w.dilations[i] * (kernel.value() - 1) + 1;
+  if (!d.is_static()) {  // with stride 1 the output is d plus a constant
+    if (s != 1) return Dim::unknown();
+    return dim_add(d, pb + pe - eff + 1 - (ceil_mode && pe >= eff ? 1 : 0));
+  }
+  int64_t span = d.value() + pb + pe - eff;
+  int64_t o = (ceil_mode ? ceil_div(span, s) : floor_div(span, s)) + 1;
+  if (ceil_mode && o > 1 && (o - 1) * s >= d.value() + pb) --o;
+  if (o < 1)
+    ctx.fail("expected an output size >= 1 along spatial dim ", i, ", got ", o, " (input ",
+             d.str(), ", kernel ", kernel.str(), ", dilation ", w.dilations[i], ", pads ", pb,
+             "+", pe, ", stride ", s, ")");
+  return Dim(o);
+}
+
+void add_window_attrs(OpDef& d) {
+  d.attr("strides", AttrKind::Ints, AttrValue(IntList{}))
+      .attr("dilations", AttrKind::Ints, AttrValue(IntList{}))
+      .attr("pads", AttrKind::Ints, AttrValue(IntList{}))
+      .attr("auto_pad", AttrKind::String, AttrValue("explicit"), kAutoPad);
+}
+
+// ---- conv, conv_transpose ----------------------------------------------------------
+
+// Shared checks of conv and conv_transpose: dtypes, ranks, groups, static kernel sizes.
+int64_t check_conv(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) expect_same_dtype(ctx, 0, i);
+  int64_t k = spatial_rank(ctx);
+  expect_rank(ctx, 1, k + 2);
+  if (ctx.num_inputs() == 3) expect_rank(ctx, 2, 1);
+  int64_t groups = ctx.attrs().get_int("groups");
+  if (groups < 1) ctx.fail("expected groups >= 1, got ", groups);
+  for (size_t i = 2; i < ctx.shape(1).size(); ++i)
+    if (ctx.shape(1)[i].is(0)) ctx.fail("expected kernel sizes >= 1, got ", ctx.input(1).str());
+  return k;
+}
+
+void expect_divisible(const InferContext& ctx, const Dim& d, int64_t groups,
+                      std::string_view what) {
+  if (d.is_static() && d.value() % groups != 0)
+    ctx.fail("expected ", what, " divisible by groups ", groups, ", got ", d.str());
+}
+
+// Output channels m, checked against the bias when there is one.
+Dim with_bias(const InferContext& ctx, const Dim& m) {
+  if (ctx.num_inputs() < 3) return m;
+  return unify_dims(ctx, m, ctx.shape(2)[0], "output channels of w and bias");
+}
+
+std::vector<TensorType> infer_conv(const InferContext& ctx) {
+  int64_t k = check_conv(ctx);
+  int64_t groups = ctx.attrs().get_int("groups");
+  Window win = read_window(ctx, k);
+  const Shape &x = ctx.shape(0), &w = ctx.shape(1);
+  unify_dims(ctx, x[1], dim_mul(w[1], Dim(groups)), "channels x.shape[1] and w.shape[1]*groups");
+  expect_divisible(ctx, w[0], groups, "output channels w.shape[0]");
+  Shape out{x[0], with_bias(ctx, w[0])};
+  for (size_t i = 0; i < size_t(k); ++i)
+    out.push_back(window_out(ctx, win, i, x[i + 2], w[i + 2], false));
+  return one({ctx.dtype(0), out});
+}
+
+std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
+  int64_t k = check_conv(ctx);
+  int64_t groups = ctx.attrs().get_int("groups");
+  Window win = read_window(ctx, k);
+  IntList opad = spatial_list(ctx, "output_padding", k, 0, 0);
+  const Shape &x = ctx.shape(0), &w = ctx.shape(1);
+  unify_dims(ctx, x[1], w[0], "channels x.shape[1] and w.shape[0]");
+  expect_divisible(ctx, w[0], groups, "input channels w.shape[0]");
+  Shape out{x[0], with_bias(ctx, dim_mul(w[1], Dim(groups)))};
+  for (size_t i = 0; i < size_t(k); ++i) {
+    int64_t s = win.strides[i], dil = win.dilations[i];
+    if (opad[i] >= std::max(s, dil))
+      ctx.fail("expected output_padding smaller than the stride or the dilation, got ",
+               list_str(opad));
+    const Dim &d = x[i + 2], &kern = w[i + 2];
+    if (win.same()) {  // the output is d * s
+      out.push_back(dim_mul(d, Dim(s)));
+      continue;
+    }
+    if (!kern.is_static()) {
+      out.push_back(Dim::unknown());
+      continue;
+    }
+    int64_t grow = opad[i] + (kern.value() - 1) * dil - win.pad_begin(i) - win.pad_end(i);
+    if (!d.is_static()) {
+      out.push_back(s == 1 ? dim_add(d, grow) : Dim::unknown());
+      continue;
+    }
+    int64_t o = s * (d.value() - 1) + grow + 1;
+    if (o < 1)
+      ctx.fail("expected an output size >= 1 along spatial dim ", i, ", got ", o, " (input ",
+               d.str(), ", kernel ", kern.str(), ", pads ", win.pad_begin(i), "+",
+               win.pad_end(i), ")");
+    out.push_back(Dim(o));
+  }
+  return one({ctx.dtype(0), out});
+}
+
+void register_convs(OpRegistry& r) {
+  OpDef c;
+  c.name = "conv";
+  c.arity(2, 3);
+  add_window_attrs(c);
+  c.attr("groups", AttrKind::Int, AttrValue(1));
+  c.doc = "Convolution (cross-correlation) of x [N, C, D...] with w [M, C/groups, K...], "
+          "plus bias [M]: [N, M, O...].";
+  c.infer = infer_conv;
+  r.add(std::move(c));
+
+  OpDef t;
+  t.name = "conv_transpose";
+  t.arity(2, 3);
+  add_window_attrs(t);
+  t.attr("output_padding", AttrKind::Ints, AttrValue(IntList{}))
+      .attr("groups", AttrKind::Int, AttrValue(1));
+  t.doc = "Transposed convolution of x [N, C, D...] with w [C, M/groups, K...], plus bias "
+          "[M]: [N, M, O...].";
+  t.infer = infer_conv_transpose;
+  r.add(std::move(t));
+}
+
+// ---- pools -------------------------------------------------------------------------
+
+std::vector<TensorType> infer_pool(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  int64_t k = spatial_rank(ctx);
+  IntList kernel = ctx.attrs().get_ints("kernel_shape");
+  if (kernel.empty()) ctx.fail("expected a non-empty kernel_shape, got []");
+  kernel = spatial_list(ctx, "kernel_shape", k, 1, 1);
+  Window win = read_window(ctx, k);
+  bool ceil_mode = ctx.attrs().get_bool("ceil_mode");
+  const Shape& x = ctx.shape(0);
+  Shape out{x[0], x[1]};
+  for (size_t i = 0; i < size_t(k); ++i)
+    out.push_back(window_out(ctx, win, i, x[i + 2], Dim(kernel[i]), ceil_mode));
+  return one({ctx.dtype(0), out});
+}
+
+void register_pools(OpRegistry& r) {
+  for (const char* name : {"max_pool", "avg_pool"}) {
+    OpDef d;
+    d.name = name;
+    d.arity(1).attr("kernel_shape", AttrKind::Ints);
+    add_window_attrs(d);
+    d.attr("ceil_mode", AttrKind::Bool, AttrValue(false));
+    bool avg = d.name == "avg_pool";
+    if (avg) d.attr("count_include_pad", AttrKind::Bool, AttrValue(false));
+    d.doc = cat(avg ? "Mean" : "Maximum", " over sliding windows of x [N, C, D...] ",
+                "(ONNX output-size rules, floor or ceil mode).");
+    d.infer = infer_pool;
+    r.add(std::move(d));
+  }
+  for (const char* name : {"global_max_pool", "global_avg_pool"}) {
+    OpDef d;
+    d.name = name;
+    d.arity(1);
+    d.doc = cat(d.name == "global_max_pool" ? "Maximum" : "Mean",
+                " over all spatial dims: [N, C, ...] -> [N, C, 1, ..., 1].");
+    d.infer = [](const InferContext& ctx) {
+      expect_float(ctx, 0);
+      spatial_rank(ctx, true);
+      Shape out = ctx.shape(0);
+      std::fill(out.begin() + 2, out.end(), Dim(1));
+      return one({ctx.dtype(0), out});
+    };
+    r.add(std::move(d));
+  }
+}
+
+// ---- resize ------------------------------------------------------------------------
+
+std::vector<TensorType> infer_resize(const InferContext& ctx) {
+  const Attrs& a = ctx.attrs();
+  if (a.get_string("mode") == "linear") expect_float(ctx, 0);
+  else expect_numeric(ctx, 0);
+  const IntList& sizes = a.get_ints("sizes");
+  FloatList scales = a.get_floats("scales");
+  if (sizes.empty() == scales.empty())
+    ctx.fail("expected exactly one of sizes or scales, got sizes ", list_str(sizes),
+             " and scales ", list_str(scales));
+  size_t rank = size_t(ctx.rank(0));
+  const char* key = sizes.empty() ? "scales" : "sizes";
+  if ((sizes.empty() ? scales.size() : sizes.size()) != rank)
+    ctx.fail("expected '", key, "' of length ", rank, " (the rank of ", ctx.input(0).str(),
+             "), got ", sizes.empty() ? list_str(scales) : list_str(sizes));
+  Shape out = ctx.shape(0);
+  for (size_t i = 0; i < rank; ++i) {
+    const Dim& d = ctx.shape(0)[i];
+    if (!sizes.empty()) {
+      if (sizes[i] < 0) ctx.fail("expected sizes >= 0, got ", list_str(sizes));
+      out[i] = Dim(sizes[i]);
+    } else {
+      double sc = scales[i];
+      if (!(sc > 0.0) || !std::isfinite(sc))
+        ctx.fail("expected finite scales > 0, got ", list_str(scales));
+      double o = std::floor(double(d.is_static() ? d.value() : 1) * sc);
+      if (!(o < 9e18))
+        ctx.fail("expected scales that keep sizes in int64 range, got ", list_str(scales));
+      if (d.is_static()) out[i] = Dim(int64_t(o));
+      else out[i] = sc == 1.0 ? d : Dim::unknown();
+    }
+    if (d.is(0) && !out[i].is(0))
+      ctx.fail("expected output dim ", i, " of 0 for an empty input dim, got ", out[i].str());
+  }
+  return one({ctx.dtype(0), out});
+}
+
+void register_resize(OpRegistry& r) {
+  OpDef d;
+  d.name = "resize";
+  d.arity(1)
+      .attr("sizes", AttrKind::Ints, AttrValue(IntList{}))
+      .attr("scales", AttrKind::Floats, AttrValue(FloatList{}))
+      .attr("mode", AttrKind::String, AttrValue("nearest"), {"nearest", "linear"})
+      .attr("coordinate_transformation", AttrKind::String, AttrValue("half_pixel"),
+            {"half_pixel", "align_corners", "asymmetric"})
+      .attr("nearest_mode", AttrKind::String, AttrValue("round_prefer_floor"),
+            {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
+  d.doc = "Resamples every dim of x to sizes[i] or floor(dim * scales[i]) by nearest or "
+          "(multi)linear interpolation.";
+  d.infer = infer_resize;
+  r.add(std::move(d));
+}
+
+}  // namespace
+
+void register_nn_ops(OpRegistry& r) {
+  register_softmax(r);
+  register_trailing_norms(r);
+  register_channel_norms(r);
+  register_attention(r);
+  register_embedding(r);
+  register_dropout(r);
+  register_cross_entropy(r);
+  register_convs(r);
+  register_pools(r);
+  register_resize(r);
+}
 
 }  // namespace rlx::detail

@@ -1,0 +1,46 @@
+# The two commands a new user runs on a fresh Debian 12 machine:
+#   make demo   — install missing packages, configure, build, run the main job
+#   make test   — the same set-up, build, run the whole suite (ctest)
+BUILD ?= build
+BUILD_TYPE ?= Release
+RLX_CUDA ?= AUTO
+JOBS ?= $(shell nproc)
+CMAKE_ARGS ?=
+
+# Debian packages the build needs (checked with dpkg; only the missing ones are installed).
+DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clang-format
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: all deps configure build demo test format clean
+
+all: build
+
+deps:
+	@missing=""; \
+	for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(BUILD)/build.ninja: | deps
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) -DRLX_CUDA=$(RLX_CUDA) $(CMAKE_ARGS)
+
+configure: deps $(BUILD)/build.ninja
+
+build: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+demo: build
+	./$(BUILD)/examples/rlx-demo
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+format: deps
+	git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD)
