@@ -5,6 +5,22 @@
 //     %1, %2 = split(%0) {axis=1, num=2, sizes=[]} : f32[batch,16], f32[batch,16]
 //     return out0=%1, out1=%2
 //   }
+//
+// Details:
+// - Args are %<name> ("param" marks params); every other value is %0, %1, … in
+//   definition order, restarting in each subgraph. Hand-written text may name results
+//   freely (%h = relu(%x) : …); names must be new within their graph.
+// - A node: [results =] op(inputs) [{attrs}] [[subgraphs]] [: result types]. Nodes with
+//   no outputs have neither results nor types. The graph ends with
+//   "return name=%v, …" ("return" alone when there are no outputs).
+// - Attributes in key order. Ints plain; floats in the shortest form that reads back
+//   exactly, always with '.', 'e', inf or nan (2.0, 0.1, 1e+300, -inf); strings quoted
+//   with \n \t \r \" \\ \xHH escapes; bools true/false; dtypes bare (f32); lists [1, 2]
+//   (Floats if any element is a float; [] reads as Ints, which the schema converts);
+//   tensors tensor<f32[2,2]>[1.0, 2.0, 3.0, 4.0] (row-major; bool elements true/false).
+// - Subgraphs follow the attributes as [graph then(…) {…}, graph else(…) {…}], each
+//   indented two more spaces. They see only their own args.
+// - "//" starts a comment to the end of the line.
 #pragma once
 
 #include <memory>
