@@ -33,9 +33,7 @@ void register_example_ops() {
     rlx::OpDef d;
     d.name = "example.masked_moments";
     d.traits = rlx::Trait::reduction;
-    d.arity(2)
-        .attr("axis", rlx::AttrKind::Int, -1)
-        .attr("scale", rlx::AttrKind::Float, 1.0);
+    d.arity(2).attr("axis", rlx::AttrKind::Int, -1).attr("scale", rlx::AttrKind::Float, 1.0);
     d.doc = "Scaled mean and count of the elements of x kept by mask along axis.";
     d.infer = infer_masked_moments;
     rlx::OpRegistry::global().add(std::move(d));

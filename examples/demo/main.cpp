@@ -24,8 +24,8 @@ int main() {
 
     // Pre-norm causal self-attention block with a GELU MLP, then mean-pool and classify.
     Value h = op("layer_norm", {x, ln_scale, ln_bias});
-    Value attn = op("attention", {matmul(h, wq), matmul(h, wk), matmul(h, wv)},
-                    {{"mask", "causal"}});
+    Value attn =
+        op("attention", {matmul(h, wq), matmul(h, wk), matmul(h, wv)}, {{"mask", "causal"}});
     Value x2 = x + attn;
     Value x3 = x2 + (matmul(gelu(matmul(x2, w1) + b1, /*tanh_approx=*/true), w2) + b2);
     Value logits = matmul(mean(x3, {1}), head);

@@ -24,27 +24,29 @@ std::string_view attr_kind_name(AttrKind k);
 // {{"axis", 1}, {"perm", IntList{1, 0}}, {"mode", "reflect"}, {"alpha", 0.2}}.
 class AttrValue {
  public:
-  using Variant = std::variant<int64_t, double, std::string, bool, IntList, FloatList, DType,
-                               Literal>;
+  using Variant =
+      std::variant<int64_t, double, std::string, bool, IntList, FloatList, DType, Literal>;
 
   AttrValue() : v_(int64_t{0}) {}
-  AttrValue(int v) : v_(int64_t{v}) {}        // NOLINT
-  AttrValue(int64_t v) : v_(v) {}             // NOLINT
-  AttrValue(double v) : v_(v) {}              // NOLINT
-  AttrValue(float v) : v_(double{v}) {}       // NOLINT
-  AttrValue(bool v) : v_(v) {}                // NOLINT
-  AttrValue(const char* v) : v_(std::string(v)) {}  // NOLINT
-  AttrValue(std::string v) : v_(std::move(v)) {}    // NOLINT
-  AttrValue(IntList v) : v_(std::move(v)) {}        // NOLINT
+  AttrValue(int v) : v_(int64_t{v}) {}                             // NOLINT
+  AttrValue(int64_t v) : v_(v) {}                                  // NOLINT
+  AttrValue(double v) : v_(v) {}                                   // NOLINT
+  AttrValue(float v) : v_(double{v}) {}                            // NOLINT
+  AttrValue(bool v) : v_(v) {}                                     // NOLINT
+  AttrValue(const char* v) : v_(std::string(v)) {}                 // NOLINT
+  AttrValue(std::string v) : v_(std::move(v)) {}                   // NOLINT
+  AttrValue(IntList v) : v_(std::move(v)) {}                       // NOLINT
   AttrValue(std::initializer_list<int64_t> v) : v_(IntList(v)) {}  // NOLINT
-  AttrValue(FloatList v) : v_(std::move(v)) {}      // NOLINT
-  AttrValue(DType v) : v_(v) {}                     // NOLINT
-  AttrValue(Literal v) : v_(std::move(v)) {}        // NOLINT
+  AttrValue(FloatList v) : v_(std::move(v)) {}                     // NOLINT
+  AttrValue(DType v) : v_(v) {}                                    // NOLINT
+  AttrValue(Literal v) : v_(std::move(v)) {}                       // NOLINT
 
   AttrKind kind() const { return static_cast<AttrKind>(v_.index()); }
   const Variant& variant() const { return v_; }
   template <class T>
-  const T* get_if() const { return std::get_if<T>(&v_); }
+  const T* get_if() const {
+    return std::get_if<T>(&v_);
+  }
   bool operator==(const AttrValue& o) const { return v_ == o.v_; }
 
  private:

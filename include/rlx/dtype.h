@@ -11,8 +11,8 @@ namespace rlx {
 
 enum class DType : uint8_t { f32, f64, f16, bf16, i8, i16, i32, i64, u8, boolean };
 
-inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16,
-                                       DType::i8,  DType::i16, DType::i32, DType::i64,
+inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64,    DType::f16, DType::bf16,
+                                       DType::i8,  DType::i16,    DType::i32, DType::i64,
                                        DType::u8,  DType::boolean};
 
 size_t dtype_size(DType t);

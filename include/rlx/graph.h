@@ -59,8 +59,8 @@ struct Output {
 
 struct ValueInfo {
   TensorType type;
-  int32_t node = -1;   // producing node, or -1 for an argument
-  int32_t index = 0;   // output index in the producing node, or the argument index
+  int32_t node = -1;  // producing node, or -1 for an argument
+  int32_t index = 0;  // output index in the producing node, or the argument index
 };
 
 // A graph is built in SSA order: each node's inputs exist before it, so the node list is

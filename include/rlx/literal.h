@@ -16,15 +16,24 @@ namespace rlx {
 
 template <class T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::f32;
-  else if constexpr (std::is_same_v<T, double>) return DType::f64;
-  else if constexpr (std::is_same_v<T, int8_t>) return DType::i8;
-  else if constexpr (std::is_same_v<T, int16_t>) return DType::i16;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::i32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::i64;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::u8;
-  else if constexpr (std::is_same_v<T, bool>) return DType::boolean;
-  else static_assert(sizeof(T) == 0, "no rlx dtype for this C++ type");
+  if constexpr (std::is_same_v<T, float>)
+    return DType::f32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::f64;
+  else if constexpr (std::is_same_v<T, int8_t>)
+    return DType::i8;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return DType::i16;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::i32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::i64;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::u8;
+  else if constexpr (std::is_same_v<T, bool>)
+    return DType::boolean;
+  else
+    static_assert(sizeof(T) == 0, "no rlx dtype for this C++ type");
 }
 
 class Literal {

@@ -122,7 +122,11 @@ struct OpDef {
   const AttrSpec* find_attr(std::string_view key) const;
 
   // Fluent helpers for registration code.
-  OpDef& arity(int min, int max) { min_inputs = min; max_inputs = max; return *this; }
+  OpDef& arity(int min, int max) {
+    min_inputs = min;
+    max_inputs = max;
+    return *this;
+  }
   OpDef& arity(int n) { return arity(n, n); }
   OpDef& attr(std::string key, AttrKind kind, std::optional<AttrValue> def = std::nullopt,
               std::vector<std::string> choices = {}) {

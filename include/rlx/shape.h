@@ -18,7 +18,7 @@ namespace rlx {
 class Dim {
  public:
   Dim() = default;
-  Dim(int64_t size);  // NOLINT: implicit, so shapes read {2, 3}; throws if size < 0
+  Dim(int64_t size);                 // NOLINT: implicit, so shapes read {2, 3}; throws if size < 0
   static Dim sym(std::string name);  // throws if name is not an identifier or "?"
   static Dim unknown() { return sym("?"); }
 
@@ -43,7 +43,7 @@ class Dim {
 
 using Shape = std::vector<Dim>;
 
-std::string shape_str(const Shape& s);  // "[batch,64]"
+std::string shape_str(const Shape& s);                // "[batch,64]"
 std::string ints_str(const std::vector<int64_t>& v);  // "[2,-1]"
 bool is_static(const Shape& s);
 // Product of the dims, or nullopt if any is symbolic.

@@ -7,8 +7,8 @@
 namespace rlx {
 
 std::string_view attr_kind_name(AttrKind k) {
-  static constexpr std::string_view kNames[] = {"int",    "float", "string", "bool",
-                                                "ints",   "floats", "dtype", "tensor"};
+  static constexpr std::string_view kNames[] = {"int",  "float",  "string", "bool",
+                                                "ints", "floats", "dtype",  "tensor"};
   return kNames[static_cast<int>(k)];
 }
 
@@ -41,7 +41,9 @@ double Attrs::get_float(std::string_view key) const {
   if (auto* i = v.get_if<int64_t>()) return double(*i);
   return *v.get_if<double>();
 }
-bool Attrs::get_bool(std::string_view key) const { return *need(key, AttrKind::Bool).get_if<bool>(); }
+bool Attrs::get_bool(std::string_view key) const {
+  return *need(key, AttrKind::Bool).get_if<bool>();
+}
 const std::string& Attrs::get_string(std::string_view key) const {
   return *need(key, AttrKind::String).get_if<std::string>();
 }
@@ -53,7 +55,9 @@ FloatList Attrs::get_floats(std::string_view key) const {
   if (auto* i = v.get_if<IntList>()) return FloatList(i->begin(), i->end());
   return *v.get_if<FloatList>();
 }
-DType Attrs::get_dtype(std::string_view key) const { return *need(key, AttrKind::DType).get_if<DType>(); }
+DType Attrs::get_dtype(std::string_view key) const {
+  return *need(key, AttrKind::DType).get_if<DType>();
+}
 const Literal& Attrs::get_tensor(std::string_view key) const {
   return *need(key, AttrKind::Tensor).get_if<Literal>();
 }
@@ -79,17 +83,22 @@ struct Encoder {
     std::visit(
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, int64_t>) u64(uint64_t(x));
-          else if constexpr (std::is_same_v<T, double>) f64(x);
-          else if constexpr (std::is_same_v<T, std::string>) str(x);
-          else if constexpr (std::is_same_v<T, bool>) byte(x ? 1 : 0);
+          if constexpr (std::is_same_v<T, int64_t>)
+            u64(uint64_t(x));
+          else if constexpr (std::is_same_v<T, double>)
+            f64(x);
+          else if constexpr (std::is_same_v<T, std::string>)
+            str(x);
+          else if constexpr (std::is_same_v<T, bool>)
+            byte(x ? 1 : 0);
           else if constexpr (std::is_same_v<T, IntList>) {
             u64(x.size());
             for (int64_t v : x) u64(uint64_t(v));
           } else if constexpr (std::is_same_v<T, FloatList>) {
             u64(x.size());
             for (double v : x) f64(v);
-          } else if constexpr (std::is_same_v<T, DType>) byte(uint8_t(x));
+          } else if constexpr (std::is_same_v<T, DType>)
+            byte(uint8_t(x));
           else {  // Literal; element bytes are stored little-endian on our targets
             byte(uint8_t(x.dtype()));
             u64(x.shape().size());

@@ -14,9 +14,9 @@ struct DTypeInfo {
   size_t size;
 };
 constexpr DTypeInfo kInfo[] = {
-    {DType::f32, "f32", 4}, {DType::f64, "f64", 8}, {DType::f16, "f16", 2},
-    {DType::bf16, "bf16", 2}, {DType::i8, "i8", 1}, {DType::i16, "i16", 2},
-    {DType::i32, "i32", 4}, {DType::i64, "i64", 8}, {DType::u8, "u8", 1},
+    {DType::f32, "f32", 4},      {DType::f64, "f64", 8}, {DType::f16, "f16", 2},
+    {DType::bf16, "bf16", 2},    {DType::i8, "i8", 1},   {DType::i16, "i16", 2},
+    {DType::i32, "i32", 4},      {DType::i64, "i64", 8}, {DType::u8, "u8", 1},
     {DType::boolean, "bool", 1},
 };
 
@@ -24,15 +24,23 @@ constexpr DTypeInfo kInfo[] = {
 int width_rank(DType t) {
   switch (t) {
     case DType::f16:
-    case DType::bf16: return 1;
-    case DType::f32: return 2;
-    case DType::f64: return 3;
+    case DType::bf16:
+      return 1;
+    case DType::f32:
+      return 2;
+    case DType::f64:
+      return 3;
     case DType::i8:
-    case DType::u8: return 1;
-    case DType::i16: return 2;
-    case DType::i32: return 3;
-    case DType::i64: return 4;
-    case DType::boolean: return 0;
+    case DType::u8:
+      return 1;
+    case DType::i16:
+      return 2;
+    case DType::i32:
+      return 3;
+    case DType::i64:
+      return 4;
+    case DType::boolean:
+      return 0;
   }
   return 0;
 }
@@ -94,7 +102,7 @@ uint16_t f32_to_f16(float f) {
   if (absx >= 0x7f800000u)  // inf or nan
     return uint16_t(sign | 0x7c00u | (absx > 0x7f800000u ? 0x200u | ((absx >> 13) & 0x3ffu) : 0));
   if (absx >= 0x477ff000u) return uint16_t(sign | 0x7c00u);  // rounds to inf
-  if (absx < 0x38800000u) {  // subnormal or zero in f16
+  if (absx < 0x38800000u) {                                  // subnormal or zero in f16
     if (absx < 0x33000000u) return uint16_t(sign);
     // value = man * 2^(e-150); in units of the f16 subnormal step 2^-24 that is
     // man >> (126 - e), rounded to nearest even on the dropped bits.
@@ -141,32 +149,52 @@ I saturate(double v) {
 
 double load_double(DType t, const void* p) {
   switch (t) {
-    case DType::f32: return load<float>(p);
-    case DType::f64: return load<double>(p);
-    case DType::f16: return f16_to_f32(load<uint16_t>(p));
-    case DType::bf16: return bf16_to_f32(load<uint16_t>(p));
-    case DType::i8: return load<int8_t>(p);
-    case DType::i16: return load<int16_t>(p);
-    case DType::i32: return load<int32_t>(p);
-    case DType::i64: return double(load<int64_t>(p));
-    case DType::u8: return load<uint8_t>(p);
-    case DType::boolean: return load<uint8_t>(p) ? 1.0 : 0.0;
+    case DType::f32:
+      return load<float>(p);
+    case DType::f64:
+      return load<double>(p);
+    case DType::f16:
+      return f16_to_f32(load<uint16_t>(p));
+    case DType::bf16:
+      return bf16_to_f32(load<uint16_t>(p));
+    case DType::i8:
+      return load<int8_t>(p);
+    case DType::i16:
+      return load<int16_t>(p);
+    case DType::i32:
+      return load<int32_t>(p);
+    case DType::i64:
+      return double(load<int64_t>(p));
+    case DType::u8:
+      return load<uint8_t>(p);
+    case DType::boolean:
+      return load<uint8_t>(p) ? 1.0 : 0.0;
   }
   return 0;
 }
 
 void store_double(DType t, void* p, double v) {
   switch (t) {
-    case DType::f32: return put(p, float(v));
-    case DType::f64: return put(p, v);
-    case DType::f16: return put(p, f32_to_f16(float(v)));
-    case DType::bf16: return put(p, f32_to_bf16(float(v)));
-    case DType::i8: return put(p, saturate<int8_t>(v));
-    case DType::i16: return put(p, saturate<int16_t>(v));
-    case DType::i32: return put(p, saturate<int32_t>(v));
-    case DType::i64: return put(p, saturate<int64_t>(v));
-    case DType::u8: return put(p, saturate<uint8_t>(v));
-    case DType::boolean: return put(p, uint8_t(v != 0 ? 1 : 0));
+    case DType::f32:
+      return put(p, float(v));
+    case DType::f64:
+      return put(p, v);
+    case DType::f16:
+      return put(p, f32_to_f16(float(v)));
+    case DType::bf16:
+      return put(p, f32_to_bf16(float(v)));
+    case DType::i8:
+      return put(p, saturate<int8_t>(v));
+    case DType::i16:
+      return put(p, saturate<int16_t>(v));
+    case DType::i32:
+      return put(p, saturate<int32_t>(v));
+    case DType::i64:
+      return put(p, saturate<int64_t>(v));
+    case DType::u8:
+      return put(p, saturate<uint8_t>(v));
+    case DType::boolean:
+      return put(p, uint8_t(v != 0 ? 1 : 0));
   }
 }
 

@@ -40,12 +40,11 @@ Value Graph::param(std::string name, TensorType type) {
   return add_arg(std::move(name), ArgKind::param, std::move(type));
 }
 
-Value Graph::constant(const Literal& value) {
-  return apply1("constant", {}, {{"value", value}});
-}
+Value Graph::constant(const Literal& value) { return apply1("constant", {}, {{"value", value}}); }
 
 void Graph::check_own(Value v, std::string_view where, size_t index) const {
-  if (!v.valid()) fail<ValueError>(where, "expected a valid value as input ", index, ", got an empty handle");
+  if (!v.valid())
+    fail<ValueError>(where, "expected a valid value as input ", index, ", got an empty handle");
   if (v.graph != this)
     fail<ValueError>(where, "expected input ", index, " from graph '", name_,
                      "', got a value of graph '", v.graph->name_, "'");
@@ -103,7 +102,8 @@ void Graph::output(Value v, std::string name) {
   if (!is_identifier(name))
     fail<ValueError>("output", "expected an identifier as the name, got '", name, "'");
   for (const auto& o : outputs_)
-    if (o.name == name) fail<ValueError>("output", "expected a new name, got duplicate '", name, "'");
+    if (o.name == name)
+      fail<ValueError>("output", "expected a new name, got duplicate '", name, "'");
   outputs_.push_back({std::move(name), v});
 }
 

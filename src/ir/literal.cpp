@@ -42,8 +42,8 @@ Literal Literal::from_doubles(DType dtype, std::vector<int64_t> shape,
                               const std::vector<double>& values) {
   int64_t n = checked_numel(shape);
   if (int64_t(values.size()) != n)
-    fail<ValueError>("Literal", "expected ", n, " values for shape ", ints_str(shape),
-                     ", got ", values.size());
+    fail<ValueError>("Literal", "expected ", n, " values for shape ", ints_str(shape), ", got ",
+                     values.size());
   size_t es = dtype_size(dtype);
   std::vector<uint8_t> buf(size_t(n) * es);
   for (int64_t i = 0; i < n; ++i) store_double(dtype, buf.data() + i * es, values[size_t(i)]);
@@ -81,8 +81,7 @@ std::vector<int64_t> Literal::to_ints() const {
 }
 
 bool Literal::operator==(const Literal& o) const {
-  return dtype_ == o.dtype_ && shape_ == o.shape_ &&
-         (data_ == o.data_ || *data_ == *o.data_);
+  return dtype_ == o.dtype_ && shape_ == o.shape_ && (data_ == o.data_ || *data_ == *o.data_);
 }
 
 }  // namespace rlx

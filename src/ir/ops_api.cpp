@@ -1,6 +1,5 @@
-#include "rlx/ops.h"
-
 #include "rlx/error.h"
+#include "rlx/ops.h"
 
 namespace rlx {
 

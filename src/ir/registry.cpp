@@ -24,8 +24,7 @@ Attrs validate_attrs(const OpDef& op, const Attrs& attrs) {
     if (!spec) {
       std::string known;
       for (const auto& a : op.attrs) known += (known.empty() ? "" : ", ") + a.name;
-      fail<ValueError>(op.name, "expected attributes among {", known, "}, got unknown '", key,
-                       "'");
+      fail<ValueError>(op.name, "expected attributes among {", known, "}, got unknown '", key, "'");
     }
     AttrValue v = value;
     if (spec->kind == AttrKind::Float && v.kind() == AttrKind::Int)
@@ -42,8 +41,8 @@ Attrs validate_attrs(const OpDef& op, const Attrs& attrs) {
       if (std::find(spec->choices.begin(), spec->choices.end(), s) == spec->choices.end()) {
         std::string list;
         for (const auto& c : spec->choices) list += (list.empty() ? "" : "|") + c;
-        fail<ValueError>(op.name, "expected attribute '", key, "' to be one of ", list,
-                         ", got '", s, "'");
+        fail<ValueError>(op.name, "expected attribute '", key, "' to be one of ", list, ", got '",
+                         s, "'");
       }
     }
     out.set(key, std::move(v));
@@ -61,10 +60,9 @@ std::vector<TensorType> infer_types(const OpDef& op, std::span<const TensorType>
                                     const Attrs& attrs, std::span<const SubgraphPtr> subgraphs) {
   int n = int(inputs.size());
   if (n < op.min_inputs || (op.max_inputs != kVariadic && n > op.max_inputs)) {
-    std::string want = op.max_inputs == kVariadic ? cat("at least ", op.min_inputs)
-                       : op.min_inputs == op.max_inputs
-                           ? std::to_string(op.min_inputs)
-                           : cat(op.min_inputs, " to ", op.max_inputs);
+    std::string want = op.max_inputs == kVariadic       ? cat("at least ", op.min_inputs)
+                       : op.min_inputs == op.max_inputs ? std::to_string(op.min_inputs)
+                                                        : cat(op.min_inputs, " to ", op.max_inputs);
     fail<ValueError>(op.name, "expected ", want, " inputs, got ", n);
   }
   if (subgraphs.size() != op.subgraphs.size())
@@ -108,9 +106,8 @@ const OpDef& OpRegistry::add(OpDef def) {
       fail<ValueError>("OpRegistry", "expected attribute names to be identifiers in '", def.name,
                        "', got '", a.name, "'");
     if (a.default_value && a.default_value->kind() != a.kind)
-      fail<TypeError>("OpRegistry", "expected the default of '", def.name, ".", a.name,
-                      "' to be ", attr_kind_name(a.kind), ", got ",
-                      attr_kind_name(a.default_value->kind()));
+      fail<TypeError>("OpRegistry", "expected the default of '", def.name, ".", a.name, "' to be ",
+                      attr_kind_name(a.kind), ", got ", attr_kind_name(a.default_value->kind()));
   }
   std::unique_lock lock(impl_->mu);
   if (impl_->by_name.count(def.name))

@@ -69,8 +69,7 @@ std::vector<int64_t> static_sizes(const Shape& s, std::string_view where) {
   std::vector<int64_t> out;
   out.reserve(s.size());
   for (const auto& d : s) {
-    if (!d.is_static())
-      fail<ValueError>(where, "expected a static shape, got ", shape_str(s));
+    if (!d.is_static()) fail<ValueError>(where, "expected a static shape, got ", shape_str(s));
     out.push_back(d.value());
   }
   return out;

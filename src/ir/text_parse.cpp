@@ -174,15 +174,27 @@ class Lexer {
       advance();
       char e = peek();
       auto hex = [](char h) {
-        return digit(h) ? h - '0' : (h >= 'a' && h <= 'f') ? h - 'a' + 10
-                                  : (h >= 'A' && h <= 'F') ? h - 'A' + 10 : -1;
+        return digit(h)                 ? h - '0'
+               : (h >= 'a' && h <= 'f') ? h - 'a' + 10
+               : (h >= 'A' && h <= 'F') ? h - 'A' + 10
+                                        : -1;
       };
       switch (e) {
-        case 'n': t.text += '\n'; break;
-        case 't': t.text += '\t'; break;
-        case 'r': t.text += '\r'; break;
-        case '"': t.text += '"'; break;
-        case '\\': t.text += '\\'; break;
+        case 'n':
+          t.text += '\n';
+          break;
+        case 't':
+          t.text += '\t';
+          break;
+        case 'r':
+          t.text += '\r';
+          break;
+        case '"':
+          t.text += '"';
+          break;
+        case '\\':
+          t.text += '\\';
+          break;
         case 'x':
           if (hex(peek(1)) >= 0 && hex(peek(2)) >= 0) {
             t.text += char(hex(peek(1)) * 16 + hex(peek(2)));
@@ -192,8 +204,9 @@ class Lexer {
           }
           [[fallthrough]];
         default:
-          error_at(el, ec, cat("expected an escape (\\n \\t \\r \\\" \\\\ \\xHH), got '\\",
-                               i_ < s_.size() ? std::string(1, e) : "", "'"));
+          error_at(el, ec,
+                   cat("expected an escape (\\n \\t \\r \\\" \\\\ \\xHH), got '\\",
+                       i_ < s_.size() ? std::string(1, e) : "", "'"));
       }
       advance();
     }
@@ -466,8 +479,8 @@ class Parser {
     bool ok = k == spec->kind || (spec->kind == AttrKind::Float && k == AttrKind::Int) ||
               (spec->kind == AttrKind::Floats && k == AttrKind::Ints);
     if (!ok)
-      error_at(*a.value, cat("expected attribute '", key, "' of kind ",
-                             attr_kind_name(spec->kind), ", got ", attr_kind_name(k)));
+      error_at(*a.value, cat("expected attribute '", key, "' of kind ", attr_kind_name(spec->kind),
+                             ", got ", attr_kind_name(k)));
   }
 
   ParsedAttr parse_attr() {
@@ -505,7 +518,8 @@ class Parser {
       }
     }
     error_at(t, cat("expected an attribute value (number, string, bool, dtype, list or tensor), "
-                    "got ", describe(t)));
+                    "got ",
+                    describe(t)));
   }
 
   // [numbers]: Ints unless an element is written as a float; [] is Ints.
@@ -577,24 +591,34 @@ class Parser {
     }
     if (!is_number_token(e)) error_at(e, cat("expected a number, got ", describe(e)));
     switch (dt) {
-      case DType::f64: return append(bytes, parse_float<double>(e));
-      case DType::f32: return append(bytes, parse_float<float>(e));
-      case DType::f16: return append(bytes, f32_to_f16(parse_float<float>(e)));
-      case DType::bf16: return append(bytes, f32_to_bf16(parse_float<float>(e)));
-      default: break;
+      case DType::f64:
+        return append(bytes, parse_float<double>(e));
+      case DType::f32:
+        return append(bytes, parse_float<float>(e));
+      case DType::f16:
+        return append(bytes, f32_to_f16(parse_float<float>(e)));
+      case DType::bf16:
+        return append(bytes, f32_to_bf16(parse_float<float>(e)));
+      default:
+        break;
     }
     int64_t v = parse_int(e);
     for (const auto& r : kIntRanges) {
       if (r.type != dt) continue;
       if (v < r.lo || v > r.hi)
-        error_at(e, cat("expected a ", dtype_name(dt), " value in [", r.lo, ", ", r.hi, "], got ",
-                        v));
+        error_at(e,
+                 cat("expected a ", dtype_name(dt), " value in [", r.lo, ", ", r.hi, "], got ", v));
       switch (dt) {
-        case DType::i8: return append(bytes, int8_t(v));
-        case DType::i16: return append(bytes, int16_t(v));
-        case DType::i32: return append(bytes, int32_t(v));
-        case DType::u8: return append(bytes, uint8_t(v));
-        default: return append(bytes, v);
+        case DType::i8:
+          return append(bytes, int8_t(v));
+        case DType::i16:
+          return append(bytes, int16_t(v));
+        case DType::i32:
+          return append(bytes, int32_t(v));
+        case DType::u8:
+          return append(bytes, uint8_t(v));
+        default:
+          return append(bytes, v);
       }
     }
   }

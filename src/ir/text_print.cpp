@@ -48,11 +48,21 @@ std::string quote(std::string_view s) {
   for (char c : s) {
     auto u = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
       default:
         if (u < 0x20 || u == 0x7f) {
           char hex[8];
@@ -68,16 +78,20 @@ std::string quote(std::string_view s) {
 
 std::string tensor_element(const Literal& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::f64: return format_float(t.at(i));
-    case DType::f32: return format_float(float(t.at(i)));  // exact: f32 fits in a double
+    case DType::f64:
+      return format_float(t.at(i));
+    case DType::f32:
+      return format_float(float(t.at(i)));  // exact: f32 fits in a double
     case DType::f16:
     case DType::bf16: {
       uint16_t bits;
       std::memcpy(&bits, t.bytes().data() + size_t(i) * 2, 2);
       return format_half(t.dtype(), bits);
     }
-    case DType::boolean: return t.at(i) != 0 ? "true" : "false";
-    default: return std::to_string(t.at_int(i));
+    case DType::boolean:
+      return t.at(i) != 0 ? "true" : "false";
+    default:
+      return std::to_string(t.at_int(i));
   }
 }
 
@@ -97,8 +111,10 @@ std::string attr_str(const AttrValue& a) {
           std::string s = "[";
           for (size_t i = 0; i < x.size(); ++i) {
             s += i ? ", " : "";
-            if constexpr (std::is_same_v<T, IntList>) s += std::to_string(x[i]);
-            else s += format_float(x[i]);
+            if constexpr (std::is_same_v<T, IntList>)
+              s += std::to_string(x[i]);
+            else
+              s += format_float(x[i]);
           }
           return s + "]";
         } else if constexpr (std::is_same_v<T, DType>) {

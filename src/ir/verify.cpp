@@ -63,8 +63,8 @@ class Verifier {
         fail("arg ", i, " ('", a.name, "'): expected a value of this graph, got ", why);
       const ValueInfo& info = g_.info(a.value);
       if (info.node != -1 || info.index != int32_t(i))
-        fail("arg ", i, " ('", a.name, "'): expected value ", a.value.id,
-             " recorded as argument ", i, ", got node ", info.node, " index ", info.index);
+        fail("arg ", i, " ('", a.name, "'): expected value ", a.value.id, " recorded as argument ",
+             i, ", got node ", info.node, " index ", info.index);
       if (defined_[size_t(a.value.id)])
         fail("arg ", i, " ('", a.name, "'): expected a new value, got value ", a.value.id,
              " defined twice");

@@ -26,8 +26,8 @@ Types arg_types(const InferContext& ctx, size_t slot) {
   Types out;
   for (const auto& a : g.args()) {
     if (a.kind == ArgKind::param)
-      ctx.fail("expected subgraph '", slot_name(ctx, slot), "' without params, got param '",
-               a.name, "'");
+      ctx.fail("expected subgraph '", slot_name(ctx, slot), "' without params, got param '", a.name,
+               "'");
     out.push_back(g.type(a.value));
   }
   return out;

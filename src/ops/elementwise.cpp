@@ -15,12 +15,16 @@ enum class Accepts { any, numeric, floating, float_or_signed, boolean, int_or_bo
 void expect_accepts(const InferContext& ctx, size_t i, Accepts a) {
   DType t = ctx.dtype(i);
   switch (a) {
-    case Accepts::any: return;
-    case Accepts::numeric: return expect_numeric(ctx, i);
-    case Accepts::floating: return expect_float(ctx, i);
+    case Accepts::any:
+      return;
+    case Accepts::numeric:
+      return expect_numeric(ctx, i);
+    case Accepts::floating:
+      return expect_float(ctx, i);
     case Accepts::float_or_signed:
       return expect_dtype(ctx, i, is_signed(t), "a float or signed integer dtype");
-    case Accepts::boolean: return expect_bool(ctx, i);
+    case Accepts::boolean:
+      return expect_bool(ctx, i);
     case Accepts::int_or_bool:
       return expect_dtype(ctx, i, !is_float(t), "an integer or bool dtype");
   }
@@ -31,8 +35,7 @@ void expect_finite_float_attrs(const InferContext& ctx) {
   for (const AttrSpec& spec : ctx.op().attrs) {
     if (spec.kind != AttrKind::Float) continue;
     double v = ctx.attrs().get_float(spec.name);
-    if (!std::isfinite(v))
-      ctx.fail("expected attribute '", spec.name, "' to be finite, got ", v);
+    if (!std::isfinite(v)) ctx.fail("expected attribute '", spec.name, "' to be finite, got ", v);
   }
 }
 
@@ -75,14 +78,29 @@ std::vector<UnarySpec> unary_specs() {
       {"floor", A::floating, false, kNoGrad, {}, "Rounds toward -infinity."},
       {"ceil", A::floating, false, kNoGrad, {}, "Rounds toward +infinity."},
       {"round", A::floating, false, kNoGrad, {}, "Rounds to nearest, ties to even."},
-      {"hard_sigmoid", A::floating, false, kNone,
-       {float_attr("alpha", 0.2), float_attr("beta", 0.5)}, "max(0, min(1, alpha * x + beta))."},
-      {"gelu", A::floating, false, kNone,
+      {"hard_sigmoid",
+       A::floating,
+       false,
+       kNone,
+       {float_attr("alpha", 0.2), float_attr("beta", 0.5)},
+       "max(0, min(1, alpha * x + beta))."},
+      {"gelu",
+       A::floating,
+       false,
+       kNone,
        {{"approximate", AttrKind::String, "none", {"none", "tanh"}}},
        "Gaussian error linear unit, exact or with the tanh approximation."},
-      {"elu", A::floating, false, kNone, {float_attr("alpha", 1.0)},
+      {"elu",
+       A::floating,
+       false,
+       kNone,
+       {float_attr("alpha", 1.0)},
        "x if x > 0 else alpha * (e^x - 1)."},
-      {"leaky_relu", A::floating, false, kNone, {float_attr("alpha", 0.01)},
+      {"leaky_relu",
+       A::floating,
+       false,
+       kNone,
+       {float_attr("alpha", 0.01)},
        "x if x > 0 else alpha * x."},
       {"relu", A::float_or_signed, false, kNone, {}, "max(x, 0)."},
       {"logical_not", A::boolean, true, kNoGrad, {}, "Boolean negation."},

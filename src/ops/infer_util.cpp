@@ -40,8 +40,7 @@ Shape broadcast_all(const InferContext& ctx) {
   return s;
 }
 
-int64_t normalize_axis(const InferContext& ctx, int64_t axis, int64_t rank,
-                       std::string_view what) {
+int64_t normalize_axis(const InferContext& ctx, int64_t axis, int64_t rank, std::string_view what) {
   if (axis < -rank || axis >= rank)
     ctx.fail("expected ", what, " in [", -rank, ", ", rank, "), got ", axis);
   return axis < 0 ? axis + rank : axis;
@@ -80,8 +79,8 @@ void expect_bool(const InferContext& ctx, size_t i) {
 }
 void expect_same_dtype(const InferContext& ctx, size_t i, size_t j) {
   if (ctx.dtype(i) != ctx.dtype(j))
-    ctx.fail_type("expected inputs ", i, " and ", j, " of the same dtype, got ",
-                  ctx.input(i).str(), " and ", ctx.input(j).str());
+    ctx.fail_type("expected inputs ", i, " and ", j, " of the same dtype, got ", ctx.input(i).str(),
+                  " and ", ctx.input(j).str());
 }
 
 void expect_rank(const InferContext& ctx, size_t i, int64_t rank) {
@@ -115,7 +114,8 @@ Dim dim_sum(const Dim& a, const Dim& b) {
 
 Dim unify_dims(const InferContext& ctx, const Dim& a, const Dim& b, std::string_view what) {
   if (a.is_static() && b.is_static()) {
-    if (a.value() != b.value()) ctx.fail("expected equal ", what, ", got ", a.str(), " and ", b.str());
+    if (a.value() != b.value())
+      ctx.fail("expected equal ", what, ", got ", a.str(), " and ", b.str());
     return a;
   }
   if (a.is_static()) return a;

@@ -119,9 +119,7 @@ std::vector<TensorType> infer_channel_norm(const InferContext& ctx) {
 void register_channel_norms(OpRegistry& r) {
   OpDef gn;
   gn.name = "group_norm";
-  gn.arity(3)
-      .attr("num_groups", AttrKind::Int)
-      .attr("epsilon", AttrKind::Float, AttrValue(1e-5));
+  gn.arity(3).attr("num_groups", AttrKind::Int).attr("epsilon", AttrKind::Float, AttrValue(1e-5));
   gn.doc = "Normalises x [N, C, ...] over each group of C/num_groups channels; scale, bias [C].";
   gn.infer = infer_channel_norm;
   r.add(std::move(gn));
@@ -129,8 +127,9 @@ void register_channel_norms(OpRegistry& r) {
   OpDef bn;
   bn.name = "batch_norm";
   bn.arity(5).attr("epsilon", AttrKind::Float, AttrValue(1e-5));
-  bn.doc = "Inference batch norm of x [N, C, ...]: (x - mean) / sqrt(var + epsilon) * scale "
-           "+ bias, with scale, bias, mean, var [C].";
+  bn.doc =
+      "Inference batch norm of x [N, C, ...]: (x - mean) / sqrt(var + epsilon) * scale "
+      "+ bias, with scale, bias, mean, var [C].";
   bn.infer = infer_channel_norm;
   r.add(std::move(bn));
 }
@@ -186,8 +185,9 @@ void register_attention(OpRegistry& r) {
       .attr("mask", AttrKind::String, AttrValue("none"), {"none", "causal", "sliding_window"})
       .attr("window", AttrKind::Int, AttrValue(0))
       .attr("scale", AttrKind::Float, AttrValue(0.0));
-  d.doc = "softmax(q k^T * scale + bias, masked) v; q [..., Sq, D], k [..., Sk, D], "
-          "v [..., Sk, Dv]; scale 0 means 1/sqrt(D).";
+  d.doc =
+      "softmax(q k^T * scale + bias, masked) v; q [..., Sq, D], k [..., Sk, D], "
+      "v [..., Sk, Dv]; scale 0 means 1/sqrt(D).";
   d.infer = infer_attention;
   r.add(std::move(d));
 }
@@ -216,8 +216,9 @@ void register_dropout(OpRegistry& r) {
       .attr("rate", AttrKind::Float, AttrValue(0.5))
       .attr("training", AttrKind::Bool, AttrValue(false))
       .attr("seed", AttrKind::Int, AttrValue(0));
-  d.doc = "In training, zeroes each element with probability `rate` and scales the rest by "
-          "1/(1-rate) (Philox keyed by seed); the identity otherwise.";
+  d.doc =
+      "In training, zeroes each element with probability `rate` and scales the rest by "
+      "1/(1-rate) (Philox keyed by seed); the identity otherwise.";
   d.infer = [](const InferContext& ctx) {
     expect_float(ctx, 0);
     double rate = ctx.attrs().get_float("rate");
@@ -258,8 +259,9 @@ void register_cross_entropy(OpRegistry& r) {
       .attr("reduction", AttrKind::String, AttrValue("mean"), {"mean", "sum", "none"})
       .attr("label_smoothing", AttrKind::Float, AttrValue(0.0))
       .attr("ignore_index", AttrKind::Int, AttrValue(-100));
-  d.doc = "Softmax cross entropy of logits [..., C] against integer labels [...] or "
-          "probabilities [..., C]; reduced by mean, sum or none.";
+  d.doc =
+      "Softmax cross entropy of logits [..., C] against integer labels [...] or "
+      "probabilities [..., C]; reduced by mean, sum or none.";
   d.infer = infer_cross_entropy;
   r.add(std::move(d));
 }
@@ -276,8 +278,7 @@ IntList spatial_list(const InferContext& ctx, std::string_view key, int64_t n, i
                      int64_t lo) {
   const IntList& v = ctx.attrs().get_ints(key);
   if (v.empty()) return IntList(size_t(n), fill);
-  if (int64_t(v.size()) != n)
-    ctx.fail("expected '", key, "' of length ", n, ", got ", list_str(v));
+  if (int64_t(v.size()) != n) ctx.fail("expected '", key, "' of length ", n, ", got ", list_str(v));
   for (int64_t x : v)
     if (x < lo) ctx.fail("expected '", key, "' entries >= ", lo, ", got ", list_str(v));
   return v;
@@ -323,8 +324,8 @@ Window read_window(const InferContext& ctx, int64_t k) {
 // Output size along spatial dim i of a window `kernel` wide sliding over d (conv, pools).
 // Floor or ONNX ceil mode; in ceil mode the last window must start inside the input or
 // the left padding.
-Dim window_out(const InferContext& ctx, const Window& w, size_t i, const Dim& d,
-               const Dim& kernel, bool ceil_mode) {
+Dim window_out(const InferContext& ctx, const Window& w, size_t i, const Dim& d, const Dim& kernel,
+               bool ceil_mode) {
   int64_t s = w.strides[i];
   if (w.same()) {  // the padding is whatever makes the output ceil(d / s)
     if (d.is_static()) return Dim(ceil_div(d.value(), s));
@@ -341,9 +342,9 @@ Dim window_out(const InferContext& ctx, const Window& w, size_t i, const Dim& d,
   int64_t o = (ceil_mode ? ceil_div(span, s) : floor_div(span, s)) + 1;
   if (ceil_mode && o > 1 && (o - 1) * s >= d.value() + pb) --o;
   if (o < 1)
-    ctx.fail("expected an output size >= 1 along spatial dim ", i, ", got ", o, " (input ",
-             d.str(), ", kernel ", kernel.str(), ", dilation ", w.dilations[i], ", pads ", pb,
-             "+", pe, ", stride ", s, ")");
+    ctx.fail("expected an output size >= 1 along spatial dim ", i, ", got ", o, " (input ", d.str(),
+             ", kernel ", kernel.str(), ", dilation ", w.dilations[i], ", pads ", pb, "+", pe,
+             ", stride ", s, ")");
   return Dim(o);
 }
 
@@ -426,8 +427,8 @@ std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
     int64_t o = s * (d.value() - 1) + grow + 1;
     if (o < 1)
       ctx.fail("expected an output size >= 1 along spatial dim ", i, ", got ", o, " (input ",
-               d.str(), ", kernel ", kern.str(), ", pads ", win.pad_begin(i), "+",
-               win.pad_end(i), ")");
+               d.str(), ", kernel ", kern.str(), ", pads ", win.pad_begin(i), "+", win.pad_end(i),
+               ")");
     out.push_back(Dim(o));
   }
   return one({ctx.dtype(0), out});
@@ -439,8 +440,9 @@ void register_convs(OpRegistry& r) {
   c.arity(2, 3);
   add_window_attrs(c);
   c.attr("groups", AttrKind::Int, AttrValue(1));
-  c.doc = "Convolution (cross-correlation) of x [N, C, D...] with w [M, C/groups, K...], "
-          "plus bias [M]: [N, M, O...].";
+  c.doc =
+      "Convolution (cross-correlation) of x [N, C, D...] with w [M, C/groups, K...], "
+      "plus bias [M]: [N, M, O...].";
   c.infer = infer_conv;
   r.add(std::move(c));
 
@@ -450,8 +452,9 @@ void register_convs(OpRegistry& r) {
   add_window_attrs(t);
   t.attr("output_padding", AttrKind::Ints, AttrValue(IntList{}))
       .attr("groups", AttrKind::Int, AttrValue(1));
-  t.doc = "Transposed convolution of x [N, C, D...] with w [C, M/groups, K...], plus bias "
-          "[M]: [N, M, O...].";
+  t.doc =
+      "Transposed convolution of x [N, C, D...] with w [C, M/groups, K...], plus bias "
+      "[M]: [N, M, O...].";
   t.infer = infer_conv_transpose;
   r.add(std::move(t));
 }
@@ -508,13 +511,15 @@ void register_pools(OpRegistry& r) {
 
 std::vector<TensorType> infer_resize(const InferContext& ctx) {
   const Attrs& a = ctx.attrs();
-  if (a.get_string("mode") == "linear") expect_float(ctx, 0);
-  else expect_numeric(ctx, 0);
+  if (a.get_string("mode") == "linear")
+    expect_float(ctx, 0);
+  else
+    expect_numeric(ctx, 0);
   const IntList& sizes = a.get_ints("sizes");
   FloatList scales = a.get_floats("scales");
   if (sizes.empty() == scales.empty())
-    ctx.fail("expected exactly one of sizes or scales, got sizes ", list_str(sizes),
-             " and scales ", list_str(scales));
+    ctx.fail("expected exactly one of sizes or scales, got sizes ", list_str(sizes), " and scales ",
+             list_str(scales));
   size_t rank = size_t(ctx.rank(0));
   const char* key = sizes.empty() ? "scales" : "sizes";
   if ((sizes.empty() ? scales.size() : sizes.size()) != rank)
@@ -533,8 +538,10 @@ std::vector<TensorType> infer_resize(const InferContext& ctx) {
       double o = std::floor(double(d.is_static() ? d.value() : 1) * sc);
       if (!(o < 9e18))
         ctx.fail("expected scales that keep sizes in int64 range, got ", list_str(scales));
-      if (d.is_static()) out[i] = Dim(int64_t(o));
-      else out[i] = sc == 1.0 ? d : Dim::unknown();
+      if (d.is_static())
+        out[i] = Dim(int64_t(o));
+      else
+        out[i] = sc == 1.0 ? d : Dim::unknown();
     }
     if (d.is(0) && !out[i].is(0))
       ctx.fail("expected output dim ", i, " of 0 for an empty input dim, got ", out[i].str());
@@ -553,8 +560,9 @@ void register_resize(OpRegistry& r) {
             {"half_pixel", "align_corners", "asymmetric"})
       .attr("nearest_mode", AttrKind::String, AttrValue("round_prefer_floor"),
             {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
-  d.doc = "Resamples every dim of x to sizes[i] or floor(dim * scales[i]) by nearest or "
-          "(multi)linear interpolation.";
+  d.doc =
+      "Resamples every dim of x to sizes[i] or floor(dim * scales[i]) by nearest or "
+      "(multi)linear interpolation.";
   d.infer = infer_resize;
   r.add(std::move(d));
 }

@@ -65,7 +65,8 @@ void register_random_ops(OpRegistry& r) {
         .attr("seed", AttrKind::Int, AttrValue(0))
         .attr(e.p1, AttrKind::Float, AttrValue(e.v1))
         .attr(e.p2, AttrKind::Float, AttrValue(e.v2));
-    d.doc = cat(e.doc, " of dtype[shape], from the counter-based Philox4x32-10 generator "
+    d.doc = cat(e.doc,
+                " of dtype[shape], from the counter-based Philox4x32-10 generator "
                 "keyed by seed (optional integer scalar key input: added to the counter), so "
                 "results are reproducible across backends.");
     d.infer = infer_random;

@@ -19,8 +19,10 @@ void expect_nonempty_axis(const InferContext& ctx, int64_t axis) {
 Shape reduced_shape(const Shape& in, const std::vector<bool>& reduced, bool keepdims) {
   Shape out;
   for (size_t i = 0; i < in.size(); ++i) {
-    if (!reduced[i]) out.push_back(in[i]);
-    else if (keepdims) out.push_back(Dim(1));
+    if (!reduced[i])
+      out.push_back(in[i]);
+    else if (keepdims)
+      out.push_back(Dim(1));
   }
   return out;
 }
@@ -57,8 +59,10 @@ void register_reduce(OpRegistry& r, const ReduceSpec& s) {
   d.arity(1).attr("axes", AttrKind::Ints, IntList{}).attr("keepdims", AttrKind::Bool, false);
   d.doc = s.doc;
   d.infer = [float_only = s.float_only, nonempty = s.needs_nonempty](const InferContext& ctx) {
-    if (float_only) expect_float(ctx, 0);
-    else expect_numeric(ctx, 0);
+    if (float_only)
+      expect_float(ctx, 0);
+    else
+      expect_numeric(ctx, 0);
     int64_t rank = ctx.rank(0);
     const IntList& axes = ctx.attrs().get_ints("axes");
     std::vector<bool> reduced(size_t(rank), axes.empty());

@@ -48,9 +48,7 @@ std::vector<bool> axis_mask(const InferContext& ctx, const IntList& axes, int64_
 // ---------------------------------------------------------------------------------------
 // constant, reshape, transpose, broadcast_to, expand_dims, squeeze
 
-Types infer_constant(const InferContext& ctx) {
-  return {ctx.attrs().get_tensor("value").type()};
-}
+Types infer_constant(const InferContext& ctx) { return {ctx.attrs().get_tensor("value").type()}; }
 
 // A product of dims split into a static factor, named symbols and anonymous unknowns.
 struct Factors {
@@ -59,9 +57,12 @@ struct Factors {
   bool unknown = false;
 
   void add(const InferContext& ctx, const Dim& d) {
-    if (d.is_static()) k = checked_mul(ctx, k, d.value());
-    else if (d.is_unknown()) unknown = true;
-    else syms.push_back(d.symbol());
+    if (d.is_static())
+      k = checked_mul(ctx, k, d.value());
+    else if (d.is_unknown())
+      unknown = true;
+    else
+      syms.push_back(d.symbol());
   }
   bool is_static() const { return syms.empty() && !unknown; }
 };
@@ -117,8 +118,7 @@ Types infer_transpose(const InferContext& ctx) {
   if (perm.empty()) {
     for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
   } else if (int64_t(perm.size()) != r) {
-    ctx.fail("expected perm of length ", r, " for ", ctx.input(0).str(), ", got ",
-             list_str(perm));
+    ctx.fail("expected perm of length ", r, " for ", ctx.input(0).str(), ", got ", list_str(perm));
   }
   normalize_axes(ctx, perm, r, "perm");  // range and distinctness
   Shape out;
@@ -130,8 +130,8 @@ Types infer_broadcast_to(const InferContext& ctx) {
   const Shape& in = ctx.shape(0);
   Shape target = shape_attr(ctx, "shape");
   if (target.size() < in.size())
-    ctx.fail("expected a target shape of rank >= ", in.size(), ", got ",
-             shape_str(target), " for ", ctx.input(0).str());
+    ctx.fail("expected a target shape of rank >= ", in.size(), ", got ", shape_str(target), " for ",
+             ctx.input(0).str());
   size_t off = target.size() - in.size();
   for (size_t i = 0; i < in.size(); ++i) {
     // A symbol may be 1 or the target size: checked when it is bound.
@@ -176,8 +176,7 @@ Types infer_squeeze(const InferContext& ctx) {
 
 // ONNX Slice on one dim: negative indices count from the end, then clamp.
 Dim slice_dim(const Dim& d, int64_t start, int64_t stop, int64_t step) {
-  if (d.is_symbolic())
-    return step == 1 && start == 0 && stop >= kMax / 2 ? d : Dim::unknown();
+  if (d.is_symbolic()) return step == 1 && start == 0 && stop >= kMax / 2 ? d : Dim::unknown();
   int64_t n = d.value();
   if (n == 0) return Dim(0);
   if (start < 0) start += n;
@@ -204,8 +203,8 @@ Types infer_slice(const InferContext& ctx) {
   if (axes.empty())
     for (size_t i = 0; i < n; ++i) axes.push_back(int64_t(i));
   if (stops.size() != n || steps.size() != n || axes.size() != n)
-    ctx.fail("expected starts, stops, steps and axes of equal length, got ", list_str(starts),
-             ", ", list_str(stops), ", ", list_str(steps), ", ", list_str(axes));
+    ctx.fail("expected starts, stops, steps and axes of equal length, got ", list_str(starts), ", ",
+             list_str(stops), ", ", list_str(steps), ", ", list_str(axes));
   int64_t r = ctx.rank(0);
   normalize_axes(ctx, axes, r, "axes");  // range and distinctness
   Shape out = ctx.shape(0);
@@ -240,8 +239,8 @@ Types infer_split(const InferContext& ctx) {
   int64_t num = a.get_int("num");
   size_t axis = size_t(normalize_axis(ctx, a.get_int("axis"), ctx.rank(0), "axis"));
   if (sizes.empty() == (num == 0))
-    ctx.fail("expected exactly one of sizes (non-empty) and num (> 0), got sizes ",
-             list_str(sizes), " and num ", num);
+    ctx.fail("expected exactly one of sizes (non-empty) and num (> 0), got sizes ", list_str(sizes),
+             " and num ", num);
   const Dim& d = ctx.shape(0)[axis];
   std::vector<Dim> parts;
   if (!sizes.empty()) {
@@ -252,8 +251,8 @@ Types infer_split(const InferContext& ctx) {
       parts.push_back(Dim(s));
     }
     if (d.is_static() && sum != d.value())
-      ctx.fail("expected sizes summing to ", d.value(), " (axis ", axis, " of ",
-               ctx.input(0).str(), "), got ", list_str(sizes));
+      ctx.fail("expected sizes summing to ", d.value(), " (axis ", axis, " of ", ctx.input(0).str(),
+               "), got ", list_str(sizes));
   } else {
     // A bound on the node's output count (a zero-size or symbolic dim allows any num).
     if (num < 0 || num > kMaxParts) ctx.fail("expected num in [1, ", kMaxParts, "], got ", num);
@@ -289,14 +288,14 @@ Types infer_pad(const InferContext& ctx) {
     }
     int64_t n = in[i].value();
     if (mode == "reflect" && (lo >= n || hi >= n))
-      ctx.fail("expected reflect pads < ", n, " on axis ", i, " of ", ctx.input(0).str(),
-               ", got ", list_str(pads));
+      ctx.fail("expected reflect pads < ", n, " on axis ", i, " of ", ctx.input(0).str(), ", got ",
+               list_str(pads));
     if (mode == "edge" && n == 0 && (lo > 0 || hi > 0))
       ctx.fail("expected a nonempty axis ", i, " for edge padding, got ", ctx.input(0).str());
     int64_t size = checked_add(ctx, n, total);
     if (size < 0)
-      ctx.fail("expected pads leaving axis ", i, " of ", ctx.input(0).str(),
-               " a size >= 0, got ", list_str(pads));
+      ctx.fail("expected pads leaving axis ", i, " of ", ctx.input(0).str(), " a size >= 0, got ",
+               list_str(pads));
     out.push_back(Dim(size));
   }
   return {{ctx.dtype(0), out}};
@@ -310,15 +309,15 @@ void check_elements_dims(const InferContext& ctx, size_t data, size_t idx, size_
   for (size_t d = 0; d < ctx.shape(data).size(); ++d) {
     const Dim &a = ctx.shape(data)[d], &b = ctx.shape(idx)[d];
     if (d != axis && a.is_static() && b.is_static() && b.value() > a.value())
-      ctx.fail("expected indices dims <= data dims off the axis, got ",
-               describe_input(ctx, idx), " for ", describe_input(ctx, data));
+      ctx.fail("expected indices dims <= data dims off the axis, got ", describe_input(ctx, idx),
+               " for ", describe_input(ctx, data));
   }
 }
 
 void expect_equal_rank(const InferContext& ctx, size_t i, size_t j) {
   if (ctx.rank(i) != ctx.rank(j))
-    ctx.fail("expected inputs ", i, " and ", j, " of equal rank, got ", ctx.input(i).str(),
-             " and ", ctx.input(j).str());
+    ctx.fail("expected inputs ", i, " and ", j, " of equal rank, got ", ctx.input(i).str(), " and ",
+             ctx.input(j).str());
 }
 
 // The static size of indices' last dim (the index depth of the *_nd ops).
@@ -391,8 +390,8 @@ Types infer_scatter_nd(const InferContext& ctx) {
   if (ctx.rank(2) != int64_t(want.size()))
     ctx.fail("expected updates of shape ", shape_str(want), ", got ", ctx.input(2).str());
   for (size_t d = 0; d < want.size(); ++d)
-    unify_dims(ctx, want[d], ctx.shape(2)[d], cat("updates dims ", d, " (want ",
-                                                  shape_str(want), ")"));
+    unify_dims(ctx, want[d], ctx.shape(2)[d],
+               cat("updates dims ", d, " (want ", shape_str(want), ")"));
   return {ctx.input(0)};
 }
 
@@ -444,8 +443,8 @@ Types infer_top_k(const InferContext& ctx) {
   size_t axis = size_t(normalize_axis(ctx, ctx.attrs().get_int("axis"), ctx.rank(0), "axis"));
   const Dim& d = ctx.shape(0)[axis];
   if (k < 0 || (d.is_static() && k > d.value()))
-    ctx.fail("expected k in [0, ", d.str(), "] (axis ", axis, " of ", ctx.input(0).str(),
-             "), got ", k);
+    ctx.fail("expected k in [0, ", d.str(), "] (axis ", axis, " of ", ctx.input(0).str(), "), got ",
+             k);
   Shape out = ctx.shape(0);
   out[axis] = Dim(k);
   return {{ctx.dtype(0), out}, {DType::i64, out}};
@@ -483,62 +482,162 @@ std::vector<ShapeOp> shape_ops() {
   const Trait view = base | Trait::view;
   const Trait nodiff = base | Trait::nondifferentiable;
   return {
-      {"constant", nodiff, 0, 0, {{"value", K::Tensor}}, infer_constant,
+      {"constant",
+       nodiff,
+       0,
+       0,
+       {{"value", K::Tensor}},
+       infer_constant,
        "A constant tensor, held in the graph."},
-      {"reshape", view, 1, 1, {{"shape", K::Ints}}, infer_reshape,
+      {"reshape",
+       view,
+       1,
+       1,
+       {{"shape", K::Ints}},
+       infer_reshape,
        "Reshapes x; 0 copies the input dim, -1 is inferred."},
-      {"transpose", base, 1, 1, {{"perm", K::Ints, IntList{}}}, infer_transpose,
+      {"transpose",
+       base,
+       1,
+       1,
+       {{"perm", K::Ints, IntList{}}},
+       infer_transpose,
        "Permutes the axes of x (default: reversed)."},
-      {"broadcast_to", base, 1, 1, {{"shape", K::Ints}}, infer_broadcast_to,
+      {"broadcast_to",
+       base,
+       1,
+       1,
+       {{"shape", K::Ints}},
+       infer_broadcast_to,
        "Broadcasts x to a static shape (NumPy rules)."},
-      {"expand_dims", view, 1, 1, {{"axes", K::Ints}}, infer_expand_dims,
+      {"expand_dims",
+       view,
+       1,
+       1,
+       {{"axes", K::Ints}},
+       infer_expand_dims,
        "Inserts size-1 axes at the given output positions."},
-      {"squeeze", view, 1, 1, {{"axes", K::Ints, IntList{}}}, infer_squeeze,
+      {"squeeze",
+       view,
+       1,
+       1,
+       {{"axes", K::Ints, IntList{}}},
+       infer_squeeze,
        "Removes size-1 axes (default: every static size-1 axis)."},
-      {"slice", base, 1, 1,
-       {{"starts", K::Ints}, {"stops", K::Ints}, {"steps", K::Ints, IntList{}},
+      {"slice",
+       base,
+       1,
+       1,
+       {{"starts", K::Ints},
+        {"stops", K::Ints},
+        {"steps", K::Ints, IntList{}},
         {"axes", K::Ints, IntList{}}},
-       infer_slice, "Strided slice along axes, as ONNX Slice."},
-      {"concat", base, 1, kVariadic, {{"axis", K::Int, 0}}, infer_concat,
+       infer_slice,
+       "Strided slice along axes, as ONNX Slice."},
+      {"concat",
+       base,
+       1,
+       kVariadic,
+       {{"axis", K::Int, 0}},
+       infer_concat,
        "Concatenates the inputs along axis."},
-      {"split", base, 1, 1,
-       {{"axis", K::Int, 0}, {"sizes", K::Ints, IntList{}}, {"num", K::Int, 0}}, infer_split,
+      {"split",
+       base,
+       1,
+       1,
+       {{"axis", K::Int, 0}, {"sizes", K::Ints, IntList{}}, {"num", K::Int, 0}},
+       infer_split,
        "Splits x along axis into the given sizes or num equal parts."},
-      {"pad", base, 1, 1,
+      {"pad",
+       base,
+       1,
+       1,
        {{"pads", K::Ints},
         {"mode", K::String, "constant", {"constant", "reflect", "edge"}},
         {"value", K::Float, 0.0}},
-       infer_pad, "Pads (or crops, for negative pads) x: all begins, then all ends."},
-      {"gather", base, 2, 2, {{"axis", K::Int, 0}}, infer_gather,
+       infer_pad,
+       "Pads (or crops, for negative pads) x: all begins, then all ends."},
+      {"gather",
+       base,
+       2,
+       2,
+       {{"axis", K::Int, 0}},
+       infer_gather,
        "Takes slices of data at indices along axis."},
-      {"gather_elements", base, 2, 2, {{"axis", K::Int, 0}}, infer_gather_elements,
+      {"gather_elements",
+       base,
+       2,
+       2,
+       {{"axis", K::Int, 0}},
+       infer_gather_elements,
        "Takes elements of data at indices along axis; output has indices' shape."},
-      {"gather_nd", base, 2, 2, {{"batch_dims", K::Int, 0}}, infer_gather_nd,
+      {"gather_nd",
+       base,
+       2,
+       2,
+       {{"batch_dims", K::Int, 0}},
+       infer_gather_nd,
        "Takes slices of data at index tuples (ONNX GatherND)."},
-      {"scatter_elements", base, 3, 3,
+      {"scatter_elements",
+       base,
+       3,
+       3,
        {{"axis", K::Int, 0}, {"reduction", K::String, "none", kReductions}},
-       infer_scatter_elements, "Writes updates into data at indices along axis."},
-      {"scatter_nd", base, 3, 3, {{"reduction", K::String, "none", kReductions}},
-       infer_scatter_nd, "Writes update slices into data at index tuples (ONNX ScatterND)."},
-      {"iota", nodiff, 0, 0,
-       {{"shape", K::Ints}, {"dtype", K::DType, DType::i64}, {"axis", K::Int, 0}}, infer_iota,
+       infer_scatter_elements,
+       "Writes updates into data at indices along axis."},
+      {"scatter_nd",
+       base,
+       3,
+       3,
+       {{"reduction", K::String, "none", kReductions}},
+       infer_scatter_nd,
+       "Writes update slices into data at index tuples (ONNX ScatterND)."},
+      {"iota",
+       nodiff,
+       0,
+       0,
+       {{"shape", K::Ints}, {"dtype", K::DType, DType::i64}, {"axis", K::Int, 0}},
+       infer_iota,
        "A tensor counting 0..n-1 along axis."},
-      {"tile", base, 1, 1, {{"repeats", K::Ints}}, infer_tile,
-       "Repeats x along each axis."},
-      {"flip", base, 1, 1, {{"axes", K::Ints, IntList{}}}, infer_flip,
+      {"tile", base, 1, 1, {{"repeats", K::Ints}}, infer_tile, "Repeats x along each axis."},
+      {"flip",
+       base,
+       1,
+       1,
+       {{"axes", K::Ints, IntList{}}},
+       infer_flip,
        "Reverses x along axes (default: all)."},
-      {"one_hot", nodiff, 1, 1,
-       {{"depth", K::Int}, {"axis", K::Int, -1}, {"dtype", K::DType, DType::f32},
-        {"on_value", K::Float, 1.0}, {"off_value", K::Float, 0.0}},
-       infer_one_hot, "One-hot encodes integer indices; depth is inserted at axis."},
-      {"top_k", base, 1, 1,
-       {{"k", K::Int}, {"axis", K::Int, -1}, {"largest", K::Bool, true},
-        {"sorted", K::Bool, true}},
-       infer_top_k, "The k largest (or smallest) values along axis and their i64 indices."},
-      {"sort", base, 1, 1,
+      {"one_hot",
+       nodiff,
+       1,
+       1,
+       {{"depth", K::Int},
+        {"axis", K::Int, -1},
+        {"dtype", K::DType, DType::f32},
+        {"on_value", K::Float, 1.0},
+        {"off_value", K::Float, 0.0}},
+       infer_one_hot,
+       "One-hot encodes integer indices; depth is inserted at axis."},
+      {"top_k",
+       base,
+       1,
+       1,
+       {{"k", K::Int}, {"axis", K::Int, -1}, {"largest", K::Bool, true}, {"sorted", K::Bool, true}},
+       infer_top_k,
+       "The k largest (or smallest) values along axis and their i64 indices."},
+      {"sort",
+       base,
+       1,
+       1,
        {{"axis", K::Int, -1}, {"descending", K::Bool, false}, {"stable", K::Bool, false}},
-       infer_sort, "Sorts x along axis; returns the values and their i64 indices."},
-      {"nonzero", nodiff, 1, 1, {}, infer_nonzero,
+       infer_sort,
+       "Sorts x along axis; returns the values and their i64 indices."},
+      {"nonzero",
+       nodiff,
+       1,
+       1,
+       {},
+       infer_nonzero,
        "Indices of the nonzero elements as i64[rank, count] (ONNX layout)."},
   };
 }

@@ -12,8 +12,10 @@ std::shared_ptr<Buffer> Buffer::allocate_host(size_t bytes) {
   // aligned_alloc needs a size that is a multiple of the alignment (and non-zero).
   size_t rounded = (bytes + 63) / 64 * 64;
   void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!p) fail<ValueError>("Buffer", "expected to allocate ", bytes, " bytes on the host, got none");
-  return std::shared_ptr<Buffer>(new Buffer(p, bytes, Device::cpu(), [](void* q) { std::free(q); }));
+  if (!p)
+    fail<ValueError>("Buffer", "expected to allocate ", bytes, " bytes on the host, got none");
+  return std::shared_ptr<Buffer>(
+      new Buffer(p, bytes, Device::cpu(), [](void* q) { std::free(q); }));
 }
 
 std::shared_ptr<Buffer> Buffer::wrap(void* data, size_t bytes, Device device,
@@ -51,8 +53,8 @@ int64_t checked_numel(const std::vector<int64_t>& shape) {
 void Tensor::check_count(size_t n, const std::vector<int64_t>& shape) {
   int64_t want = checked_numel(shape);
   if (int64_t(n) != want)
-    fail<ValueError>("Tensor", "expected ", want, " values for shape ", ints_str(shape),
-                     ", got ", n);
+    fail<ValueError>("Tensor", "expected ", want, " values for shape ", ints_str(shape), ", got ",
+                     n);
 }
 
 Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
@@ -185,7 +187,8 @@ Tensor Tensor::reshape(std::vector<int64_t> shape) const {
       known *= shape[i];
     }
   }
-  if (infer_at >= 0 && known != 0 && numel() % known == 0) shape[size_t(infer_at)] = numel() / known;
+  if (infer_at >= 0 && known != 0 && numel() % known == 0)
+    shape[size_t(infer_at)] = numel() / known;
   if (infer_at >= 0 && shape[size_t(infer_at)] < 0)
     fail<ValueError>("Tensor::reshape", "expected a shape that divides ", numel(), " elements");
   if (checked_numel(shape) != numel())
@@ -240,7 +243,8 @@ Tensor Tensor::broadcast_to(const std::vector<int64_t>& shape) const {
   t.strides_.assign(shape.size(), 0);
   for (size_t i = 0; i < shape_.size(); ++i) {
     int64_t from = shape_[i], to = shape[lead + i];
-    if (from == to) t.strides_[lead + i] = strides_[i];
+    if (from == to)
+      t.strides_[lead + i] = strides_[i];
     else if (from != 1)
       fail<ValueError>("Tensor::broadcast_to", "expected broadcastable shapes, got ",
                        ints_str(shape_), " and ", ints_str(shape));

@@ -1,8 +1,9 @@
 // The extension surface, used from outside src/ through the public API only:
 // a downstream op with attributes, two outputs and inputs of several dtypes.
+#include "custom_op.h"
+
 #include <gtest/gtest.h>
 
-#include "custom_op.h"
 #include "rlx/rlx.h"
 
 namespace {
@@ -63,8 +64,9 @@ TEST(CustomOp, RegisterFromATestFile) {
   if (!reg.contains("mytest.split_halves")) {
     rlx::OpDef d;
     d.name = "mytest.split_halves";
-    d.arity(1).attr("axis", rlx::AttrKind::Int, 0).attr("tag", rlx::AttrKind::String, "a",
-                                                          {"a", "b"});
+    d.arity(1)
+        .attr("axis", rlx::AttrKind::Int, 0)
+        .attr("tag", rlx::AttrKind::String, "a", {"a", "b"});
     d.infer = [](const rlx::InferContext& ctx) {
       int64_t axis = ctx.attrs().get_int("axis");
       if (axis < 0 || axis >= ctx.rank(0)) ctx.fail("expected a valid axis, got ", axis);

@@ -46,20 +46,26 @@ TEST(Attrs, EncodingIsStableAndOrderIndependent) {
   EXPECT_EQ(a, b);
   // The encoding is fixed: a known map gives known bytes (little-endian, sorted keys).
   Attrs small{{"k", 2}};
-  std::vector<uint8_t> want = {1, 0, 0, 0, 0, 0, 0, 0,  // one entry
-                               1, 0, 0, 0, 0, 0, 0, 0,  // key length
-                               'k', 0,                  // key, kind tag Int
-                               2, 0, 0, 0, 0, 0, 0, 0};
+  std::vector<uint8_t> want = {1,   0, 0, 0, 0, 0, 0, 0,  // one entry
+                               1,   0, 0, 0, 0, 0, 0, 0,  // key length
+                               'k', 0,                    // key, kind tag Int
+                               2,   0, 0, 0, 0, 0, 0, 0};
   EXPECT_EQ(small.encode(), want);
 }
 
 TEST(Attrs, DifferentValuesHashDifferently) {
   Attrs base = sample();
   std::vector<Attrs> variants;
-  for (auto [k, v] : std::vector<std::pair<std::string, AttrValue>>{
-           {"axis", 2}, {"alpha", 0.5}, {"mode", "edge"}, {"keepdims", false},
-           {"perm", IntList{2, 1, 0}}, {"scales", FloatList{1.5}}, {"dtype", DType::f16},
-           {"value", Literal::from<int32_t>({1, 2, 4})}, {"axis", 1.0}}) {
+  for (auto [k, v] :
+       std::vector<std::pair<std::string, AttrValue>>{{"axis", 2},
+                                                      {"alpha", 0.5},
+                                                      {"mode", "edge"},
+                                                      {"keepdims", false},
+                                                      {"perm", IntList{2, 1, 0}},
+                                                      {"scales", FloatList{1.5}},
+                                                      {"dtype", DType::f16},
+                                                      {"value", Literal::from<int32_t>({1, 2, 4})},
+                                                      {"axis", 1.0}}) {
     Attrs c = base;
     c.set(k, v);
     EXPECT_NE(c.hash(), base.hash()) << k;

@@ -181,14 +181,29 @@ std::vector<Literal> literals_of(DType d) {
     out.push_back(Literal::from_doubles(d, {4}, {0, 1, -1, 100}));
   }
   switch (d) {
-    case DType::i8: out.push_back(Literal::from<int8_t>({-128, 127})); break;
-    case DType::i16: out.push_back(Literal::from<int16_t>({-32768, 32767})); break;
-    case DType::i32: out.push_back(Literal::from<int32_t>({INT32_MIN, INT32_MAX})); break;
-    case DType::i64: out.push_back(Literal::from<int64_t>({INT64_MIN, INT64_MAX})); break;
-    case DType::u8: out.push_back(Literal::from<uint8_t>({0, 255})); break;
-    case DType::f64: out.push_back(Literal::from<double>({5e-324, 1.7976931348623157e308})); break;
-    case DType::f32: out.push_back(Literal::from<float>({1e-45f, 3.4028235e38f})); break;
-    default: break;
+    case DType::i8:
+      out.push_back(Literal::from<int8_t>({-128, 127}));
+      break;
+    case DType::i16:
+      out.push_back(Literal::from<int16_t>({-32768, 32767}));
+      break;
+    case DType::i32:
+      out.push_back(Literal::from<int32_t>({INT32_MIN, INT32_MAX}));
+      break;
+    case DType::i64:
+      out.push_back(Literal::from<int64_t>({INT64_MIN, INT64_MAX}));
+      break;
+    case DType::u8:
+      out.push_back(Literal::from<uint8_t>({0, 255}));
+      break;
+    case DType::f64:
+      out.push_back(Literal::from<double>({5e-324, 1.7976931348623157e308}));
+      break;
+    case DType::f32:
+      out.push_back(Literal::from<float>({1e-45f, 3.4028235e38f}));
+      break;
+    default:
+      break;
   }
   out.push_back(Literal::full(d, {}, 1));
   out.push_back(Literal::full(d, {0, 3}, 1));
@@ -377,8 +392,7 @@ TEST(Text, ParseErrorsPointAtTheToken) {
       {head + "  %x = test.add(%x, %x) : f32[2]\n}", 2, "%x", "duplicate '%x'"},
       {head + "  return a=%x, a=%y\n}", 2, "a=%y", "duplicate 'a'"},
       {head + "  %0 = test.add(%x, $x) : f32[2]\n}", 2, "$", "expected a token, got '$'"},
-      {head + "  %0 = test.attrs(%x) {s=\"abc} : f32[2]\n}", 2, "\"abc",
-       "expected a closing '\"'"},
+      {head + "  %0 = test.attrs(%x) {s=\"abc} : f32[2]\n}", 2, "\"abc", "expected a closing '\"'"},
       {head + "  %0 = test.attrs(%x) {s=\"a\\qb\"} : f32[2]\n}", 2, "\\q", "expected an escape"},
       {head + "  %0 = constant() {value=1} : f32[]\n}", 2, "1}", "of kind tensor, got int"},
       {head + "  %0 = test.attrs(%x) {i=1.5} : f32[2]\n}", 2, "1.5", "of kind int, got float"},

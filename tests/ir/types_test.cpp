@@ -38,11 +38,16 @@ TEST(DType, PromotionTable) {
     DType a, b, want;
   };
   const Row rows[] = {
-      {DType::f32, DType::f32, DType::f32},     {DType::boolean, DType::i8, DType::i8},
-      {DType::i32, DType::f16, DType::f16},     {DType::f16, DType::bf16, DType::f32},
-      {DType::f16, DType::f64, DType::f64},     {DType::u8, DType::i8, DType::i16},
-      {DType::u8, DType::i32, DType::i32},      {DType::i16, DType::i64, DType::i64},
-      {DType::boolean, DType::boolean, DType::boolean}, {DType::bf16, DType::f32, DType::f32},
+      {DType::f32, DType::f32, DType::f32},
+      {DType::boolean, DType::i8, DType::i8},
+      {DType::i32, DType::f16, DType::f16},
+      {DType::f16, DType::bf16, DType::f32},
+      {DType::f16, DType::f64, DType::f64},
+      {DType::u8, DType::i8, DType::i16},
+      {DType::u8, DType::i32, DType::i32},
+      {DType::i16, DType::i64, DType::i64},
+      {DType::boolean, DType::boolean, DType::boolean},
+      {DType::bf16, DType::f32, DType::f32},
   };
   for (const auto& r : rows) {
     EXPECT_EQ(promote_types(r.a, r.b), r.want) << r.a << " " << r.b;
@@ -61,10 +66,10 @@ TEST(DType, HalfConversions) {
     ASSERT_EQ(f32_to_f16(f), h) << std::hex << h;
   }
   EXPECT_EQ(f16_to_f32(0x3c00), 1.0f);
-  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));  // smallest subnormal
-  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);                // rounds to +inf
+  EXPECT_EQ(f16_to_f32(0x0001), std::ldexp(1.0f, -24));         // smallest subnormal
+  EXPECT_EQ(f32_to_f16(65520.0f), 0x7c00);                      // rounds to +inf
   EXPECT_EQ(f32_to_f16(1.0f + std::ldexp(1.0f, -11)), 0x3c00);  // tie -> even
-  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);  // tie -> even (zero)
+  EXPECT_EQ(f32_to_f16(std::ldexp(1.0f, -25)), 0x0000);         // tie -> even (zero)
   EXPECT_EQ(f32_to_f16(std::ldexp(1.5f, -25)), 0x0001);
   for (uint32_t h = 0; h < 0x10000; h += 7) {
     float f = bf16_to_f32(uint16_t(h));
@@ -100,8 +105,8 @@ TEST(TensorType, PrintAndParse) {
   EXPECT_FALSE(t.is_static());
   EXPECT_FALSE(t.numel().has_value());
   EXPECT_EQ(TensorType::parse("f32[2,3]").numel(), 6);
-  for (const char* s : {"f32", "f33[2]", "f32[2,]", "f32[,2]", "f32[2", "f32[-1]", "f32[1x]",
-                        "", "[2]", "f32[99999999999999999999]"}) {
+  for (const char* s : {"f32", "f33[2]", "f32[2,]", "f32[,2]", "f32[2", "f32[-1]", "f32[1x]", "",
+                        "[2]", "f32[99999999999999999999]"}) {
     EXPECT_THROW(TensorType::parse(s), ValueError) << s;
   }
 }

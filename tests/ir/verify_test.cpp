@@ -26,8 +26,9 @@ void register_test_ops() {
 
   OpDef split;
   split.name = "test.vsplit";
-  split.arity(1).attr("num", AttrKind::Int, int64_t{2}).attr("mode", AttrKind::String, "a",
-                                                             {"a", "b"});
+  split.arity(1)
+      .attr("num", AttrKind::Int, int64_t{2})
+      .attr("mode", AttrKind::String, "a", {"a", "b"});
   split.infer = [](const InferContext& ctx) {
     return Types(size_t(std::max<int64_t>(0, ctx.attrs().get_int("num"))), ctx.input(0));
   };
@@ -130,65 +131,93 @@ TEST(Verify, RejectsEachMalformedKind) {
   Graph other("other");
   Value foreign = other.input("z", T("f32[2]"));
   std::vector<Damage> cases = {
-      {"input defined later", [](Fixture& f) { f.node(0).inputs[0] = f.d; },
+      {"input defined later",
+       [](Fixture& f) { f.node(0).inputs[0] = f.d; },
        {"node 0 (test.vadd): expected input 0 defined before use, got value",
         "defined later by node 2"}},
-      {"input from another graph", [&](Fixture& f) { f.node(2).inputs[1] = foreign; },
-       {"node 2 (test.vadd): expected input 1 to be a value of graph 'main'",
-        "another graph"}},
+      {"input from another graph",
+       [&](Fixture& f) { f.node(2).inputs[1] = foreign; },
+       {"node 2 (test.vadd): expected input 1 to be a value of graph 'main'", "another graph"}},
       {"input never defined",
        [](Fixture& f) { f.node(0).inputs[1] = f.g->add_value(T("f32[2]")); },
        {"node 0 (test.vadd)", "that no node or argument defines"}},
-      {"empty handle", [](Fixture& f) { f.node(1).inputs[0] = Value{}; },
+      {"empty handle",
+       [](Fixture& f) { f.node(1).inputs[0] = Value{}; },
        {"node 1 (test.vsplit): expected input 0", "an empty handle"}},
-      {"input id out of range", [](Fixture& f) { f.node(1).inputs[0] = Value{f.g.get(), 99}; },
+      {"input id out of range",
+       [](Fixture& f) {
+         f.node(1).inputs[0] = Value{f.g.get(), 99};
+       },
        {"node 1 (test.vsplit)", "value id 99, out of range"}},
-      {"wrong output type", [](Fixture& f) { f.g->set_type(f.a, T("f32[3]")); },
+      {"wrong output type",
+       [](Fixture& f) { f.g->set_type(f.a, T("f32[3]")); },
        {"node 0 (test.vadd): expected output 0 of type f32[2], got f32[3]"}},
-      {"wrong output dtype", [](Fixture& f) { f.g->set_type(f.c, T("i32[2]")); },
+      {"wrong output dtype",
+       [](Fixture& f) { f.g->set_type(f.c, T("i32[2]")); },
        {"node 1 (test.vsplit): expected output 1 of type f32[2], got i32[2]"}},
-      {"changed arg type breaks inference", [](Fixture& f) { f.g->set_type(f.y, T("f32[5]")); },
+      {"changed arg type breaks inference",
+       [](Fixture& f) { f.g->set_type(f.y, T("f32[5]")); },
        {"node 0 (test.vadd): expected equal input types, got f32[2] and f32[5]"}},
-      {"unknown attribute", [](Fixture& f) { f.node(1).attrs.set("bogus", 1); },
+      {"unknown attribute",
+       [](Fixture& f) { f.node(1).attrs.set("bogus", 1); },
        {"node 1 (test.vsplit): expected attributes among {num, mode}, got unknown 'bogus'"}},
-      {"attribute missing", [](Fixture& f) { f.node(1).attrs = Attrs{{"mode", "a"}}; },
+      {"attribute missing",
+       [](Fixture& f) {
+         f.node(1).attrs = Attrs{{"mode", "a"}};
+       },
        {"node 1 (test.vsplit): expected attribute 'num'", "got none"}},
-      {"attribute of the wrong kind", [](Fixture& f) { f.node(1).attrs.set("num", 2.0); },
+      {"attribute of the wrong kind",
+       [](Fixture& f) { f.node(1).attrs.set("num", 2.0); },
        {"node 1 (test.vsplit): expected attribute 'num' of kind int, got float"}},
-      {"attribute not among the choices", [](Fixture& f) { f.node(1).attrs.set("mode", "z"); },
+      {"attribute not among the choices",
+       [](Fixture& f) { f.node(1).attrs.set("mode", "z"); },
        {"node 1 (test.vsplit): expected attribute 'mode' to be one of its choices, got 'z'"}},
-      {"attribute on an op without any", [](Fixture& f) { f.node(0).attrs.set("axis", 0); },
+      {"attribute on an op without any",
+       [](Fixture& f) { f.node(0).attrs.set("axis", 0); },
        {"node 0 (test.vadd): expected attributes among {}, got unknown 'axis'"}},
-      {"too many inputs", [](Fixture& f) { f.node(0).inputs.push_back(f.x); },
+      {"too many inputs",
+       [](Fixture& f) { f.node(0).inputs.push_back(f.x); },
        {"node 0 (test.vadd): expected 2 inputs, got 3"}},
-      {"too few inputs", [](Fixture& f) { f.node(1).inputs.clear(); },
+      {"too few inputs",
+       [](Fixture& f) { f.node(1).inputs.clear(); },
        {"node 1 (test.vsplit): expected 1 inputs, got 0"}},
       {"a subgraph on an op without slots",
        [](Fixture& f) { f.node(0).subgraphs.push_back(std::make_shared<Graph>("sg")); },
        {"node 0 (test.vadd): expected 0 subgraphs, got 1"}},
-      {"missing node output", [](Fixture& f) { f.node(1).outputs.pop_back(); },
+      {"missing node output",
+       [](Fixture& f) { f.node(1).outputs.pop_back(); },
        {"node 1 (test.vsplit): expected 2 outputs, got 1"}},
-      {"node output out of range", [](Fixture& f) { f.node(1).outputs[1] = Value{f.g.get(), 42}; },
+      {"node output out of range",
+       [](Fixture& f) {
+         f.node(1).outputs[1] = Value{f.g.get(), 42};
+       },
        {"node 1 (test.vsplit): expected output 1", "value id 42, out of range"}},
-      {"node output from another graph", [&](Fixture& f) { f.node(0).outputs[0] = foreign; },
+      {"node output from another graph",
+       [&](Fixture& f) { f.node(0).outputs[0] = foreign; },
        {"node 0 (test.vadd): expected output 0", "another graph"}},
       {"node output with the wrong producer",
        [](Fixture& f) { f.node(0).outputs[0] = f.g->add_value(T("f32[2]"), 7, 0); },
        {"node 0 (test.vadd): expected output 0",
         "recorded with producer node 0 index 0, got node 7"}},
-      {"node output that is an argument", [](Fixture& f) { f.node(0).outputs[0] = f.x; },
+      {"node output that is an argument",
+       [](Fixture& f) { f.node(0).outputs[0] = f.x; },
        {"node 0 (test.vadd): expected output 0", "got node -1 index 0"}},
       {"null op", [](Fixture& f) { f.node(2).op = nullptr; }, {"node 2: expected an op, got null"}},
       {"graph output out of range",
-       [](Fixture& f) { f.g->mutable_outputs().push_back({"bad", Value{f.g.get(), 999}}); },
+       [](Fixture& f) {
+         f.g->mutable_outputs().push_back({"bad", Value{f.g.get(), 999}});
+       },
        {"output 2 ('bad'): expected a value of graph 'main'", "value id 999, out of range"}},
       {"graph output empty handle",
-       [](Fixture& f) { f.g->mutable_outputs().push_back({"bad", Value{}}); },
+       [](Fixture& f) {
+         f.g->mutable_outputs().push_back({"bad", Value{}});
+       },
        {"output 2 ('bad')", "an empty handle"}},
       {"graph output never defined",
        [](Fixture& f) { f.g->mutable_outputs()[0].value = f.g->add_value(T("f32[2]")); },
        {"output 0 ('out0'): expected a defined value"}},
-      {"duplicate output names", [](Fixture& f) { f.g->mutable_outputs()[1].name = "out0"; },
+      {"duplicate output names",
+       [](Fixture& f) { f.g->mutable_outputs()[1].name = "out0"; },
        {"output 1: expected a unique name, got duplicate 'out0'"}},
       {"output name not an identifier",
        [](Fixture& f) { f.g->mutable_outputs()[1].name = "1st"; },

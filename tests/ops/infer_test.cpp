@@ -13,14 +13,13 @@ namespace {
 class Infer : public ::testing::TestWithParam<InferCase> {};
 TEST_P(Infer, Case) { run_infer_case(GetParam()); }
 
-#define RLX_FAMILY(name)                                                               \
-  INSTANTIATE_TEST_SUITE_P(name, Infer, ::testing::ValuesIn(name##_cases()),           \
-                           [](const ::testing::TestParamInfo<InferCase>& info) {        \
-                             std::string s = info.param.op + "_" +                      \
-                                             std::to_string(info.index);                \
-                             for (char& ch : s)                                         \
-                               if (!isalnum(static_cast<unsigned char>(ch))) ch = '_'; \
-                             return s;                                                  \
+#define RLX_FAMILY(name)                                                                       \
+  INSTANTIATE_TEST_SUITE_P(name, Infer, ::testing::ValuesIn(name##_cases()),                   \
+                           [](const ::testing::TestParamInfo<InferCase>& info) {               \
+                             std::string s = info.param.op + "_" + std::to_string(info.index); \
+                             for (char& ch : s)                                                \
+                               if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';         \
+                             return s;                                                         \
                            })
 RLX_FAMILY(elementwise);
 RLX_FAMILY(reduce);

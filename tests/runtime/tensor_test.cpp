@@ -1,7 +1,7 @@
 // Tensor: construction, export, views, dtype conversions.
-#include <gtest/gtest.h>
-
 #include "rlx/tensor.h"
+
+#include <gtest/gtest.h>
 
 namespace rlx {
 namespace {

@@ -18,9 +18,10 @@ void add_unary_cases(std::vector<InferCase>& v) {
   v.push_back(ok("abs", {"u8[0,4]"}, {}, {"u8[0,4]"}));
   v.push_back(ok("neg", {"f64[]"}, {}, {"f64[]"}));
 
-  for (const char* op : {"exp", "expm1", "log", "log1p", "sqrt", "rsqrt", "reciprocal", "sin",
-                         "cos", "tan", "tanh", "sigmoid", "erf", "softplus", "silu", "floor",
-                         "ceil", "round", "hard_sigmoid", "gelu", "elu", "leaky_relu"}) {
+  for (const char* op :
+       {"exp",  "expm1", "log",          "log1p",   "sqrt", "rsqrt",     "reciprocal", "sin",
+        "cos",  "tan",   "tanh",         "sigmoid", "erf",  "softplus",  "silu",       "floor",
+        "ceil", "round", "hard_sigmoid", "gelu",    "elu",  "leaky_relu"}) {
     v.push_back(ok(op, {"f32[batch,64]"}, {}, {"f32[batch,64]"}));
     v.push_back(ok(op, {"bf16[0,1]"}, {}, {"bf16[0,1]"}));
     v.push_back(bad(op, {"i32[2]"}, {}, kType, "expected a float dtype for input 0, got i32[2]"));
@@ -116,8 +117,8 @@ void add_ternary_cases(std::vector<InferCase>& v) {
   v.push_back(bad("clamp", {"f32[2]", "f32[2]", "f64[2]"}, {}, kType,
                   "expected inputs 0 and 2 of the same dtype"));
   v.push_back(bad("clamp", {"f32[2]", "f32[3]", "f32[]"}, {}, kValue, "broadcastable"));
-  v.push_back(bad("clamp", {"f32[2]", "f32[2]", "f32[2]"}, {{"min", 0.0}}, kValue,
-                  "unknown 'min'"));
+  v.push_back(
+      bad("clamp", {"f32[2]", "f32[2]", "f32[2]"}, {{"min", 0.0}}, kValue, "unknown 'min'"));
 
   v.push_back(ok("cast", {"f32[batch,3]"}, {{"dtype", DType::i32}}, {"i32[batch,3]"}));
   v.push_back(ok("cast", {"bool[0]"}, {{"dtype", DType::bf16}}, {"bf16[0]"}));

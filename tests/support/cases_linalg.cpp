@@ -7,8 +7,7 @@ constexpr auto V = Expect::value_error;
 constexpr auto T = Expect::type_error;
 
 Attrs dg(IntList lc, IntList rc, IntList lb = {}, IntList rb = {}) {
-  return {{"lhs_contracting", lc}, {"rhs_contracting", rc}, {"lhs_batch", lb},
-          {"rhs_batch", rb}};
+  return {{"lhs_contracting", lc}, {"rhs_contracting", rc}, {"lhs_batch", lb}, {"rhs_batch", rb}};
 }
 }  // namespace
 
@@ -45,11 +44,10 @@ std::vector<InferCase> linalg_cases() {
       ok("dot_general", {"f32[2,3]", "f32[3,4]"}, dg({1}, {0}), {"f32[2,4]"}),
       ok("dot_general", {"f32[b,m,k]", "f32[b,k,n]"}, dg({2}, {1}, {0}, {0}), {"f32[b,m,n]"}),
       ok("dot_general", {"f32[2,3,5]", "f32[4,5,3]"}, dg({1, 2}, {2, 1}), {"f32[2,4]"}),
-      ok("dot_general", {"f32[3,h,s,d]", "f32[h,t,d]"}, dg({-1}, {-1}, {1}, {0}),
-         {"f32[h,3,s,t]"}),
+      ok("dot_general", {"f32[3,h,s,d]", "f32[h,t,d]"}, dg({-1}, {-1}, {1}, {0}), {"f32[h,3,s,t]"}),
       ok("dot_general", {"f32[2,3]", "f32[4]"}, dg({}, {}), {"f32[2,3,4]"}),
-      ok("dot_general", {"i8[5]", "i8[5]"}, {{"lhs_contracting", IntList{0}},
-                                             {"rhs_contracting", IntList{0}}}, {"i8[]"}),
+      ok("dot_general", {"i8[5]", "i8[5]"},
+         {{"lhs_contracting", IntList{0}}, {"rhs_contracting", IntList{0}}}, {"i8[]"}),
       ok("dot_general", {"f32[b,0]", "f32[?,0,7]"}, dg({1}, {1}, {0}, {0}), {"f32[b,7]"}),
       bad("dot_general", {"f32[2,3]", "f32[4,5]"}, dg({1}, {0}), V,
           "expected equal contracting dims 1 and 0"),
@@ -59,10 +57,8 @@ std::vector<InferCase> linalg_cases() {
           "lhs_contracting and rhs_contracting of equal length"),
       bad("dot_general", {"f32[2,3]", "f32[2,3]"}, dg({1}, {1}, {0}, {}), V,
           "lhs_batch and rhs_batch of equal length"),
-      bad("dot_general", {"f32[2,3]", "f32[3,4]"}, dg({2}, {0}), V,
-          "lhs_contracting in [-2, 2)"),
-      bad("dot_general", {"f32[2,3]", "f32[3,4]"}, dg({1}, {-3}), V,
-          "rhs_contracting in [-2, 2)"),
+      bad("dot_general", {"f32[2,3]", "f32[3,4]"}, dg({2}, {0}), V, "lhs_contracting in [-2, 2)"),
+      bad("dot_general", {"f32[2,3]", "f32[3,4]"}, dg({1}, {-3}), V, "rhs_contracting in [-2, 2)"),
       bad("dot_general", {"f32[3,3]", "f32[3,3]"}, dg({1, -1}, {0, 1}), V,
           "distinct axes across lhs_batch and lhs_contracting"),
       bad("dot_general", {"f32[3,3]", "f32[3,3]"}, dg({0}, {1}, {0}, {0}), V,

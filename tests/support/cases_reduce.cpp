@@ -17,16 +17,16 @@ void add_axes_reduce_cases(std::vector<InferCase>& v) {
   each([&](const char* op) {
     v.push_back(ok(op, {"f32[2,3,4]"}, {}, {"f32[]"}));
     v.push_back(ok(op, {"f32[2,3,4]"}, {{"axes", IntList{1}}}, {"f32[2,4]"}));
-    v.push_back(ok(op, {"f64[2,3,4]"}, {{"axes", IntList{-1, 0}}, {"keepdims", true}},
-                   {"f64[1,3,1]"}));
+    v.push_back(
+        ok(op, {"f64[2,3,4]"}, {{"axes", IntList{-1, 0}}, {"keepdims", true}}, {"f64[1,3,1]"}));
     v.push_back(ok(op, {"f32[2,3]"}, {{"keepdims", true}}, {"f32[1,1]"}));
     v.push_back(ok(op, {"f16[batch,seq,8]"}, {{"axes", IntList{-2}}}, {"f16[batch,8]"}));
     v.push_back(ok(op, {"f32[]"}, {{"keepdims", true}}, {"f32[]"}));
     v.push_back(ok(op, {"f32[0,3]"}, {{"axes", IntList{1}}}, {"f32[0]"}));
     v.push_back(bad(op, {"f32[2,3,4]"}, {{"axes", IntList{0, -3}}}, kValue,
                     "expected distinct axes, got [0,-3]"));
-    v.push_back(bad(op, {"f32[2,3,4]"}, {{"axes", IntList{3}}}, kValue,
-                    "expected axes in [-3, 3), got 3"));
+    v.push_back(
+        bad(op, {"f32[2,3,4]"}, {{"axes", IntList{3}}}, kValue, "expected axes in [-3, 3), got 3"));
     v.push_back(bad(op, {"f32[]"}, {{"axes", IntList{0}}}, kValue, "expected axes in [0, 0)"));
     v.push_back(bad(op, {"bool[2]"}, {}, kType, "bool[2]"));
   });
@@ -60,8 +60,8 @@ void add_index_cases(std::vector<InferCase>& v) {
     v.push_back(ok(op, {"f32[2,3]"}, {}, {"i64[3]"}));
     v.push_back(ok(op, {"f32[2,3]"}, {{"axis", 1}}, {"i64[2]"}));
     v.push_back(ok(op, {"i32[2,3]"}, {{"axis", -1}, {"keepdims", true}}, {"i64[2,1]"}));
-    v.push_back(ok(op, {"u8[batch,5]"}, {{"axis", 1}, {"select_last_index", true}},
-                   {"i64[batch]"}));
+    v.push_back(
+        ok(op, {"u8[batch,5]"}, {{"axis", 1}, {"select_last_index", true}}, {"i64[batch]"}));
     v.push_back(ok(op, {"f16[batch,?]"}, {{"axis", 0}, {"keepdims", true}}, {"i64[1,?]"}));
     v.push_back(ok(op, {"f32[7]"}, {}, {"i64[]"}));
     v.push_back(ok(op, {"f32[0,3]"}, {{"axis", 1}}, {"i64[0]"}));
@@ -74,8 +74,8 @@ void add_index_cases(std::vector<InferCase>& v) {
   }
 
   v.push_back(ok("cumsum", {"f32[2,3]"}, {}, {"f32[2,3]"}));
-  v.push_back(ok("cumsum", {"i32[batch,4]"},
-                 {{"axis", -1}, {"exclusive", true}, {"reverse", true}}, {"i32[batch,4]"}));
+  v.push_back(ok("cumsum", {"i32[batch,4]"}, {{"axis", -1}, {"exclusive", true}, {"reverse", true}},
+                 {"i32[batch,4]"}));
   v.push_back(ok("cumsum", {"u8[0]"}, {}, {"u8[0]"}));
   v.push_back(ok("cumsum", {"f64[?,1]"}, {{"axis", 1}}, {"f64[?,1]"}));
   v.push_back(bad("cumsum", {"f32[]"}, {}, kValue, "expected input 0 of rank >= 1"));

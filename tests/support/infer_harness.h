@@ -13,11 +13,11 @@ enum class Expect { ok, value_error, type_error };
 
 struct InferCase {
   std::string op;
-  std::vector<std::string> inputs;   // input types, e.g. "f32[batch,3]"
+  std::vector<std::string> inputs;  // input types, e.g. "f32[batch,3]"
   Attrs attrs;
   std::vector<std::string> outputs;  // expected output types when expect == ok
   Expect expect = Expect::ok;
-  std::string message;               // for errors: a fragment the message must contain
+  std::string message;  // for errors: a fragment the message must contain
   std::vector<SubgraphPtr> subgraphs;
 };
 
