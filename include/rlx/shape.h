@@ -51,6 +51,8 @@ std::optional<int64_t> numel(const Shape& s);
 // The static sizes; throws ValueError naming `where` when a dim is symbolic.
 std::vector<int64_t> static_sizes(const Shape& s, std::string_view where = "shape");
 Shape to_shape(const std::vector<int64_t>& sizes);
+// Product of sizes; throws ValueError naming `where` on a negative size or int64 overflow.
+int64_t checked_numel(const std::vector<int64_t>& sizes, std::string_view where);
 
 struct TensorType {
   DType dtype = DType::f32;

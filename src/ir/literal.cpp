@@ -7,23 +7,11 @@
 
 namespace rlx {
 
-namespace {
-int64_t checked_numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) fail<ValueError>("Literal", "expected sizes >= 0, got ", ints_str(shape));
-    n *= d;
-  }
-  return n;
-}
-
-}  // namespace
-
 Literal::Literal() : Literal(DType::f32, {}, std::vector<uint8_t>(4, 0)) {}
 
 Literal::Literal(DType dtype, std::vector<int64_t> shape, std::span<const uint8_t> bytes)
     : dtype_(dtype), shape_(std::move(shape)) {
-  size_t want = size_t(checked_numel(shape_)) * dtype_size(dtype);
+  size_t want = size_t(checked_numel(shape_, "Literal")) * dtype_size(dtype);
   if (bytes.size() != want)
     fail<ValueError>("Literal", "expected ", want, " bytes for ", type().str(), ", got ",
                      bytes.size());
@@ -31,7 +19,7 @@ Literal::Literal(DType dtype, std::vector<int64_t> shape, std::span<const uint8_
 }
 
 Literal Literal::full(DType dtype, std::vector<int64_t> shape, double value) {
-  int64_t n = checked_numel(shape);
+  int64_t n = checked_numel(shape, "Literal");
   size_t es = dtype_size(dtype);
   std::vector<uint8_t> buf(size_t(n) * es);
   for (int64_t i = 0; i < n; ++i) store_double(dtype, buf.data() + i * es, value);
@@ -40,7 +28,7 @@ Literal Literal::full(DType dtype, std::vector<int64_t> shape, double value) {
 
 Literal Literal::from_doubles(DType dtype, std::vector<int64_t> shape,
                               const std::vector<double>& values) {
-  int64_t n = checked_numel(shape);
+  int64_t n = checked_numel(shape, "Literal");
   if (int64_t(values.size()) != n)
     fail<ValueError>("Literal", "expected ", n, " values for shape ", ints_str(shape), ", got ",
                      values.size());
@@ -50,7 +38,7 @@ Literal Literal::from_doubles(DType dtype, std::vector<int64_t> shape,
   return Literal(dtype, std::move(shape), buf);
 }
 
-int64_t Literal::numel() const { return checked_numel(shape_); }
+int64_t Literal::numel() const { return checked_numel(shape_, "Literal"); }
 
 double Literal::at(int64_t i) const {
   if (i < 0 || i >= numel()) fail<ValueError>("Literal", "expected index < ", numel(), ", got ", i);

@@ -75,6 +75,18 @@ std::vector<int64_t> static_sizes(const Shape& s, std::string_view where) {
   return out;
 }
 
+int64_t checked_numel(const std::vector<int64_t>& sizes, std::string_view where) {
+  int64_t n = 1;
+  bool overflow = false;
+  for (int64_t d : sizes) {
+    if (d < 0) fail<ValueError>(where, "expected sizes >= 0, got ", ints_str(sizes));
+    overflow |= __builtin_mul_overflow(n, d, &n);
+  }
+  if (overflow)
+    fail<ValueError>(where, "expected a size that fits in int64, got ", ints_str(sizes));
+  return n;
+}
+
 Shape to_shape(const std::vector<int64_t>& sizes) { return Shape(sizes.begin(), sizes.end()); }
 
 std::string TensorType::str() const { return cat(dtype_name(dtype), shape_str(shape)); }

@@ -39,19 +39,8 @@ std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape) {
   return s;
 }
 
-namespace {
-int64_t checked_numel(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
-    if (d < 0) fail<ValueError>("Tensor", "expected sizes >= 0, got ", ints_str(shape));
-    n *= d;
-  }
-  return n;
-}
-}  // namespace
-
 void Tensor::check_count(size_t n, const std::vector<int64_t>& shape) {
-  int64_t want = checked_numel(shape);
+  int64_t want = checked_numel(shape, "Tensor");
   if (int64_t(n) != want)
     fail<ValueError>("Tensor", "expected ", want, " values for shape ", ints_str(shape), ", got ",
                      n);
@@ -59,7 +48,7 @@ void Tensor::check_count(size_t n, const std::vector<int64_t>& shape) {
 
 Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
-  size_t bytes = size_t(checked_numel(shape)) * dtype_size(dtype);
+  size_t bytes = size_t(checked_numel(shape, "Tensor")) * dtype_size(dtype);
   t.buffer_ = Buffer::allocate_host(bytes);
   t.dtype_ = dtype;
   t.strides_ = contiguous_strides(shape);
@@ -86,7 +75,7 @@ Tensor Tensor::from_data(DType dtype, std::vector<int64_t> shape, const void* da
 Tensor Tensor::wrap(DType dtype, std::vector<int64_t> shape, void* data,
                     std::function<void(void*)> release) {
   Tensor t;
-  size_t bytes = size_t(checked_numel(shape)) * dtype_size(dtype);
+  size_t bytes = size_t(checked_numel(shape, "Tensor")) * dtype_size(dtype);
   t.buffer_ = Buffer::wrap(data, bytes, Device::cpu(), std::move(release));
   t.dtype_ = dtype;
   t.strides_ = contiguous_strides(shape);
@@ -191,7 +180,7 @@ Tensor Tensor::reshape(std::vector<int64_t> shape) const {
     shape[size_t(infer_at)] = numel() / known;
   if (infer_at >= 0 && shape[size_t(infer_at)] < 0)
     fail<ValueError>("Tensor::reshape", "expected a shape that divides ", numel(), " elements");
-  if (checked_numel(shape) != numel())
+  if (checked_numel(shape, "Tensor") != numel())
     fail<ValueError>("Tensor::reshape", "expected ", numel(), " elements, got shape ",
                      ints_str(shape));
   Tensor t = contiguous();

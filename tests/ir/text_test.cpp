@@ -6,60 +6,12 @@
 #include <limits>
 
 #include "support/infer_harness.h"
+#include "support/test_ops.h"
 
 namespace rlx::testing {
 namespace {
 
 using Types = std::vector<TensorType>;
-
-// Test-only ops (namespaced; the core set is filled in by other families).
-void register_test_ops() {
-  auto& r = OpRegistry::global();
-  if (r.contains("test.add")) return;
-  OpDef add;
-  add.name = "test.add";
-  add.arity(2);
-  add.infer = [](const InferContext& ctx) {
-    if (ctx.input(0) != ctx.input(1))
-      ctx.fail("expected equal input types, got ", ctx.input(0).str(), " and ", ctx.input(1).str());
-    return Types{ctx.input(0)};
-  };
-  r.add(std::move(add));
-
-  OpDef split;
-  split.name = "test.split";
-  split.arity(1).attr("num", AttrKind::Int, int64_t{2});
-  split.infer = [](const InferContext& ctx) {
-    int64_t n = ctx.attrs().get_int("num");
-    if (n < 0 || n > 16) ctx.fail("expected num in [0, 16], got ", n);
-    return Types(size_t(n), ctx.input(0));
-  };
-  r.add(std::move(split));
-
-  OpDef sink;
-  sink.name = "test.sink";
-  sink.arity(0, kVariadic);
-  sink.infer = [](const InferContext&) { return Types{}; };
-  r.add(std::move(sink));
-
-  // Every attribute kind; outputs echo the inputs.
-  OpDef attrs;
-  attrs.name = "test.attrs";
-  attrs.arity(0, kVariadic)
-      .attr("i", AttrKind::Int, int64_t{0})
-      .attr("f", AttrKind::Float, 0.5)
-      .attr("s", AttrKind::String, "x")
-      .attr("b", AttrKind::Bool, false)
-      .attr("ints", AttrKind::Ints, IntList{})
-      .attr("floats", AttrKind::Floats, FloatList{})
-      .attr("dt", AttrKind::DType, DType::f32)
-      .attr("t", AttrKind::Tensor, Literal())
-      .attr("mode", AttrKind::String, "a", {"a", "b\"c"});
-  attrs.infer = [](const InferContext& ctx) {
-    return Types(ctx.inputs().begin(), ctx.inputs().end());
-  };
-  r.add(std::move(attrs));
-}
 
 // Prints g, parses it, prints again; the texts must match and the parsed graph verify.
 std::unique_ptr<Graph> round_trip(const Graph& g) {
@@ -103,7 +55,7 @@ TEST(Text, GoldenFormat) {
   const char* want =
       "graph main(%x: f32[batch,4], param %w: f32[batch,4]) {\n"
       "  %0 = test.add(%x, %w) : f32[batch,4]\n"
-      "  %1, %2 = test.split(%0) {num=2} : f32[batch,4], f32[batch,4]\n"
+      "  %1, %2 = test.split(%0) {mode=\"a\", num=2} : f32[batch,4], f32[batch,4]\n"
       "  %3 = constant() {value=tensor<f32[2]>[1.5, -inf]} : f32[2]\n"
       "  test.sink(%3)\n"
       "  return out0=%1, logits=%2\n"

@@ -5,35 +5,12 @@
 #include <functional>
 
 #include "support/infer_harness.h"
+#include "support/test_ops.h"
 
 namespace rlx::testing {
 namespace {
 
 using Types = std::vector<TensorType>;
-
-void register_test_ops() {
-  auto& r = OpRegistry::global();
-  if (r.contains("test.vadd")) return;
-  OpDef add;
-  add.name = "test.vadd";
-  add.arity(2);
-  add.infer = [](const InferContext& ctx) {
-    if (ctx.input(0) != ctx.input(1))
-      ctx.fail("expected equal input types, got ", ctx.input(0).str(), " and ", ctx.input(1).str());
-    return Types{ctx.input(0)};
-  };
-  r.add(std::move(add));
-
-  OpDef split;
-  split.name = "test.vsplit";
-  split.arity(1)
-      .attr("num", AttrKind::Int, int64_t{2})
-      .attr("mode", AttrKind::String, "a", {"a", "b"});
-  split.infer = [](const InferContext& ctx) {
-    return Types(size_t(std::max<int64_t>(0, ctx.attrs().get_int("num"))), ctx.input(0));
-  };
-  r.add(std::move(split));
-}
 
 TensorType T(const char* s) { return TensorType::parse(s); }
 
@@ -58,11 +35,11 @@ struct Fixture {
     register_test_ops();
     x = g->input("x", T("f32[2]"));
     y = g->param("y", T("f32[2]"));
-    a = g->apply1("test.vadd", {x, y});
-    auto bc = g->apply("test.vsplit", {a});
+    a = g->apply1("test.add", {x, y});
+    auto bc = g->apply("test.split", {a});
     b = bc[0];
     c = bc[1];
-    d = g->apply1("test.vadd", {b, c});
+    d = g->apply1("test.add", {b, c});
     g->output(a);
     g->output(d, "d");
   }
@@ -133,75 +110,75 @@ TEST(Verify, RejectsEachMalformedKind) {
   std::vector<Damage> cases = {
       {"input defined later",
        [](Fixture& f) { f.node(0).inputs[0] = f.d; },
-       {"node 0 (test.vadd): expected input 0 defined before use, got value",
+       {"node 0 (test.add): expected input 0 defined before use, got value",
         "defined later by node 2"}},
       {"input from another graph",
        [&](Fixture& f) { f.node(2).inputs[1] = foreign; },
-       {"node 2 (test.vadd): expected input 1 to be a value of graph 'main'", "another graph"}},
+       {"node 2 (test.add): expected input 1 to be a value of graph 'main'", "another graph"}},
       {"input never defined",
        [](Fixture& f) { f.node(0).inputs[1] = f.g->add_value(T("f32[2]")); },
-       {"node 0 (test.vadd)", "that no node or argument defines"}},
+       {"node 0 (test.add)", "that no node or argument defines"}},
       {"empty handle",
        [](Fixture& f) { f.node(1).inputs[0] = Value{}; },
-       {"node 1 (test.vsplit): expected input 0", "an empty handle"}},
+       {"node 1 (test.split): expected input 0", "an empty handle"}},
       {"input id out of range",
        [](Fixture& f) {
          f.node(1).inputs[0] = Value{f.g.get(), 99};
        },
-       {"node 1 (test.vsplit)", "value id 99, out of range"}},
+       {"node 1 (test.split)", "value id 99, out of range"}},
       {"wrong output type",
        [](Fixture& f) { f.g->set_type(f.a, T("f32[3]")); },
-       {"node 0 (test.vadd): expected output 0 of type f32[2], got f32[3]"}},
+       {"node 0 (test.add): expected output 0 of type f32[2], got f32[3]"}},
       {"wrong output dtype",
        [](Fixture& f) { f.g->set_type(f.c, T("i32[2]")); },
-       {"node 1 (test.vsplit): expected output 1 of type f32[2], got i32[2]"}},
+       {"node 1 (test.split): expected output 1 of type f32[2], got i32[2]"}},
       {"changed arg type breaks inference",
        [](Fixture& f) { f.g->set_type(f.y, T("f32[5]")); },
-       {"node 0 (test.vadd): expected equal input types, got f32[2] and f32[5]"}},
+       {"node 0 (test.add): expected equal input types, got f32[2] and f32[5]"}},
       {"unknown attribute",
        [](Fixture& f) { f.node(1).attrs.set("bogus", 1); },
-       {"node 1 (test.vsplit): expected attributes among {num, mode}, got unknown 'bogus'"}},
+       {"node 1 (test.split): expected attributes among {num, mode}, got unknown 'bogus'"}},
       {"attribute missing",
        [](Fixture& f) {
          f.node(1).attrs = Attrs{{"mode", "a"}};
        },
-       {"node 1 (test.vsplit): expected attribute 'num'", "got none"}},
+       {"node 1 (test.split): expected attribute 'num'", "got none"}},
       {"attribute of the wrong kind",
        [](Fixture& f) { f.node(1).attrs.set("num", 2.0); },
-       {"node 1 (test.vsplit): expected attribute 'num' of kind int, got float"}},
+       {"node 1 (test.split): expected attribute 'num' of kind int, got float"}},
       {"attribute not among the choices",
        [](Fixture& f) { f.node(1).attrs.set("mode", "z"); },
-       {"node 1 (test.vsplit): expected attribute 'mode' to be one of its choices, got 'z'"}},
+       {"node 1 (test.split): expected attribute 'mode' to be one of its choices, got 'z'"}},
       {"attribute on an op without any",
        [](Fixture& f) { f.node(0).attrs.set("axis", 0); },
-       {"node 0 (test.vadd): expected attributes among {}, got unknown 'axis'"}},
+       {"node 0 (test.add): expected attributes among {}, got unknown 'axis'"}},
       {"too many inputs",
        [](Fixture& f) { f.node(0).inputs.push_back(f.x); },
-       {"node 0 (test.vadd): expected 2 inputs, got 3"}},
+       {"node 0 (test.add): expected 2 inputs, got 3"}},
       {"too few inputs",
        [](Fixture& f) { f.node(1).inputs.clear(); },
-       {"node 1 (test.vsplit): expected 1 inputs, got 0"}},
+       {"node 1 (test.split): expected 1 inputs, got 0"}},
       {"a subgraph on an op without slots",
        [](Fixture& f) { f.node(0).subgraphs.push_back(std::make_shared<Graph>("sg")); },
-       {"node 0 (test.vadd): expected 0 subgraphs, got 1"}},
+       {"node 0 (test.add): expected 0 subgraphs, got 1"}},
       {"missing node output",
        [](Fixture& f) { f.node(1).outputs.pop_back(); },
-       {"node 1 (test.vsplit): expected 2 outputs, got 1"}},
+       {"node 1 (test.split): expected 2 outputs, got 1"}},
       {"node output out of range",
        [](Fixture& f) {
          f.node(1).outputs[1] = Value{f.g.get(), 42};
        },
-       {"node 1 (test.vsplit): expected output 1", "value id 42, out of range"}},
+       {"node 1 (test.split): expected output 1", "value id 42, out of range"}},
       {"node output from another graph",
        [&](Fixture& f) { f.node(0).outputs[0] = foreign; },
-       {"node 0 (test.vadd): expected output 0", "another graph"}},
+       {"node 0 (test.add): expected output 0", "another graph"}},
       {"node output with the wrong producer",
        [](Fixture& f) { f.node(0).outputs[0] = f.g->add_value(T("f32[2]"), 7, 0); },
-       {"node 0 (test.vadd): expected output 0",
+       {"node 0 (test.add): expected output 0",
         "recorded with producer node 0 index 0, got node 7"}},
       {"node output that is an argument",
        [](Fixture& f) { f.node(0).outputs[0] = f.x; },
-       {"node 0 (test.vadd): expected output 0", "got node -1 index 0"}},
+       {"node 0 (test.add): expected output 0", "got node -1 index 0"}},
       {"null op", [](Fixture& f) { f.node(2).op = nullptr; }, {"node 2: expected an op, got null"}},
       {"graph output out of range",
        [](Fixture& f) {
@@ -276,7 +253,7 @@ TEST(Verify, RejectsMalformedSubgraphs) {
 TEST(Verify, OutputValueDefinedTwice) {
   Fixture f;
   f.node(2).outputs[0] = f.a;  // a is already defined by node 0
-  expect_rejected(*f.g, {"node 2 (test.vadd): expected output 0"});
+  expect_rejected(*f.g, {"node 2 (test.add): expected output 0"});
 }
 
 }  // namespace
