@@ -2,13 +2,17 @@
 #pragma once
 
 #include "rlx/attrs.h"
+#include "rlx/device.h"
+#include "rlx/dispatch.h"
 #include "rlx/dtype.h"
 #include "rlx/error.h"
 #include "rlx/graph.h"
+#include "rlx/kernel.h"
 #include "rlx/literal.h"
 #include "rlx/op.h"
 #include "rlx/ops.h"
 #include "rlx/shape.h"
+#include "rlx/tensor.h"
 #include "rlx/text.h"
 #include "rlx/verify.h"
 

@@ -1,0 +1,72 @@
+// Kernels, per (op, device). A backend registers its kernels with an explicit call
+// (register_cpu_kernels(), …): static initialisers are dropped by linkers from static
+// libraries, so nothing registers itself.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rlx/device.h"
+#include "rlx/graph.h"
+#include "rlx/op.h"
+#include "rlx/tensor.h"
+
+namespace rlx {
+
+// The node a kernel is asked to run, described by types only (no graph needed), so that
+// `supports` can be asked before the node is emitted anywhere.
+struct KernelQuery {
+  const OpDef& op;
+  const Attrs& attrs;
+  std::span<const TensorType> inputs;
+  std::span<const TensorType> outputs;
+};
+
+// What a kernel sees when it runs, besides its tensors.
+struct KernelContext {
+  const OpDef& op;
+  const Attrs& attrs;
+  Device device;
+  void* stream = nullptr;  // the CUDA stream on GPU backends
+};
+
+// Inputs are read-only; outputs are allocated by the runtime with the inferred shapes.
+using KernelFn = std::function<void(const KernelContext&, std::span<const Tensor> inputs,
+                                    std::span<Tensor> outputs)>;
+// Optional: whether the kernel handles this node (dtype, rank, layout, attributes).
+using SupportsFn = std::function<bool(const KernelQuery&)>;
+
+struct Kernel {
+  std::string op;
+  DeviceKind device;
+  KernelFn fn;
+  SupportsFn supports;  // empty: supports every node of the op
+
+  bool accepts(const KernelQuery& q) const { return !supports || supports(q); }
+};
+
+class KernelRegistry {
+ public:
+  static KernelRegistry& global();
+
+  // Several kernels may serve one (op, device): the first whose supports() accepts wins,
+  // so register specialised kernels before general ones.
+  void add(std::string op, DeviceKind device, KernelFn fn, SupportsFn supports = {});
+  const Kernel* find(const KernelQuery& q, DeviceKind device) const;
+  bool has(std::string_view op, DeviceKind device) const;
+
+  KernelRegistry();
+  ~KernelRegistry();
+  KernelRegistry(const KernelRegistry&) = delete;
+  KernelRegistry& operator=(const KernelRegistry&) = delete;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rlx
