@@ -33,8 +33,8 @@ std::string DispatchReport::str() const {
                 "decomposed", "host", "missing");
   out += line;
   for (const auto& r : rows) {
-    std::snprintf(line, sizeof line, "  %-*s %7d %11d %5d %8d\n", int(w), r.op.c_str(),
-                  r.count[0], r.count[1], r.count[2], r.count[3]);
+    std::snprintf(line, sizeof line, "  %-*s %7d %11d %5d %8d\n", int(w), r.op.c_str(), r.count[0],
+                  r.count[1], r.count[2], r.count[3]);
     out += line;
   }
   return out;
@@ -101,7 +101,8 @@ struct Lowerer {
                                           const std::vector<SubgraphPtr>& subgraphs, int depth) {
     Graph scratch("decompose");
     std::vector<Value> args;
-    for (size_t i = 0; i < in_types.size(); ++i) args.push_back(scratch.input(cat("x", i), in_types[i]));
+    for (size_t i = 0; i < in_types.size(); ++i)
+      args.push_back(scratch.input(cat("x", i), in_types[i]));
     std::vector<Value> results = op.decompose(RuleArgs{scratch, attrs, args, {}, subgraphs});
     if (results.size() != out_types.size())
       fail<ValueError>(op.name, "expected the decomposition to return ", out_types.size(),
@@ -117,9 +118,9 @@ struct Lowerer {
     std::vector<Value> mapped;
     for (size_t i = 0; i < results.size(); ++i) {
       if (results[i].graph != &scratch || results[i].type() != out_types[i])
-        fail<ValueError>(op.name, "expected decomposition result ", i, " of type ",
-                         out_types[i].str(), ", got ",
-                         results[i].graph == &scratch ? results[i].type().str() : "a foreign value");
+        fail<ValueError>(
+            op.name, "expected decomposition result ", i, " of type ", out_types[i].str(), ", got ",
+            results[i].graph == &scratch ? results[i].type().str() : "a foreign value");
       mapped.push_back(map[size_t(results[i].id)]);
     }
     return mapped;
@@ -147,8 +148,7 @@ LoweredGraph lower_for_device(const Graph& g, Device device, const KernelRegistr
   l.out.report.device = device;
   for (const auto& [op, c] : l.counts) l.out.report.rows.push_back({op, c});
   const char* env = std::getenv("RLX_DISPATCH_REPORT");
-  if (env && std::string_view(env) == "1")
-    std::fprintf(stderr, "%s", l.out.report.str().c_str());
+  if (env && std::string_view(env) == "1") std::fprintf(stderr, "%s", l.out.report.str().c_str());
   if (!l.missing.empty()) {
     std::string list;
     for (const auto& m : l.missing) {

@@ -22,7 +22,8 @@ KernelRegistry& KernelRegistry::global() {
 }
 
 void KernelRegistry::add(std::string op, DeviceKind device, KernelFn fn, SupportsFn supports) {
-  if (!fn) fail<ValueError>("KernelRegistry", "expected a kernel function for '", op, "', got none");
+  if (!fn)
+    fail<ValueError>("KernelRegistry", "expected a kernel function for '", op, "', got none");
   std::unique_lock lock(impl_->mu);
   auto k = std::make_unique<Kernel>(Kernel{op, device, std::move(fn), std::move(supports)});
   impl_->kernels[{std::move(op), device}].push_back(std::move(k));

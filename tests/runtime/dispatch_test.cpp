@@ -1,9 +1,10 @@
 // Node resolution on a device: native -> decomposed -> host -> missing, and the report.
+#include "rlx/dispatch.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
-#include "rlx/dispatch.h"
 #include "rlx/rlx.h"
 
 namespace rlx {
@@ -128,8 +129,7 @@ TEST(Dispatch, SupportsDecidesPerNode) {
     lower_for_device(f.g, Device::cpu(), cpu_kernels());
     FAIL() << "expected NotSupported";
   } catch (const NotSupported& e) {
-    EXPECT_NE(std::string(e.what()).find("(dtest.scale, f64, cpu)"), std::string::npos)
-        << e.what();
+    EXPECT_NE(std::string(e.what()).find("(dtest.scale, f64, cpu)"), std::string::npos) << e.what();
   }
 }
 
@@ -168,8 +168,9 @@ TEST(KernelRegistry, FirstSupportingKernelWins) {
   register_dispatch_test_ops();
   KernelRegistry reg;
   int which = 0;
-  reg.add("dtest.scale", DeviceKind::cpu, [&](auto&, auto, auto) { which = 1; },
-          [](const KernelQuery& q) { return q.attrs.get_float("factor") == 1.0; });
+  reg.add(
+      "dtest.scale", DeviceKind::cpu, [&](auto&, auto, auto) { which = 1; },
+      [](const KernelQuery& q) { return q.attrs.get_float("factor") == 1.0; });
   reg.add("dtest.scale", DeviceKind::cpu, [&](auto&, auto, auto) { which = 2; });
   const OpDef& op = OpRegistry::global().get("dtest.scale");
   Types in{TensorType::parse("f32[2]")};

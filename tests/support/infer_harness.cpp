@@ -63,6 +63,18 @@ void run_infer_case(const InferCase& c) {
   FAIL() << "expected an error, got none";
 }
 
+int for_each_ok_case(const std::function<void(const InferCase&, Graph&)>& fn) {
+  int n = 0;
+  for (const auto& c : all_cases()) {
+    if (c.expect != Expect::ok) continue;
+    SCOPED_TRACE(case_label(c));
+    auto g = build_case_graph(c);
+    fn(c, *g);
+    ++n;
+  }
+  return n;
+}
+
 std::vector<InferCase> all_cases() {
   std::vector<InferCase> out;
   for (auto fn : {elementwise_cases, reduce_cases, linalg_cases, shape_cases, nn_cases,

@@ -2,6 +2,7 @@
 // expected output types or the expected error), and one harness checks them all.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,9 @@ void run_infer_case(const InferCase& c);
 // The graph of an ok case, with the op's outputs as graph outputs (for text/verify tests).
 std::unique_ptr<Graph> build_case_graph(const InferCase& c);
 std::string case_label(const InferCase& c);
+// Calls fn(case, graph) for every ok case of every family, under a trace naming the case;
+// returns how many ran.
+int for_each_ok_case(const std::function<void(const InferCase&, Graph&)>& fn);
 
 // The case tables, one per op family (tests/support/cases_<family>.cpp).
 std::vector<InferCase> elementwise_cases();
