@@ -8,7 +8,8 @@ JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
 
 # Debian packages the build needs (checked with dpkg; only the missing ones are installed).
-DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clang-format
+DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clang-format \
+  libopenblas-dev libdnnl-dev libcli11-dev
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -26,25 +26,44 @@ struct KernelQuery {
   std::span<const TensorType> outputs;
 };
 
+// Runs a node's subgraphs (the branches of cond, the body of while and scan), compiled
+// for the same device as the node.
+class SubgraphRunner {
+ public:
+  virtual ~SubgraphRunner() = default;
+  virtual std::vector<Tensor> run(size_t index, std::span<const Tensor> args) const = 0;
+};
+
 // What a kernel sees when it runs, besides its tensors.
 struct KernelContext {
   const OpDef& op;
   const Attrs& attrs;
   Device device;
-  void* stream = nullptr;  // the CUDA stream on GPU backends
+  void* stream = nullptr;                     // the CUDA stream on GPU backends
+  const SubgraphRunner* subgraphs = nullptr;  // set for nodes with subgraphs
 };
 
-// Inputs are read-only; outputs are allocated by the runtime with the inferred shapes.
+// Inputs are read-only. Outputs are allocated (contiguous) by the runtime with the
+// inferred shapes; an output whose shape depends on input values (a dim still unknown
+// once the input shapes are known, as for nonzero) arrives undefined and the kernel
+// assigns it.
 using KernelFn = std::function<void(const KernelContext&, std::span<const Tensor> inputs,
                                     std::span<Tensor> outputs)>;
 // Optional: whether the kernel handles this node (dtype, rank, layout, attributes).
 using SupportsFn = std::function<bool(const KernelQuery&)>;
+
+struct KernelFlags {
+  // The kernel reads inputs through their strides. Without it the runtime hands the
+  // kernel contiguous inputs (copying the views that are not).
+  bool strided_inputs = false;
+};
 
 struct Kernel {
   std::string op;
   DeviceKind device;
   KernelFn fn;
   SupportsFn supports;  // empty: supports every node of the op
+  KernelFlags flags;
 
   bool accepts(const KernelQuery& q) const { return !supports || supports(q); }
 };
@@ -55,7 +74,8 @@ class KernelRegistry {
 
   // Several kernels may serve one (op, device): the first whose supports() accepts wins,
   // so register specialised kernels before general ones.
-  void add(std::string op, DeviceKind device, KernelFn fn, SupportsFn supports = {});
+  void add(std::string op, DeviceKind device, KernelFn fn, SupportsFn supports = {},
+           KernelFlags flags = {});
   const Kernel* find(const KernelQuery& q, DeviceKind device) const;
   bool has(std::string_view op, DeviceKind device) const;
 

@@ -45,6 +45,8 @@ class ParseError : public ValueError {
 };
 
 std::string print_graph(const Graph& g);
+// One attribute value as the text format writes it: 3, 0.5, "same", [1,2], f32, ….
+std::string attr_str(const AttrValue& a);
 // Parses one graph; ops are looked up in OpRegistry::global(), types re-inferred and
 // checked against the written ones. Throws ParseError "[text:L:C] expected …, got …".
 std::unique_ptr<Graph> parse_graph(std::string_view text);

@@ -95,39 +95,6 @@ std::string tensor_element(const Literal& t, int64_t i) {
   }
 }
 
-std::string attr_str(const AttrValue& a) {
-  return std::visit(
-      [](const auto& x) -> std::string {
-        using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, int64_t>) {
-          return std::to_string(x);
-        } else if constexpr (std::is_same_v<T, double>) {
-          return format_float(x);
-        } else if constexpr (std::is_same_v<T, std::string>) {
-          return quote(x);
-        } else if constexpr (std::is_same_v<T, bool>) {
-          return x ? "true" : "false";
-        } else if constexpr (std::is_same_v<T, IntList> || std::is_same_v<T, FloatList>) {
-          std::string s = "[";
-          for (size_t i = 0; i < x.size(); ++i) {
-            s += i ? ", " : "";
-            if constexpr (std::is_same_v<T, IntList>)
-              s += std::to_string(x[i]);
-            else
-              s += format_float(x[i]);
-          }
-          return s + "]";
-        } else if constexpr (std::is_same_v<T, DType>) {
-          return std::string(dtype_name(x));
-        } else {  // Literal
-          std::string s = "tensor<" + x.type().str() + ">[";
-          for (int64_t i = 0, n = x.numel(); i < n; ++i)
-            s += (i ? ", " : "") + tensor_element(x, i);
-          return s + "]";
-        }
-      },
-      a.variant());
-}
 
 class Printer {
  public:
@@ -221,6 +188,40 @@ class Printer {
 };
 
 }  // namespace
+
+std::string attr_str(const AttrValue& a) {
+  return std::visit(
+      [](const auto& x) -> std::string {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, int64_t>) {
+          return std::to_string(x);
+        } else if constexpr (std::is_same_v<T, double>) {
+          return format_float(x);
+        } else if constexpr (std::is_same_v<T, std::string>) {
+          return quote(x);
+        } else if constexpr (std::is_same_v<T, bool>) {
+          return x ? "true" : "false";
+        } else if constexpr (std::is_same_v<T, IntList> || std::is_same_v<T, FloatList>) {
+          std::string s = "[";
+          for (size_t i = 0; i < x.size(); ++i) {
+            s += i ? ", " : "";
+            if constexpr (std::is_same_v<T, IntList>)
+              s += std::to_string(x[i]);
+            else
+              s += format_float(x[i]);
+          }
+          return s + "]";
+        } else if constexpr (std::is_same_v<T, DType>) {
+          return std::string(dtype_name(x));
+        } else {  // Literal
+          std::string s = "tensor<" + x.type().str() + ">[";
+          for (int64_t i = 0, n = x.numel(); i < n; ++i)
+            s += (i ? ", " : "") + tensor_element(x, i);
+          return s + "]";
+        }
+      },
+      a.variant());
+}
 
 std::string print_graph(const Graph& g) {
   std::string out;

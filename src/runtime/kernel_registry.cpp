@@ -21,11 +21,12 @@ KernelRegistry& KernelRegistry::global() {
   return *reg;
 }
 
-void KernelRegistry::add(std::string op, DeviceKind device, KernelFn fn, SupportsFn supports) {
+void KernelRegistry::add(std::string op, DeviceKind device, KernelFn fn, SupportsFn supports,
+                         KernelFlags flags) {
   if (!fn)
     fail<ValueError>("KernelRegistry", "expected a kernel function for '", op, "', got none");
   std::unique_lock lock(impl_->mu);
-  auto k = std::make_unique<Kernel>(Kernel{op, device, std::move(fn), std::move(supports)});
+  auto k = std::make_unique<Kernel>(Kernel{op, device, std::move(fn), std::move(supports), flags});
   impl_->kernels[{std::move(op), device}].push_back(std::move(k));
 }
 

@@ -1,0 +1,90 @@
+// Compiling a graph for a device and running it.
+//
+//   rlx::Session s(rlx::Device::cpu());
+//   rlx::CompiledGraph cg = s.compile(graph);
+//   cg.set_param("w", w);
+//   auto out = cg.run({{"x", x}});        // named inputs -> named outputs
+//
+// Symbolic dims are bound from the input shapes on every run; the per-node shapes worked
+// out for one binding are cached, so a second run with the same sizes does no shape
+// inference. run() is const and may be called from several threads at once.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rlx/device.h"
+#include "rlx/dispatch.h"
+#include "rlx/graph.h"
+#include "rlx/kernel.h"
+#include "rlx/tensor.h"
+
+namespace rlx {
+
+struct CompileOptions {
+  // Threads for the kernels of one run (0: every core). Several runs in parallel each
+  // use this many.
+  int threads = 0;
+  // Print the dispatch report to stderr (RLX_DISPATCH_REPORT=1 does the same).
+  bool print_report = false;
+  // The kernels to resolve against (default: the global registry).
+  const KernelRegistry* kernels = nullptr;
+};
+
+using TensorMap = std::map<std::string, Tensor, std::less<>>;
+
+class CompiledGraph {
+ public:
+  CompiledGraph();  // empty: run() throws
+  ~CompiledGraph();
+  CompiledGraph(CompiledGraph&&) noexcept;
+  CompiledGraph& operator=(CompiledGraph&&) noexcept;
+
+  Device device() const;
+  const DispatchReport& report() const;
+  const Graph& lowered() const;  // the graph as it runs: decompositions inlined
+
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> param_names() const;
+  std::vector<std::string> output_names() const;
+
+  // Binds a parameter (checked against its declared type). The tensor is shared, not
+  // copied: writes into it are seen by later runs.
+  void set_param(std::string_view name, Tensor value);
+  Tensor param(std::string_view name) const;  // undefined when not set
+
+  // Runs with every input given by name; returns every output by name. Throws
+  // ValueError / TypeError naming the input, param or dim that does not fit.
+  TensorMap run(const TensorMap& inputs) const;
+  // The same with inputs in declaration order and outputs in declaration order.
+  std::vector<Tensor> run(std::span<const Tensor> inputs) const;
+
+  // Number of distinct symbol bindings whose plans are cached.
+  size_t cached_plans() const;
+
+ private:
+  friend class Session;
+  struct Impl;
+  const Impl& impl() const;  // throws on an empty CompiledGraph
+  std::unique_ptr<Impl> impl_;
+};
+
+class Session {
+ public:
+  // A CPU session registers the CPU kernels (once) in the global registry.
+  explicit Session(Device device = Device::cpu());
+  Device device() const { return device_; }
+  CompiledGraph compile(const Graph& g, const CompileOptions& options = {}) const;
+
+ private:
+  Device device_;
+};
+
+// Registers rlx's CPU kernels in `registry`; calling it again does nothing.
+void register_cpu_kernels(KernelRegistry& registry = KernelRegistry::global());
+
+}  // namespace rlx

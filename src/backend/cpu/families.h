@@ -1,0 +1,18 @@
+// One registration function per op family; register.cpp calls them all.
+#pragma once
+
+#include "rlx/kernel.h"
+
+namespace rlx::cpu {
+
+void register_elementwise(KernelRegistry& r);  // elementwise.cpp
+void register_reduce(KernelRegistry& r);       // reduce.cpp
+void register_linalg(KernelRegistry& r);       // linalg.cpp
+void register_shape(KernelRegistry& r);        // shape.cpp
+void register_conv(KernelRegistry& r);         // conv.cpp: conv, conv_transpose
+void register_pool(KernelRegistry& r);         // pool.cpp: pools, resize
+void register_nn(KernelRegistry& r);           // nn.cpp: norms, softmax, attention, losses
+void register_random(KernelRegistry& r);       // random.cpp
+void register_control(KernelRegistry& r);      // control.cpp: cond, while, scan
+
+}  // namespace rlx::cpu

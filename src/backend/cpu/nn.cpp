@@ -1,0 +1,8 @@
+#include "backend/cpu/cpu_util.h"
+#include "backend/cpu/families.h"
+
+namespace rlx::cpu {
+
+void register_nn(KernelRegistry&) {}
+
+}  // namespace rlx::cpu

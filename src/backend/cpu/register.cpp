@@ -1,0 +1,25 @@
+#include <mutex>
+#include <set>
+
+#include "backend/cpu/families.h"
+#include "rlx/session.h"
+
+namespace rlx {
+
+void register_cpu_kernels(KernelRegistry& registry) {
+  static std::mutex mu;
+  static std::set<const KernelRegistry*> done;
+  std::lock_guard lock(mu);
+  if (!done.insert(&registry).second) return;
+  cpu::register_elementwise(registry);
+  cpu::register_reduce(registry);
+  cpu::register_linalg(registry);
+  cpu::register_shape(registry);
+  cpu::register_conv(registry);
+  cpu::register_pool(registry);
+  cpu::register_nn(registry);
+  cpu::register_random(registry);
+  cpu::register_control(registry);
+}
+
+}  // namespace rlx

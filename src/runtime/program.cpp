@@ -1,0 +1,200 @@
+#include "runtime/program.h"
+
+#include <omp.h>
+
+#include <mutex>
+
+#include "rlx/op.h"
+
+namespace rlx::detail {
+
+namespace {
+
+// Plans kept per Program; beyond this the cache starts over (shapes that change on every
+// run would otherwise grow it without bound).
+constexpr size_t kMaxPlans = 64;
+
+std::string arg_label(const Arg& a) {
+  return cat(a.kind == ArgKind::input ? "input '" : "param '", a.name, "'");
+}
+
+bool all_static(const TensorType& t) { return is_static(t.shape); }
+
+std::vector<int64_t> sizes_of(const Shape& s) {
+  std::vector<int64_t> out(s.size());
+  for (size_t i = 0; i < s.size(); ++i) out[i] = s[i].value();
+  return out;
+}
+
+}  // namespace
+
+std::vector<Tensor> SubgraphPrograms::run(size_t index, std::span<const Tensor> args) const {
+  if (index >= programs.size())
+    fail<ValueError>("run", "expected a subgraph index below ", programs.size(), ", got ", index);
+  return programs[index]->run(args);
+}
+
+Program::Program(const Graph& g, Device device, const KernelRegistry& kernels, int threads)
+    : lowered_(lower_for_device(g, device, kernels)), device_(device), threads_(threads) {
+  const Graph& lg = *lowered_.graph;
+  const auto& nodes = lg.nodes();
+  subgraphs_.resize(nodes.size());
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    if (nodes[i].subgraphs.empty()) continue;
+    auto sp = std::make_unique<SubgraphPrograms>();
+    for (const auto& sub : nodes[i].subgraphs)
+      sp->programs.push_back(std::make_unique<Program>(*sub, device, kernels, threads));
+    subgraphs_[i] = std::move(sp);
+  }
+  // Each intermediate is dropped after its last use, so memory follows liveness.
+  is_output_.assign(lg.num_values(), false);
+  for (const Output& o : lg.outputs()) is_output_[size_t(o.value.id)] = true;
+  std::vector<int32_t> last_use(lg.num_values(), -1);
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    for (Value v : nodes[i].inputs) last_use[size_t(v.id)] = int32_t(i);
+    for (Value v : nodes[i].outputs) last_use[size_t(v.id)] = std::max(last_use[v.id], int32_t(i));
+  }
+  release_after_.resize(nodes.size());
+  for (size_t v = 0; v < last_use.size(); ++v)
+    if (last_use[v] >= 0 && !is_output_[v])
+      release_after_[size_t(last_use[v])].push_back(int32_t(v));
+}
+
+Program::~Program() = default;
+
+// Checks each argument against its declared type and returns the sizes of the dims that
+// are not static (the plan-cache key). Named symbols must agree across arguments.
+std::vector<int64_t> Program::bind(std::span<const Tensor> args) const {
+  const auto& decl = graph().args();
+  std::vector<int64_t> key;
+  std::vector<std::pair<const std::string*, std::pair<int64_t, size_t>>> symbols;
+  for (size_t i = 0; i < decl.size(); ++i) {
+    const Tensor& t = args[i];
+    const TensorType& want = decl[i].value.type();
+    if (!t.defined())
+      fail<ValueError>("run", "expected a tensor for ", arg_label(decl[i]), ", got none");
+    if (!t.device().is_cpu() && device_.is_cpu())
+      fail<ValueError>("run", "expected ", arg_label(decl[i]), " on cpu, got ", t.device().str());
+    if (t.dtype() != want.dtype)
+      fail<TypeError>("run", "expected ", arg_label(decl[i]), " of type ", want.str(), ", got ",
+                      t.type().str());
+    if (size_t(t.rank()) != want.shape.size())
+      fail<ValueError>("run", "expected ", arg_label(decl[i]), " of type ", want.str(), ", got ",
+                       t.type().str());
+    for (size_t d = 0; d < want.shape.size(); ++d) {
+      const Dim& dim = want.shape[d];
+      int64_t n = t.shape()[d];
+      if (dim.is_static()) {
+        if (dim.value() != n)
+          fail<ValueError>("run", "expected ", arg_label(decl[i]), " of type ", want.str(),
+                           ", got ", t.type().str());
+        continue;
+      }
+      key.push_back(n);
+      if (dim.is_unknown()) continue;
+      auto it = std::find_if(symbols.begin(), symbols.end(),
+                             [&](const auto& s) { return *s.first == dim.symbol(); });
+      if (it == symbols.end()) {
+        symbols.push_back({&dim.symbol(), {n, i}});
+      } else if (it->second.first != n) {
+        fail<ValueError>("run", "expected dim '", dim.symbol(), "' of ", arg_label(decl[i]),
+                         " to be ", it->second.first, " as bound by ",
+                         arg_label(decl[it->second.second]), ", got ", n);
+      }
+    }
+  }
+  return key;
+}
+
+std::shared_ptr<const Plan> Program::plan_for(const std::vector<int64_t>& key,
+                                              std::span<const Tensor> args) const {
+  {
+    std::shared_lock lock(cache_mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) return it->second;
+  }
+  const Graph& g = graph();
+  std::vector<TensorType> types(g.num_values());
+  for (size_t i = 0; i < g.args().size(); ++i) types[size_t(g.args()[i].value.id)] = args[i].type();
+  auto plan = std::make_shared<Plan>();
+  plan->shapes.resize(g.nodes().size());
+  plan->dynamic.assign(g.nodes().size(), false);
+  for (size_t i = 0; i < g.nodes().size(); ++i) {
+    const Node& n = g.nodes()[i];
+    std::vector<TensorType> in;
+    bool dynamic = false;
+    for (Value v : n.inputs) {
+      in.push_back(types[size_t(v.id)]);
+      dynamic |= !all_static(in.back());
+    }
+    std::vector<TensorType> out;
+    if (dynamic) {
+      for (Value v : n.outputs) out.push_back(v.type());
+    } else {
+      out = infer_types(*n.op, in, n.attrs, n.subgraphs);
+    }
+    for (size_t j = 0; j < out.size(); ++j) {
+      types[size_t(n.outputs[j].id)] = out[j];
+      dynamic |= !all_static(out[j]);
+      plan->shapes[i].push_back(all_static(out[j]) ? sizes_of(out[j].shape)
+                                                   : std::vector<int64_t>{});
+    }
+    plan->dynamic[i] = dynamic;
+  }
+  std::unique_lock lock(cache_mu_);
+  if (cache_.size() >= kMaxPlans) cache_.clear();
+  return cache_.emplace(key, std::move(plan)).first->second;
+}
+
+std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
+  const Graph& g = graph();
+  if (args.size() != g.args().size())
+    fail<ValueError>("run", "expected ", g.args().size(), " arguments, got ", args.size());
+  std::shared_ptr<const Plan> plan = plan_for(bind(args), args);
+  if (threads_ > 0) omp_set_num_threads(threads_);
+
+  std::vector<Tensor> vals(g.num_values());
+  for (size_t i = 0; i < args.size(); ++i) vals[size_t(g.args()[i].value.id)] = args[i];
+  std::vector<Tensor> ins, outs;
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    const Kernel& k = *lowered_.kernels[i];
+    ins.clear();
+    for (Value v : n.inputs) {
+      const Tensor& t = vals[size_t(v.id)];
+      ins.push_back(k.flags.strided_inputs || t.is_contiguous() ? t : t.contiguous());
+    }
+    outs.assign(n.outputs.size(), Tensor());
+    if (!plan->dynamic[i]) {
+      for (size_t j = 0; j < outs.size(); ++j)
+        outs[j] = Tensor::empty(n.outputs[j].dtype(), plan->shapes[i][j]);
+    } else {
+      std::vector<TensorType> in;
+      for (const Tensor& t : ins) in.push_back(t.type());
+      auto out = infer_types(*n.op, in, n.attrs, n.subgraphs);
+      for (size_t j = 0; j < outs.size(); ++j)
+        if (all_static(out[j])) outs[j] = Tensor::empty(out[j].dtype, sizes_of(out[j].shape));
+    }
+    KernelContext ctx{*n.op, n.attrs, device_, nullptr, subgraphs_[i].get()};
+    k.fn(ctx, ins, outs);
+    for (size_t j = 0; j < outs.size(); ++j) {
+      if (!outs[j].defined() || outs[j].dtype() != n.outputs[j].dtype())
+        fail<ValueError>(n.op->name, "expected the kernel to produce output ", j, " of dtype ",
+                         dtype_name(n.outputs[j].dtype()), ", got ",
+                         outs[j].defined() ? dtype_name(outs[j].dtype()) : "none");
+      vals[size_t(n.outputs[j].id)] = std::move(outs[j]);
+    }
+    for (int32_t v : release_after_[i]) vals[size_t(v)] = Tensor();
+  }
+  std::vector<Tensor> result;
+  for (const Output& o : g.outputs()) result.push_back(vals[size_t(o.value.id)]);
+  return result;
+}
+
+size_t Program::cached_plans() const {
+  std::shared_lock lock(cache_mu_);
+  return cache_.size();
+}
+
+}  // namespace rlx::detail

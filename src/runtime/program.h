@@ -1,0 +1,61 @@
+// A lowered graph ready to run on one device: the executor behind CompiledGraph, also
+// used for the subgraphs of control ops.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <shared_mutex>
+#include <span>
+#include <vector>
+
+#include "rlx/dispatch.h"
+#include "rlx/kernel.h"
+#include "rlx/tensor.h"
+
+namespace rlx::detail {
+
+class Program;
+
+// The concrete output shapes of every node for one binding of the symbolic dims.
+struct Plan {
+  std::vector<std::vector<std::vector<int64_t>>> shapes;  // per node, per output
+  std::vector<bool> dynamic;  // per node: shapes known only once its inputs exist
+};
+
+// Runs a node's subgraphs through their own Programs.
+class SubgraphPrograms final : public SubgraphRunner {
+ public:
+  std::vector<std::unique_ptr<Program>> programs;
+  std::vector<Tensor> run(size_t index, std::span<const Tensor> args) const override;
+};
+
+class Program {
+ public:
+  Program(const Graph& g, Device device, const KernelRegistry& kernels, int threads);
+  ~Program();
+
+  const LoweredGraph& lowered() const { return lowered_; }
+  const Graph& graph() const { return *lowered_.graph; }
+
+  // `args` in the graph's argument order (inputs and params as declared); returns the
+  // outputs in order. `arg_names` says what to call an argument in errors.
+  std::vector<Tensor> run(std::span<const Tensor> args) const;
+  size_t cached_plans() const;
+
+ private:
+  std::vector<int64_t> bind(std::span<const Tensor> args) const;
+  std::shared_ptr<const Plan> plan_for(const std::vector<int64_t>& key,
+                                       std::span<const Tensor> args) const;
+
+  LoweredGraph lowered_;
+  Device device_;
+  int threads_;
+  std::vector<std::unique_ptr<SubgraphPrograms>> subgraphs_;  // per node (null: none)
+  std::vector<std::vector<int32_t>> release_after_;           // per node: values last used there
+  std::vector<bool> is_output_;                               // per value
+
+  mutable std::shared_mutex cache_mu_;
+  mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> cache_;
+};
+
+}  // namespace rlx::detail

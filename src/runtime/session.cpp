@@ -1,0 +1,156 @@
+#include "rlx/session.h"
+
+#include <cstdio>
+#include <mutex>
+#include <shared_mutex>
+
+#include "runtime/program.h"
+
+namespace rlx {
+
+struct CompiledGraph::Impl {
+  Device device;
+  std::unique_ptr<detail::Program> program;
+  std::vector<std::string> inputs, params, outputs;
+  std::vector<size_t> input_slot, param_slot;  // argument index of each input / param
+
+  // Params are swapped as a whole, so a run sees one consistent set while another thread
+  // calls set_param.
+  mutable std::shared_mutex mu;
+  std::shared_ptr<const std::vector<Tensor>> param_values;
+};
+
+CompiledGraph::CompiledGraph() = default;
+CompiledGraph::~CompiledGraph() = default;
+CompiledGraph::CompiledGraph(CompiledGraph&&) noexcept = default;
+CompiledGraph& CompiledGraph::operator=(CompiledGraph&&) noexcept = default;
+
+namespace {
+
+std::string names_str(const std::vector<std::string>& names) {
+  std::string s = "[";
+  for (const auto& n : names) s += (s.size() > 1 ? ", " : "") + n;
+  return s + "]";
+}
+
+size_t index_of(const std::vector<std::string>& names, std::string_view name) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return i;
+  return names.size();
+}
+
+}  // namespace
+
+const CompiledGraph::Impl& CompiledGraph::impl() const {
+  if (!impl_) fail<ValueError>("run", "expected a compiled graph, got an empty CompiledGraph");
+  return *impl_;
+}
+
+Device CompiledGraph::device() const { return impl().device; }
+const DispatchReport& CompiledGraph::report() const { return impl().program->lowered().report; }
+const Graph& CompiledGraph::lowered() const { return impl().program->graph(); }
+std::vector<std::string> CompiledGraph::input_names() const { return impl().inputs; }
+std::vector<std::string> CompiledGraph::param_names() const { return impl().params; }
+std::vector<std::string> CompiledGraph::output_names() const { return impl().outputs; }
+size_t CompiledGraph::cached_plans() const { return impl().program->cached_plans(); }
+
+void CompiledGraph::set_param(std::string_view name, Tensor value) {
+  const Impl& im = impl();
+  size_t i = index_of(im.params, name);
+  if (i == im.params.size())
+    fail<ValueError>("set_param", "expected one of the params ", names_str(im.params), ", got '",
+                     name, "'");
+  if (!value.defined())
+    fail<ValueError>("set_param", "expected a tensor for param '", name, "', got none");
+  // The full check (dtype, rank, static dims) runs with the other arguments at run time;
+  // dtype and rank are checked here too so the mistake shows where it was made.
+  const TensorType& want = im.program->graph().args()[im.param_slot[i]].value.type();
+  if (value.dtype() != want.dtype || size_t(value.rank()) != want.shape.size())
+    fail<TypeError>("set_param", "expected param '", name, "' of type ", want.str(), ", got ",
+                    value.type().str());
+  std::unique_lock lock(impl_->mu);
+  auto next = std::make_shared<std::vector<Tensor>>(*impl_->param_values);
+  (*next)[i] = std::move(value);
+  impl_->param_values = std::move(next);
+}
+
+Tensor CompiledGraph::param(std::string_view name) const {
+  const Impl& im = impl();
+  size_t i = index_of(im.params, name);
+  if (i == im.params.size()) return {};
+  std::shared_lock lock(im.mu);
+  return (*im.param_values)[i];
+}
+
+std::vector<Tensor> CompiledGraph::run(std::span<const Tensor> inputs) const {
+  const Impl& im = impl();
+  if (inputs.size() != im.inputs.size())
+    fail<ValueError>("run", "expected ", im.inputs.size(), " inputs ", names_str(im.inputs),
+                     ", got ", inputs.size());
+  std::shared_ptr<const std::vector<Tensor>> params;
+  {
+    std::shared_lock lock(im.mu);
+    params = im.param_values;
+  }
+  std::vector<Tensor> args(im.input_slot.size() + im.param_slot.size());
+  for (size_t i = 0; i < inputs.size(); ++i) args[im.input_slot[i]] = inputs[i];
+  for (size_t i = 0; i < im.params.size(); ++i) {
+    if (!(*params)[i].defined())
+      fail<ValueError>("run", "expected param '", im.params[i],
+                       "' to be set with set_param, got none");
+    args[im.param_slot[i]] = (*params)[i];
+  }
+  return im.program->run(args);
+}
+
+TensorMap CompiledGraph::run(const TensorMap& inputs) const {
+  const Impl& im = impl();
+  for (const auto& [name, t] : inputs)
+    if (index_of(im.inputs, name) == im.inputs.size())
+      fail<ValueError>("run", "expected inputs ", names_str(im.inputs), ", got unknown input '",
+                       name, "'");
+  std::vector<Tensor> ordered;
+  ordered.reserve(im.inputs.size());
+  for (const auto& name : im.inputs) {
+    auto it = inputs.find(name);
+    if (it == inputs.end()) fail<ValueError>("run", "expected input '", name, "', got none");
+    ordered.push_back(it->second);
+  }
+  std::vector<Tensor> outs = run(std::span<const Tensor>(ordered));
+  TensorMap result;
+  for (size_t i = 0; i < outs.size(); ++i) result.emplace(im.outputs[i], std::move(outs[i]));
+  return result;
+}
+
+Session::Session(Device device) : device_(device) {
+  if (!device.is_cpu())
+    fail<NotSupported>("Session", "expected a device this build supports (cpu), got ",
+                       device.str());
+  register_cpu_kernels();
+}
+
+CompiledGraph Session::compile(const Graph& g, const CompileOptions& options) const {
+  const KernelRegistry& kernels = options.kernels ? *options.kernels : KernelRegistry::global();
+  auto im = std::make_unique<CompiledGraph::Impl>();
+  im->device = device_;
+  im->program = std::make_unique<detail::Program>(g, device_, kernels, options.threads);
+  if (options.print_report) std::fprintf(stderr, "%s", im->program->lowered().report.str().c_str());
+  const Graph& lg = im->program->graph();
+  for (size_t i = 0; i < lg.args().size(); ++i) {
+    const Arg& a = lg.args()[i];
+    if (a.kind == ArgKind::input) {
+      im->inputs.push_back(a.name);
+      im->input_slot.push_back(i);
+    } else {
+      im->params.push_back(a.name);
+      im->param_slot.push_back(i);
+    }
+  }
+  for (const Output& o : lg.outputs()) im->outputs.push_back(o.name);
+  im->param_values = std::make_shared<std::vector<Tensor>>(im->params.size());
+  CompiledGraph cg;
+  cg.impl_ = std::move(im);
+  return cg;
+}
+
+}  // namespace rlx

@@ -1,0 +1,7 @@
+#include "support/consistency.h"
+
+namespace rlx::test {
+
+CheckTable checks_control() { return {}; }
+
+}  // namespace rlx::test

@@ -1,0 +1,7 @@
+#include "support/consistency.h"
+
+namespace rlx::test {
+
+CheckTable checks_nn() { return {}; }
+
+}  // namespace rlx::test

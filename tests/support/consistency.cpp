@@ -1,0 +1,223 @@
+#include "support/consistency.h"
+
+#include <cmath>
+#include <cstring>
+
+namespace rlx::test {
+
+void CheckTable::append(CheckTable other) {
+  for (auto& c : other.checks) checks.push_back(std::move(c));
+  for (auto& e : other.exempt) exempt.push_back(std::move(e));
+}
+
+CheckTable all_checks() {
+  CheckTable t;
+  for (auto* f : {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv,
+                  checks_pool, checks_nn, checks_random, checks_control})
+    t.append(f());
+  return t;
+}
+
+namespace {
+
+uint64_t splitmix(uint64_t& s) {
+  uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// Copies element i of src (any layout) to element i of dst (any layout), byte-wise.
+void copy_elements(const Tensor& src, Tensor& dst) {
+  size_t es = dtype_size(src.dtype());
+  int64_t n = src.numel();
+  for (int64_t i = 0; i < n; ++i) {
+    auto idx = unravel(i, src.shape());
+    int64_t so = 0, d_o = 0;
+    for (size_t d = 0; d < idx.size(); ++d) {
+      so += idx[d] * src.strides()[d];
+      d_o += idx[d] * dst.strides()[d];
+    }
+    std::memcpy(static_cast<char*>(dst.data()) + d_o * int64_t(es),
+                static_cast<const char*>(src.data()) + so * int64_t(es), es);
+  }
+}
+
+std::string shapes_str(const Tensors& ts) {
+  std::string s;
+  for (const auto& t : ts) {
+    if (!s.empty()) s += ",";
+    s += t.type().str();
+  }
+  return s;
+}
+
+bool close(double got, double want, double rtol, double atol) {
+  if (std::isnan(want)) return std::isnan(got);
+  if (std::isinf(want)) return got == want;
+  if (!std::isfinite(got)) return false;
+  return std::fabs(got - want) <= atol + rtol * std::fabs(want);
+}
+
+void compare(const OpCheck& c, const Tensors& want, const Tensors& got, const std::string& how,
+             std::vector<std::string>& failures) {
+  if (want.size() != got.size()) {
+    failures.push_back(cat(how, ": expected ", want.size(), " outputs, got ", got.size()));
+    return;
+  }
+  for (size_t k = 0; k < want.size(); ++k) {
+    if (want[k].type().str() != got[k].type().str()) {
+      failures.push_back(cat(how, ": output ", k, ": expected ", want[k].type().str(), ", got ",
+                             got[k].type().str()));
+      continue;
+    }
+    auto [rtol, atol] = default_tolerance(want[k].dtype());
+    if (c.rtol >= 0) rtol = c.rtol;
+    if (c.atol >= 0) atol = c.atol;
+    auto w = values(want[k]), g = values(got[k]);
+    int bad = 0;
+    for (size_t i = 0; i < w.size(); ++i) {
+      if (close(g[i], w[i], rtol, atol)) continue;
+      if (++bad <= 3)
+        failures.push_back(cat(how, ": output ", k, " at ",
+                               ints_str(unravel(int64_t(i), want[k].shape())), ": expected ", w[i],
+                               ", got ", g[i]));
+    }
+    if (bad > 3) failures.push_back(cat(how, ": output ", k, ": ", bad, " mismatches in all"));
+  }
+}
+
+}  // namespace
+
+Tensor random_tensor(DType dt, std::vector<int64_t> shape, uint64_t seed, double lo, double hi) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<double> v(size_t(std::max<int64_t>(n, 0)));
+  uint64_t s = seed * 0x2545f4914f6cdd1dull + 1;
+  if (!is_signed(dt)) lo = std::max(lo, 0.0);
+  for (auto& x : v) {
+    double u = double(splitmix(s) >> 11) * 0x1.0p-53;
+    if (is_bool(dt))
+      x = u < 0.5 ? 0 : 1;
+    else if (is_integer(dt))
+      x = std::floor(lo + u * (hi - lo + 1));
+    else
+      x = lo + u * (hi - lo);
+  }
+  return Tensor::from_doubles(dt, std::move(shape), v);
+}
+
+Tensor tensor_of(DType dt, std::vector<int64_t> shape, const std::vector<double>& values) {
+  return Tensor::from_doubles(dt, std::move(shape), values);
+}
+
+Tensor strided_copy(const Tensor& t) {
+  if (t.rank() == 0 || t.numel() < 2) return t;
+  std::vector<int64_t> wide = t.shape();
+  int64_t last = int64_t(wide.size()) - 1;
+  wide[size_t(last)] *= 2;
+  Tensor base = Tensor::zeros(t.dtype(), wide);
+  Tensor view = base.slice(last, 0, wide[size_t(last)], 2);
+  copy_elements(t, view);
+  return view;
+}
+
+std::vector<double> values(const Tensor& t) { return t.to_doubles(); }
+
+std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& shape) {
+  std::vector<int64_t> idx(shape.size());
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] > 0) {
+      idx[d] = flat % shape[d];
+      flat /= shape[d];
+    }
+  }
+  return idx;
+}
+
+int64_t ravel(const std::vector<int64_t>& index, const std::vector<int64_t>& shape) {
+  int64_t flat = 0;
+  for (size_t d = 0; d < shape.size(); ++d) flat = flat * shape[d] + index[d];
+  return flat;
+}
+
+int64_t broadcast_index(const std::vector<int64_t>& out_index,
+                        const std::vector<int64_t>& in_shape) {
+  size_t off = out_index.size() - in_shape.size();
+  int64_t flat = 0;
+  for (size_t d = 0; d < in_shape.size(); ++d)
+    flat = flat * in_shape[d] + (in_shape[d] == 1 ? 0 : out_index[off + d]);
+  return flat;
+}
+
+std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::vector<int64_t> out(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
+    out[out.size() - 1 - i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+std::pair<double, double> default_tolerance(DType dt) {
+  switch (dt) {
+    case DType::f64:
+      return {1e-12, 1e-12};
+    case DType::f32:
+      return {1e-5, 1e-6};
+    case DType::f16:
+      return {4e-3, 1e-3};
+    case DType::bf16:
+      return {3e-2, 1e-2};
+    default:
+      return {0, 0};
+  }
+}
+
+std::string check_label(const OpCheck& c) {
+  std::string attrs;
+  for (const auto& [k, v] : c.attrs) attrs += cat(attrs.empty() ? " {" : ", ", k, "=", attr_str(v));
+  if (!attrs.empty()) attrs += "}";
+  return cat(c.op, "(", shapes_str(c.inputs), ")", attrs,
+             c.note.empty() ? "" : " [" + c.note + "]");
+}
+
+std::vector<std::string> run_op_check(const OpCheck& c, Device device) {
+  std::vector<std::string> failures;
+  try {
+    Graph g("check");
+    std::vector<Value> ins;
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      ins.push_back(g.input(cat("x", i), c.inputs[i].type()));
+    auto outs = g.apply(c.op, ins, c.attrs, c.subgraphs);
+    for (Value v : outs) g.output(v);
+    const Attrs& attrs = g.nodes().back().attrs;  // complete, defaults filled in
+    CompiledGraph cg = Session(device).compile(g);
+
+    auto check = [&](const Tensors& inputs, const std::string& how) {
+      Tensors got = cg.run(std::span<const Tensor>(inputs));
+      if (c.verify) {
+        std::string msg = c.verify(inputs, got, attrs);
+        if (!msg.empty()) failures.push_back(cat(how, ": ", msg));
+      } else {
+        compare(c, c.ref(c.inputs, attrs), got, how, failures);
+      }
+    };
+    check(c.inputs, "contiguous");
+    if (c.strided) {
+      Tensors strided;
+      bool any = false;
+      for (const auto& t : c.inputs) {
+        strided.push_back(strided_copy(t));
+        any |= !strided.back().is_contiguous();
+      }
+      if (any) check(strided, "strided");
+    }
+  } catch (const std::exception& e) {
+    failures.push_back(cat("threw: ", e.what()));
+  }
+  return failures;
+}
+
+}  // namespace rlx::test

@@ -1,0 +1,91 @@
+// The op-consistency harness: one table per op family of (op, inputs, attrs) checks, each
+// with an independent reference (naive loops in double written for the test) or, where
+// outputs are not unique (random draws), a property check. run_op_check() runs a check
+// as a one-node graph on any device, first with contiguous inputs, then with strided
+// views of the same values, and compares with the reference. The CUDA backend runs the
+// same tables.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "rlx/rlx.h"
+#include "rlx/session.h"
+
+namespace rlx::test {
+
+using Tensors = std::vector<Tensor>;
+// Expected outputs, computed from the inputs without rlx's kernels.
+using RefFn = std::function<Tensors(const Tensors& inputs, const Attrs& attrs)>;
+// For outputs that are not unique: "" when acceptable, else what is wrong.
+using VerifyFn =
+    std::function<std::string(const Tensors& inputs, const Tensors& outputs, const Attrs& attrs)>;
+
+struct OpCheck {
+  std::string op;
+  DType dtype;  // the dtype this check covers (the op's main dtype; see the coverage test)
+  Tensors inputs;
+  Attrs attrs;
+  RefFn ref;                           // expected outputs, or
+  VerifyFn verify;                     // a property check
+  std::vector<SubgraphPtr> subgraphs;  // for control ops
+  double rtol = -1, atol = -1;         // < 0: the defaults for the output dtype
+  std::string note;                    // what the case covers: "broadcast", "nan", …
+  bool strided = true;                 // also run with non-contiguous input views
+};
+
+// An (op, dtype) the op's type rules accept but the CPU does not cover, with the reason.
+struct DTypeExemption {
+  std::string op;
+  DType dtype;
+  std::string reason;
+};
+
+struct CheckTable {
+  std::vector<OpCheck> checks;
+  std::vector<DTypeExemption> exempt;
+  void add(OpCheck c) { checks.push_back(std::move(c)); }
+  void append(CheckTable other);
+};
+
+// One table per family (tests/support/checks_<family>.cpp).
+CheckTable checks_elementwise();
+CheckTable checks_reduce();
+CheckTable checks_linalg();
+CheckTable checks_shape();
+CheckTable checks_conv();  // conv, conv_transpose
+CheckTable checks_pool();  // pools, resize
+CheckTable checks_nn();
+CheckTable checks_random();
+CheckTable checks_control();
+CheckTable all_checks();
+
+// --- inputs ---------------------------------------------------------------------------
+// Deterministic pseudo-random values in [lo, hi] (integers for integer dtypes, 0/1 for
+// bool), already representable in `dt`.
+Tensor random_tensor(DType dt, std::vector<int64_t> shape, uint64_t seed, double lo = -2,
+                     double hi = 2);
+// From doubles (rounded to dt).
+Tensor tensor_of(DType dt, std::vector<int64_t> shape, const std::vector<double>& values);
+// The same values in a non-contiguous view (every other element of a wider buffer).
+Tensor strided_copy(const Tensor& t);
+
+// --- references ------------------------------------------------------------------------
+std::vector<double> values(const Tensor& t);  // row-major, any layout
+std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& shape);
+int64_t ravel(const std::vector<int64_t>& index, const std::vector<int64_t>& shape);
+// The flat index into `in_shape` that output index `out_index` reads under NumPy
+// broadcasting (shapes right-aligned, size-1 dims repeat).
+int64_t broadcast_index(const std::vector<int64_t>& out_index,
+                        const std::vector<int64_t>& in_shape);
+std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+
+// Default tolerances per output dtype: (rtol, atol).
+std::pair<double, double> default_tolerance(DType dt);
+
+// Runs one check on `device`; returns the failures (empty: it passed).
+std::vector<std::string> run_op_check(const OpCheck& c, Device device);
+std::string check_label(const OpCheck& c);
+
+}  // namespace rlx::test
