@@ -1,6 +1,7 @@
-# The two commands a new user runs on a fresh Debian 12 machine:
+# The commands a new user runs on a fresh Debian 12 machine:
 #   make demo   — install missing packages, configure, build, run the main job
 #   make test   — the same set-up, build, run the whole suite (ctest)
+#   make bench  — the same set-up, build, run the CPU benchmark (BENCH_ARGS=--quick)
 BUILD ?= build
 BUILD_TYPE ?= Release
 RLX_CUDA ?= AUTO
@@ -9,11 +10,11 @@ CMAKE_ARGS ?=
 
 # Debian packages the build needs (checked with dpkg; only the missing ones are installed).
 DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clang-format \
-  libopenblas-dev libdnnl-dev libcli11-dev
+  libopenblas-openmp-dev libdnnl-dev libcli11-dev
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build demo test format clean
+.PHONY: all deps configure build demo test bench format clean
 
 all: build
 
@@ -39,6 +40,10 @@ demo: build
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# CPU kernels against the machine's limits (sgemm, a STREAM-like copy); BENCH_ARGS=--quick.
+bench: build
+	./$(BUILD)/bench/rlx-bench-cpu $(BENCH_ARGS)
 
 format: deps
 	git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format -i

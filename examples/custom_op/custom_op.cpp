@@ -25,6 +25,40 @@ std::vector<rlx::TensorType> infer_masked_moments(const rlx::InferContext& ctx) 
   return {{x.dtype, reduced}, {rlx::DType::i64, reduced}};
 }
 
+// Written against the public API only: element access through load_double/store_double
+// keeps the example short for every dtype (a production kernel would template on them).
+void masked_moments_cpu(const rlx::KernelContext& ctx, std::span<const rlx::Tensor> in,
+                        std::span<rlx::Tensor> out) {
+  const rlx::Tensor& x = in[0];
+  const rlx::Tensor& mask = in[1];
+  int64_t rank = x.rank(), axis = ctx.attrs.get_int("axis");
+  if (axis < 0) axis += rank;
+  int64_t outer = 1, n = x.shape()[size_t(axis)], inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[size_t(d)];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= x.shape()[size_t(d)];
+  double scale = ctx.attrs.get_float("scale");
+  size_t xs = rlx::dtype_size(x.dtype()), ms = rlx::dtype_size(mask.dtype());
+  const auto* xp = static_cast<const char*>(x.data());
+  const auto* mp = static_cast<const char*>(mask.data());
+  auto* mean = static_cast<char*>(out[0].data());
+  auto* count = out[1].data_as<int64_t>();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      double sum = 0;
+      int64_t kept = 0;
+      for (int64_t k = 0; k < n; ++k) {
+        size_t e = size_t((o * n + k) * inner + i);
+        if (rlx::load_double(mask.dtype(), mp + e * ms) == 0) continue;
+        sum += rlx::load_double(x.dtype(), xp + e * xs);
+        ++kept;
+      }
+      size_t r = size_t(o * inner + i);
+      rlx::store_double(x.dtype(), mean + r * xs, scale * sum / double(std::max<int64_t>(kept, 1)));
+      count[r] = kept;
+    }
+  }
+}
+
 }  // namespace
 
 void register_example_ops() {
@@ -37,6 +71,25 @@ void register_example_ops() {
     d.doc = "Scaled mean and count of the elements of x kept by mask along axis.";
     d.infer = infer_masked_moments;
     rlx::OpRegistry::global().add(std::move(d));
+    rlx::KernelRegistry::global().add("example.masked_moments", rlx::DeviceKind::cpu,
+                                      masked_moments_cpu);
+
+    rlx::OpDef axpby;
+    axpby.name = "example.axpby";
+    axpby.traits = rlx::Trait::elementwise;
+    axpby.arity(2).attr("alpha", rlx::AttrKind::Float, 1.0).attr("beta", rlx::AttrKind::Float, 1.0);
+    axpby.doc = "alpha * x + beta * y, by decomposition.";
+    axpby.infer = [](const rlx::InferContext& ctx) {
+      if (!rlx::is_float(ctx.dtype(0)) || ctx.input(0) != ctx.input(1))
+        ctx.fail_type("expected two float inputs of one type, got ", ctx.input(0).str(), " and ",
+                      ctx.input(1).str());
+      return std::vector<rlx::TensorType>{ctx.input(0)};
+    };
+    axpby.decompose = [](const rlx::RuleArgs& a) {
+      double alpha = a.attrs.get_float("alpha"), beta = a.attrs.get_float("beta");
+      return std::vector<rlx::Value>{a.inputs[0] * alpha + a.inputs[1] * beta};
+    };
+    rlx::OpRegistry::global().add(std::move(axpby));
   });
 }
 

@@ -127,6 +127,10 @@ class Tensor {
   int64_t offset_ = 0;
 };
 
+// Host buffers of 256 KiB and more are reused after release (up to RLX_HOST_CACHE_MB,
+// default 2048). Frees the cached ones; returns the bytes freed.
+size_t empty_host_cache();
+
 // Row-major strides for a shape (in elements).
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& shape);
 

@@ -128,7 +128,10 @@ std::shared_ptr<const Plan> Program::plan_for(const std::vector<int64_t>& key,
       dynamic |= !all_static(in.back());
     }
     std::vector<TensorType> out;
-    if (dynamic) {
+    // A control op's subgraphs keep their symbolic signature, which concrete inputs do not
+    // match: its outputs keep their declared types and, where those are not static, the
+    // kernel makes them.
+    if (dynamic || !n.subgraphs.empty()) {
       for (Value v : n.outputs) out.push_back(v.type());
     } else {
       out = infer_types(*n.op, in, n.attrs, n.subgraphs);
@@ -172,7 +175,12 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
     } else {
       std::vector<TensorType> in;
       for (const Tensor& t : ins) in.push_back(t.type());
-      auto out = infer_types(*n.op, in, n.attrs, n.subgraphs);
+      std::vector<TensorType> out;
+      if (n.subgraphs.empty()) {
+        out = infer_types(*n.op, in, n.attrs, n.subgraphs);
+      } else {
+        for (Value v : n.outputs) out.push_back(v.type());
+      }
       for (size_t j = 0; j < outs.size(); ++j)
         if (all_static(out[j])) outs[j] = Tensor::empty(out[j].dtype, sizes_of(out[j].shape));
     }

@@ -8,16 +8,6 @@ namespace rlx {
 
 // ---- Buffer ---------------------------------------------------------------------------
 
-std::shared_ptr<Buffer> Buffer::allocate_host(size_t bytes) {
-  // aligned_alloc needs a size that is a multiple of the alignment (and non-zero).
-  size_t rounded = (bytes + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
-  if (!p)
-    fail<ValueError>("Buffer", "expected to allocate ", bytes, " bytes on the host, got none");
-  return std::shared_ptr<Buffer>(
-      new Buffer(p, bytes, Device::cpu(), [](void* q) { std::free(q); }));
-}
-
 std::shared_ptr<Buffer> Buffer::wrap(void* data, size_t bytes, Device device,
                                      std::function<void(void*)> release) {
   return std::shared_ptr<Buffer>(new Buffer(data, bytes, device, std::move(release)));

@@ -95,3 +95,93 @@ TEST(CustomOp, RegisterFromATestFile) {
 }
 
 }  // namespace
+
+namespace {
+
+// Runs the example op through a Session and compares with a loop over the same values.
+TEST(CustomOp, RunsNativeOnCpuForEveryInputDtype) {
+  example::register_example_ops();
+  for (DType xt : {DType::f32, DType::f64, DType::bf16, DType::f16}) {
+    for (DType mt : {DType::boolean, DType::u8, DType::i32}) {
+      rlx::Graph g;
+      auto x = g.input("x", TensorType(xt, {rlx::Dim::sym("b"), 3, 4}));
+      auto m = g.input("m", TensorType(mt, {rlx::Dim::sym("b"), 3, 4}));
+      auto outs = g.apply("example.masked_moments", {x, m}, {{"axis", -2}, {"scale", 0.5}});
+      g.output(outs[0], "mean");
+      g.output(outs[1], "count");
+      rlx::CompiledGraph cg = rlx::Session(rlx::Device::cpu()).compile(g);
+      EXPECT_EQ(cg.report().count("example.masked_moments", rlx::DispatchPath::native), 1);
+
+      std::vector<double> xv(24), mv(24);
+      for (int i = 0; i < 24; ++i) {
+        xv[size_t(i)] = (i % 7) - 3;
+        mv[size_t(i)] = (i % 3 == 0) ? 0 : (i % 5) + 1;  // 0 = drop, anything else = keep
+      }
+      if (mt == DType::boolean)
+        for (auto& v : mv) v = v != 0;
+      auto out = cg.run({{"x", rlx::Tensor::from_doubles(xt, {2, 3, 4}, xv)},
+                         {"m", rlx::Tensor::from_doubles(mt, {2, 3, 4}, mv)}});
+      auto mean = out.at("mean").to_doubles();
+      auto count = out.at("count").to_vector<int64_t>();
+      ASSERT_EQ(out.at("mean").type().str(), TensorType(xt, {2, 4}).str());
+      for (int b = 0; b < 2; ++b) {
+        for (int j = 0; j < 4; ++j) {
+          double sum = 0;
+          int64_t kept = 0;
+          for (int k = 0; k < 3; ++k) {
+            size_t e = size_t((b * 3 + k) * 4 + j);
+            if (mv[e] != 0) sum += xv[e], ++kept;
+          }
+          EXPECT_EQ(count[size_t(b * 4 + j)], kept);
+          EXPECT_NEAR(mean[size_t(b * 4 + j)], 0.5 * sum / double(std::max<int64_t>(kept, 1)),
+                      1e-2);
+        }
+      }
+    }
+  }
+}
+
+// The dispatch report tells native, decomposed and missing apart.
+TEST(CustomOp, DispatchReportShowsEachPath) {
+  example::register_example_ops();
+  auto& reg = rlx::OpRegistry::global();
+  if (!reg.contains("mytest.nothing")) {
+    rlx::OpDef d;  // no kernel on any device, no decomposition
+    d.name = "mytest.nothing";
+    d.arity(1);
+    d.infer = [](const rlx::InferContext& ctx) { return std::vector<TensorType>{ctx.input(0)}; };
+    reg.add(std::move(d));
+  }
+  rlx::Session session(rlx::Device::cpu());
+  rlx::Graph g;
+  auto x = g.input("x", TensorType(DType::f32, {4}));
+  auto y = g.input("y", TensorType(DType::f32, {4}));
+  g.output(g.apply1("example.axpby", {x, y}, {{"alpha", 2.0}, {"beta", -1.0}}), "z");
+  rlx::CompiledGraph cg = session.compile(g);
+  const rlx::DispatchReport& r = cg.report();
+  EXPECT_EQ(r.count("example.axpby", rlx::DispatchPath::decomposed), 1);
+  EXPECT_EQ(r.count("example.axpby", rlx::DispatchPath::native), 0);
+  EXPECT_EQ(r.count("mul", rlx::DispatchPath::native), 2);
+  EXPECT_EQ(r.count("add", rlx::DispatchPath::native), 1);
+  EXPECT_NE(r.str().find("example.axpby"), std::string::npos);
+  auto z = cg.run({{"x", rlx::Tensor::from_vector<float>({1, 2, 3, 4}, {4})},
+                   {"y", rlx::Tensor::from_vector<float>({1, 1, 1, 1}, {4})}});
+  EXPECT_EQ(z.at("z").to_vector<float>(), (std::vector<float>{1, 3, 5, 7}));
+
+  rlx::Graph bad;
+  auto bx = bad.input("x", TensorType(DType::f32, {4}));
+  auto bi = bad.input("i", TensorType(DType::i64, {4}));
+  bad.output(bad.apply1("mytest.nothing", {bx}));
+  bad.output(bad.apply1("mytest.nothing", {bi}));
+  try {
+    session.compile(bad);
+    FAIL() << "expected NotSupported";
+  } catch (const rlx::NotSupported& e) {
+    EXPECT_NE(std::string(e.what()).find(
+                  "got none for 2: (mytest.nothing, f32, cpu), (mytest.nothing, i64, cpu)"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace

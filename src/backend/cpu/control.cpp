@@ -33,8 +33,14 @@ void while_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::spa
   for (size_t i = 0; i < out.size(); ++i) out[i] = std::move(state[i]);
 }
 
-// Copies `step` (one slice of a stacked output) into row t of `stacked`.
-void put_row(Tensor& stacked, int64_t t, const Tensor& step) {
+// Copies `step` (one slice of a stacked output) into row t of `stacked`, which is made
+// on the first step when its shape was not known before the body ran.
+void put_row(Tensor& stacked, int64_t t, int64_t len, const Tensor& step) {
+  if (!stacked.defined()) {
+    std::vector<int64_t> shape{len};
+    shape.insert(shape.end(), step.shape().begin(), step.shape().end());
+    stacked = Tensor::empty(step.dtype(), shape);
+  }
   Tensor c = step.contiguous();
   size_t row = c.nbytes();
   if (row) std::memcpy(static_cast<char*>(stacked.data()) + size_t(t) * row, c.data(), row);
@@ -60,9 +66,13 @@ void scan_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
     }
     auto res = sub.run(0, args);
     for (size_t i = 0; i < nc; ++i) carry[i] = std::move(res[i]);
-    for (size_t i = nc; i < res.size(); ++i) put_row(out[i], t, res[i]);
+    for (size_t i = nc; i < res.size(); ++i) put_row(out[i], t, len, res[i]);
   }
   for (size_t i = 0; i < nc; ++i) out[i] = std::move(carry[i]);
+  for (size_t i = nc; i < out.size(); ++i)
+    if (!out[i].defined())
+      fail<ValueError>("scan", "expected the shape of output ", i,
+                       " to be known for a scan of length 0, got a symbolic one");
 }
 
 }  // namespace

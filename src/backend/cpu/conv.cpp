@@ -1,8 +1,551 @@
+// conv and conv_transpose on [N, C, D1..Dk] (k = 1..3) with groups, dilations, strides,
+// explicit or "same" padding and an optional bias. f32 and bf16 run through cached oneDNN
+// primitives when oneDNN is built in (f16 through f32); f64 and builds without oneDNN use
+// im2col + BLAS gemm (conv) or gemm + col2im (conv_transpose), and a direct loop where each
+// output channel reads a single input channel (depthwise). bench/conv_libs.cpp measured the
+// choices (see choose_path).
+#include <cblas.h>
+
+#include <climits>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/window.h"
+
+#ifdef RLX_HAVE_DNNL
+#include <dnnl.hpp>
+#endif
 
 namespace rlx::cpu {
 
-void register_conv(KernelRegistry&) {}
+namespace {
+
+struct Conv {
+  Window w;
+  int64_t n = 0, c = 0, m = 0, groups = 1, cg = 0, mg = 0;  // channels in / out, per group
+  bool transpose = false;
+
+  int64_t reduce() const { return (transpose ? mg : cg) * w.ker_size; }  // taps per output
+};
+
+Conv make_conv(const KernelContext& ctx, const Tensor& x, const Tensor& wt, const Tensor& y,
+               bool transpose) {
+  std::vector<int64_t> kernel(wt.shape().begin() + 2, wt.shape().end());
+  Conv c;
+  c.w = make_window(ctx.attrs, x.shape(), y.shape(), kernel, transpose);
+  c.n = x.shape()[0];
+  c.c = x.shape()[1];
+  c.m = y.shape()[1];
+  c.groups = ctx.attrs.get_int("groups");
+  c.cg = c.c / c.groups;
+  c.mg = c.m / c.groups;
+  c.transpose = transpose;
+  return c;
+}
+
+// Per-thread buffers that keep their pages between calls: fresh multi-megabyte allocations
+// fault their pages in again on every call, which costs as much as a small conv.
+enum Slot { kColumns, kInput, kWeights, kOutput, kSlots };
+template <class T>
+T* scratch(Slot slot, int64_t n) {
+  thread_local std::vector<T> buf[kSlots];
+  std::vector<T>& b = buf[slot];
+  if (b.size() < size_t(n)) b.resize(size_t(n));
+  return b.data();
+}
+
+// ---- BLAS ----------------------------------------------------------------------------
+
+// Row-major C[m, n] = op(A) B with op(A) [m, k] (A stored [k, m] when trans_a).
+void gemm(bool trans_a, int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) {
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, int(m), int(n),
+              int(k), 1.f, a, int(trans_a ? m : k), b, int(n), 0.f, c, int(n));
+}
+void gemm(bool trans_a, int64_t m, int64_t n, int64_t k, const double* a, const double* b,
+          double* c) {
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, CblasNoTrans, int(m), int(n),
+              int(k), 1.0, a, int(trans_a ? m : k), b, int(n), 0.0, c, int(n));
+}
+
+void check_blas_size(const char* op, std::initializer_list<int64_t> sizes) {
+  for (int64_t s : sizes)
+    if (s > INT_MAX) fail<NotSupported>(op, "expected gemm sizes below 2^31, got ", s);
+}
+
+// ---- direct loops and im2col / col2im (T: float or double) -------------------------
+
+// Kernel tap r (row-major over the three window dims) as (kd, kh, kw).
+struct Tap {
+  int64_t d, h, w;
+};
+Tap tap(const Window& w, int64_t r) {
+  return {r / (w.ker[1] * w.ker[2]), r / w.ker[2] % w.ker[1], r % w.ker[2]};
+}
+
+// Row `r` (a kernel tap) of one channel's im2col block: dst[o] = x[o * stride - pad +
+// tap * dil], 0 in the padding.
+template <class T>
+void im2col_row(const Window& w, const T* x, int64_t r, T* dst) {
+  Tap k = tap(w, r);
+  int64_t offw = k.w * w.dil[2] - w.pad[2];
+  TapRange ow = out_range(offw, w.stride[2], w.in[2], w.out[2]);
+  for (int64_t od = 0; od < w.out[0]; ++od) {
+    int64_t id = od * w.stride[0] - w.pad[0] + k.d * w.dil[0];
+    for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+      int64_t ih = oh * w.stride[1] - w.pad[1] + k.h * w.dil[1];
+      T* d = dst + w.out_off(od, oh, 0);
+      if (id < 0 || id >= w.in[0] || ih < 0 || ih >= w.in[1]) {
+        std::fill(d, d + w.out[2], T(0));
+        continue;
+      }
+      const T* src = x + w.in_off(id, ih, 0);
+      std::fill(d, d + ow.first, T(0));
+      if (w.stride[2] == 1)
+        std::copy(src + ow.first + offw, src + ow.last + offw, d + ow.first);
+      else
+        for (int64_t o = ow.first; o < ow.last; ++o) d[o] = src[o * w.stride[2] + offw];
+      std::fill(d + ow.last, d + w.out[2], T(0));
+    }
+  }
+}
+
+// col[(c, tap), o] for the cg channels of one image and group.
+template <class T>
+void im2col(const Window& w, int64_t cg, const T* x, T* col) {
+  parallel_for(
+      cg * w.ker_size, std::max<int64_t>(1, 32768 / w.out_size), [&](int64_t b, int64_t e) {
+        for (int64_t row = b; row < e; ++row)
+          im2col_row(w, x + row / w.ker_size * w.in_size, row % w.ker_size, col + row * w.out_size);
+      });
+}
+
+// The transpose of im2col_row, accumulated: y[i * stride - pad + tap * dil] += src[i].
+template <class T>
+void col2im_row(const Window& w, const T* src, int64_t r, T* y) {
+  Tap k = tap(w, r);
+  int64_t offw = k.w * w.dil[2] - w.pad[2];
+  TapRange iw = out_range(offw, w.stride[2], w.out[2], w.in[2]);
+  for (int64_t id = 0; id < w.in[0]; ++id) {
+    int64_t od = id * w.stride[0] - w.pad[0] + k.d * w.dil[0];
+    if (od < 0 || od >= w.out[0]) continue;
+    for (int64_t ih = 0; ih < w.in[1]; ++ih) {
+      int64_t oh = ih * w.stride[1] - w.pad[1] + k.h * w.dil[1];
+      if (oh < 0 || oh >= w.out[1]) continue;
+      const T* s = src + w.in_off(id, ih, 0);
+      T* d = y + w.out_off(od, oh, 0);
+      for (int64_t i = iw.first; i < iw.last; ++i) d[i * w.stride[2] + offw] += s[i];
+    }
+  }
+}
+
+// col [(m, tap), i] added into the mg output channels of one image and group; each
+// channel is one thread's.
+template <class T>
+void col2im(const Window& w, int64_t mg, const T* col, T* y) {
+  parallel_for(mg, std::max<int64_t>(1, 32768 / (w.ker_size * w.in_size)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t ch = b; ch < e; ++ch)
+                   for (int64_t r = 0; r < w.ker_size; ++r)
+                     col2im_row(w, col + (ch * w.ker_size + r) * w.in_size, r, y + ch * w.out_size);
+               });
+}
+
+// One output plane of a conv whose output channels each read one input channel: every
+// tap adds a scaled, shifted input row.
+template <class T>
+void conv_direct_plane(const Window& w, const T* x, const T* wt, T* y) {
+  std::fill(y, y + w.out_size, T(0));
+  for (int64_t r = 0; r < w.ker_size; ++r) {
+    Tap k = tap(w, r);
+    T wv = wt[r];
+    int64_t offw = k.w * w.dil[2] - w.pad[2], s = w.stride[2];
+    TapRange ow = out_range(offw, s, w.in[2], w.out[2]);
+    for (int64_t od = 0; od < w.out[0]; ++od) {
+      int64_t id = od * w.stride[0] - w.pad[0] + k.d * w.dil[0];
+      if (id < 0 || id >= w.in[0]) continue;
+      for (int64_t oh = 0; oh < w.out[1]; ++oh) {
+        int64_t ih = oh * w.stride[1] - w.pad[1] + k.h * w.dil[1];
+        if (ih < 0 || ih >= w.in[1]) continue;
+        const T* src = x + w.in_off(id, ih, 0);
+        T* d = y + w.out_off(od, oh, 0);
+        if (s == 1)
+          for (int64_t o = ow.first; o < ow.last; ++o) d[o] += wv * src[o + offw];
+        else
+          for (int64_t o = ow.first; o < ow.last; ++o) d[o] += wv * src[o * s + offw];
+      }
+    }
+  }
+}
+
+// conv with cg == 1 (depthwise), plane by plane: gemm would be a row vector per group.
+template <class T>
+void conv_direct(const Conv& c, const T* x, const T* wt, T* y) {
+  const Window& w = c.w;
+  parallel_for(c.n * c.m, std::max<int64_t>(1, 32768 / (w.out_size * w.ker_size)),
+               [&](int64_t b, int64_t e) {
+                 for (int64_t p = b; p < e; ++p) {
+                   int64_t img = p / c.m, oc = p % c.m;
+                   conv_direct_plane(w, x + (img * c.c + oc / c.mg) * w.in_size,
+                                     wt + oc * w.ker_size, y + p * w.out_size);
+                 }
+               });
+}
+
+template <class T>
+void conv_gemm(const Conv& c, const T* x, const T* wt, T* y) {
+  const Window& w = c.w;
+  int64_t kdim = c.cg * w.ker_size;
+  check_blas_size("conv", {c.mg, w.out_size, kdim});
+  bool direct = w.ker_size == 1 && w.in_size == w.out_size &&
+                w.stride[0] * w.stride[1] * w.stride[2] == 1 && w.pad[0] + w.pad[1] + w.pad[2] == 0;
+  T* col = direct ? nullptr : scratch<T>(kColumns, kdim * w.out_size);
+  for (int64_t img = 0; img < c.n; ++img)
+    for (int64_t g = 0; g < c.groups; ++g) {
+      const T* xs = x + (img * c.c + g * c.cg) * w.in_size;
+      if (!direct) im2col(w, c.cg, xs, col);
+      gemm(false, c.mg, w.out_size, kdim, wt + g * c.mg * kdim, direct ? xs : col,
+           y + (img * c.m + g * c.mg) * w.out_size);
+    }
+}
+
+template <class T>
+void conv_transpose_gemm(const Conv& c, const T* x, const T* wt, T* y) {
+  const Window& w = c.w;
+  int64_t rows = c.mg * w.ker_size;
+  check_blas_size("conv_transpose", {rows, w.in_size, c.cg});
+  T* col = scratch<T>(kColumns, rows * w.in_size);
+  std::fill(y, y + c.n * c.m * w.out_size, T(0));
+  for (int64_t img = 0; img < c.n; ++img)
+    for (int64_t g = 0; g < c.groups; ++g) {
+      gemm(true, rows, w.in_size, c.cg, wt + g * c.cg * rows,
+           x + (img * c.c + g * c.cg) * w.in_size, col);
+      col2im(w, c.mg, col, y + (img * c.m + g * c.mg) * w.out_size);
+    }
+}
+
+template <class T>
+void add_bias(const Conv& c, const T* bias, T* y) {
+  int64_t plane = c.w.out_size;
+  parallel_for(c.n * c.m, std::max<int64_t>(1, 32768 / plane), [&](int64_t b, int64_t e) {
+    for (int64_t p = b; p < e; ++p) {
+      T v = bias[p % c.m];
+      for (T *d = y + p * plane, *end = d + plane; d < end; ++d) *d += v;
+    }
+  });
+}
+
+// The portable path, T float or double.
+template <class T>
+void conv_fallback(const Conv& c, const T* x, const T* wt, const T* bias, T* y) {
+  if (c.transpose)
+    conv_transpose_gemm(c, x, wt, y);
+  else if (c.cg == 1)
+    conv_direct(c, x, wt, y);
+  else
+    conv_gemm(c, x, wt, y);
+  if (bias) add_bias(c, bias, y);
+}
+
+// ---- oneDNN --------------------------------------------------------------------------
+
+#ifdef RLX_HAVE_DNNL
+using dnnl::memory;
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+// A primitive and the reorders between our plain tensors and the layouts it chose.
+struct DnnlConv {
+  dnnl::primitive prim;
+  memory::desc src, wei, dst, src_user, wei_user, dst_user, bias;
+  dnnl::primitive src_in, wei_in, dst_out;  // empty where the layouts agree
+  size_t scratch = 0;  // the largest scratchpad of the four (they run one after another)
+};
+
+memory::dims row_major(const memory::dims& shape) {
+  memory::dims s(shape.size(), 1);
+  for (size_t i = shape.size() - 1; i-- > 0;) s[i] = s[i + 1] * shape[i + 1];
+  return s;
+}
+
+// oneDNN's padding_r: conv's own end padding (its output-size formula floors like ours);
+// for conv_transpose, what gives exactly our output (output_padding included; negative
+// where it exceeds the end padding, which not every oneDNN kernel takes).
+memory::dims pad_right(const Conv& c) {
+  const Window& w = c.w;
+  memory::dims r;
+  for (int64_t i = 3 - w.k; i < 3; ++i) {
+    int64_t eff = w.dil[i] * (w.ker[i] - 1) + 1;
+    r.push_back(c.transpose ? (w.in[i] - 1) * w.stride[i] + eff - w.pad[i] - w.out[i]
+                            : w.pad_end[i]);
+  }
+  return r;
+}
+
+// Plain src/dst (as our tensors are) run oneDNN's gemm-based kernels; its fast direct
+// kernels want blocked layouts, worth the reorders on the layers measured (choose_path).
+std::shared_ptr<const DnnlConv> make_dnnl(const Conv& c, memory::data_type dt, bool has_bias,
+                                          bool blocked) {
+  const Window& w = c.w;
+  memory::dims src{c.n, c.c}, dst{c.n, c.m}, kern, strides, dil, pad_l;
+  for (int64_t i = 3 - w.k; i < 3; ++i) {
+    src.push_back(w.in[i]);
+    dst.push_back(w.out[i]);
+    kern.push_back(w.ker[i]);
+    strides.push_back(w.stride[i]);
+    dil.push_back(w.dil[i] - 1);
+    pad_l.push_back(w.pad[i]);
+  }
+  // Weights as oneDNN sees them: [g,] OC, IC, K...; ours are [g * OC, IC, K...] for conv
+  // and [g * IC, OC, K...] for conv_transpose.
+  memory::dims wd = c.groups > 1 ? memory::dims{c.groups, c.mg, c.cg} : memory::dims{c.mg, c.cg};
+  memory::dims wmem = wd;
+  size_t o_at = wd.size() - 2;  // where OC sits
+  if (c.transpose) std::swap(wmem[o_at], wmem[o_at + 1]);
+  wd.insert(wd.end(), kern.begin(), kern.end());
+  wmem.insert(wmem.end(), kern.begin(), kern.end());
+  memory::dims wstr = row_major(wmem);
+  if (c.transpose) std::swap(wstr[o_at], wstr[o_at + 1]);
+
+  auto d = std::make_shared<DnnlConv>();
+  d->src_user = memory::desc(src, dt, row_major(src));
+  d->dst_user = memory::desc(dst, dt, row_major(dst));
+  d->wei_user = memory::desc(wd, dt, wstr);
+  if (has_bias) d->bias = memory::desc({c.m}, memory::data_type::f32, memory::format_tag::a);
+  auto any = [&](const memory::dims& dims) {
+    return memory::desc(dims, dt, memory::format_tag::any);
+  };
+  memory::desc s = blocked ? any(src) : d->src_user, o = blocked ? any(dst) : d->dst_user;
+  memory::desc wt = blocked ? any(wd) : d->wei_user;
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, per thread: thread-safe
+  memory::dims pad_r = pad_right(c);
+  auto finish = [&](const auto& pd) {
+    d->src = pd.src_desc();
+    d->wei = pd.weights_desc();
+    d->dst = pd.dst_desc();
+    d->scratch = pd.scratchpad_desc().get_size();
+  };
+  auto prop = dnnl::prop_kind::forward_inference;
+  if (c.transpose) {
+    dnnl::deconvolution_forward::desc desc(prop, dnnl::algorithm::deconvolution_direct, s, wt,
+                                           d->bias, o, strides, dil, pad_l, pad_r);
+    dnnl::deconvolution_forward::primitive_desc pd(desc, attr, engine());
+    finish(pd);
+    d->prim = dnnl::deconvolution_forward(pd);
+  } else {
+    dnnl::convolution_forward::desc desc(prop, dnnl::algorithm::convolution_direct, s, wt, d->bias,
+                                         o, strides, dil, pad_l, pad_r);
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+    finish(pd);
+    d->prim = dnnl::convolution_forward(pd);
+  }
+  auto reorder = [&](const memory::desc& from, const memory::desc& to) {
+    dnnl::reorder::primitive_desc pd(engine(), from, engine(), to, attr);
+    d->scratch = std::max(d->scratch, pd.scratchpad_desc().get_size());
+    return dnnl::reorder(pd);
+  };
+  if (d->src != d->src_user) d->src_in = reorder(d->src_user, d->src);
+  if (d->wei != d->wei_user) d->wei_in = reorder(d->wei_user, d->wei);
+  if (d->dst != d->dst_user) d->dst_out = reorder(d->dst, d->dst_user);
+  return d;
+}
+
+// Primitives per (shape, attributes, dtype, layout); null where oneDNN has no
+// implementation (the caller falls back).
+std::shared_ptr<const DnnlConv> cached_dnnl(const Conv& c, memory::data_type dt, bool has_bias,
+                                            bool blocked) {
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, std::shared_ptr<const DnnlConv>> cache;
+  const Window& w = c.w;
+  std::vector<int64_t> key{c.transpose, int64_t(dt), has_bias, blocked, c.n, c.c, c.m, c.groups};
+  for (int i = 0; i < 3; ++i)
+    key.insert(key.end(), {w.in[i], w.ker[i], w.out[i], w.stride[i], w.dil[i], w.pad[i]});
+  std::lock_guard lock(mu);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  if (cache.size() >= 512) cache.clear();  // shapes that change on every call
+  std::shared_ptr<const DnnlConv> d;
+  try {
+    d = make_dnnl(c, dt, has_bias, blocked);
+  } catch (const dnnl::error&) {
+  }
+  return cache.emplace(key, d).first->second;
+}
+
+// Per-thread scratch for the reordered tensors and the primitive's scratchpad.
+char* arena(size_t bytes) {
+  thread_local std::unique_ptr<char[]> buf;
+  thread_local size_t size = 0;
+  if (bytes + 64 > size) {
+    size = bytes + 64;
+    buf.reset(new char[size]);
+  }
+  auto p = reinterpret_cast<uintptr_t>(buf.get());
+  return buf.get() + ((64 - p % 64) % 64);
+}
+
+void run_dnnl(const DnnlConv& d, const void* x, const void* wt, const float* bias, void* y) {
+  thread_local dnnl::stream stream(engine());
+  auto round = [](size_t b) { return (b + 63) / 64 * 64; };
+  size_t sx = d.src_in ? round(d.src.get_size()) : 0, sw = d.wei_in ? round(d.wei.get_size()) : 0,
+         sy = d.dst_out ? round(d.dst.get_size()) : 0;
+  char* base = arena(sx + sw + sy + d.scratch);
+  auto mem = [&](const memory::desc& md, const void* p) {
+    return memory(md, engine(), const_cast<void*>(p));
+  };
+  memory::desc scratch_md({int64_t(d.scratch)}, memory::data_type::u8, memory::format_tag::a);
+  memory scratch = mem(scratch_md, base + sx + sw + sy);
+  auto exec = [&](const dnnl::primitive& p, std::unordered_map<int, memory> args) {
+    if (d.scratch) args.emplace(DNNL_ARG_SCRATCHPAD, scratch);
+    p.execute(stream, args);
+  };
+  memory xu = mem(d.src_user, x), wu = mem(d.wei_user, wt), yu = mem(d.dst_user, y);
+  memory xi = d.src_in ? mem(d.src, base) : xu, wi = d.wei_in ? mem(d.wei, base + sx) : wu;
+  memory yo = d.dst_out ? mem(d.dst, base + sx + sw) : yu;
+  if (d.src_in) exec(d.src_in, {{DNNL_ARG_FROM, xu}, {DNNL_ARG_TO, xi}});
+  if (d.wei_in) exec(d.wei_in, {{DNNL_ARG_FROM, wu}, {DNNL_ARG_TO, wi}});
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, xi}, {DNNL_ARG_WEIGHTS, wi}, {DNNL_ARG_DST, yo}};
+  if (bias) args.emplace(DNNL_ARG_BIAS, mem(d.bias, bias));
+  exec(d.prim, args);
+  if (d.dst_out) exec(d.dst_out, {{DNNL_ARG_FROM, yo}, {DNNL_ARG_TO, yu}});
+  stream.wait();
+}
+#endif
+
+// ---- dispatch ------------------------------------------------------------------------
+
+// t in f32, in the per-thread buffer `slot`.
+float* widened(const Tensor& t, Slot slot) {
+  float* v = scratch<float>(slot, t.numel());
+  visit(t.dtype(), kFloat, "conv", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T* p = t.data_as<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) v[i] = float(load(p[i]));
+  });
+  return v;
+}
+
+#ifdef RLX_HAVE_DNNL
+// Which oneDNN layouts to use for f32 / bf16, as measured by bench/conv_libs.cpp (one
+// thread, ms, blocked / plain / im2col + OpenBLAS): oneDNN's direct kernels on blocked
+// layouts, reorders included, win on 2-D / 3-D windows whose weights are reused enough
+// (3x3 64->64 at 56x56: 1.2 / 1.6 / 2.9; 3x3x3 32->32 at 16^3: 1.1 / 3.1 / 4.0; depthwise
+// 3x3 144ch at 56x56: 0.44 / 1.5 / 1.6) and lose where the reorders dominate: 1x1
+// (256->64 at 56x56: 1.1 / 0.50 / 1.1), 1-D (k3 80->384 at t=3000: 4.3 / 3.0 / 6.0) and
+// weights used at few positions (3x3 512->512 at 7x7: 2.6 / 1.5 / 3.4). im2col + OpenBLAS
+// lost everywhere, so it only serves f64 and builds without oneDNN.
+enum class Path { blocked, plain };
+Path choose_path(const Conv& c) {
+  const Window& w = c.w;
+  if (w.k == 1 || w.ker_size == 1) return Path::plain;
+  int64_t reuse = c.n * (c.transpose ? w.in_size : w.out_size);  // positions per weight
+  return c.cg == 1 || reuse >= 256 ? Path::blocked : Path::plain;
+}
+
+// Runs the OpenMP regions started in its scope (oneDNN's) on the calling thread alone.
+class SerialScope {
+ public:
+  explicit SerialScope(bool serial) : saved_(serial ? omp_get_max_threads() : 1) {
+    if (saved_ > 1) omp_set_num_threads(1);
+  }
+  ~SerialScope() {
+    if (saved_ > 1) omp_set_num_threads(saved_);
+  }
+  SerialScope(const SerialScope&) = delete;
+  SerialScope& operator=(const SerialScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+// Runs the f32 or bf16 (dt) conv through oneDNN; false where it has no implementation.
+bool try_dnnl(const Conv& c, memory::data_type dt, const void* x, const void* wt, const float* bias,
+              void* y) {
+  auto d = cached_dnnl(c, dt, bias != nullptr, choose_path(c) == Path::blocked);
+  if (!d) return false;
+  // Below ~1 MFLOP (tens of microseconds) waking the other threads costs more than it
+  // saves.
+  double macs = double(c.n * c.groups * c.cg * c.mg * c.w.ker_size) *
+                double(c.transpose ? c.w.in_size : c.w.out_size);
+  SerialScope serial(2 * macs < 1e6);
+  run_dnnl(*d, x, wt, bias, y);
+  return true;
+}
+#endif
+
+void conv_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out,
+                 bool transpose) {
+  const Tensor &x = in[0], &wt = in[1], &y = out[0];
+  const Tensor* b = in.size() > 2 ? &in[2] : nullptr;
+  if (y.numel() == 0) return;
+  Conv c = make_conv(ctx, x, wt, y, transpose);
+  DType dt = x.dtype();
+  if (c.reduce() == 0) {  // no input channels: the bias alone
+    visit(dt, kFloat, ctx.op.name.c_str(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      T* yp = y.data_as<T>();
+      for (int64_t p = 0; p < c.n * c.m; ++p)
+        std::fill(yp + p * c.w.out_size, yp + (p + 1) * c.w.out_size,
+                  b ? b->data_as<T>()[p % c.m] : store<T>(0.0));
+    });
+    return;
+  }
+  if (dt == DType::f64) {
+    conv_fallback(c, x.data_as<double>(), wt.data_as<double>(), b ? b->data_as<double>() : nullptr,
+                  y.data_as<double>());
+    return;
+  }
+#ifdef RLX_HAVE_DNNL
+  if (dt == DType::f32 || dt == DType::bf16) {
+    const float* bias = b ? widened(*b, kColumns) : nullptr;  // oneDNN takes an f32 bias
+    auto ddt = dt == DType::f32 ? memory::data_type::f32 : memory::data_type::bf16;
+    if (try_dnnl(c, ddt, x.data(), wt.data(), bias, y.data())) return;
+  }
+#endif
+  if (dt == DType::f32) {
+    conv_fallback(c, x.data_as<float>(), wt.data_as<float>(), b ? b->data_as<float>() : nullptr,
+                  y.data_as<float>());
+    return;
+  }
+  // f16, and bf16 where oneDNN did not take it: in f32.
+  const float *xf = widened(x, kInput), *wf = widened(wt, kWeights);
+  std::vector<float> bf(b ? size_t(b->numel()) : 0);  // kColumns is the fallback's
+  if (b) std::copy_n(widened(*b, kColumns), bf.size(), bf.begin());
+  float* yf = scratch<float>(kOutput, y.numel());
+  bool done = false;
+#ifdef RLX_HAVE_DNNL
+  done = try_dnnl(c, memory::data_type::f32, xf, wf, b ? bf.data() : nullptr, yf);
+#endif
+  if (!done) conv_fallback(c, xf, wf, b ? bf.data() : nullptr, yf);
+  visit(dt, kFloat, ctx.op.name.c_str(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    narrow(yf, y.data_as<T>(), y.numel());
+  });
+}
+
+}  // namespace
+
+void register_conv(KernelRegistry& r) {
+  add_kernel(
+      r, "conv",
+      [](const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+        conv_kernel(ctx, in, out, false);
+      },
+      dtype_in(kFloat));
+  add_kernel(
+      r, "conv_transpose",
+      [](const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+        conv_kernel(ctx, in, out, true);
+      },
+      dtype_in(kFloat));
+}
 
 }  // namespace rlx::cpu

@@ -1,0 +1,208 @@
+// The `rlx` executable end to end: graphs and .npy files in a temp dir, the binary run
+// through the shell, its exit code, stdout and stderr checked.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "rlx/npy.h"
+
+namespace rlx {
+namespace {
+
+namespace fs = std::filesystem;
+
+// cond (identity branches) and scan (identity body): ops whose CPU kernels need no other.
+const char* kControlGraph = R"(graph main(%p: bool[], %x: f32[2,3], param %w: i32[2]) {
+  %0 = cond(%p, %x) [
+    graph then(%a: f32[2,3]) {
+      return out0=%a
+    },
+    graph else(%a: f32[2,3]) {
+      return out0=%a
+    }
+  ] : f32[2,3]
+  %1, %2 = scan(%w, %x) {length=-1, num_carry=1, reverse=false} [
+    graph body(%c: i32[2], %xt: f32[3]) {
+      return out0=%c, out1=%xt
+    }
+  ] : i32[2], f32[2,3]
+  return y=%0, carry=%1, stacked=%2
+}
+)";
+
+// Symbolic dims, no nodes: the args are the outputs.
+const char* kPassGraph = R"(graph main(%x: f32[batch,3], param %w: i32[n]) {
+  return y=%x, w=%w
+}
+)";
+
+struct Result {
+  int code = -1;
+  std::string out, err;
+};
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           cat("rlx_cli_test_", getpid(), "_",
+               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string write(const std::string& name, const std::string& text) const {
+    std::ofstream(path(name)) << text;
+    return path(name);
+  }
+  static std::string slurp(const std::string& p) {
+    std::ostringstream s;
+    s << std::ifstream(p).rdbuf();
+    return s.str();
+  }
+
+  Result rlx(const std::string& args) const {
+    std::string cmd =
+        cat("'", RLX_CLI_PATH, "' ", args, " >'", path("stdout"), "' 2>'", path("stderr"), "'");
+    int status = std::system(cmd.c_str());
+    Result r;
+    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = slurp(path("stdout"));
+    r.err = slurp(path("stderr"));
+    return r;
+  }
+
+  // An error: exit 1 and one "rlx: error: …" on stderr mentioning `needle`.
+  void expect_error(const std::string& args, const std::string& needle) const {
+    SCOPED_TRACE(args);
+    Result r = rlx(args);
+    EXPECT_EQ(r.code, 1) << r.out << r.err;
+    EXPECT_TRUE(r.err.starts_with("rlx: error: ")) << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << "expected '" << needle << "' in\n" << r.err;
+    EXPECT_EQ(r.err.find("terminate called"), std::string::npos) << r.err;
+  }
+
+  fs::path dir_;
+};
+
+TEST_F(Cli, PrintsTheVersionAndHelp) {
+  Result v = rlx("--version");
+  EXPECT_EQ(v.code, 0);
+  EXPECT_EQ(v.out, std::string("rlx ") + RLX_VERSION + "\n");
+  Result h = rlx("--help");
+  EXPECT_EQ(h.code, 0);
+  EXPECT_NE(h.out.find("run"), std::string::npos) << h.out;
+  EXPECT_NE(h.out.find("report"), std::string::npos) << h.out;
+  Result rh = rlx("run --help");
+  EXPECT_EQ(rh.code, 0);
+  EXPECT_NE(rh.out.find("--save-outputs"), std::string::npos) << rh.out;
+}
+
+TEST_F(Cli, ReportsTheDispatchOfControlOps) {
+  Result r = rlx("report " + write("g.rlx", kControlGraph));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("dispatch report (cpu)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cond"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("scan"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 native, 0 decomposed, 0 host, 0 missing"), std::string::npos) << r.out;
+}
+
+TEST_F(Cli, ReportListsMissingKernels) {
+  // Whether add has a CPU kernel depends on the build: either the report shows it
+  // resolved, or the command fails naming it.
+  std::string g = write("add.rlx",
+                        "graph main(%a: f32[2], %b: f32[2]) {\n"
+                        "  %0 = add(%a, %b) : f32[2]\n"
+                        "  return out=%0\n"
+                        "}\n");
+  Result r = rlx("report " + g);
+  if (r.code == 0)
+    EXPECT_NE(r.out.find("add"), std::string::npos) << r.out;
+  else
+    expect_error("report " + g, "(add, f32,f32, cpu)");
+}
+
+TEST_F(Cli, RunsWithRandomValues) {
+  Result r = rlx("run " + write("g.rlx", kControlGraph) + " --random --runs 3");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("random"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outputs:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("stacked"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("f32[2,3]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("time: first run"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("over 3 runs"), std::string::npos) << r.out;
+
+  // Symbolic dims: 1 by default, or --dim.
+  std::string g = write("pass.rlx", kPassGraph);
+  Result d = rlx("run " + g + " --random --dim n=4 --seed 3 --runs 0");
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_NE(d.out.find("dims: batch=1, n=4"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("f32[1,3]"), std::string::npos) << d.out;
+  EXPECT_NE(d.out.find("i32[4]"), std::string::npos) << d.out;
+  EXPECT_EQ(d.out.find("over"), std::string::npos) << d.out;
+}
+
+TEST_F(Cli, RunsWithInputsFromNpyAndSavesOutputs) {
+  std::string g = write("g.rlx", kControlGraph);
+  Tensor x = Tensor::from_vector<float>({1, 2, 3, 4.5, 5, 6}, {2, 3});
+  save_npy(path("x.npy"), x);
+  save_npy(path("p.npy"), Tensor::from_vector<bool>({true}, {}));
+  save_npy(path("w.npy"), Tensor::from_vector<int32_t>({7, -8}, {2}));
+  Result r = rlx(cat("run ", g, " --input x=", path("x.npy"), " -i p=", path("p.npy"),
+                     " --param w=", path("w.npy"), " --save-outputs ", path("out")));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find(path("x.npy")), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[1, 2, 3, 4.5, 5, 6]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[7, -8]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("saved 3 outputs"), std::string::npos) << r.out;
+  EXPECT_EQ(load_npy(path("out/y.npy")).to_vector<float>(), x.to_vector<float>());
+  EXPECT_EQ(load_npy(path("out/stacked.npy")).to_vector<float>(), x.to_vector<float>());
+  EXPECT_EQ(load_npy(path("out/carry.npy")).to_vector<int32_t>(), (std::vector<int32_t>{7, -8}));
+
+  // Dims bound by the .npy inputs; the rest random; --show limits the values printed.
+  Result s = rlx(cat("run ", write("pass.rlx", kPassGraph), " --input x=", path("x.npy"),
+                     " --random --show 2"));
+  ASSERT_EQ(s.code, 0) << s.err;
+  EXPECT_NE(s.out.find("dims: batch=2, n=1"), std::string::npos) << s.out;
+  EXPECT_NE(s.out.find("[1, 2, ...]"), std::string::npos) << s.out;
+}
+
+TEST_F(Cli, ReportsErrorsWithoutCrashing) {
+  std::string g = write("g.rlx", kControlGraph);
+  expect_error("run " + path("missing.rlx") + " --random", "missing.rlx");
+  expect_error("report " + path("missing.rlx"), "missing.rlx");
+  std::string bad = write("bad.rlx", "graph main(%x: f32[2]) {\n  %0 = relu(%x : f32[2]\n}\n");
+  expect_error("report " + bad, "bad.rlx:2:");
+  std::string unknown = write("unknown.rlx",
+                              "graph main(%x: f32[2]) {\n  %0 = nosuchop(%x) : f32[2]\n"
+                              "  return out=%0\n}\n");
+  expect_error("run " + unknown + " --random", "nosuchop");
+  expect_error("run " + g + " --random --input nope=x.npy", "unknown input 'nope'");
+  expect_error("run " + g + " --random --input w=x.npy", "'w' is a param");
+  std::string pass = write("pass.rlx", kPassGraph);
+  expect_error("run " + pass + " --random --dim nope=2", "unknown dim 'nope'");
+  expect_error("run " + pass + " --random --dim batch=-2", "--dim batch");
+  expect_error("run " + pass + " --random --dim batch=x", "--dim batch");
+  expect_error("run " + g + " --random --input x", "NAME=VALUE");
+  expect_error("run " + pass, "input 'x' (f32[batch,3])");
+  expect_error("run " + g + " --random --input x=" + path("nofile.npy"), "nofile.npy");
+  std::string junk = write("junk.npy", "not an npy file");
+  expect_error("run " + g + " --random --input x=" + junk, "magic");
+  save_npy(path("i.npy"), Tensor::zeros(DType::i64, {2, 3}));
+  expect_error("run " + g + " --random --input x=" + path("i.npy"), "i64[2,3]");
+  expect_error("", "subcommand");
+  expect_error("run " + g + " --runs -1", "--runs");
+  expect_error("frobnicate", "frobnicate");
+}
+
+}  // namespace
+}  // namespace rlx

@@ -1,0 +1,40 @@
+// The rlx command-line tool: its subcommands and the pieces they share.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "rlx/graph.h"
+#include "rlx/tensor.h"
+
+namespace rlx::cli {
+
+struct RunOptions {
+  std::string graph_path;
+  std::vector<std::string> inputs;  // NAME=FILE.npy
+  std::vector<std::string> params;  // NAME=FILE.npy
+  std::vector<std::string> dims;    // NAME=SIZE
+  bool random = false;
+  uint64_t seed = 0;
+  int runs = 10;
+  int threads = 0;
+  int show = 8;
+  std::string save_outputs;
+};
+
+int run_command(const RunOptions& o);
+int report_command(const std::string& graph_path);
+
+// Reads and parses a graph file; parse errors become "FILE:LINE:COL: message".
+std::unique_ptr<Graph> load_graph(const std::string& path);
+// Splits "NAME=VALUE" (the first '='); `flag` names the option in errors.
+std::pair<std::string, std::string> split_assignment(const std::string& text,
+                                                     const std::string& flag);
+// "[1, 2.5, …]": the first `count` elements in row-major order.
+std::string preview(const Tensor& t, int count);
+
+}  // namespace rlx::cli

@@ -1,0 +1,65 @@
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "cli.h"
+#include "rlx/error.h"
+#include "rlx/text.h"
+
+namespace rlx::cli {
+
+std::unique_ptr<Graph> load_graph(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw IoError(cat("cannot read '", path, "': it is a directory"));
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  if (in) text << in.rdbuf();
+  if (!in || in.bad()) throw IoError(cat("cannot read '", path, "': ", std::strerror(errno)));
+  try {
+    return parse_graph(text.str());
+  } catch (const ParseError& e) {
+    // "[text:L:C] msg" -> "FILE:L:C: msg", the form editors jump to.
+    std::string msg = e.what();
+    if (size_t close = msg.find("] "); msg.starts_with("[text:") && close != std::string::npos)
+      msg = msg.substr(close + 2);
+    throw ParseError(e.line(), e.column(), cat(path, ":", e.line(), ":", e.column(), ": ", msg));
+  }
+}
+
+std::pair<std::string, std::string> split_assignment(const std::string& text,
+                                                     const std::string& flag) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
+    throw ValueError(cat(flag, " expects NAME=VALUE, got '", text, "'"));
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+std::string preview(const Tensor& t, int count) {
+  int64_t n = std::min<int64_t>(t.numel(), std::max(count, 0));
+  Tensor head = t.contiguous().reshape({t.numel()}).slice(0, 0, n);
+  std::string s = "[";
+  char buf[48];
+  std::vector<double> values = head.to_doubles();
+  for (size_t i = 0; i < values.size(); ++i) {
+    double v = values[i];
+    if (s.size() > 1) s += ", ";
+    if (t.dtype() == DType::i64)  // beyond 2^53 a double would round
+      s += cat(head.data_as<int64_t>()[i]);
+    else if (is_bool(t.dtype()))
+      s += v != 0 ? "true" : "false";
+    else if (is_integer(t.dtype()))
+      s += cat(int64_t(v));
+    else
+      s += (std::snprintf(buf, sizeof buf, "%.6g", v), buf);
+  }
+  if (n < t.numel()) s += n ? ", ..." : "...";
+  return s + "]";
+}
+
+}  // namespace rlx::cli

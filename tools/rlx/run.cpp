@@ -1,0 +1,218 @@
+// rlx run: compile a graph file on the CPU, bind inputs and params from .npy files or
+// random values, run it, print the outputs and the timing.
+#include <algorithm>
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+
+#include "cli.h"
+#include "rlx/npy.h"
+#include "rlx/session.h"
+
+namespace rlx::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string time_str(double s) {
+  char buf[32];
+  if (s < 1e-3)
+    std::snprintf(buf, sizeof buf, "%.1f us", s * 1e6);
+  else if (s < 1)
+    std::snprintf(buf, sizeof buf, "%.3f ms", s * 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.3f s", s);
+  return buf;
+}
+
+std::string names_str(const std::vector<std::string>& names) {
+  std::string s = "[";
+  for (const auto& n : names) s += (s.size() > 1 ? ", " : "") + n;
+  return s + "]";
+}
+
+std::vector<std::string> arg_names(const Graph& g, ArgKind kind) {
+  std::vector<std::string> out;
+  for (const Arg& a : g.args())
+    if (a.kind == kind) out.push_back(a.name);
+  return out;
+}
+
+// --input / --param assignments, checked against the graph's args of that kind.
+std::map<std::string, std::string> assignments(const Graph& g, const std::vector<std::string>& list,
+                                               ArgKind kind) {
+  const char* flag = kind == ArgKind::input ? "--input" : "--param";
+  const char* what = kind == ArgKind::input ? "input" : "param";
+  std::map<std::string, std::string> out;
+  for (const auto& text : list) {
+    auto [name, file] = split_assignment(text, flag);
+    const Arg* a = g.find_arg(name);
+    if (a && a->kind != kind)
+      throw ValueError(cat("'", name, "' is a ", kind == ArgKind::input ? "param" : "input",
+                           " of the graph, not an ", what, "; use ",
+                           kind == ArgKind::input ? "--param " : "--input ", name, "=FILE.npy"));
+    if (!a)
+      throw ValueError(cat("unknown ", what, " '", name, "'; the graph's ", what, "s are ",
+                           names_str(arg_names(g, kind))));
+    if (!out.emplace(name, file).second)
+      throw ValueError(cat(flag, " ", name, " given more than once"));
+  }
+  return out;
+}
+
+int64_t parse_size(const std::string& text, const std::string& what) {
+  int64_t v = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0)
+    throw ValueError(cat(what, " expects a size >= 0, got '", text, "'"));
+  return v;
+}
+
+// Symbol sizes: --dim first, then the shapes of the tensors loaded from files, then 1.
+std::map<std::string, int64_t> bind_dims(const Graph& g, const std::vector<std::string>& dims,
+                                         const TensorMap& loaded) {
+  std::vector<std::string> symbols;
+  for (const Arg& a : g.args())
+    for (const Dim& d : a.value.shape())
+      if (d.is_symbolic() && std::find(symbols.begin(), symbols.end(), d.symbol()) == symbols.end())
+        symbols.push_back(d.symbol());
+  std::map<std::string, int64_t> out;
+  for (const auto& text : dims) {
+    auto [name, size] = split_assignment(text, "--dim");
+    if (std::find(symbols.begin(), symbols.end(), name) == symbols.end())
+      throw ValueError(
+          cat("unknown dim '", name, "'; the graph's symbolic dims are ", names_str(symbols)));
+    out[name] = parse_size(size, "--dim " + name);
+  }
+  for (const Arg& a : g.args()) {
+    auto it = loaded.find(a.name);
+    if (it == loaded.end() || it->second.rank() != a.value.rank()) continue;  // run() reports
+    for (size_t i = 0; i < a.value.shape().size(); ++i)
+      if (const Dim& d = a.value.shape()[i]; d.is_symbolic())
+        out.emplace(d.symbol(), it->second.shape()[i]);
+  }
+  for (const auto& s : symbols) out.emplace(s, 1);
+  return out;
+}
+
+// Floats uniform in [-1, 1); integers in [0, 4) (small enough to index most dims); bools
+// true half the time.
+Tensor random_tensor(const TensorType& type, const std::map<std::string, int64_t>& dims,
+                     std::mt19937_64& rng) {
+  std::vector<int64_t> shape;
+  for (const Dim& d : type.shape) shape.push_back(d.is_static() ? d.value() : dims.at(d.symbol()));
+  std::vector<double> values(size_t(checked_numel(shape, "--random")));
+  std::uniform_real_distribution<double> real(-1.0, 1.0);
+  std::uniform_int_distribution<int> small(0, 3);
+  for (double& v : values)
+    v = is_float(type.dtype) ? real(rng) : is_bool(type.dtype) ? small(rng) % 2 : small(rng);
+  return Tensor::from_doubles(type.dtype, shape, values);
+}
+
+// Loads the named files, or fills the args left over with random values.
+TensorMap bind_args(const Graph& g, const RunOptions& o, std::vector<std::string>& sources) {
+  auto inputs = assignments(g, o.inputs, ArgKind::input);
+  auto params = assignments(g, o.params, ArgKind::param);
+  TensorMap loaded;
+  for (const auto* files : {&inputs, &params})
+    for (const auto& [name, file] : *files) loaded[name] = load_npy(file);
+  auto dims = bind_dims(g, o.dims, loaded);
+
+  std::mt19937_64 rng(o.seed);
+  std::vector<std::string> missing;
+  for (const Arg& a : g.args()) {
+    bool input = a.kind == ArgKind::input;
+    const auto& files = input ? inputs : params;
+    if (auto it = files.find(a.name); it != files.end()) {
+      sources.push_back(it->second);
+    } else if (o.random) {
+      loaded[a.name] = random_tensor(a.value.type(), dims, rng);
+      sources.push_back("random");
+    } else {
+      missing.push_back(cat(input ? "input '" : "param '", a.name, "' (", a.value.type().str(),
+                            "): pass ", input ? "--input " : "--param ", a.name, "=FILE.npy"));
+    }
+  }
+  if (!missing.empty()) {
+    std::string msg = cat("expected a value for every input and param (or --random), got none for ",
+                          missing.size(), ":");
+    for (const auto& m : missing) msg += "\n  " + m;
+    throw ValueError(msg);
+  }
+  if (!dims.empty()) {
+    std::string s;
+    for (const auto& [name, size] : dims) s += cat(s.empty() ? "" : ", ", name, "=", size);
+    std::printf("dims: %s\n", s.c_str());
+  }
+  return loaded;
+}
+
+void save_outputs(const TensorMap& outs, const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IoError(cat("cannot create directory '", dir, "': ", ec.message()));
+  for (const auto& [name, t] : outs)
+    save_npy((std::filesystem::path(dir) / (name + ".npy")).string(), t);
+  std::printf("saved %zu output%s to %s\n", outs.size(), outs.size() == 1 ? "" : "s", dir.c_str());
+}
+
+}  // namespace
+
+int run_command(const RunOptions& o) {
+  std::unique_ptr<Graph> g = load_graph(o.graph_path);
+  std::vector<std::string> sources;
+  TensorMap args = bind_args(*g, o, sources);
+  for (size_t i = 0; i < g->args().size(); ++i) {
+    const Arg& a = g->args()[i];
+    std::printf("%-6s %-12s %-16s %s\n", a.kind == ArgKind::input ? "input" : "param",
+                a.name.c_str(), args[a.name].type().str().c_str(), sources[i].c_str());
+  }
+
+  Session session(Device::cpu());
+  CompileOptions copts;
+  copts.threads = o.threads;
+  CompiledGraph cg = session.compile(*g, copts);
+  TensorMap inputs;
+  for (const Arg& a : g->args()) {
+    if (a.kind == ArgKind::param)
+      cg.set_param(a.name, args[a.name]);
+    else
+      inputs[a.name] = args[a.name];
+  }
+
+  auto t0 = Clock::now();
+  TensorMap outs = cg.run(inputs);
+  double first = seconds_since(t0);
+  std::vector<double> times;
+  for (int i = 0; i < o.runs; ++i) {
+    auto t = Clock::now();
+    cg.run(inputs);
+    times.push_back(seconds_since(t));
+  }
+
+  std::printf("outputs:\n");
+  for (const auto& name : cg.output_names()) {
+    const Tensor& t = outs.at(name);
+    std::printf("  %-12s %-16s %s\n", name.c_str(), t.type().str().c_str(),
+                preview(t, o.show).c_str());
+  }
+  std::printf("time: first run %s", time_str(first).c_str());
+  if (!times.empty()) {
+    std::sort(times.begin(), times.end());
+    std::printf(", then median %s (min %s) over %zu runs",
+                time_str(times[times.size() / 2]).c_str(), time_str(times[0]).c_str(),
+                times.size());
+  }
+  std::printf(" (threads: %s)\n", o.threads ? std::to_string(o.threads).c_str() : "all cores");
+  if (!o.save_outputs.empty()) save_outputs(outs, o.save_outputs);
+  return 0;
+}
+
+}  // namespace rlx::cli
