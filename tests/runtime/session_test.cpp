@@ -224,6 +224,30 @@ TEST_F(SessionTest, ConcurrentRunsAreSafe) {
   EXPECT_EQ(cg.cached_plans(), 13u);
 }
 
+// Control ops whose subgraphs carry symbolic dims run with any binding of them, and
+// the nodes after them see the sizes the subgraph produced.
+TEST(SessionControl, SymbolicSubgraphsRunWithEachBinding) {
+  TensorType t(DType::f32, {Dim::sym("n"), 3});
+  auto then_g = std::make_shared<Graph>("then");
+  then_g->output(then_g->input("a", t) * 2.0);
+  auto else_g = std::make_shared<Graph>("else");
+  else_g->output(-else_g->input("a", t));
+  Graph g;
+  Value p = g.input("p", TensorType(DType::boolean, {}));
+  Value x = g.input("x", t);
+  Value y = g.apply1("cond", {p, x}, {}, {then_g, else_g});
+  g.output(y + x, "y");
+  CompiledGraph cg = Session().compile(g);
+  for (int64_t n : {2, 5}) {
+    for (bool pred : {true, false}) {
+      Tensor xv = Tensor::full(DType::f32, {n, 3}, 1.5);
+      auto out = cg.run({{"p", Tensor::from_vector<bool>({pred}, {})}, {"x", xv}}).at("y");
+      EXPECT_EQ(out.shape(), (std::vector<int64_t>{n, 3}));
+      for (float v : out.to_vector<float>()) EXPECT_EQ(v, pred ? 4.5f : 0.0f);
+    }
+  }
+}
+
 TEST(SessionDevice, UnsupportedDeviceIsAnError) {
   EXPECT_THROW(Session(Device::cuda(0)), NotSupported);
 }

@@ -196,6 +196,17 @@ std::vector<std::string> run_op_check(const OpCheck& c, Device device) {
     CompiledGraph cg = Session(device).compile(g);
 
     auto check = [&](const Tensors& inputs, const std::string& how) {
+      if (!c.error.empty()) {
+        try {
+          cg.run(std::span<const Tensor>(inputs));
+          failures.push_back(cat(how, ": expected an error containing '", c.error, "', got none"));
+        } catch (const Error& e) {
+          if (std::string(e.what()).find(c.error) == std::string::npos)
+            failures.push_back(
+                cat(how, ": expected an error containing '", c.error, "', got: ", e.what()));
+        }
+        return;
+      }
       Tensors got = cg.run(std::span<const Tensor>(inputs));
       if (c.verify) {
         std::string msg = c.verify(inputs, got, attrs);

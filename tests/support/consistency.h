@@ -33,6 +33,9 @@ struct OpCheck {
   double rtol = -1, atol = -1;         // < 0: the defaults for the output dtype
   std::string note;                    // what the case covers: "broadcast", "nan", …
   bool strided = true;                 // also run with non-contiguous input views
+  // When set, the run must throw an rlx::Error whose message contains this (a bad index
+  // found only in the data, …); ref and verify are then unused.
+  std::string error;
 };
 
 // An (op, dtype) the op's type rules accept but the CPU does not cover, with the reason.

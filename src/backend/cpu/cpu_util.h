@@ -139,6 +139,23 @@ decltype(auto) visit(DType t, unsigned allowed, const char* where, F&& f) {
   return deny();
 }
 
+// visit() over the float dtypes only: f is instantiated for float, double, f16_t, bf16_t.
+template <class F>
+void visit_float(DType t, const char* where, F&& f) {
+  visit(t, kFloat, where, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_floating_point_v<T> || is_half_v<T>) f(tag);
+  });
+}
+// The same over the integer dtypes (i8 i16 i32 i64 u8).
+template <class F>
+void visit_int(DType t, const char* where, F&& f) {
+  visit(t, kInt, where, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (std::is_integral_v<T>) f(tag);
+  });
+}
+
 inline bool in_set(DType t, unsigned set) {
   if (is_float(t)) return set & kFloat;
   if (is_bool(t)) return set & kBool;

@@ -1,6 +1,6 @@
 // Pieces shared by the nn kernels (nn.cpp), attention (attention.cpp) and random.cpp: a
-// float-only and integer-only dtype visitors, a vectorisable exp for softmax-style loops, row
-// helpers, and the attention registration.
+// vectorisable exp for softmax-style loops, Philox batches, row helpers, and the attention
+// registration.
 #pragma once
 
 #include <bit>
@@ -15,23 +15,6 @@
 namespace rlx::cpu {
 
 void register_attention(KernelRegistry& r);  // attention.cpp
-
-// visit() over the float dtypes only: f is instantiated for float, double, f16_t, bf16_t.
-template <class F>
-void visit_float(DType t, const char* where, F&& f) {
-  visit(t, kFloat, where, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_floating_point_v<T> || is_half_v<T>) f(tag);
-  });
-}
-// The same over the integer dtypes (i8 i16 i32 i64 u8).
-template <class F>
-void visit_int(DType t, const char* where, F&& f) {
-  visit(t, kInt, where, [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (std::is_integral_v<T>) f(tag);
-  });
-}
 
 // Runs f(first_block, count, words) over the Philox blocks [0, nblocks) of `st` in
 // parallel chunks; `words` holds the 4 * count words of those blocks in order. Making a
