@@ -28,8 +28,8 @@ void add_cond(CheckTable& t) {
     auto else_g = binary_graph("else", ty, [](Value a, Value b) { return a * b; });
     for (bool pred : {true, false}) {
       OpCheck c{"cond", dt};
-      c.inputs = {tensor_of(DType::boolean, {}, {pred ? 1.0 : 0.0}),
-                  random_tensor(dt, {2, 3}, 1), random_tensor(dt, {2, 3}, 2)};
+      c.inputs = {tensor_of(DType::boolean, {}, {pred ? 1.0 : 0.0}), random_tensor(dt, {2, 3}, 1),
+                  random_tensor(dt, {2, 3}, 2)};
       c.subgraphs = {then_g, else_g};
       c.ref = [](const Tensors& in, const Attrs&) {
         bool p = values(in[0])[0] != 0;

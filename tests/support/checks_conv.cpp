@@ -12,12 +12,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
 // Every multi-index of a shape, in row-major order.
 std::vector<Shape> indices(const Shape& s) {
   std::vector<Shape> out;

@@ -53,24 +53,6 @@ Ints ints(const Tensor& t) {
   return out;
 }
 
-// v wrapped to the width of integer dtype dt (two's complement), or v != 0 for bool.
-int64_t wrap(DType dt, int64_t v) {
-  switch (dt) {
-    case DType::i8:
-      return int8_t(uint64_t(v) & 0xffu);
-    case DType::i16:
-      return int16_t(uint64_t(v) & 0xffffu);
-    case DType::i32:
-      return int32_t(uint64_t(v) & 0xffffffffu);
-    case DType::u8:
-      return int64_t(uint64_t(v) & 0xffu);
-    case DType::boolean:
-      return v != 0;
-    default:
-      return v;
-  }
-}
-
 // The range of a narrow integer dtype (i8, i16, i32, u8).
 std::pair<double, double> limits(DType dt) {
   switch (dt) {
@@ -97,12 +79,6 @@ Shape out_shape(const Tensors& in) {
   return s;
 }
 
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
 // f at every element of the broadcast output: in double when `fi` is empty or the data
 // dtype is a float, else in int64 with the result wrapped to `out`.
 Tensors map_ref(const Tensors& in, const Attrs& attrs, DType data, DType out, const FD& fd,
@@ -117,7 +93,7 @@ Tensors map_ref(const Tensors& in, const Attrs& attrs, DType data, DType out, co
       Ints idx = unravel(k, shape);
       for (size_t j = 0; j < in.size(); ++j)
         args[j] = vals[j][size_t(broadcast_index(idx, in[j].shape()))];
-      res[size_t(k)] = wrap(out, fi(args));
+      res[size_t(k)] = wrap_int(out, fi(args));
     }
     return {from_ints(out, shape, res)};
   }
@@ -616,7 +592,7 @@ Tensors cast_ref(const Tensors& in, const Attrs& at) {
   }
   if (!is_float(from) && !is_float(to)) {  // integer -> integer wraps
     Ints v = ints(x);
-    for (int64_t& e : v) e = wrap(to, e);
+    for (int64_t& e : v) e = wrap_int(to, e);
     return {from_ints(to, x.shape(), v)};
   }
   if (from == DType::i64 && is_float(to)) {  // exactly representable here

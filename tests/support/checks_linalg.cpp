@@ -14,15 +14,6 @@ constexpr DType kNumeric[] = {DType::f32, DType::f64, DType::f16, DType::bf16, D
                               DType::i16, DType::i32, DType::i64, DType::u8};
 constexpr DType kFloats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 
-// An integer result modulo 2^bits of dt, in dt's range.
-double wrap(DType dt, uint64_t v) {
-  int bits = int(dtype_size(dt)) * 8;
-  if (bits < 64) v &= (uint64_t(1) << bits) - 1;
-  if (is_signed_integer(dt) && bits < 64 && (v >> (bits - 1)))
-    return double(int64_t(v) - (int64_t(1) << bits));
-  return is_signed_integer(dt) ? double(int64_t(v)) : double(v);
-}
-
 // Sum of products over `pairs` (flat indices into a and b), in the dtype's arithmetic.
 struct Dot {
   DType dt;
@@ -32,7 +23,7 @@ struct Dot {
     f += (long double)x * y;
     u += uint64_t(int64_t(x)) * uint64_t(int64_t(y));
   }
-  double value() const { return is_float(dt) ? double(f) : wrap(dt, u); }
+  double value() const { return is_float(dt) ? double(f) : double(wrap_int(dt, u)); }
 };
 
 std::vector<int64_t> cat(std::vector<int64_t> a, const std::vector<int64_t>& b) {

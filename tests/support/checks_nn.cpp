@@ -23,7 +23,6 @@ int64_t prod(const Shape& s, size_t from, size_t to) {
   for (size_t i = from; i < to; ++i) p *= s[i];
   return p;
 }
-int64_t numel(const Shape& s) { return prod(s, 0, s.size()); }
 
 size_t axis_of(const Attrs& a, size_t rank) {
   int64_t ax = a.get_int("axis");
@@ -428,15 +427,6 @@ void embedding_checks(CheckTable& t) {
 
 // The identity outside training or at rate 0.
 Tensors identity_ref(const Tensors& in, const Attrs&) { return {in[0].clone()}; }
-
-// Runs a one-node graph of `op` on `device` (a second, independent compile and run).
-Tensors run_graph(const std::string& op, const Tensors& inputs, const Attrs& attrs, Device device) {
-  Graph g("rerun");
-  std::vector<Value> ins;
-  for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(g.input(cat("x", i), inputs[i].type()));
-  for (Value v : g.apply(op, ins, attrs)) g.output(v);
-  return Session(device).compile(g).run(std::span<const Tensor>(inputs));
-}
 
 // In training every output is 0 or x / (1 - rate); the dropped fraction lies within 5
 // sigma of rate; a second compile and run gives the same mask; another seed another mask.

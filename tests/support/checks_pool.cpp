@@ -13,12 +13,6 @@ namespace {
 
 using Shape = std::vector<int64_t>;
 
-int64_t numel(const Shape& s) {
-  int64_t n = 1;
-  for (int64_t d : s) n *= d;
-  return n;
-}
-
 const DType kF32 = DType::f32, kF64 = DType::f64, kF16 = DType::f16, kBF16 = DType::bf16;
 const DType kFloats[] = {kF32, kF64, kF16, kBF16};
 

@@ -17,14 +17,6 @@ using Shape = std::vector<int64_t>;
 
 constexpr DType kFloats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 
-Tensors run_graph(const std::string& op, const Tensors& inputs, const Attrs& attrs, Device device) {
-  Graph g("rerun");
-  std::vector<Value> ins;
-  for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(g.input(cat("x", i), inputs[i].type()));
-  for (Value v : g.apply(op, ins, attrs)) g.output(v);
-  return Session(device).compile(g).run(std::span<const Tensor>(inputs));
-}
-
 // Moments of the distribution: mean, standard deviation, kurtosis, and the probability p
 // of the event `in_event` used for the quantile check.
 struct Dist {

@@ -19,15 +19,6 @@ constexpr DType kNumeric[] = {DType::f32, DType::f64, DType::f16, DType::bf16, D
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// An integer result modulo 2^bits of dt, in dt's range.
-double wrap(DType dt, uint64_t v) {
-  int bits = int(dtype_size(dt)) * 8;
-  if (bits < 64) v &= (uint64_t(1) << bits) - 1;
-  if (is_signed_integer(dt) && bits < 64 && v >> (bits - 1))
-    return double(int64_t(v) - (int64_t(1) << bits));
-  return is_signed_integer(dt) ? double(int64_t(v)) : double(v);
-}
-
 double fold_float(Fold f, const std::vector<double>& v) {
   auto extreme = [&](bool max) {
     double m = max ? -kInf : kInf;
@@ -75,7 +66,7 @@ double fold_int(Fold f, DType dt, const std::vector<double>& v) {
     auto u = uint64_t(int64_t(x));
     acc = f == Fold::prod ? acc * u : acc + u;
   }
-  return wrap(dt, acc);
+  return double(wrap_int(dt, acc));
 }
 
 // Groups x's elements by output position (reduced axes dropped) and folds each group.
@@ -161,7 +152,7 @@ Tensor cumsum_ref(const Tensor& x, int64_t axis, bool exclusive, bool reverse) {
           s += xv[at];
           u += uint64_t(int64_t(xv[at]));
         }
-        out[at] = fl ? double(s) : wrap(x.dtype(), u);
+        out[at] = fl ? double(s) : double(wrap_int(x.dtype(), u));
         if (exclusive) {
           s += xv[at];
           u += uint64_t(int64_t(xv[at]));

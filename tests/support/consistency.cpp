@@ -160,6 +160,29 @@ std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::v
   return out;
 }
 
+int64_t numel(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+int64_t wrap_int(DType dt, uint64_t v) {
+  if (is_bool(dt)) return v != 0;
+  int bits = int(dtype_size(dt)) * 8;
+  if (bits < 64) v &= (uint64_t(1) << bits) - 1;
+  if (is_signed_integer(dt) && bits < 64 && (v >> (bits - 1)))
+    return int64_t(v) - (int64_t(1) << bits);
+  return int64_t(v);
+}
+
+Tensors run_graph(const std::string& op, const Tensors& inputs, const Attrs& attrs, Device device) {
+  Graph g("rerun");
+  std::vector<Value> ins;
+  for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(g.input(cat("x", i), inputs[i].type()));
+  for (Value v : g.apply(op, ins, attrs)) g.output(v);
+  return Session(device).compile(g).run(std::span<const Tensor>(inputs));
+}
+
 std::pair<double, double> default_tolerance(DType dt) {
   switch (dt) {
     case DType::f64:

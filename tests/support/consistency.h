@@ -84,6 +84,12 @@ int64_t broadcast_index(const std::vector<int64_t>& out_index,
                         const std::vector<int64_t>& in_shape);
 std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
 
+int64_t numel(const std::vector<int64_t>& shape);
+// v modulo 2^bits of integer dtype dt, in dt's range (two's complement); v != 0 for bool.
+int64_t wrap_int(DType dt, uint64_t v);
+// Compiles and runs a one-node graph of `op` (a second, independent compile and run).
+Tensors run_graph(const std::string& op, const Tensors& inputs, const Attrs& attrs, Device device);
+
 // Default tolerances per output dtype: (rtol, atol).
 std::pair<double, double> default_tolerance(DType dt);
 

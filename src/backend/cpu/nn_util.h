@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_util.h"
+#include "backend/cpu/elementwise_math.h"
 #include "backend/cpu/philox.h"
 
 namespace rlx::cpu {
@@ -35,28 +36,9 @@ void for_philox_blocks(const philox::Stream& st, int64_t nblocks, F&& f) {
   });
 }
 
-// exp(x) for x <= 0 (and -inf, NaN), as softmax needs it after subtracting the row max.
-// glibc's expf does not vectorise without -ffast-math; this is the Cephes expf polynomial
-// (about 1 ulp) written with arithmetic and selects only, so `omp simd` loops vectorise.
-// Results below FLT_MIN (x < -87.3) are flushed to 0.
-inline float exp_nonpos(float x) {
-  constexpr float kLog2e = 1.44269504088896341f, kC1 = 0.693359375f, kC2 = -2.12194440e-4f;
-  constexpr float kRound = 0x1.8p23f;  // adding it rounds to an integer held in the low bits
-  float xc = std::max(x, -87.3f);      // NaN stays NaN (it is the first argument)
-  float t = xc * kLog2e + kRound;
-  float k = t - kRound;
-  float r = xc - k * kC1 - k * kC2;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  uint32_t e = (std::bit_cast<uint32_t>(t) - 0x4b400000u + 127u) << 23;  // 2^k
-  float y = p * std::bit_cast<float>(e);
-  return x < -87.3f ? 0.0f : y;
-}
+// exp for softmax-style loops (arguments <= 0 after subtracting the row max): the
+// vectorisable f32 exp of the elementwise kernels; f64 uses libm.
+inline float exp_nonpos(float x) { return fm::exp(x); }
 inline double exp_nonpos(double x) { return std::exp(x); }
 
 // A row of T as compute values: the data itself when T is its own compute type, else

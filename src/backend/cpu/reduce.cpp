@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_util.h"
+#include "backend/cpu/elementwise_math.h"
 #include "backend/cpu/families.h"
 
 namespace rlx::cpu {
@@ -245,24 +246,6 @@ struct ExtremeOp {
 using MaxOp = ExtremeOp<true>;
 using MinOp = ExtremeOp<false>;
 
-// exp(x) in f32 for x <= 0, vectorisable (glibc's expf is a call): 2^n · p(r) with
-// r = x - n·ln2 and the Cephes polynomial, within ~2 ulp. Below -87 it gives ~1e-38 rather
-// than flushing to 0 (harmless in a sum that holds exp(0) = 1); NaN stays NaN.
-inline float exp_nonpositive(float x) {
-  x = x < -87.f ? -87.f : x;
-  float n = std::nearbyint(x * 1.44269504088896341f);
-  float r = x - n * 0.693359375f + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.f;
-  n = n > -126.f ? n : -126.f;  // a NaN n (x NaN) becomes a valid exponent; p is NaN anyway
-  return p * std::bit_cast<float>((int32_t(n) + 127) << 23);
-}
-
 // log(sum(exp(x - m))) + m with m the row maximum: exp never overflows. A maximum of
 // +-inf or NaN is the result itself (all -inf, an empty row, any +inf or NaN).
 struct LogSumExpOp : SumOp {
@@ -270,7 +253,7 @@ struct LogSumExpOp : SumOp {
   template <class A, class C>
   static A map(C x, A shift) {
     if constexpr (std::is_same_v<C, float>)
-      return A(exp_nonpositive(x - C(shift)));
+      return A(fm::exp(x - C(shift)));
     else
       return A(std::exp(x - C(shift)));
   }
