@@ -138,7 +138,6 @@ struct Relu {
       return expr;                          \
     }                                       \
   };
-RLX_FLOAT_UNARY(Exp, m_exp(x))
 RLX_FLOAT_UNARY(Expm1, m_expm1(x))
 RLX_FLOAT_UNARY(Log, m_log(x))
 RLX_FLOAT_UNARY(Log1p, m_log1p(x))
@@ -165,6 +164,16 @@ RLX_FLOAT_UNARY(GeluTanh,
                     ? C(-0.0)
                     : x * m_sigmoid(C(2 * 0.79788456080286535588) * (x + C(0.044715) * x * x * x)))
 #undef RLX_FLOAT_UNARY
+
+// exp has a whole-run version for contiguous f32 (fm::exp_n).
+struct Exp {
+  static constexpr unsigned set = kFloat;
+  template <class C>
+  C operator()(C x) const {
+    return m_exp(x);
+  }
+  void run(const float* x, float* y, int64_t n) const { fm::exp_n(x, y, n); }
+};
 
 // Whole runs only (apply_n): fm::sqrt_n says why.
 template <bool Recip>

@@ -1,8 +1,380 @@
-#include "backend/cpu/cpu_util.h"
+// Shape ops that only move data: views (reshape, expand_dims, squeeze), and the ops built
+// on one strided N-d copy (transpose, broadcast_to, slice, concat, split, pad, tile,
+// flip), plus constant and iota. The copies read their inputs through the input strides,
+// so a transposed or sliced view is copied once, not made contiguous first.
+#include <cstring>
+
 #include "backend/cpu/families.h"
+#include "backend/cpu/shape_util.h"
 
 namespace rlx::cpu {
 
-void register_shape(KernelRegistry&) {}
+namespace {
+
+// One collapsed dim of a copy: size, source stride, destination stride (elements).
+struct CopyDim {
+  int64_t n, s, d;
+};
+
+template <class E>
+void copy_rows(char* dst, const char* src, std::span<const int64_t> outer,
+               std::span<const int64_t> outer_s, std::span<const int64_t> outer_d, CopyDim in,
+               int64_t r0, int64_t r1) {
+  RowWalker<2> w(outer, {outer_s, outer_d}, r0);
+  for (int64_t r = r0; r < r1; ++r, w.next()) {
+    const E* s = reinterpret_cast<const E*>(src) + w.off[0];
+    E* d = reinterpret_cast<E*>(dst) + w.off[1];
+    if (in.d == 1 && in.s == 1) {
+      std::memcpy(d, s, size_t(in.n) * sizeof(E));
+    } else if (in.d == 1 && in.s == 0) {
+      std::fill(d, d + in.n, *s);
+    } else if (in.d == 1 && in.s == -1) {
+      for (int64_t j = 0; j < in.n; ++j) d[j] = s[-j];
+    } else if (in.d == 1) {
+      for (int64_t j = 0; j < in.n; ++j) d[j] = s[j * in.s];
+    } else {
+      for (int64_t j = 0; j < in.n; ++j) d[j * in.d] = s[j * in.s];
+    }
+  }
+}
+
+// Transposing copies: the destination's inner dim `a` reads the source with a stride
+// while dim `b` is contiguous in the source. Square tiles keep both sides in cache. Work
+// items are (outer row, strip of kTile along b).
+constexpr int64_t kTile = 32;
+
+template <class E>
+void copy_tiled(char* dst, const char* src, std::span<const int64_t> outer,
+                std::span<const int64_t> outer_s, std::span<const int64_t> outer_d, CopyDim a,
+                CopyDim b, int64_t i0, int64_t i1) {
+  int64_t strips = (b.n + kTile - 1) / kTile;
+  int64_t row = i0 / strips;
+  E tile[kTile][kTile];
+  RowWalker<2> w(outer, {outer_s, outer_d}, row);
+  for (int64_t it = i0; it < i1; ++it) {
+    for (; row < it / strips; ++row) w.next();
+    const E* s = reinterpret_cast<const E*>(src) + w.off[0];
+    E* d = reinterpret_cast<E*>(dst) + w.off[1];
+    int64_t x0 = (it % strips) * kTile, x1 = std::min(b.n, x0 + kTile);
+    for (int64_t y0 = 0; y0 < a.n; y0 += kTile) {
+      // Through a small buffer: each source and destination line is touched once per
+      // tile, so power-of-two strides cannot evict lines that are still needed.
+      int64_t y1 = std::min(a.n, y0 + kTile);
+      for (int64_t y = y0; y < y1; ++y)
+        for (int64_t x = x0; x < x1; ++x) tile[y - y0][x - x0] = s[x * b.s + y * a.s];
+      for (int64_t x = x0; x < x1; ++x)
+        for (int64_t y = y0; y < y1; ++y) d[x * b.d + y * a.d] = tile[y - y0][x - x0];
+    }
+  }
+}
+
+}  // namespace
+
+void copy_strided(void* dst, std::span<const int64_t> dst_strides, const void* src,
+                  std::span<const int64_t> src_strides, std::span<const int64_t> shape,
+                  size_t elem) {
+  // Size-1 dims go; neighbours that are contiguous on both sides merge.
+  std::vector<CopyDim> dims;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == 0) return;
+    if (shape[i] == 1) continue;
+    CopyDim c{shape[i], src_strides[i], dst_strides[i]};
+    if (!dims.empty() && dims.back().s == c.s * c.n && dims.back().d == c.d * c.n) {
+      dims.back() = {dims.back().n * c.n, c.s, c.d};
+    } else {
+      dims.push_back(c);
+    }
+  }
+  if (dims.empty()) dims.push_back({1, 1, 1});
+  CopyDim inner = dims.back();
+  size_t tiled = dims.size();  // the source-contiguous dim of a transposing copy, if any
+  if (inner.s != 1 && inner.s != 0 && inner.n >= kTile / 2)
+    for (size_t i = 0; i + 1 < dims.size(); ++i)
+      if (dims[i].s == 1 && dims[i].n >= kTile / 2) tiled = i;
+  std::vector<int64_t> outer, os, od;
+  for (size_t i = 0; i + 1 < dims.size(); ++i) {
+    if (i == tiled) continue;
+    outer.push_back(dims[i].n);
+    os.push_back(dims[i].s);
+    od.push_back(dims[i].d);
+  }
+  int64_t rows = product(outer);
+  visit_bytes(elem, [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    auto* d = static_cast<char*>(dst);
+    auto* s = static_cast<const char*>(src);
+    if (tiled < dims.size()) {
+      CopyDim b = dims[tiled];
+      int64_t items = rows * ((b.n + kTile - 1) / kTile);
+      int64_t grain = std::max<int64_t>(1, kCopyGrain / (kTile * inner.n));
+      parallel_for(items, grain, [&](int64_t i0, int64_t i1) {
+        copy_tiled<E>(d, s, outer, os, od, inner, b, i0, i1);
+      });
+      return;
+    }
+    if (rows == 1) {  // one long row: split the row itself
+      parallel_for(inner.n, kCopyGrain, [&](int64_t j0, int64_t j1) {
+        CopyDim part{j1 - j0, inner.s, inner.d};
+        int64_t es = int64_t(sizeof(E));
+        copy_rows<E>(d + j0 * inner.d * es, s + j0 * inner.s * es, {}, {}, {}, part, 0, 1);
+      });
+      return;
+    }
+    parallel_for(rows, std::max<int64_t>(1, kCopyGrain / inner.n),
+                 [&](int64_t r0, int64_t r1) { copy_rows<E>(d, s, outer, os, od, inner, r0, r1); });
+  });
+}
+
+void fill_value(Tensor& t, double value) {
+  alignas(8) unsigned char pattern[8] = {};
+  store_double(t.dtype(), pattern, value);
+  visit_bytes(dtype_size(t.dtype()), [&](auto tag) {
+    using E = typename decltype(tag)::type;
+    E v;
+    std::memcpy(&v, pattern, sizeof(E));
+    E* p = t.data_as<E>();
+    parallel_for(t.numel(), kCopyGrain, [&](int64_t b, int64_t e) { std::fill(p + b, p + e, v); });
+  });
+}
+
+namespace {
+
+// Copies into all of `y` (contiguous) from `src` read through `src_strides`.
+void copy_to(Tensor& y, const void* src, std::span<const int64_t> src_strides) {
+  auto ys = contiguous_strides(y.shape());
+  copy_strided(y.data(), ys, src, src_strides, y.shape(), elem_size(y));
+}
+
+const char* at(const Tensor& t, int64_t elem_offset) {
+  return static_cast<const char*>(t.data()) + elem_offset * int64_t(elem_size(t));
+}
+
+// reshape, expand_dims, squeeze: the output is the contiguous input under a new shape.
+void view_kernel(const KernelContext&, Ins in, Outs out) { out[0] = in[0].reshape(out[0].shape()); }
+
+void transpose_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  int64_t r = x.rank();
+  IntList perm = ctx.attrs.get_ints("perm");
+  if (perm.empty())
+    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+  std::vector<int64_t> s(static_cast<size_t>(r));
+  for (size_t i = 0; i < s.size(); ++i) s[i] = x.strides()[size_t(norm_axis(perm[i], r))];
+  copy_to(out[0], x.data(), s);
+}
+
+void broadcast_to_kernel(const KernelContext&, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  const auto& shape = out[0].shape();
+  size_t lead = shape.size() - size_t(x.rank());
+  std::vector<int64_t> s(shape.size(), 0);
+  for (size_t i = 0; i < size_t(x.rank()); ++i)
+    if (x.shape()[i] == shape[lead + i]) s[lead + i] = x.strides()[i];
+  copy_to(out[0], x.data(), s);
+}
+
+void slice_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  Tensor& y = out[0];
+  if (y.numel() == 0) return;
+  const auto& a = ctx.attrs;
+  const IntList& starts = a.get_ints("starts");
+  const IntList& steps = a.get_ints("steps");
+  const IntList& axes = a.get_ints("axes");
+  std::vector<int64_t> s = x.strides();
+  int64_t off = 0;
+  for (size_t i = 0; i < starts.size(); ++i) {
+    size_t ax = size_t(axes.empty() ? int64_t(i) : norm_axis(axes[i], x.rank()));
+    int64_t step = steps.empty() ? 1 : steps[i];
+    int64_t n = x.shape()[ax];  // > 0, as y is not empty
+    int64_t start = starts[i] < 0 ? starts[i] + n : starts[i];
+    start = std::clamp<int64_t>(start, 0, step > 0 ? n : n - 1);
+    off += start * s[ax];
+    // A single element needs no stride (and step may be huge).
+    s[ax] = y.shape()[ax] > 1 ? s[ax] * step : 0;
+  }
+  copy_to(y, at(x, off), s);
+}
+
+void concat_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  Tensor& y = out[0];
+  size_t axis = size_t(norm_axis(ctx.attrs.get_int("axis"), y.rank()));
+  auto ys = contiguous_strides(y.shape());
+  int64_t pos = 0;
+  for (const Tensor& x : in) {
+    char* dst = static_cast<char*>(y.data()) + pos * ys[axis] * int64_t(elem_size(y));
+    copy_strided(dst, ys, x.data(), x.strides(), x.shape(), elem_size(y));
+    pos += x.shape()[axis];
+  }
+}
+
+void split_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  size_t axis = size_t(norm_axis(ctx.attrs.get_int("axis"), x.rank()));
+  int64_t pos = 0;
+  for (Tensor& y : out) {
+    copy_to(y, at(x, pos * x.strides()[axis]), x.strides());
+    pos += y.shape()[axis];
+  }
+}
+
+// maps[d][j]: the source offset (elements) that output index j of dim d reads. Along the
+// last dim, [j0, j1) is the interior, a plain copy when the source rows are contiguous.
+template <class E>
+void pad_rows(const Tensor& x, Tensor& y, const std::vector<std::vector<int64_t>>& maps, int64_t j0,
+              int64_t j1) {
+  const E* src = x.data_as<E>();
+  E* dst = y.data_as<E>();
+  if (y.rank() == 0) {
+    *dst = *src;
+    return;
+  }
+  const auto& shape = y.shape();
+  std::span<const int64_t> outer(shape.data(), shape.size() - 1);
+  const std::vector<int64_t>& inner = maps.back();
+  int64_t m = shape.back();
+  parallel_for(product(outer), std::max<int64_t>(1, kCopyGrain / m), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t rest = r, base = 0;
+      for (size_t d = outer.size(); d-- > 0;) {
+        base += maps[d][size_t(rest % outer[d])];
+        rest /= outer[d];
+      }
+      E* row = dst + r * m;
+      for (int64_t j = 0; j < j0; ++j) row[j] = src[base + inner[size_t(j)]];
+      if (j1 > j0)
+        std::memcpy(row + j0, src + base + inner[size_t(j0)], size_t(j1 - j0) * sizeof(E));
+      for (int64_t j = std::max(j0, j1); j < m; ++j) row[j] = src[base + inner[size_t(j)]];
+    }
+  });
+}
+
+void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  Tensor& y = out[0];
+  if (y.numel() == 0) return;
+  const IntList& pads = ctx.attrs.get_ints("pads");
+  const std::string& mode = ctx.attrs.get_string("mode");
+  size_t r = size_t(x.rank());
+  if (mode == "constant") {
+    // Fill, then copy the part of x that survives (negative pads crop).
+    bool grows = std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p > 0; });
+    if (grows) fill_value(y, ctx.attrs.get_float("value"));
+    auto ys = contiguous_strides(y.shape());
+    std::vector<int64_t> len(r);
+    int64_t src_off = 0, dst_off = 0;
+    for (size_t d = 0; d < r; ++d) {
+      int64_t lo = pads[d], src0 = std::max<int64_t>(-lo, 0), dst0 = std::max<int64_t>(lo, 0);
+      len[d] = std::min(x.shape()[d] - src0, y.shape()[d] - dst0);
+      if (len[d] <= 0) return;
+      src_off += src0 * x.strides()[d];
+      dst_off += dst0 * ys[d];
+    }
+    char* dst = static_cast<char*>(y.data()) + dst_off * int64_t(elem_size(y));
+    copy_strided(dst, ys, at(x, src_off), x.strides(), len, elem_size(y));
+    return;
+  }
+  bool edge = mode == "edge";
+  std::vector<std::vector<int64_t>> maps(r);
+  for (size_t d = 0; d < r; ++d) {
+    int64_t n = x.shape()[d], lo = pads[d];
+    for (int64_t j = 0; j < y.shape()[d]; ++j) {
+      int64_t s = j - lo;
+      if (edge) {
+        s = std::clamp<int64_t>(s, 0, n - 1);
+      } else {  // reflect, the edge not repeated; infer keeps pads < n
+        if (s < 0) s = -s;
+        if (s >= n) s = 2 * (n - 1) - s;
+        s = std::clamp<int64_t>(s, 0, n - 1);
+      }
+      maps[d].push_back(s * x.strides()[d]);
+    }
+  }
+  int64_t j0 = 0, j1 = 0;  // an empty interior: every element through the map
+  if (r > 0 && x.strides().back() == 1) {
+    int64_t lo = pads[r - 1];
+    j0 = std::clamp<int64_t>(lo, 0, y.shape().back());
+    j1 = std::min(y.shape().back(), lo + x.shape().back());
+  }
+  visit_bytes(elem_size(y),
+              [&](auto tag) { pad_rows<typename decltype(tag)::type>(x, y, maps, j0, j1); });
+}
+
+// y viewed as [r0, n0, r1, n1, …]: the repeat dims read x with stride 0.
+void tile_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  Tensor& y = out[0];
+  const IntList& reps = ctx.attrs.get_ints("repeats");
+  auto ys = contiguous_strides(y.shape());
+  std::vector<int64_t> shape, ds, ss;
+  for (size_t d = 0; d < size_t(x.rank()); ++d) {
+    int64_t n = x.shape()[d];
+    shape.insert(shape.end(), {reps[d], n});
+    ds.insert(ds.end(), {n * ys[d], ys[d]});
+    ss.insert(ss.end(), {0, x.strides()[d]});
+  }
+  copy_strided(y.data(), ds, x.data(), ss, shape, elem_size(y));
+}
+
+void flip_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  if (x.numel() == 0) return;
+  const IntList& axes = ctx.attrs.get_ints("axes");
+  std::vector<int64_t> s = x.strides();
+  std::vector<bool> flip(s.size(), axes.empty());
+  for (int64_t a : axes) flip[size_t(norm_axis(a, x.rank()))] = true;
+  int64_t off = 0;
+  for (size_t d = 0; d < s.size(); ++d) {
+    if (!flip[d]) continue;
+    off += (x.shape()[d] - 1) * s[d];
+    s[d] = -s[d];
+  }
+  copy_to(out[0], at(x, off), s);
+}
+
+void constant_kernel(const KernelContext& ctx, Ins, Outs out) {
+  const Literal& v = ctx.attrs.get_tensor("value");
+  if (out[0].nbytes()) std::memcpy(out[0].data(), v.data(), out[0].nbytes());
+}
+
+void iota_kernel(const KernelContext& ctx, Ins, Outs out) {
+  Tensor& y = out[0];
+  AxisSplit s = split_at(y.shape(), norm_axis(ctx.attrs.get_int("axis"), y.rank()));
+  visit(y.dtype(), kNumeric, "iota", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T* p = y.data_as<T>();
+    parallel_for(s.outer * s.n, std::max<int64_t>(1, kCopyGrain / std::max<int64_t>(s.inner, 1)),
+                 [&](int64_t b, int64_t e) {
+                   for (int64_t row = b; row < e; ++row) {
+                     T v = store<T>(compute_t<T>(row % s.n));
+                     std::fill(p + row * s.inner, p + (row + 1) * s.inner, v);
+                   }
+                 });
+  });
+}
+
+}  // namespace
+
+void register_shape(KernelRegistry& r) {
+  KernelFlags strided{.strided_inputs = true};
+  for (const char* op : {"reshape", "expand_dims", "squeeze"}) add_kernel(r, op, view_kernel);
+  struct Entry {
+    const char* op;
+    void (*fn)(const KernelContext&, Ins, Outs);
+  };
+  for (const Entry& e : {Entry{"transpose", transpose_kernel},
+                         {"broadcast_to", broadcast_to_kernel},
+                         {"slice", slice_kernel},
+                         {"concat", concat_kernel},
+                         {"split", split_kernel},
+                         {"pad", pad_kernel},
+                         {"tile", tile_kernel},
+                         {"flip", flip_kernel}})
+    add_kernel(r, e.op, e.fn, {}, strided);
+  add_kernel(r, "constant", constant_kernel);
+  add_kernel(r, "iota", iota_kernel, dtype_in(kNumeric));
+  register_shape_index(r);
+  register_shape_sort(r);
+}
 
 }  // namespace rlx::cpu
