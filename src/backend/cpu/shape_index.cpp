@@ -85,7 +85,7 @@ void gather_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const auto& ish = idx.shape();
   std::span<const int64_t> outer(ish.data(), ish.size() - 1);
   int64_t len = ish.back();
-  visit_index(idx.dtype(), ctx.op.name, [&](auto itag) {
+  visit_int(idx.dtype(), ctx.op.name.c_str(), [&](auto itag) {
     using I = typename decltype(itag)::type;
     const I* pi = idx.data_as<I>();
     check_indices(pi, idx.numel(), x.shape(), ctx.op.name, [&](int64_t) { return int64_t(axis); });
@@ -163,7 +163,7 @@ void scatter_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
   int64_t n = idx.shape()[axis], size = x.shape()[axis], istep = ics[axis], ystep = ycs[axis];
   constexpr int64_t kBlock = 64;
   int64_t blocks = (width + kBlock - 1) / kBlock;
-  visit_index(idx.dtype(), ctx.op.name, [&](auto itag) {
+  visit_int(idx.dtype(), ctx.op.name.c_str(), [&](auto itag) {
     using I = typename decltype(itag)::type;
     const I* pi = idx.data_as<I>();
     check_indices(pi, idx.numel(), x.shape(), ctx.op.name, [&](int64_t) { return int64_t(axis); });
@@ -238,7 +238,7 @@ void one_hot_kernel(const KernelContext& ctx, Ins in, Outs out) {
   AxisSplit s = split_at(y.shape(), norm_axis(a.get_int("axis"), y.rank()));
   alignas(8) unsigned char on[8] = {};
   store_double(y.dtype(), on, a.get_float("on_value"));
-  visit_index(idx.dtype(), ctx.op.name, [&](auto itag) {
+  visit_int(idx.dtype(), ctx.op.name.c_str(), [&](auto itag) {
     using I = typename decltype(itag)::type;
     const I* pi = idx.data_as<I>();
     visit_bytes(elem_size(y), [&](auto tag) {

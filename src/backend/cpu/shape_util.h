@@ -30,25 +30,6 @@ decltype(auto) visit_bytes(size_t bytes, F&& f) {
   }
 }
 
-// Calls f(Tag<I>{}) with the storage type of an integer dtype (indices).
-template <class F>
-decltype(auto) visit_index(DType t, const std::string& where, F&& f) {
-  switch (t) {
-    case DType::i8:
-      return f(Tag<int8_t>{});
-    case DType::i16:
-      return f(Tag<int16_t>{});
-    case DType::i32:
-      return f(Tag<int32_t>{});
-    case DType::u8:
-      return f(Tag<uint8_t>{});
-    case DType::i64:
-      return f(Tag<int64_t>{});
-    default:
-      fail<TypeError>(where, "expected integer indices, got ", dtype_name(t));
-  }
-}
-
 using Ins = std::span<const Tensor>;
 using Outs = std::span<Tensor>;
 
@@ -137,7 +118,7 @@ template <class AxisOf>
 std::vector<int64_t> read_indices(const Tensor& idx, const std::vector<int64_t>& data,
                                   const std::string& op, AxisOf axis_of) {
   std::vector<int64_t> out(size_t(idx.numel()));
-  visit_index(idx.dtype(), op, [&](auto tag) {
+  visit_int(idx.dtype(), op.c_str(), [&](auto tag) {
     using I = typename decltype(tag)::type;
     const I* p = idx.data_as<I>();
     check_indices(p, idx.numel(), data, op, axis_of);
