@@ -29,17 +29,6 @@ size_t axis_of(const Attrs& a, size_t rank) {
   return size_t(ax < 0 ? ax + int64_t(rank) : ax);
 }
 
-OpCheck check(std::string op, DType dt, Tensors in, Attrs attrs, RefFn ref, std::string note = "") {
-  OpCheck c;
-  c.op = std::move(op);
-  c.dtype = dt;
-  c.inputs = std::move(in);
-  c.attrs = std::move(attrs);
-  c.ref = std::move(ref);
-  c.note = std::move(note);
-  return c;
-}
-
 Tensors one(DType dt, Shape s, const std::vector<double>& v) {
   return {Tensor::from_doubles(dt, std::move(s), v)};
 }
@@ -84,22 +73,22 @@ void softmax_checks(CheckTable& t) {
     uint64_t seed = log ? 100 : 0;
     for (DType dt : kFloats) {
       for (const Case& c : cases)
-        t.add(check(op, dt, {random_tensor(dt, c.shape, ++seed, -4, 4)}, {{"axis", c.axis}},
-                    softmax_ref(log), c.note));
+        t.add(ref_check(op, dt, {random_tensor(dt, c.shape, ++seed, -4, 4)}, {{"axis", c.axis}},
+                        softmax_ref(log), c.note));
       // -inf entries, an all -inf row (NaN), NaN and +inf (NaN rows), large values.
       Tensor special =
           tensor_of(dt, {5, 4}, {1, -kInf, 2,    0.5, -kInf, -kInf, -kInf, -kInf, kNaN,  1,
                                  2, 3,     kInf, 1,   2,     3,     1000,  999,   -1000, 0});
-      t.add(check(op, dt, {special}, {{"axis", 1}}, softmax_ref(log), "inf, nan, large"));
-      t.add(check(op, dt, {special}, {{"axis", 0}}, softmax_ref(log), "inf, nan columns"));
+      t.add(ref_check(op, dt, {special}, {{"axis", 1}}, softmax_ref(log), "inf, nan, large"));
+      t.add(ref_check(op, dt, {special}, {{"axis", 0}}, softmax_ref(log), "inf, nan columns"));
     }
     // Wide rows and columns: vector loops with tails, two column chunks, several threads.
-    t.add(check(op, DType::f32, {random_tensor(DType::f32, {130, 517}, seed + 1, -8, 8)},
-                {{"axis", -1}}, softmax_ref(log), "wide rows"));
-    t.add(check(op, DType::f32, {random_tensor(DType::f32, {3, 37, 300}, seed + 2, -8, 8)},
-                {{"axis", 1}}, softmax_ref(log), "wide columns"));
-    t.add(check(op, DType::bf16, {random_tensor(DType::bf16, {64, 300}, seed + 3, -8, 8)},
-                {{"axis", -1}}, softmax_ref(log), "wide rows"));
+    t.add(ref_check(op, DType::f32, {random_tensor(DType::f32, {130, 517}, seed + 1, -8, 8)},
+                    {{"axis", -1}}, softmax_ref(log), "wide rows"));
+    t.add(ref_check(op, DType::f32, {random_tensor(DType::f32, {3, 37, 300}, seed + 2, -8, 8)},
+                    {{"axis", 1}}, softmax_ref(log), "wide columns"));
+    t.add(ref_check(op, DType::bf16, {random_tensor(DType::bf16, {64, 300}, seed + 3, -8, 8)},
+                    {{"axis", -1}}, softmax_ref(log), "wide rows"));
   }
 }
 
@@ -161,15 +150,15 @@ void trailing_norm_checks(CheckTable& t) {
         Tensors in{random_tensor(dt, c.shape, ++seed, -3, 5)};
         int params = rms ? std::min(c.params, 1) : c.params;
         for (int p = 0; p < params; ++p) in.push_back(random_tensor(dt, tail, ++seed, -2, 2));
-        t.add(check(op, dt, in, {{"axis", c.axis}, {"epsilon", c.eps}}, trailing_norm_ref(rms),
-                    c.note));
+        t.add(ref_check(op, dt, in, {{"axis", c.axis}, {"epsilon", c.eps}}, trailing_norm_ref(rms),
+                        c.note));
       }
     }
     Shape wide{70, 1030};
     Tensors in{random_tensor(DType::f32, wide, seed + 1, -3, 5),
                random_tensor(DType::f32, {1030}, seed + 2)};
     if (!rms) in.push_back(random_tensor(DType::f32, {1030}, seed + 3));
-    t.add(check(op, DType::f32, in, {}, trailing_norm_ref(rms), "wide rows"));
+    t.add(ref_check(op, DType::f32, in, {}, trailing_norm_ref(rms), "wide rows"));
   }
 }
 
@@ -231,23 +220,24 @@ void channel_norm_checks(CheckTable& t) {
       Shape cs{c.shape[1]};
       Tensors gn{random_tensor(dt, c.shape, ++seed, -3, 5), random_tensor(dt, cs, ++seed),
                  random_tensor(dt, cs, ++seed)};
-      t.add(check("group_norm", dt, gn, {{"num_groups", c.groups}, {"epsilon", c.eps}},
-                  group_norm_ref, c.note));
+      t.add(ref_check("group_norm", dt, gn, {{"num_groups", c.groups}, {"epsilon", c.eps}},
+                      group_norm_ref, c.note));
       Tensors bn = gn;
       bn.push_back(random_tensor(dt, cs, ++seed, -1, 1));
       bn.push_back(random_tensor(dt, cs, ++seed, 0.1, 3));
-      t.add(check("batch_norm", dt, bn, {{"epsilon", c.eps}}, batch_norm_ref, c.note));
+      t.add(ref_check("batch_norm", dt, bn, {{"epsilon", c.eps}}, batch_norm_ref, c.note));
     }
   Shape wide{2, 64, 40, 40};
-  t.add(check("group_norm", DType::f32,
-              {random_tensor(DType::f32, wide, 450, -3, 5), random_tensor(DType::f32, {64}, 451),
-               random_tensor(DType::f32, {64}, 452)},
-              {{"num_groups", 8}}, group_norm_ref, "wide"));
-  t.add(check("batch_norm", DType::f32,
-              {random_tensor(DType::f32, wide, 453, -3, 5), random_tensor(DType::f32, {64}, 454),
-               random_tensor(DType::f32, {64}, 455), random_tensor(DType::f32, {64}, 456),
-               random_tensor(DType::f32, {64}, 457, 0.1, 3)},
-              {}, batch_norm_ref, "wide"));
+  t.add(ref_check("group_norm", DType::f32,
+                  {random_tensor(DType::f32, wide, 450, -3, 5),
+                   random_tensor(DType::f32, {64}, 451), random_tensor(DType::f32, {64}, 452)},
+                  {{"num_groups", 8}}, group_norm_ref, "wide"));
+  t.add(
+      ref_check("batch_norm", DType::f32,
+                {random_tensor(DType::f32, wide, 453, -3, 5), random_tensor(DType::f32, {64}, 454),
+                 random_tensor(DType::f32, {64}, 455), random_tensor(DType::f32, {64}, 456),
+                 random_tensor(DType::f32, {64}, 457, 0.1, 3)},
+                {}, batch_norm_ref, "wide"));
 }
 
 // ---- attention ---------------------------------------------------------------------
@@ -343,43 +333,45 @@ void attention_checks(CheckTable& t) {
       Tensors in{random_tensor(dt, c.q, ++seed), random_tensor(dt, c.k, ++seed),
                  random_tensor(dt, c.v, ++seed)};
       if (!c.bias.empty()) in.push_back(random_tensor(dt, c.bias, ++seed));
-      t.add(check("attention", dt, in, c.attrs, attention_ref, c.note));
+      t.add(ref_check("attention", dt, in, c.attrs, attention_ref, c.note));
     }
     // -inf bias: row 0 sees nothing (0), row 1 one key; NaN in q poisons its row only.
     Tensors in{random_tensor(dt, {3, 4}, ++seed), random_tensor(dt, {3, 4}, ++seed),
                random_tensor(dt, {3, 2}, ++seed),
                tensor_of(dt, {3, 3}, {-kInf, -kInf, -kInf, 0.5, -kInf, -kInf, 0, 1, 2})};
-    t.add(check("attention", dt, in, {}, attention_ref, "-inf bias rows"));
+    t.add(ref_check("attention", dt, in, {}, attention_ref, "-inf bias rows"));
     Tensor qn = random_tensor(dt, {2, 3, 4}, ++seed);
     qn = tensor_of(dt, {2, 3, 4}, [&] {
       auto v = values(qn);
       v[5] = kNaN;
       return v;
     }());
-    t.add(check("attention", dt,
-                {qn, random_tensor(dt, {2, 3, 4}, ++seed), random_tensor(dt, {2, 3, 4}, ++seed)},
-                {{"mask", "causal"}}, attention_ref, "nan in q"));
+    t.add(
+        ref_check("attention", dt,
+                  {qn, random_tensor(dt, {2, 3, 4}, ++seed), random_tensor(dt, {2, 3, 4}, ++seed)},
+                  {{"mask", "causal"}}, attention_ref, "nan in q"));
   }
   // Several query tiles with causal key ranges, several threads.
   for (const char* mask : {"causal", "none"}) {
     Shape s{1, 2, 150, 16};
-    t.add(check("attention", DType::f32,
-                {random_tensor(DType::f32, s, 590), random_tensor(DType::f32, s, 591),
-                 random_tensor(DType::f32, s, 592)},
-                {{"mask", mask}}, attention_ref, "tiles"));
+    t.add(ref_check("attention", DType::f32,
+                    {random_tensor(DType::f32, s, 590), random_tensor(DType::f32, s, 591),
+                     random_tensor(DType::f32, s, 592)},
+                    {{"mask", mask}}, attention_ref, "tiles"));
   }
   // Register blocks and their edges in both GEMMs (D and Dv past one block of columns).
   for (DType dt : {DType::f32, DType::f64}) {
     Shape s{2, 70, 40};
-    t.add(check("attention", dt,
-                {random_tensor(dt, s, 596), random_tensor(dt, s, 597), random_tensor(dt, s, 598)},
-                {{"mask", "causal"}}, attention_ref, "register blocks"));
+    t.add(
+        ref_check("attention", dt,
+                  {random_tensor(dt, s, 596), random_tensor(dt, s, 597), random_tensor(dt, s, 598)},
+                  {{"mask", "causal"}}, attention_ref, "register blocks"));
   }
   Shape s{1, 200, 8};
-  t.add(check("attention", DType::f16,
-              {random_tensor(DType::f16, s, 593), random_tensor(DType::f16, s, 594),
-               random_tensor(DType::f16, s, 595)},
-              {{"mask", "sliding_window"}, {"window", 17}}, attention_ref, "tiles"));
+  t.add(ref_check("attention", DType::f16,
+                  {random_tensor(DType::f16, s, 593), random_tensor(DType::f16, s, 594),
+                   random_tensor(DType::f16, s, 595)},
+                  {{"mask", "sliding_window"}, {"window", 17}}, attention_ref, "tiles"));
 }
 
 // ---- embedding ---------------------------------------------------------------------
@@ -398,29 +390,29 @@ Tensors embedding_ref(const Tensors& in, const Attrs&) {
 void embedding_checks(CheckTable& t) {
   uint64_t seed = 600;
   for (DType dt : kAllDTypes) {
-    t.add(check(
+    t.add(ref_check(
         "embedding", dt,
         {random_tensor(dt, {6, 3}, ++seed), tensor_of(DType::i64, {2, 3}, {0, 5, 2, 2, 1, 4})}, {},
         embedding_ref, "table dtype"));
   }
   const DType table = DType::f32;
   for (DType it : {DType::i8, DType::i16, DType::i32, DType::u8})
-    t.add(check("embedding", table,
-                {random_tensor(table, {5, 4}, ++seed), tensor_of(it, {4}, {4, 0, 3, 3})}, {},
-                embedding_ref, "index dtype"));
-  t.add(check("embedding", table,
-              {random_tensor(table, {5, 4}, ++seed), tensor_of(DType::i32, {}, {2})}, {},
-              embedding_ref, "scalar index"));
-  t.add(check("embedding", table,
-              {random_tensor(table, {5, 4}, ++seed), tensor_of(DType::i64, {0}, {})}, {},
-              embedding_ref, "no indices"));
-  t.add(check("embedding", table,
-              {random_tensor(table, {5, 0}, ++seed), tensor_of(DType::i64, {2}, {1, 4})}, {},
-              embedding_ref, "empty rows"));
-  t.add(check("embedding", table,
-              {random_tensor(table, {1000, 64}, ++seed),
-               random_tensor(DType::i32, {40, 50}, ++seed, 0, 999)},
-              {}, embedding_ref, "wide"));
+    t.add(ref_check("embedding", table,
+                    {random_tensor(table, {5, 4}, ++seed), tensor_of(it, {4}, {4, 0, 3, 3})}, {},
+                    embedding_ref, "index dtype"));
+  t.add(ref_check("embedding", table,
+                  {random_tensor(table, {5, 4}, ++seed), tensor_of(DType::i32, {}, {2})}, {},
+                  embedding_ref, "scalar index"));
+  t.add(ref_check("embedding", table,
+                  {random_tensor(table, {5, 4}, ++seed), tensor_of(DType::i64, {0}, {})}, {},
+                  embedding_ref, "no indices"));
+  t.add(ref_check("embedding", table,
+                  {random_tensor(table, {5, 0}, ++seed), tensor_of(DType::i64, {2}, {1, 4})}, {},
+                  embedding_ref, "empty rows"));
+  t.add(ref_check("embedding", table,
+                  {random_tensor(table, {1000, 64}, ++seed),
+                   random_tensor(DType::i32, {40, 50}, ++seed, 0, 999)},
+                  {}, embedding_ref, "wide"));
 }
 
 // ---- dropout -----------------------------------------------------------------------
@@ -462,9 +454,10 @@ std::string dropout_verify(const Tensors& in, const Tensors& out, const Attrs& a
 void dropout_checks(CheckTable& t) {
   uint64_t seed = 700;
   for (DType dt : kFloats) {
-    t.add(check("dropout", dt, {random_tensor(dt, {3, 4}, ++seed)}, {}, identity_ref, "inference"));
-    t.add(check("dropout", dt, {random_tensor(dt, {3, 4}, ++seed)},
-                {{"rate", 0.0}, {"training", true}}, identity_ref, "rate 0"));
+    t.add(ref_check("dropout", dt, {random_tensor(dt, {3, 4}, ++seed)}, {}, identity_ref,
+                    "inference"));
+    t.add(ref_check("dropout", dt, {random_tensor(dt, {3, 4}, ++seed)},
+                    {{"rate", 0.0}, {"training", true}}, identity_ref, "rate 0"));
     struct Case {
       Shape shape;
       double rate;
@@ -473,8 +466,9 @@ void dropout_checks(CheckTable& t) {
     for (const Case& c :
          {Case{{256, 256}, 0.5, 0}, Case{{256, 257}, 0.1, 42}, Case{{64, 1024}, 0.9, -7},
           Case{{5}, 0.5, 1}, Case{{}, 0.3, 2}, Case{{0, 4}, 0.5, 3}}) {
-      OpCheck ck = check("dropout", dt, {random_tensor(dt, c.shape, ++seed, 0.5, 2)},
-                         {{"rate", c.rate}, {"training", true}, {"seed", c.seed}}, {}, "training");
+      OpCheck ck =
+          ref_check("dropout", dt, {random_tensor(dt, c.shape, ++seed, 0.5, 2)},
+                    {{"rate", c.rate}, {"training", true}, {"seed", c.seed}}, {}, "training");
       ck.verify = dropout_verify;  // the mask is random: properties, not values
       t.add(std::move(ck));
     }
@@ -523,7 +517,8 @@ void cross_entropy_checks(CheckTable& t) {
   uint64_t seed = 800;
   for (DType dt : kFloats) {
     auto add = [&](Tensors in, Attrs attrs, const char* note) {
-      t.add(check("cross_entropy", dt, std::move(in), std::move(attrs), cross_entropy_ref, note));
+      t.add(
+          ref_check("cross_entropy", dt, std::move(in), std::move(attrs), cross_entropy_ref, note));
     };
     auto logits = [&](Shape s) { return random_tensor(dt, std::move(s), ++seed, -4, 4); };
     add({logits({4, 5}), tensor_of(DType::i64, {4}, {1, 0, 4, 2})}, {}, "mean");
@@ -545,10 +540,10 @@ void cross_entropy_checks(CheckTable& t) {
     add({logits({3, 5}), p}, {{"label_smoothing", 0.2}}, "probabilities");
     add({logits({3, 5}), p}, {{"reduction", "none"}}, "probabilities, none");
   }
-  t.add(check("cross_entropy", DType::f32,
-              {random_tensor(DType::f32, {300, 1000}, 890, -6, 6),
-               random_tensor(DType::i64, {300}, 891, 0, 999)},
-              {}, cross_entropy_ref, "wide"));
+  t.add(ref_check("cross_entropy", DType::f32,
+                  {random_tensor(DType::f32, {300, 1000}, 890, -6, 6),
+                   random_tensor(DType::i64, {300}, 891, 0, 999)},
+                  {}, cross_entropy_ref, "wide"));
 }
 
 }  // namespace

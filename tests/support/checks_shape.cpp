@@ -42,17 +42,6 @@ Tensor remap(const Tensor& x, const Idx& shape, F src, double fill = 0) {
 // Wraps a negative index once; the checks only use indices in range.
 int64_t wrap(double v, int64_t n) { return v < 0 ? int64_t(v) + n : int64_t(v); }
 
-OpCheck make(std::string op, DType dt, Tensors in, Attrs attrs, RefFn ref, std::string note = {}) {
-  OpCheck c;
-  c.op = std::move(op);
-  c.dtype = dt;
-  c.inputs = std::move(in);
-  c.attrs = std::move(attrs);
-  c.ref = std::move(ref);
-  c.note = std::move(note);
-  return c;
-}
-
 // Values in a range every dtype holds exactly (bool: 0/1, u8: >= 0).
 Tensor data(DType dt, Idx shape, uint64_t seed) {
   return random_tensor(dt, std::move(shape), seed, -100, 100);
@@ -466,7 +455,7 @@ void add_views(CheckTable& t, uint64_t& seed) {
     for (DType dt : kAllDTypes) {
       for (const Case& c : cases) {
         if (std::string(c.op) != op) continue;
-        t.add(make(op, dt, {data(dt, c.in, seed++)}, c.attrs, same_values(c.out)));
+        t.add(ref_check(op, dt, {data(dt, c.in, seed++)}, c.attrs, same_values(c.out)));
         if (dt != DType::f32) break;  // every shape once, in f32; other dtypes: the first
       }
     }
@@ -478,10 +467,10 @@ void add_views(CheckTable& t, uint64_t& seed) {
 void add_data_op(CheckTable& t, uint64_t& seed, const char* op, RefFn ref,
                  const std::vector<std::pair<Idx, Attrs>>& cases) {
   for (DType dt : kAllDTypes)
-    t.add(make(op, dt, {data(dt, cases[0].first, seed++)}, cases[0].second, ref));
+    t.add(ref_check(op, dt, {data(dt, cases[0].first, seed++)}, cases[0].second, ref));
   for (size_t i = 1; i < cases.size(); ++i) {
     DType dt = kAllDTypes[i % std::size(kAllDTypes)];
-    t.add(make(op, dt, {data(dt, cases[i].first, seed++)}, cases[i].second, ref));
+    t.add(ref_check(op, dt, {data(dt, cases[i].first, seed++)}, cases[i].second, ref));
   }
 }
 
@@ -574,7 +563,7 @@ void add_concat_split(CheckTable& t, uint64_t& seed) {
       if (i > 0 && dt != kAllDTypes[i % std::size(kAllDTypes)]) continue;
       Tensors in;
       for (const Idx& s : concat[i].shapes) in.push_back(data(dt, s, seed++));
-      t.add(make("concat", dt, in, {{"axis", concat[i].axis}}, concat_ref));
+      t.add(ref_check("concat", dt, in, {{"axis", concat[i].axis}}, concat_ref));
     }
   }
   std::vector<std::pair<Idx, Attrs>> split = {
@@ -589,41 +578,43 @@ void add_concat_split(CheckTable& t, uint64_t& seed) {
 void add_gathers(CheckTable& t, uint64_t& seed) {
   // gather: every data dtype with i64 indices, every index dtype with f32 data.
   for (DType dt : kAllDTypes)
-    t.add(make("gather", dt, {data(dt, {5, 4}, seed++), tensor_of(DType::i64, {3}, {4, -1, 0})}, {},
-               gather_ref));
+    t.add(ref_check("gather", dt,
+                    {data(dt, {5, 4}, seed++), tensor_of(DType::i64, {3}, {4, -1, 0})}, {},
+                    gather_ref));
   for (DType it : kIndexDTypes)
-    t.add(make("gather", DType::f32,
-               {data(DType::f32, {5, 4}, seed++), tensor_of(it, {2, 3}, {3, 0, 2, 1, 3, 3})},
-               {{"axis", 1}}, gather_ref, cat("indices ", dtype_name(it))));
-  t.add(make("gather", DType::f16,
-             {data(DType::f16, {5, 4}, seed++), tensor_of(DType::i64, {}, {-5})}, {{"axis", -2}},
-             gather_ref, "scalar index"));
-  t.add(make("gather", DType::bf16,
-             {data(DType::bf16, {5, 4}, seed++), tensor_of(DType::u8, {0}, {})}, {}, gather_ref,
-             "no indices"));
-  t.add(make("gather", DType::i32,
-             {data(DType::i32, {3, 4, 5}, seed++), tensor_of(DType::i32, {2, 2}, {-4, 3, 1, 1})},
-             {{"axis", 1}}, gather_ref));
-  t.add(make("gather", DType::f64,
-             {data(DType::f64, {1000, 64}, seed++),
-              random_tensor(DType::i64, {4, 200}, seed++, -1000, 999)},
-             {}, gather_ref, "large"));
+    t.add(ref_check("gather", DType::f32,
+                    {data(DType::f32, {5, 4}, seed++), tensor_of(it, {2, 3}, {3, 0, 2, 1, 3, 3})},
+                    {{"axis", 1}}, gather_ref, cat("indices ", dtype_name(it))));
+  t.add(ref_check("gather", DType::f16,
+                  {data(DType::f16, {5, 4}, seed++), tensor_of(DType::i64, {}, {-5})},
+                  {{"axis", -2}}, gather_ref, "scalar index"));
+  t.add(ref_check("gather", DType::bf16,
+                  {data(DType::bf16, {5, 4}, seed++), tensor_of(DType::u8, {0}, {})}, {},
+                  gather_ref, "no indices"));
+  t.add(
+      ref_check("gather", DType::i32,
+                {data(DType::i32, {3, 4, 5}, seed++), tensor_of(DType::i32, {2, 2}, {-4, 3, 1, 1})},
+                {{"axis", 1}}, gather_ref));
+  t.add(ref_check("gather", DType::f64,
+                  {data(DType::f64, {1000, 64}, seed++),
+                   random_tensor(DType::i64, {4, 200}, seed++, -1000, 999)},
+                  {}, gather_ref, "large"));
 
   for (DType dt : kAllDTypes)
-    t.add(make("gather_elements", dt,
-               {data(dt, {5, 4}, seed++), random_tensor(DType::i64, {7, 4}, seed++, -5, 4)}, {},
-               gather_elements_ref));
+    t.add(ref_check("gather_elements", dt,
+                    {data(dt, {5, 4}, seed++), random_tensor(DType::i64, {7, 4}, seed++, -5, 4)},
+                    {}, gather_elements_ref));
   for (DType it : kIndexDTypes)
-    t.add(make("gather_elements", DType::f32,
-               {data(DType::f32, {5, 4}, seed++), random_tensor(it, {2, 9}, seed++, -4, 3)},
-               {{"axis", -1}}, gather_elements_ref, cat("indices ", dtype_name(it))));
-  t.add(make(
+    t.add(ref_check("gather_elements", DType::f32,
+                    {data(DType::f32, {5, 4}, seed++), random_tensor(it, {2, 9}, seed++, -4, 3)},
+                    {{"axis", -1}}, gather_elements_ref, cat("indices ", dtype_name(it))));
+  t.add(ref_check(
       "gather_elements", DType::i16,
       {data(DType::i16, {3, 4, 5}, seed++), random_tensor(DType::i32, {2, 6, 3}, seed++, -4, 3)},
       {{"axis", 1}}, gather_elements_ref));
-  t.add(make("gather_elements", DType::f32,
-             {data(DType::f32, {5, 4}, seed++), tensor_of(DType::i64, {0, 4}, {})}, {},
-             gather_elements_ref));
+  t.add(ref_check("gather_elements", DType::f32,
+                  {data(DType::f32, {5, 4}, seed++), tensor_of(DType::i64, {0, 4}, {})}, {},
+                  gather_elements_ref));
 
   struct Nd {
     Idx data, idx;
@@ -639,7 +630,7 @@ void add_gathers(CheckTable& t, uint64_t& seed) {
     for (DType dt : kAllDTypes) {
       if (i > 0 && dt != kAllDTypes[i % std::size(kAllDTypes)]) continue;
       DType it = kIndexDTypes[i % std::size(kIndexDTypes)];  // u8: no negatives
-      t.add(make(
+      t.add(ref_check(
           "gather_nd", dt,
           {data(dt, nd[i].data, seed++), random_tensor(it, nd[i].idx, seed++, nd[i].lo, nd[i].hi)},
           {{"batch_dims", nd[i].batch}}, gather_nd_ref));
@@ -656,102 +647,103 @@ void add_scatters(CheckTable& t, uint64_t& seed) {
   // Duplicate indices in every line (7 updates into 5 rows).
   for (DType dt : kAllDTypes)
     for (const char* red : reductions)
-      t.add(make("scatter_elements", dt,
-                 {small(dt, {5, 4}, 3), random_tensor(DType::i64, {7, 4}, seed++, -5, 4),
-                  small(dt, {7, 4}, 2)},
-                 {{"reduction", red}}, scatter_elements_ref, "duplicates"));
+      t.add(ref_check("scatter_elements", dt,
+                      {small(dt, {5, 4}, 3), random_tensor(DType::i64, {7, 4}, seed++, -5, 4),
+                       small(dt, {7, 4}, 2)},
+                      {{"reduction", red}}, scatter_elements_ref, "duplicates"));
   for (DType it : kIndexDTypes)
-    t.add(make("scatter_elements", DType::f32,
-               {data(DType::f32, {3, 5}, seed++), random_tensor(it, {2, 8}, seed++, -5, 4),
-                data(DType::f32, {2, 8}, seed++)},
-               {{"axis", -1}, {"reduction", "add"}}, scatter_elements_ref,
-               cat("indices ", dtype_name(it))));
-  t.add(make("scatter_elements", DType::i64,
-             {data(DType::i64, {5}, seed++), tensor_of(DType::i64, {0}, {}),
-              tensor_of(DType::i64, {0}, {})},
-             {{"reduction", "max"}}, scatter_elements_ref, "no updates"));
-  t.add(make(
+    t.add(ref_check("scatter_elements", DType::f32,
+                    {data(DType::f32, {3, 5}, seed++), random_tensor(it, {2, 8}, seed++, -5, 4),
+                     data(DType::f32, {2, 8}, seed++)},
+                    {{"axis", -1}, {"reduction", "add"}}, scatter_elements_ref,
+                    cat("indices ", dtype_name(it))));
+  t.add(ref_check("scatter_elements", DType::i64,
+                  {data(DType::i64, {5}, seed++), tensor_of(DType::i64, {0}, {}),
+                   tensor_of(DType::i64, {0}, {})},
+                  {{"reduction", "max"}}, scatter_elements_ref, "no updates"));
+  t.add(ref_check(
       "scatter_elements", DType::f32,
       {data(DType::f32, {3, 4, 5}, seed++), random_tensor(DType::i32, {2, 6, 3}, seed++, -4, 3),
        data(DType::f32, {2, 6, 3}, seed++)},
       {{"axis", 1}, {"reduction", "add"}}, scatter_elements_ref, "3-d"));
-  t.add(
-      make("scatter_elements", DType::bf16,
-           {data(DType::bf16, {3, 100}, seed++), random_tensor(DType::i16, {4, 70}, seed++, -3, 2),
-            data(DType::bf16, {4, 70}, seed++)},
-           {{"reduction", "max"}}, scatter_elements_ref, "blocks of lines"));
-  t.add(
-      make("scatter_elements", DType::f32,
-           {tensor_of(DType::f32, {4}, {1, kNaN, -kInf, 2}),
-            tensor_of(DType::i64, {4}, {0, 1, 2, 0}), tensor_of(DType::f32, {4}, {kNaN, 3, 1, 5})},
-           {{"reduction", "max"}}, scatter_elements_ref, "nan"));
-  t.add(make("scatter_elements", DType::f32,
-             {data(DType::f32, {2, 40000}, seed++),
-              random_tensor(DType::i64, {2, 40000}, seed++, 0, 39999),
-              data(DType::f32, {2, 40000}, seed++)},
-             {{"axis", 1}, {"reduction", "add"}}, scatter_elements_ref, "large"));
+  t.add(ref_check(
+      "scatter_elements", DType::bf16,
+      {data(DType::bf16, {3, 100}, seed++), random_tensor(DType::i16, {4, 70}, seed++, -3, 2),
+       data(DType::bf16, {4, 70}, seed++)},
+      {{"reduction", "max"}}, scatter_elements_ref, "blocks of lines"));
+  t.add(ref_check(
+      "scatter_elements", DType::f32,
+      {tensor_of(DType::f32, {4}, {1, kNaN, -kInf, 2}), tensor_of(DType::i64, {4}, {0, 1, 2, 0}),
+       tensor_of(DType::f32, {4}, {kNaN, 3, 1, 5})},
+      {{"reduction", "max"}}, scatter_elements_ref, "nan"));
+  t.add(ref_check("scatter_elements", DType::f32,
+                  {data(DType::f32, {2, 40000}, seed++),
+                   random_tensor(DType::i64, {2, 40000}, seed++, 0, 39999),
+                   data(DType::f32, {2, 40000}, seed++)},
+                  {{"axis", 1}, {"reduction", "add"}}, scatter_elements_ref, "large"));
   t.checks.back().atol = 1e-4;  // f32 sums of values up to 100 that may cancel
 
   for (DType dt : kAllDTypes)
     for (const char* red : reductions)
-      t.add(make("scatter_nd", dt,
-                 {small(dt, {5, 4, 3}, 3), random_tensor(DType::i64, {7, 2}, seed++, -4, 3),
-                  small(dt, {7, 3}, 2)},
-                 {{"reduction", red}}, scatter_nd_ref, "duplicates"));
+      t.add(ref_check("scatter_nd", dt,
+                      {small(dt, {5, 4, 3}, 3), random_tensor(DType::i64, {7, 2}, seed++, -4, 3),
+                       small(dt, {7, 3}, 2)},
+                      {{"reduction", red}}, scatter_nd_ref, "duplicates"));
   for (DType it : kIndexDTypes)
-    t.add(make("scatter_nd", DType::f32,
-               {data(DType::f32, {5, 4}, seed++), random_tensor(it, {2, 6, 1}, seed++, -5, 4),
-                data(DType::f32, {2, 6, 4}, seed++)},
-               {{"reduction", "mul"}}, scatter_nd_ref, cat("indices ", dtype_name(it))));
-  t.add(make("scatter_nd", DType::f32,
-             {data(DType::f32, {5, 4}, seed++), tensor_of(DType::i64, {3, 0}, {}),
-              data(DType::f32, {3, 5, 4}, seed++)},
-             {{"reduction", "add"}}, scatter_nd_ref, "whole-tensor updates"));
-  t.add(make("scatter_nd", DType::i32,
-             {data(DType::i32, {5, 4}, seed++), tensor_of(DType::i64, {0, 2}, {}),
-              tensor_of(DType::i32, {0}, {})},
-             {}, scatter_nd_ref, "no updates"));
-  t.add(make("scatter_nd", DType::f64,
-             {data(DType::f64, {6, 100000}, seed++), tensor_of(DType::i64, {3, 1}, {1, -1, 1}),
-              data(DType::f64, {3, 100000}, seed++)},
-             {{"reduction", "add"}}, scatter_nd_ref, "large"));
+    t.add(ref_check("scatter_nd", DType::f32,
+                    {data(DType::f32, {5, 4}, seed++), random_tensor(it, {2, 6, 1}, seed++, -5, 4),
+                     data(DType::f32, {2, 6, 4}, seed++)},
+                    {{"reduction", "mul"}}, scatter_nd_ref, cat("indices ", dtype_name(it))));
+  t.add(ref_check("scatter_nd", DType::f32,
+                  {data(DType::f32, {5, 4}, seed++), tensor_of(DType::i64, {3, 0}, {}),
+                   data(DType::f32, {3, 5, 4}, seed++)},
+                  {{"reduction", "add"}}, scatter_nd_ref, "whole-tensor updates"));
+  t.add(ref_check("scatter_nd", DType::i32,
+                  {data(DType::i32, {5, 4}, seed++), tensor_of(DType::i64, {0, 2}, {}),
+                   tensor_of(DType::i32, {0}, {})},
+                  {}, scatter_nd_ref, "no updates"));
+  t.add(ref_check("scatter_nd", DType::f64,
+                  {data(DType::f64, {6, 100000}, seed++), tensor_of(DType::i64, {3, 1}, {1, -1, 1}),
+                   data(DType::f64, {3, 100000}, seed++)},
+                  {{"reduction", "add"}}, scatter_nd_ref, "large"));
 }
 
 void add_sorts(CheckTable& t, uint64_t& seed) {
   // Floats get a spread of values; integers (in [-100, 100]) have ties in 4x10 lines.
   auto input = [&](DType dt, Idx shape) { return random_tensor(dt, shape, seed++, -100, 100); };
   for (DType dt : kAllDTypes) {
-    t.add(make("sort", dt, {input(dt, {4, 10})}, {}, sort_ref));
-    t.add(make("sort", dt, {input(dt, {6, 3})},
-               {{"axis", 0}, {"descending", true}, {"stable", true}}, sort_ref));
+    t.add(ref_check("sort", dt, {input(dt, {4, 10})}, {}, sort_ref));
+    t.add(ref_check("sort", dt, {input(dt, {6, 3})},
+                    {{"axis", 0}, {"descending", true}, {"stable", true}}, sort_ref));
     if (dt == DType::boolean) continue;
-    t.add(make("top_k", dt, {input(dt, {4, 10})}, {{"k", 3}}, top_k_ref));
-    t.add(make("top_k", dt, {input(dt, {6, 3})}, {{"k", 4}, {"axis", 0}, {"largest", false}},
-               top_k_ref));
+    t.add(ref_check("top_k", dt, {input(dt, {4, 10})}, {{"k", 3}}, top_k_ref));
+    t.add(ref_check("top_k", dt, {input(dt, {6, 3})}, {{"k", 4}, {"axis", 0}, {"largest", false}},
+                    top_k_ref));
   }
   Tensor special = tensor_of(DType::f32, {2, 6},
                              {3, kNaN, -kInf, 3, kInf, -0.0,  //
                               1, 1, kNaN, 0, kNaN, 1});
   for (bool desc : {false, true}) {
-    t.add(make("sort", DType::f32, {special}, {{"descending", desc}}, sort_ref, "nan, ties"));
-    t.add(make("top_k", DType::f32, {special}, {{"k", 4}, {"largest", desc}}, top_k_ref,
-               "nan, ties"));
+    t.add(ref_check("sort", DType::f32, {special}, {{"descending", desc}}, sort_ref, "nan, ties"));
+    t.add(ref_check("top_k", DType::f32, {special}, {{"k", 4}, {"largest", desc}}, top_k_ref,
+                    "nan, ties"));
   }
-  t.add(make("sort", DType::f16, {input(DType::f16, {3, 2, 5})}, {{"axis", 1}}, sort_ref));
+  t.add(ref_check("sort", DType::f16, {input(DType::f16, {3, 2, 5})}, {{"axis", 1}}, sort_ref));
   for (bool desc : {false, true}) {
     Tensor ties = random_tensor(DType::i32, {5, 9}, seed++, -2, 2);
-    t.add(make("sort", DType::i32, {ties}, {{"descending", desc}}, sort_ref, "ties"));
-    t.add(make("top_k", DType::i32, {ties}, {{"k", 5}, {"largest", desc}}, top_k_ref, "ties"));
+    t.add(ref_check("sort", DType::i32, {ties}, {{"descending", desc}}, sort_ref, "ties"));
+    t.add(ref_check("top_k", DType::i32, {ties}, {{"k", 5}, {"largest", desc}}, top_k_ref, "ties"));
   }
-  t.add(make("sort", DType::i8, {input(DType::i8, {0})}, {}, sort_ref, "empty"));
-  t.add(make("sort", DType::f32, {input(DType::f32, {3, 5000})}, {{"descending", true}}, sort_ref,
-             "large"));
-  t.add(make("top_k", DType::f32, {input(DType::f32, {0})}, {{"k", 0}}, top_k_ref, "empty"));
-  t.add(make("top_k", DType::i32, {input(DType::i32, {3, 7})}, {{"k", 7}}, top_k_ref, "k = n"));
-  t.add(make("top_k", DType::f64, {input(DType::f64, {3, 4, 5})}, {{"k", 2}, {"axis", 1}},
-             top_k_ref));
-  OpCheck unsorted = make("top_k", DType::f32, {input(DType::f32, {5, 20})},
-                          {{"k", 6}, {"sorted", false}}, nullptr, "unsorted");
+  t.add(ref_check("sort", DType::i8, {input(DType::i8, {0})}, {}, sort_ref, "empty"));
+  t.add(ref_check("sort", DType::f32, {input(DType::f32, {3, 5000})}, {{"descending", true}},
+                  sort_ref, "large"));
+  t.add(ref_check("top_k", DType::f32, {input(DType::f32, {0})}, {{"k", 0}}, top_k_ref, "empty"));
+  t.add(
+      ref_check("top_k", DType::i32, {input(DType::i32, {3, 7})}, {{"k", 7}}, top_k_ref, "k = n"));
+  t.add(ref_check("top_k", DType::f64, {input(DType::f64, {3, 4, 5})}, {{"k", 2}, {"axis", 1}},
+                  top_k_ref));
+  OpCheck unsorted = ref_check("top_k", DType::f32, {input(DType::f32, {5, 20})},
+                               {{"k", 6}, {"sorted", false}}, nullptr, "unsorted");
   unsorted.verify = top_k_unsorted();
   t.add(unsorted);
 }
@@ -760,54 +752,58 @@ void add_generators(CheckTable& t, uint64_t& seed) {
   // iota: dtype is its main dtype (coverage swaps it); bool is refused by inference.
   for (DType dt : kAllDTypes) {
     if (is_bool(dt)) continue;
-    t.add(make("iota", dt, {}, {{"shape", IntList{2, 3}}, {"axis", -1}, {"dtype", dt}}, iota_ref));
+    t.add(ref_check("iota", dt, {}, {{"shape", IntList{2, 3}}, {"axis", -1}, {"dtype", dt}},
+                    iota_ref));
   }
-  t.add(make("iota", DType::i64, {}, {{"shape", IntList{5}}}, iota_ref));
-  t.add(make("iota", DType::u8, {}, {{"shape", IntList{0, 3}}, {"dtype", DType::u8}}, iota_ref));
-  t.add(make("iota", DType::f32, {},
-             {{"shape", IntList{3, 4, 2}}, {"axis", 1}, {"dtype", DType::f32}}, iota_ref));
-  t.add(make("iota", DType::i32, {},
-             {{"shape", IntList{3, 50000}}, {"axis", 1}, {"dtype", DType::i32}}, iota_ref,
-             "large"));
+  t.add(ref_check("iota", DType::i64, {}, {{"shape", IntList{5}}}, iota_ref));
+  t.add(
+      ref_check("iota", DType::u8, {}, {{"shape", IntList{0, 3}}, {"dtype", DType::u8}}, iota_ref));
+  t.add(ref_check("iota", DType::f32, {},
+                  {{"shape", IntList{3, 4, 2}}, {"axis", 1}, {"dtype", DType::f32}}, iota_ref));
+  t.add(ref_check("iota", DType::i32, {},
+                  {{"shape", IntList{3, 50000}}, {"axis", 1}, {"dtype", DType::i32}}, iota_ref,
+                  "large"));
 
   // one_hot: the indices' dtype is the main one; every output dtype too.
   for (DType it : kIndexDTypes)
-    t.add(make("one_hot", it, {random_tensor(it, {4}, seed++, -3, 5)}, {{"depth", 5}}, one_hot_ref,
-               "out-of-range indices give all off"));
+    t.add(ref_check("one_hot", it, {random_tensor(it, {4}, seed++, -3, 5)}, {{"depth", 5}},
+                    one_hot_ref, "out-of-range indices give all off"));
   for (DType out : kAllDTypes)
-    t.add(make("one_hot", DType::i32, {random_tensor(DType::i32, {2, 3}, seed++, -3, 2)},
-               {{"depth", 3}, {"axis", 0}, {"dtype", out}, {"on_value", 5}, {"off_value", -1}},
-               one_hot_ref, cat("to ", dtype_name(out))));
-  t.add(make("one_hot", DType::u8, {random_tensor(DType::u8, {2, 3}, seed++, 0, 3)},
-             {{"depth", 3}, {"axis", -2}, {"on_value", 5}}, one_hot_ref));
-  t.add(make("one_hot", DType::i64, {tensor_of(DType::i64, {}, {0})},
-             {{"depth", 1}, {"dtype", DType::boolean}}, one_hot_ref));
-  t.add(make("one_hot", DType::i64, {tensor_of(DType::i64, {0, 2}, {})}, {{"depth", 4}},
-             one_hot_ref, "empty"));
+    t.add(ref_check("one_hot", DType::i32, {random_tensor(DType::i32, {2, 3}, seed++, -3, 2)},
+                    {{"depth", 3}, {"axis", 0}, {"dtype", out}, {"on_value", 5}, {"off_value", -1}},
+                    one_hot_ref, cat("to ", dtype_name(out))));
+  t.add(ref_check("one_hot", DType::u8, {random_tensor(DType::u8, {2, 3}, seed++, 0, 3)},
+                  {{"depth", 3}, {"axis", -2}, {"on_value", 5}}, one_hot_ref));
+  t.add(ref_check("one_hot", DType::i64, {tensor_of(DType::i64, {}, {0})},
+                  {{"depth", 1}, {"dtype", DType::boolean}}, one_hot_ref));
+  t.add(ref_check("one_hot", DType::i64, {tensor_of(DType::i64, {0, 2}, {})}, {{"depth", 4}},
+                  one_hot_ref, "empty"));
 
   // nonzero: values in {-1, 0, 1} (so floats have zeros too); NaN and -0.0 below.
   auto sparse = [&](DType dt, Idx shape) {
     return tensor_of(dt, shape, values(random_tensor(DType::i32, shape, seed++, -1, 1)));
   };
   for (DType dt : kAllDTypes) {
-    t.add(make("nonzero", dt, {sparse(dt, {3, 4})}, {}, nonzero_ref));
-    t.add(make("nonzero", dt, {sparse(dt, {2, 3, 2})}, {}, nonzero_ref));
+    t.add(ref_check("nonzero", dt, {sparse(dt, {3, 4})}, {}, nonzero_ref));
+    t.add(ref_check("nonzero", dt, {sparse(dt, {2, 3, 2})}, {}, nonzero_ref));
   }
-  t.add(make("nonzero", DType::f32, {tensor_of(DType::f32, {5}, {0, -0.0, kNaN, kInf, 1e-30})}, {},
-             nonzero_ref, "nan, -0"));
+  t.add(ref_check("nonzero", DType::f32, {tensor_of(DType::f32, {5}, {0, -0.0, kNaN, kInf, 1e-30})},
+                  {}, nonzero_ref, "nan, -0"));
   for (double v : {0.0, 3.0})
-    t.add(make("nonzero", DType::i32, {tensor_of(DType::i32, {}, {v})}, {}, nonzero_ref, "scalar"));
-  t.add(make("nonzero", DType::f32, {tensor_of(DType::f32, {3, 0}, {})}, {}, nonzero_ref, "empty"));
-  t.add(make("nonzero", DType::u8, {sparse(DType::u8, {300, 700})}, {}, nonzero_ref, "large"));
+    t.add(ref_check("nonzero", DType::i32, {tensor_of(DType::i32, {}, {v})}, {}, nonzero_ref,
+                    "scalar"));
+  t.add(ref_check("nonzero", DType::f32, {tensor_of(DType::f32, {3, 0}, {})}, {}, nonzero_ref,
+                  "empty"));
+  t.add(ref_check("nonzero", DType::u8, {sparse(DType::u8, {300, 700})}, {}, nonzero_ref, "large"));
 
   // constant: the literal's bytes, in every dtype.
   for (DType dt : kAllDTypes) {
     Tensor v = data(dt, {2, 3}, seed++);
     Literal lit = v.to_literal();
-    t.add(make("constant", dt, {}, {{"value", lit}}, literal_ref(lit)));
+    t.add(ref_check("constant", dt, {}, {{"value", lit}}, literal_ref(lit)));
   }
   for (const Literal& lit : {Literal::scalar(DType::f16, 1.5), Literal::from<bool>({}, {0, 2})})
-    t.add(make("constant", lit.dtype(), {}, {{"value", lit}}, literal_ref(lit)));
+    t.add(ref_check("constant", lit.dtype(), {}, {{"value", lit}}, literal_ref(lit)));
 }
 
 }  // namespace

@@ -10,6 +10,13 @@ void CheckTable::append(CheckTable other) {
   for (auto& e : other.exempt) exempt.push_back(std::move(e));
 }
 
+OpCheck ref_check(std::string op, DType dtype, Tensors inputs, Attrs attrs, RefFn ref,
+                  std::string note) {
+  OpCheck c{std::move(op), dtype, std::move(inputs), std::move(attrs), std::move(ref)};
+  c.note = std::move(note);
+  return c;
+}
+
 CheckTable all_checks() {
   CheckTable t;
   for (auto* f : {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv,

@@ -52,6 +52,10 @@ struct CheckTable {
   void append(CheckTable other);
 };
 
+// A check against a reference.
+OpCheck ref_check(std::string op, DType dtype, Tensors inputs, Attrs attrs, RefFn ref,
+                  std::string note = {});
+
 // One table per family (tests/support/checks_<family>.cpp).
 CheckTable checks_elementwise();
 CheckTable checks_reduce();

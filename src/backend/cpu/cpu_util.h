@@ -156,6 +156,22 @@ void visit_int(DType t, const char* where, F&& f) {
   });
 }
 
+// Calls f(Tag<E>{}) with an unsigned type of `bytes` bytes: moving data does not care what
+// the bits mean, so one instantiation per element size serves every dtype.
+template <class F>
+decltype(auto) visit_bytes(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1:
+      return f(Tag<uint8_t>{});
+    case 2:
+      return f(Tag<uint16_t>{});
+    case 4:
+      return f(Tag<uint32_t>{});
+    default:
+      return f(Tag<uint64_t>{});
+  }
+}
+
 inline bool in_set(DType t, unsigned set) {
   if (is_float(t)) return set & kFloat;
   if (is_bool(t)) return set & kBool;

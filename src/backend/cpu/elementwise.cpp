@@ -429,23 +429,8 @@ void binary_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
 
 // --- select, clamp, cast --------------------------------------------------------------
 
-// The unsigned integer of a dtype's size: select and same-dtype casts move bits.
-template <class F>
-void visit_bits(DType t, F&& f) {
-  switch (dtype_size(t)) {
-    case 1:
-      return f(Tag<uint8_t>{});
-    case 2:
-      return f(Tag<uint16_t>{});
-    case 4:
-      return f(Tag<uint32_t>{});
-    default:
-      return f(Tag<uint64_t>{});
-  }
-}
-
 void select_kernel(const KernelContext&, std::span<const Tensor> in, std::span<Tensor> out) {
-  visit_bits(in[1].dtype(), [&](auto tag) {
+  visit_bytes(dtype_size(in[1].dtype()), [&](auto tag) {
     using T = typename decltype(tag)::type;
     ew::ternary_loop<uint8_t, T, T, T>(in, out[0], [](uint8_t c, T a, T b) { return c ? a : b; });
   });
@@ -481,7 +466,7 @@ auto convert(C x) {
 void cast_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   DType from = in[0].dtype(), to = out[0].dtype();
   if (from == to) {  // a copy that keeps every bit (NaN payloads included)
-    visit_bits(from, [&](auto tag) {
+    visit_bytes(dtype_size(from), [&](auto tag) {
       using T = typename decltype(tag)::type;
       ew::unary_loop<T, T>(in[0], out[0], [](T x) { return x; });
     });

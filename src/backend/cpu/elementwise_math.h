@@ -67,9 +67,9 @@ inline void exp_n(const float* x, float* y, int64_t n) {
     // The masked forms (all lanes on) avoid g++ 12's -Wmaybe-uninitialized false positive
     // on the unmasked intrinsics' undefined pass-through operand.
     const __m512 zero = _mm512_setzero_ps();
-    __m512 nf = _mm512_mask_roundscale_ps(
-        zero, 0xffff, _mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
-        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 nf = _mm512_mask_roundscale_ps(zero, 0xffff,
+                                          _mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
+                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fmadd_ps(nf, _mm512_set1_ps(-0.693359375f), v);
     r = _mm512_fmadd_ps(nf, _mm512_set1_ps(2.12194440e-4f), r);
     __m512 p = _mm512_set1_ps(1.9875691500e-4f);

@@ -14,22 +14,6 @@ namespace rlx::cpu {
 // Elements per parallel chunk for plain copies.
 inline constexpr int64_t kCopyGrain = 32768;
 
-// Calls f(Tag<E>{}) with an unsigned type of `bytes` bytes: moving data does not care what
-// the bits mean, so one instantiation per element size serves every dtype.
-template <class F>
-decltype(auto) visit_bytes(size_t bytes, F&& f) {
-  switch (bytes) {
-    case 1:
-      return f(Tag<uint8_t>{});
-    case 2:
-      return f(Tag<uint16_t>{});
-    case 4:
-      return f(Tag<uint32_t>{});
-    default:
-      return f(Tag<uint64_t>{});
-  }
-}
-
 using Ins = std::span<const Tensor>;
 using Outs = std::span<Tensor>;
 
