@@ -191,6 +191,11 @@ void add_matmul(CheckTable& t) {
     t.add(matmul_check(r(dt, {9, 64, 32}), transposed(dt, 32, 64, next()),
                        "library, transposed shared rhs"));
   }
+  // Products of at least 256^3 take oneDNN's matmul primitive for f32.
+  t.add(matmul_check(r(DType::f32, {256, 260}), transposed(DType::f32, 260, 272, next()),
+                     "matmul primitive, transposed rhs"));
+  t.add(matmul_check(r(DType::f32, {2, 256, 256}), r(DType::f32, {256, 264}),
+                     "matmul primitive, folded batch"));
   DType dt = DType::f32;
   t.add(matmul_check(r(dt, {4}), r(dt, {4}), "1-D both"));
   t.add(matmul_check(r(dt, {1, 1}), r(dt, {1, 1}), "size 1"));
