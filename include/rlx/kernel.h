@@ -41,6 +41,10 @@ struct KernelContext {
   Device device;
   void* stream = nullptr;                     // the CUDA stream on GPU backends
   const SubgraphRunner* subgraphs = nullptr;  // set for nodes with subgraphs
+  // The output shapes the runtime worked out, which a kernel with
+  // KernelFlags::makes_outputs gives its outputs. An output whose shape depends on the
+  // input values has an empty entry here and arrives undefined.
+  std::span<const std::vector<int64_t>> output_shapes = {};
 };
 
 // Inputs are read-only. Outputs are allocated (contiguous) by the runtime with the
@@ -56,6 +60,9 @@ struct KernelFlags {
   // The kernel reads inputs through their strides. Without it the runtime hands the
   // kernel contiguous inputs (copying the views that are not).
   bool strided_inputs = false;
+  // The kernel assigns its outputs itself (views of its inputs, a subgraph's results), so
+  // the runtime does not allocate them first.
+  bool makes_outputs = false;
 };
 
 struct Kernel {

@@ -159,6 +159,8 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
   std::vector<Tensor> vals(g.num_values());
   for (size_t i = 0; i < args.size(); ++i) vals[size_t(g.args()[i].value.id)] = args[i];
   std::vector<Tensor> ins, outs;
+  std::vector<std::vector<int64_t>> dyn_shapes;
+  std::vector<bool> dyn_known;
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -168,11 +170,10 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
       const Tensor& t = vals[size_t(v.id)];
       ins.push_back(k.flags.strided_inputs || t.is_contiguous() ? t : t.contiguous());
     }
-    outs.assign(n.outputs.size(), Tensor());
-    if (!plan->dynamic[i]) {
-      for (size_t j = 0; j < outs.size(); ++j)
-        outs[j] = Tensor::empty(n.outputs[j].dtype(), plan->shapes[i][j]);
-    } else {
+    // Output shapes: from the plan, or (dynamic nodes) from the tensors now at hand.
+    std::span<const std::vector<int64_t>> shapes = plan->shapes[i];
+    if (plan->dynamic[i]) {
+      dyn_shapes.clear();
       std::vector<TensorType> in;
       for (const Tensor& t : ins) in.push_back(t.type());
       std::vector<TensorType> out;
@@ -181,10 +182,19 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
       } else {
         for (Value v : n.outputs) out.push_back(v.type());
       }
-      for (size_t j = 0; j < outs.size(); ++j)
-        if (all_static(out[j])) outs[j] = Tensor::empty(out[j].dtype, sizes_of(out[j].shape));
+      dyn_known.clear();
+      for (const TensorType& t : out) {
+        dyn_known.push_back(all_static(t));
+        dyn_shapes.push_back(all_static(t) ? sizes_of(t.shape) : std::vector<int64_t>{});
+      }
+      shapes = dyn_shapes;
     }
-    KernelContext ctx{*n.op, n.attrs, device_, nullptr, subgraphs_[i].get()};
+    outs.assign(n.outputs.size(), Tensor());
+    if (!k.flags.makes_outputs)
+      for (size_t j = 0; j < outs.size(); ++j)
+        if (!plan->dynamic[i] || dyn_known[j])
+          outs[j] = Tensor::empty(n.outputs[j].dtype(), shapes[j]);
+    KernelContext ctx{*n.op, n.attrs, device_, nullptr, subgraphs_[i].get(), shapes};
     k.fn(ctx, ins, outs);
     for (size_t j = 0; j < outs.size(); ++j) {
       if (!outs[j].defined() || outs[j].dtype() != n.outputs[j].dtype())

@@ -248,6 +248,19 @@ TEST(SessionControl, SymbolicSubgraphsRunWithEachBinding) {
   }
 }
 
+// A reshape is a view of its (contiguous) input: the runtime allocates nothing for it.
+TEST(SessionViews, ReshapeSharesTheInputBuffer) {
+  Graph g;
+  Value x = g.input("x", TensorType(DType::f32, {2, 3}));
+  g.output(g.apply1("reshape", {x}, {{"shape", IntList{3, 2}}}), "y");
+  CompiledGraph cg = Session().compile(g);
+  Tensor in = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}, {2, 3});
+  Tensor y = cg.run({{"x", in}}).at("y");
+  EXPECT_EQ(y.shape(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(y.buffer(), in.buffer());
+  EXPECT_EQ(y.to_vector<float>(), in.to_vector<float>());
+}
+
 TEST(SessionDevice, UnsupportedDeviceIsAnError) {
   EXPECT_THROW(Session(Device::cuda(0)), NotSupported);
 }

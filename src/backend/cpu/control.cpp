@@ -78,10 +78,11 @@ void scan_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
 }  // namespace
 
 void register_control(KernelRegistry& r) {
-  KernelFlags strided{.strided_inputs = true};
-  add_kernel(r, "cond", cond_kernel, {}, strided);
-  add_kernel(r, "while", while_kernel, {}, strided);
-  add_kernel(r, "scan", scan_kernel, {}, strided);
+  // cond and while return their subgraph's results; scan writes its stacked outputs.
+  KernelFlags results{.strided_inputs = true, .makes_outputs = true};
+  add_kernel(r, "cond", cond_kernel, {}, results);
+  add_kernel(r, "while", while_kernel, {}, results);
+  add_kernel(r, "scan", scan_kernel, {}, {.strided_inputs = true});
 }
 
 }  // namespace rlx::cpu

@@ -112,8 +112,8 @@ void softmax_columns(const T* x, T* y, int64_t outer, int64_t n, int64_t inner, 
   });
 }
 
+template <bool log>
 void softmax_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-  bool log = ctx.op.name == "log_softmax";
   const auto& shape = in[0].shape();
   size_t axis = size_t(norm_axis(ctx.attrs.get_int("axis"), in[0].rank()));
   int64_t outer = prod(shape, 0, axis), n = shape[axis];
@@ -133,8 +133,23 @@ void softmax_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::s
 
 // ---- layer_norm, rms_norm ----------------------------------------------------------
 
-// Normalises contiguous rows of n; the mean and variance take two passes over the row
-// (it is in cache) rather than a one-pass formula that cancels badly.
+// The mean (0 when not centred, as rms_norm wants) and 1 / sqrt(variance + eps) of n
+// values; two passes over them (they are in cache) rather than a one-pass formula that
+// cancels badly.
+template <class C>
+std::pair<C, C> moments(const C* x, int64_t n, C eps, bool center) {
+  C mean = 0, ss = 0;
+  if (center) {
+#pragma omp simd reduction(+ : mean)
+    for (int64_t i = 0; i < n; ++i) mean += x[i];
+    mean /= C(n);
+  }
+#pragma omp simd reduction(+ : ss)
+  for (int64_t i = 0; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
+  return {mean, C(1) / std::sqrt(ss / C(n) + eps)};
+}
+
+// Normalises contiguous rows of n.
 template <class T>
 void trailing_norm(const KernelContext& ctx, std::span<const Tensor> in, Tensor& out, bool rms) {
   using C = compute_t<T>;
@@ -152,15 +167,7 @@ void trailing_norm(const KernelContext& ctx, std::span<const Tensor> in, Tensor&
     for (int64_t r = r0; r < r1; ++r) {
       const C* x = as_compute(x0 + r * n, n, buf);
       T* y = y0 + r * n;
-      C mean = 0, ss = 0;
-      if (!rms) {
-#pragma omp simd reduction(+ : mean)
-        for (int64_t i = 0; i < n; ++i) mean += x[i];
-        mean /= C(n);
-      }
-#pragma omp simd reduction(+ : ss)
-      for (int64_t i = 0; i < n; ++i) ss += (x[i] - mean) * (x[i] - mean);
-      C inv = C(1) / std::sqrt(ss / C(n) + eps);
+      auto [mean, inv] = moments(x, n, eps, !rms);
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) {
         C v = (x[i] - mean) * inv;
@@ -172,9 +179,9 @@ void trailing_norm(const KernelContext& ctx, std::span<const Tensor> in, Tensor&
   });
 }
 
+template <bool rms>
 void layer_norm_kernel(const KernelContext& ctx, std::span<const Tensor> in,
                        std::span<Tensor> out) {
-  bool rms = ctx.op.name == "rms_norm";
   float_visit(ctx, in[0],
               [&](auto tag) { trailing_norm<typename decltype(tag)::type>(ctx, in, out[0], rms); });
 }
@@ -197,13 +204,7 @@ void group_norm(const KernelContext& ctx, std::span<const Tensor> in, Tensor& ou
     for (int64_t b = b0; b < b1; ++b) {
       const C* x = as_compute(x0 + b * m, m, buf);
       T* y = y0 + b * m;
-      C mean = 0, ss = 0;
-#pragma omp simd reduction(+ : mean)
-      for (int64_t i = 0; i < m; ++i) mean += x[i];
-      mean /= C(m);
-#pragma omp simd reduction(+ : ss)
-      for (int64_t i = 0; i < m; ++i) ss += (x[i] - mean) * (x[i] - mean);
-      C inv = C(1) / std::sqrt(ss / C(m) + eps);
+      auto [mean, inv] = moments(x, m, eps, true);
       for (int64_t c = 0; c < cpg; ++c) {
         int64_t cc = (b % groups) * cpg + c;
         C a = inv * scale[size_t(cc)], off = bias[size_t(cc)];
@@ -237,12 +238,12 @@ void batch_norm(const KernelContext& ctx, std::span<const Tensor> in, Tensor& ou
   });
 }
 
+template <bool group>
 void channel_norm_kernel(const KernelContext& ctx, std::span<const Tensor> in,
                          std::span<Tensor> out) {
-  bool group = ctx.op.name == "group_norm";
   float_visit(ctx, in[0], [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (group)
+    if constexpr (group)
       group_norm<T>(ctx, in, out[0]);
     else
       batch_norm<T>(ctx, in, out[0]);
@@ -395,10 +396,14 @@ void register_nn(KernelRegistry& r) {
     KernelFn fn;
   };
   const Entry floats[] = {
-      {"softmax", softmax_kernel},         {"log_softmax", softmax_kernel},
-      {"layer_norm", layer_norm_kernel},   {"rms_norm", layer_norm_kernel},
-      {"group_norm", channel_norm_kernel}, {"batch_norm", channel_norm_kernel},
-      {"dropout", dropout_kernel},         {"cross_entropy", cross_entropy_kernel},
+      {"softmax", softmax_kernel<false>},
+      {"log_softmax", softmax_kernel<true>},
+      {"layer_norm", layer_norm_kernel<false>},
+      {"rms_norm", layer_norm_kernel<true>},
+      {"group_norm", channel_norm_kernel<true>},
+      {"batch_norm", channel_norm_kernel<false>},
+      {"dropout", dropout_kernel},
+      {"cross_entropy", cross_entropy_kernel},
   };
   for (const Entry& e : floats) add_kernel(r, e.op, e.fn, dtype_in(kFloat));
   add_kernel(r, "embedding", embedding_kernel);

@@ -150,7 +150,10 @@ const char* at(const Tensor& t, int64_t elem_offset) {
 }
 
 // reshape, expand_dims, squeeze: the output is the contiguous input under a new shape.
-void view_kernel(const KernelContext&, Ins in, Outs out) { out[0] = in[0].reshape(out[0].shape()); }
+// Inputs arrive contiguous, so the reshape is a view: no copy, no output allocation.
+void view_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  out[0] = in[0].reshape(ctx.output_shapes[0]);
+}
 
 void transpose_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor& x = in[0];
@@ -357,7 +360,8 @@ void iota_kernel(const KernelContext& ctx, Ins, Outs out) {
 
 void register_shape(KernelRegistry& r) {
   KernelFlags strided{.strided_inputs = true};
-  for (const char* op : {"reshape", "expand_dims", "squeeze"}) add_kernel(r, op, view_kernel);
+  for (const char* op : {"reshape", "expand_dims", "squeeze"})
+    add_kernel(r, op, view_kernel, {}, {.makes_outputs = true});
   struct Entry {
     const char* op;
     void (*fn)(const KernelContext&, Ins, Outs);
