@@ -85,6 +85,7 @@ struct RuleArgs {
   std::span<const Value> inputs;
   std::span<const Value> outputs;  // empty for decompose
   std::span<const SubgraphPtr> subgraphs;
+  const OpDef* op = nullptr;  // the op the rule belongs to (set by the transforms)
 };
 
 struct VmapResult {
@@ -95,11 +96,14 @@ struct VmapResult {
 using InferFn = std::function<std::vector<TensorType>(const InferContext&)>;
 // Returns the op's outputs built from more primitive ops.
 using DecomposeFn = std::function<std::vector<Value>(const RuleArgs&)>;
-// Returns one cotangent per input; an invalid Value means "no gradient".
+// Returns one cotangent per input; an invalid Value means "no gradient". Every output
+// of a float dtype gets a valid cotangent (zeros where the loss does not depend on it).
 using VjpFn = std::function<std::vector<Value>(const RuleArgs&, std::span<const Value> cotangents)>;
-// Returns one tangent per output; input tangents may be invalid (zero).
+// Returns one tangent per output (invalid: zero); input tangents may be invalid (zero),
+// but at least one is valid.
 using JvpFn = std::function<std::vector<Value>(const RuleArgs&, std::span<const Value> tangents)>;
-// in_axes[i] is the batch axis of input i, or -1 when it is not batched.
+// in_axes[i] is the batch axis of input i (in [0, rank)), or -1 when it is not batched;
+// at least one input is batched. Returns the batched outputs and their batch axes.
 using VmapFn = std::function<VmapResult(const RuleArgs&, std::span<const int> in_axes)>;
 
 inline constexpr int kVariadic = -1;
