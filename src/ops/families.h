@@ -13,6 +13,8 @@ void register_shape_ops(OpRegistry& r);        // reshape … nonzero, constant,
 void register_nn_ops(OpRegistry& r);           // softmax … attention, cross_entropy
 void register_random_ops(OpRegistry& r);       // uniform, normal
 void register_control_ops(OpRegistry& r);      // cond, while, scan
+void register_autodiff_ops(OpRegistry& r);     // reshape_like, broadcast_like, stop_gradient…
+void register_window_grad_ops(OpRegistry& r);  // backward ops of pools / resize
 
 inline void register_core_ops(OpRegistry& r) {
   register_elementwise_ops(r);
@@ -22,6 +24,8 @@ inline void register_core_ops(OpRegistry& r) {
   register_nn_ops(r);
   register_random_ops(r);
   register_control_ops(r);
+  register_autodiff_ops(r);
+  register_window_grad_ops(r);
 }
 
 }  // namespace rlx::detail

@@ -14,5 +14,7 @@ void register_pool(KernelRegistry& r);         // pool.cpp: pools, resize
 void register_nn(KernelRegistry& r);           // nn.cpp: norms, softmax, attention, losses
 void register_random(KernelRegistry& r);       // random.cpp
 void register_control(KernelRegistry& r);      // control.cpp: cond, while, scan
+void register_autodiff(KernelRegistry& r);     // autodiff.cpp: reshape_like, broadcast_like…
+void register_window_grad(KernelRegistry& r);  // window_grad.cpp: pool / resize backward
 
 }  // namespace rlx::cpu

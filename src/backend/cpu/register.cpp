@@ -20,6 +20,8 @@ void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_nn(registry);
   cpu::register_random(registry);
   cpu::register_control(registry);
+  cpu::register_autodiff(registry);
+  cpu::register_window_grad(registry);
 }
 
 }  // namespace rlx
