@@ -70,7 +70,7 @@ Value prod_partial(const RuleArgs& a) {
   Value x = a.inputs[0];
   IntList axes = reduced_axes(a);
   Value zero = op("eq", {x, scalar_like(x, 0)});
-  Value nz = rules::sum(cast_like(zero, x), axes, true);
+  Value nz = rules::sum_over(cast_like(zero, x), axes, true);
   Value safe = op("select", {zero, scalar_like(x, 1), x});
   Value p = op("prod", {safe}, {{"axes", axes}, {"keepdims", true}});
   Value at_zero = p * cast_like(op("eq", {nz, scalar_like(nz, 1)}), x);
@@ -83,7 +83,7 @@ Value prod_partial(const RuleArgs& a) {
 Value extreme_partial(const RuleArgs& a) {
   Value x = a.inputs[0];
   Value mask = cast_like(op("eq", {x, keep_dims(a, a.outputs[0])}), x);
-  return mask / rules::sum(mask, reduced_axes(a), true);
+  return mask / rules::sum_over(mask, reduced_axes(a), true);
 }
 
 Value logsumexp_partial(const RuleArgs& a) { return exp(a.inputs[0] - keep_dims(a, a.outputs[0])); }
@@ -125,32 +125,24 @@ ReduceRules linear_reduce(bool mean) {
               std::optional<int64_t> n = numel(reduced);
               // A symbolic count is counted at run time.
               ct = n ? ct * (1.0 / double(*n))
-                     : ct / rules::sum(rules::ones_like(x), reduced_axes(a), true);
+                     : ct / rules::sum_over(rules::ones_like(x), reduced_axes(a), true);
             }
             return {rules::broadcast_like(ct, x)};
           },
           rules::linear_jvp};
 }
 
-// Reductions under vmap: the batch moves to axis 0 and the axes shift past it. "All
-// axes" (empty) is spelled out first, since it must not reduce the batch; a rank-0
-// input gains a size-1 axis to reduce instead.
+// Reductions under vmap: the axes shift past the batch (moved to 0). A rank-0 input
+// (where "all axes" is none) reduces a size-1 axis added after the batch instead.
 VmapResult vmap_reduce(const RuleArgs& a, std::span<const int> in_axes) {
-  Value x = rules::moveaxis(a.inputs[0], in_axes[0], 0);
-  int64_t rank = x.rank() - 1;
-  Attrs attrs = a.attrs;
-  IntList axes = attrs.get_ints("axes");
-  if (rank == 0) {
-    x = rules::expand_dims(x, {1});
+  if (a.inputs[0].rank() == 1) {
+    Value x = rules::expand_dims(a.inputs[0], {1});
+    Attrs attrs = a.attrs;
     attrs.set("axes", IntList{1}).set("keepdims", false);
     return {{op(rules::rule_op_name(a), {x}, attrs)}, {0}};
   }
-  if (axes.empty())
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  for (int64_t& ax : axes) ax = ax < 0 ? ax + rank : ax;
-  for (int64_t& ax : axes) ++ax;
-  attrs.set("axes", axes);
-  return {{op(rules::rule_op_name(a), {x}, attrs)}, {0}};
+  static constexpr const char* kAxes[] = {"axes"};
+  return rules::vmap_shift_axes(a, in_axes, kAxes);
 }
 
 VmapResult vmap_axis(const RuleArgs& a, std::span<const int> in_axes) {
