@@ -59,9 +59,8 @@ Value merge_axes(Value v, int64_t axis) {
   const Shape& s = v.shape();
   int64_t r = v.rank();
   const Dim &a = s[size_t(axis)], &b = s[size_t(axis + 1)];
-  int64_t merged = a.is_static() && b.is_static() && a.value() * b.value() > 0
-                       ? a.value() * b.value()
-                       : -1;
+  int64_t merged =
+      a.is_static() && b.is_static() && a.value() * b.value() > 0 ? a.value() * b.value() : -1;
   IntList spec = concat(copies(axis), {merged});
   if (writable(s, size_t(axis + 2))) {
     for (size_t i = size_t(axis + 2); i < s.size(); ++i) spec.push_back(s[i].value());
@@ -282,7 +281,8 @@ VmapResult conv_vmap(const RuleArgs& a, std::span<const int> in_axes) {
     if (!batch.is_static()) return rules::vmap_by_scan(a, in_axes);
     Value x = xb ? in[0] : rules::materialize_batch(in[0], in[1], 0);
     std::vector<Value> ins = {merge_axes(rules::moveaxis(x, 0, 1), 1), merge_axes(in[1], 0)};
-    if (has_bias) ins.push_back(merge_axes(bb ? in[2] : rules::materialize_batch(in[2], in[1], 0), 0));
+    if (has_bias)
+      ins.push_back(merge_axes(bb ? in[2] : rules::materialize_batch(in[2], in[1], 0), 0));
     Attrs at = a.attrs;
     at.set("groups", a.attrs.get_int("groups") * batch.value());
     Value y = op(name, ins, at);  // [N, B * M, O...]

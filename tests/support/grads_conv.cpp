@@ -47,7 +47,10 @@ GradTable grads_conv() {
   // The pools are piecewise linear (max) or linear (avg): their hvp must be 0.
   add("max_pool", {{1, 2, 4, 4}}, {{"kernel_shape", I{2, 2}}, {"strides", I{2, 2}}}, "2x2/2");
   add("max_pool", {{1, 1, 5, 5}},
-      {{"kernel_shape", I{3, 3}}, {"strides", I{2, 2}}, {"pads", I{1, 1, 1, 1}}, {"ceil_mode", true}},
+      {{"kernel_shape", I{3, 3}},
+       {"strides", I{2, 2}},
+       {"pads", I{1, 1, 1, 1}},
+       {"ceil_mode", true}},
       "overlapping, pads, ceil");
   add("max_pool", {{2, 2, 7}}, {{"kernel_shape", I{3}}, {"dilations", I{2}}}, "1-D dilation");
   add("max_pool", {{1, 1, 3, 3, 3}}, {{"kernel_shape", I{2, 2, 2}}, {"auto_pad", "same_upper"}},
@@ -79,8 +82,8 @@ GradTable grads_conv() {
       "linear scales, align_corners");
   add("resize", {{2, 3}}, {{"sizes", I{5, 2}}, {"coordinate_transformation", "asymmetric"}},
       "nearest");
-  add("resize", {{5}}, {{"mode", "linear"}, {"sizes", I{8}}, {"coordinate_transformation", "asymmetric"}},
-      "1-D");
+  add("resize", {{5}},
+      {{"mode", "linear"}, {"sizes", I{8}}, {"coordinate_transformation", "asymmetric"}}, "1-D");
   add("resize", {{2, 3, 2}}, {{"mode", "linear"}, {"scales", F{1.5, 1, 2}}}, "every dim");
 
   // The backward ops: linear in their second input, piecewise constant in x.

@@ -49,8 +49,7 @@ struct Windows {
     for (int64_t kd = D.first[od]; kd < D.last[od]; ++kd)
       for (int64_t kh = H.first[oh]; kh < H.last[oh]; ++kh) {
         int64_t row = w.in_off(D.start[od] + kd * w.dil[0], H.start[oh] + kh * w.dil[1], 0);
-        for (int64_t kw = W.first[ow]; kw < W.last[ow]; ++kw)
-          f(row + W.start[ow] + kw * w.dil[2]);
+        for (int64_t kw = W.first[ow]; kw < W.last[ow]; ++kw) f(row + W.start[ow] + kw * w.dil[2]);
       }
   }
   // avg_pool's divisor of output (od, oh, ow).
@@ -105,8 +104,7 @@ void each_output(const Window& w, F&& f) {
 // max_pool_grad / avg_pool_grad (inputs x, ct; output like x): per plane, each output's
 // cotangent added to its window (at the argmax, or to every tap over the divisor).
 template <bool kMax>
-void pool_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
-                      std::span<Tensor> out) {
+void pool_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   const Tensor &x = in[0], &ct = in[1];
   Tensor& dx = out[0];
   if (dx.numel() == 0) return;
