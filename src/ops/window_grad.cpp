@@ -46,6 +46,22 @@ void expect_shape(const InferContext& ctx, const Shape& want, std::string_view r
     unify_dims(ctx, want[d], ctx.shape(1)[d], cat("dims of input 1 and ", role));
 }
 
+// The forward op's output type for x, its errors reported under this op's name.
+TensorType forward_type(const InferContext& ctx, const OpDef& fwd) {
+  auto own = [&](const Error& e) {  // "[fwd] message" -> "message"
+    std::string m = e.what();
+    size_t at = m.find("] ");
+    return at == std::string::npos ? m : m.substr(at + 2);
+  };
+  try {
+    return infer_types(fwd, ctx.inputs().first(1), ctx.attrs(), {})[0];
+  } catch (const TypeError& e) {
+    ctx.fail_type(own(e));
+  } catch (const ValueError& e) {
+    ctx.fail(own(e));
+  }
+}
+
 }  // namespace
 
 void register_window_grad_ops(OpRegistry& r) {
@@ -59,7 +75,7 @@ void register_window_grad_ops(OpRegistry& r) {
     d.infer = [&fwd, s](const InferContext& ctx) {
       expect_float(ctx, 0);
       expect_same_dtype(ctx, 0, 1);
-      TensorType y = infer_types(fwd, ctx.inputs().first(1), ctx.attrs(), {})[0];
+      TensorType y = forward_type(ctx, fwd);
       if (s.to_input) {
         expect_shape(ctx, y.shape, cat(s.forward, "'s output"));
         return std::vector<TensorType>{ctx.input(0)};
