@@ -109,9 +109,10 @@ TEST(Init, DeterministicInTheSeed) {
   // experiments rely on it).
   EXPECT_EQ(uniform({3}, 0, 1, 3, DType::f64).to_doubles(),
             (std::vector<double>{0x1.9be04381a997dp-1, 0x1.07e9b6f85767p-5, 0x1.3640f8597fea8p-1}));
-  EXPECT_EQ(
-      normal({3}, 0, 1, 3, DType::f64).to_doubles(),
-      (std::vector<double>{0x1.c50c879171d9cp+0, 0x1.73ea7065a7a03p-2, 0x1.012aee3ffcf83p+0}));
+  // Normal goes through libm's log / cos / sin: equal up to their last-bit differences.
+  std::vector<double> n = normal({3}, 0, 1, 3, DType::f64).to_doubles();
+  std::vector<double> want = {0x1.c50c879171d9cp+0, 0x1.73ea7065a7a03p-2, 0x1.012aee3ffcf83p+0};
+  for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(n[i], want[i], 1e-14);
 }
 
 TEST(Init, DtypesAndShapes) {
