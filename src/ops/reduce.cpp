@@ -70,7 +70,7 @@ Value prod_partial(const RuleArgs& a) {
   Value x = a.inputs[0];
   IntList axes = reduced_axes(a);
   Value zero = op("eq", {x, scalar_like(x, 0)});
-  Value nz = rules::sum_over(cast_like(zero, x), axes, true);
+  Value nz = rules::sum(cast_like(zero, x), axes, true);
   Value safe = op("select", {zero, scalar_like(x, 1), x});
   Value p = op("prod", {safe}, {{"axes", axes}, {"keepdims", true}});
   Value at_zero = p * cast_like(op("eq", {nz, scalar_like(nz, 1)}), x);
@@ -83,7 +83,7 @@ Value prod_partial(const RuleArgs& a) {
 Value extreme_partial(const RuleArgs& a) {
   Value x = a.inputs[0];
   Value mask = cast_like(op("eq", {x, keep_dims(a, a.outputs[0])}), x);
-  return mask / rules::sum_over(mask, reduced_axes(a), true);
+  return mask / rules::sum(mask, reduced_axes(a), true);
 }
 
 Value logsumexp_partial(const RuleArgs& a) { return exp(a.inputs[0] - keep_dims(a, a.outputs[0])); }
@@ -125,7 +125,7 @@ ReduceRules linear_reduce(bool mean) {
               std::optional<int64_t> n = numel(reduced);
               // A symbolic count is counted at run time.
               ct = n ? ct * (1.0 / double(*n))
-                     : ct / rules::sum_over(rules::ones_like(x), reduced_axes(a), true);
+                     : ct / rules::sum(rules::ones_like(x), reduced_axes(a), true);
             }
             return {rules::broadcast_like(ct, x)};
           },
