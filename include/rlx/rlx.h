@@ -11,11 +11,15 @@
 #include "rlx/literal.h"
 #include "rlx/npy.h"
 #include "rlx/op.h"
+#include "rlx/rules.h"
 #include "rlx/ops.h"
+#include "rlx/safetensors.h"
 #include "rlx/session.h"
 #include "rlx/shape.h"
 #include "rlx/tensor.h"
 #include "rlx/text.h"
+#include "rlx/train.h"
+#include "rlx/transforms.h"
 #include "rlx/verify.h"
 
 namespace rlx {
