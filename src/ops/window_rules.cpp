@@ -283,8 +283,9 @@ VmapResult conv_vmap(const RuleArgs& a, std::span<const int> in_axes) {
       ins.push_back(merge_axes(bb ? in[2] : rules::materialize_batch(in[2], in[1], 0), 0));
     Attrs at = a.attrs;
     at.set("groups", a.attrs.get_int("groups") * batch.value());
-    Value y = op(name, ins, at);  // [N, B * M, O...]
-    return {{split_axis(y, 1, batch, Dim::unknown())}, {1}};  // M inferred
+    // [N, B * M, O...] split into [N, B, M, O...] (M inferred: vmap rules see no outputs).
+    Value y = op(name, ins, at);
+    return {{split_axis(y, 1, batch, Dim::unknown())}, {1}};
   }
   Value y;
   if (xb) {  // the batch joins N
