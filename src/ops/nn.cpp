@@ -5,6 +5,8 @@
 
 #include "ops/families.h"
 #include "ops/infer_util.h"
+#include "ops/nn_rules.h"
+#include "ops/window_rules.h"
 
 namespace rlx::detail {
 
@@ -43,9 +45,12 @@ void register_softmax(OpRegistry& r) {
   struct Entry {
     const char* name;
     const char* doc;
+    VjpFn vjp;
+    JvpFn jvp;
   };
-  for (const Entry& e : {Entry{"softmax", "exp(x) / sum(exp(x)) along `axis`."},
-                         Entry{"log_softmax", "x - logsumexp(x) along `axis`."}}) {
+  for (const Entry& e :
+       {Entry{"softmax", "exp(x) / sum(exp(x)) along `axis`.", softmax_vjp, softmax_jvp},
+        Entry{"log_softmax", "x - logsumexp(x) along `axis`.", log_softmax_vjp, log_softmax_jvp}}) {
     OpDef d;
     d.name = e.name;
     d.arity(1).attr("axis", AttrKind::Int, AttrValue(-1));
@@ -55,6 +60,9 @@ void register_softmax(OpRegistry& r) {
       normalize_axis(ctx, ctx.attrs().get_int("axis"), ctx.rank(0));
       return one(ctx.input(0));
     };
+    d.vjp = e.vjp;
+    d.jvp = e.jvp;
+    d.vmap = softmax_vmap;
     r.add(std::move(d));
   }
 }
@@ -82,6 +90,9 @@ void register_trailing_norms(OpRegistry& r) {
       .attr("epsilon", AttrKind::Float, AttrValue(1e-5));
   ln.doc = "(x - mean) / sqrt(var + epsilon) * scale + bias over axes [axis, rank).";
   ln.infer = infer_trailing_norm;
+  ln.vjp = layer_norm_vjp;
+  ln.jvp = layer_norm_jvp;
+  ln.vmap = trailing_norm_vmap;
   r.add(std::move(ln));
 
   OpDef rms;
@@ -91,6 +102,9 @@ void register_trailing_norms(OpRegistry& r) {
       .attr("epsilon", AttrKind::Float, AttrValue(1e-6));
   rms.doc = "x / sqrt(mean(x^2) + epsilon) * scale over axes [axis, rank).";
   rms.infer = infer_trailing_norm;
+  rms.vjp = rms_norm_vjp;
+  rms.jvp = rms_norm_jvp;
+  rms.vmap = trailing_norm_vmap;
   r.add(std::move(rms));
 }
 
@@ -122,6 +136,9 @@ void register_channel_norms(OpRegistry& r) {
   gn.arity(3).attr("num_groups", AttrKind::Int).attr("epsilon", AttrKind::Float, AttrValue(1e-5));
   gn.doc = "Normalises x [N, C, ...] over each group of C/num_groups channels; scale, bias [C].";
   gn.infer = infer_channel_norm;
+  gn.vjp = group_norm_vjp;
+  gn.jvp = group_norm_jvp;
+  gn.vmap = group_norm_vmap;
   r.add(std::move(gn));
 
   OpDef bn;
@@ -131,6 +148,9 @@ void register_channel_norms(OpRegistry& r) {
       "Inference batch norm of x [N, C, ...]: (x - mean) / sqrt(var + epsilon) * scale "
       "+ bias, with scale, bias, mean, var [C].";
   bn.infer = infer_channel_norm;
+  bn.vjp = batch_norm_vjp;
+  bn.jvp = batch_norm_jvp;
+  bn.vmap = batch_norm_vmap;
   r.add(std::move(bn));
 }
 
@@ -189,6 +209,9 @@ void register_attention(OpRegistry& r) {
       "softmax(q k^T * scale + bias, masked) v; q [..., Sq, D], k [..., Sk, D], "
       "v [..., Sk, Dv]; scale 0 means 1/sqrt(D).";
   d.infer = infer_attention;
+  d.vjp = attention_vjp;
+  d.jvp = attention_jvp;
+  d.vmap = attention_vmap;
   r.add(std::move(d));
 }
 
@@ -206,6 +229,9 @@ void register_embedding(OpRegistry& r) {
     out.push_back(ctx.shape(0)[1]);
     return one({ctx.dtype(0), out});
   };
+  d.vjp = embedding_vjp;
+  d.jvp = embedding_jvp;
+  d.vmap = embedding_vmap;
   r.add(std::move(d));
 }
 
@@ -225,6 +251,9 @@ void register_dropout(OpRegistry& r) {
     if (!(rate >= 0.0 && rate < 1.0)) ctx.fail("expected rate in [0, 1), got ", rate);
     return one(ctx.input(0));
   };
+  d.vjp = dropout_vjp;
+  d.jvp = dropout_jvp;
+  d.vmap = dropout_vmap;
   r.add(std::move(d));
 }
 
@@ -263,6 +292,9 @@ void register_cross_entropy(OpRegistry& r) {
       "Softmax cross entropy of logits [..., C] against integer labels [...] or "
       "probabilities [..., C]; reduced by mean, sum or none.";
   d.infer = infer_cross_entropy;
+  d.vjp = cross_entropy_vjp;
+  d.jvp = cross_entropy_jvp;
+  d.vmap = cross_entropy_vmap;
   r.add(std::move(d));
 }
 
@@ -444,6 +476,9 @@ void register_convs(OpRegistry& r) {
       "Convolution (cross-correlation) of x [N, C, D...] with w [M, C/groups, K...], "
       "plus bias [M]: [N, M, O...].";
   c.infer = infer_conv;
+  c.vjp = conv_vjp;
+  c.jvp = conv_jvp;
+  c.vmap = conv_vmap;
   r.add(std::move(c));
 
   OpDef t;
@@ -456,6 +491,9 @@ void register_convs(OpRegistry& r) {
       "Transposed convolution of x [N, C, D...] with w [C, M/groups, K...], plus bias "
       "[M]: [N, M, O...].";
   t.infer = infer_conv_transpose;
+  t.vjp = conv_transpose_vjp;
+  t.jvp = conv_jvp;
+  t.vmap = conv_vmap;
   r.add(std::move(t));
 }
 
@@ -488,6 +526,9 @@ void register_pools(OpRegistry& r) {
     d.doc = cat(avg ? "Mean" : "Maximum", " over sliding windows of x [N, C, D...] ",
                 "(ONNX output-size rules, floor or ceil mode).");
     d.infer = infer_pool;
+    d.vjp = avg ? avg_pool_vjp : max_pool_vjp;
+    d.jvp = avg ? JvpFn(rules::linear_jvp) : JvpFn(max_pool_jvp);
+    d.vmap = pool_vmap;
     r.add(std::move(d));
   }
   for (const char* name : {"global_max_pool", "global_avg_pool"}) {
@@ -496,6 +537,10 @@ void register_pools(OpRegistry& r) {
     d.arity(1);
     d.doc = cat(d.name == "global_max_pool" ? "Maximum" : "Mean",
                 " over all spatial dims: [N, C, ...] -> [N, C, 1, ..., 1].");
+    bool max = d.name == "global_max_pool";
+    d.vjp = max ? global_max_pool_vjp : global_avg_pool_vjp;
+    d.jvp = max ? JvpFn(global_max_pool_jvp) : JvpFn(rules::linear_jvp);
+    d.vmap = pool_vmap;
     d.infer = [](const InferContext& ctx) {
       expect_float(ctx, 0);
       spatial_rank(ctx, true);
@@ -564,6 +609,9 @@ void register_resize(OpRegistry& r) {
       "Resamples every dim of x to sizes[i] or floor(dim * scales[i]) by nearest or "
       "(multi)linear interpolation.";
   d.infer = infer_resize;
+  d.vjp = resize_vjp;
+  d.jvp = rules::linear_jvp;
+  d.vmap = resize_vmap;
   r.add(std::move(d));
 }
 
