@@ -29,6 +29,7 @@ enum class Trait : uint32_t {
   control = 1u << 7,            // has subgraphs that it runs (cond, while, scan)
   nondifferentiable = 1u << 8,  // outputs carry no gradient (comparisons, argmax, …)
   shape_op = 1u << 9,           // moves or selects data without arithmetic
+  checkpoint = 1u << 10,        // ends a rematerialisation segment (Remat::checkpoints)
 };
 constexpr Trait operator|(Trait a, Trait b) { return Trait(uint32_t(a) | uint32_t(b)); }
 constexpr bool has_trait(Trait set, Trait t) { return (uint32_t(set) & uint32_t(t)) != 0; }

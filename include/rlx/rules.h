@@ -31,7 +31,8 @@ Value stop_gradient(Value x);
 // x with size-1 axes inserted at `axes` (the output positions, sorted), e.g. to undo a
 // reduction without keepdims before broadcasting back.
 Value expand_dims(Value x, IntList axes);
-Value sum(Value x, IntList axes, bool keepdims = false);
+// Sum over axes; unlike the op, an empty list sums nothing (x itself is returned).
+Value sum_over(Value x, IntList axes, bool keepdims = false);
 // Moves axis `from` of x to position `to` (both may be negative).
 Value moveaxis(Value x, int64_t from, int64_t to);
 
@@ -57,8 +58,9 @@ std::vector<Value> all_batched_front(const RuleArgs& a, std::span<const int> in_
 // Applies the op and returns outputs batched at 0.
 VmapResult vmap_elementwise(const RuleArgs& a, std::span<const int> in_axes);
 // Moves batch axes to 0 (materialising unbatched inputs when `all_inputs`), shifts the
-// listed Int / Ints axis attributes by one (negative axes stay as they are), and applies
-// the op: for ops whose semantics are per-axis (reductions, softmax, concat, sort…).
+// listed Int / Ints axis attributes by one (negative axes stay as they are; an empty Ints
+// list is read as "every axis of input 0"), and applies the op: for ops whose semantics
+// are per-axis (reductions, softmax, concat, sort…). Outputs are batched at 0.
 VmapResult vmap_shift_axes(const RuleArgs& a, std::span<const int> in_axes,
                            std::span<const char* const> axis_attrs, bool all_inputs = false);
 // The generic fallback: a `scan` over the batch that applies the op to one element at a

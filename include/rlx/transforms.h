@@ -56,10 +56,13 @@ std::unique_ptr<Graph> jvp(const Graph& g, const std::vector<std::string>& wrt =
 // Inputs: g's args, then "tan.<arg>" for each wrt arg. Outputs: "hvp.<arg>".
 std::unique_ptr<Graph> hvp(const Graph& g, const GradOptions& options = {});
 
+// A batch axis that means "not batched".
+inline constexpr int kNotBatched = -1000000;
+
 struct VmapOptions {
-  // Batch axis of each arg, by name (negative counts from the end of the batched rank).
-  // Args not listed use default_in_axis; -1 there means "not batched". Params are
-  // never batched unless listed.
+  // Batch axis of each arg, by name (negative counts from the end of the batched rank;
+  // kNotBatched: not batched). Args not listed use default_in_axis for inputs and are not
+  // batched for params.
   std::map<std::string, int, std::less<>> in_axes;
   int default_in_axis = 0;
   // Batch axis of each output, by name (negative counts from the end); default 0.
@@ -80,8 +83,7 @@ std::unique_ptr<Graph> jacrev(const Graph& g, const std::vector<std::string>& wr
 namespace transform {
 // Inputs: g's args, then one cotangent per output (for every output whose dtype is
 // float; others get none). Outputs: one gradient per wrt arg (zeros when unreachable).
-std::unique_ptr<Graph> vjp(const Graph& g, const std::vector<int>& wrt,
-                           Remat remat = Remat::none);
+std::unique_ptr<Graph> vjp(const Graph& g, const std::vector<int>& wrt, Remat remat = Remat::none);
 // Inputs: g's args, then one tangent per wrt arg. Outputs: g's outputs, then one tangent
 // per float output (zeros when unreachable).
 std::unique_ptr<Graph> jvp(const Graph& g, const std::vector<int>& wrt);

@@ -2,6 +2,7 @@
 // broadcasting, select, clamp and cast. Families of similar ops are registered from tables.
 #include <cmath>
 
+#include "ops/elementwise_rules.h"
 #include "ops/families.h"
 #include "ops/infer_util.h"
 
@@ -122,6 +123,7 @@ void register_unary(OpRegistry& r, const UnarySpec& s) {
     DType out = to_bool ? DType::boolean : ctx.dtype(0);
     return std::vector<TensorType>{{out, ctx.shape(0)}};
   };
+  set_unary_rules(d, d.has(Trait::nondifferentiable) ? nullptr : unary_deriv(s.name));
   r.add(std::move(d));
 }
 
@@ -178,6 +180,7 @@ void register_binary(OpRegistry& r, const BinarySpec& s) {
     DType out = to_bool ? DType::boolean : ctx.dtype(0);
     return std::vector<TensorType>{{out, broadcast_shapes(ctx, ctx.shape(0), ctx.shape(1))}};
   };
+  set_binary_rules(d, d.has(Trait::nondifferentiable) ? nullptr : binary_deriv(s.name));
   r.add(std::move(d));
 }
 
@@ -192,6 +195,7 @@ void register_select(OpRegistry& r) {
     expect_same_dtype(ctx, 1, 2);
     return std::vector<TensorType>{{ctx.dtype(1), broadcast_all(ctx)}};
   };
+  set_select_rules(d);
   r.add(std::move(d));
 }
 
@@ -207,6 +211,7 @@ void register_clamp(OpRegistry& r) {
     expect_numeric(ctx, 0);
     return std::vector<TensorType>{{ctx.dtype(0), broadcast_all(ctx)}};
   };
+  set_clamp_rules(d);
   r.add(std::move(d));
 }
 
@@ -219,6 +224,7 @@ void register_cast(OpRegistry& r) {
   d.infer = [](const InferContext& ctx) {
     return std::vector<TensorType>{{ctx.attrs().get_dtype("dtype"), ctx.shape(0)}};
   };
+  set_cast_rules(d);
   r.add(std::move(d));
 }
 

@@ -1,8 +1,11 @@
-// Linear algebra: matmul (NumPy) and dot_general (XLA DotGeneral).
+// Linear algebra: matmul (NumPy) and dot_general (XLA DotGeneral), with their vjp / jvp
+// / vmap rules.
 #include <algorithm>
+#include <numeric>
 
 #include "ops/families.h"
 #include "ops/infer_util.h"
+#include "rlx/rules.h"
 
 namespace rlx::detail {
 
@@ -90,6 +93,180 @@ Types infer_dot_general(const InferContext& ctx) {
   return {{ctx.dtype(0), out}};
 }
 
+// ---- rules --------------------------------------------------------------------------
+
+IntList range(int64_t lo, int64_t hi) {
+  IntList v;
+  for (int64_t i = lo; i < hi; ++i) v.push_back(i);
+  return v;
+}
+
+IntList concat(IntList a, const IntList& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// x with its last two axes swapped (the perm is static: ranks are).
+Value swap_last2(Value x) {
+  IntList perm = range(0, x.rank());
+  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+  return op("transpose", {x}, {{"perm", perm}});
+}
+
+Value dot_general(Value lhs, Value rhs, IntList lc, IntList rc, IntList lb = {}, IntList rb = {}) {
+  return op("dot_general", {lhs, rhs},
+            {{"lhs_contracting", std::move(lc)},
+             {"rhs_contracting", std::move(rc)},
+             {"lhs_batch", std::move(lb)},
+             {"rhs_batch", std::move(rb)}});
+}
+
+// dA = ct @ B^T, dB = A^T @ ct on the operands as matrices (1-D ones as a row / column),
+// summed over broadcast batch dims. When one operand has no batch dims (a weight), its
+// gradient contracts the other's batch dims in one product instead of summing a batch of
+// per-example products afterwards.
+std::vector<Value> matmul_vjp(const RuleArgs& a, std::span<const Value> cts) {
+  Value x = a.inputs[0], y = a.inputs[1];
+  if (!is_float(x.dtype())) return {Value{}, Value{}};
+  bool xv = x.rank() == 1, yv = y.rank() == 1;
+  Value x2 = xv ? rules::expand_dims(x, {0}) : x;
+  Value y2 = yv ? rules::expand_dims(y, {1}) : y;
+  Value ct = cts[0];
+  int64_t r = ct.rank() + int64_t(xv) + int64_t(yv);  // the rank of the matrix product
+  IntList unit;                                       // the axes that 1-D operands dropped
+  if (xv) unit.push_back(r - 2);
+  if (yv) unit.push_back(r - 1);
+  if (!unit.empty()) ct = rules::expand_dims(ct, unit);
+  int64_t nx = x2.rank() - 2, ny = y2.rank() - 2, nb = r - 2;  // batch ranks
+  Value dx, dy;
+  if (ny == 0) {
+    dx = dot_general(ct, y2, {nb + 1}, {1});
+    dy = dot_general(x2, ct, range(0, nb + 1), range(0, nb + 1));
+  } else if (nx == 0) {
+    dx = dot_general(ct, y2, concat(range(0, nb), {nb + 1}), concat(range(0, ny), {ny + 1}));
+    dy = matmul(swap_last2(x2), ct);
+  } else {
+    dx = rules::unbroadcast(matmul(ct, swap_last2(y2)), x2);
+    dy = rules::unbroadcast(matmul(swap_last2(x2), ct), y2);
+  }
+  if (xv) dx = rules::reshape_like(dx, x);
+  if (yv) dy = rules::reshape_like(dy, y);
+  return {dx, dy};
+}
+
+std::vector<Value> matmul_jvp(const RuleArgs& a, std::span<const Value> ts) {
+  Value dx = ts[0].valid() ? matmul(ts[0], a.inputs[1]) : Value{};
+  Value dy = ts[1].valid() ? matmul(a.inputs[0], ts[1]) : Value{};
+  return {rules::add_any(dx, dy)};
+}
+
+// Batches at axis 0; 1-D operands become a row / column (dropped again at the end), and
+// a batched operand gets size-1 axes after the batch so that its batch axis lines up
+// left of every batch dim of the other (unbatched operands broadcast as they are).
+VmapResult matmul_vmap(const RuleArgs& a, std::span<const int> in_axes) {
+  std::vector<Value> in = rules::batch_to_front(a, in_axes);
+  int64_t nb = 0;  // batch rank of the product, without the vmap axis
+  bool vec[2];
+  for (int i = 0; i < 2; ++i) {
+    int64_t rank = in[size_t(i)].rank() - (in_axes[size_t(i)] >= 0);
+    vec[i] = rank == 1;
+    nb = std::max(nb, std::max<int64_t>(rank, 2) - 2);
+  }
+  for (int i = 0; i < 2; ++i) {
+    Value& v = in[size_t(i)];
+    bool batched = in_axes[size_t(i)] >= 0;
+    if (vec[i]) v = rules::expand_dims(v, {i == 0 ? v.rank() - 1 : v.rank()});
+    int64_t pad = nb + 3 - v.rank();
+    if (batched && pad > 0) v = rules::expand_dims(v, range(1, 1 + pad));
+  }
+  Value out = matmul(in[0], in[1]);
+  IntList unit;
+  if (vec[0]) unit.push_back(nb + 1);
+  if (vec[1]) unit.push_back(nb + 2);
+  if (!unit.empty()) out = op("squeeze", {out}, {{"axes", unit}});
+  return {{out}, {0}};
+}
+
+// One operand's normalised dot_general axes.
+struct DotAxes {
+  IntList batch, contracting, free;
+};
+
+DotAxes dot_axes(const RuleArgs& a, size_t i, const char* side) {
+  int64_t rank = a.inputs[i].rank();
+  auto norm = [&](const char* kind) {
+    IntList v = a.attrs.get_ints(cat(side, "_", kind));
+    for (int64_t& d : v) d = d < 0 ? d + rank : d;
+    return v;
+  };
+  DotAxes ax{norm("batch"), norm("contracting"), {}};
+  for (int64_t d = 0; d < rank; ++d)
+    if (std::find(ax.batch.begin(), ax.batch.end(), d) == ax.batch.end() &&
+        std::find(ax.contracting.begin(), ax.contracting.end(), d) == ax.contracting.end())
+      ax.free.push_back(d);
+  return ax;
+}
+
+// The cotangent of operand x (the classic XLA transpose rule): contract ct's dims of the
+// other operand's free axes with those axes, batch with batch; the result holds [batch, x
+// free, x contracting (in the other's contracting order sorted)], transposed back to x's
+// layout. `x_first`: x's free dims come first in the output.
+Value dot_general_ct(Value ct, Value y, const DotAxes& xa, const DotAxes& ya, bool x_first) {
+  int64_t nb = int64_t(xa.batch.size());
+  int64_t y_start = x_first ? nb + int64_t(xa.free.size()) : nb;
+  Value r = dot_general(ct, y, range(y_start, y_start + int64_t(ya.free.size())), ya.free,
+                        range(0, nb), ya.batch);
+  // x's contracting dims in the order of y's (sorted) contracting dims.
+  std::vector<size_t> order(ya.contracting.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::sort(order.begin(), order.end(),
+            [&](size_t i, size_t j) { return ya.contracting[i] < ya.contracting[j]; });
+  IntList held = concat(xa.batch, xa.free);
+  for (size_t i : order) held.push_back(xa.contracting[i]);
+  IntList perm(held.size());  // perm[d]: the axis of r that is x's axis d
+  for (size_t p = 0; p < held.size(); ++p) perm[size_t(held[p])] = int64_t(p);
+  return op("transpose", {r}, {{"perm", perm}});
+}
+
+std::vector<Value> dot_general_vjp(const RuleArgs& a, std::span<const Value> cts) {
+  if (!is_float(a.inputs[0].dtype())) return {Value{}, Value{}};
+  DotAxes la = dot_axes(a, 0, "lhs"), ra = dot_axes(a, 1, "rhs");
+  return {dot_general_ct(cts[0], a.inputs[1], la, ra, true),
+          dot_general_ct(cts[0], a.inputs[0], ra, la, false)};
+}
+
+std::vector<Value> dot_general_jvp(const RuleArgs& a, std::span<const Value> ts) {
+  Value dl = ts[0].valid() ? op("dot_general", {ts[0], a.inputs[1]}, a.attrs) : Value{};
+  Value dr = ts[1].valid() ? op("dot_general", {a.inputs[0], ts[1]}, a.attrs) : Value{};
+  return {rules::add_any(dl, dr)};
+}
+
+// Both batched: the vmap axis becomes a new leading batch dim of both (output axis 0).
+// One batched: it is a free dim of that operand (no copy of the other), so it lands where
+// that operand's first free dim does.
+VmapResult dot_general_vmap(const RuleArgs& a, std::span<const int> in_axes) {
+  std::vector<Value> in = rules::batch_to_front(a, in_axes);
+  Attrs attrs = a.attrs;
+  bool both = in_axes[0] >= 0 && in_axes[1] >= 0;
+  for (size_t i = 0; i < 2; ++i) {
+    if (in_axes[i] < 0) continue;
+    const char* side = i == 0 ? "lhs" : "rhs";
+    int64_t rank = in[i].rank() - 1;  // unbatched
+    for (const char* kind : {"_batch", "_contracting"}) {
+      IntList v = a.attrs.get_ints(cat(side, kind));
+      for (int64_t& d : v) d = (d < 0 ? d + rank : d) + 1;
+      if (both && std::string_view(kind) == "_batch") v.insert(v.begin(), 0);
+      attrs.set(cat(side, kind), v);
+    }
+  }
+  Value out = op("dot_general", {in[0], in[1]}, attrs);
+  if (both) return {{out}, {0}};
+  int64_t nb = int64_t(a.attrs.get_ints("lhs_batch").size());
+  int64_t lfree = a.inputs[0].rank() - (in_axes[0] >= 0) - nb -
+                  int64_t(a.attrs.get_ints("lhs_contracting").size());
+  return {{out}, {int(in_axes[0] >= 0 ? nb : nb + lfree)}};
+}
+
 }  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
@@ -98,6 +275,9 @@ void register_linalg_ops(OpRegistry& r) {
   mm.arity(2);
   mm.doc = "Matrix product with NumPy matmul semantics (1-D operands, broadcast batch dims).";
   mm.infer = infer_matmul;
+  mm.vjp = matmul_vjp;
+  mm.jvp = matmul_jvp;
+  mm.vmap = matmul_vmap;
   r.add(std::move(mm));
 
   OpDef dg;
@@ -109,6 +289,9 @@ void register_linalg_ops(OpRegistry& r) {
       .attr("rhs_batch", AttrKind::Ints, IntList{});
   dg.doc = "General tensor contraction (XLA DotGeneral): batch, lhs free, rhs free dims.";
   dg.infer = infer_dot_general;
+  dg.vjp = dot_general_vjp;
+  dg.jvp = dot_general_jvp;
+  dg.vmap = dot_general_vmap;
   r.add(std::move(dg));
 }
 

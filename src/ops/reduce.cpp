@@ -1,7 +1,10 @@
 // Reductions over `axes` (sum … l2_norm), index reductions over one `axis` (argmax,
-// argmin), and the scan cumsum.
+// argmin), and the scan cumsum; with their vjp / jvp / vmap rules.
+#include <algorithm>
+
 #include "ops/families.h"
 #include "ops/infer_util.h"
+#include "rlx/rules.h"
 
 namespace rlx::detail {
 
@@ -27,11 +30,142 @@ Shape reduced_shape(const Shape& in, const std::vector<bool>& reduced, bool keep
   return out;
 }
 
+// ---- rules --------------------------------------------------------------------------
+
+// The reduced axes of the node's input, normalised and sorted (an empty attribute: all).
+IntList reduced_axes(const RuleArgs& a) {
+  int64_t rank = a.inputs[0].rank();
+  IntList axes = a.attrs.get_ints("axes");
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  for (int64_t& ax : axes) ax = ax < 0 ? ax + rank : ax;
+  std::sort(axes.begin(), axes.end());
+  return axes;
+}
+
+// v, shaped like the op's output, with the reduced axes back as size 1 (the keepdims
+// form), so that it broadcasts against the input.
+Value keep_dims(const RuleArgs& a, Value v) {
+  if (a.attrs.get_bool("keepdims")) return v;
+  IntList axes = reduced_axes(a);
+  return axes.empty() ? v : rules::expand_dims(v, axes);
+}
+
+Value cast_like(Value mask, Value like) { return cast(mask, like.dtype()); }
+
+// The reduction as a sum, with the op's axes and keepdims (the jvp of sum(t * d)).
+Value sum_like(const RuleArgs& a, Value v) {
+  return op("sum", {v},
+            {{"axes", a.attrs.get_ints("axes")}, {"keepdims", a.attrs.get_bool("keepdims")}});
+}
+
+// d out / d x, shaped like x, for the nonlinear reductions: the vjp is the cotangent
+// (spread back over the input) times it, the jvp the reduced sum of the tangent times it.
+using PartialFn = Value (*)(const RuleArgs&);
+
+// prod: exact with zeros in the input. Per reduced group with nz zeros: nz == 0 gives
+// prod / x; nz == 1 gives the product of the others at the zero and 0 elsewhere; nz >= 2
+// gives 0. (Its own derivative, for hvp, is exact where nz == 0.)
+Value prod_partial(const RuleArgs& a) {
+  Value x = a.inputs[0];
+  IntList axes = reduced_axes(a);
+  Value zero = op("eq", {x, scalar_like(x, 0)});
+  Value nz = rules::sum(cast_like(zero, x), axes, true);
+  Value safe = op("select", {zero, scalar_like(x, 1), x});
+  Value p = op("prod", {safe}, {{"axes", axes}, {"keepdims", true}});
+  Value at_zero = p * cast_like(op("eq", {nz, scalar_like(nz, 1)}), x);
+  Value elsewhere = p / safe * cast_like(op("eq", {nz, scalar_like(nz, 0)}), x);
+  return op("select", {zero, at_zero, elsewhere});
+}
+
+// reduce_max / reduce_min: the extreme positions share the gradient equally on ties
+// (for tie-free inputs: all of it goes to the single argmax, as finite differences see).
+Value extreme_partial(const RuleArgs& a) {
+  Value x = a.inputs[0];
+  Value mask = cast_like(op("eq", {x, keep_dims(a, a.outputs[0])}), x);
+  return mask / rules::sum(mask, reduced_axes(a), true);
+}
+
+Value logsumexp_partial(const RuleArgs& a) { return exp(a.inputs[0] - keep_dims(a, a.outputs[0])); }
+
+Value l1_partial(const RuleArgs& a) { return op("sign", {a.inputs[0]}); }
+
+// x / |x|; at a zero norm the gradient is 0 (a subgradient) rather than NaN.
+Value l2_partial(const RuleArgs& a) {
+  Value n = keep_dims(a, a.outputs[0]);
+  Value safe = op("select", {op("eq", {n, scalar_like(n, 0)}), scalar_like(n, 1), n});
+  return a.inputs[0] / safe;
+}
+
+struct ReduceRules {
+  VjpFn vjp;
+  JvpFn jvp;
+};
+
+ReduceRules by_partial(PartialFn partial) {
+  return {[partial](const RuleArgs& a, std::span<const Value> cts) -> std::vector<Value> {
+            if (!is_float(a.inputs[0].dtype())) return {Value{}};
+            return {keep_dims(a, cts[0]) * partial(a)};
+          },
+          [partial](const RuleArgs& a, std::span<const Value> ts) -> std::vector<Value> {
+            if (!ts[0].valid()) return {Value{}};
+            return {sum_like(a, ts[0] * partial(a))};
+          }};
+}
+
+// sum and mean are linear: the cotangent is spread back (and divided by the count).
+ReduceRules linear_reduce(bool mean) {
+  return {[mean](const RuleArgs& a, std::span<const Value> cts) -> std::vector<Value> {
+            Value x = a.inputs[0];
+            if (!is_float(x.dtype())) return {Value{}};
+            Value ct = keep_dims(a, cts[0]);
+            if (mean) {
+              Shape reduced;
+              for (int64_t ax : reduced_axes(a)) reduced.push_back(x.shape()[size_t(ax)]);
+              std::optional<int64_t> n = numel(reduced);
+              // A symbolic count is counted at run time.
+              ct = n ? ct * (1.0 / double(*n))
+                     : ct / rules::sum(rules::ones_like(x), reduced_axes(a), true);
+            }
+            return {rules::broadcast_like(ct, x)};
+          },
+          rules::linear_jvp};
+}
+
+// Reductions under vmap: the batch moves to axis 0 and the axes shift past it. "All
+// axes" (empty) is spelled out first, since it must not reduce the batch; a rank-0
+// input gains a size-1 axis to reduce instead.
+VmapResult vmap_reduce(const RuleArgs& a, std::span<const int> in_axes) {
+  Value x = rules::moveaxis(a.inputs[0], in_axes[0], 0);
+  int64_t rank = x.rank() - 1;
+  Attrs attrs = a.attrs;
+  IntList axes = attrs.get_ints("axes");
+  if (rank == 0) {
+    x = rules::expand_dims(x, {1});
+    attrs.set("axes", IntList{1}).set("keepdims", false);
+    return {{op(rules::rule_op_name(a), {x}, attrs)}, {0}};
+  }
+  if (axes.empty())
+    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
+  for (int64_t& ax : axes) ax = ax < 0 ? ax + rank : ax;
+  for (int64_t& ax : axes) ++ax;
+  attrs.set("axes", axes);
+  return {{op(rules::rule_op_name(a), {x}, attrs)}, {0}};
+}
+
+VmapResult vmap_axis(const RuleArgs& a, std::span<const int> in_axes) {
+  static constexpr const char* kAxis[] = {"axis"};
+  return rules::vmap_shift_axes(a, in_axes, kAxis);
+}
+
+// ---- definitions ----------------------------------------------------------------------
+
 struct ReduceSpec {
   const char* name;
   bool float_only;
   bool needs_nonempty;  // no identity element
   Trait traits;         // in addition to reduction
+  ReduceRules rules;
   const char* doc;
 };
 
@@ -40,15 +174,19 @@ std::vector<ReduceSpec> reduce_specs() {
   constexpr Trait assoc = Trait::associative;
   constexpr Trait none = Trait::none;
   return {
-      {"sum", false, false, assoc, "Sum over axes (all when axes is empty)."},
-      {"prod", false, false, assoc, "Product over axes (all when axes is empty)."},
+      {"sum", false, false, assoc, linear_reduce(false), "Sum over axes (all when axes is empty)."},
+      {"prod", false, false, assoc, by_partial(prod_partial),
+       "Product over axes (all when axes is empty)."},
       // "max" / "min" are the binary elementwise ops, so the reductions take a prefix.
-      {"reduce_max", false, true, assoc, "Maximum over axes (all when axes is empty)."},
-      {"reduce_min", false, true, assoc, "Minimum over axes (all when axes is empty)."},
-      {"mean", true, false, none, "Mean over axes (all when axes is empty)."},
-      {"logsumexp", true, false, none, "log(sum(exp(x))) over axes, computed stably."},
-      {"l1_norm", true, false, none, "Sum of |x| over axes."},
-      {"l2_norm", true, false, none, "sqrt(sum(x^2)) over axes."},
+      {"reduce_max", false, true, assoc, by_partial(extreme_partial),
+       "Maximum over axes (all when axes is empty)."},
+      {"reduce_min", false, true, assoc, by_partial(extreme_partial),
+       "Minimum over axes (all when axes is empty)."},
+      {"mean", true, false, none, linear_reduce(true), "Mean over axes (all when axes is empty)."},
+      {"logsumexp", true, false, none, by_partial(logsumexp_partial),
+       "log(sum(exp(x))) over axes, computed stably."},
+      {"l1_norm", true, false, none, by_partial(l1_partial), "Sum of |x| over axes."},
+      {"l2_norm", true, false, none, by_partial(l2_partial), "sqrt(sum(x^2)) over axes."},
   };
 }
 
@@ -58,6 +196,9 @@ void register_reduce(OpRegistry& r, const ReduceSpec& s) {
   d.traits = Trait::reduction | s.traits;
   d.arity(1).attr("axes", AttrKind::Ints, IntList{}).attr("keepdims", AttrKind::Bool, false);
   d.doc = s.doc;
+  d.vjp = s.rules.vjp;
+  d.jvp = s.rules.jvp;
+  d.vmap = vmap_reduce;
   d.infer = [float_only = s.float_only, nonempty = s.needs_nonempty](const InferContext& ctx) {
     if (float_only)
       expect_float(ctx, 0);
@@ -85,6 +226,7 @@ void register_arg_reduce(OpRegistry& r, const char* name, const char* doc) {
       .attr("keepdims", AttrKind::Bool, false)
       .attr("select_last_index", AttrKind::Bool, false);
   d.doc = doc;
+  d.vmap = vmap_axis;
   d.infer = [](const InferContext& ctx) {
     expect_numeric(ctx, 0);
     expect_min_rank(ctx, 0, 1);
@@ -106,6 +248,15 @@ void register_cumsum(OpRegistry& r) {
       .attr("exclusive", AttrKind::Bool, false)
       .attr("reverse", AttrKind::Bool, false);
   d.doc = "Running sum along axis (optionally exclusive and/or from the end).";
+  // The transpose of a running sum is the running sum the other way (exclusive stays).
+  d.vjp = [](const RuleArgs& a, std::span<const Value> cts) -> std::vector<Value> {
+    if (!is_float(a.inputs[0].dtype())) return {Value{}};
+    Attrs attrs = a.attrs;
+    attrs.set("reverse", !a.attrs.get_bool("reverse"));
+    return {op("cumsum", {cts[0]}, attrs)};
+  };
+  d.jvp = rules::linear_jvp;
+  d.vmap = vmap_axis;
   d.infer = [](const InferContext& ctx) {
     expect_numeric(ctx, 0);
     expect_min_rank(ctx, 0, 1);
