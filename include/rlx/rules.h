@@ -32,7 +32,7 @@ Value stop_gradient(Value x);
 // reduction without keepdims before broadcasting back.
 Value expand_dims(Value x, IntList axes);
 // Sum over axes; unlike the op, an empty list sums nothing (x itself is returned).
-Value sum_over(Value x, IntList axes, bool keepdims = false);
+Value sum(Value x, IntList axes, bool keepdims = false);
 // Moves axis `from` of x to position `to` (both may be negative).
 Value moveaxis(Value x, int64_t from, int64_t to);
 

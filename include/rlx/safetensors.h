@@ -10,12 +10,12 @@
 // string -> string. dtypes: F32 F64 F16 BF16 I8 I16 I32 I64 U8 BOOL (others, such as
 // U16 or F8_E4M3, are rejected: rlx has no such dtype).
 //
-// Writing: tensors sorted by item size (largest first), then by name, so every tensor
-// starts aligned to its item size; header padded with spaces to a multiple of 8 bytes —
-// the same layout as Python's safetensors. Reading follows the format's rules: the
-// offsets must tile the data exactly (no overlap, no hole, nothing past the end) and
-// each extent must be numel * item size. Every malformed input is an IoError naming the
-// file (or "<memory>") and what was expected vs found; nothing reads past the end.
+// Writing: the layout Python's safetensors writes, byte for byte (tensors by dtype, the
+// wider first, then by name, so each starts aligned to its item size; the header padded
+// with spaces to a multiple of 8 bytes; "__metadata__" first). Reading follows the format's rules:
+// the offsets must tile the data exactly (no overlap, no hole, nothing past the end) and each
+// extent must be numel * item size. Every malformed input is an IoError naming the file (or
+// "<memory>") and what was expected vs found; nothing reads past the end.
 #pragma once
 
 #include <cstdint>

@@ -165,7 +165,8 @@ class Trainer {
   Trainer& operator=(Trainer&&) noexcept;
 
   // Every param of the model (trained or not) must be set before step(). The tensor is
-  // shared, not copied, and never written to. Setting a trained param zeroes its
+  // shared, not copied, and never written to; a dtype other than the declared one is a
+  // TypeError, other dims a ValueError. Setting a trained param zeroes its
   // optimizer state when the state is unset or of another shape.
   void set_param(std::string_view name, Tensor value);
   Tensor param(std::string_view name) const;  // a model param or an optimizer state
@@ -184,7 +185,8 @@ class Trainer {
   // Params, optimizer state and the step count ("train.step" metadata) as safetensors.
   void save(const std::string& path) const;
   // Strict: every param and state must be in the file with its dtype and shape, and
-  // nothing else (ValueError naming the tensor otherwise; IoError for a bad file).
+  // nothing else. Errors name the tensor: ValueError (missing, unknown, shape, metadata),
+  // TypeError (dtype); IoError for a bad file. Nothing changes unless all is well.
   void load(const std::string& path);
 
   const Graph& train_graph() const;

@@ -63,7 +63,7 @@ Value unbroadcast(Value x, Value like) {
   // A static 1 stretched to another size; a symbol is taken to match (it was bound so).
   for (int64_t i = 0; i < like.rank(); ++i)
     if (ls[size_t(i)].is(1) && !xs[size_t(i + lead)].is(1)) axes.push_back(i + lead);
-  if (!axes.empty()) x = sum_over(x, axes, true);
+  if (!axes.empty()) x = rules::sum(x, axes, true);
   return reshape_like(x, like);
 }
 
@@ -82,7 +82,7 @@ Value expand_dims(Value x, IntList axes) {
   return op("expand_dims", {x}, {{"axes", std::move(axes)}});
 }
 
-Value sum_over(Value x, IntList axes, bool keepdims) {
+Value sum(Value x, IntList axes, bool keepdims) {
   if (axes.empty()) return x;
   return op("sum", {x}, {{"axes", std::move(axes)}, {"keepdims", keepdims}});
 }
