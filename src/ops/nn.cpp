@@ -5,6 +5,7 @@
 
 #include "ops/families.h"
 #include "ops/infer_util.h"
+#include "ops/nn_rules.h"
 
 namespace rlx::detail {
 
@@ -43,9 +44,12 @@ void register_softmax(OpRegistry& r) {
   struct Entry {
     const char* name;
     const char* doc;
+    VjpFn vjp;
+    JvpFn jvp;
   };
-  for (const Entry& e : {Entry{"softmax", "exp(x) / sum(exp(x)) along `axis`."},
-                         Entry{"log_softmax", "x - logsumexp(x) along `axis`."}}) {
+  for (const Entry& e :
+       {Entry{"softmax", "exp(x) / sum(exp(x)) along `axis`.", softmax_vjp, softmax_jvp},
+        Entry{"log_softmax", "x - logsumexp(x) along `axis`.", log_softmax_vjp, log_softmax_jvp}}) {
     OpDef d;
     d.name = e.name;
     d.arity(1).attr("axis", AttrKind::Int, AttrValue(-1));
@@ -55,6 +59,9 @@ void register_softmax(OpRegistry& r) {
       normalize_axis(ctx, ctx.attrs().get_int("axis"), ctx.rank(0));
       return one(ctx.input(0));
     };
+    d.vjp = e.vjp;
+    d.jvp = e.jvp;
+    d.vmap = softmax_vmap;
     r.add(std::move(d));
   }
 }
@@ -82,6 +89,9 @@ void register_trailing_norms(OpRegistry& r) {
       .attr("epsilon", AttrKind::Float, AttrValue(1e-5));
   ln.doc = "(x - mean) / sqrt(var + epsilon) * scale + bias over axes [axis, rank).";
   ln.infer = infer_trailing_norm;
+  ln.vjp = layer_norm_vjp;
+  ln.jvp = layer_norm_jvp;
+  ln.vmap = trailing_norm_vmap;
   r.add(std::move(ln));
 
   OpDef rms;
@@ -91,6 +101,9 @@ void register_trailing_norms(OpRegistry& r) {
       .attr("epsilon", AttrKind::Float, AttrValue(1e-6));
   rms.doc = "x / sqrt(mean(x^2) + epsilon) * scale over axes [axis, rank).";
   rms.infer = infer_trailing_norm;
+  rms.vjp = rms_norm_vjp;
+  rms.jvp = rms_norm_jvp;
+  rms.vmap = trailing_norm_vmap;
   r.add(std::move(rms));
 }
 
@@ -122,6 +135,9 @@ void register_channel_norms(OpRegistry& r) {
   gn.arity(3).attr("num_groups", AttrKind::Int).attr("epsilon", AttrKind::Float, AttrValue(1e-5));
   gn.doc = "Normalises x [N, C, ...] over each group of C/num_groups channels; scale, bias [C].";
   gn.infer = infer_channel_norm;
+  gn.vjp = group_norm_vjp;
+  gn.jvp = group_norm_jvp;
+  gn.vmap = group_norm_vmap;
   r.add(std::move(gn));
 
   OpDef bn;
@@ -131,6 +147,9 @@ void register_channel_norms(OpRegistry& r) {
       "Inference batch norm of x [N, C, ...]: (x - mean) / sqrt(var + epsilon) * scale "
       "+ bias, with scale, bias, mean, var [C].";
   bn.infer = infer_channel_norm;
+  bn.vjp = batch_norm_vjp;
+  bn.jvp = batch_norm_jvp;
+  bn.vmap = batch_norm_vmap;
   r.add(std::move(bn));
 }
 
@@ -189,6 +208,9 @@ void register_attention(OpRegistry& r) {
       "softmax(q k^T * scale + bias, masked) v; q [..., Sq, D], k [..., Sk, D], "
       "v [..., Sk, Dv]; scale 0 means 1/sqrt(D).";
   d.infer = infer_attention;
+  d.vjp = attention_vjp;
+  d.jvp = attention_jvp;
+  d.vmap = attention_vmap;
   r.add(std::move(d));
 }
 
@@ -206,6 +228,9 @@ void register_embedding(OpRegistry& r) {
     out.push_back(ctx.shape(0)[1]);
     return one({ctx.dtype(0), out});
   };
+  d.vjp = embedding_vjp;
+  d.jvp = embedding_jvp;
+  d.vmap = embedding_vmap;
   r.add(std::move(d));
 }
 
@@ -225,6 +250,9 @@ void register_dropout(OpRegistry& r) {
     if (!(rate >= 0.0 && rate < 1.0)) ctx.fail("expected rate in [0, 1), got ", rate);
     return one(ctx.input(0));
   };
+  d.vjp = dropout_vjp;
+  d.jvp = dropout_jvp;
+  d.vmap = dropout_vmap;
   r.add(std::move(d));
 }
 
@@ -263,6 +291,9 @@ void register_cross_entropy(OpRegistry& r) {
       "Softmax cross entropy of logits [..., C] against integer labels [...] or "
       "probabilities [..., C]; reduced by mean, sum or none.";
   d.infer = infer_cross_entropy;
+  d.vjp = cross_entropy_vjp;
+  d.jvp = cross_entropy_jvp;
+  d.vmap = cross_entropy_vmap;
   r.add(std::move(d));
 }
 
