@@ -59,6 +59,29 @@ void masked_moments_cpu(const rlx::KernelContext& ctx, std::span<const rlx::Tens
   }
 }
 
+// Rules, written with the public rule helpers (rlx/rules.h) as any downstream package
+// would. mean is linear in x: its tangent is the op applied to the tangent, and its
+// cotangent spreads ct * scale / max(count, 1) over the kept elements.
+std::vector<rlx::Value> masked_moments_vjp(const rlx::RuleArgs& a, std::span<const rlx::Value> ct) {
+  rlx::Value x = a.inputs[0], mask = a.inputs[1];
+  int64_t axis = a.attrs.get_int("axis");
+  if (axis < 0) axis += x.rank();
+  rlx::Value kept = rlx::cast(rlx::op("ne", {mask, rlx::scalar_like(mask, 0)}), x.dtype());
+  rlx::Value count = rlx::cast(a.outputs[1], x.dtype());
+  rlx::Value denom = rlx::op("max", {count, rlx::scalar_like(count, 1)});
+  rlx::Value per = ct[0] * a.attrs.get_float("scale") / denom;
+  return {rlx::rules::expand_dims(per, {axis}) * kept, rlx::Value{}};
+}
+
+std::vector<rlx::Value> masked_moments_jvp(const rlx::RuleArgs& a, std::span<const rlx::Value> t) {
+  return {rlx::rules::reapply(a, {t[0], a.inputs[1]})[0], rlx::Value{}};
+}
+
+rlx::VmapResult masked_moments_vmap(const rlx::RuleArgs& a, std::span<const int> in_axes) {
+  static const char* const axis_attrs[] = {"axis"};
+  return rlx::rules::vmap_shift_axes(a, in_axes, axis_attrs, /*all_inputs=*/true);
+}
+
 }  // namespace
 
 void register_example_ops() {
@@ -70,6 +93,9 @@ void register_example_ops() {
     d.arity(2).attr("axis", rlx::AttrKind::Int, -1).attr("scale", rlx::AttrKind::Float, 1.0);
     d.doc = "Scaled mean and count of the elements of x kept by mask along axis.";
     d.infer = infer_masked_moments;
+    d.vjp = masked_moments_vjp;
+    d.jvp = masked_moments_jvp;
+    d.vmap = masked_moments_vmap;
     rlx::OpRegistry::global().add(std::move(d));
     rlx::KernelRegistry::global().add("example.masked_moments", rlx::DeviceKind::cpu,
                                       masked_moments_cpu);
@@ -88,6 +114,16 @@ void register_example_ops() {
     axpby.decompose = [](const rlx::RuleArgs& a) {
       double alpha = a.attrs.get_float("alpha"), beta = a.attrs.get_float("beta");
       return std::vector<rlx::Value>{a.inputs[0] * alpha + a.inputs[1] * beta};
+    };
+    axpby.vjp = [](const rlx::RuleArgs& a, std::span<const rlx::Value> ct) {
+      return std::vector<rlx::Value>{ct[0] * a.attrs.get_float("alpha"),
+                                     ct[0] * a.attrs.get_float("beta")};
+    };
+    axpby.jvp = rlx::rules::linear_jvp;
+    // Both operands must have one type, so an unbatched one is given the batch too.
+    axpby.vmap = [](const rlx::RuleArgs& a, std::span<const int> in_axes) {
+      auto ins = rlx::rules::all_batched_front(a, in_axes);
+      return rlx::VmapResult{rlx::rules::reapply(a, ins), {0}};
     };
     rlx::OpRegistry::global().add(std::move(axpby));
   });

@@ -11,6 +11,7 @@
 #include "rlx/literal.h"
 #include "rlx/npy.h"
 #include "rlx/op.h"
+#include "rlx/rules.h"
 #include "rlx/ops.h"
 #include "rlx/safetensors.h"
 #include "rlx/session.h"

@@ -1,5 +1,6 @@
 // Control flow: cond, while, scan. A subgraph is a closed Graph: its args are its
 // inputs (params are not allowed) and its outputs are its results.
+#include "ops/control_rules.h"
 #include "ops/families.h"
 #include "ops/infer_util.h"
 
@@ -82,6 +83,9 @@ void register_cond(OpRegistry& r) {
                  "subgraph 'else' outputs equal to subgraph 'then' outputs");
     return then_out;
   };
+  d.vjp = cond_vjp;
+  d.jvp = cond_jvp;
+  d.vmap = cond_vmap;
   r.add(std::move(d));
 }
 
@@ -105,6 +109,9 @@ void register_while(OpRegistry& r) {
     expect_types(ctx, state, output_types(ctx, 1), "subgraph 'body' outputs");
     return state;
   };
+  d.vjp = while_vjp;
+  d.jvp = while_jvp;
+  d.vmap = while_vmap;
   r.add(std::move(d));
 }
 
@@ -156,6 +163,9 @@ void register_scan(OpRegistry& r) {
     }
     return out;
   };
+  d.vjp = scan_vjp;
+  d.jvp = scan_jvp;
+  d.vmap = scan_vmap;
   r.add(std::move(d));
 }
 

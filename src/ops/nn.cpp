@@ -6,6 +6,7 @@
 #include "ops/families.h"
 #include "ops/infer_util.h"
 #include "ops/nn_rules.h"
+#include "ops/window_rules.h"
 
 namespace rlx::detail {
 
@@ -475,6 +476,9 @@ void register_convs(OpRegistry& r) {
       "Convolution (cross-correlation) of x [N, C, D...] with w [M, C/groups, K...], "
       "plus bias [M]: [N, M, O...].";
   c.infer = infer_conv;
+  c.vjp = conv_vjp;
+  c.jvp = conv_jvp;
+  c.vmap = conv_vmap;
   r.add(std::move(c));
 
   OpDef t;
@@ -487,6 +491,9 @@ void register_convs(OpRegistry& r) {
       "Transposed convolution of x [N, C, D...] with w [C, M/groups, K...], plus bias "
       "[M]: [N, M, O...].";
   t.infer = infer_conv_transpose;
+  t.vjp = conv_transpose_vjp;
+  t.jvp = conv_jvp;
+  t.vmap = conv_vmap;
   r.add(std::move(t));
 }
 
@@ -519,6 +526,9 @@ void register_pools(OpRegistry& r) {
     d.doc = cat(avg ? "Mean" : "Maximum", " over sliding windows of x [N, C, D...] ",
                 "(ONNX output-size rules, floor or ceil mode).");
     d.infer = infer_pool;
+    d.vjp = avg ? avg_pool_vjp : max_pool_vjp;
+    d.jvp = avg ? JvpFn(rules::linear_jvp) : JvpFn(max_pool_jvp);
+    d.vmap = pool_vmap;
     r.add(std::move(d));
   }
   for (const char* name : {"global_max_pool", "global_avg_pool"}) {
@@ -527,6 +537,10 @@ void register_pools(OpRegistry& r) {
     d.arity(1);
     d.doc = cat(d.name == "global_max_pool" ? "Maximum" : "Mean",
                 " over all spatial dims: [N, C, ...] -> [N, C, 1, ..., 1].");
+    bool max = d.name == "global_max_pool";
+    d.vjp = max ? global_max_pool_vjp : global_avg_pool_vjp;
+    d.jvp = max ? JvpFn(global_max_pool_jvp) : JvpFn(rules::linear_jvp);
+    d.vmap = pool_vmap;
     d.infer = [](const InferContext& ctx) {
       expect_float(ctx, 0);
       spatial_rank(ctx, true);
@@ -595,6 +609,9 @@ void register_resize(OpRegistry& r) {
       "Resamples every dim of x to sizes[i] or floor(dim * scales[i]) by nearest or "
       "(multi)linear interpolation.";
   d.infer = infer_resize;
+  d.vjp = resize_vjp;
+  d.jvp = rules::linear_jvp;
+  d.vmap = resize_vmap;
   r.add(std::move(d));
 }
 

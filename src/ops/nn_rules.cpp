@@ -33,7 +33,7 @@ Value mean_keep(Value x, const IntList& axes) {
 }
 Value sum_keep(Value x, const IntList& axes) { return rules::sum(x, axes, true); }
 // The sum of every element (rank 0 stays as it is).
-Value sum_all(Value x) { return x.rank() == 0 ? x : rules::sum(x, {}); }
+Value sum_all(Value x) { return x.rank() == 0 ? x : sum(x); }
 // expand_dims that accepts an empty list.
 Value expand(Value x, const IntList& axes) { return axes.empty() ? x : expand_dims(x, axes); }
 Value swap_last2(Value x) { return moveaxis(x, -1, -2); }
@@ -317,7 +317,7 @@ Value attention_scale(const RuleArgs& a) {
   // A symbolic head dim: count it at run time.
   Value ones = rules::ones_like(q);
   if (q.rank() > 1) ones = op("mean", {ones}, {{"axes", range(0, q.rank() - 1)}});
-  return op("rsqrt", {rules::sum(ones, {})});
+  return op("rsqrt", {sum_all(ones)});
 }
 
 // Whether query i sees key j: a bool that broadcasts against the scores, or invalid
@@ -541,7 +541,7 @@ VmapResult cross_entropy_vmap(const RuleArgs& a, AxisSpan in_axes) {
   const std::string& reduction = a.attrs.get_string("reduction");
   if (reduction == "none") return {{loss}, {0}};
   IntList rows = range(1, loss.rank());
-  auto per_batch = [&](Value x) { return rows.empty() ? x : rules::sum(x, rows); };
+  auto per_batch = [&](Value x) { return rules::sum(x, rows); };
   Value total = per_batch(loss);
   if (reduction == "sum") return {{total}, {0}};
   Value counted = rules::ones_like(loss);

@@ -4,6 +4,7 @@
 
 #include "ops/families.h"
 #include "ops/infer_util.h"
+#include "rlx/rules.h"
 
 namespace rlx::detail {
 
@@ -70,6 +71,8 @@ void register_random_ops(OpRegistry& r) {
                 "keyed by seed (optional integer scalar key input: added to the counter), so "
                 "results are reproducible across backends.");
     d.infer = infer_random;
+    // Only a batched key batches a draw: one draw per key, so a loop over the keys.
+    d.vmap = rules::vmap_by_scan;
     r.add(std::move(d));
   }
 }

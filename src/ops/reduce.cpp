@@ -132,25 +132,17 @@ ReduceRules linear_reduce(bool mean) {
           rules::linear_jvp};
 }
 
-// Reductions under vmap: the batch moves to axis 0 and the axes shift past it. "All
-// axes" (empty) is spelled out first, since it must not reduce the batch; a rank-0
-// input gains a size-1 axis to reduce instead.
+// Reductions under vmap: the axes shift past the batch (moved to 0). A rank-0 input
+// (where "all axes" is none) reduces a size-1 axis added after the batch instead.
 VmapResult vmap_reduce(const RuleArgs& a, std::span<const int> in_axes) {
-  Value x = rules::moveaxis(a.inputs[0], in_axes[0], 0);
-  int64_t rank = x.rank() - 1;
-  Attrs attrs = a.attrs;
-  IntList axes = attrs.get_ints("axes");
-  if (rank == 0) {
-    x = rules::expand_dims(x, {1});
+  if (a.inputs[0].rank() == 1) {
+    Value x = rules::expand_dims(a.inputs[0], {1});
+    Attrs attrs = a.attrs;
     attrs.set("axes", IntList{1}).set("keepdims", false);
     return {{op(rules::rule_op_name(a), {x}, attrs)}, {0}};
   }
-  if (axes.empty())
-    for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  for (int64_t& ax : axes) ax = ax < 0 ? ax + rank : ax;
-  for (int64_t& ax : axes) ++ax;
-  attrs.set("axes", axes);
-  return {{op(rules::rule_op_name(a), {x}, attrs)}, {0}};
+  static constexpr const char* kAxes[] = {"axes"};
+  return rules::vmap_shift_axes(a, in_axes, kAxes);
 }
 
 VmapResult vmap_axis(const RuleArgs& a, std::span<const int> in_axes) {

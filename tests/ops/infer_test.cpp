@@ -28,6 +28,7 @@ RLX_FAMILY(shape);
 RLX_FAMILY(nn);
 RLX_FAMILY(random);
 RLX_FAMILY(control);
+RLX_FAMILY(autodiff);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Infer);
 
 TEST(InferCoverage, EveryCoreOpHasAcceptedAndRejectedCases) {

@@ -370,6 +370,32 @@ void misc_cases(Cases& c) {
   c.push_back(bad("cross_entropy", {"f32[]", "i64[]"}, {}, V, "rank >= 1"));
 }
 
+// The backward ops of the pools and resize (src/ops/window_grad.cpp): x and a tensor of
+// the forward output's shape (grads) or of x's shape (max_pool_gather).
+void window_grad_cases(Cases& c) {
+  const Attrs k22 = {{"kernel_shape", IntList{2, 2}}, {"strides", IntList{2, 2}}};
+  c.push_back(ok("max_pool_grad", {"f32[1,2,4,4]", "f32[1,2,2,2]"}, k22, {"f32[1,2,4,4]"}));
+  c.push_back(ok("max_pool_grad", {"f32[n,2,h,w]", "f32[n,2,h,w]"},
+                 {{"kernel_shape", IntList{1, 1}}}, {"f32[n,2,h,w]"}));
+  c.push_back(ok("max_pool_gather", {"f16[1,1,5,5]", "f16[1,1,5,5]"},
+                 {{"kernel_shape", IntList{3, 3}}, {"strides", IntList{2, 2}}}, {"f16[1,1,2,2]"}));
+  c.push_back(
+      ok("avg_pool_grad", {"f64[2,3,6]", "f64[2,3,3]"},
+         {{"kernel_shape", IntList{2}}, {"strides", IntList{2}}, {"count_include_pad", true}},
+         {"f64[2,3,6]"}));
+  c.push_back(ok("resize_grad", {"bf16[1,1,3,4]", "bf16[1,1,5,7]"},
+                 {{"mode", "linear"}, {"sizes", IntList{1, 1, 5, 7}}}, {"bf16[1,1,3,4]"}));
+  c.push_back(
+      ok("resize_grad", {"f32[2,3]", "f32[4,1]"}, {{"scales", FloatList{2, 0.5}}}, {"f32[2,3]"}));
+  c.push_back(bad("max_pool_grad", {"f32[1,2,4,4]", "f32[1,2,3,3]"}, k22, V, "got 2 and 3"));
+  c.push_back(bad("max_pool_gather", {"f32[1,2,4,4]", "f32[1,2,4]"}, k22, V, "of shape [1,2,4,4]"));
+  c.push_back(bad("avg_pool_grad", {"f32[1,2,4,4]", "f16[1,2,2,2]"}, k22, T, "same dtype"));
+  c.push_back(bad("avg_pool_grad", {"f32[4,4]", "f32[2,2]"}, k22, V, "rank 3 to 5"));
+  c.push_back(
+      bad("resize_grad", {"i32[2,3]", "i32[4,6]"}, {{"sizes", IntList{4, 6}}}, T, "float dtype"));
+  c.push_back(bad("max_pool_grad", {"f32[1,2,4,4]"}, k22, V, "expected 2 inputs"));
+}
+
 }  // namespace
 
 std::vector<InferCase> nn_cases() {
@@ -379,6 +405,7 @@ std::vector<InferCase> nn_cases() {
   conv_cases(c);
   pool_cases(c);
   resize_cases(c);
+  window_grad_cases(c);
   attention_cases(c);
   misc_cases(c);
   return c;

@@ -66,6 +66,7 @@ CheckTable checks_pool();  // pools, resize
 CheckTable checks_nn();
 CheckTable checks_random();
 CheckTable checks_control();
+CheckTable checks_autodiff();  // reshape_like, broadcast_like, stop_gradient, checkpoint
 CheckTable all_checks();
 
 // --- inputs ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ GradTable all_grads() {
   t.append(grads_nn());
   t.append(grads_conv());
   t.append(grads_control());
+  t.append(grads_autodiff());
   return t;
 }
 
