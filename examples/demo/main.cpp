@@ -1,8 +1,10 @@
 // The main job of `make demo`: a small character-level GPT, built in the rlx IR, trained
 // on the CPU on an excerpt of the King James Version (AdamW, warmup + cosine schedule,
 // gradient clipping), checkpointed to safetensors and sampled from.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <limits>
 #include <random>
@@ -19,7 +21,7 @@ using namespace rlx;
 namespace {
 
 using demo::kBatch, demo::kSeq;
-constexpr int64_t kSteps = 600;
+constexpr int64_t kSteps = 1500;
 
 double scalar(const Tensor& t) { return t.to_doubles().at(0); }
 
@@ -36,6 +38,13 @@ double estimate_loss(const train::Trainer& trainer, const demo::CharData& data, 
             .at("loss"));
   }
   return total / batches;
+}
+
+// One thread unless RLX_DEMO_THREADS says otherwise: the kernels of a model this small
+// gain little from a second core, and on a busy machine the threads' barriers cost more.
+int threads() {
+  const char* env = std::getenv("RLX_DEMO_THREADS");
+  return env ? std::max(std::atoi(env), 0) : 1;
 }
 
 int64_t count_params(const TensorMap& params) {
@@ -70,10 +79,11 @@ int main() {
     opts.optimizer = std::make_shared<train::AdamW>(0.9, 0.95, 1e-8, 0.1);
     opts.schedule = train::warmup_cosine(3e-3, kSteps / 20, kSteps, 3e-4);
     opts.clip_norm = 1.0;
+    opts.compile.threads = threads();
     train::Trainer trainer(*model, opts);
     for (const auto& [name, t] : init) trainer.set_param(name, t);
-    std::printf("  train  batch %lld x seq %lld, %lld steps; train graph %zu ops\n\n",
-                (long long)kBatch, (long long)kSeq, (long long)kSteps,
+    std::printf("  train  batch %lld x seq %lld, %lld steps, %d thread(s); train graph %zu ops\n\n",
+                (long long)kBatch, (long long)kSeq, (long long)kSteps, opts.compile.threads,
                 trainer.train_graph().nodes().size());
 
     std::mt19937_64 rng(7), eval_rng(8);
@@ -85,14 +95,14 @@ int main() {
       const double lr = trainer.lr();
       TensorMap out = trainer.step({{"tokens", b.tokens}, {"targets", b.targets}, {"pos", pos}});
       demo::LossPoint p{step, scalar(out.at("loss")), std::numeric_limits<double>::quiet_NaN(), lr};
-      if (step % (kSteps / 10) == 0) p.val_loss = estimate_loss(trainer, data, false, 2, eval_rng);
+      if (step % (kSteps / 10) == 0) p.val_loss = estimate_loss(trainer, data, false, 4, eval_rng);
       curve.push_back(p);
       progress.update(step, p.train_loss, kBatch * kSeq);
     }
     progress.finish();
 
-    const double train_loss = estimate_loss(trainer, data, true, 8, eval_rng);
-    const double val_loss = estimate_loss(trainer, data, false, 8, eval_rng);
+    const double train_loss = estimate_loss(trainer, data, true, 16, eval_rng);
+    const double val_loss = estimate_loss(trainer, data, false, 16, eval_rng);
     std::printf("\n  trained in %.1f s: loss %.3f train / %.3f val nats vs unigram entropy %.3f",
                 progress.seconds(), train_loss, val_loss, entropy);
     std::printf(" (%.0f%% of it)\n", 100 * val_loss / entropy);
@@ -109,7 +119,7 @@ int main() {
     trainer.save(ckpt);
     SafetensorsFile file = load_safetensors(ckpt);
     Session session(Device::cpu());
-    CompiledGraph reloaded = session.compile(*model);
+    CompiledGraph reloaded = session.compile(*model, opts.compile);
     auto sampler_graph = demo::build_gpt(cfg, /*with_loss=*/false);
     // One sequence at a time is too little work to split across threads.
     CompiledGraph sampler = session.compile(*sampler_graph, {.threads = 1});

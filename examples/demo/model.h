@@ -22,7 +22,7 @@ struct GptConfig {
 };
 
 // The demo trains on batches of kBatch windows of kSeq characters.
-inline constexpr int64_t kBatch = 32, kSeq = 64;
+inline constexpr int64_t kBatch = 16, kSeq = 64;
 
 // One pre-norm block on x [batch, seq, d]: x + attn(ln1(x)), then + mlp(ln2(x)), the MLP
 // 4d wide. Adds its params to x's graph as "<prefix>.ln1.scale", "<prefix>.attn.wq",
