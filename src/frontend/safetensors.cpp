@@ -10,6 +10,9 @@
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <string>
+
+#include "runtime/binary_file.h"
 
 namespace rlx {
 
@@ -277,33 +280,20 @@ SafetensorsFile read_safetensors(std::span<const uint8_t> bytes, std::string_vie
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) bad(path, "expected a file, got a directory");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) bad(path, cat("expected a readable file, got: ", sys_error()));
-  in.seekg(0, std::ios::end);
-  auto end = in.tellg();
-  in.seekg(0);
-  if (end < 0) bad(path, "expected a seekable file, got one whose size cannot be read");
-  uint64_t total = uint64_t(end);
-
-  auto read = [&](void* dst, size_t n) {
-    if (n && !in.read(static_cast<char*>(dst), std::streamsize(n)))
-      bad(path, cat("expected to read ", n, " bytes, got a read error"));
-  };
+  detail::BinaryReader in("safetensors", path);
+  uint64_t total = uint64_t(in.size());
   std::array<uint8_t, 8> prefix{};
-  read(prefix.data(), size_t(std::min<uint64_t>(total, 8)));
+  in.read(prefix.data(), size_t(std::min<uint64_t>(total, 8)));
   uint64_t n = header_size(prefix, total, path);
   std::vector<uint8_t> header(n);
-  read(header.data(), header.size());
+  in.read(header.data(), header.size());
   uint64_t data_start = 8 + n;
   Layout layout = parse_header(header, total - data_start, path);
   SafetensorsFile out{{}, std::move(layout.metadata)};
   for (const Entry& e : layout.entries) {
     Tensor t = empty_for(e);
-    in.seekg(std::streamoff(data_start + e.begin));
-    read(t.data(), t.nbytes());
+    in.seek(data_start + e.begin);
+    in.read(t.data(), t.nbytes());
     canonicalise_bool(t);
     out.tensors.emplace(e.name, std::move(t));
   }

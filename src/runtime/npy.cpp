@@ -9,6 +9,7 @@
 #include <limits>
 #include <numeric>
 
+#include "runtime/binary_file.h"
 #include "runtime/npy_header.h"
 
 namespace rlx {
@@ -115,33 +116,20 @@ Tensor read_npy(std::span<const uint8_t> bytes, std::string_view name) {
 }
 
 Tensor load_npy(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec)) bad(path, "expected a file, got a directory");
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  if (!in) bad(path, cat("expected a readable file, got: ", sys_error()));
-  in.seekg(0, std::ios::end);
-  auto end = in.tellg();
-  in.seekg(0);
-  if (end < 0) bad(path, "expected a seekable file, got one whose size cannot be read");
-  size_t total = size_t(end);
-
-  auto read = [&](void* dst, size_t n) {
-    if (!in.read(static_cast<char*>(dst), std::streamsize(n)))
-      bad(path, cat("expected to read ", n, " bytes, got a read error"));
-  };
+  detail::BinaryReader in("npy", path);
+  size_t total = size_t(in.size());
   std::vector<uint8_t> front(std::min<size_t>(total, 12));
-  read(front.data(), front.size());
+  in.read(front.data(), front.size());
   Preamble pre = parse_preamble(front, path);
   check_header_fits(pre, total, path);
   front.resize(pre.header_offset + pre.header_len);
-  if (front.size() > 12) read(front.data() + 12, front.size() - 12);
-  in.seekg(std::streamoff(pre.header_offset + pre.header_len));
+  if (front.size() > 12) in.read(front.data() + 12, front.size() - 12);
+  in.seek(pre.header_offset + pre.header_len);
   NpyHeader h = detail::parse_npy_header(
       std::span<const uint8_t>(front).subspan(pre.header_offset, pre.header_len), path);
   size_t n = check_data_size(h, total - front.size(), path);
   Tensor t = storage_tensor(h);
-  if (n) read(t.data(), n);
+  if (n) in.read(t.data(), n);
   return finish(std::move(t), h);
 }
 
