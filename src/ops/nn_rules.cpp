@@ -442,14 +442,11 @@ VmapResult dropout_vmap(const RuleArgs& a, AxisSpan in_axes) {
   // The mask depends on an element's position in the unbatched tensor and on the seed, so
   // every batch element gets the same one: draw it once from ones of the unbatched shape
   // (0 or 1/(1-rate)), in f32 for f16/bf16 as the kernel computes.
-  IntList at{ax};
-  Value x0 = op("squeeze",
-                {op("slice", {x}, {{"starts", IntList{0}}, {"stops", IntList{1}}, {"axes", at}})},
-                {{"axes", at}});
+  Value x0 = op("gather", {x, cast(scalar_like(x, 0), DType::i64)}, {{"axis", ax}});
   DType dt = x.dtype();
   DType ct = dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
   Value mask = op("dropout", {to(rules::ones_like(x0), ct)}, a.attrs);
-  return {{to(to(x, ct) * expand_dims(mask, at), dt)}, {ax}};
+  return {{to(to(x, ct) * expand_dims(mask, {ax}), dt)}, {ax}};
 }
 
 // ---- cross_entropy -----------------------------------------------------------------
