@@ -45,6 +45,8 @@ std::vector<Value> linear_jvp(const RuleArgs& a, std::span<const Value> tangents
 std::vector<Value> reapply(const RuleArgs& a, std::vector<Value> inputs);
 
 // ---- vmap helpers -------------------------------------------------------------------
+// Under vmap, RuleArgs::outputs is empty (no unbatched outputs exist): a rule that needs
+// an output's type infers it, or reads it from the op's subgraphs.
 // in_axes[i] is input i's batch axis or -1. These move every batched input's batch axis
 // to 0 (the convention most rules use) and return the moved inputs.
 std::vector<Value> batch_to_front(const RuleArgs& a, std::span<const int> in_axes);

@@ -44,7 +44,7 @@ double leaky_relu_gain(double a);
 
 Tensor normal(std::vector<int64_t> shape, double mean, double std, uint64_t seed,
               DType dt = DType::f32);
-// Values in [low, high).
+// Values in [low, high), then rounded to dt (which may round onto high).
 Tensor uniform(std::vector<int64_t> shape, double low, double high, uint64_t seed,
                DType dt = DType::f32);
 // U(-b, b) with b = gain * sqrt(6 / (fan_in + fan_out)).

@@ -36,11 +36,11 @@ std::vector<Value> jvp_like(const RuleArgs& a, std::span<const Value> t) {
   return a.g.apply(*a.op, {t[0], a.inputs[1]}, a.attrs);
 }
 
-// A batched `like` only lends its shape: any one element of the batch will do.
+// A batched `like` only lends its shape: any one element of the batch will do. (A gather
+// drops the axis; a slice [0:1] of a symbolic dim would infer "?", not 1.)
 Value unbatch_like(Value like, int axis) {
-  Value one =
-      op("slice", {like}, {{"starts", IntList{0}}, {"stops", IntList{1}}, {"axes", IntList{axis}}});
-  return op("squeeze", {one}, {{"axes", IntList{axis}}});
+  Value zero = like.graph->constant(Literal::scalar(DType::i64, 0));
+  return op("gather", {like, zero}, {{"axis", int64_t(axis)}});
 }
 
 VmapResult vmap_reshape_like(const RuleArgs& a, std::span<const int> in_axes) {

@@ -266,7 +266,8 @@ std::vector<Value> cond_jvp(const RuleArgs& a, std::span<const Value> tangents) 
 // A batched one may pick both: both vmapped branches run, and select takes each element's.
 VmapResult cond_vmap(const RuleArgs& a, std::span<const int> in_axes) {
   Batch b = batch_of(a, in_axes);
-  size_t m = a.outputs.size();
+  Types out_types = output_types(*a.subgraphs[0]);  // a.outputs is empty under vmap
+  size_t m = out_types.size();
   Values ops;
   std::vector<int> axes;
   bool any_batched = false;
@@ -292,7 +293,7 @@ VmapResult cond_vmap(const RuleArgs& a, std::span<const int> in_axes) {
     branch[s] = inline_graph(a.g, *g, ops);
   }
   for (size_t i = 0; i < m; ++i)
-    outs.push_back(op("select", {pred_for(pred, a.outputs[i].rank()), branch[0][i], branch[1][i]}));
+    outs.push_back(op("select", {pred_for(pred, out_types[i].rank()), branch[0][i], branch[1][i]}));
   return {outs, std::vector<int>(m, 0)};
 }
 
@@ -385,7 +386,7 @@ VmapResult while_vmap(const RuleArgs& a, std::span<const int> in_axes) {
   Value active = inline_graph(*m.g, *cond_g, m.args)[0];
   Values next = inline_graph(*m.g, *body_g, m.args);
   for (size_t i = 0; i < n; ++i)
-    next[i] = op("select", {pred_for(active, a.inputs[i].rank()), next[i], m.args[i]});
+    next[i] = op("select", {pred_for(active, m.args[i].rank() - 1), next[i], m.args[i]});
   SubgraphPtr masked_g = m.finish(next);
   return {a.g.apply("while", ins, a.attrs, {any_g, masked_g}), all};
 }

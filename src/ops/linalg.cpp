@@ -208,23 +208,33 @@ DotAxes dot_axes(const RuleArgs& a, size_t i, const char* side) {
 }
 
 // The cotangent of operand x (the classic XLA transpose rule): contract ct's dims of the
-// other operand's free axes with those axes, batch with batch; the result holds [batch, x
-// free, x contracting (in the other's contracting order sorted)], transposed back to x's
-// layout. `x_first`: x's free dims come first in the output.
+// other operand y's free axes with those axes, batch with batch. The product holds x's
+// batch, free and contracting dims (these in the order of y's sorted contracting dims);
+// ct goes first or second, whichever lays them out as x is, else it is transposed back.
+// `x_first`: x's free dims come first in ct.
 Value dot_general_ct(Value ct, Value y, const DotAxes& xa, const DotAxes& ya, bool x_first) {
   int64_t nb = int64_t(xa.batch.size());
   int64_t y_start = x_first ? nb + int64_t(xa.free.size()) : nb;
-  Value r = dot_general(ct, y, range(y_start, y_start + int64_t(ya.free.size())), ya.free,
-                        range(0, nb), ya.batch);
-  // x's contracting dims in the order of y's (sorted) contracting dims.
+  IntList ct_y = range(y_start, y_start + int64_t(ya.free.size()));
   std::vector<size_t> order(ya.contracting.size());
   std::iota(order.begin(), order.end(), 0);
   std::sort(order.begin(), order.end(),
             [&](size_t i, size_t j) { return ya.contracting[i] < ya.contracting[j]; });
-  IntList held = concat(xa.batch, xa.free);
-  for (size_t i : order) held.push_back(xa.contracting[i]);
-  IntList perm(held.size());  // perm[d]: the axis of r that is x's axis d
-  for (size_t p = 0; p < held.size(); ++p) perm[size_t(held[p])] = int64_t(p);
+  IntList contr;
+  for (size_t i : order) contr.push_back(xa.contracting[i]);
+  IntList ct_first = concat(concat(xa.batch, xa.free), contr);
+  IntList y_first = concat(concat(xa.batch, contr), xa.free);
+  auto identity = [](const IntList& v) {
+    for (size_t i = 0; i < v.size(); ++i)
+      if (v[i] != int64_t(i)) return false;
+    return true;
+  };
+  if (identity(y_first) && !identity(ct_first))
+    return dot_general(y, ct, ya.free, ct_y, ya.batch, range(0, nb));
+  Value r = dot_general(ct, y, ct_y, ya.free, range(0, nb), ya.batch);
+  if (identity(ct_first)) return r;
+  IntList perm(ct_first.size());  // perm[d]: the axis of r that is x's axis d
+  for (size_t p = 0; p < ct_first.size(); ++p) perm[size_t(ct_first[p])] = int64_t(p);
   return op("transpose", {r}, {{"perm", perm}});
 }
 

@@ -101,9 +101,7 @@ Value group_major(Value v, int64_t groups, int64_t bg) {
 }
 
 // v with like's type: inference may have lost a size that like's type still has.
-Value fit(Value v, Value like) {
-  return v.shape() == like.shape() ? v : rules::reshape_like(v, like);
-}
+Value fit(Value v, Value like) { return rules::reshape_like(v, like); }
 
 // Drops the last extra[i] elements of spatial dim i.
 Value crop_spatial(Value v, const IntList& extra) {
@@ -285,8 +283,9 @@ VmapResult conv_vmap(const RuleArgs& a, std::span<const int> in_axes) {
       ins.push_back(merge_axes(bb ? in[2] : rules::materialize_batch(in[2], in[1], 0), 0));
     Attrs at = a.attrs;
     at.set("groups", a.attrs.get_int("groups") * batch.value());
-    Value y = op(name, ins, at);  // [N, B * M, O...]
-    return {{split_axis(y, 1, batch, a.outputs[0].shape()[1])}, {1}};
+    // [N, B * M, O...] split into [N, B, M, O...] (M inferred: vmap rules see no outputs).
+    Value y = op(name, ins, at);
+    return {{split_axis(y, 1, batch, Dim::unknown())}, {1}};
   }
   Value y;
   if (xb) {  // the batch joins N
@@ -299,7 +298,7 @@ VmapResult conv_vmap(const RuleArgs& a, std::span<const int> in_axes) {
     y = op(name, {in[0], in[1]}, a.attrs);
   }
   if (bb)  // bias [B, M] added as [B, 1, M, 1...]
-    y = y + rules::expand_dims(in[2], concat({1}, range(3, a.outputs[0].rank() + 1)));
+    y = y + rules::expand_dims(in[2], concat({1}, range(3, in[0].rank() + (xb ? 0 : 1))));
   return {{y}, {0}};
 }
 

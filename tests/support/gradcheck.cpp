@@ -294,6 +294,15 @@ GradCheck grad_check(std::string op, std::vector<std::vector<int64_t>> shapes, A
   return c;
 }
 
+GradCheck with_inputs(std::string op, Tensors inputs, Attrs attrs, std::string note) {
+  GradCheck c;
+  c.op = std::move(op);
+  c.inputs = std::move(inputs);
+  c.attrs = std::move(attrs);
+  c.note = std::move(note);
+  return c;
+}
+
 Tensor away_from_zero(std::vector<int64_t> shape, uint64_t seed, double gap, double hi) {
   Tensor u = random_tensor(DType::f64, shape, seed, -1, 1);
   std::vector<double> v = values(u);

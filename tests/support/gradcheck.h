@@ -52,9 +52,10 @@ GradTable all_grads();
 // A check of every input in f64 (random values in [lo, hi]) — the common case.
 GradCheck grad_check(std::string op, std::vector<std::vector<int64_t>> shapes, Attrs attrs = {},
                      double lo = -1, double hi = 1, std::string note = {});
+// A check of the given inputs.
+GradCheck with_inputs(std::string op, Tensors inputs, Attrs attrs = {}, std::string note = {});
 // Random f64 values in [lo, hi] whose magnitude is at least `gap` (away from kinks at 0).
-Tensor away_from_zero(std::vector<int64_t> shape, uint64_t seed, double gap = 0.1,
-                      double hi = 1);
+Tensor away_from_zero(std::vector<int64_t> shape, uint64_t seed, double gap = 0.1, double hi = 1);
 
 // Runs the enabled checks; returns the failures (empty: passed).
 std::vector<std::string> run_grad_check(const GradCheck& c);

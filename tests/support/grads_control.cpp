@@ -60,8 +60,9 @@ void add_cond(GradTable& t) {
   auto then2 = subgraph("then", ss, [](Graph&, const Values& a) {
     return Values{a[0] * a[1], tanh(a[1])};
   });
-  auto else2 = subgraph("else", ss, [](Graph&, const Values& a) {
-    return Values{a[1] * a[1], exp(a[1])};
+  // A constant output: unbatched under vmap while the other branch's is batched.
+  auto else2 = subgraph("else", ss, [](Graph& g, const Values& a) {
+    return Values{a[1] * a[1], g.constant(Literal::scalar(DType::f64, 2.0))};
   });
   for (bool p : {true, false})
     t.add(check("cond",
@@ -126,11 +127,12 @@ void add_scan(GradTable& t) {
                 {prod}, {{"num_carry", int64_t(1)}, {"reverse", rev}},
                 rev ? "running product, reverse" : "running product"));
 
-  // RNN-like step with a weight riding along as a carry: h' = tanh(h * w + x), y = h' * h.
+  // RNN-like step with a weight riding along as a carry: h' = tanh(h * w + x), ys h' * h
+  // and w * w (unbatched under vmap when only x is).
   Types rnn{f64({3}), f64({3}), f64({3})};
   auto step = subgraph("body", rnn, [](Graph&, const Values& a) {
     Value h = tanh(a[0] * a[1] + a[2]);
-    return Values{h, a[1], h * a[0]};
+    return Values{h, a[1], h * a[0], a[1] * a[1]};
   });
   t.add(check("scan",
               {random_tensor(DType::f64, {3}, 9, -1, 1), random_tensor(DType::f64, {3}, 10, -1, 1),

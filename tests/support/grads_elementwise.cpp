@@ -8,16 +8,7 @@ namespace {
 
 using Shapes = std::vector<std::vector<int64_t>>;
 
-// A check whose inputs are given (f64 unless said otherwise).
-GradCheck given(std::string op, Tensors inputs, Attrs attrs = {}, std::string note = {}) {
-  GradCheck c;
-  c.op = std::move(op);
-  c.inputs = std::move(inputs);
-  c.attrs = std::move(attrs);
-  c.note = std::move(note);
-  return c;
-}
-
+// Nondifferentiable ops: only their batching is checked.
 GradCheck vmap_only(GradCheck c) {
   c.vjp = c.jvp = c.hvp = false;
   return c;
@@ -68,7 +59,7 @@ void add_unary(GradTable& t) {
   for (const U& u : table) {
     for (const auto& s : shapes) {
       Tensor x = u.kink ? away_from_zero(s, seed++, 0.2, u.hi) : f64(s, seed++, u.lo, u.hi);
-      GradCheck c = given(u.op, {x}, u.attrs);
+      GradCheck c = with_inputs(u.op, {x}, u.attrs);
       // hard_sigmoid with alpha .3, beta .4 saturates at x = -4/3 and 2: keep clear.
       if (std::string(u.op) == "hard_sigmoid" && u.lo == -4)
         c.inputs[0] = tensor_of(DType::f64, {5}, {-3.5, -1.0, 0.3, 1.5, 3.0});
@@ -76,8 +67,8 @@ void add_unary(GradTable& t) {
     }
   }
   for (const char* op : {"sign", "floor", "ceil", "round", "isnan", "isinf"})
-    t.add(vmap_only(given(op, {f64({2, 3}, seed++, -3, 3)})));
-  t.add(vmap_only(given("logical_not", {random_tensor(DType::boolean, {2, 3}, seed++)})));
+    t.add(vmap_only(with_inputs(op, {f64({2, 3}, seed++, -3, 3)})));
+  t.add(vmap_only(with_inputs("logical_not", {random_tensor(DType::boolean, {2, 3}, seed++)})));
 }
 
 void add_binary(GradTable& t) {
@@ -99,49 +90,50 @@ void add_binary(GradTable& t) {
       Tensor x = f64(p[0], seed++, b.alo, b.ahi);
       Tensor y =
           b.b_away ? away_from_zero(p[1], seed++, b.blo, b.bhi) : f64(p[1], seed++, b.blo, b.bhi);
-      t.add(given(b.op, {x, y}));
+      t.add(with_inputs(b.op, {x, y}));
     }
   }
   // mod / fmod: quotients kept away from integers so that floor / trunc stay constant.
   for (const char* op : {"mod", "fmod"})
     for (const Shapes& p : {Shapes{{2, 3}, {2, 3}}, Shapes{{2, 3}, {3}}})
-      t.add(given(
+      t.add(with_inputs(
           op, {away_from_zero(p[0], seed++, 0.3, 0.9), away_from_zero(p[1], seed++, 1.2, 2.0)}));
   // Nondifferentiable binaries: vmap only.
   for (const char* op : {"eq", "ne", "lt", "le", "gt", "ge"})
-    t.add(vmap_only(given(op, {f64({2, 3}, seed++, -1, 1), f64({3}, seed++, -1, 1)})));
+    t.add(vmap_only(with_inputs(op, {f64({2, 3}, seed++, -1, 1), f64({3}, seed++, -1, 1)})));
   for (const char* op : {"logical_and", "logical_or", "logical_xor"})
-    t.add(vmap_only(given(op, {random_tensor(DType::boolean, {2, 3}, seed++),
-                               random_tensor(DType::boolean, {3}, seed++)})));
+    t.add(vmap_only(with_inputs(op, {random_tensor(DType::boolean, {2, 3}, seed++),
+                                     random_tensor(DType::boolean, {3}, seed++)})));
   for (const char* op : {"bitwise_and", "bitwise_or", "bitwise_xor"})
-    t.add(vmap_only(given(op, {random_tensor(DType::i32, {2, 3}, seed++, 0, 100),
-                               random_tensor(DType::i32, {2, 1}, seed++, 0, 100)})));
+    t.add(vmap_only(with_inputs(op, {random_tensor(DType::i32, {2, 3}, seed++, 0, 100),
+                                     random_tensor(DType::i32, {2, 1}, seed++, 0, 100)})));
 }
 
 void add_select_clamp_cast(GradTable& t) {
   uint64_t seed = 500;
   for (const Shapes& p :
        {Shapes{{2, 3}, {2, 3}, {2, 3}}, Shapes{{2, 3}, {3}, {2, 1}}, Shapes{{}, {2, 2}, {}}}) {
-    GradCheck c = given("select", {random_tensor(DType::boolean, p[0], seed++),
-                                   f64(p[1], seed++, -2, 2), f64(p[2], seed++, -2, 2)});
+    GradCheck c = with_inputs("select", {random_tensor(DType::boolean, p[0], seed++),
+                                         f64(p[1], seed++, -2, 2), f64(p[2], seed++, -2, 2)});
     t.add(std::move(c));
   }
   // clamp: x values clear of the bounds so that each element has one clear winner.
-  t.add(given("clamp", {tensor_of(DType::f64, {6}, {-2.0, -0.9, -0.2, 0.3, 0.8, 1.9}),
-                        tensor_of(DType::f64, {}, {-0.5}), tensor_of(DType::f64, {}, {0.5})}));
-  t.add(given(
+  t.add(
+      with_inputs("clamp", {tensor_of(DType::f64, {6}, {-2.0, -0.9, -0.2, 0.3, 0.8, 1.9}),
+                            tensor_of(DType::f64, {}, {-0.5}), tensor_of(DType::f64, {}, {0.5})}));
+  t.add(with_inputs(
       "clamp",
       {tensor_of(DType::f64, {2, 3}, {-2.0, -0.1, 0.3, 1.7, 0.2, -0.8}),
        tensor_of(DType::f64, {3}, {-1.0, -0.5, 0.0}), tensor_of(DType::f64, {2, 1}, {1.0, 0.6})},
       {}, "broadcast bounds"));
   // cast to f32 and back: the loss is in f32, so the finite differences need a larger
   // step and a looser tolerance.
-  GradCheck c = given("cast", {f64({2, 3}, seed++, -2, 2)}, {{"dtype", DType::f32}});
+  GradCheck c = with_inputs("cast", {f64({2, 3}, seed++, -2, 2)}, {{"dtype", DType::f32}});
   c.eps = 1e-2;
   c.rtol = 1e-3;
   t.add(std::move(c));
-  t.add(given("cast", {f64({3}, seed++, -2, 2)}, {{"dtype", DType::f64}}, "same dtype"));
-  t.add(vmap_only(given("cast", {f64({2, 3}, seed++, -5, 5)}, {{"dtype", DType::i32}})));
+  t.add(with_inputs("cast", {f64({3}, seed++, -2, 2)}, {{"dtype", DType::f64}}, "same dtype"));
+  t.add(vmap_only(with_inputs("cast", {f64({2, 3}, seed++, -5, 5)}, {{"dtype", DType::i32}})));
 }
 
 }  // namespace

@@ -13,15 +13,6 @@ Tensor i64(std::vector<int64_t> shape, const std::vector<double>& v) {
   return tensor_of(DType::i64, std::move(shape), v);
 }
 
-GradCheck check(std::string op, Tensors inputs, Attrs attrs, std::string note) {
-  GradCheck c;
-  c.op = std::move(op);
-  c.inputs = std::move(inputs);
-  c.attrs = std::move(attrs);
-  c.note = std::move(note);
-  return c;
-}
-
 // batch_norm inputs: x [N, C, ...] and the per-channel scale, bias, mean, var (> 0).
 Tensors batch_norm_inputs(std::vector<int64_t> x, uint64_t seed) {
   std::vector<int64_t> c{x[1]};
@@ -56,9 +47,10 @@ GradTable grads_nn() {
   t.add(
       grad_check("group_norm", {{2, 3, 4}, {3}, {3}}, {{"num_groups", 3}}, -1, 1, "instance norm"));
 
-  t.add(check("batch_norm", batch_norm_inputs({2, 3}, 1), {}, "rank 2"));
-  t.add(check("batch_norm", batch_norm_inputs({2, 3, 2}, 11), {}, ""));
-  t.add(check("batch_norm", batch_norm_inputs({1, 2, 2, 2}, 21), {{"epsilon", 0.1}}, "epsilon"));
+  t.add(with_inputs("batch_norm", batch_norm_inputs({2, 3}, 1), {}, "rank 2"));
+  t.add(with_inputs("batch_norm", batch_norm_inputs({2, 3, 2}, 11), {}, ""));
+  t.add(with_inputs("batch_norm", batch_norm_inputs({1, 2, 2, 2}, 21), {{"epsilon", 0.1}},
+                    "epsilon"));
 
   t.add(grad_check("attention", {{3, 2}, {4, 2}, {4, 3}}, {}, -1, 1, "no mask, Sq != Sk"));
   t.add(grad_check("attention", {{2, 3, 2}, {2, 3, 2}, {2, 3, 2}, {3, 3}}, {{"mask", "causal"}}, -1,
@@ -71,27 +63,27 @@ GradTable grads_nn() {
   t.add(grad_check("attention", {{4, 2}, {2, 2}, {2, 2}}, {{"mask", "causal"}}, -1, 1,
                    "rows that see no key"));
 
-  t.add(check("embedding", {f64({5, 3}, 31), i64({4}, {0, 2, 2, 4})}, {}, "repeated rows"));
-  t.add(check("embedding", {f64({4, 2}, 32), i64({2, 3}, {3, 1, 0, 1, 2, 3})}, {}, "rank 2"));
-  t.add(check("embedding", {f64({3, 2}, 33), i64({}, {1})}, {}, "rank 0 index"));
+  t.add(with_inputs("embedding", {f64({5, 3}, 31), i64({4}, {0, 2, 2, 4})}, {}, "repeated rows"));
+  t.add(with_inputs("embedding", {f64({4, 2}, 32), i64({2, 3}, {3, 1, 0, 1, 2, 3})}, {}, "rank 2"));
+  t.add(with_inputs("embedding", {f64({3, 2}, 33), i64({}, {1})}, {}, "rank 0 index"));
 
   t.add(grad_check("dropout", {{3, 4}}, {{"training", true}, {"rate", 0.5}, {"seed", 7}}));
   t.add(grad_check("dropout", {{5}}, {{"training", true}, {"rate", 0.2}, {"seed", 1}}));
   t.add(grad_check("dropout", {{2, 3}}, {{"training", false}}, -1, 1, "inference"));
 
-  t.add(check("cross_entropy", {f64({3, 4}, 41), i64({3}, {0, 3, 1})}, {}, "labels, mean"));
-  t.add(check("cross_entropy", {f64({3, 4}, 42), i64({3}, {1, -100, 2})},
-              {{"label_smoothing", 0.1}}, "ignore_index, smoothing"));
-  t.add(check("cross_entropy", {f64({2, 2, 3}, 43), i64({2, 2}, {0, 1, 2, 1})},
-              {{"reduction", "none"}, {"ignore_index", 1}}, "none, ignore_index 1"));
-  t.add(check("cross_entropy", {f64({4}, 44), i64({}, {2})}, {{"reduction", "sum"}},
-              "rank 1 logits"));
-  t.add(check("cross_entropy", {f64({2, 3}, 45), f64({2, 3}, 46, 0, 1)},
-              {{"reduction", "sum"}, {"label_smoothing", 0.2}}, "probabilities, sum"));
-  t.add(check("cross_entropy", {f64({3, 3}, 47), f64({3, 3}, 48, 0, 1)}, {{"reduction", "none"}},
-              "probabilities, none"));
-  t.add(check("cross_entropy", {f64({2, 2, 3}, 49), f64({2, 2, 3}, 50, 0, 1)}, {},
-              "probabilities, mean"));
+  t.add(with_inputs("cross_entropy", {f64({3, 4}, 41), i64({3}, {0, 3, 1})}, {}, "labels, mean"));
+  t.add(with_inputs("cross_entropy", {f64({3, 4}, 42), i64({3}, {1, -100, 2})},
+                    {{"label_smoothing", 0.1}}, "ignore_index, smoothing"));
+  t.add(with_inputs("cross_entropy", {f64({2, 2, 3}, 43), i64({2, 2}, {0, 1, 2, 1})},
+                    {{"reduction", "none"}, {"ignore_index", 1}}, "none, ignore_index 1"));
+  t.add(with_inputs("cross_entropy", {f64({4}, 44), i64({}, {2})}, {{"reduction", "sum"}},
+                    "rank 1 logits"));
+  t.add(with_inputs("cross_entropy", {f64({2, 3}, 45), f64({2, 3}, 46, 0, 1)},
+                    {{"reduction", "sum"}, {"label_smoothing", 0.2}}, "probabilities, sum"));
+  t.add(with_inputs("cross_entropy", {f64({3, 3}, 47), f64({3, 3}, 48, 0, 1)},
+                    {{"reduction", "none"}}, "probabilities, none"));
+  t.add(with_inputs("cross_entropy", {f64({2, 2, 3}, 49), f64({2, 2, 3}, 50, 0, 1)}, {},
+                    "probabilities, mean"));
   return t;
 }
 

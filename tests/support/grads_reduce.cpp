@@ -14,15 +14,6 @@ Attrs dims(IntList lc, IntList rc, IntList lb = {}, IntList rb = {}) {
   return {{"lhs_contracting", lc}, {"rhs_contracting", rc}, {"lhs_batch", lb}, {"rhs_batch", rb}};
 }
 
-GradCheck with_inputs(std::string op, Tensors inputs, Attrs attrs, std::string note = {}) {
-  GradCheck c;
-  c.op = std::move(op);
-  c.inputs = std::move(inputs);
-  c.attrs = std::move(attrs);
-  c.note = std::move(note);
-  return c;
-}
-
 // Reduction cases shared by the smooth reductions: an inner axis, several axes with
 // keepdims (one negative), all axes of a tensor with a size-1 dim, and a scalar.
 void smooth_reduction(GradTable& t, const std::string& op, double lo, double hi) {

@@ -17,15 +17,6 @@ Tensor i64(std::vector<int64_t> shape, std::vector<double> v) {
   return tensor_of(DType::i64, std::move(shape), v);
 }
 
-GradCheck with_inputs(std::string op, Tensors inputs, Attrs attrs, std::string note = {}) {
-  GradCheck c;
-  c.op = std::move(op);
-  c.inputs = std::move(inputs);
-  c.attrs = std::move(attrs);
-  c.note = std::move(note);
-  return c;
-}
-
 // Nondifferentiable: vmap only.
 GradCheck vmap_only(std::string op, Tensors inputs, Attrs attrs, std::string note = {}) {
   GradCheck c = with_inputs(std::move(op), std::move(inputs), std::move(attrs), std::move(note));

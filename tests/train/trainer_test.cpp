@@ -142,6 +142,21 @@ TEST(Trainer, LeastSquaresLossFallsWithoutRecompiling) {
   EXPECT_EQ(t.param("adamw.m.w").shape(), (std::vector<int64_t>{3, 1}));
 }
 
+TEST(Trainer, RematGivesTheSameSteps) {
+  LeastSquares ls;
+  TrainerOptions o;
+  o.schedule = constant_lr(0.01);
+  Trainer plain(*ls.g, o);
+  o.remat = Remat::checkpoints;
+  Trainer remat(*ls.g, o);
+  ls.init(plain);
+  ls.init(remat);
+  for (int k = 0; k < 3; ++k) {
+    double a = scalar(plain.step(ls.batch).at("loss")), b = scalar(remat.step(ls.batch).at("loss"));
+    EXPECT_NEAR(a, b, 1e-6 * std::abs(a)) << "step " << k;
+  }
+}
+
 TEST(Trainer, OnlyTheListedParamsTrain) {
   LeastSquares ls;
   TrainerOptions o;
@@ -243,6 +258,8 @@ TEST(TrainerErrors, Params) {
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("'b'"), std::string::npos) << e.what();
   }
+  EXPECT_THROW(t.evaluate(ls.batch), ValueError);
+  EXPECT_THROW(t.save("/nonexistent-dir/never-written.safetensors"), ValueError);  // b unset
   EXPECT_THROW(t.set_param("nope", Tensor::zeros(DType::f32, {1})), ValueError);
   EXPECT_THROW(t.set_param("w", Tensor::zeros(DType::f32, {4, 1})), ValueError);
   EXPECT_THROW(t.set_param("w", Tensor::zeros(DType::f64, {3, 1})), TypeError);

@@ -90,4 +90,24 @@ inline TapRange out_range(int64_t off, int64_t stride, int64_t limit, int64_t n)
   return {lo, std::max(lo, hi)};
 }
 
+// Per output index along one window dim: where its window starts, the taps inside the
+// input, and the taps inside the input or its padding (count_include_pad's divisor).
+struct DimTaps {
+  std::vector<int64_t> start, first, last, padded;
+};
+
+inline DimTaps dim_taps(const Window& w, int i) {
+  DimTaps t;
+  for (int64_t o = 0; o < w.out[i]; ++o) {
+    int64_t s = o * w.stride[i] - w.pad[i];
+    TapRange in = taps_in(s, w.dil[i], w.ker[i], 0, w.in[i]);
+    TapRange pad = taps_in(s, w.dil[i], w.ker[i], -w.pad[i], w.in[i] + w.pad_end[i]);
+    t.start.push_back(s);
+    t.first.push_back(in.first);
+    t.last.push_back(in.last);
+    t.padded.push_back(pad.last - pad.first);
+  }
+  return t;
+}
+
 }  // namespace rlx::cpu

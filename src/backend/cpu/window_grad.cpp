@@ -9,6 +9,7 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/resize_map.h"
 #include "backend/cpu/window.h"
 
 namespace rlx::cpu {
@@ -16,26 +17,6 @@ namespace rlx::cpu {
 namespace {
 
 // ---- pools ---------------------------------------------------------------------------
-
-// Per output index along one window dim: where its window starts, the taps inside the
-// input, and the taps inside the input or its padding (count_include_pad's divisor).
-struct DimTaps {
-  std::vector<int64_t> start, first, last, padded;
-};
-
-DimTaps dim_taps(const Window& w, int i) {
-  DimTaps t;
-  for (int64_t o = 0; o < w.out[i]; ++o) {
-    int64_t s = o * w.stride[i] - w.pad[i];
-    TapRange in = taps_in(s, w.dil[i], w.ker[i], 0, w.in[i]);
-    TapRange pad = taps_in(s, w.dil[i], w.ker[i], -w.pad[i], w.in[i] + w.pad_end[i]);
-    t.start.push_back(s);
-    t.first.push_back(in.first);
-    t.last.push_back(in.last);
-    t.padded.push_back(pad.last - pad.first);
-  }
-  return t;
-}
 
 struct Windows {
   Window w;
@@ -166,57 +147,6 @@ void max_pool_gather_kernel(const KernelContext& ctx, std::span<const Tensor> in
 }
 
 // ---- resize_grad -----------------------------------------------------------------------
-// The sampling maps must match resize.cpp's (source_coord, round_nearest, axis_map).
-
-double source_coord(const std::string& transform, int64_t o, int64_t in, int64_t out,
-                    double scale) {
-  if (transform == "align_corners")
-    return out == 1 ? 0.0 : double(o) * double(in - 1) / double(out - 1);
-  if (transform == "asymmetric") return double(o) / scale;
-  return (double(o) + 0.5) / scale - 0.5;  // half_pixel
-}
-
-int64_t round_nearest(double x, const std::string& mode) {
-  if (mode == "floor") return int64_t(std::floor(x));
-  if (mode == "ceil") return int64_t(std::ceil(x));
-  double f = std::floor(x);
-  if (x - f == 0.5) return int64_t(mode == "round_prefer_ceil" ? f + 1 : f);
-  return int64_t(std::round(x));
-}
-
-// Output j of a dim reads (1 - w[j]) * in[i0[j]] + w[j] * in[i1[j]] (nearest: i0 alone).
-struct AxisMap {
-  std::vector<int64_t> i0, i1;
-  std::vector<double> w;
-  bool identity = true;
-};
-
-AxisMap axis_map(const Attrs& a, size_t d, int64_t in, int64_t out, bool linear) {
-  const FloatList scales = a.get_floats("scales");
-  double scale = scales.empty() ? double(out) / double(in) : scales[d];
-  const std::string& transform = a.get_string("coordinate_transformation");
-  const std::string& nearest_mode = a.get_string("nearest_mode");
-  AxisMap m;
-  m.i0.resize(size_t(out));
-  m.i1.resize(size_t(out));
-  m.w.resize(size_t(out));
-  m.identity = in == out;
-  for (int64_t j = 0; j < out; ++j) {
-    double x = source_coord(transform, j, in, out, scale);
-    size_t s = size_t(j);
-    if (linear) {
-      x = std::clamp(x, 0.0, double(in - 1));
-      m.i0[s] = int64_t(std::floor(x));
-      m.i1[s] = std::min(m.i0[s] + 1, in - 1);
-      m.w[s] = x - double(m.i0[s]);
-    } else {
-      m.i0[s] = std::clamp<int64_t>(round_nearest(x, nearest_mode), 0, in - 1);
-      m.i1[s] = m.i0[s];
-    }
-    m.identity &= m.i0[s] == j && m.w[s] == 0.0;
-  }
-  return m;
-}
 
 // The transpose of one resize pass along a dim: src [outer, out, inner] is added into
 // dst [outer, in, inner] (zeroed here) at the positions each output sampled.
