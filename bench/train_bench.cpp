@@ -84,10 +84,11 @@ double rlx_ms_per_step(const Model& m, const Options& o) {
   return ms.count() / m.steps;
 }
 
-// The first interpreter that imports torch ("" when none does); Debian's python3 first.
+// The first interpreter that imports torch ("" when none does): $RLX_PYTHON when set, else
+// Debian's python3 before the one on PATH.
 std::string python_with_torch() {
   std::vector<std::string> candidates = {"/usr/bin/python3", "python3"};
-  if (const char* env = std::getenv("RLX_PYTHON")) candidates.insert(candidates.begin(), env);
+  if (const char* env = std::getenv("RLX_PYTHON")) candidates = {env};
   for (const std::string& py : candidates)
     if (std::system((py + " -c 'import torch' >/dev/null 2>&1").c_str()) == 0) return py;
   return {};

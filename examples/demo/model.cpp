@@ -97,7 +97,7 @@ TensorMap init_params(const Graph& g, int64_t layers, uint64_t seed) {
     } else {
       bool residual = ends_with(a.name, ".wo") || ends_with(a.name, ".w2");
       double std = residual ? 0.02 / std::sqrt(2.0 * double(layers)) : 0.02;
-      params[a.name] = train::normal(shape, 0.0, std, int64_t(seed++), dt);
+      params[a.name] = train::normal(shape, 0.0, std, seed++, dt);
     }
   }
   return params;

@@ -22,12 +22,13 @@ namespace {
 constexpr int kSteps = 10;
 constexpr double kTol = 1e-5;
 
-// The first interpreter that imports torch and numpy ("" when none does). Debian's
-// python3 comes first: a python3 earlier on PATH (pyenv, a venv) may lack torch.
+// The first interpreter that imports torch and numpy ("" when none does): $RLX_PYTHON
+// when set, else Debian's python3 before the one on PATH (pyenv, a venv), which may lack
+// torch.
 const std::string& python_with_torch() {
   static const std::string found = [] {
     std::vector<std::string> candidates = {"/usr/bin/python3", "python3"};
-    if (const char* env = std::getenv("RLX_PYTHON")) candidates.insert(candidates.begin(), env);
+    if (const char* env = std::getenv("RLX_PYTHON")) candidates = {env};
     for (const std::string& py : candidates)
       if (std::system((py + " -c 'import torch, numpy' >/dev/null 2>&1").c_str()) == 0) return py;
     return std::string();
