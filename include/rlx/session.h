@@ -11,6 +11,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <span>
 #include <string>
@@ -21,6 +22,7 @@
 #include "rlx/dispatch.h"
 #include "rlx/graph.h"
 #include "rlx/kernel.h"
+#include "rlx/passes.h"
 #include "rlx/tensor.h"
 
 namespace rlx {
@@ -33,7 +35,18 @@ struct CompileOptions {
   bool print_report = false;
   // The kernels to resolve against (default: the global registry).
   const KernelRegistry* kernels = nullptr;
+  // Optimisation level: 0 runs no pass, 1 the clean-ups, 2 also fusion. -1: the
+  // RLX_OPT_LEVEL environment variable, else 2.
+  int opt_level = -1;
+  // The pass pipeline to run instead of default_pipeline(device, opt_level, precision).
+  std::optional<std::vector<std::string>> passes;
+  // Passes left out of the pipeline (by name).
+  std::vector<std::string> disable_passes;
+  Precision precision = Precision::f32;
 };
+
+// The pipeline compile() runs for these options on a device.
+std::vector<std::string> compile_pipeline(Device device, const CompileOptions& options);
 
 using TensorMap = std::map<std::string, Tensor, std::less<>>;
 
@@ -46,7 +59,9 @@ class CompiledGraph {
 
   Device device() const;
   const DispatchReport& report() const;
-  const Graph& lowered() const;  // the graph as it runs: decompositions inlined
+  const Graph& lowered() const;  // the graph as it runs: passes run, decompositions inlined
+  // The passes compile() ran, with node counts and times.
+  const std::vector<PassStat>& pass_stats() const;
 
   std::vector<std::string> input_names() const;
   std::vector<std::string> param_names() const;

@@ -130,8 +130,8 @@ std::shared_ptr<const Plan> Program::plan_for(const std::vector<int64_t>& key,
     std::vector<TensorType> out;
     // A control op's subgraphs keep their symbolic signature, which concrete inputs do not
     // match: its outputs keep their declared types and, where those are not static, the
-    // kernel makes them.
-    if (dynamic || !n.subgraphs.empty()) {
+    // kernel makes them. Other ops with subgraphs (fused regions) infer from their inputs.
+    if (dynamic || n.op->has(Trait::control)) {
       for (Value v : n.outputs) out.push_back(v.type());
     } else {
       out = infer_types(*n.op, in, n.attrs, n.subgraphs);
@@ -177,7 +177,7 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
       std::vector<TensorType> in;
       for (const Tensor& t : ins) in.push_back(t.type());
       std::vector<TensorType> out;
-      if (n.subgraphs.empty()) {
+      if (!n.op->has(Trait::control)) {
         out = infer_types(*n.op, in, n.attrs, n.subgraphs);
       } else {
         for (Value v : n.outputs) out.push_back(v.type());

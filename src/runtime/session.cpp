@@ -1,6 +1,8 @@
 #include "rlx/session.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
 
@@ -13,6 +15,7 @@ struct CompiledGraph::Impl {
   std::unique_ptr<detail::Program> program;
   std::vector<std::string> inputs, params, outputs;
   std::vector<size_t> input_slot, param_slot;  // argument index of each input / param
+  std::vector<PassStat> pass_stats;
 
   // Params are swapped as a whole, so a run sees one consistent set while another thread
   // calls set_param.
@@ -39,7 +42,25 @@ size_t index_of(const std::vector<std::string>& names, std::string_view name) {
   return names.size();
 }
 
+int resolved_opt_level(const CompileOptions& options) {
+  if (options.opt_level >= 0) return options.opt_level;
+  const char* env = std::getenv("RLX_OPT_LEVEL");
+  if (env && *env >= '0' && *env <= '9' && env[1] == 0) return *env - '0';
+  return 2;
+}
+
 }  // namespace
+
+std::vector<std::string> compile_pipeline(Device device, const CompileOptions& options) {
+  std::vector<std::string> names =
+      options.passes ? *options.passes
+                     : default_pipeline(device, resolved_opt_level(options), options.precision);
+  std::erase_if(names, [&](const std::string& n) {
+    return std::find(options.disable_passes.begin(), options.disable_passes.end(), n) !=
+           options.disable_passes.end();
+  });
+  return names;
+}
 
 const CompiledGraph::Impl& CompiledGraph::impl() const {
   if (!impl_) fail<ValueError>("run", "expected a compiled graph, got an empty CompiledGraph");
@@ -49,6 +70,7 @@ const CompiledGraph::Impl& CompiledGraph::impl() const {
 Device CompiledGraph::device() const { return impl().device; }
 const DispatchReport& CompiledGraph::report() const { return impl().program->lowered().report; }
 const Graph& CompiledGraph::lowered() const { return impl().program->graph(); }
+const std::vector<PassStat>& CompiledGraph::pass_stats() const { return impl().pass_stats; }
 std::vector<std::string> CompiledGraph::input_names() const { return impl().inputs; }
 std::vector<std::string> CompiledGraph::param_names() const { return impl().params; }
 std::vector<std::string> CompiledGraph::output_names() const { return impl().outputs; }
@@ -133,7 +155,10 @@ CompiledGraph Session::compile(const Graph& g, const CompileOptions& options) co
   const KernelRegistry& kernels = options.kernels ? *options.kernels : KernelRegistry::global();
   auto im = std::make_unique<CompiledGraph::Impl>();
   im->device = device_;
-  im->program = std::make_unique<detail::Program>(g, device_, kernels, options.threads);
+  PassContext ctx{device_, resolved_opt_level(options), options.precision, &kernels};
+  PipelineResult opt = run_pipeline(g, compile_pipeline(device_, options), ctx);
+  im->pass_stats = std::move(opt.stats);
+  im->program = std::make_unique<detail::Program>(*opt.graph, device_, kernels, options.threads);
   if (options.print_report) std::fprintf(stderr, "%s", im->program->lowered().report.str().c_str());
   const Graph& lg = im->program->graph();
   for (size_t i = 0; i < lg.args().size(); ++i) {

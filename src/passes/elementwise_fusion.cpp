@@ -1,0 +1,7 @@
+#include "passes/families.h"
+
+namespace rlx::passes {
+
+void register_elementwise_fusion(PassRegistry&) {}
+
+}  // namespace rlx::passes
