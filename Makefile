@@ -15,7 +15,7 @@ DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clan
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build demo test bench bench-train format clean
+.PHONY: all deps configure build demo test bench bench-train bench-compile format clean
 
 all: build
 
@@ -49,6 +49,10 @@ bench: build
 # Train-step time of the demo's GPT and a BERT-base layer, rlx vs PyTorch (BENCH_ARGS=--quick).
 bench-train: build
 	./$(BUILD)/bench/rlx-bench-train $(BENCH_ARGS)
+
+# Session::compile time of a GPT-2-small forward graph and train step.
+bench-compile: build
+	./$(BUILD)/bench/rlx-bench-compile $(BENCH_ARGS)
 
 format: deps
 	git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format -i

@@ -94,6 +94,11 @@ struct PipelineResult {
 // Runs the named passes in order (unknown names are a ValueError listing the known ones).
 PipelineResult run_pipeline(const Graph& g, std::span<const std::string> passes,
                             const PassContext& ctx = {});
+// g with the named symbolic dims of its args replaced by static sizes, every node
+// re-inferred (so shape arithmetic that depended on them can fold). ValueError for a name
+// that no arg uses or a negative size.
+std::unique_ptr<Graph> bind_dims(const Graph& g, const std::map<std::string, int64_t>& dims);
+
 // One pass by name; null when it changed nothing.
 std::unique_ptr<Graph> run_pass(std::string_view name, const Graph& g,
                                 const PassContext& ctx = {});

@@ -43,6 +43,12 @@ struct CompileOptions {
   // Passes left out of the pipeline (by name).
   std::vector<std::string> disable_passes;
   Precision precision = Precision::f32;
+  // Symbolic dims fixed at compile time (bind_dims): the compiled graph then takes only
+  // these sizes, and shape arithmetic on them folds away.
+  std::map<std::string, int64_t> dims;
+  // Reuse an earlier compile of an equal graph with equal options (RLX_COMPILE_CACHE=0
+  // turns it off everywhere). The program is shared; params are per CompiledGraph.
+  bool cache = true;
 };
 
 // The pipeline compile() runs for these options on a device.
@@ -62,6 +68,8 @@ class CompiledGraph {
   const Graph& lowered() const;  // the graph as it runs: passes run, decompositions inlined
   // The passes compile() ran, with node counts and times.
   const std::vector<PassStat>& pass_stats() const;
+  // Whether compile() reused an earlier compile of an equal graph (CompileOptions::cache).
+  bool from_cache() const;
 
   std::vector<std::string> input_names() const;
   std::vector<std::string> param_names() const;

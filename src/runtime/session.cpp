@@ -6,16 +6,18 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "rlx/compile_cache.h"
 #include "runtime/program.h"
 
 namespace rlx {
 
 struct CompiledGraph::Impl {
   Device device;
-  std::unique_ptr<detail::Program> program;
+  std::shared_ptr<const detail::Program> program;
   std::vector<std::string> inputs, params, outputs;
   std::vector<size_t> input_slot, param_slot;  // argument index of each input / param
   std::vector<PassStat> pass_stats;
+  bool from_cache = false;
 
   // Params are swapped as a whole, so a run sees one consistent set while another thread
   // calls set_param.
@@ -71,6 +73,7 @@ Device CompiledGraph::device() const { return impl().device; }
 const DispatchReport& CompiledGraph::report() const { return impl().program->lowered().report; }
 const Graph& CompiledGraph::lowered() const { return impl().program->graph(); }
 const std::vector<PassStat>& CompiledGraph::pass_stats() const { return impl().pass_stats; }
+bool CompiledGraph::from_cache() const { return impl().from_cache; }
 std::vector<std::string> CompiledGraph::input_names() const { return impl().inputs; }
 std::vector<std::string> CompiledGraph::param_names() const { return impl().params; }
 std::vector<std::string> CompiledGraph::output_names() const { return impl().outputs; }
@@ -151,14 +154,120 @@ Session::Session(Device device) : device_(device) {
   register_cpu_kernels();
 }
 
+namespace {
+
+// A compile that can be shared: the program (immutable but for its own locked plan
+// cache) and what the pipeline did.
+struct CacheEntry {
+  std::shared_ptr<const detail::Program> program;
+  std::vector<PassStat> pass_stats;
+};
+
+// The process-wide in-memory compile cache; least recently used entries go first.
+class ProgramCache {
+ public:
+  static ProgramCache& global() {
+    static ProgramCache* c = new ProgramCache();
+    return *c;
+  }
+  std::shared_ptr<const CacheEntry> find(const std::string& key) {
+    std::lock_guard lock(mu_);
+    auto it = entries_.find(key);
+    if (it == entries_.end()) return nullptr;
+    it->second.last_use = ++clock_;
+    return it->second.entry;
+  }
+  void put(const std::string& key, std::shared_ptr<const CacheEntry> e) {
+    std::lock_guard lock(mu_);
+    if (entries_.size() >= kMaxEntries) {
+      auto oldest = entries_.begin();
+      for (auto it = entries_.begin(); it != entries_.end(); ++it)
+        if (it->second.last_use < oldest->second.last_use) oldest = it;
+      entries_.erase(oldest);
+    }
+    entries_[key] = {std::move(e), ++clock_};
+  }
+  size_t size() {
+    std::lock_guard lock(mu_);
+    return entries_.size();
+  }
+  void clear() {
+    std::lock_guard lock(mu_);
+    entries_.clear();
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 64;
+  struct Slot {
+    std::shared_ptr<const CacheEntry> entry;
+    uint64_t last_use = 0;
+  };
+  std::mutex mu_;
+  std::map<std::string, Slot> entries_;
+  uint64_t clock_ = 0;
+};
+
+bool cache_enabled(const CompileOptions& options) {
+  const char* env = std::getenv("RLX_COMPILE_CACHE");
+  return options.cache && !(env && std::string_view(env) == "0");
+}
+
+// Everything that decides the compiled program: the graph, the device, the kernels, the
+// pipeline and its context, the thread count and the bound dims.
+std::string cache_key(const Graph& g, Device device, const KernelRegistry& kernels,
+                      const std::vector<std::string>& pipeline, const PassContext& ctx,
+                      const CompileOptions& options) {
+  std::string key = std::to_string(graph_hash(g)) + "|" + device.str() + "|" +
+                    std::to_string(reinterpret_cast<uintptr_t>(&kernels)) + "|" +
+                    std::to_string(ctx.opt_level) + "|" +
+                    std::string(precision_name(ctx.precision)) + "|" +
+                    std::to_string(options.threads) + "|";
+  for (const auto& p : pipeline) key += p + ",";
+  key += "|";
+  for (const auto& [name, size] : options.dims) key += name + "=" + std::to_string(size) + ",";
+  return key;
+}
+
+std::shared_ptr<const CacheEntry> build(const Graph& g, Device device,
+                                        const KernelRegistry& kernels,
+                                        const std::vector<std::string>& pipeline,
+                                        const PassContext& ctx, const CompileOptions& options) {
+  std::unique_ptr<Graph> bound = options.dims.empty() ? nullptr : bind_dims(g, options.dims);
+  PipelineResult opt = run_pipeline(bound ? *bound : g, pipeline, ctx);
+  auto e = std::make_shared<CacheEntry>();
+  e->pass_stats = std::move(opt.stats);
+  e->program = std::make_shared<detail::Program>(*opt.graph, device, kernels, options.threads);
+  return e;
+}
+
+}  // namespace
+
+size_t compile_cache_size() { return ProgramCache::global().size(); }
+void clear_compile_cache() { ProgramCache::global().clear(); }
+
 CompiledGraph Session::compile(const Graph& g, const CompileOptions& options) const {
   const KernelRegistry& kernels = options.kernels ? *options.kernels : KernelRegistry::global();
+  PassContext ctx{device_, resolved_opt_level(options), options.precision, &kernels};
+  std::vector<std::string> pipeline = compile_pipeline(device_, options);
+  std::shared_ptr<const CacheEntry> entry;
+  bool hit = false;
+  if (cache_enabled(options)) {
+    std::string key = cache_key(g, device_, kernels, pipeline, ctx, options);
+    entry = ProgramCache::global().find(key);
+    hit = entry != nullptr;
+    if (!entry) {
+      entry = build(g, device_, kernels, pipeline, ctx, options);
+      ProgramCache::global().put(key, entry);
+    }
+  } else {
+    entry = build(g, device_, kernels, pipeline, ctx, options);
+  }
+
   auto im = std::make_unique<CompiledGraph::Impl>();
   im->device = device_;
-  PassContext ctx{device_, resolved_opt_level(options), options.precision, &kernels};
-  PipelineResult opt = run_pipeline(g, compile_pipeline(device_, options), ctx);
-  im->pass_stats = std::move(opt.stats);
-  im->program = std::make_unique<detail::Program>(*opt.graph, device_, kernels, options.threads);
+  im->program = entry->program;
+  im->pass_stats = entry->pass_stats;
+  im->from_cache = hit;
   if (options.print_report) std::fprintf(stderr, "%s", im->program->lowered().report.str().c_str());
   const Graph& lg = im->program->graph();
   for (size_t i = 0; i < lg.args().size(); ++i) {
