@@ -2,9 +2,18 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include <atomic>
+
 #include "rlx/kernel.h"
+#include "runtime/program.h"
 
 namespace rlx {
+
+namespace {
+std::atomic<uint64_t> g_registrations{0};
+}  // namespace
+
+uint64_t detail::kernel_registrations() { return g_registrations.load(); }
 
 struct KernelRegistry::Impl {
   mutable std::shared_mutex mu;
@@ -28,6 +37,7 @@ void KernelRegistry::add(std::string op, DeviceKind device, KernelFn fn, Support
   std::unique_lock lock(impl_->mu);
   auto k = std::make_unique<Kernel>(Kernel{op, device, std::move(fn), std::move(supports), flags});
   impl_->kernels[{std::move(op), device}].push_back(std::move(k));
+  g_registrations.fetch_add(1);
 }
 
 const Kernel* KernelRegistry::find(const KernelQuery& q, DeviceKind device) const {

@@ -14,6 +14,10 @@
 
 namespace rlx::detail {
 
+// Kernels registered so far in any registry: a compile cached before a registration may
+// resolve differently after it.
+uint64_t kernel_registrations();
+
 class Program;
 
 // The concrete output shapes of every node for one binding of the symbolic dims.

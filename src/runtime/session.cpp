@@ -207,18 +207,22 @@ class ProgramCache {
   uint64_t clock_ = 0;
 };
 
+// Only compiles against the global registry are cached: a caller's registry may die and
+// another take its address.
 bool cache_enabled(const CompileOptions& options) {
   const char* env = std::getenv("RLX_COMPILE_CACHE");
-  return options.cache && !(env && std::string_view(env) == "0");
+  return options.cache && !(env && std::string_view(env) == "0") &&
+         (!options.kernels || options.kernels == &KernelRegistry::global());
 }
 
-// Everything that decides the compiled program: the graph, the device, the kernels, the
-// pipeline and its context, the thread count and the bound dims.
-std::string cache_key(const Graph& g, Device device, const KernelRegistry& kernels,
+// Everything that decides the compiled program: the graph, the device, the kernels (by
+// how many have been registered), the pipeline and its context, the thread count and
+// the bound dims.
+std::string cache_key(const Graph& g, Device device,
                       const std::vector<std::string>& pipeline, const PassContext& ctx,
                       const CompileOptions& options) {
   std::string key = std::to_string(graph_hash(g)) + "|" + device.str() + "|" +
-                    std::to_string(reinterpret_cast<uintptr_t>(&kernels)) + "|" +
+                    std::to_string(detail::kernel_registrations()) + "|" +
                     std::to_string(ctx.opt_level) + "|" +
                     std::string(precision_name(ctx.precision)) + "|" +
                     std::to_string(options.threads) + "|";
@@ -252,7 +256,7 @@ CompiledGraph Session::compile(const Graph& g, const CompileOptions& options) co
   std::shared_ptr<const CacheEntry> entry;
   bool hit = false;
   if (cache_enabled(options)) {
-    std::string key = cache_key(g, device_, kernels, pipeline, ctx, options);
+    std::string key = cache_key(g, device_, pipeline, ctx, options);
     entry = ProgramCache::global().find(key);
     hit = entry != nullptr;
     if (!entry) {

@@ -75,6 +75,24 @@ TEST(CompileCache, OptionsThatChangeTheProgramMiss) {
   EXPECT_EQ(compile_cache_size(), 0u);
 }
 
+TEST(CompileCache, NewKernelsAndPrivateRegistriesAreNotServedStale) {
+  clear_compile_cache();
+  auto g = mlp();
+  Session s;
+  s.compile(*g);
+  // A kernel registered anywhere may change how an equal graph resolves.
+  KernelRegistry mine;
+  mine.add("test.none", DeviceKind::cpu, [](const KernelContext&, std::span<const Tensor>,
+                                            std::span<Tensor>) {});
+  EXPECT_FALSE(s.compile(*g).from_cache());
+  // Compiles against a caller's registry are not cached at all.
+  CompileOptions o;
+  o.kernels = &KernelRegistry::global();
+  EXPECT_TRUE(s.compile(*g, o).from_cache());
+  o.kernels = &mine;
+  EXPECT_THROW(s.compile(*g, o), NotSupported);  // no kernels there: every op missing
+}
+
 TEST(BindDims, CompiledGraphTakesOnlyTheBoundSize) {
   auto g = mlp();
   CompileOptions o;
