@@ -148,6 +148,15 @@ void indexing(GradTable& t) {
                     {{"reduction", "min"}}, "min"));
 }
 
+void dynamic(GradTable& t) {
+  t.add(with_inputs("dynamic_reshape", {f64({2, 3, 4}, 32), i64({2}, {0, -1})}, {},
+                    "copy and infer"));
+  t.add(with_inputs("dynamic_reshape", {f64({6}, 33), i64({3}, {3, 1, 2})}));
+  t.add(with_inputs("dynamic_reshape", {f64({1}, 34), i64({0}, {})}, {}, "to rank 0"));
+  t.add(vmap_only("shape_of", {f64({2, 3}, 35)}, {}));
+  t.add(vmap_only("shape_of", {f64({}, 36)}, {}, "rank 0: an empty shape"));
+}
+
 void sorting(GradTable& t) {
   t.add(grad_check("sort", {{2, 5}}, {}));
   t.add(grad_check("sort", {{4, 3}}, {{"axis", 0}, {"descending", true}}));
@@ -180,6 +189,7 @@ GradTable grads_shape() {
   slicing(t);
   indexing(t);
   sorting(t);
+  dynamic(t);
   nondifferentiable(t);
   return t;
 }
