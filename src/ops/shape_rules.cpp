@@ -617,8 +617,16 @@ VmapResult dynamic_reshape_vmap(const RuleArgs& a, Axes in_axes) {
   if (in_axes[1] >= 0) {
     Value rows = move_axis(shape, in_axes[1], 0);
     shape = op("reshape", {slice1(rows, 0, 0, 1)}, {{"shape", IntList{-1}}});
+    if (in_axes[0] < 0) {
+      // Only the shape is batched: the result is batched along the shape's batch dim. A
+      // sum over the rows keeps that dim even when the rows are empty (a rank-0 target).
+      Value y = again(a, {x, shape}, a.attrs);
+      IntList spec(size_t(y.rank()) + 1, 1);
+      spec[0] = 0;
+      Value ref = op("reshape", {op("sum", {rows}, {{"axes", IntList{1}}})}, {{"shape", spec}});
+      return at0(op("broadcast_like", {rules::expand_dims(y, {0}), ref}));
+    }
   }
-  if (in_axes[0] < 0) return {{again(a, {x, shape}, a.attrs)}, {-1}};
   Value zero = a.g.constant(Literal::from<int64_t>({0}));
   return at0(again(a, {move_axis(x, in_axes[0], 0), op("concat", {zero, shape})}, a.attrs));
 }

@@ -99,6 +99,15 @@ class Folder {
   explicit Folder(Rewriter& rw) : rw_(rw), dst_(rw.dst()) {}
 
   bool fold(const Node& n) {
+    try {
+      return try_fold(n);
+    } catch (const Error&) {
+      return false;  // sizes that overflow and the like: leave the node to the run
+    }
+  }
+
+ private:
+  bool try_fold(const Node& n) {
     const OpDef& op = *n.op;
     if (n.outputs.empty() || !n.subgraphs.empty() || op.name == "constant" ||
         op.has(Trait::random) || op.has(Trait::side_effect) || op.has(Trait::control) ||
@@ -120,7 +129,6 @@ class Folder {
     return true;
   }
 
- private:
   bool fold_shape_of(const Node& n, Value x) {
     if (!is_static(x.shape())) return false;
     rw_.replace(n.outputs[0], dst_.constant(Literal::from<int64_t>(static_sizes(x.shape()))));

@@ -6,7 +6,8 @@
 //
 //   x + 0, 0 + x, x - 0, x * 1, 1 * x, x / 1  -> x   (any splat constant; for floats
 //       x + 0 may turn a -0.0 into +0.0, as in XLA; x * 0 and x - x are left alone: NaN
-//       and infinity make them depend on x)
+//       and infinity make them depend on x). Where the constant makes the result bigger
+//       than x, and its shape is static, -> broadcast_to(x)
 //   neg(neg x) -> x;  x - neg(y) -> x + y;  x + neg(y), neg(y) + x -> x - y
 //   transpose(transpose x) -> one transpose, or x;  a transpose that permutes nothing -> x
 //   reshape / squeeze / expand_dims / reshape_like of one of them -> one reshape, or x; to
@@ -149,7 +150,7 @@ class Simplifier {
       if (Value v = arithmetic(op, in, want); v.valid()) return v;
     }
     if (op == ops_.neg) {
-      if (const Node* p = producer_is(g_, in[0], "neg")) return p->inputs[0];
+      if (const Node* p = made_by(in[0], ops_.neg)) return p->inputs[0];
     }
     if (op == ops_.transpose) return transpose(n, in[0], want);
     if (ops_.reshapes(op)) return reshape(n, in[0], want);
@@ -174,6 +175,12 @@ class Simplifier {
     }
   }
 
+  // The node that makes v, when it runs op.
+  const Node* made_by(Value v, const OpDef* op) const {
+    const Node* p = g_.producer(v);
+    return p && p->op == op ? p : nullptr;
+  }
+
   // The one value of a splat constant, or of a broadcast of one (zeros_like…).
   std::optional<double> splat(Value v) {
     if (const Node* b = g_.producer(v); b && ops_.broadcasts(b->op)) v = b->inputs[0];
@@ -188,16 +195,24 @@ class Simplifier {
       if (i == 0 && !commutes) break;
       Value c = in[i], x = in[1 - i];
       std::optional<double> s = splat(c);
-      if (s && *s == unit && absorbed(c.shape(), x.shape()) && x.type() == want) return x;
+      if (!s || *s != unit) continue;
+      if (absorbed(c.shape(), x.shape()) && x.type() == want) return x;
+      // The constant only broadcasts x: say so (cheaper, and elementwise users absorb it).
+      if (x.dtype() == want.dtype && is_static(want.shape))
+        if (Value v = emit(*ops_.broadcast_to, {x}, {{"shape", static_sizes(want.shape)}}, want);
+            v.valid())
+          return v;
     }
     if (op == ops_.sub) {
-      if (const Node* p = producer_is(g_, in[1], "neg"))
+      if (const Node* p = made_by(in[1], ops_.neg))
         return emit(*ops_.add, {in[0], p->inputs[0]}, {}, want);
     }
     if (op == ops_.add) {
-      for (size_t i : {size_t(1), size_t(0)})
-        if (const Node* p = producer_is(g_, in[i], "neg"))
-          return emit(*ops_.sub, {in[1 - i], p->inputs[0]}, {}, want);
+      for (size_t i : {size_t(1), size_t(0)}) {
+        const Node* p = made_by(in[i], ops_.neg);
+        if (Value v = p ? emit(*ops_.sub, {in[1 - i], p->inputs[0]}, {}, want) : Value{}; v.valid())
+          return v;
+      }
     }
     if (op == ops_.div) return reciprocal(in, want);
     return {};
@@ -227,7 +242,7 @@ class Simplifier {
   Value transpose(const Node& n, Value x, const TensorType& want) {
     IntList perm = normalized_perm(n.attrs, x.rank());
     if (is_identity(perm)) return x.type() == want ? x : Value{};
-    const Node* p = producer_is(g_, x, "transpose");
+    const Node* p = made_by(x, ops_.transpose);
     if (!p) return {};
     Value inner = p->inputs[0];
     IntList first = normalized_perm(p->attrs, inner.rank()), both(perm.size());
@@ -264,7 +279,7 @@ class Simplifier {
 
   Value cast(Value x, DType to, const TensorType& want) {
     if (x.dtype() == to) return x.type() == want ? x : Value{};
-    const Node* p = producer_is(g_, x, "cast");
+    const Node* p = made_by(x, ops_.cast);
     if (!p) return {};
     Value inner = p->inputs[0];
     if (!exact_cast(inner.dtype(), x.dtype())) return {};

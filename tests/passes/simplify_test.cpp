@@ -53,16 +53,27 @@ TEST(Simplify, IdentityKeepsSymbolicDimsThatTheConstantCannotChange) {
     })");
 }
 
-TEST(Simplify, LeavesIdentitiesThatWouldChangeTheType) {
-  // x would have to broadcast: the result is bigger than x, or its size is unknown.
-  expect_pass("simplify", R"(graph main(%x: f32[3], %y: f32[?]) {
+// x * 1 where the 1 makes the result bigger than x is a broadcast of x, when the result's
+// shape is static; otherwise it stays.
+TEST(Simplify, IdentityThatBroadcastsXIsABroadcast) {
+  expect_pass("simplify", R"(graph main(%x: f32[3], %y: f32[1], %z: f32[batch,1]) {
       %one = constant() {value=tensor<f32[2,3]>[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]} : f32[2,3]
       %a = mul(%x, %one) : f32[2,3]
       %zero = constant() {value=tensor<f32[4]>[0.0, 0.0, 0.0, 0.0]} : f32[4]
       %b = add(%y, %zero) : f32[4]
-      return a=%a, b=%b
+      %three = constant() {value=tensor<f32[1,3]>[1.0, 1.0, 1.0]} : f32[1,3]
+      %c = mul(%z, %three) : f32[batch,3]
+      return a=%a, b=%b, c=%c
     })",
-              "", {.compare_outputs = false});
+              R"(graph main(%x: f32[3], %y: f32[1], %z: f32[batch,1]) {
+      %one = constant() {value=tensor<f32[2,3]>[1.0, 1.0, 1.0, 1.0, 1.0, 1.0]} : f32[2,3]
+      %a = broadcast_to(%x) {shape=[2, 3]} : f32[2,3]
+      %zero = constant() {value=tensor<f32[4]>[0.0, 0.0, 0.0, 0.0]} : f32[4]
+      %b = broadcast_to(%y) {shape=[4]} : f32[4]
+      %three = constant() {value=tensor<f32[1,3]>[1.0, 1.0, 1.0]} : f32[1,3]
+      %c = mul(%z, %three) : f32[batch,3]
+      return a=%a, b=%b, c=%c
+    })");
 }
 
 TEST(Simplify, LeavesWhatDependsOnXThroughNanAndInfinity) {

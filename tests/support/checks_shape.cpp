@@ -498,7 +498,7 @@ void add_dynamic_shapes(CheckTable& t, uint64_t& seed) {
   for (auto [bad, why] : {std::pair{Idx{4, 2}, "as many elements"},
                           {Idx{-1, -1}, "at most one -1"},
                           {Idx{5, -1}, "divides"},
-                          {Idx{2, 0, 4}, "0 (copy)"},
+                          {Idx{2, 3, 0}, "0 (copy)"},
                           {Idx{-2, -3}, "entries >= -1"}}) {
     OpCheck c = ref_check("dynamic_reshape", DType::f32,
                           {data(DType::f32, {2, 3}, seed++), spec(bad)}, {}, nullptr, why);

@@ -164,9 +164,10 @@ void shape_of_kernel(const KernelContext&, Ins in, Outs out) {
 // reshape's inference, copied dims leave both sides of the element count.
 std::vector<int64_t> reshape_target(const Tensor& x, const Tensor& spec) {
   const int64_t* s = spec.data_as<int64_t>();
-  std::vector<int64_t> dims(s, s + spec.numel());
+  const std::vector<int64_t> given(s, s + spec.numel());
+  std::vector<int64_t> dims = given;
   auto bad = [&](auto... why) -> std::vector<int64_t> {
-    fail<ValueError>("dynamic_reshape", "expected ", why..., ", got shape ", ints_str(dims),
+    fail<ValueError>("dynamic_reshape", "expected ", why..., ", got shape ", ints_str(given),
                      " for ", x.type().str());
   };
   std::vector<bool> copied(size_t(x.rank()), false);
