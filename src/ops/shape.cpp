@@ -464,6 +464,29 @@ Types infer_nonzero(const InferContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------------------
+// shape_of, dynamic_reshape: shape arithmetic on values (what importers emit)
+
+Types infer_shape_of(const InferContext& ctx) { return {{DType::i64, {Dim(ctx.rank(0))}}}; }
+
+// The target comes from a value, so only its rank is known here (and, for a rank-1
+// target, its one dim: every element of x).
+Types infer_dynamic_reshape(const InferContext& ctx) {
+  if (ctx.dtype(1) != DType::i64)
+    ctx.fail_type("expected an i64 shape, got ", describe_input(ctx, 1));
+  expect_rank(ctx, 1, 1);
+  const Dim& k = ctx.shape(1)[0];
+  if (!k.is_static()) ctx.fail("expected a shape of static length, got ", describe_input(ctx, 1));
+  Shape out(size_t(k.value()), Dim::unknown());
+  if (out.size() == 1) {
+    if (auto n = ctx.input(0).numel())
+      out[0] = Dim(*n);
+    else if (ctx.rank(0) == 1)
+      out[0] = ctx.shape(0)[0];
+  }
+  return {{ctx.dtype(0), out}};
+}
+
+// ---------------------------------------------------------------------------------------
 // The table
 
 struct ShapeOp {
@@ -659,6 +682,23 @@ std::vector<ShapeOp> shape_ops() {
        infer_sort,
        "Sorts x along axis; returns the values and their i64 indices.",
        sort_rules()},
+      {"shape_of",
+       nodiff,
+       1,
+       1,
+       {},
+       infer_shape_of,
+       "The dims of x as i64[rank] (read at run time for symbolic dims).",
+       shape_of_rules()},
+      {"dynamic_reshape",
+       view,
+       2,
+       2,
+       {},
+       infer_dynamic_reshape,
+       "Reshapes x to the i64[k] value shape, as ONNX Reshape: 0 copies the input dim, -1 "
+       "is inferred.",
+       dynamic_reshape_rules()},
       {"nonzero",
        nodiff,
        1,

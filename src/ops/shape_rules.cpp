@@ -595,6 +595,42 @@ VmapResult nonzero_vmap(const RuleArgs& a, Axes) {
                      "batch elements");
 }
 
+// shape_of: the unbatched x's shape is x's with the batch entry left out.
+VmapResult shape_of_vmap(const RuleArgs& a, Axes in_axes) {
+  Value s = op("shape_of", {a.inputs[0]});
+  int64_t b = in_axes[0], r = a.inputs[0].rank();
+  Values parts;
+  if (b > 0) parts.push_back(slice1(s, 0, 0, b));
+  if (b + 1 < r) parts.push_back(slice1(s, 0, b + 1, r));
+  if (parts.empty()) return {{a.g.constant(Literal::from<int64_t>({}, {0}))}, {-1}};
+  return {{parts.size() == 1 ? parts[0] : op("concat", parts)}, {-1}};
+}
+
+Values dynamic_reshape_vjp(const RuleArgs& a, Cts ct) {
+  return {rules::reshape_like(ct[0], a.inputs[0]), Value{}};
+}
+
+// The batch dim leads x, and a 0 in front of the shape copies it. Batched outputs stack
+// only when every element's target shape agrees, so a batched shape gives its first row.
+VmapResult dynamic_reshape_vmap(const RuleArgs& a, Axes in_axes) {
+  Value x = a.inputs[0], shape = a.inputs[1];
+  if (in_axes[1] >= 0) {
+    Value rows = move_axis(shape, in_axes[1], 0);
+    shape = op("reshape", {slice1(rows, 0, 0, 1)}, {{"shape", IntList{-1}}});
+    if (in_axes[0] < 0) {
+      // Only the shape is batched: the result is batched along the shape's batch dim. A
+      // sum over the rows keeps that dim even when the rows are empty (a rank-0 target).
+      Value y = again(a, {x, shape}, a.attrs);
+      IntList spec(size_t(y.rank()) + 1, 1);
+      spec[0] = 0;
+      Value ref = op("reshape", {op("sum", {rows}, {{"axes", IntList{1}}})}, {{"shape", spec}});
+      return at0(op("broadcast_like", {rules::expand_dims(y, {0}), ref}));
+    }
+  }
+  Value zero = a.g.constant(Literal::from<int64_t>({0}));
+  return at0(again(a, {move_axis(x, in_axes[0], 0), op("concat", {zero, shape})}, a.attrs));
+}
+
 }  // namespace
 
 ShapeRules reshape_rules() { return {reshape_like_vjp, rules::linear_jvp, reshape_vmap}; }
@@ -618,5 +654,9 @@ ShapeRules flip_rules() { return {same_vjp, rules::linear_jvp, flip_vmap}; }
 ShapeRules sort_rules() { return {sort_vjp, sort_jvp, shift_axis_vmap}; }
 ShapeRules one_hot_rules() { return {{}, {}, shift_axis_vmap}; }
 ShapeRules nonzero_rules() { return {{}, {}, nonzero_vmap}; }
+ShapeRules shape_of_rules() { return {{}, {}, shape_of_vmap}; }
+ShapeRules dynamic_reshape_rules() {
+  return {dynamic_reshape_vjp, rules::linear_jvp, dynamic_reshape_vmap};
+}
 
 }  // namespace rlx::detail

@@ -32,6 +32,14 @@ std::optional<double> splat_value(const Graph& g, Value v) {
   return lit->to_doubles()[0];
 }
 
+bool has_trait_deep(const Node& n, Trait t) {
+  if (n.op->has(t)) return true;
+  for (const SubgraphPtr& sub : n.subgraphs)
+    for (const Node& m : sub->nodes())
+      if (has_trait_deep(m, t)) return true;
+  return false;
+}
+
 Rewriter::Rewriter(const Graph& src)
     : src_(src), dst_(std::make_unique<Graph>(src.name())) {
   map_ = detail::copy_args(src, *dst_);

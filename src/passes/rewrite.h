@@ -35,6 +35,10 @@ const Literal* constant_of(const Graph& g, Value v);
 // The one value every element of a constant holds (a scalar, or a splat of any shape).
 std::optional<double> splat_value(const Graph& g, Value v);
 
+// Whether n has trait t, or some node in its subgraphs (at any depth) does: a loop whose
+// body has a side effect has one too.
+bool has_trait_deep(const Node& n, Trait t);
+
 // Rebuilds a graph node by node. For each source node, a pass either copies it (copy)
 // or emits something else and maps the node's outputs to it (replace).
 class Rewriter {

@@ -318,6 +318,24 @@ std::vector<InferCase> shape_cases() {
       bad("sort", {"f32[5]"}, {{"axis", -2}}, V, "axis in [-1, 1)"),
       bad("sort", {"f32[]"}, {}, V, "rank >= 1"),
 
+      // shape_of
+      ok("shape_of", {"f32[2,3]"}, {}, {"i64[2]"}),
+      ok("shape_of", {"bool[]"}, {}, {"i64[0]"}),
+      ok("shape_of", {"f16[batch,?,4]"}, {}, {"i64[3]"}),
+      bad("shape_of", {}, {}, V, "expected 1 inputs, got 0"),
+      bad("shape_of", {"f32[3]"}, {{"axis", 0}}, V, "unknown"),
+
+      // dynamic_reshape: the dims come from a value, so only the rank is known
+      ok("dynamic_reshape", {"f32[2,3]", "i64[3]"}, {}, {"f32[?,?,?]"}),
+      ok("dynamic_reshape", {"f32[2,3]", "i64[1]"}, {}, {"f32[6]"}),
+      ok("dynamic_reshape", {"u8[n]", "i64[1]"}, {}, {"u8[n]"}),
+      ok("dynamic_reshape", {"f32[b,3]", "i64[1]"}, {}, {"f32[?]"}),
+      ok("dynamic_reshape", {"i8[1,1]", "i64[0]"}, {}, {"i8[]"}),
+      bad("dynamic_reshape", {"f32[2]", "i32[1]"}, {}, T, "i64 shape"),
+      bad("dynamic_reshape", {"f32[2]", "i64[2,1]"}, {}, V, "of rank 1"),
+      bad("dynamic_reshape", {"f32[2]", "i64[k]"}, {}, V, "static length"),
+      bad("dynamic_reshape", {"f32[2]"}, {}, V, "expected 2 inputs, got 1"),
+
       // nonzero
       ok("nonzero", {"f32[3,4]"}, {}, {"i64[2,?]"}),
       ok("nonzero", {"bool[b]"}, {}, {"i64[1,?]"}),

@@ -462,6 +462,51 @@ void add_views(CheckTable& t, uint64_t& seed) {
   }
 }
 
+// shape_of: the dims as i64; dynamic_reshape: the same values under the shape a value
+// gives (0 copies, -1 infers), with a bad shape found only at run time.
+void add_dynamic_shapes(CheckTable& t, uint64_t& seed) {
+  auto dims = [](const Tensors& in, const Attrs&) {
+    std::vector<double> d;
+    for (int64_t n : in[0].shape()) d.push_back(double(n));
+    return Tensors{tensor_of(DType::i64, {int64_t(d.size())}, d)};
+  };
+  for (DType dt : kAllDTypes)
+    t.add(ref_check("shape_of", dt, {data(dt, {2, 3, 4}, seed++)}, {}, dims));
+  for (Idx shape : {Idx{}, Idx{0, 5}, Idx{7}})
+    t.add(ref_check("shape_of", DType::f32, {data(DType::f32, shape, seed++)}, {}, dims));
+
+  auto spec = [](Idx v) {
+    std::vector<double> d(v.begin(), v.end());
+    return tensor_of(DType::i64, {int64_t(v.size())}, d);
+  };
+  struct Case {
+    Idx in, spec, out;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 4}, {0, -1}, {2, 12}},  {{2, 3, 4}, {4, 0, -1}, {4, 3, 2}},
+      {{2, 3, 4}, {24}, {24}},        {{1}, {}, {}},
+      {{}, {1, 1}, {1, 1}},           {{0, 3}, {-1, 5}, {0, 5}},
+      {{6, 1}, {1, 3, 2}, {1, 3, 2}},
+  };
+  for (DType dt : kAllDTypes) {
+    for (const Case& c : cases) {
+      t.add(ref_check("dynamic_reshape", dt, {data(dt, c.in, seed++), spec(c.spec)}, {},
+                      same_values(c.out)));
+      if (dt != DType::f32) break;  // every case once, in f32; other dtypes: the first
+    }
+  }
+  for (auto [bad, why] : {std::pair{Idx{4, 2}, "as many elements"},
+                          {Idx{-1, -1}, "at most one -1"},
+                          {Idx{5, -1}, "divides"},
+                          {Idx{2, 3, 0}, "0 (copy)"},
+                          {Idx{-2, -3}, "entries >= -1"}}) {
+    OpCheck c = ref_check("dynamic_reshape", DType::f32,
+                          {data(DType::f32, {2, 3}, seed++), spec(bad)}, {}, nullptr, why);
+    c.error = why;
+    t.add(c);
+  }
+}
+
 // Ops whose only input is data of any dtype: the first case runs in every dtype, the
 // rest in a rotation of dtypes.
 void add_data_op(CheckTable& t, uint64_t& seed, const char* op, RefFn ref,
@@ -818,6 +863,7 @@ CheckTable checks_shape() {
   add_scatters(t, seed);
   add_sorts(t, seed);
   add_generators(t, seed);
+  add_dynamic_shapes(t, seed);
   return t;
 }
 

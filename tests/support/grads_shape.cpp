@@ -148,6 +148,23 @@ void indexing(GradTable& t) {
                     {{"reduction", "min"}}, "min"));
 }
 
+// dynamic_reshape's output dims are unknown to inference unless the target has rank 1,
+// and the vjp / hvp checks project outputs of static shape: those run on rank-1 targets.
+void dynamic(GradTable& t) {
+  t.add(with_inputs("dynamic_reshape", {f64({2, 3}, 32), i64({1}, {-1})}, {}, "flatten"));
+  t.add(with_inputs("dynamic_reshape", {f64({2, 3, 4}, 33), i64({1}, {24})}));
+  auto jvp_vmap = [](GradCheck c) {
+    c.vjp = c.hvp = false;
+    return c;
+  };
+  t.add(jvp_vmap(with_inputs("dynamic_reshape", {f64({2, 3, 4}, 34), i64({2}, {0, -1})}, {},
+                             "copy and infer")));
+  t.add(jvp_vmap(with_inputs("dynamic_reshape", {f64({6}, 35), i64({3}, {3, 1, 2})})));
+  t.add(jvp_vmap(with_inputs("dynamic_reshape", {f64({1}, 36), i64({0}, {})}, {}, "to rank 0")));
+  t.add(vmap_only("shape_of", {f64({2, 3}, 37)}, {}));
+  t.add(vmap_only("shape_of", {f64({}, 38)}, {}, "rank 0: an empty shape"));
+}
+
 void sorting(GradTable& t) {
   t.add(grad_check("sort", {{2, 5}}, {}));
   t.add(grad_check("sort", {{4, 3}}, {{"axis", 0}, {"descending", true}}));
@@ -180,6 +197,7 @@ GradTable grads_shape() {
   slicing(t);
   indexing(t);
   sorting(t);
+  dynamic(t);
   nondifferentiable(t);
   return t;
 }

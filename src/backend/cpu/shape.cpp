@@ -155,6 +155,53 @@ void view_kernel(const KernelContext& ctx, Ins in, Outs out) {
   out[0] = in[0].reshape(ctx.output_shapes[0]);
 }
 
+void shape_of_kernel(const KernelContext&, Ins in, Outs out) {
+  int64_t* p = out[0].data_as<int64_t>();
+  for (int64_t d : in[0].shape()) *p++ = d;
+}
+
+// The target as ONNX Reshape reads it: 0 copies the input dim, one -1 is inferred. As in
+// reshape's inference, copied dims leave both sides of the element count.
+std::vector<int64_t> reshape_target(const Tensor& x, const Tensor& spec) {
+  const int64_t* s = spec.data_as<int64_t>();
+  const std::vector<int64_t> given(s, s + spec.numel());
+  std::vector<int64_t> dims = given;
+  auto bad = [&](auto... why) -> std::vector<int64_t> {
+    fail<ValueError>("dynamic_reshape", "expected ", why..., ", got shape ", ints_str(given),
+                     " for ", x.type().str());
+  };
+  std::vector<bool> copied(size_t(x.rank()), false);
+  int64_t target = 1, infer_at = -1;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0) {
+      if (int64_t(i) >= x.rank()) return bad("0 (copy) only at indices < ", x.rank());
+      dims[i] = x.shape()[i];
+      copied[i] = true;
+    } else if (dims[i] == -1) {
+      if (infer_at >= 0) return bad("at most one -1");
+      infer_at = int64_t(i);
+    } else if (dims[i] < 0) {
+      return bad("entries >= -1");
+    } else if (__builtin_mul_overflow(target, dims[i], &target)) {
+      return bad("a shape whose size fits in int64");
+    }
+  }
+  int64_t rest = 1;  // the input's elements outside the copied dims
+  for (size_t i = 0; i < copied.size(); ++i)
+    if (!copied[i]) rest *= x.shape()[i];
+  if (infer_at >= 0) {
+    if (rest % target != 0) return bad("a shape that divides the elements");
+    dims[size_t(infer_at)] = rest / target;
+  } else if (rest != target) {
+    return bad("as many elements as the input");
+  }
+  return dims;
+}
+
+void dynamic_reshape_kernel(const KernelContext&, Ins in, Outs out) {
+  out[0] = in[0].reshape(reshape_target(in[0], in[1]));
+}
+
 void transpose_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor& x = in[0];
   int64_t r = x.rank();
@@ -375,6 +422,8 @@ void register_shape(KernelRegistry& r) {
                          {"tile", tile_kernel},
                          {"flip", flip_kernel}})
     add_kernel(r, e.op, e.fn, {}, strided);
+  add_kernel(r, "shape_of", shape_of_kernel, {}, strided);
+  add_kernel(r, "dynamic_reshape", dynamic_reshape_kernel, {}, {.makes_outputs = true});
   add_kernel(r, "constant", constant_kernel);
   add_kernel(r, "iota", iota_kernel, dtype_in(kNumeric));
   register_shape_index(r);
