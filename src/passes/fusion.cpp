@@ -1,7 +1,70 @@
+// The fusion passes' registration and shared pieces; each pass lives in its own file.
+#include "passes/fusion.h"
+
 #include "passes/families.h"
+#include "rlx/kernel.h"
+#include "rlx/session.h"
 
 namespace rlx::passes {
 
-void register_fusion_passes(PassRegistry&) {}
+std::optional<TensorType> native_type(const PassContext& ctx, std::string_view op,
+                                      const std::vector<TensorType>& inputs, const Attrs& attrs) {
+  const OpDef* d = OpRegistry::global().find(op);
+  if (!d) return std::nullopt;
+  Attrs full;
+  std::vector<TensorType> outs;
+  try {
+    full = validate_attrs(*d, attrs);
+    outs = infer_types(*d, inputs, full, {});
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+  // Without a registry the CPU's own kernels are meant; they register on first use.
+  if (!ctx.kernels && ctx.device.is_cpu()) register_cpu_kernels();
+  const KernelRegistry& reg = ctx.kernels ? *ctx.kernels : KernelRegistry::global();
+  if (outs.size() != 1 || !reg.find(KernelQuery{*d, full, inputs, outs}, ctx.device.kind))
+    return std::nullopt;
+  return outs[0];
+}
+
+std::unique_ptr<Graph> FusionPlan::apply(const Graph& g) const {
+  if (empty()) return nullptr;
+  const auto& nodes = g.nodes();
+  UseInfo uses(g);
+  // Backwards: which values the rewritten graph still reads.
+  std::vector<uint8_t> needed(g.num_values(), 0), keep(nodes.size(), 1);
+  for (const Output& o : g.outputs()) needed[size_t(o.value.id)] = 1;
+  for (size_t i = nodes.size(); i-- > 0;) {
+    const Node& n = nodes[i];
+    if (roots_[i].emit) {
+      for (Value v : roots_[i].reads) needed[size_t(v.id)] = 1;
+      continue;
+    }
+    bool read = false, had_readers = false;
+    for (Value v : n.outputs) {
+      read |= needed[size_t(v.id)] != 0;
+      had_readers |= uses.count(v) > 0;
+    }
+    keep[i] = read || !had_readers || n.op->has(Trait::side_effect);
+    if (keep[i])
+      for (Value v : n.inputs) needed[size_t(v.id)] = 1;
+  }
+  const Node* first = nodes.data();
+  return rewrite_nodes(g, [&](const Node& n, Rewriter& rw) {
+    size_t i = size_t(&n - first);
+    if (roots_[i].emit) {
+      rw.replace(n, roots_[i].emit(rw));
+      return true;
+    }
+    return !keep[i];  // true: dropped
+  });
+}
+
+void register_fusion_passes(PassRegistry& r) {
+  register_bn_folding(r);
+  register_attention_fusion(r);
+  register_matmul_fusion(r);
+  register_conv_fusion(r);
+}
 
 }  // namespace rlx::passes

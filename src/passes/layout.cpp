@@ -1,7 +1,168 @@
+// layout_sinking: transposes that only feed something able to read the data in place of
+// the copy.
+//
+// 1. A transpose of the last two dims feeding a matmul / fused_matmul operand becomes the
+//    op's transpose_a / transpose_b: the GEMM reads the operand through its transpose
+//    flag instead of a copy (float dtypes; the transpose goes when nothing else reads it).
+// 2. transpose(transpose(x, p), q) becomes one transpose, or x when the two cancel.
+// 3. transpose(f(transpose(x, p)), q) where p and q cancel and f is a chain of
+//    single-user elementwise ops whose other inputs are scalars (rank 0) becomes f(x):
+//    both copies go (the pattern of layout conversions around activations in imported
+//    models). Elementwise ops with full-size second operands are left alone: sinking the
+//    transpose into them would move, not remove, a copy.
+#include <algorithm>
+
 #include "passes/families.h"
+#include "passes/fusion.h"
 
 namespace rlx::passes {
 
-void register_layout_passes(PassRegistry&) {}
+namespace {
+
+// The normalised permutation of a transpose node (empty perm: the reversal).
+IntList perm_of(const Node& n) {
+  int64_t r = n.inputs[0].rank();
+  IntList p = n.attrs.get_ints("perm");
+  if (p.empty())
+    for (int64_t i = r - 1; i >= 0; --i) p.push_back(i);
+  for (int64_t& d : p) d = d < 0 ? d + r : d;
+  return p;
+}
+
+bool is_identity(const IntList& p) {
+  for (size_t i = 0; i < p.size(); ++i)
+    if (p[i] != int64_t(i)) return false;
+  return true;
+}
+
+// transpose(transpose(x, p), q) == transpose(x, r) with r[i] = p[q[i]].
+IntList compose(const IntList& p, const IntList& q) {
+  IntList r;
+  for (int64_t i : q) r.push_back(p[size_t(i)]);
+  return r;
+}
+
+// A transpose that swaps only the last two dims.
+bool swaps_last2(const Node& n) {
+  if (n.op_name() != "transpose" || n.inputs[0].rank() < 2) return false;
+  IntList p = perm_of(n);
+  std::swap(p[p.size() - 2], p[p.size() - 1]);
+  return is_identity(p);
+}
+
+// An elementwise op that only maps its first input (the others are scalars), so that it
+// commutes with any transpose of it.
+bool maps_elementwise(const Node& n) {
+  if (!n.op->has(Trait::elementwise) || n.op->has(Trait::random) || n.op->has(Trait::side_effect) ||
+      n.outputs.size() != 1 || !n.subgraphs.empty())
+    return false;
+  for (size_t i = 1; i < n.inputs.size(); ++i)
+    if (n.inputs[i].rank() != 0) return false;
+  return true;
+}
+
+class LayoutSinking {
+ public:
+  LayoutSinking(const Graph& g, const PassContext& ctx) : g_(g), ctx_(ctx), uses_(g), plan_(g) {}
+
+  std::unique_ptr<Graph> run() {
+    const auto& nodes = g_.nodes();
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node& n = nodes[i];
+      if (n.op_name() == "matmul" || n.op_name() == "fused_matmul")
+        fold_into_matmul(int32_t(i));
+      else if (n.op_name() == "transpose")
+        cancel(int32_t(i));
+    }
+    return plan_.apply(g_);
+  }
+
+ private:
+  const Node* producer(Value v) const { return g_.producer(v); }
+  int32_t index(const Node* n) const { return int32_t(n - g_.nodes().data()); }
+
+  void fold_into_matmul(int32_t i) {
+    const Node& n = g_.nodes()[size_t(i)];
+    if (!is_float(n.outputs[0].dtype()) || plan_.taken(i)) return;
+    Attrs attrs = n.attrs;
+    if (n.op_name() == "matmul") attrs = {{"transpose_a", false}, {"transpose_b", false}};
+    std::vector<Value> in = n.inputs;  // source values
+    bool any = false;
+    for (size_t k = 0; k < 2; ++k) {
+      const Node* t = producer(in[k]);
+      if (!t || !swaps_last2(*t) || plan_.taken(index(t))) continue;
+      const char* flag = k == 0 ? "transpose_a" : "transpose_b";
+      attrs.set(flag, !attrs.get_bool(flag));
+      in[k] = t->inputs[0];
+      any = true;
+    }
+    if (!any) return;
+    std::vector<TensorType> types;
+    for (Value v : in) types.push_back(v.type());
+    // Flags that cancel out with nothing else fused leave a plain matmul.
+    bool plain = in.size() == 2 && !attrs.get_bool("transpose_a") &&
+                 !attrs.get_bool("transpose_b") &&
+                 (!attrs.has("activation") || attrs.get_string("activation") == "none");
+    std::string op = plain ? "matmul" : "fused_matmul";
+    if (plain) attrs = {};
+    auto t = native_type(ctx_, op, types, attrs);
+    if (!t || *t != n.outputs[0].type()) return;
+    // A transpose goes with its last reader (FusionPlan drops what nothing reads).
+    plan_.root(i, in, [in, attrs, op](Rewriter& rw) {
+      return std::vector<Value>{rw.dst().apply1(op, rw(in), attrs)};
+    });
+  }
+
+  // Rules 2 and 3, rooted at the outer transpose `i`.
+  void cancel(int32_t i) {
+    const Node& outer = g_.nodes()[size_t(i)];
+    if (plan_.taken(i)) return;
+    IntList q = perm_of(outer);
+    std::vector<int32_t> chain;  // the elementwise ops between the transposes, top down
+    Value v = outer.inputs[0];
+    const Node* p = producer(v);
+    while (p && maps_elementwise(*p) && uses_.single_use(v) && !plan_.taken(index(p))) {
+      chain.push_back(index(p));
+      v = p->inputs[0];
+      p = producer(v);
+    }
+    if (!p || p->op_name() != "transpose" || plan_.taken(index(p))) return;
+    IntList r = compose(perm_of(*p), q);
+    if (!chain.empty() && !is_identity(r)) return;
+    Value x = p->inputs[0];
+    for (int32_t c : chain) plan_.claim(c);
+    if (uses_.single_use(v)) plan_.claim(index(p));
+    std::vector<const Node*> ops;  // bottom up, as they are re-applied
+    std::vector<Value> reads{x};
+    for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
+      ops.push_back(&g_.nodes()[size_t(*it)]);
+      reads.insert(reads.end(), ops.back()->inputs.begin() + 1, ops.back()->inputs.end());
+    }
+    plan_.root(i, reads, [x, r, ops](Rewriter& rw) {
+      Value y = rw(x);
+      if (!is_identity(r))
+        return std::vector<Value>{rw.dst().apply1("transpose", {y}, {{"perm", r}})};
+      for (const Node* n : ops) {
+        std::vector<Value> in = rw(n->inputs);
+        in[0] = y;
+        y = rw.dst().apply(*n->op, in, n->attrs)[0];
+      }
+      return std::vector<Value>{y};
+    });
+  }
+
+  const Graph& g_;
+  const PassContext& ctx_;
+  UseInfo uses_;
+  FusionPlan plan_;
+};
+
+}  // namespace
+
+void register_layout_passes(PassRegistry& r) {
+  r.add({"layout_sinking",
+         [](const Graph& g, const PassContext& ctx) { return LayoutSinking(g, ctx).run(); },
+         "folds last-two-dim transposes into matmul operands; cancels transpose pairs"});
+}
 
 }  // namespace rlx::passes

@@ -67,6 +67,7 @@ CheckTable checks_nn();
 CheckTable checks_random();
 CheckTable checks_control();
 CheckTable checks_autodiff();  // reshape_like, broadcast_like, stop_gradient, checkpoint
+CheckTable checks_fused();     // fused_matmul, fused_conv
 CheckTable all_checks();
 
 // --- inputs ---------------------------------------------------------------------------

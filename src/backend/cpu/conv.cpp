@@ -15,6 +15,7 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/fused.h"
 #include "backend/cpu/window.h"
 
 #ifdef RLX_HAVE_DNNL
@@ -291,8 +292,23 @@ memory::dims pad_right(const Conv& c) {
 
 // Plain src/dst (as our tensors are) run oneDNN's gemm-based kernels; its fast direct
 // kernels want blocked layouts, worth the reorders on the layers measured (choose_path).
+// The activation as a oneDNN eltwise post-op (silu is swish with alpha 1).
+void add_post_op(dnnl::primitive_attr& attr, Act act) {
+  if (act == Act::none) return;
+  using A = dnnl::algorithm;
+  A alg = act == Act::relu        ? A::eltwise_relu
+          : act == Act::gelu      ? A::eltwise_gelu_erf
+          : act == Act::gelu_tanh ? A::eltwise_gelu_tanh
+          : act == Act::silu      ? A::eltwise_swish
+          : act == Act::sigmoid   ? A::eltwise_logistic
+                                  : A::eltwise_tanh;
+  dnnl::post_ops po;
+  po.append_eltwise(1.f, alg, act == Act::silu ? 1.f : 0.f, 0.f);
+  attr.set_post_ops(po);
+}
+
 std::shared_ptr<const DnnlConv> make_dnnl(const Conv& c, memory::data_type dt, bool has_bias,
-                                          bool blocked) {
+                                          bool blocked, Act act) {
   const Window& w = c.w;
   memory::dims src{c.n, c.c}, dst{c.n, c.m}, kern, strides, dil, pad_l;
   for (int64_t i = 3 - w.k; i < 3; ++i) {
@@ -326,6 +342,9 @@ std::shared_ptr<const DnnlConv> make_dnnl(const Conv& c, memory::data_type dt, b
   memory::desc wt = blocked ? any(wd) : d->wei_user;
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, per thread: thread-safe
+  dnnl::primitive_attr conv_attr;  // a handle copy would share attr: the reorders take none
+  conv_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  add_post_op(conv_attr, act);
   memory::dims pad_r = pad_right(c);
   auto finish = [&](const auto& pd) {
     d->src = pd.src_desc();
@@ -337,13 +356,13 @@ std::shared_ptr<const DnnlConv> make_dnnl(const Conv& c, memory::data_type dt, b
   if (c.transpose) {
     dnnl::deconvolution_forward::desc desc(prop, dnnl::algorithm::deconvolution_direct, s, wt,
                                            d->bias, o, strides, dil, pad_l, pad_r);
-    dnnl::deconvolution_forward::primitive_desc pd(desc, attr, engine());
+    dnnl::deconvolution_forward::primitive_desc pd(desc, conv_attr, engine());
     finish(pd);
     d->prim = dnnl::deconvolution_forward(pd);
   } else {
     dnnl::convolution_forward::desc desc(prop, dnnl::algorithm::convolution_direct, s, wt, d->bias,
                                          o, strides, dil, pad_l, pad_r);
-    dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+    dnnl::convolution_forward::primitive_desc pd(desc, conv_attr, engine());
     finish(pd);
     d->prim = dnnl::convolution_forward(pd);
   }
@@ -361,11 +380,12 @@ std::shared_ptr<const DnnlConv> make_dnnl(const Conv& c, memory::data_type dt, b
 // Primitives per (shape, attributes, dtype, layout); null where oneDNN has no
 // implementation (the caller falls back).
 std::shared_ptr<const DnnlConv> cached_dnnl(const Conv& c, memory::data_type dt, bool has_bias,
-                                            bool blocked) {
+                                            bool blocked, Act act) {
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::shared_ptr<const DnnlConv>> cache;
   const Window& w = c.w;
-  std::vector<int64_t> key{c.transpose, int64_t(dt), has_bias, blocked, c.n, c.c, c.m, c.groups};
+  std::vector<int64_t> key{c.transpose, int64_t(dt), has_bias, blocked, int64_t(act),
+                           c.n,         c.c,          c.m,      c.groups};
   for (int i = 0; i < 3; ++i)
     key.insert(key.end(), {w.in[i], w.ker[i], w.out[i], w.stride[i], w.dil[i], w.pad[i]});
   std::lock_guard lock(mu);
@@ -373,7 +393,7 @@ std::shared_ptr<const DnnlConv> cached_dnnl(const Conv& c, memory::data_type dt,
   if (cache.size() >= 512) cache.clear();  // shapes that change on every call
   std::shared_ptr<const DnnlConv> d;
   try {
-    d = make_dnnl(c, dt, has_bias, blocked);
+    d = make_dnnl(c, dt, has_bias, blocked, act);
   } catch (const dnnl::error&) {
   }
   return cache.emplace(key, d).first->second;
@@ -466,10 +486,11 @@ class SerialScope {
   int saved_;
 };
 
-// Runs the f32 or bf16 (dt) conv through oneDNN; false where it has no implementation.
+// Runs the f32 or bf16 (dt) conv, then the activation, through oneDNN; false where it has
+// no implementation.
 bool try_dnnl(const Conv& c, memory::data_type dt, const void* x, const void* wt, const float* bias,
-              void* y) {
-  auto d = cached_dnnl(c, dt, bias != nullptr, choose_path(c) == Path::blocked);
+              void* y, Act act) {
+  auto d = cached_dnnl(c, dt, bias != nullptr, choose_path(c) == Path::blocked, act);
   if (!d) return false;
   // Below ~1 MFLOP (tens of microseconds) waking the other threads costs more than it
   // saves.
@@ -481,9 +502,12 @@ bool try_dnnl(const Conv& c, memory::data_type dt, const void* x, const void* wt
 }
 #endif
 
-void conv_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out,
-                 bool transpose) {
-  const Tensor &x = in[0], &wt = in[1], &y = out[0];
+}  // namespace
+
+void conv_forward(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out,
+                  bool transpose, Act act) {
+  const Tensor &x = in[0], &wt = in[1];
+  Tensor& y = out[0];
   const Tensor* b = in.size() > 2 ? &in[2] : nullptr;
   if (y.numel() == 0) return;
   Conv c = make_conv(ctx, x, wt, y, transpose);
@@ -496,23 +520,26 @@ void conv_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
         std::fill(yp + p * c.w.out_size, yp + (p + 1) * c.w.out_size,
                   b ? b->data_as<T>()[p % c.m] : store<T>(0.0));
     });
+    epilogue(y, nullptr, act);
     return;
   }
   if (dt == DType::f64) {
     conv_fallback(c, x.data_as<double>(), wt.data_as<double>(), b ? b->data_as<double>() : nullptr,
                   y.data_as<double>());
+    epilogue(y, nullptr, act);
     return;
   }
 #ifdef RLX_HAVE_DNNL
   if (dt == DType::f32 || dt == DType::bf16) {
     const float* bias = b ? widened(*b, kColumns) : nullptr;  // oneDNN takes an f32 bias
     auto ddt = dt == DType::f32 ? memory::data_type::f32 : memory::data_type::bf16;
-    if (try_dnnl(c, ddt, x.data(), wt.data(), bias, y.data())) return;
+    if (try_dnnl(c, ddt, x.data(), wt.data(), bias, y.data(), act)) return;
   }
 #endif
   if (dt == DType::f32) {
     conv_fallback(c, x.data_as<float>(), wt.data_as<float>(), b ? b->data_as<float>() : nullptr,
                   y.data_as<float>());
+    epilogue(y, nullptr, act);
     return;
   }
   // f16, and bf16 where oneDNN did not take it: in f32.
@@ -522,28 +549,30 @@ void conv_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
   float* yf = scratch<float>(kOutput, y.numel());
   bool done = false;
 #ifdef RLX_HAVE_DNNL
-  done = try_dnnl(c, memory::data_type::f32, xf, wf, b ? bf.data() : nullptr, yf);
+  done = try_dnnl(c, memory::data_type::f32, xf, wf, b ? bf.data() : nullptr, yf, act);
 #endif
-  if (!done) conv_fallback(c, xf, wf, b ? bf.data() : nullptr, yf);
+  if (!done) {
+    conv_fallback(c, xf, wf, b ? bf.data() : nullptr, yf);
+    Tensor yt = Tensor::wrap(DType::f32, y.shape(), yf);
+    epilogue(yt, nullptr, act);
+  }
   visit(dt, kFloat, ctx.op.name.c_str(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     narrow(yf, y.data_as<T>(), y.numel());
   });
 }
 
-}  // namespace
-
 void register_conv(KernelRegistry& r) {
   add_kernel(
       r, "conv",
       [](const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-        conv_kernel(ctx, in, out, false);
+        conv_forward(ctx, in, out, false, Act::none);
       },
       dtype_in(kFloat));
   add_kernel(
       r, "conv_transpose",
       [](const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-        conv_kernel(ctx, in, out, true);
+        conv_forward(ctx, in, out, true, Act::none);
       },
       dtype_in(kFloat));
 }

@@ -35,6 +35,7 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/fused.h"
 #include "rlx/attrs.h"
 
 namespace rlx::cpu {
@@ -452,24 +453,7 @@ void run_gemm(Gemm& g, const Tensor& out, bool library) {
 // --- the ops -------------------------------------------------------------------------------
 
 void matmul_kernel(const KernelContext&, std::span<const Tensor> in, std::span<Tensor> out) {
-  const Tensor &a = in[0], &b = in[1];
-  bool av = a.rank() == 1, bv = b.rank() == 1;
-  Gemm g;
-  g.dtype = a.dtype();
-  g.k = a.shape().back();
-  g.m = av ? 1 : a.shape()[size_t(a.rank() - 2)];
-  g.n = bv ? 1 : b.shape().back();
-  size_t out_mat = (av ? 0 : 1) + (bv ? 0 : 1);
-  g.batch.assign(out[0].shape().begin(), out[0].shape().end() - std::ptrdiff_t(out_mat));
-  g.out = static_cast<char*>(out[0].data());
-  if (out[0].numel() == 0 || g.k == 0) return run_gemm(g, out[0], false);
-  // A B without batch dims usually lets the batch fold into m (fold_batches).
-  int64_t m = b.rank() <= 2 ? g.m * numel_of(g.batch) : g.m;
-  bool library = use_library(g.dtype, m, g.n, g.k);
-  size_t nb = g.batch.size();
-  g.a = describe(a, av ? 0 : size_t(a.rank() - 2), av ? 0 : 1, 1, nb, library, g.keep);
-  g.b = describe(b, bv ? 0 : size_t(b.rank() - 2), 1, bv ? 0 : 1, nb, library, g.keep);
-  run_gemm(g, out[0], library);
+  matmul_into(in[0], in[1], out[0]);
 }
 
 void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
@@ -520,6 +504,26 @@ void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
 }
 
 }  // namespace
+
+void matmul_into(const Tensor& a, const Tensor& b, Tensor& out) {
+  bool av = a.rank() == 1, bv = b.rank() == 1;
+  Gemm g;
+  g.dtype = a.dtype();
+  g.k = a.shape().back();
+  g.m = av ? 1 : a.shape()[size_t(a.rank() - 2)];
+  g.n = bv ? 1 : b.shape().back();
+  size_t out_mat = (av ? 0 : 1) + (bv ? 0 : 1);
+  g.batch.assign(out.shape().begin(), out.shape().end() - std::ptrdiff_t(out_mat));
+  g.out = static_cast<char*>(out.data());
+  if (out.numel() == 0 || g.k == 0) return run_gemm(g, out, false);
+  // A B without batch dims usually lets the batch fold into m (fold_batches).
+  int64_t m = b.rank() <= 2 ? g.m * numel_of(g.batch) : g.m;
+  bool library = use_library(g.dtype, m, g.n, g.k);
+  size_t nb = g.batch.size();
+  g.a = describe(a, av ? 0 : size_t(a.rank() - 2), av ? 0 : 1, 1, nb, library, g.keep);
+  g.b = describe(b, bv ? 0 : size_t(b.rank() - 2), 1, bv ? 0 : 1, nb, library, g.keep);
+  run_gemm(g, out, library);
+}
 
 void register_linalg(KernelRegistry& r) {
   KernelFlags strided{.strided_inputs = true};

@@ -1,0 +1,235 @@
+// Fused ops, created by the fusion passes rather than written by users:
+//   fused_matmul(a, b, [bias]) = act(matmul(op(a), op(b)) + bias), op() swapping the last
+//     two dims where transpose_a / transpose_b say so (the kernel reads the operand
+//     transposed instead of copying it);
+//   fused_conv(x, w, [bias]) = act(conv(x, w, bias)).
+// Each has a decomposition into the core ops, which is both the portable path for devices
+// without a native kernel and the source of its vjp / jvp / vmap rules: a rule builds the
+// decomposition as a closed graph, applies the positional transforms to it and inlines the
+// result, so the fused ops differentiate and batch exactly as their unfused forms do.
+#include "ops/fused.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "ops/families.h"
+#include "ops/infer_util.h"
+#include "rlx/ops.h"
+#include "rlx/rules.h"
+#include "rlx/transforms.h"
+#include "transforms/common.h"
+
+namespace rlx::detail {
+
+const std::vector<std::string>& fused_activations() {
+  static const std::vector<std::string> kActs = {"none", "relu",    "gelu", "gelu_tanh",
+                                                 "silu", "sigmoid", "tanh"};
+  return kActs;
+}
+
+std::optional<std::string> activation_of(const Node& n) {
+  if (n.inputs.size() != 1 || n.outputs.size() != 1 || !is_float(n.inputs[0].dtype()))
+    return std::nullopt;
+  const std::string& name = n.op_name();
+  if (name == "gelu") return n.attrs.get_string("approximate") == "tanh" ? "gelu_tanh" : "gelu";
+  for (const char* a : {"relu", "silu", "sigmoid", "tanh"})
+    if (name == a) return name;
+  return std::nullopt;
+}
+
+Value apply_activation(Value x, std::string_view act) {
+  if (act == "none") return x;
+  if (act == "gelu" || act == "gelu_tanh")
+    return op("gelu", {x}, {{"approximate", act == "gelu" ? "none" : "tanh"}});
+  return op(act, {x});
+}
+
+namespace {
+
+using Types = std::vector<TensorType>;
+using Values = std::vector<Value>;
+
+// ---- fused_matmul ------------------------------------------------------------------
+
+Types infer_fused_matmul(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) expect_same_dtype(ctx, 0, i);
+  Shape s[2];
+  for (size_t i = 0; i < 2; ++i) {
+    expect_min_rank(ctx, i, 1);
+    s[i] = ctx.shape(i);
+    const char* flag = i == 0 ? "transpose_a" : "transpose_b";
+    if (!ctx.attrs().get_bool(flag)) continue;
+    if (s[i].size() < 2)
+      ctx.fail("expected ", flag, " only for an operand of rank >= 2, got ", ctx.input(i).str());
+    std::swap(s[i][s[i].size() - 2], s[i][s[i].size() - 1]);
+  }
+  Shape &a = s[0], &b = s[1];
+  // NumPy matmul: 1-D operands act as a row (a) or column (b) whose unit dim is dropped.
+  bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a_vec) a.insert(a.begin(), Dim(1));
+  if (b_vec) b.push_back(Dim(1));
+  unify_dims(ctx, a.back(), b[b.size() - 2],
+             cat("contraction dims of ", ctx.input(0).str(), " and ", ctx.input(1).str()));
+  Shape out = broadcast_shapes(ctx, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  if (!a_vec) out.push_back(a[a.size() - 2]);
+  if (!b_vec) out.push_back(b.back());
+  if (ctx.num_inputs() == 3) {
+    // The bias broadcasts onto the product without growing it.
+    const Shape& bias = ctx.shape(2);
+    bool ok = bias.size() <= out.size();
+    for (size_t d = 0; ok && d < bias.size(); ++d) {
+      const Dim& o = out[out.size() - bias.size() + d];
+      ok = bias[d].is(1) ||
+           (!o.is(1) && (!o.is_static() || !bias[d].is_static() || o.value() == bias[d].value()));
+    }
+    if (!ok)
+      ctx.fail("expected a bias broadcastable to the product ", shape_str(out), ", got ",
+               ctx.input(2).str());
+    out = broadcast_shapes(ctx, out, bias);
+  }
+  return {{ctx.dtype(0), out}};
+}
+
+Value swap_last2(Value x) {
+  IntList perm;
+  for (int64_t i = 0; i < x.rank(); ++i) perm.push_back(i);
+  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+  return op("transpose", {x}, {{"perm", perm}});
+}
+
+Values decompose_fused_matmul(const RuleArgs& a) {
+  Value x = a.inputs[0], y = a.inputs[1];
+  if (a.attrs.get_bool("transpose_a")) x = swap_last2(x);
+  if (a.attrs.get_bool("transpose_b")) y = swap_last2(y);
+  Value out = matmul(x, y);
+  if (a.inputs.size() > 2) out = op("add", {out, a.inputs[2]});
+  return {apply_activation(out, a.attrs.get_string("activation"))};
+}
+
+// ---- fused_conv --------------------------------------------------------------------
+
+Attrs without_activation(const Attrs& attrs) {
+  Attrs out;
+  for (const auto& [k, v] : attrs)
+    if (k != "activation") out.set(k, v);
+  return out;
+}
+
+Values decompose_fused_conv(const RuleArgs& a) {
+  Values in(a.inputs.begin(), a.inputs.end());
+  Value y = op("conv", in, without_activation(a.attrs));
+  return {apply_activation(y, a.attrs.get_string("activation"))};
+}
+
+// ---- rules through the decomposition -------------------------------------------------
+
+// The decomposition as a closed graph over args of the given types.
+std::unique_ptr<Graph> decomposition(const OpDef& d, const Attrs& attrs, const Types& types) {
+  auto g = std::make_unique<Graph>(d.name + ".decomposed");
+  Values args;
+  for (size_t i = 0; i < types.size(); ++i) args.push_back(g->input(cat("x", i), types[i]));
+  for (Value v : d.decompose(RuleArgs{*g, attrs, args, {}, {}, &d})) g->output(v);
+  return g;
+}
+
+Types types_of(std::span<const Value> vs) {
+  Types out;
+  for (Value v : vs) out.push_back(v.type());
+  return out;
+}
+
+// The op (looked up by name when the rule runs: the registry owns the definition).
+const OpDef& def_of(const RuleArgs& a, const std::string& name) {
+  return a.op ? *a.op : OpRegistry::global().get(name);
+}
+
+VjpFn vjp_by_decomposition(std::string name) {
+  return [name](const RuleArgs& a, std::span<const Value> cts) {
+    auto g = decomposition(def_of(a, name), a.attrs, types_of(a.inputs));
+    std::vector<int> wrt;
+    for (size_t i = 0; i < a.inputs.size(); ++i)
+      if (is_float(a.inputs[i].dtype())) wrt.push_back(int(i));
+    Values out(a.inputs.size());
+    if (wrt.empty()) return out;
+    auto vg = transform::vjp(*g, wrt);
+    Values args(a.inputs.begin(), a.inputs.end());
+    args.insert(args.end(), cts.begin(), cts.end());
+    Values grads = inline_graph(*vg, a.g, args);
+    for (size_t k = 0; k < wrt.size(); ++k) out[size_t(wrt[k])] = grads[k];
+    return out;
+  };
+}
+
+JvpFn jvp_by_decomposition(std::string name) {
+  return [name](const RuleArgs& a, std::span<const Value> ts) {
+    auto g = decomposition(def_of(a, name), a.attrs, types_of(a.inputs));
+    std::vector<int> wrt;
+    Values args(a.inputs.begin(), a.inputs.end());
+    for (size_t i = 0; i < ts.size(); ++i)
+      if (ts[i].valid()) {
+        wrt.push_back(int(i));
+        args.push_back(ts[i]);
+      }
+    auto jg = transform::jvp(*g, wrt);
+    Values outs = inline_graph(*jg, a.g, args);  // the primal outputs, then their tangents
+    return Values(outs.begin() + std::ptrdiff_t(g->outputs().size()), outs.end());
+  };
+}
+
+VmapFn vmap_by_decomposition(std::string name) {
+  return [name](const RuleArgs& a, std::span<const int> in_axes) {
+    Types types = types_of(a.inputs);
+    Dim size;
+    for (size_t i = 0; i < types.size(); ++i) {
+      if (in_axes[i] < 0) continue;
+      Shape& s = types[i].shape;
+      size = s[size_t(in_axes[i])];
+      s.erase(s.begin() + in_axes[i]);
+    }
+    auto g = decomposition(def_of(a, name), a.attrs, types);
+    std::vector<int> chosen;
+    auto vg =
+        transform::vmap(*g, std::vector<int>(in_axes.begin(), in_axes.end()), {}, size, &chosen);
+    Values args(a.inputs.begin(), a.inputs.end());
+    return VmapResult{inline_graph(*vg, a.g, args), chosen};
+  };
+}
+
+void set_rules(OpDef& d) {
+  d.vjp = vjp_by_decomposition(d.name);
+  d.jvp = jvp_by_decomposition(d.name);
+  d.vmap = vmap_by_decomposition(d.name);
+}
+
+}  // namespace
+
+void register_fused_ops(OpRegistry& r) {
+  OpDef mm;
+  mm.name = "fused_matmul";
+  mm.arity(2, 3)
+      .attr("transpose_a", AttrKind::Bool, AttrValue(false))
+      .attr("transpose_b", AttrKind::Bool, AttrValue(false))
+      .attr("activation", AttrKind::String, AttrValue("none"), fused_activations());
+  mm.doc =
+      "act(matmul(a, b) + bias), a / b read with their last two dims swapped where "
+      "transpose_a / transpose_b; bias broadcasts onto the product.";
+  mm.infer = infer_fused_matmul;
+  mm.decompose = decompose_fused_matmul;
+  set_rules(mm);
+  r.add(std::move(mm));
+
+  const OpDef& conv = r.get("conv");
+  OpDef fc;
+  fc.name = "fused_conv";
+  fc.arity(conv.min_inputs, conv.max_inputs);
+  fc.attrs = conv.attrs;
+  fc.attr("activation", AttrKind::String, AttrValue("none"), fused_activations());
+  fc.doc = "act(conv(x, w, bias)): conv's inputs and attributes, then an activation.";
+  fc.infer = conv.infer;  // conv's rules ignore `activation` and name this op in errors
+  fc.decompose = decompose_fused_conv;
+  set_rules(fc);
+  r.add(std::move(fc));
+}
+
+}  // namespace rlx::detail

@@ -1,0 +1,22 @@
+// The fused ops the fusion passes create (fused_matmul, fused_conv) and the activations
+// they apply, shared by the op definitions (fused.cpp) and the passes.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rlx/graph.h"
+
+namespace rlx::detail {
+
+// The values of the `activation` attribute: none relu gelu gelu_tanh silu sigmoid tanh.
+const std::vector<std::string>& fused_activations();
+// The activation a node computes when it is one of the core activation ops on a float
+// input ("gelu_tanh" for gelu with approximate="tanh"); nullopt for anything else.
+std::optional<std::string> activation_of(const Node& n);
+// x through the activation, as core ops (x itself for "none").
+Value apply_activation(Value x, std::string_view activation);
+
+}  // namespace rlx::detail

@@ -1,0 +1,66 @@
+// The epilogue / pattern fusion passes (one file each) and what they share: a plan of
+// matched patterns applied in one Rewriter walk, and the check that the device runs the
+// fused op natively.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "passes/rewrite.h"
+#include "rlx/passes.h"
+
+namespace rlx::passes {
+
+void register_matmul_fusion(PassRegistry& r);     // matmul_fusion.cpp
+void register_conv_fusion(PassRegistry& r);       // conv_fusion.cpp
+void register_bn_folding(PassRegistry& r);        // bn_folding.cpp
+void register_attention_fusion(PassRegistry& r);  // attention_fusion.cpp
+
+// The output type of `op` on these inputs when the pass's device has a native kernel for
+// it (asked through the kernel's supports()); nullopt when it has none or the op rejects
+// the inputs. A fused op without a native kernel would only be decomposed again.
+std::optional<TensorType> native_type(const PassContext& ctx, std::string_view op,
+                                      const std::vector<TensorType>& inputs, const Attrs& attrs);
+
+// The index of the node that makes v (-1 for an argument).
+inline int32_t producer_index(const Graph& g, Value v) { return g.info(v).node; }
+
+// Matched patterns, applied in one Rewriter walk. A pattern claims its nodes (no other
+// pattern may take them) and names its root, its last node, where every value it reads
+// already exists: there the fused op is emitted, replacing the root's outputs. Nodes that
+// only the replaced roots read (directly or through other such nodes) are dropped in the
+// same walk, unless they have side effects; nodes that were dead before are left to dce.
+class FusionPlan {
+ public:
+  using Emit = std::function<std::vector<Value>(Rewriter&)>;
+
+  explicit FusionPlan(const Graph& g) : claimed_(g.nodes().size(), 0), roots_(g.nodes().size()) {}
+
+  // Whether a node already belongs to a pattern.
+  bool taken(int32_t node) const { return claimed_[size_t(node)] != 0; }
+  void claim(int32_t node) { claimed_[size_t(node)] = 1; }
+  // `reads`: the source values `emit` reads (through the Rewriter).
+  void root(int32_t node, std::vector<Value> reads, Emit emit) {
+    claim(node);
+    roots_[size_t(node)] = {std::move(reads), std::move(emit)};
+    planned_ = true;
+  }
+  bool empty() const { return !planned_; }
+
+  // The rewritten graph; null when nothing was planned.
+  std::unique_ptr<Graph> apply(const Graph& g) const;
+
+ private:
+  struct Root {
+    std::vector<Value> reads;
+    Emit emit;
+  };
+  std::vector<uint8_t> claimed_;
+  std::vector<Root> roots_;
+  bool planned_ = false;
+};
+
+}  // namespace rlx::passes

@@ -1,0 +1,129 @@
+// matmul_fusion: a matrix product followed by a bias add and / or an activation becomes
+// one fused_matmul, whose kernel applies both in one pass over the GEMM's output.
+//
+//   matmul / fused_matmul (no bias, no activation yet) / dot_general that is a matmul
+//   -> add(·, bias)      bias: any tensor that broadcasts onto the product without
+//                        growing it (the add's type is the product's)
+//   -> activation        relu, gelu (either form), silu, sigmoid, tanh
+//
+// Only when each intermediate has no other reader (else it is computed anyway) and only
+// for float dtypes on a device with a native fused_matmul kernel.
+#include <algorithm>
+
+#include "ops/fused.h"
+#include "passes/fusion.h"
+
+namespace rlx::passes {
+
+namespace {
+
+// A matrix product as fused_matmul's operands and flags.
+struct Product {
+  Value a, b, bias;
+  bool ta = false, tb = false;
+};
+
+IntList normalised(const Attrs& attrs, const char* key, int64_t rank) {
+  IntList v = attrs.get_ints(key);
+  for (int64_t& d : v) d = d < 0 ? d + rank : d;
+  return v;
+}
+
+IntList range(int64_t n) {
+  IntList v;
+  for (int64_t i = 0; i < n; ++i) v.push_back(i);
+  return v;
+}
+
+// A dot_general that is a NumPy matmul with transposed operands: either both operands
+// have the same rank r >= 2 with batch dims [0, r-2) on both sides, or the rhs is a
+// matrix without batch dims (the lhs's leading dims become the product's). One
+// contracting dim per side, among the last two.
+std::optional<Product> dot_as_matmul(const Node& n) {
+  Value l = n.inputs[0], r = n.inputs[1];
+  int64_t rl = l.rank(), rr = r.rank();
+  IntList lb = normalised(n.attrs, "lhs_batch", rl), rb = normalised(n.attrs, "rhs_batch", rr);
+  IntList lc = normalised(n.attrs, "lhs_contracting", rl);
+  IntList rc = normalised(n.attrs, "rhs_contracting", rr);
+  if (lc.size() != 1 || rc.size() != 1 || rr < 2) return std::nullopt;
+  bool batched = rl == rr && lb == range(rl - 2) && rb == range(rr - 2) && rl >= 2;
+  bool weight = rr == 2 && lb.empty() && rb.empty() && rl >= 1;
+  if (!batched && !weight) return std::nullopt;
+  Product p{l, r, {}};
+  if (lc[0] == rl - 2 && rl >= 2)
+    p.ta = true;
+  else if (lc[0] != rl - 1)
+    return std::nullopt;
+  if (rc[0] == rr - 1)
+    p.tb = true;
+  else if (rc[0] != rr - 2)
+    return std::nullopt;
+  return p;
+}
+
+std::optional<Product> product_of(const Node& n) {
+  const std::string& op = n.op_name();
+  if (op == "matmul") return Product{n.inputs[0], n.inputs[1], {}};
+  if (op == "dot_general") return dot_as_matmul(n);
+  if (op == "fused_matmul" && n.attrs.get_string("activation") == "none")
+    return Product{n.inputs[0], n.inputs[1], n.inputs.size() > 2 ? n.inputs[2] : Value{},
+                   n.attrs.get_bool("transpose_a"), n.attrs.get_bool("transpose_b")};
+  return std::nullopt;
+}
+
+std::unique_ptr<Graph> matmul_fusion(const Graph& g, const PassContext& ctx) {
+  UseInfo uses(g);
+  FusionPlan plan(g);
+  const auto& nodes = g.nodes();
+  // The single node that reads v, when v has exactly one reader and it is still free.
+  auto only_user = [&](Value v) -> const Node* {
+    if (!uses.single_use(v)) return nullptr;
+    int32_t u = uses.users[size_t(v.id)][0];
+    return plan.taken(u) ? nullptr : &nodes[size_t(u)];
+  };
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.outputs.size() != 1 || !is_float(n.outputs[0].dtype()) || plan.taken(int32_t(i)))
+      continue;
+    std::optional<Product> p = product_of(n);
+    if (!p) continue;
+    std::vector<int32_t> chain{int32_t(i)};
+    Value cur = n.outputs[0];
+    std::string act = "none";
+    const Node* u = only_user(cur);
+    if (u && !p->bias.valid() && u->op_name() == "add" && u->outputs[0].type() == cur.type()) {
+      p->bias = u->inputs[0] == cur ? u->inputs[1] : u->inputs[0];
+      cur = u->outputs[0];
+      chain.push_back(int32_t(u - nodes.data()));
+      u = only_user(cur);
+    }
+    if (u) {
+      if (auto a = detail::activation_of(*u)) {
+        act = *a;
+        cur = u->outputs[0];
+        chain.push_back(int32_t(u - nodes.data()));
+      }
+    }
+    if (chain.size() == 1) continue;
+    std::vector<Value> in{p->a, p->b};
+    if (p->bias.valid()) in.push_back(p->bias);
+    std::vector<TensorType> types;
+    for (Value v : in) types.push_back(v.type());
+    Attrs attrs{{"transpose_a", p->ta}, {"transpose_b", p->tb}, {"activation", act}};
+    auto t = native_type(ctx, "fused_matmul", types, attrs);
+    if (!t || *t != cur.type()) continue;
+    for (size_t k = 0; k + 1 < chain.size(); ++k) plan.claim(chain[k]);
+    plan.root(chain.back(), in, [in, attrs](Rewriter& rw) {
+      return std::vector<Value>{rw.dst().apply1("fused_matmul", rw(in), attrs)};
+    });
+  }
+  return plan.apply(g);
+}
+
+}  // namespace
+
+void register_matmul_fusion(PassRegistry& r) {
+  r.add({"matmul_fusion", matmul_fusion, "matmul (+ bias add) (+ activation) -> fused_matmul"});
+}
+
+}  // namespace rlx::passes

@@ -1,0 +1,133 @@
+// conv_fusion: conv (+ per-channel bias add, folded into conv's bias) (+ activation).
+#include <gtest/gtest.h>
+
+#include "rlx/rlx.h"
+#include "rlx/text.h"
+#include "support/pass_check.h"
+
+namespace rlx {
+namespace {
+
+using test::expect_pass;
+
+TEST(ConvFusion, BiasAddAndRelu) {
+  expect_pass("conv_fusion", R"(
+    graph main(%x: f32[2,3,8,8], param %w: f32[4,3,3,3], param %b: f32[1,4,1,1]) {
+      %0 = conv(%x, %w) {pads=[1, 1, 1, 1]} : f32[2,4,8,8]
+      %1 = add(%0, %b) : f32[2,4,8,8]
+      %2 = relu(%1) : f32[2,4,8,8]
+      return out=%2
+    })",
+              R"(
+    graph main(%x: f32[2,3,8,8], param %w: f32[4,3,3,3], param %b: f32[1,4,1,1]) {
+      %0 = reshape(%b) {shape=[4]} : f32[4]
+      %1 = fused_conv(%x, %w, %0) {activation="relu", pads=[1, 1, 1, 1]} : f32[2,4,8,8]
+      return out=%1
+    })");
+}
+
+TEST(ConvFusion, BiasAddsToTheConvsOwnBias) {
+  // [M, 1, 1] broadcasts per channel too; with no activation the result is a plain conv.
+  expect_pass("conv_fusion", R"(
+    graph main(%x: f64[1,2,5,5], %w: f64[3,2,2,2], %b: f64[3], %c: f64[3,1,1]) {
+      %0 = conv(%x, %w, %b) {strides=[2, 2]} : f64[1,3,2,2]
+      %1 = add(%c, %0) : f64[1,3,2,2]
+      return out=%1
+    })",
+              R"(
+    graph main(%x: f64[1,2,5,5], %w: f64[3,2,2,2], %b: f64[3], %c: f64[3,1,1]) {
+      %0 = reshape(%c) {shape=[3]} : f64[3]
+      %1 = add(%b, %0) : f64[3]
+      %2 = conv(%x, %w, %1) {strides=[2, 2]} : f64[1,3,2,2]
+      return out=%2
+    })");
+}
+
+TEST(ConvFusion, ActivationsOf1dAnd3dConvs) {
+  test::PassCheckOptions o;
+  o.rtol = 1e-4;  // oneDNN's post-op math against the core ops'
+  o.atol = 1e-5;
+  for (const char* act : {"gelu", "silu", "sigmoid", "tanh"}) {
+    SCOPED_TRACE(act);
+    expect_pass("conv_fusion", std::string(R"(
+      graph main(%x: f32[1,4,9], %w: f32[6,2,3]) {
+        %0 = conv(%x, %w) {groups=2} : f32[1,6,7]
+        %1 = )") + act + R"((%0) : f32[1,6,7]
+        return out=%1
+      })",
+                std::string(R"(
+      graph main(%x: f32[1,4,9], %w: f32[6,2,3]) {
+        %0 = fused_conv(%x, %w) {activation=")") +
+                    act + R"(", groups=2} : f32[1,6,7]
+        return out=%0
+      })",
+                o);
+  }
+  expect_pass("conv_fusion", R"(
+    graph main(%x: f32[1,2,4,4,4], %w: f32[2,2,2,2,2]) {
+      %0 = conv(%x, %w) : f32[1,2,3,3,3]
+      %1 = gelu(%0) {approximate="tanh"} : f32[1,2,3,3,3]
+      return out=%1
+    })",
+              R"(
+    graph main(%x: f32[1,2,4,4,4], %w: f32[2,2,2,2,2]) {
+      %0 = fused_conv(%x, %w) {activation="gelu_tanh"} : f32[1,2,3,3,3]
+      return out=%0
+    })",
+              o);
+}
+
+TEST(ConvFusion, SymbolicBatch) {
+  test::PassCheckOptions o;
+  o.compare_outputs = false;
+  expect_pass("conv_fusion", R"(
+    graph main(%x: f32[n,3,8,8], %w: f32[4,3,1,1]) {
+      %0 = conv(%x, %w) : f32[n,4,8,8]
+      %1 = relu(%0) : f32[n,4,8,8]
+      return out=%1
+    })",
+              R"(
+    graph main(%x: f32[n,3,8,8], %w: f32[4,3,1,1]) {
+      %0 = fused_conv(%x, %w) {activation="relu"} : f32[n,4,8,8]
+      return out=%0
+    })",
+              o);
+}
+
+TEST(ConvFusion, NegativeCases) {
+  // A bias over the last axis, not the channels; a conv read twice; an activation of a
+  // conv_transpose; a full-size addend.
+  expect_pass("conv_fusion", R"(
+    graph main(%x: f32[1,2,4,4], %w: f32[2,2,1,1], %b: f32[4], %y: f32[1,2,4,4]) {
+      %0 = conv(%x, %w) : f32[1,2,4,4]
+      %1 = add(%0, %b) : f32[1,2,4,4]
+      %2 = conv(%x, %w) : f32[1,2,4,4]
+      %3 = relu(%2) : f32[1,2,4,4]
+      %4 = conv_transpose(%x, %w) : f32[1,2,4,4]
+      %5 = relu(%4) : f32[1,2,4,4]
+      %6 = conv(%y, %w) : f32[1,2,4,4]
+      %7 = add(%6, %y) : f32[1,2,4,4]
+      return o1=%1, o2=%2, o3=%3, o5=%5, o7=%7
+    })",
+              "");
+}
+
+TEST(ConvFusion, AddOnlyWhenTheActivationHasOtherReaders) {
+  expect_pass("conv_fusion", R"(
+    graph main(%x: f32[1,2,4,4], %w: f32[2,2,1,1], %b: f32[1,2,1,1]) {
+      %0 = conv(%x, %w) : f32[1,2,4,4]
+      %1 = add(%0, %b) : f32[1,2,4,4]
+      %2 = relu(%1) : f32[1,2,4,4]
+      return out=%2, pre=%1
+    })",
+              R"(
+    graph main(%x: f32[1,2,4,4], %w: f32[2,2,1,1], %b: f32[1,2,1,1]) {
+      %0 = reshape(%b) {shape=[2]} : f32[2]
+      %1 = conv(%x, %w, %0) : f32[1,2,4,4]
+      %2 = relu(%1) : f32[1,2,4,4]
+      return out=%2, pre=%1
+    })");
+}
+
+}  // namespace
+}  // namespace rlx

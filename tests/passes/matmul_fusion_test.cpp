@@ -1,0 +1,237 @@
+// matmul_fusion: matmul / dot_general (+ bias add) (+ activation) -> fused_matmul.
+#include <gtest/gtest.h>
+
+#include "rlx/rlx.h"
+#include "rlx/text.h"
+#include "support/pass_check.h"
+
+namespace rlx {
+namespace {
+
+using test::expect_pass;
+
+TEST(MatmulFusion, BiasAndGelu) {
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[4,8], param %w: f32[8,16], param %b: f32[16]) {
+      %0 = matmul(%x, %w) : f32[4,16]
+      %1 = add(%0, %b) : f32[4,16]
+      %2 = gelu(%1) : f32[4,16]
+      return out=%2
+    })",
+              R"(
+    graph main(%x: f32[4,8], param %w: f32[8,16], param %b: f32[16]) {
+      %0 = fused_matmul(%x, %w, %b) {activation="gelu"} : f32[4,16]
+      return out=%0
+    })");
+}
+
+TEST(MatmulFusion, EveryActivation) {
+  for (auto [op, act] : std::vector<std::pair<std::string, std::string>>{
+           {"relu", "relu"},
+           {"gelu {approximate=\"tanh\"}", "gelu_tanh"},
+           {"silu", "silu"},
+           {"sigmoid", "sigmoid"},
+           {"tanh", "tanh"}}) {
+    SCOPED_TRACE(op);
+    std::string name = op.substr(0, op.find(' '));
+    std::string attrs = op.find(' ') == std::string::npos ? "" : op.substr(op.find(' '));
+    expect_pass("matmul_fusion",
+                R"(
+      graph main(%x: f32[3,5], %w: f32[5,7]) {
+        %0 = matmul(%x, %w) : f32[3,7]
+        %1 = )" + name +
+                    "(%0)" + attrs + R"( : f32[3,7]
+        return out=%1
+      })",
+                R"(
+      graph main(%x: f32[3,5], %w: f32[5,7]) {
+        %0 = fused_matmul(%x, %w) {activation=")" +
+                    act + R"("} : f32[3,7]
+        return out=%0
+      })");
+  }
+}
+
+TEST(MatmulFusion, BiasFirstOperandAndBatchedBroadcastBias) {
+  // add(bias, product) as well as add(product, bias); a [S, 1] bias broadcasts over columns.
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[2,3,5], %w: f32[5,4], %b: f32[3,1]) {
+      %0 = matmul(%x, %w) : f32[2,3,4]
+      %1 = add(%b, %0) : f32[2,3,4]
+      return out=%1
+    })",
+              R"(
+    graph main(%x: f32[2,3,5], %w: f32[5,4], %b: f32[3,1]) {
+      %0 = fused_matmul(%x, %w, %b) : f32[2,3,4]
+      return out=%0
+    })");
+}
+
+TEST(MatmulFusion, SymbolicBatchAndHalfDtypes) {
+  test::PassCheckOptions o;
+  o.compare_outputs = false;  // symbolic shapes
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: bf16[batch,seq,8], param %w: bf16[8,16], param %b: bf16[16]) {
+      %0 = matmul(%x, %w) : bf16[batch,seq,16]
+      %1 = add(%0, %b) : bf16[batch,seq,16]
+      %2 = relu(%1) : bf16[batch,seq,16]
+      return out=%2
+    })",
+              R"(
+    graph main(%x: bf16[batch,seq,8], param %w: bf16[8,16], param %b: bf16[16]) {
+      %0 = fused_matmul(%x, %w, %b) {activation="relu"} : bf16[batch,seq,16]
+      return out=%0
+    })",
+              o);
+  test::PassCheckOptions half;
+  half.rtol = 2e-2;
+  half.atol = 2e-2;
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f16[6,40], %w: f16[40,3], %b: f16[3]) {
+      %0 = matmul(%x, %w) : f16[6,3]
+      %1 = add(%0, %b) : f16[6,3]
+      %2 = silu(%1) : f16[6,3]
+      return out=%2
+    })",
+              R"(
+    graph main(%x: f16[6,40], %w: f16[40,3], %b: f16[3]) {
+      %0 = fused_matmul(%x, %w, %b) {activation="silu"} : f16[6,3]
+      return out=%0
+    })",
+              half);
+}
+
+TEST(MatmulFusion, DotGeneralThatIsAMatmul) {
+  // Contracting dim 0 of the lhs and 1 of the rhs: a transposed matmul.
+  expect_pass("matmul_fusion", R"(
+    graph main(%a: f64[5,3], %b: f64[4,5], %c: f64[4]) {
+      %0 = dot_general(%a, %b) {lhs_contracting=[0], rhs_contracting=[1]} : f64[3,4]
+      %1 = add(%0, %c) : f64[3,4]
+      return out=%1
+    })",
+              R"(
+    graph main(%a: f64[5,3], %b: f64[4,5], %c: f64[4]) {
+      %0 = fused_matmul(%a, %b, %c) {transpose_a=true, transpose_b=true} : f64[3,4]
+      return out=%0
+    })");
+  // Batched, both operands of rank 3 with the batch dim in front.
+  expect_pass("matmul_fusion", R"(
+    graph main(%a: f32[2,3,5], %b: f32[2,5,4]) {
+      %0 = dot_general(%a, %b) {lhs_batch=[0], lhs_contracting=[2], rhs_batch=[0], rhs_contracting=[1]} : f32[2,3,4]
+      %1 = tanh(%0) : f32[2,3,4]
+      return out=%1
+    })",
+              R"(
+    graph main(%a: f32[2,3,5], %b: f32[2,5,4]) {
+      %0 = fused_matmul(%a, %b) {activation="tanh"} : f32[2,3,4]
+      return out=%0
+    })");
+}
+
+TEST(MatmulFusion, ActivationOntoAFusedMatmulWithBias) {
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[4,8], %w: f32[16,8], %b: f32[16]) {
+      %0 = fused_matmul(%x, %w, %b) {transpose_b=true} : f32[4,16]
+      %1 = relu(%0) : f32[4,16]
+      return out=%1
+    })",
+              R"(
+    graph main(%x: f32[4,8], %w: f32[16,8], %b: f32[16]) {
+      %0 = fused_matmul(%x, %w, %b) {activation="relu", transpose_b=true} : f32[4,16]
+      return out=%0
+    })");
+}
+
+TEST(MatmulFusion, IntermediatesWithOtherReadersStay) {
+  // The product is read twice: nothing to fuse.
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[4,8], %w: f32[8,16], %b: f32[16]) {
+      %0 = matmul(%x, %w) : f32[4,16]
+      %1 = add(%0, %b) : f32[4,16]
+      return out=%1, raw=%0
+    })",
+              "");
+  // The biased sum is read twice: the add fuses, the activation stays.
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[4,8], %w: f32[8,16], %b: f32[16]) {
+      %0 = matmul(%x, %w) : f32[4,16]
+      %1 = add(%0, %b) : f32[4,16]
+      %2 = relu(%1) : f32[4,16]
+      %3 = mul(%1, %2) : f32[4,16]
+      return out=%3
+    })",
+              R"(
+    graph main(%x: f32[4,8], %w: f32[8,16], %b: f32[16]) {
+      %0 = fused_matmul(%x, %w, %b) : f32[4,16]
+      %1 = relu(%0) : f32[4,16]
+      %2 = mul(%0, %1) : f32[4,16]
+      return out=%2
+    })");
+}
+
+TEST(MatmulFusion, NegativeCases) {
+  // Integer products.
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: i32[4,8], %w: i32[8,16], %b: i32[16]) {
+      %0 = matmul(%x, %w) : i32[4,16]
+      %1 = add(%0, %b) : i32[4,16]
+      %2 = relu(%1) : i32[4,16]
+      return out=%2
+    })",
+              "");
+  // A bias that grows the product is no bias.
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[4,8], %w: f32[8,16], %b: f32[3,4,16]) {
+      %0 = matmul(%x, %w) : f32[4,16]
+      %1 = add(%0, %b) : f32[3,4,16]
+      return out=%1
+    })",
+              "");
+  // Not an activation the fused op knows; a dot_general that is no matmul.
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[4,8], %w: f32[8,16], %a: f32[2,3,5], %c: f32[5,3,2]) {
+      %0 = matmul(%x, %w) : f32[4,16]
+      %1 = exp(%0) : f32[4,16]
+      %2 = dot_general(%a, %c) {lhs_contracting=[1, 2], rhs_contracting=[1, 0]} : f32[2,2]
+      %3 = relu(%2) : f32[2,2]
+      return out=%1, o2=%3
+    })",
+              "");
+  // A sub is not a bias add; an activation of an already activated product stays.
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[4,8], %w: f32[8,16], %b: f32[16]) {
+      %0 = matmul(%x, %w) : f32[4,16]
+      %1 = sub(%0, %b) : f32[4,16]
+      %2 = fused_matmul(%x, %w) {activation="relu"} : f32[4,16]
+      %3 = tanh(%2) : f32[4,16]
+      return out=%1, o2=%3
+    })",
+              "");
+}
+
+TEST(MatmulFusion, PipelineComputesTheSame) {
+  // The whole default pipeline against no passes, on a two-layer MLP with a transposed
+  // weight (layout_sinking then matmul_fusion).
+  auto g = parse_graph(R"(
+    graph main(%x: f32[32,64], param %w1: f32[128,64], param %b1: f32[128],
+               param %w2: f32[128,10], param %b2: f32[10]) {
+      %0 = transpose(%w1) {perm=[1, 0]} : f32[64,128]
+      %1 = matmul(%x, %0) : f32[32,128]
+      %2 = add(%1, %b1) : f32[32,128]
+      %3 = gelu(%2) : f32[32,128]
+      %4 = matmul(%3, %w2) : f32[32,10]
+      %5 = add(%4, %b2) : f32[32,10]
+      return out=%5
+    })");
+  CompileOptions o;
+  o.opt_level = 2;
+  test::expect_same_outputs(*g, o, 3, 1e-5, 1e-5);
+  CompiledGraph cg = Session().compile(*g, o);
+  int fused = 0, other = 0;
+  for (const Node& n : cg.lowered().nodes()) (n.op_name() == "fused_matmul" ? fused : other) += 1;
+  EXPECT_EQ(fused, 2) << print_graph(cg.lowered());
+  EXPECT_EQ(other, 0) << print_graph(cg.lowered());
+}
+
+}  // namespace
+}  // namespace rlx

@@ -1,0 +1,49 @@
+#include "support/infer_harness.h"
+
+namespace rlx::testing {
+
+namespace {
+constexpr auto V = Expect::value_error;
+constexpr auto T = Expect::type_error;
+}  // namespace
+
+std::vector<InferCase> fused_cases() {
+  const Attrs ta{{"transpose_a", true}}, tb{{"transpose_b", true}};
+  const Attrs conv{{"pads", IntList{1, 1, 1, 1}}, {"activation", "relu"}};
+  return {
+      // fused_matmul: matmul's shapes on the (transposed) operands, then a bias that
+      // broadcasts onto the product without growing it.
+      ok("fused_matmul", {"f32[2,3]", "f32[3,4]"}, {}, {"f32[2,4]"}),
+      ok("fused_matmul", {"f32[3,2]", "f32[3,4]"}, ta, {"f32[2,4]"}),
+      ok("fused_matmul", {"f32[b,s,8]", "f32[16,8]", "f32[16]"},
+         {{"transpose_b", true}, {"activation", "gelu"}}, {"f32[b,s,16]"}),
+      ok("fused_matmul", {"f64[3]", "f64[3,4]", "f64[4]"}, {{"activation", "tanh"}}, {"f64[4]"}),
+      ok("fused_matmul", {"f16[2,3]", "f16[3]", "f16[1]"}, {}, {"f16[2]"}),
+      ok("fused_matmul", {"bf16[5,1,2,3]", "bf16[7,3,4]", "bf16[7,1,4]"}, {{"activation", "silu"}},
+         {"bf16[5,7,2,4]"}),
+      ok("fused_matmul", {"f32[2,n]", "f32[n,m]", "f32[m]"}, {}, {"f32[2,m]"}),
+      ok("fused_matmul", {"f32[2,?]", "f32[4,3]", "f32[2,1]"},
+         {{"transpose_a", true}, {"transpose_b", true}}, {"f32[?,4]"}),
+      ok("fused_matmul", {"f32[2,0]", "f32[0,4]", "f32[4]"}, {}, {"f32[2,4]"}),
+      bad("fused_matmul", {"i32[2,3]", "i32[3,4]"}, {}, T, "float dtype"),
+      bad("fused_matmul", {"f32[2,3]", "f32[3,4]", "f16[4]"}, {}, T, "same dtype"),
+      bad("fused_matmul", {"f32[3]", "f32[3,4]"}, ta, V, "transpose_a only for an operand"),
+      bad("fused_matmul", {"f32[2,3]", "f32[3,4]"}, tb, V, "contraction dims"),
+      bad("fused_matmul", {"f32[2,3]", "f32[3,4]", "f32[5,2,4]"}, {}, V,
+          "bias broadcastable to the product [2,4]"),
+      bad("fused_matmul", {"f32[2,3]", "f32[3,4]", "f32[3]"}, {}, V, "bias broadcastable"),
+      bad("fused_matmul", {"f32[1,3]", "f32[3,4]", "f32[2,4]"}, {}, V, "bias broadcastable"),
+      bad("fused_matmul", {"f32[2,3]", "f32[3,4]"}, {{"activation", "softmax"}}, V, "activation"),
+      bad("fused_matmul", {"f32[2,3]"}, {}, V, "expected 2 to 3 inputs"),
+
+      // fused_conv: conv's rules, naming fused_conv.
+      ok("fused_conv", {"f32[1,3,8,8]", "f32[4,3,3,3]", "f32[4]"}, conv, {"f32[1,4,8,8]"}),
+      ok("fused_conv", {"bf16[n,4,9]", "bf16[6,2,3]"}, {{"groups", 2}, {"activation", "gelu"}},
+         {"bf16[n,6,7]"}),
+      bad("fused_conv", {"i32[1,3,8,8]", "i32[4,3,3,3]"}, conv, T, "float dtype"),
+      bad("fused_conv", {"f32[1,3,8,8]", "f32[4,2,3,3]"}, conv, V, "channels"),
+      bad("fused_conv", {"f32[1,3,8,8]", "f32[4,3,3,3]"}, {{"activation", "elu"}}, V, "activation"),
+  };
+}
+
+}  // namespace rlx::testing

@@ -1,0 +1,162 @@
+// fused_matmul and fused_conv against references. fused_matmul: naive loops in long
+// double over the operands as the transpose flags read them (batch dims broadcast), the
+// bias added by broadcasting, then the activation in double. fused_conv: the conv op
+// (itself checked against nested loops in checks_conv.cpp), then the activation in
+// double. Sizes reach the loops, the GEMM libraries and oneDNN's matmul primitive.
+#include <cmath>
+
+#include "support/consistency.h"
+
+namespace rlx::test {
+
+namespace {
+
+constexpr DType kFloats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
+
+double activate(const std::string& a, double x) {
+  if (a == "relu") return x < 0 ? 0 : x;
+  if (a == "gelu") return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  if (a == "gelu_tanh")
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  if (a == "silu") return x / (1 + std::exp(-x));
+  if (a == "sigmoid") return 1 / (1 + std::exp(-x));
+  if (a == "tanh") return std::tanh(x);
+  return x;
+}
+
+std::vector<int64_t> cat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// An operand's values as a row-major matrix batch, its last two dims swapped if `t`.
+Tensor as_read(const Tensor& x, bool t) {
+  if (!t) return x;
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < x.rank(); ++i) perm.push_back(i);
+  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+  return x.permute(perm);
+}
+
+Tensors fused_matmul_ref(const Tensors& in, const Attrs& attrs) {
+  Tensor a = as_read(in[0], attrs.get_bool("transpose_a"));
+  Tensor b = as_read(in[1], attrs.get_bool("transpose_b"));
+  auto as = a.shape(), bs = b.shape();
+  bool av = as.size() == 1, bv = bs.size() == 1;
+  if (av) as.insert(as.begin(), 1);
+  if (bv) bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
+  std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  auto batch = broadcast_shape(ab, bb);
+  auto full = cat(batch, {m, n});
+  std::vector<int64_t> shape = batch;
+  if (!av) shape.push_back(m);
+  if (!bv) shape.push_back(n);
+  auto x = values(a), y = values(b);
+  std::vector<double> bias = in.size() > 2 ? values(in[2]) : std::vector<double>();
+  const std::string& act = attrs.get_string("activation");
+  std::vector<double> out;
+  for (int64_t f = 0; f < numel(full); ++f) {
+    auto idx = unravel(f, full);
+    std::vector<int64_t> bi(idx.begin(), idx.end() - 2);
+    int64_t i = idx[idx.size() - 2], j = idx.back();
+    int64_t abase = broadcast_index(bi, ab) * m * k, bbase = broadcast_index(bi, bb) * k * n;
+    long double s = 0;
+    for (int64_t p = 0; p < k; ++p)
+      s += (long double)x[size_t(abase + i * k + p)] * y[size_t(bbase + p * n + j)];
+    double v = double(s);
+    if (in.size() > 2)
+      v += bias[size_t(broadcast_index(unravel(int64_t(out.size()), shape), in[2].shape()))];
+    out.push_back(activate(act, v));
+  }
+  return {tensor_of(a.dtype(), shape, out)};
+}
+
+Tensors fused_conv_ref(const Tensors& in, const Attrs& attrs) {
+  Attrs conv;
+  for (const auto& [key, v] : attrs)
+    if (key != "activation") conv.set(key, v);
+  Tensor y = run_graph("conv", in, conv, Device::cpu())[0];
+  std::vector<double> v = values(y);
+  for (double& e : v) e = activate(attrs.get_string("activation"), e);
+  return {tensor_of(y.dtype(), y.shape(), v)};
+}
+
+// A check of fused_matmul; f32 tolerances grow with the contraction length (as matmul's).
+OpCheck mm(Tensors in, Attrs attrs, std::string note) {
+  DType dt = in[0].dtype();
+  if (!attrs.has("activation")) attrs.set("activation", "none");
+  for (const char* f : {"transpose_a", "transpose_b"})
+    if (!attrs.has(f)) attrs.set(f, false);
+  int64_t k = in[0].rank() == 1 || !attrs.get_bool("transpose_a")
+                  ? in[0].shape().back()
+                  : in[0].shape()[size_t(in[0].rank() - 2)];
+  OpCheck c = ref_check("fused_matmul", dt, std::move(in), std::move(attrs), fused_matmul_ref,
+                        std::move(note));
+  if (dt == DType::f32) {
+    c.rtol = 1e-5;
+    c.atol = 1e-6 + double(k) * 4 * 0x1p-23;
+  }
+  return c;
+}
+
+}  // namespace
+
+CheckTable checks_fused() {
+  CheckTable t;
+  uint64_t seed = 4200;
+  auto r = [&](DType dt, std::vector<int64_t> shape) { return random_tensor(dt, shape, ++seed); };
+  using A = Attrs;
+  for (DType dt : kFloats) {
+    t.add(mm({r(dt, {3, 5}), r(dt, {5, 4}), r(dt, {4})}, A{{"activation", "relu"}}, "bias, relu"));
+    t.add(mm({r(dt, {5, 3}), r(dt, {5, 4})}, A{{"transpose_a", true}, {"activation", "gelu"}},
+             "transpose_a, gelu"));
+    t.add(mm({r(dt, {2, 3, 5}), r(dt, {4, 5}), r(dt, {3, 1})},
+             A{{"transpose_b", true}, {"activation", "gelu_tanh"}},
+             "batched, transpose_b, column bias, gelu_tanh"));
+    t.add(mm({r(dt, {2, 1, 3, 6}), r(dt, {4, 6, 5}), r(dt, {4, 1, 5})},
+             A{{"activation", "sigmoid"}}, "broadcast batch and bias, sigmoid"));
+    t.add(mm({r(dt, {6}), r(dt, {6, 5}), r(dt, {5})}, A{{"activation", "tanh"}}, "1-D lhs, tanh"));
+    t.add(mm({r(dt, {3, 0}), r(dt, {0, 4}), r(dt, {4})}, A{{"activation", "silu"}},
+             "empty contraction: the bias alone"));
+    // Sizes that reach the GEMM libraries.
+    t.add(mm({r(dt, {96, 64}), r(dt, {40, 96}), r(dt, {40})},
+             A{{"transpose_a", true}, {"transpose_b", true}, {"activation", "silu"}},
+             "library, both transposed"));
+    t.add(mm({r(dt, {3, 70, 80}), r(dt, {80, 90}), r(dt, {90})}, A{{"activation", "gelu"}},
+             "library, folded batch"));
+    t.add(mm({r(dt, {2, 40, 50}), r(dt, {2, 60, 50})}, A{{"transpose_b", true}},
+             "library, batched transpose_b, no epilogue"));
+  }
+  // Products of at least 256^3 take oneDNN's matmul primitive for f32.
+  t.add(mm({r(DType::f32, {256, 260}), r(DType::f32, {272, 260}), r(DType::f32, {272})},
+           A{{"transpose_b", true}, {"activation", "gelu"}}, "matmul primitive, transpose_b"));
+  t.add(
+      mm({tensor_of(DType::f32, {2, 2}, {NAN, 1, 1, 1}),
+          tensor_of(DType::f32, {2, 2}, {1, 2, 3, 4}), tensor_of(DType::f32, {2}, {-INFINITY, 0})},
+         A{{"activation", "relu"}}, "NaN and -inf pass through"));
+
+  // fused_conv: conv's paths (oneDNN with a post-op for f32 / bf16, widened f16, the
+  // im2col / direct loops for f64) with each activation.
+  const char* acts[] = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"};
+  size_t a = 0;
+  for (DType dt : kFloats) {
+    auto conv = [&](Tensors in, Attrs attrs, std::string note) {
+      attrs.set("activation", acts[a++ % 6]);
+      OpCheck c = ref_check("fused_conv", dt, std::move(in), std::move(attrs), fused_conv_ref,
+                            std::move(note));
+      if (dt == DType::f32) c.atol = 1e-5;  // oneDNN's post-op math, not the core ops'
+      t.add(std::move(c));
+    };
+    conv({r(dt, {2, 3, 6, 6}), r(dt, {4, 3, 3, 3}), r(dt, {4})}, A{{"pads", IntList{1, 1, 1, 1}}},
+         "2-D, bias, pads");
+    conv({r(dt, {1, 4, 9}), r(dt, {6, 2, 3})}, A{{"groups", 2}, {"strides", IntList{2}}},
+         "1-D, groups, strides");
+    conv({r(dt, {1, 3, 8, 8}), r(dt, {3, 1, 3, 3}), r(dt, {3})},
+         A{{"groups", 3}, {"auto_pad", "same_upper"}}, "depthwise, same_upper");
+    conv({r(dt, {1, 2, 4, 4, 4}), r(dt, {2, 2, 2, 2, 2})}, A{}, "3-D");
+  }
+  return t;
+}
+
+}  // namespace rlx::test

@@ -1,0 +1,32 @@
+// Gradient checks of the fused ops, whose rules transform their decomposition.
+#include "support/gradcheck.h"
+
+namespace rlx::test {
+
+GradTable grads_fused() {
+  GradTable t;
+  auto add = [&](const char* op, std::vector<std::vector<int64_t>> shapes, Attrs attrs,
+                 std::string note, bool smooth = true) {
+    GradCheck c = grad_check(op, std::move(shapes), std::move(attrs), -1, 1, std::move(note));
+    c.hvp = smooth;  // relu: piecewise linear
+    t.add(std::move(c));
+  };
+  add("fused_matmul", {{3, 4}, {4, 2}, {2}}, {{"activation", "gelu"}}, "bias, gelu");
+  add("fused_matmul", {{4, 3}, {2, 4}},
+      {{"transpose_a", true}, {"transpose_b", true}, {"activation", "tanh"}},
+      "both transposed, tanh");
+  add("fused_matmul", {{2, 3, 4}, {4, 5}, {3, 1}}, {{"activation", "silu"}},
+      "batched lhs, column bias, silu");
+  add("fused_matmul", {{2, 1, 3, 4}, {3, 5, 4}}, {{"transpose_b", true}, {"activation", "sigmoid"}},
+      "broadcast batch, sigmoid");
+  add("fused_matmul", {{4}, {4, 3}, {3}}, {{"activation", "gelu_tanh"}}, "1-D lhs, gelu_tanh");
+  add("fused_matmul", {{3, 4}, {4, 2}, {2}}, {{"activation", "relu"}}, "relu", false);
+  add("fused_conv", {{1, 2, 5}, {3, 2, 3}, {3}}, {{"activation", "tanh"}}, "1-D, bias, tanh");
+  add("fused_conv", {{1, 2, 4, 4}, {2, 1, 3, 3}},
+      {{"groups", 2}, {"pads", IntList{1, 1, 1, 1}}, {"activation", "gelu"}},
+      "2-D, groups, pads, gelu");
+  add("fused_conv", {{2, 2, 5}, {2, 2, 2}, {2}}, {{"activation", "relu"}}, "relu", false);
+  return t;
+}
+
+}  // namespace rlx::test
