@@ -15,6 +15,7 @@ void register_random_ops(OpRegistry& r);       // uniform, normal
 void register_control_ops(OpRegistry& r);      // cond, while, scan
 void register_autodiff_ops(OpRegistry& r);     // reshape_like, broadcast_like, stop_gradient…
 void register_window_grad_ops(OpRegistry& r);  // backward ops of pools / resize
+void register_region_ops(OpRegistry& r);       // fused_elementwise
 
 inline void register_core_ops(OpRegistry& r) {
   register_elementwise_ops(r);
@@ -26,6 +27,7 @@ inline void register_core_ops(OpRegistry& r) {
   register_control_ops(r);
   register_autodiff_ops(r);
   register_window_grad_ops(r);
+  register_region_ops(r);
 }
 
 }  // namespace rlx::detail

@@ -67,6 +67,7 @@ CheckTable checks_nn();
 CheckTable checks_random();
 CheckTable checks_control();
 CheckTable checks_autodiff();  // reshape_like, broadcast_like, stop_gradient, checkpoint
+CheckTable checks_region();    // fused_elementwise
 CheckTable all_checks();
 
 // --- inputs ---------------------------------------------------------------------------

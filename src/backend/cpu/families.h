@@ -16,5 +16,6 @@ void register_random(KernelRegistry& r);       // random.cpp
 void register_control(KernelRegistry& r);      // control.cpp: cond, while, scan
 void register_autodiff(KernelRegistry& r);     // autodiff.cpp: reshape_like, broadcast_like…
 void register_window_grad(KernelRegistry& r);  // window_grad.cpp: pool / resize backward
+void register_region(KernelRegistry& r);       // region.cpp: fused_elementwise
 
 }  // namespace rlx::cpu

@@ -22,6 +22,7 @@ void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_control(registry);
   cpu::register_autodiff(registry);
   cpu::register_window_grad(registry);
+  cpu::register_region(registry);
 }
 
 }  // namespace rlx
