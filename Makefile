@@ -15,7 +15,7 @@ DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clan
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build demo test bench bench-train bench-compile format clean
+.PHONY: all deps configure build demo test bench bench-train bench-compile bench-fusion format clean
 
 all: build
 
@@ -45,6 +45,10 @@ test: build
 # CPU kernels against the machine's limits (sgemm, a STREAM-like copy); BENCH_ARGS=--quick.
 bench: build
 	./$(BUILD)/bench/rlx-bench-cpu $(BENCH_ARGS)
+
+# Elementwise fusion: a 6-op chain on 16M f32, unfused vs fused vs memcpy (BENCH_ARGS=--quick).
+bench-fusion: build
+	./$(BUILD)/bench/rlx-bench-fusion $(BENCH_ARGS)
 
 # Train-step time of the demo's GPT and a BERT-base layer, rlx vs PyTorch (BENCH_ARGS=--quick).
 bench-train: build

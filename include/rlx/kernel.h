@@ -24,6 +24,8 @@ struct KernelQuery {
   const Attrs& attrs;
   std::span<const TensorType> inputs;
   std::span<const TensorType> outputs;
+  // The node's subgraphs (a fused region's body), for kernels that compile them.
+  std::span<const SubgraphPtr> subgraphs = {};
 };
 
 // Runs a node's subgraphs (the branches of cond, the body of while and scan), compiled
@@ -45,6 +47,9 @@ struct KernelContext {
   // KernelFlags::makes_outputs gives its outputs. An output whose shape depends on the
   // input values has an empty entry here and arrives undefined.
   std::span<const std::vector<int64_t>> output_shapes = {};
+  // The node's subgraphs as graphs (a fused region's body), for kernels that compile
+  // them rather than run them.
+  std::span<const SubgraphPtr> graphs = {};
 };
 
 // Inputs are read-only. Outputs are allocated (contiguous) by the runtime with the

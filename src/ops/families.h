@@ -17,6 +17,8 @@ void register_autodiff_ops(OpRegistry& r);     // reshape_like, broadcast_like, 
 void register_window_grad_ops(OpRegistry& r);  // backward ops of pools / resize
 void register_fused_ops(OpRegistry& r);        // fused_matmul, fused_conv (made by passes)
 
+void register_region_ops(OpRegistry& r);       // fused_elementwise
+
 inline void register_core_ops(OpRegistry& r) {
   register_elementwise_ops(r);
   register_reduce_ops(r);
@@ -28,6 +30,8 @@ inline void register_core_ops(OpRegistry& r) {
   register_autodiff_ops(r);
   register_window_grad_ops(r);
   register_fused_ops(r);  // after nn: fused_conv takes conv's attributes
+
+  register_region_ops(r);
 }
 
 }  // namespace rlx::detail

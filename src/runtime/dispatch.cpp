@@ -77,7 +77,7 @@ struct Lowerer {
     std::vector<TensorType> in_types;
     for (Value v : inputs) in_types.push_back(v.type());
     std::vector<TensorType> out_types = infer_types(op, in_types, attrs, subgraphs);
-    KernelQuery q{op, attrs, in_types, out_types};
+    KernelQuery q{op, attrs, in_types, out_types, subgraphs};
     if (const Kernel* k = kernels.find(q, device.kind))
       return place(op, inputs, attrs, subgraphs, k, DispatchPath::native);
     if (op.decompose && depth < kMaxDecomposeDepth) {

@@ -194,7 +194,7 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
       for (size_t j = 0; j < outs.size(); ++j)
         if (!plan->dynamic[i] || dyn_known[j])
           outs[j] = Tensor::empty(n.outputs[j].dtype(), shapes[j]);
-    KernelContext ctx{*n.op, n.attrs, device_, nullptr, subgraphs_[i].get(), shapes};
+    KernelContext ctx{*n.op, n.attrs, device_, nullptr, subgraphs_[i].get(), shapes, n.subgraphs};
     k.fn(ctx, ins, outs);
     for (size_t j = 0; j < outs.size(); ++j) {
       if (!outs[j].defined() || outs[j].dtype() != n.outputs[j].dtype())

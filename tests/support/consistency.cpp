@@ -21,7 +21,7 @@ CheckTable all_checks() {
   CheckTable t;
   for (auto* f : {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv,
                   checks_pool, checks_nn, checks_random, checks_control, checks_autodiff,
-                  checks_fused})
+                  checks_fused, checks_region})
     t.append(f());
   return t;
 }

@@ -68,6 +68,8 @@ CheckTable checks_random();
 CheckTable checks_control();
 CheckTable checks_autodiff();  // reshape_like, broadcast_like, stop_gradient, checkpoint
 CheckTable checks_fused();     // fused_matmul, fused_conv
+
+CheckTable checks_region();    // fused_elementwise
 CheckTable all_checks();
 
 // --- inputs ---------------------------------------------------------------------------

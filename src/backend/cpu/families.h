@@ -18,4 +18,6 @@ void register_autodiff(KernelRegistry& r);     // autodiff.cpp: reshape_like, br
 void register_window_grad(KernelRegistry& r);  // window_grad.cpp: pool / resize backward
 void register_fused(KernelRegistry& r);        // fused.cpp: fused_matmul, fused_conv
 
+void register_region(KernelRegistry& r);       // region.cpp: fused_elementwise
+
 }  // namespace rlx::cpu

@@ -1,0 +1,1006 @@
+// fused_elementwise on the CPU: a tiled interpreter of the region's body.
+//
+// The body is compiled once (per body graph, cached) into steps: one per op, each a
+// vectorisable loop over tile buffers written with the functors of elementwise_ops.h. A
+// run splits the region's index space into tiles of kTile elements (a few L1-resident
+// buffers) spread over the threads; per tile it loads each input (contiguous inputs whose
+// storage is the compute type are read in place; broadcast, strided and 16-bit inputs are
+// gathered and widened), runs the steps, and stores each output (with streaming stores for
+// large f32 outputs, which skip the read a normal store of a cold line costs). So every
+// input is read once and every output written once. Values that are the same at every
+// element (scalars, constants, ops on them) are filled or computed once per thread.
+//
+// Trailing reductions fold each tile's row segments into per-row accumulators (f64 for
+// float sums, products and means, wrapping uint64 for integers, the compute type for max
+// and min, as the reduce kernels do); rows split between threads are combined after.
+//
+// f16 / bf16 values are computed in f32 inside the tile and rounded when stored; a cast to
+// them rounds right away, so an explicit cast still quantises.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "backend/cpu/cpu_util.h"
+#include "backend/cpu/elementwise_loops.h"
+#include "backend/cpu/elementwise_ops.h"
+#include "backend/cpu/families.h"
+#include "ops/region.h"
+
+namespace rlx::cpu {
+
+namespace {
+
+using namespace ewop;
+using detail::is_region_reduction;
+using detail::is_region_view_op;
+
+constexpr int64_t kTile = 1024;   // elements per tile (see the bench: 512..4096 measured)
+constexpr int64_t kGrain = 1 << 15;  // elements per thread chunk at least
+// Outputs at least this large are stored with streaming stores (they would not stay in
+// cache for the next op anyway).
+constexpr int64_t kStreamBytes = int64_t(4) << 20;
+
+const char* const kWhere = "fused_elementwise";
+
+// ---- compute types ---------------------------------------------------------------------
+
+// Calls f(Tag<C>{}) with the compute type of dtype t: float for f32 / f16 / bf16, uint8_t
+// for u8 and bool. Each op is instantiated once per compute type, not per storage type.
+template <class F>
+void visit_compute(DType t, F&& f) {
+  switch (t) {
+    case DType::f32:
+    case DType::f16:
+    case DType::bf16:
+      return f(Tag<float>{});
+    case DType::f64:
+      return f(Tag<double>{});
+    case DType::i8:
+      return f(Tag<int8_t>{});
+    case DType::i16:
+      return f(Tag<int16_t>{});
+    case DType::i32:
+      return f(Tag<int32_t>{});
+    case DType::i64:
+      return f(Tag<int64_t>{});
+    case DType::u8:
+    case DType::boolean:
+      return f(Tag<uint8_t>{});
+  }
+}
+
+size_t compute_size(DType t) {
+  size_t s = 0;
+  visit_compute(t, [&](auto tag) { s = sizeof(typename decltype(tag)::type); });
+  return s;
+}
+
+// Whether storage and compute type are the same, so a tile can point into the tensor.
+bool computes_in_place(DType t) { return t != DType::f16 && t != DType::bf16; }
+
+// ---- steps -----------------------------------------------------------------------------
+
+// A step reads its operand tiles and writes its result tile: p[slot] is each value's tile.
+using StepFn = std::function<void(void* const* p, int64_t n)>;
+
+template <class Op, bool ToBool = false>
+StepFn unary_step(const Attrs& attrs, DType in, int x, int y) {
+  if (!in_set(in, Op::set)) return {};
+  Op op = make_op<Op>(attrs);
+  StepFn f;
+  visit_compute(in, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    using R = std::conditional_t<ToBool, uint8_t, C>;
+    if constexpr (takes<C>(Op::set))
+      f = [op, x, y](void* const* p, int64_t n) {
+        ew::apply_n(op, static_cast<const C*>(p[x]), static_cast<R*>(p[y]), n);
+      };
+  });
+  return f;
+}
+
+StepFn gelu_step(const Attrs& attrs, DType in, int x, int y) {
+  if (attrs.get_string("approximate") == "tanh") return unary_step<GeluTanh>(attrs, in, x, y);
+  return unary_step<GeluErf>(attrs, in, x, y);
+}
+
+template <class Op, bool ToBool = false>
+StepFn binary_step(DType in, int a, int b, int y) {
+  if (!in_set(in, Op::set)) return {};
+  StepFn f;
+  visit_compute(in, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    using R = std::conditional_t<ToBool, uint8_t, C>;
+    if constexpr (takes<C>(Op::set))
+      f = [a, b, y](void* const* p, int64_t n) {
+        const C* pa = static_cast<const C*>(p[a]);
+        const C* pb = static_cast<const C*>(p[b]);
+        R* py = static_cast<R*>(p[y]);
+        Op op;
+        for (int64_t i = 0; i < n; ++i) py[i] = R(op(pa[i], pb[i]));
+      };
+  });
+  return f;
+}
+
+StepFn select_step(DType in, int c, int a, int b, int y) {
+  StepFn f;
+  visit_compute(in, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    f = [c, a, b, y](void* const* p, int64_t n) {
+      const uint8_t* pc = static_cast<const uint8_t*>(p[c]);
+      const C* pa = static_cast<const C*>(p[a]);
+      const C* pb = static_cast<const C*>(p[b]);
+      C* py = static_cast<C*>(p[y]);
+      for (int64_t i = 0; i < n; ++i) py[i] = pc[i] ? pa[i] : pb[i];
+    };
+  });
+  return f;
+}
+
+StepFn clamp_step(DType in, int x, int lo, int hi, int y) {
+  if (!in_set(in, kNumeric)) return {};
+  StepFn f;
+  visit_compute(in, [&](auto tag) {
+    using C = typename decltype(tag)::type;
+    f = [x, lo, hi, y](void* const* p, int64_t n) {
+      const C* px = static_cast<const C*>(p[x]);
+      const C* pl = static_cast<const C*>(p[lo]);
+      const C* ph = static_cast<const C*>(p[hi]);
+      C* py = static_cast<C*>(p[y]);
+      for (int64_t i = 0; i < n; ++i) py[i] = Min{}(Max{}(px[i], pl[i]), ph[i]);
+    };
+  });
+  return f;
+}
+
+// A cast converts between compute types; to f16 / bf16 it also rounds to the 16-bit type.
+StepFn cast_step(DType from, DType to, int x, int y) {
+  StepFn f;
+  visit_compute(from, [&](auto in_tag) {
+    using C = typename decltype(in_tag)::type;
+    visit(to, kAll, kWhere, [&](auto out_tag) {
+      using U = typename decltype(out_tag)::type;
+      using R = compute_t<U>;
+      bool to_bool = is_bool(to);
+      f = [x, y, to_bool](void* const* p, int64_t n) {
+        const C* px = static_cast<const C*>(p[x]);
+        R* py = static_cast<R*>(p[y]);
+        if (to_bool) {
+          for (int64_t i = 0; i < n; ++i) py[i] = R(convert<U, true>(px[i]));
+        } else {
+          for (int64_t i = 0; i < n; ++i) {
+            R r = convert<U, false>(px[i]);
+            if constexpr (is_half_v<U>) r = load(store<U>(r));
+            py[i] = r;
+          }
+        }
+      };
+    });
+  });
+  return f;
+}
+
+// One body node as a step, or an empty function when the interpreter cannot run it.
+using StepMaker = StepFn (*)(const Node& n, const std::vector<int>& in, int out);
+
+template <class Op, bool ToBool = false>
+StepFn make_unary(const Node& n, const std::vector<int>& in, int out) {
+  return unary_step<Op, ToBool>(n.attrs, n.inputs[0].dtype(), in[0], out);
+}
+template <class Op, bool ToBool = false>
+StepFn make_binary(const Node& n, const std::vector<int>& in, int out) {
+  return binary_step<Op, ToBool>(n.inputs[0].dtype(), in[0], in[1], out);
+}
+
+const std::unordered_map<std::string_view, StepMaker>& step_makers() {
+  static const std::unordered_map<std::string_view, StepMaker> m = {
+      {"neg", make_unary<Neg>},
+      {"abs", make_unary<Abs>},
+      {"sign", make_unary<Sign>},
+      {"square", make_unary<Square>},
+      {"relu", make_unary<Relu>},
+      {"exp", make_unary<Exp>},
+      {"expm1", make_unary<Expm1>},
+      {"log", make_unary<Log>},
+      {"log1p", make_unary<Log1p>},
+      {"sqrt", make_unary<Sqrt>},
+      {"rsqrt", make_unary<Rsqrt>},
+      {"reciprocal", make_unary<Reciprocal>},
+      {"sin", make_unary<Sin>},
+      {"cos", make_unary<Cos>},
+      {"tan", make_unary<Tan>},
+      {"tanh", make_unary<Tanh>},
+      {"sigmoid", make_unary<Sigmoid>},
+      {"erf", make_unary<Erf>},
+      {"floor", make_unary<Floor>},
+      {"ceil", make_unary<Ceil>},
+      {"round", make_unary<Round>},
+      {"softplus", make_unary<Softplus>},
+      {"silu", make_unary<Silu>},
+      {"gelu", [](const Node& n, const std::vector<int>& in,
+                  int out) { return gelu_step(n.attrs, n.inputs[0].dtype(), in[0], out); }},
+      {"elu", make_unary<Elu>},
+      {"leaky_relu", make_unary<LeakyRelu>},
+      {"hard_sigmoid", make_unary<HardSigmoid>},
+      {"logical_not", make_unary<LogicalNot, true>},
+      {"isnan", make_unary<IsNan, true>},
+      {"isinf", make_unary<IsInf, true>},
+      {"add", make_binary<Add>},
+      {"sub", make_binary<Sub>},
+      {"mul", make_binary<Mul>},
+      {"div", make_binary<Div>},
+      {"pow", make_binary<Pow>},
+      {"max", make_binary<Max>},
+      {"min", make_binary<Min>},
+      {"mod", make_binary<Mod>},
+      {"fmod", make_binary<Fmod>},
+      {"atan2", make_binary<Atan2>},
+      {"logical_and", make_binary<LogicalAnd, true>},
+      {"logical_or", make_binary<LogicalOr, true>},
+      {"logical_xor", make_binary<LogicalXor, true>},
+      {"bitwise_and", make_binary<BitAnd>},
+      {"bitwise_or", make_binary<BitOr>},
+      {"bitwise_xor", make_binary<BitXor>},
+      {"eq", make_binary<Eq, true>},
+      {"ne", make_binary<Ne, true>},
+      {"lt", make_binary<Lt, true>},
+      {"le", make_binary<Le, true>},
+      {"gt", make_binary<Gt, true>},
+      {"ge", make_binary<Ge, true>},
+      {"select", [](const Node& n, const std::vector<int>& in,
+                    int out) { return select_step(n.inputs[1].dtype(), in[0], in[1], in[2], out); }},
+      {"clamp", [](const Node& n, const std::vector<int>& in,
+                   int out) { return clamp_step(n.inputs[0].dtype(), in[0], in[1], in[2], out); }},
+      {"cast", [](const Node& n, const std::vector<int>& in,
+                  int out) { return cast_step(n.inputs[0].dtype(), n.outputs[0].dtype(), in[0], out); }},
+  };
+  return m;
+}
+
+// ---- reductions ------------------------------------------------------------------------
+
+// A row's running fold: f64 for float sums / products / means and for float max / min
+// (exact for f32), wrapping uint64 for integer sums / products, int64 for integer max / min.
+struct Acc {
+  double d = 0;
+  uint64_t u = 0;
+  int64_t i = 0;
+};
+
+struct Reducer {
+  void (*init)(Acc&);
+  void (*fold)(const void* x, int64_t n, Acc&);  // x: compute-type tile values
+  void (*combine)(Acc&, const Acc&);
+  void (*finish)(const Acc&, int64_t count, void* out, int64_t row);  // out: storage
+};
+
+constexpr int kLanes = 16;
+
+template <class C>
+struct SumFold {
+  static constexpr bool fp = std::is_floating_point_v<C>;
+  using A = std::conditional_t<fp, double, uint64_t>;
+  static A& acc(Acc& a) {
+    if constexpr (fp)
+      return a.d;
+    else
+      return a.u;
+  }
+  static A id() { return A(0); }
+  static A op(A a, A b) { return a + b; }
+  static A lift(C x) { return A(x); }
+};
+template <class C>
+struct ProdFold : SumFold<C> {
+  using A = typename SumFold<C>::A;
+  static A id() { return A(1); }
+  static A op(A a, A b) { return a * b; }
+};
+template <class C, bool IsMax>
+struct ExtremeFold {
+  static constexpr bool fp = std::is_floating_point_v<C>;
+  using A = std::conditional_t<fp, double, int64_t>;
+  static A& acc(Acc& a) {
+    if constexpr (fp)
+      return a.d;
+    else
+      return a.i;
+  }
+  static A id() {
+    if constexpr (fp)
+      return IsMax ? -std::numeric_limits<A>::infinity() : std::numeric_limits<A>::infinity();
+    else
+      return IsMax ? A(std::numeric_limits<C>::lowest()) : A(std::numeric_limits<C>::max());
+  }
+  static A op(A a, A b) {
+    if constexpr (IsMax)
+      return Max{}(a, b);
+    else
+      return Min{}(a, b);
+  }
+  static A lift(C x) { return A(x); }
+};
+
+// Folds n values lane-wise (kLanes independent accumulators, so the loop vectorises).
+template <class F, class C>
+void fold_values(const void* px, int64_t n, Acc& acc) {
+  using A = typename F::A;
+  const C* x = static_cast<const C*>(px);
+  A lanes[kLanes];
+  for (A& l : lanes) l = F::id();
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) lanes[j] = F::op(lanes[j], F::lift(x[i + j]));
+  A r = F::acc(acc);
+  for (A l : lanes) r = F::op(r, l);
+  for (; i < n; ++i) r = F::op(r, F::lift(x[i]));
+  F::acc(acc) = r;
+}
+
+template <class F, class T, bool Mean>
+Reducer make_reducer() {
+  using C = compute_t<T>;
+  using Fd = F;
+  return {[](Acc& a) { Fd::acc(a) = Fd::id(); }, fold_values<Fd, C>,
+          [](Acc& a, const Acc& b) { Fd::acc(a) = Fd::op(Fd::acc(a), Fd::acc(const_cast<Acc&>(b))); },
+          [](const Acc& a, int64_t count, void* out, int64_t row) {
+            auto v = Fd::acc(const_cast<Acc&>(a));
+            T* o = static_cast<T*>(out) + row;
+            if constexpr (Mean)
+              *o = store<T>(double(v) / double(count));  // 0 / 0: NaN for an empty mean
+            else
+              *o = store<T>(compute_t<T>(v));
+          }};
+}
+
+// The reducer of a body reduction node, or nullopt when the interpreter has none.
+std::optional<Reducer> reducer_for(std::string_view op, DType t) {
+  if (is_bool(t)) return std::nullopt;
+  std::optional<Reducer> r;
+  visit(t, kNumeric, kWhere, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using C = compute_t<T>;
+    if (op == "sum")
+      r = make_reducer<SumFold<C>, T, false>();
+    else if (op == "prod")
+      r = make_reducer<ProdFold<C>, T, false>();
+    else if (op == "reduce_max")
+      r = make_reducer<ExtremeFold<C, true>, T, false>();
+    else if (op == "reduce_min")
+      r = make_reducer<ExtremeFold<C, false>, T, false>();
+    else if (op == "mean" && is_float(t))
+      r = make_reducer<SumFold<C>, T, true>();
+  });
+  return r;
+}
+
+// ---- the compiled body ---------------------------------------------------------------
+
+enum class Kind : uint8_t { arg, view, constant, computed, reduced };
+
+struct Slot {
+  Kind kind = Kind::computed;
+  DType dtype = DType::f32;
+  int node = -1;  // the body node making it (not for args)
+  int arg = -1;   // arg: its index
+  bool read = false;  // read by a step, a reduction or an output: needs a tile
+  int reduction = -1;  // reduced: its index in Compiled::reductions
+  std::array<uint8_t, 8> value{};  // constant: the value in its compute type
+};
+
+struct Step {
+  int out;
+  std::vector<int> in;
+  StepFn fn;
+};
+
+struct OutputDesc {
+  int slot;
+  int reduction = -1;  // index into reductions, or -1
+};
+
+struct ReductionDesc {
+  int src;  // slot reduced
+  Reducer fns;
+  int output = -1;  // the body output it is (a reduction nothing reads is not run)
+};
+
+struct Compiled {
+  const Graph* body = nullptr;
+  std::vector<Slot> slots;  // per body value id
+  std::vector<Step> steps;  // body order
+  std::vector<OutputDesc> outputs;
+  std::vector<ReductionDesc> reductions;
+  int64_t reduced_axes = -1;  // trailing axes every reduction folds (-1: none)
+};
+
+// Compiles the body, or returns null when some node is not one the interpreter runs.
+std::shared_ptr<const Compiled> compile(const Graph& body) {
+  auto c = std::make_shared<Compiled>();
+  c->body = &body;
+  c->slots.resize(body.num_values());
+  for (size_t i = 0; i < body.args().size(); ++i) {
+    Slot& s = c->slots[size_t(body.args()[i].value.id)];
+    s.kind = Kind::arg;
+    s.arg = int(i);
+    s.dtype = body.args()[i].value.dtype();
+  }
+  const auto& makers = step_makers();
+  const auto& nodes = body.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.outputs.size() != 1 || !n.subgraphs.empty()) return nullptr;
+    int out = n.outputs[0].id;
+    Slot& s = c->slots[size_t(out)];
+    s.node = int(i);
+    s.dtype = n.outputs[0].dtype();
+    std::vector<int> in;
+    for (Value v : n.inputs) in.push_back(v.id);
+    const std::string& name = n.op_name();
+    if (name == "constant") {
+      const Literal& lit = n.attrs.get_tensor("value");
+      if (lit.numel() != 1) return nullptr;
+      s.kind = Kind::constant;
+      visit(s.dtype, kAll, kWhere, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        compute_t<T> v = load(*static_cast<const T*>(lit.data()));
+        std::memcpy(s.value.data(), &v, sizeof v);
+      });
+    } else if (is_region_view_op(name)) {
+      Kind src = c->slots[size_t(in[0])].kind;
+      if (src != Kind::arg && src != Kind::view) return nullptr;
+      s.kind = Kind::view;
+    } else if (is_region_reduction(*n.op)) {
+      std::optional<int64_t> k = detail::trailing_reduced(n.attrs, n.inputs[0].rank());
+      std::optional<Reducer> r = reducer_for(name, s.dtype);
+      if (!k || !r || (c->reduced_axes >= 0 && c->reduced_axes != *k)) return nullptr;
+      c->reduced_axes = *k;
+      s.kind = Kind::reduced;
+      s.reduction = int(c->reductions.size());
+      c->slots[size_t(in[0])].read = true;
+      c->reductions.push_back({in[0], *r});
+    } else {
+      auto it = makers.find(name);
+      if (it == makers.end() || !n.op->has(Trait::elementwise)) return nullptr;
+      StepFn fn = it->second(n, in, out);
+      if (!fn) return nullptr;
+      s.kind = Kind::computed;
+      for (int v : in) c->slots[size_t(v)].read = true;
+      c->steps.push_back({out, std::move(in), std::move(fn)});
+    }
+  }
+  for (const Output& o : body.outputs()) {
+    Slot& s = c->slots[size_t(o.value.id)];
+    if (s.kind == Kind::arg || s.kind == Kind::constant) return nullptr;
+    OutputDesc d{o.value.id, s.reduction};
+    if (s.kind == Kind::reduced) {
+      int& out = c->reductions[size_t(s.reduction)].output;
+      if (out >= 0) return nullptr;  // one value twice: not worth a special case
+      out = int(c->outputs.size());
+    } else {
+      s.read = true;
+    }
+    c->outputs.push_back(d);
+  }
+  if (c->outputs.empty()) return nullptr;
+  return c;
+}
+
+// Compiled bodies, per body graph (a weak reference tells a live graph from a new one
+// that took a freed one's address).
+std::shared_ptr<const Compiled> compiled(const SubgraphPtr& body) {
+  struct Entry {
+    std::weak_ptr<const Graph> graph;
+    std::shared_ptr<const Compiled> code;  // null: not supported
+  };
+  static std::mutex mu;
+  static std::unordered_map<const Graph*, Entry> cache;
+  {
+    std::lock_guard lock(mu);
+    auto it = cache.find(body.get());
+    if (it != cache.end() && it->second.graph.lock() == body) return it->second.code;
+  }
+  std::shared_ptr<const Compiled> code = compile(*body);
+  std::lock_guard lock(mu);
+  if (cache.size() > 4096)
+    std::erase_if(cache, [](const auto& e) { return e.second.graph.expired(); });
+  cache[body.get()] = {body, code};
+  return code;
+}
+
+// ---- running it ------------------------------------------------------------------------
+
+using Sizes = std::vector<int64_t>;
+
+// A value's run-time shape, and for inputs and their views the strides to read it with.
+struct Layout {
+  Sizes shape, strides;
+};
+
+Sizes broadcast_sizes(const Sizes& a, const Sizes& b) {
+  Sizes out(std::max(a.size(), b.size()), 1);
+  for (size_t i = 0; i < out.size(); ++i) {
+    int64_t x = i < a.size() ? a[a.size() - 1 - i] : 1;
+    int64_t y = i < b.size() ? b[b.size() - 1 - i] : 1;
+    out[out.size() - 1 - i] = x == 1 ? y : x;
+  }
+  return out;
+}
+
+// src read as `shape` under NumPy broadcasting (right-aligned; size-1 dims step by 0).
+Layout align_to(const Layout& src, const Sizes& shape) {
+  Layout out{shape, Sizes(shape.size(), 0)};
+  int64_t lead = int64_t(shape.size()) - int64_t(src.shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    int64_t k = int64_t(d) - lead;
+    if (k >= 0 && src.shape[size_t(k)] != 1) out.strides[d] = src.strides[size_t(k)];
+  }
+  return out;
+}
+
+Layout expand_layout(const Layout& src, const IntList& axes) {
+  int64_t rank = int64_t(src.shape.size() + axes.size());
+  std::vector<bool> inserted(size_t(rank), false);
+  for (int64_t a : axes) inserted[size_t(a < 0 ? a + rank : a)] = true;
+  Layout out;
+  size_t k = 0;
+  for (int64_t d = 0; d < rank; ++d) {
+    bool ins = inserted[size_t(d)];
+    out.shape.push_back(ins ? 1 : src.shape[k]);
+    out.strides.push_back(ins ? 0 : src.strides[k]);
+    k += !ins;
+  }
+  return out;
+}
+
+// The iteration space of one gathered input: size-1 dims dropped, mergeable dims merged.
+ew::Space<1> space_of(const Layout& l) {
+  ew::Space<1> s;
+  for (size_t d = 0; d < l.shape.size(); ++d) {
+    int64_t n = l.shape[d], st = l.strides[d];
+    s.numel *= n;
+    if (n == 1) continue;
+    if (!s.shape.empty() && s.strides.back()[0] == st * n) {
+      s.shape.back() *= n;
+      s.strides.back() = {st};
+      continue;
+    }
+    s.shape.push_back(n);
+    s.strides.push_back({st});
+  }
+  if (s.shape.empty()) {
+    s.shape.push_back(1);
+    s.strides.push_back({});
+  }
+  return s;
+}
+
+using GatherFn = void (*)(const ew::Space<1>&, const void* base, int64_t t0, int64_t t1,
+                          void* tile);
+using FillFn = void (*)(const void* src, void* tile, int64_t n);  // one value, converted
+using StoreFn = void (*)(const void* tile, void* dst, int64_t n, bool stream);
+
+template <class T>
+void gather_tile(const ew::Space<1>& sp, const void* base, int64_t t0, int64_t t1, void* tile) {
+  const T* x = static_cast<const T*>(base);
+  auto* o = static_cast<compute_t<T>*>(tile);
+  ew::walk(sp, t0, t1, [&](int64_t i, const std::array<int64_t, 1>& off, int64_t n) {
+    ew::load_block(x + off[0], sp.inner()[0], o + (i - t0), n);
+  });
+}
+
+template <class T>
+void fill_tile(const void* src, void* tile, int64_t n) {
+  compute_t<T> v = load(*static_cast<const T*>(src));
+  std::fill_n(static_cast<compute_t<T>*>(tile), n, v);
+}
+
+template <class C>
+void fill_compute(const void* src, void* tile, int64_t n) {
+  C v;
+  std::memcpy(&v, src, sizeof v);
+  std::fill_n(static_cast<C*>(tile), n, v);
+}
+
+// Copies n bytes with streaming stores where dst is vector-aligned (the tail normally).
+void stream_copy(const void* src, void* dst, size_t bytes) {
+  auto* d = static_cast<char*>(dst);
+  const auto* s = static_cast<const char*>(src);
+  size_t i = 0;
+#if defined(__AVX512F__)
+  if ((reinterpret_cast<uintptr_t>(d) & 63) == 0)
+    for (; i + 64 <= bytes; i += 64)
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(d + i),
+                          _mm512_loadu_si512(reinterpret_cast<const void*>(s + i)));
+#elif defined(__AVX__)
+  if ((reinterpret_cast<uintptr_t>(d) & 31) == 0)
+    for (; i + 32 <= bytes; i += 32)
+      _mm256_stream_si256(reinterpret_cast<__m256i*>(d + i),
+                          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s + i)));
+#endif
+  if (i < bytes) std::memcpy(d + i, s + i, bytes - i);
+}
+
+void stream_fence() {
+#if defined(__AVX__)
+  _mm_sfence();
+#endif
+}
+
+template <class T>
+void store_tile(const void* tile, void* dst, int64_t n, bool stream) {
+  if constexpr (!is_half_v<T>) {
+    if (stream) return stream_copy(tile, dst, size_t(n) * sizeof(T));
+  }
+  ew::store_block(static_cast<const compute_t<T>*>(tile), static_cast<T*>(dst), n);
+}
+
+template <template <class> class Fn, class R>
+R for_storage(DType t) {
+  R r{};
+  visit(t, kAll, kWhere, [&](auto tag) { r = Fn<typename decltype(tag)::type>::get(); });
+  return r;
+}
+template <class T>
+struct GatherOf {
+  static GatherFn get() { return gather_tile<T>; }
+};
+template <class T>
+struct FillOf {
+  static FillFn get() { return fill_tile<T>; }
+};
+template <class T>
+struct StoreOf {
+  static StoreFn get() { return store_tile<T>; }
+};
+FillFn fill_constant(DType t) {
+  FillFn f{};
+  visit_compute(t, [&](auto tag) { f = fill_compute<typename decltype(tag)::type>; });
+  return f;
+}
+
+// One run of a compiled body over concrete tensors.
+class Runner {
+ public:
+  Runner(const Compiled& c, std::span<const Tensor> in, std::span<Tensor> out)
+      : c_(c), in_(in), out_(out), n_(c.slots.size()) {}
+
+  void run() {
+    layouts();
+    modes();
+    if (numel_ == 0) return empty_rows();
+    buffers();
+    chunks();
+  }
+
+ private:
+  enum class Mode : uint8_t { unused, uniform, direct, gather, computed };
+
+  const Graph& body() const { return *c_.body; }
+
+  // The input a view (or an arg) reads.
+  size_t root_arg(size_t v) const {
+    while (c_.slots[v].kind == Kind::view)
+      v = size_t(body().nodes()[size_t(c_.slots[v].node)].inputs[0].id);
+    return size_t(c_.slots[v].arg);
+  }
+
+  // Run-time shapes of every value, strides of inputs and their views; the region shape.
+  void layouts() {
+    lay_.resize(n_);
+    const auto& nodes = body().nodes();
+    for (size_t i = 0; i < body().args().size(); ++i)
+      lay_[size_t(body().args()[i].value.id)] = {in_[i].shape(), in_[i].strides()};
+    for (const Node& n : nodes) {
+      size_t o = size_t(n.outputs[0].id);
+      const Slot& s = c_.slots[o];
+      const std::string& name = n.op_name();
+      if (s.kind == Kind::constant) {
+        const Sizes& shape = n.attrs.get_tensor("value").shape();
+        lay_[o] = {shape, Sizes(shape.size(), 0)};
+      } else if (s.kind == Kind::view) {
+        const Layout& src = lay_[size_t(n.inputs[0].id)];
+        if (name == "expand_dims")
+          lay_[o] = expand_layout(src, n.attrs.get_ints("axes"));
+        else if (name == "broadcast_to")
+          lay_[o] = align_to(src, n.attrs.get_ints("shape"));
+        else
+          lay_[o] = align_to(src, broadcast_sizes(src.shape, lay_[size_t(n.inputs[1].id)].shape));
+      } else if (s.kind == Kind::computed) {
+        Sizes shape;
+        for (Value v : n.inputs) shape = broadcast_sizes(shape, lay_[size_t(v.id)].shape);
+        lay_[o].shape = std::move(shape);
+      }
+    }
+    const OutputDesc& first = c_.outputs[0];
+    region_ = first.reduction >= 0 ? lay_[size_t(c_.reductions[size_t(first.reduction)].src)].shape
+                                   : lay_[size_t(first.slot)].shape;
+    numel_ = 1;
+    for (int64_t d : region_) numel_ *= d;
+    cols_ = 1;
+    int64_t k = std::max<int64_t>(c_.reduced_axes, 0);
+    for (size_t d = region_.size() - size_t(k); d < region_.size(); ++d) cols_ *= region_[d];
+    rows_ = 1;
+    for (size_t d = 0; d < region_.size() - size_t(k); ++d) rows_ *= region_[d];
+    for (size_t i = 0; i < c_.outputs.size(); ++i) {
+      const OutputDesc& o = c_.outputs[i];
+      bool ok = o.reduction >= 0 ? out_[i].numel() == rows_ : out_[i].shape() == region_;
+      if (!ok || !out_[i].is_contiguous())
+        fail<ValueError>(kWhere, "expected output ", i, " to fit the region shape ",
+                         ints_str(region_), ", got ", out_[i].type().str());
+    }
+  }
+
+  // How each value gets its tile: read in place, gathered, filled once, or computed.
+  void modes() {
+    mode_.assign(n_, Mode::unused);
+    base_.assign(n_, nullptr);
+    spaces_.resize(n_);
+    Sizes contiguous = contiguous_strides(region_);
+    for (size_t v = 0; v < n_; ++v) {
+      const Slot& s = c_.slots[v];
+      if (s.kind == Kind::constant) {
+        mode_[v] = Mode::uniform;
+      } else if (s.kind == Kind::computed) {
+        bool uniform = true;
+        for (Value x : body().nodes()[size_t(s.node)].inputs)
+          uniform = uniform && mode_[size_t(x.id)] == Mode::uniform;
+        mode_[v] = uniform ? Mode::uniform : Mode::computed;
+      } else if ((s.kind == Kind::arg || s.kind == Kind::view) && s.read) {
+        Layout l = align_to(lay_[v], region_);
+        size_t arg = root_arg(v);
+        base_[v] = in_[arg].data();
+        bool zero = true, dense = true;
+        for (size_t d = 0; d < region_.size(); ++d) {
+          zero = zero && (region_[d] == 1 || l.strides[d] == 0);
+          dense = dense && (region_[d] == 1 || l.strides[d] == contiguous[d]);
+        }
+        bool aliased = false;
+        for (const Tensor& o : out_) aliased = aliased || o.buffer() == in_[arg].buffer();
+        if (zero) {
+          mode_[v] = Mode::uniform;
+        } else if (dense && computes_in_place(s.dtype) && !aliased) {
+          mode_[v] = Mode::direct;
+        } else {
+          mode_[v] = Mode::gather;
+          spaces_[v] = space_of(l);
+        }
+      }
+    }
+  }
+
+  // Tile buffers: one per uniform or gathered value; computed values share buffers, each
+  // freed once its last reader has run (outputs and folds read at the end of the tile).
+  void buffers() {
+    buf_.assign(n_, -1);
+    for (const Step& st : c_.steps)
+      (mode_[size_t(st.out)] == Mode::uniform ? prologue_ : main_).push_back(&st);
+    int next = 0;
+    for (size_t v = 0; v < n_; ++v)
+      if (mode_[v] == Mode::gather || (mode_[v] == Mode::uniform && c_.slots[v].read))
+        buf_[v] = next++;
+    for (const Step* st : prologue_)
+      if (buf_[size_t(st->out)] < 0) buf_[size_t(st->out)] = next++;
+    size_t end = main_.size();
+    std::vector<size_t> last(n_, 0);
+    for (size_t i = 0; i < main_.size(); ++i) {
+      last[size_t(main_[i]->out)] = i;  // a value nothing reads is free at once
+      for (int x : main_[i]->in) last[size_t(x)] = i;
+    }
+    for (const OutputDesc& o : c_.outputs) last[size_t(o.slot)] = end;
+    for (const ReductionDesc& r : c_.reductions) last[size_t(r.src)] = end;
+    std::vector<int> free;
+    auto release = [&](size_t v, size_t i) {
+      if (mode_[v] == Mode::computed && last[v] == i &&
+          std::find(free.begin(), free.end(), buf_[v]) == free.end())
+        free.push_back(buf_[v]);
+    };
+    for (size_t i = 0; i < main_.size(); ++i) {
+      size_t out = size_t(main_[i]->out);
+      if (free.empty()) {
+        buf_[out] = next++;
+      } else {
+        buf_[out] = free.back();
+        free.pop_back();
+      }
+      for (int x : main_[i]->in) release(size_t(x), i);
+      release(out, i);
+    }
+    num_buffers_ = next;
+    gather_.assign(n_, nullptr);
+    elem_size_.assign(n_, 0);
+    for (size_t v = 0; v < n_; ++v) {
+      elem_size_[v] = int64_t(compute_size(c_.slots[v].dtype));
+      if (mode_[v] == Mode::gather) gather_[v] = for_storage<GatherOf, GatherFn>(c_.slots[v].dtype);
+    }
+  }
+
+  // Reductions over rows of zero elements: every row is the fold of nothing.
+  void empty_rows() {
+    for (size_t i = 0; i < c_.outputs.size(); ++i) {
+      const OutputDesc& o = c_.outputs[i];
+      if (o.reduction < 0) continue;
+      const Reducer& r = c_.reductions[size_t(o.reduction)].fns;
+      Acc a;
+      r.init(a);
+      for (int64_t row = 0; row < rows_; ++row) r.finish(a, cols_, out_[i].data(), row);
+    }
+  }
+
+  struct Partial {
+    int64_t row;
+    Acc acc;
+  };
+
+  void chunks() {
+    int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    int64_t chunks = std::clamp<int64_t>((numel_ + kGrain - 1) / kGrain, 1, threads);
+    std::vector<int64_t> bounds(size_t(chunks) + 1);
+    bool by_rows = !c_.reductions.empty() && rows_ >= chunks;
+    for (int64_t i = 0; i <= chunks; ++i) {
+      if (by_rows) {
+        bounds[size_t(i)] = rows_ * i / chunks * cols_;
+      } else {
+        int64_t b = numel_ * i / chunks;
+        bounds[size_t(i)] = i == chunks ? numel_ : b / kTile * kTile;
+      }
+    }
+    stream_ = false;
+    for (size_t i = 0; i < c_.outputs.size(); ++i)
+      stream_ = stream_ || (c_.outputs[i].reduction < 0 && int64_t(out_[i].nbytes()) >= kStreamBytes);
+    partials_.assign(size_t(chunks) * c_.reductions.size(), {});
+    parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
+      for (int64_t ch = c0; ch < c1; ++ch) chunk(ch, bounds[size_t(ch)], bounds[size_t(ch) + 1]);
+    });
+    combine_partials();
+  }
+
+  void chunk(int64_t index, int64_t b, int64_t e) {
+    if (b >= e) return;
+    std::vector<double> mem(size_t(num_buffers_) * kTile + 8);
+    auto* aligned = reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(mem.data()) + 63) & ~uintptr_t(63));
+    std::vector<void*> p(n_, nullptr);
+    for (size_t v = 0; v < n_; ++v)
+      if (buf_[v] >= 0) p[v] = aligned + size_t(buf_[v]) * kTile;
+    // Values the same everywhere: filled (inputs, constants) and computed once.
+    for (size_t v = 0; v < n_; ++v) {
+      if (mode_[v] != Mode::uniform || buf_[v] < 0) continue;
+      const Slot& s = c_.slots[v];
+      if (s.kind == Kind::constant)
+        fill_constant(s.dtype)(s.value.data(), p[v], kTile);
+      else if (s.kind != Kind::computed)
+        for_storage<FillOf, FillFn>(s.dtype)(base_[v], p[v], kTile);
+    }
+    for (const Step* st : prologue_) st->fn(p.data(), kTile);
+
+    std::vector<int64_t> cur(c_.reductions.size(), -1);
+    std::vector<Acc> acc(c_.reductions.size());
+    std::vector<StoreFn> stores;
+    for (size_t i = 0; i < c_.outputs.size(); ++i)
+      stores.push_back(c_.outputs[i].reduction < 0 ? for_storage<StoreOf, StoreFn>(out_[i].dtype()) : nullptr);
+    for (int64_t t0 = b; t0 < e; t0 += kTile) {
+      int64_t t1 = std::min(e, t0 + kTile), n = t1 - t0;
+      for (size_t v = 0; v < n_; ++v) {
+        if (mode_[v] == Mode::direct) {
+          char* at = static_cast<char*>(const_cast<void*>(base_[v])) + t0 * elem_size_[v];
+          p[v] = at;
+          // The next tile's lines are fetched while this one computes (the hardware
+          // prefetcher alone leaves each tile's first reads waiting on memory).
+          int64_t ahead = std::min(kTile, e - t1) * elem_size_[v];
+          for (int64_t off = 0; off < ahead; off += 64)
+            __builtin_prefetch(at + kTile * elem_size_[v] + off, 0, 3);
+        } else if (mode_[v] == Mode::gather) {
+          gather_[v](spaces_[v], base_[v], t0, t1, p[v]);
+        }
+      }
+      for (const Step* st : main_) st->fn(p.data(), n);
+      for (size_t i = 0; i < c_.outputs.size(); ++i) {
+        const OutputDesc& o = c_.outputs[i];
+        if (o.reduction >= 0) continue;
+        char* dst = static_cast<char*>(out_[i].data()) + t0 * int64_t(dtype_size(out_[i].dtype()));
+        stores[i](p[size_t(o.slot)], dst, n, stream_);
+      }
+      for (size_t r = 0; r < c_.reductions.size(); ++r)
+        if (c_.reductions[r].output >= 0)
+          fold_tile(r, p[size_t(c_.reductions[r].src)], t0, t1, b, index, cur[r], acc[r]);
+    }
+    for (size_t r = 0; r < c_.reductions.size(); ++r)
+      if (cur[r] >= 0) partials_[size_t(index) * c_.reductions.size() + r].push_back({cur[r], acc[r]});
+    if (stream_) stream_fence();
+  }
+
+  // Folds the tile's segment of each row into the row's accumulator; a row finished in
+  // this chunk that also started in it is written out, others are kept as partials.
+  void fold_tile(size_t r, const void* src, int64_t t0, int64_t t1, int64_t b, int64_t index,
+                 int64_t& cur, Acc& acc) {
+    const ReductionDesc& red = c_.reductions[r];
+    int64_t es = elem_size_[size_t(red.src)];
+    void* out = out_[size_t(red.output)].data();
+    for (int64_t pos = t0; pos < t1;) {
+      int64_t row = pos / cols_, row_end = (row + 1) * cols_, seg = std::min(t1, row_end);
+      if (row != cur) {
+        cur = row;
+        red.fns.init(acc);
+      }
+      red.fns.fold(static_cast<const char*>(src) + (pos - t0) * es, seg - pos, acc);
+      if (seg == row_end) {
+        if (row * cols_ >= b)
+          red.fns.finish(acc, cols_, out, row);
+        else
+          partials_[size_t(index) * c_.reductions.size() + r].push_back({row, acc});
+        cur = -1;
+      }
+      pos = seg;
+    }
+  }
+
+  // Rows split between chunks: their pieces, combined in chunk order.
+  void combine_partials() {
+    size_t nr = c_.reductions.size();
+    for (size_t r = 0; r < nr; ++r) {
+      const Reducer& fns = c_.reductions[r].fns;
+      int64_t row = -1;
+      Acc acc;
+      auto flush = [&] {
+        if (row >= 0) fns.finish(acc, cols_, out_[size_t(c_.reductions[r].output)].data(), row);
+      };
+      for (size_t ch = 0; ch * nr < partials_.size(); ++ch)
+        for (const Partial& part : partials_[ch * nr + r]) {
+          if (part.row != row) {
+            flush();
+            row = part.row;
+            fns.init(acc);
+          }
+          fns.combine(acc, part.acc);
+        }
+      flush();
+    }
+  }
+
+  const Compiled& c_;
+  std::span<const Tensor> in_;
+  std::span<Tensor> out_;
+  size_t n_;
+  std::vector<Layout> lay_;
+  Sizes region_;
+  int64_t numel_ = 0, rows_ = 1, cols_ = 1;
+  std::vector<Mode> mode_;
+  std::vector<const void*> base_;
+  std::vector<ew::Space<1>> spaces_;
+  std::vector<GatherFn> gather_;
+  std::vector<int64_t> elem_size_;  // per value: bytes of its compute type
+  std::vector<int> buf_;
+  std::vector<const Step*> prologue_, main_;
+  int num_buffers_ = 0;
+  bool stream_ = false;
+  std::vector<std::vector<Partial>> partials_;
+};
+
+void region_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  if (ctx.graphs.size() != 1 || !ctx.graphs[0])
+    fail<ValueError>(kWhere, "expected the node's body graph, got ", ctx.graphs.size(), " graphs");
+  std::shared_ptr<const Compiled> code = compiled(ctx.graphs[0]);
+  if (!code)
+    fail<NotSupported>(kWhere, "expected a body the CPU interpreter runs, got an unsupported op");
+  Runner(*code, in, out).run();
+}
+
+bool region_supported(const KernelQuery& q) {
+  return q.subgraphs.size() == 1 && q.subgraphs[0] && compiled(q.subgraphs[0]) != nullptr;
+}
+
+}  // namespace
+
+void register_region(KernelRegistry& r) {
+  add_kernel(r, std::string(detail::kRegionOp), region_kernel, region_supported,
+             {.strided_inputs = true});
+}
+
+}  // namespace rlx::cpu
