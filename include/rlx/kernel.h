@@ -68,6 +68,11 @@ struct KernelFlags {
   // The kernel assigns its outputs itself (views of its inputs, a subgraph's results), so
   // the runtime does not allocate them first.
   bool makes_outputs = false;
+  // The kernel reads element i of every input of the output's shape before it writes
+  // element i of the output, so the memory planner may hand it an output that shares the
+  // storage of such an input dying at this node (same bytes, contiguous). Inputs of other
+  // shapes (broadcast) never share the output's storage.
+  bool inplace = false;
 };
 
 struct Kernel {

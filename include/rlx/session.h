@@ -11,8 +11,8 @@
 #pragma once
 
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -56,6 +56,23 @@ std::vector<std::string> compile_pipeline(Device device, const CompileOptions& o
 
 using TensorMap = std::map<std::string, Tensor, std::less<>>;
 
+// The memory one run of a compiled graph takes under one binding of its dims. Every
+// intermediate whose size is known once the dims are bound lives in one arena per run, at
+// an offset planned from liveness; outputs (and what views of them alias) are allocated
+// on their own, as they are handed to the caller. Bytes of the values whose size depends
+// on input data are counted nowhere (`dynamic` counts them).
+struct MemoryStats {
+  size_t arena_bytes = 0;         // the arena of one run: the peak of the intermediates
+  size_t intermediate_bytes = 0;  // all intermediates' sizes summed (no reuse at all)
+  size_t output_bytes = 0;        // the outputs' storage (returned to the caller)
+  size_t input_bytes = 0;
+  size_t param_bytes = 0;
+  int64_t intermediates = 0;  // values in the arena
+  int64_t inplace = 0;        // outputs written over an input that dies at their node
+  int64_t views = 0;          // outputs that alias an input (reshape, contiguous slice, …)
+  int64_t dynamic = 0;        // outputs whose size is known only at run time
+};
+
 class CompiledGraph {
  public:
   CompiledGraph();  // empty: run() throws
@@ -88,6 +105,10 @@ class CompiledGraph {
 
   // Number of distinct symbol bindings whose plans are cached.
   size_t cached_plans() const;
+
+  // The memory plan for a binding of every symbolic dim of the inputs (and params), by
+  // name; a ValueError names a symbol left unbound. The plan is cached as a run's is.
+  MemoryStats memory_stats(const std::map<std::string, int64_t>& dims = {}) const;
 
  private:
   friend class Session;

@@ -2,7 +2,9 @@
 
 #include <omp.h>
 
+#include <cstdlib>
 #include <mutex>
+#include <string_view>
 
 #include "rlx/op.h"
 
@@ -26,6 +28,41 @@ std::vector<int64_t> sizes_of(const Shape& s) {
   return out;
 }
 
+bool arena_from_env() {
+  const char* env = std::getenv("RLX_ARENA");
+  return !(env && std::string_view(env) == "0");
+}
+
+Packing packing_from_env() {
+  const char* env = std::getenv("RLX_ARENA_PACKING");
+  return env && std::string_view(env) == "time" ? Packing::by_time : Packing::by_size;
+}
+
+// Whether any element of t lies in [p, p + bytes).
+bool overlaps(const Tensor& t, const uint8_t* p, size_t bytes) {
+  if (t.numel() == 0 || bytes == 0) return false;
+  auto es = int64_t(dtype_size(t.dtype()));
+  int64_t lo = 0, hi = 0;
+  for (size_t d = 0; d < t.shape().size(); ++d) {
+    int64_t span = (t.shape()[d] - 1) * t.strides()[d];
+    (span < 0 ? lo : hi) += span;
+  }
+  const auto* base = static_cast<const uint8_t*>(t.data());
+  return base + lo * es < p + bytes && p < base + (hi + 1) * es;
+}
+
+// Whether an output of `bytes` at p may overwrite input k: the planner chose it, and at run
+// time it is still a contiguous tensor exactly there while no other input reads that
+// memory.
+bool can_overwrite(std::span<const Tensor> ins, const std::vector<Value>& values, size_t k,
+                   const uint8_t* p, size_t bytes) {
+  const Tensor& t = ins[k];
+  if (t.data() != p || t.nbytes() != bytes || !t.is_contiguous()) return false;
+  for (size_t m = 0; m < ins.size(); ++m)
+    if (values[m].id != values[k].id && overlaps(ins[m], p, bytes)) return false;
+  return true;
+}
+
 }  // namespace
 
 std::vector<Tensor> SubgraphPrograms::run(size_t index, std::span<const Tensor> args) const {
@@ -46,7 +83,10 @@ Program::Program(const Graph& g, Device device, const KernelRegistry& kernels, i
       sp->programs.push_back(std::make_unique<Program>(*sub, device, kernels, threads));
     subgraphs_[i] = std::move(sp);
   }
-  // Each intermediate is dropped after its last use, so memory follows liveness.
+  liveness_ = analyze_liveness(lg, lowered_.kernels);
+  use_arena_ = arena_from_env();
+  // Each intermediate is dropped after its last use, so memory follows liveness (the
+  // whole of it when the arena is off).
   is_output_.assign(lg.num_values(), false);
   for (const Output& o : lg.outputs()) is_output_[size_t(o.value.id)] = true;
   std::vector<int32_t> last_use(lg.num_values(), -1);
@@ -106,8 +146,9 @@ std::vector<int64_t> Program::bind(std::span<const Tensor> args) const {
   return key;
 }
 
-std::shared_ptr<const Plan> Program::plan_for(const std::vector<int64_t>& key,
-                                              std::span<const Tensor> args) const {
+std::shared_ptr<const Plan> Program::plan_for(
+    const std::vector<int64_t>& key,
+    const std::function<std::vector<TensorType>()>& arg_types) const {
   {
     std::shared_lock lock(cache_mu_);
     auto it = cache_.find(key);
@@ -115,7 +156,8 @@ std::shared_ptr<const Plan> Program::plan_for(const std::vector<int64_t>& key,
   }
   const Graph& g = graph();
   std::vector<TensorType> types(g.num_values());
-  for (size_t i = 0; i < g.args().size(); ++i) types[size_t(g.args()[i].value.id)] = args[i].type();
+  std::vector<TensorType> args = arg_types();
+  for (size_t i = 0; i < g.args().size(); ++i) types[size_t(g.args()[i].value.id)] = args[i];
   auto plan = std::make_shared<Plan>();
   plan->shapes.resize(g.nodes().size());
   plan->dynamic.assign(g.nodes().size(), false);
@@ -144,6 +186,8 @@ std::shared_ptr<const Plan> Program::plan_for(const std::vector<int64_t>& key,
     }
     plan->dynamic[i] = dynamic;
   }
+  plan->memory = plan_memory(g, lowered_.kernels, liveness_, args, plan->shapes, plan->dynamic,
+                             packing_from_env());
   std::unique_lock lock(cache_mu_);
   if (cache_.size() >= kMaxPlans) cache_.clear();
   return cache_.emplace(key, std::move(plan)).first->second;
@@ -153,12 +197,27 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
   const Graph& g = graph();
   if (args.size() != g.args().size())
     fail<ValueError>("run", "expected ", g.args().size(), " arguments, got ", args.size());
-  std::shared_ptr<const Plan> plan = plan_for(bind(args), args);
+  std::shared_ptr<const Plan> plan = plan_for(bind(args), [&] {
+    std::vector<TensorType> types;
+    for (const Tensor& t : args) types.push_back(t.type());
+    return types;
+  });
   if (threads_ > 0) omp_set_num_threads(threads_);
+  // This run's arena: each planned intermediate is a slice of it, and each slice keeps it
+  // alive. A run of its own, so runs on several threads never share one.
+  std::shared_ptr<Buffer> arena;
+  if (use_arena_ && plan->memory.arena_bytes > 0)
+    arena = Buffer::allocate_host(plan->memory.arena_bytes);
+  auto in_arena = [&](const Tensor& t) {
+    const auto* p = static_cast<const uint8_t*>(t.data());
+    const auto* base = static_cast<const uint8_t*>(arena->data());
+    return p >= base && p < base + arena->size();
+  };
 
   std::vector<Tensor> vals(g.num_values());
   for (size_t i = 0; i < args.size(); ++i) vals[size_t(g.args()[i].value.id)] = args[i];
   std::vector<Tensor> ins, outs;
+  std::vector<const Buffer*> handed;  // per output: the storage the kernel was given
   std::vector<std::vector<int64_t>> dyn_shapes;
   std::vector<bool> dyn_known;
   const auto& nodes = g.nodes();
@@ -190,10 +249,14 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
       shapes = dyn_shapes;
     }
     outs.assign(n.outputs.size(), Tensor());
+    handed.assign(n.outputs.size(), nullptr);
     if (!k.flags.makes_outputs)
-      for (size_t j = 0; j < outs.size(); ++j)
-        if (!plan->dynamic[i] || dyn_known[j])
-          outs[j] = Tensor::empty(n.outputs[j].dtype(), shapes[j]);
+      for (size_t j = 0; j < outs.size(); ++j) {
+        if (plan->dynamic[i] && !dyn_known[j]) continue;
+        outs[j] = plan->dynamic[i] ? Tensor::empty(n.outputs[j].dtype(), shapes[j])
+                                   : output_storage(*plan, i, j, ins, arena);
+        handed[j] = outs[j].buffer().get();
+      }
     KernelContext ctx{*n.op, n.attrs, device_, nullptr, subgraphs_[i].get(), shapes, n.subgraphs};
     k.fn(ctx, ins, outs);
     for (size_t j = 0; j < outs.size(); ++j) {
@@ -201,6 +264,11 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
         fail<ValueError>(n.op->name, "expected the kernel to produce output ", j, " of dtype ",
                          dtype_name(n.outputs[j].dtype()), ", got ",
                          outs[j].defined() ? dtype_name(outs[j].dtype()) : "none");
+      // A kernel that was handed its outputs but put others in their place (scan's
+      // carries) may have returned an input: arena memory the plan gives to others later.
+      if (arena && !k.flags.makes_outputs && outs[j].buffer().get() != handed[j] &&
+          in_arena(outs[j]))
+        outs[j] = outs[j].clone();
       vals[size_t(n.outputs[j].id)] = std::move(outs[j]);
     }
     for (int32_t v : release_after_[i]) vals[size_t(v)] = Tensor();
@@ -208,6 +276,49 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
   std::vector<Tensor> result;
   for (const Output& o : g.outputs()) result.push_back(vals[size_t(o.value.id)]);
   return result;
+}
+
+// Node i's output j: its arena slice (taking over a dying input's storage where the plan
+// says so and the input is still laid out as planned), else fresh memory.
+Tensor Program::output_storage(const Plan& plan, size_t node, size_t j, std::span<const Tensor> ins,
+                               const std::shared_ptr<Buffer>& arena) const {
+  const Node& n = graph().nodes()[node];
+  Value o = n.outputs[j];
+  const std::vector<int64_t>& shape = plan.shapes[node][j];
+  int64_t off = arena ? plan.memory.offset[size_t(o.id)] : -1;
+  if (off < 0) return Tensor::empty(o.dtype(), shape);
+  uint8_t* p = static_cast<uint8_t*>(arena->data()) + off;
+  int32_t k = plan.memory.inplace[size_t(o.id)];
+  if (k >= 0) {
+    size_t bytes = size_t(checked_numel(shape, "run")) * dtype_size(o.dtype());
+    if (!can_overwrite(ins, n.inputs, size_t(k), p, bytes)) return Tensor::empty(o.dtype(), shape);
+  }
+  return Tensor::wrap(o.dtype(), shape, p, [arena](void*) {});
+}
+
+MemoryStats Program::memory_stats(const std::map<std::string, int64_t>& dims) const {
+  std::vector<TensorType> types;
+  std::vector<int64_t> key;
+  for (const Arg& a : graph().args()) {
+    TensorType t = a.value.type();
+    for (Dim& d : t.shape) {
+      if (d.is_static()) continue;
+      if (d.is_unknown())
+        fail<ValueError>("memory_stats", "expected named or static dims in ", arg_label(a),
+                         ", got ", t.str());
+      auto it = dims.find(d.symbol());
+      if (it == dims.end())
+        fail<ValueError>("memory_stats", "expected a size for dim '", d.symbol(), "' of ",
+                         arg_label(a), ", got none");
+      if (it->second < 0)
+        fail<ValueError>("memory_stats", "expected a size >= 0 for dim '", d.symbol(), "', got ",
+                         it->second);
+      key.push_back(it->second);
+      d = Dim(it->second);
+    }
+    types.push_back(std::move(t));
+  }
+  return plan_for(key, [&] { return types; })->memory.stats;
 }
 
 size_t Program::cached_plans() const {

@@ -2,6 +2,7 @@
 // used for the subgraphs of control ops.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <shared_mutex>
@@ -11,6 +12,7 @@
 #include "rlx/dispatch.h"
 #include "rlx/kernel.h"
 #include "rlx/tensor.h"
+#include "runtime/memory_plan.h"
 
 namespace rlx::detail {
 
@@ -20,10 +22,12 @@ uint64_t kernel_registrations();
 
 class Program;
 
-// The concrete output shapes of every node for one binding of the symbolic dims.
+// The concrete output shapes of every node for one binding of the symbolic dims, and
+// where each value lives.
 struct Plan {
   std::vector<std::vector<std::vector<int64_t>>> shapes;  // per node, per output
   std::vector<bool> dynamic;  // per node: shapes known only once its inputs exist
+  MemoryPlan memory;
 };
 
 // Runs a node's subgraphs through their own Programs.
@@ -45,11 +49,17 @@ class Program {
   // outputs in order. `arg_names` says what to call an argument in errors.
   std::vector<Tensor> run(std::span<const Tensor> args) const;
   size_t cached_plans() const;
+  // The memory plan's numbers with every symbolic dim bound by name.
+  MemoryStats memory_stats(const std::map<std::string, int64_t>& dims) const;
 
  private:
   std::vector<int64_t> bind(std::span<const Tensor> args) const;
-  std::shared_ptr<const Plan> plan_for(const std::vector<int64_t>& key,
-                                       std::span<const Tensor> args) const;
+  // The plan for a binding (`key`: bind's), made from the arguments' types on a miss.
+  std::shared_ptr<const Plan> plan_for(
+      const std::vector<int64_t>& key,
+      const std::function<std::vector<TensorType>()>& arg_types) const;
+  Tensor output_storage(const Plan& plan, size_t node, size_t j, std::span<const Tensor> ins,
+                        const std::shared_ptr<Buffer>& arena) const;
 
   LoweredGraph lowered_;
   Device device_;
@@ -57,6 +67,8 @@ class Program {
   std::vector<std::unique_ptr<SubgraphPrograms>> subgraphs_;  // per node (null: none)
   std::vector<std::vector<int32_t>> release_after_;           // per node: values last used there
   std::vector<bool> is_output_;                               // per value
+  Liveness liveness_;
+  bool use_arena_ = true;  // RLX_ARENA=0: every output from Tensor::empty
 
   mutable std::shared_mutex cache_mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> cache_;

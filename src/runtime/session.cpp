@@ -78,6 +78,9 @@ std::vector<std::string> CompiledGraph::input_names() const { return impl().inpu
 std::vector<std::string> CompiledGraph::param_names() const { return impl().params; }
 std::vector<std::string> CompiledGraph::output_names() const { return impl().outputs; }
 size_t CompiledGraph::cached_plans() const { return impl().program->cached_plans(); }
+MemoryStats CompiledGraph::memory_stats(const std::map<std::string, int64_t>& dims) const {
+  return impl().program->memory_stats(dims);
+}
 
 void CompiledGraph::set_param(std::string_view name, Tensor value) {
   const Impl& im = impl();

@@ -204,5 +204,26 @@ TEST_F(Cli, ReportsErrorsWithoutCrashing) {
   expect_error("frobnicate", "frobnicate");
 }
 
+TEST_F(Cli, ReportsThePeakMemoryForTheGivenDims) {
+  // a and b (4 floats per row each) are live together; c is the output. Running sums,
+  // which no pass fuses away.
+  std::string g = write("mem.rlx",
+                        "graph main(%x: f32[rows,4]) {\n"
+                        "  %a = cumsum(%x) {axis=0} : f32[rows,4]\n"
+                        "  %b = cumsum(%x) {axis=1} : f32[rows,4]\n"
+                        "  %c = add(%a, %b) : f32[rows,4]\n"
+                        "  return c=%c\n"
+                        "}\n");
+  Result r = rlx("report " + g + " --dim rows=1024");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("memory (rows=1024): peak 32.0 KiB"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("intermediates 32.0 KiB summed"), std::string::npos) << r.out;
+  Result d = rlx("report " + g);  // rows = 1
+  ASSERT_EQ(d.code, 0) << d.err;
+  EXPECT_NE(d.out.find("memory (rows=1): peak 128 B"), std::string::npos) << d.out;
+  expect_error("report " + g + " --dim nope=2", "unknown dim 'nope'");
+  expect_error("report " + g + " --dim rows=-1", "--dim rows");
+}
+
 }  // namespace
 }  // namespace rlx

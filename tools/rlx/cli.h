@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rlx/graph.h"
+#include "rlx/session.h"
 #include "rlx/tensor.h"
 
 namespace rlx::cli {
@@ -27,7 +28,8 @@ struct RunOptions {
 };
 
 int run_command(const RunOptions& o);
-int report_command(const std::string& graph_path);
+// `dims`: NAME=SIZE, the sizes the memory plan is made for (unnamed ones: 1).
+int report_command(const std::string& graph_path, const std::vector<std::string>& dims);
 
 // Reads and parses a graph file; parse errors become "FILE:LINE:COL: message".
 std::unique_ptr<Graph> load_graph(const std::string& path);
@@ -36,5 +38,13 @@ std::pair<std::string, std::string> split_assignment(const std::string& text,
                                                      const std::string& flag);
 // "[1, 2.5, …]": the first `count` elements in row-major order.
 std::string preview(const Tensor& t, int count);
+// "[a, b]".
+std::string names_str(const std::vector<std::string>& names);
+// A size >= 0 from text; `what` names it in the error.
+int64_t parse_size(const std::string& text, const std::string& what);
+// Sizes of the graph's symbolic dims: --dim (`dims`, NAME=SIZE) first, then the shapes of
+// the tensors loaded from files, then 1. Throws ValueError for a dim the graph lacks.
+std::map<std::string, int64_t> bind_dims(const Graph& g, const std::vector<std::string>& dims,
+                                         const TensorMap& loaded);
 
 }  // namespace rlx::cli

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -11,6 +12,46 @@
 #include "rlx/text.h"
 
 namespace rlx::cli {
+
+std::string names_str(const std::vector<std::string>& names) {
+  std::string s = "[";
+  for (const auto& n : names) s += (s.size() > 1 ? ", " : "") + n;
+  return s + "]";
+}
+
+int64_t parse_size(const std::string& text, const std::string& what) {
+  int64_t v = -1;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc() || end != text.data() + text.size() || v < 0)
+    throw ValueError(cat(what, " expects a size >= 0, got '", text, "'"));
+  return v;
+}
+
+std::map<std::string, int64_t> bind_dims(const Graph& g, const std::vector<std::string>& dims,
+                                         const TensorMap& loaded) {
+  std::vector<std::string> symbols;
+  for (const Arg& a : g.args())
+    for (const Dim& d : a.value.shape())
+      if (d.is_symbolic() && std::find(symbols.begin(), symbols.end(), d.symbol()) == symbols.end())
+        symbols.push_back(d.symbol());
+  std::map<std::string, int64_t> out;
+  for (const auto& text : dims) {
+    auto [name, size] = split_assignment(text, "--dim");
+    if (std::find(symbols.begin(), symbols.end(), name) == symbols.end())
+      throw ValueError(
+          cat("unknown dim '", name, "'; the graph's symbolic dims are ", names_str(symbols)));
+    out[name] = parse_size(size, "--dim " + name);
+  }
+  for (const Arg& a : g.args()) {
+    auto it = loaded.find(a.name);
+    if (it == loaded.end() || it->second.rank() != a.value.rank()) continue;  // run() reports
+    for (size_t i = 0; i < a.value.shape().size(); ++i)
+      if (const Dim& d = a.value.shape()[i]; d.is_symbolic())
+        out.emplace(d.symbol(), it->second.shape()[i]);
+  }
+  for (const auto& s : symbols) out.emplace(s, 1);
+  return out;
+}
 
 std::unique_ptr<Graph> load_graph(const std::string& path) {
   std::error_code ec;

@@ -3,7 +3,7 @@
 //   rlx --version
 //   rlx run GRAPH.rlx [--input NAME=FILE.npy …] [--param NAME=FILE.npy …] [--random]
 //                     [--dim NAME=SIZE …] [--runs N] [--threads N] [--save-outputs DIR]
-//   rlx report GRAPH.rlx
+//   rlx report GRAPH.rlx [--dim NAME=SIZE …]
 //
 // Every error prints "rlx: error: <message>" to stderr and exits 1.
 #include <CLI/CLI.hpp>
@@ -65,10 +65,17 @@ int main(int argc, char** argv) {
   std::string report_path;
   CLI::App* report_cmd = app.add_subcommand("report",
                                             "print how each op of a graph resolves on the CPU "
-                                            "(native, decomposed, host, missing)");
+                                            "(native, decomposed, host, missing) and the "
+                                            "memory a run takes");
   report_cmd->add_option("graph", report_path, "graph file in the rlx text format")
       ->required()
       ->type_name("GRAPH.rlx");
+  std::vector<std::string> report_dims;
+  report_cmd
+      ->add_option("--dim,-d", report_dims,
+                   "size of a symbolic dim for the memory plan (repeatable; default 1)")
+      ->type_name("NAME=SIZE")
+      ->allow_extra_args(false);
 
   // CLI11 would only say that a subcommand is required.
   if (std::string a = argc > 1 ? argv[1] : "-"; a[0] != '-' && a != "run" && a != "report")
@@ -81,7 +88,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (*run_cmd) return rlx::cli::run_command(run);
-    return rlx::cli::report_command(report_path);
+    return rlx::cli::report_command(report_path, report_dims);
   } catch (const std::exception& e) {
     return error(e.what());
   }

@@ -32,12 +32,6 @@ std::string time_str(double s) {
   return buf;
 }
 
-std::string names_str(const std::vector<std::string>& names) {
-  std::string s = "[";
-  for (const auto& n : names) s += (s.size() > 1 ? ", " : "") + n;
-  return s + "]";
-}
-
 std::vector<std::string> arg_names(const Graph& g, ArgKind kind) {
   std::vector<std::string> out;
   for (const Arg& a : g.args())
@@ -64,41 +58,6 @@ std::map<std::string, std::string> assignments(const Graph& g, const std::vector
     if (!out.emplace(name, file).second)
       throw ValueError(cat(flag, " ", name, " given more than once"));
   }
-  return out;
-}
-
-int64_t parse_size(const std::string& text, const std::string& what) {
-  int64_t v = -1;
-  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec != std::errc() || end != text.data() + text.size() || v < 0)
-    throw ValueError(cat(what, " expects a size >= 0, got '", text, "'"));
-  return v;
-}
-
-// Symbol sizes: --dim first, then the shapes of the tensors loaded from files, then 1.
-std::map<std::string, int64_t> bind_dims(const Graph& g, const std::vector<std::string>& dims,
-                                         const TensorMap& loaded) {
-  std::vector<std::string> symbols;
-  for (const Arg& a : g.args())
-    for (const Dim& d : a.value.shape())
-      if (d.is_symbolic() && std::find(symbols.begin(), symbols.end(), d.symbol()) == symbols.end())
-        symbols.push_back(d.symbol());
-  std::map<std::string, int64_t> out;
-  for (const auto& text : dims) {
-    auto [name, size] = split_assignment(text, "--dim");
-    if (std::find(symbols.begin(), symbols.end(), name) == symbols.end())
-      throw ValueError(
-          cat("unknown dim '", name, "'; the graph's symbolic dims are ", names_str(symbols)));
-    out[name] = parse_size(size, "--dim " + name);
-  }
-  for (const Arg& a : g.args()) {
-    auto it = loaded.find(a.name);
-    if (it == loaded.end() || it->second.rank() != a.value.rank()) continue;  // run() reports
-    for (size_t i = 0; i < a.value.shape().size(); ++i)
-      if (const Dim& d = a.value.shape()[i]; d.is_symbolic())
-        out.emplace(d.symbol(), it->second.shape()[i]);
-  }
-  for (const auto& s : symbols) out.emplace(s, 1);
   return out;
 }
 

@@ -146,9 +146,12 @@ void register_elementwise(KernelRegistry& r) {
       {"clamp", clamp_kernel, kNumeric},
       {"cast", cast_kernel, kAll},
   };
-  KernelFlags strided{.strided_inputs = true};
-  for (const Entry& e : entries) add_kernel(r, e.name, e.fn, dtype_in(e.set), strided);
-  add_kernel(r, "select", select_kernel, dtype_in(kAll, 1), strided);
+  // Every loop reads element i of each same-shaped input before it writes output element
+  // i (whole blocks are loaded before they are stored), so outputs may take over the
+  // storage of such an input.
+  KernelFlags flags{.strided_inputs = true, .inplace = true};
+  for (const Entry& e : entries) add_kernel(r, e.name, e.fn, dtype_in(e.set), flags);
+  add_kernel(r, "select", select_kernel, dtype_in(kAll, 1), flags);
 }
 
 }  // namespace rlx::cpu

@@ -1,7 +1,7 @@
-// Shape ops that only move data: views (reshape, expand_dims, squeeze), and the ops built
-// on one strided N-d copy (transpose, broadcast_to, slice, concat, split, pad, tile,
-// flip), plus constant and iota. The copies read their inputs through the input strides,
-// so a transposed or sliced view is copied once, not made contiguous first.
+// Shape ops that only move data: views (reshape, expand_dims, squeeze, contiguous
+// slices), and the ops built on one strided N-d copy (transpose, broadcast_to, slice,
+// concat, split, pad, tile, flip), plus constant and iota. The copies read their inputs through the
+// input strides, so a transposed or sliced view is copied once, not made contiguous first.
 #include <cstring>
 
 #include "backend/cpu/families.h"
@@ -223,27 +223,81 @@ void broadcast_to_kernel(const KernelContext&, Ins in, Outs out) {
   copy_to(out[0], x.data(), s);
 }
 
-void slice_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
-  Tensor& y = out[0];
-  if (y.numel() == 0) return;
-  const auto& a = ctx.attrs;
+// The axis, first index (clamped) and step of each sliced axis of x (not empty).
+struct SliceAxis {
+  size_t axis;
+  int64_t start, step;
+};
+std::vector<SliceAxis> slice_axes(const Attrs& a, const Tensor& x) {
   const IntList& starts = a.get_ints("starts");
   const IntList& steps = a.get_ints("steps");
   const IntList& axes = a.get_ints("axes");
-  std::vector<int64_t> s = x.strides();
-  int64_t off = 0;
+  std::vector<SliceAxis> out;
   for (size_t i = 0; i < starts.size(); ++i) {
     size_t ax = size_t(axes.empty() ? int64_t(i) : norm_axis(axes[i], x.rank()));
     int64_t step = steps.empty() ? 1 : steps[i];
-    int64_t n = x.shape()[ax];  // > 0, as y is not empty
+    int64_t n = x.shape()[ax];
     int64_t start = starts[i] < 0 ? starts[i] + n : starts[i];
-    start = std::clamp<int64_t>(start, 0, step > 0 ? n : n - 1);
-    off += start * s[ax];
+    out.push_back({ax, std::clamp<int64_t>(start, 0, step > 0 ? n : n - 1), step});
+  }
+  return out;
+}
+
+void slice_copy(const KernelContext& ctx, const Tensor& x, Tensor& y) {
+  if (y.numel() == 0) return;
+  std::vector<int64_t> s = x.strides();
+  int64_t off = 0;
+  for (const SliceAxis& a : slice_axes(ctx.attrs, x)) {
+    off += a.start * s[a.axis];
     // A single element needs no stride (and step may be huge).
-    s[ax] = y.shape()[ax] > 1 ? s[ax] * step : 0;
+    s[a.axis] = y.shape()[a.axis] > 1 ? s[a.axis] * a.step : 0;
   }
   copy_to(y, at(x, off), s);
+}
+
+void slice_kernel(const KernelContext& ctx, Ins in, Outs out) { slice_copy(ctx, in[0], out[0]); }
+
+// Whether a slice of a contiguous input is one contiguous run of it (so a view): before
+// the first output axis of size other than 1 anything goes, that axis steps by 1, and
+// every axis past it is whole. Decided on types, so the
+// memory planner knows ahead of a run that the output needs no memory.
+bool contiguous_slice(const KernelQuery& q) {
+  const Shape& x = q.inputs[0].shape;
+  const Shape& y = q.outputs[0].shape;
+  const IntList& starts = q.attrs.get_ints("starts");
+  const IntList& steps = q.attrs.get_ints("steps");
+  const IntList& axes = q.attrs.get_ints("axes");
+  std::vector<int64_t> step(x.size(), 0);  // 0: not sliced
+  for (size_t i = 0; i < starts.size(); ++i)
+    step[size_t(axes.empty() ? int64_t(i) : norm_axis(axes[i], int64_t(x.size())))] =
+        steps.empty() ? 1 : steps[i];
+  size_t first = 0;
+  while (first < y.size() && y[first].is(1)) ++first;
+  if (first == y.size()) return true;
+  if (step[first] != 0 && step[first] != 1) return false;
+  for (size_t d = first + 1; d < y.size(); ++d)
+    if (step[d] != 0 && !(x[d].known_equal(y[d]) && (step[d] == 1 || y[d].is(1)))) return false;
+  return true;
+}
+
+// A contiguous slice (contiguous_slice): a view of the input, which arrives contiguous.
+void slice_view_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  const std::vector<int64_t>& shape = ctx.output_shapes[0];
+  Tensor v = x;
+  bool ok = true;
+  if (checked_numel(shape, "slice") > 0)
+    for (const SliceAxis& a : slice_axes(ctx.attrs, x)) {
+      int64_t len = shape[a.axis];
+      ok &= a.step == 1 || len == 1;
+      v = v.slice(int64_t(a.axis), a.start, a.start + len);
+    }
+  if (ok && v.shape() == shape && v.is_contiguous()) {
+    out[0] = std::move(v);
+    return;
+  }
+  out[0] = Tensor::empty(x.dtype(), shape);  // not reached for the nodes it supports
+  slice_copy(ctx, x, out[0]);
 }
 
 void concat_kernel(const KernelContext& ctx, Ins in, Outs out) {
@@ -409,6 +463,7 @@ void register_shape(KernelRegistry& r) {
   KernelFlags strided{.strided_inputs = true};
   for (const char* op : {"reshape", "expand_dims", "squeeze"})
     add_kernel(r, op, view_kernel, {}, {.makes_outputs = true});
+  add_kernel(r, "slice", slice_view_kernel, contiguous_slice, {.makes_outputs = true});
   struct Entry {
     const char* op;
     void (*fn)(const KernelContext&, Ins, Outs);
