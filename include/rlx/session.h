@@ -5,9 +5,12 @@
 //   cg.set_param("w", w);
 //   auto out = cg.run({{"x", x}});        // named inputs -> named outputs
 //
-// Symbolic dims are bound from the input shapes on every run; the per-node shapes worked
-// out for one binding are cached, so a second run with the same sizes does no shape
-// inference. run() is const and may be called from several threads at once.
+// Symbolic dims are bound from the input shapes on every run; the per-node shapes and the
+// memory plan worked out for one binding are cached, so a second run with the same sizes
+// does no shape inference. A run puts every intermediate of known size in one arena,
+// allocated once per run at the plan's offsets (memory_stats; RLX_ARENA=0 allocates each
+// on its own instead). run() is const and may be called from several threads at once:
+// each run has its own arena.
 #pragma once
 
 #include <map>
@@ -63,6 +66,7 @@ using TensorMap = std::map<std::string, Tensor, std::less<>>;
 // on input data are counted nowhere (`dynamic` counts them).
 struct MemoryStats {
   size_t arena_bytes = 0;         // the arena of one run: the peak of the intermediates
+  size_t live_bytes = 0;          // the most bytes live at one node (arena_bytes >= this)
   size_t intermediate_bytes = 0;  // all intermediates' sizes summed (no reuse at all)
   size_t output_bytes = 0;        // the outputs' storage (returned to the caller)
   size_t input_bytes = 0;

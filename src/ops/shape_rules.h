@@ -28,7 +28,8 @@ ShapeRules scatter_nd_rules();
 ShapeRules tile_rules();
 ShapeRules flip_rules();
 ShapeRules sort_rules();  // sort and top_k: values differentiable, indices not
-ShapeRules dynamic_reshape_rules();  // differentiable in x; vmap takes one shape for all
+// dynamic_reshape: differentiable in x; vmap takes one target shape for all elements.
+ShapeRules dynamic_reshape_rules();
 // Nondifferentiable ops: vmap only.
 ShapeRules one_hot_rules();
 ShapeRules nonzero_rules();  // vmap: NotSupported (data-dependent output size)

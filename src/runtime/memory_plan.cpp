@@ -279,6 +279,14 @@ MemoryPlan plan_memory(const Graph& g, std::span<const Kernel* const> kernels, c
   }
   p.arena_bytes = pack_blocks(blocks, packing);
   s.arena_bytes = p.arena_bytes;
+  // The largest live set, what a perfect packing would need.
+  std::vector<int64_t> delta(nodes.size() + 2, 0);
+  for (const Block& b : blocks) {
+    delta[size_t(b.start)] += int64_t(b.bytes);
+    delta[size_t(b.end) + 1] -= int64_t(b.bytes);
+  }
+  int64_t live_now = 0;
+  for (int64_t d : delta) s.live_bytes = std::max(s.live_bytes, size_t(live_now += d));
   for (size_t v = 0; v < nv; ++v)
     if (group[v] >= 0) p.offset[v] = int64_t(blocks[size_t(group[v])].offset);
   return p;

@@ -92,6 +92,7 @@ TEST(MemoryPlan, ChainPeakIsTheLargestLiveSet) {
   CompiledGraph cg = Session().compile(*g, o);
   MemoryStats m = cg.memory_stats();
   EXPECT_EQ(m.arena_bytes, 3072u);
+  EXPECT_EQ(m.live_bytes, 3072u);
   EXPECT_EQ(m.intermediate_bytes, 4096u);
   EXPECT_EQ(m.intermediates, 4);
   EXPECT_EQ(m.output_bytes, 1024u);
@@ -123,6 +124,7 @@ TEST(MemoryPlan, MixedSizesPackIntoTheGaps) {
   })");
   MemoryStats m = compile0(*g).memory_stats();
   EXPECT_EQ(m.arena_bytes, 4096u + 1024u + 64u);
+  EXPECT_EQ(m.live_bytes, m.arena_bytes);
   EXPECT_EQ(m.intermediate_bytes, 2 * 4096u + 1024u + 2 * 4u);
   EXPECT_EQ(m.intermediates, 5);
   EXPECT_EQ(m.inplace, 0);  // u's only input of its shape is a graph input
@@ -411,6 +413,35 @@ TEST(MemoryPlan, AScanOfLengthZeroReturnsItsCarryIntact) {
   TensorMap out = expect_same_as_without_arena(*g, in);
   std::vector<float> x = in.at("x").to_vector<float>(), y = out.at("y").to_vector<float>();
   for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(y[i], std::exp(x[i]) + x[i], 1e-5f);
+}
+
+TEST(MemoryPlan, ACondThatReturnsItsOperandKeepsItLive) {
+  // With p true, c is a itself (the branch returns its argument): a must outlive c, or d
+  // and e would take its place before y reads c.
+  auto g = parse(R"(graph main(%p: bool[], %x: f32[16]) {
+    %a = exp(%x) : f32[16]
+    %c = cond(%p, %a) [
+      graph then(%k: f32[16]) {
+        return out0=%k
+      },
+      graph else(%k: f32[16]) {
+        %n = neg(%k) : f32[16]
+        return out0=%n
+      }
+    ] : f32[16]
+    %d = neg(%x) : f32[16]
+    %e = tanh(%d) : f32[16]
+    %y = add(%c, %e) : f32[16]
+    return y=%y
+  })");
+  for (bool p : {true, false}) {
+    TensorMap in = random_inputs(*g);
+    in.at("p") = Tensor::from_vector<bool>({p}, {});
+    TensorMap out = expect_same_as_without_arena(*g, in);
+    std::vector<float> x = in.at("x").to_vector<float>(), y = out.at("y").to_vector<float>();
+    for (size_t i = 0; i < x.size(); ++i)
+      EXPECT_NEAR(y[i], (p ? 1 : -1) * std::exp(x[i]) + std::tanh(-x[i]), 1e-5f);
+  }
 }
 
 // --- threads and the switch -------------------------------------------------------------

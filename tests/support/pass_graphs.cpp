@@ -58,22 +58,6 @@ std::unique_ptr<Graph> gpt_train_graph(const TrainGraphOptions& c) {
   return train_step(g, c.remat);
 }
 
-std::unique_ptr<Graph> mlp_train_graph() {
-  Graph g("mlp_train");
-  Dim batch = Dim::sym("batch");
-  Value h = g.input("x", {DType::f32, {batch, 8}});
-  const int64_t widths[] = {8, 16, 16, 4};
-  for (int i = 0; i < 3; ++i) {
-    std::string l = cat("l", i);
-    h = matmul(h, g.param(l + ".w", {DType::f32, {widths[i], widths[i + 1]}})) +
-        g.param(l + ".b", {DType::f32, {widths[i + 1]}});
-    if (i < 2) h = tanh(h);
-  }
-  Value d = h - g.input("y", {DType::f32, {batch, 4}});
-  g.output(mean(d * d), "loss");
-  return train_step(g, Remat::none);
-}
-
 void register_effect_op() {
   static bool once = [] {
     OpDef d;
