@@ -385,7 +385,7 @@ std::shared_ptr<const DnnlConv> cached_dnnl(const Conv& c, memory::data_type dt,
   static std::map<std::vector<int64_t>, std::shared_ptr<const DnnlConv>> cache;
   const Window& w = c.w;
   std::vector<int64_t> key{c.transpose, int64_t(dt), has_bias, blocked, int64_t(act),
-                           c.n,         c.c,          c.m,      c.groups};
+                           c.n,         c.c,         c.m,      c.groups};
   for (int i = 0; i < 3; ++i)
     key.insert(key.end(), {w.in[i], w.ker[i], w.out[i], w.stride[i], w.dil[i], w.pad[i]});
   std::lock_guard lock(mu);
