@@ -212,6 +212,43 @@ TEST(MatmulFusion, NegativeCases) {
               "");
 }
 
+TEST(MatmulFusion, SubgraphsMultiOutputNodesAndRandomOps) {
+  // The branches of a cond are left alone; split outputs fuse like any value, and a random
+  // bias is read once, as before.
+  std::string branches = R"([
+      graph then(%a: f32[4,8], %v: f32[8,16], %c: f32[16]) {
+        %0 = matmul(%a, %v) : f32[4,16]
+        %1 = add(%0, %c) : f32[4,16]
+        %2 = relu(%1) : f32[4,16]
+        return r=%2
+      },
+      graph else(%a: f32[4,8], %v: f32[8,16], %c: f32[16]) {
+        %0 = matmul(%a, %v) : f32[4,16]
+        return r=%0
+      }
+    ] : f32[4,16])";
+  expect_pass("matmul_fusion",
+              R"(
+    graph main(%p: bool[], %x: f32[4,8], %w: f32[8,16], %b: f32[16]) {
+      %0 = cond(%p, %x, %w, %b) )" +
+                  branches + R"(
+      %1, %2 = split(%x) {axis=1, num=2} : f32[4,4], f32[4,4]
+      %3 = uniform() {shape=[4], seed=7} : f32[4]
+      %4 = matmul(%1, %2) : f32[4,4]
+      %5 = add(%4, %3) : f32[4,4]
+      return c=%0, y=%5
+    })",
+              R"(
+    graph main(%p: bool[], %x: f32[4,8], %w: f32[8,16], %b: f32[16]) {
+      %0 = cond(%p, %x, %w, %b) )" +
+                  branches + R"(
+      %1, %2 = split(%x) {axis=1, num=2} : f32[4,4], f32[4,4]
+      %3 = uniform() {shape=[4], seed=7} : f32[4]
+      %4 = fused_matmul(%1, %2, %3) : f32[4,4]
+      return c=%0, y=%4
+    })");
+}
+
 TEST(MatmulFusion, PipelineComputesTheSame) {
   // The whole default pipeline against no passes, on a two-layer MLP with a transposed
   // weight (layout_sinking then matmul_fusion).
