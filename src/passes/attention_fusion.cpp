@@ -300,7 +300,10 @@ class AttentionFusion {
 
 void register_attention_fusion(PassRegistry& r) {
   r.add({"attention_fusion",
-         [](const Graph& g, const PassContext& ctx) { return AttentionFusion(g, ctx).run(); },
+         [](const Graph& g, const PassContext& ctx) -> std::unique_ptr<Graph> {
+           if (!has_any_op(g, {"softmax"})) return nullptr;
+           return AttentionFusion(g, ctx).run();
+         },
          "softmax(q k^T * scale [+ mask / bias]) v -> attention"});
 }
 

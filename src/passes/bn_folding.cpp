@@ -54,6 +54,7 @@ bool scale_weights(const Node& conv) {
 }
 
 std::unique_ptr<Graph> bn_folding(const Graph& g, const PassContext&) {
+  if (!has_any_op(g, {"batch_norm"})) return nullptr;
   UseInfo uses(g);
   FusionPlan plan(g);
   const auto& nodes = g.nodes();

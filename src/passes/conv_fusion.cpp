@@ -24,6 +24,7 @@ bool per_channel(Value b, const Shape& out) {
 }
 
 std::unique_ptr<Graph> conv_fusion(const Graph& g, const PassContext& ctx) {
+  if (!has_any_op(g, {"conv"})) return nullptr;
   UseInfo uses(g);
   FusionPlan plan(g);
   const auto& nodes = g.nodes();

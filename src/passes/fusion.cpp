@@ -27,13 +27,23 @@ std::optional<TensorType> native_type(const PassContext& ctx, std::string_view o
   return outs[0];
 }
 
+bool has_any_op(const Graph& g, std::initializer_list<std::string_view> ops) {
+  for (const Node& n : g.nodes())
+    for (std::string_view op : ops)
+      if (n.op_name() == op) return true;
+  return false;
+}
+
 std::unique_ptr<Graph> FusionPlan::apply(const Graph& g) const {
   if (empty()) return nullptr;
   const auto& nodes = g.nodes();
-  UseInfo uses(g);
-  // Backwards: which values the rewritten graph still reads.
-  std::vector<uint8_t> needed(g.num_values(), 0), keep(nodes.size(), 1);
-  for (const Output& o : g.outputs()) needed[size_t(o.value.id)] = 1;
+  // Values the source graph reads, and (backwards) those the rewritten graph still reads.
+  std::vector<uint8_t> read_before(g.num_values(), 0), needed(g.num_values(), 0),
+      keep(nodes.size(), 1);
+  for (const Node& n : nodes)
+    for (Value v : n.inputs) read_before[size_t(v.id)] = 1;
+  for (const Output& o : g.outputs())
+    read_before[size_t(o.value.id)] = needed[size_t(o.value.id)] = 1;
   for (size_t i = nodes.size(); i-- > 0;) {
     const Node& n = nodes[i];
     if (roots_[i].emit) {
@@ -43,7 +53,7 @@ std::unique_ptr<Graph> FusionPlan::apply(const Graph& g) const {
     bool read = false, had_readers = false;
     for (Value v : n.outputs) {
       read |= needed[size_t(v.id)] != 0;
-      had_readers |= uses.count(v) > 0;
+      had_readers |= read_before[size_t(v.id)] != 0;
     }
     keep[i] = read || !had_readers || n.op->has(Trait::side_effect);
     if (keep[i])

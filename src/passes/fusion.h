@@ -4,6 +4,7 @@
 #pragma once
 
 #include <functional>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -24,6 +25,9 @@ void register_attention_fusion(PassRegistry& r);  // attention_fusion.cpp
 // the inputs. A fused op without a native kernel would only be decomposed again.
 std::optional<TensorType> native_type(const PassContext& ctx, std::string_view op,
                                       const std::vector<TensorType>& inputs, const Attrs& attrs);
+
+// Whether any node of g is one of `ops`: a pass with nothing to match returns at once.
+bool has_any_op(const Graph& g, std::initializer_list<std::string_view> ops);
 
 // The index of the node that makes v (-1 for an argument).
 inline int32_t producer_index(const Graph& g, Value v) { return g.info(v).node; }

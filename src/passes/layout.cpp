@@ -161,7 +161,10 @@ class LayoutSinking {
 
 void register_layout_passes(PassRegistry& r) {
   r.add({"layout_sinking",
-         [](const Graph& g, const PassContext& ctx) { return LayoutSinking(g, ctx).run(); },
+         [](const Graph& g, const PassContext& ctx) -> std::unique_ptr<Graph> {
+           if (!has_any_op(g, {"transpose"})) return nullptr;
+           return LayoutSinking(g, ctx).run();
+         },
          "folds last-two-dim transposes into matmul operands; cancels transpose pairs"});
 }
 

@@ -72,6 +72,7 @@ std::optional<Product> product_of(const Node& n) {
 }
 
 std::unique_ptr<Graph> matmul_fusion(const Graph& g, const PassContext& ctx) {
+  if (!has_any_op(g, {"matmul", "dot_general", "fused_matmul"})) return nullptr;
   UseInfo uses(g);
   FusionPlan plan(g);
   const auto& nodes = g.nodes();

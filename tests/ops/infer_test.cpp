@@ -29,6 +29,7 @@ RLX_FAMILY(nn);
 RLX_FAMILY(random);
 RLX_FAMILY(control);
 RLX_FAMILY(autodiff);
+RLX_FAMILY(fused);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Infer);
 
 TEST(InferCoverage, EveryCoreOpHasAcceptedAndRejectedCases) {

@@ -1,6 +1,9 @@
 // matmul_fusion: matmul / dot_general (+ bias add) (+ activation) -> fused_matmul.
 #include <gtest/gtest.h>
 
+#include <chrono>
+
+#include "backend/cpu/families.h"
 #include "rlx/rlx.h"
 #include "rlx/text.h"
 #include "support/pass_check.h"
@@ -209,6 +212,43 @@ TEST(MatmulFusion, NegativeCases) {
               "");
 }
 
+TEST(MatmulFusion, SubgraphsMultiOutputNodesAndRandomOps) {
+  // The branches of a cond are left alone; split outputs fuse like any value, and a random
+  // bias is read once, as before.
+  std::string branches = R"([
+      graph then(%a: f32[4,8], %v: f32[8,16], %c: f32[16]) {
+        %0 = matmul(%a, %v) : f32[4,16]
+        %1 = add(%0, %c) : f32[4,16]
+        %2 = relu(%1) : f32[4,16]
+        return r=%2
+      },
+      graph else(%a: f32[4,8], %v: f32[8,16], %c: f32[16]) {
+        %0 = matmul(%a, %v) : f32[4,16]
+        return r=%0
+      }
+    ] : f32[4,16])";
+  expect_pass("matmul_fusion",
+              R"(
+    graph main(%p: bool[], %x: f32[4,8], %w: f32[8,16], %b: f32[16]) {
+      %0 = cond(%p, %x, %w, %b) )" +
+                  branches + R"(
+      %1, %2 = split(%x) {axis=1, num=2} : f32[4,4], f32[4,4]
+      %3 = uniform() {shape=[4], seed=7} : f32[4]
+      %4 = matmul(%1, %2) : f32[4,4]
+      %5 = add(%4, %3) : f32[4,4]
+      return c=%0, y=%5
+    })",
+              R"(
+    graph main(%p: bool[], %x: f32[4,8], %w: f32[8,16], %b: f32[16]) {
+      %0 = cond(%p, %x, %w, %b) )" +
+                  branches + R"(
+      %1, %2 = split(%x) {axis=1, num=2} : f32[4,4], f32[4,4]
+      %3 = uniform() {shape=[4], seed=7} : f32[4]
+      %4 = fused_matmul(%1, %2, %3) : f32[4,4]
+      return c=%0, y=%4
+    })");
+}
+
 TEST(MatmulFusion, PipelineComputesTheSame) {
   // The whole default pipeline against no passes, on a two-layer MLP with a transposed
   // weight (layout_sinking then matmul_fusion).
@@ -231,6 +271,60 @@ TEST(MatmulFusion, PipelineComputesTheSame) {
   for (const Node& n : cg.lowered().nodes()) (n.op_name() == "fused_matmul" ? fused : other) += 1;
   EXPECT_EQ(fused, 2) << print_graph(cg.lowered());
   EXPECT_EQ(other, 0) << print_graph(cg.lowered());
+}
+
+TEST(MatmulFusion, DecomposedWhereTheDeviceHasNoKernel) {
+  // A registry with the core kernels only: fused_matmul runs as its decomposition, and
+  // the pass leaves the graph alone (nothing native to fuse into).
+  KernelRegistry core;
+  cpu::register_elementwise(core);
+  cpu::register_linalg(core);
+  cpu::register_shape(core);
+  auto fused = parse_graph(R"(
+    graph main(%x: f32[5,8], %w: f32[16,8], %b: f32[16]) {
+      %0 = fused_matmul(%x, %w, %b) {activation="gelu_tanh", transpose_b=true} : f32[5,16]
+      return out=%0
+    })");
+  CompileOptions o;
+  o.opt_level = 0;
+  o.kernels = &core;
+  CompiledGraph cg = Session().compile(*fused, o);
+  EXPECT_EQ(cg.report().count("fused_matmul", DispatchPath::decomposed), 1);
+  test::expect_same_outputs(*fused, o, 11, 1e-6, 1e-6);
+
+  auto plain = parse_graph(R"(
+    graph main(%x: f32[5,8], %w: f32[8,16], %b: f32[16]) {
+      %0 = matmul(%x, %w) : f32[5,16]
+      %1 = add(%0, %b) : f32[5,16]
+      return out=%1
+    })");
+  EXPECT_EQ(run_pass("matmul_fusion", *plain, {.kernels = &core}), nullptr);
+  EXPECT_NE(run_pass("matmul_fusion", *plain, {}), nullptr);
+}
+
+TEST(MatmulFusion, FusionPassesAreLinearOnLargeGraphs) {
+  // 2,500 layers of transpose + matmul + bias + gelu: 10,000 nodes through every pass of
+  // this family, each walking the graph once.
+  Graph g;
+  Value x = g.input("x", {DType::f32, {8, 16}});
+  std::vector<Value> w, b;  // 50 layers' worth of params, reused (Graph::add_arg is O(args))
+  for (int i = 0; i < 50; ++i) {
+    std::string id = std::to_string(i);  // (not "w" + …: g++ 12 warns falsely there)
+    w.push_back(g.param(std::string("w").append(id), {DType::f32, {16, 16}}));
+    b.push_back(g.param(std::string("b").append(id), {DType::f32, {16}}));
+  }
+  for (size_t i = 0; i < 2500; ++i) x = gelu(matmul(x, transpose(w[i % 50], {1, 0})) + b[i % 50]);
+  g.output(x, "y");
+  ASSERT_EQ(g.nodes().size(), 10000u);
+  std::vector<std::string> passes{"bn_folding", "layout_sinking", "attention_fusion",
+                                  "matmul_fusion", "conv_fusion"};
+  auto t0 = std::chrono::steady_clock::now();
+  PipelineResult r = run_pipeline(g, passes);
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  RecordProperty("pipeline_ms", std::to_string(ms));
+  EXPECT_LT(ms, 1000) << r.str();
+  EXPECT_EQ(r.graph->nodes().size(), 2500u) << r.str();  // one fused_matmul per layer
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ std::vector<InferCase> fused_cases() {
       ok("fused_matmul", {"bf16[5,1,2,3]", "bf16[7,3,4]", "bf16[7,1,4]"}, {{"activation", "silu"}},
          {"bf16[5,7,2,4]"}),
       ok("fused_matmul", {"f32[2,n]", "f32[n,m]", "f32[m]"}, {}, {"f32[2,m]"}),
-      ok("fused_matmul", {"f32[2,?]", "f32[4,3]", "f32[2,1]"},
+      ok("fused_matmul", {"f32[3,?]", "f32[4,3]", "f32[1,4]"},
          {{"transpose_a", true}, {"transpose_b", true}}, {"f32[?,4]"}),
       ok("fused_matmul", {"f32[2,0]", "f32[0,4]", "f32[4]"}, {}, {"f32[2,4]"}),
       bad("fused_matmul", {"i32[2,3]", "i32[3,4]"}, {}, T, "float dtype"),

@@ -130,7 +130,13 @@ CheckTable checks_fused() {
   }
   // Products of at least 256^3 take oneDNN's matmul primitive for f32.
   t.add(mm({r(DType::f32, {256, 260}), r(DType::f32, {272, 260}), r(DType::f32, {272})},
-           A{{"transpose_b", true}, {"activation", "gelu"}}, "matmul primitive, transpose_b"));
+           A{{"transpose_b", true}, {"activation", "gelu"}},
+           "matmul primitive, transpose_b, post-ops"));
+  t.add(mm({r(DType::f32, {2, 256, 260}), r(DType::f32, {260, 272}), r(DType::f32, {256, 1})},
+           A{{"activation", "tanh"}}, "matmul primitive, a row bias: no post-ops"));
+  t.add(mm({r(DType::f32, {260, 256}), r(DType::f32, {260, 272})},
+           A{{"transpose_a", true}, {"activation", "silu"}},
+           "matmul primitive, transpose_a, activation post-op only"));
   t.add(
       mm({tensor_of(DType::f32, {2, 2}, {NAN, 1, 1, 1}),
           tensor_of(DType::f32, {2, 2}, {1, 2, 3, 4}), tensor_of(DType::f32, {2}, {-INFINITY, 0})},

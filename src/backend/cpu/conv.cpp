@@ -292,21 +292,6 @@ memory::dims pad_right(const Conv& c) {
 
 // Plain src/dst (as our tensors are) run oneDNN's gemm-based kernels; its fast direct
 // kernels want blocked layouts, worth the reorders on the layers measured (choose_path).
-// The activation as a oneDNN eltwise post-op (silu is swish with alpha 1).
-void add_post_op(dnnl::primitive_attr& attr, Act act) {
-  if (act == Act::none) return;
-  using A = dnnl::algorithm;
-  A alg = act == Act::relu        ? A::eltwise_relu
-          : act == Act::gelu      ? A::eltwise_gelu_erf
-          : act == Act::gelu_tanh ? A::eltwise_gelu_tanh
-          : act == Act::silu      ? A::eltwise_swish
-          : act == Act::sigmoid   ? A::eltwise_logistic
-                                  : A::eltwise_tanh;
-  dnnl::post_ops po;
-  po.append_eltwise(1.f, alg, act == Act::silu ? 1.f : 0.f, 0.f);
-  attr.set_post_ops(po);
-}
-
 std::shared_ptr<const DnnlConv> make_dnnl(const Conv& c, memory::data_type dt, bool has_bias,
                                           bool blocked, Act act) {
   const Window& w = c.w;
@@ -344,7 +329,11 @@ std::shared_ptr<const DnnlConv> make_dnnl(const Conv& c, memory::data_type dt, b
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);  // ours, per thread: thread-safe
   dnnl::primitive_attr conv_attr;  // a handle copy would share attr: the reorders take none
   conv_attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  add_post_op(conv_attr, act);
+  if (act != Act::none) {
+    dnnl::post_ops po;
+    append_eltwise(po, act);
+    conv_attr.set_post_ops(po);
+  }
   memory::dims pad_r = pad_right(c);
   auto finish = [&](const auto& pd) {
     d->src = pd.src_desc();
@@ -385,7 +374,7 @@ std::shared_ptr<const DnnlConv> cached_dnnl(const Conv& c, memory::data_type dt,
   static std::map<std::vector<int64_t>, std::shared_ptr<const DnnlConv>> cache;
   const Window& w = c.w;
   std::vector<int64_t> key{c.transpose, int64_t(dt), has_bias, blocked, int64_t(act),
-                           c.n,         c.c,          c.m,      c.groups};
+                           c.n,         c.c,         c.m,      c.groups};
   for (int i = 0; i < 3; ++i)
     key.insert(key.end(), {w.in[i], w.ker[i], w.out[i], w.stride[i], w.dil[i], w.pad[i]});
   std::lock_guard lock(mu);

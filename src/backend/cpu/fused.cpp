@@ -2,12 +2,16 @@
 //
 // fused_matmul runs the matmul kernel's path once (oneDNN / OpenBLAS GEMM, or the loops
 // for small products) on operand views: a transposed operand is a permuted view, which
-// the GEMM reads through its transpose flag instead of copying. Bias and activation then
-// go in one vectorised pass over the output. oneDNN's matmul post-ops (bias + eltwise)
-// were measured against that pass on [1024,768] x [768,3072] + bias + gelu on the 2-core
-// box: 43-55 ms either way, within the noise of the shared machine, while the pass here
-// serves every GEMM path (f64, f16, small products) and computes the activation with the
-// core ops' own math, so fused and unfused f32 results agree to the bit.
+// the GEMM reads through its transpose flag instead of copying. Bias and activation:
+// - where the product runs as oneDNN's matmul primitive (f32, >= 256^3 multiply-adds)
+//   they go in as post-ops, applied to each tile while it is in cache. On [1024,768] x
+//   [768,3072] + bias + gelu (2 shared cores, best of 21, two sessions) the primitive with
+//   post-ops took 51 / 40 ms against 63 / 42 ms for the GEMM followed by one pass (the
+//   GEMM alone: 50 / 36 ms). oneDNN's activation math differs from the core ops' by
+//   ~1e-6 relative;
+// - elsewhere (smaller products, whose output is still in cache, f64, f16, bf16, a bias
+//   that is not one value per column) one vectorised pass over the output applies them
+//   with the core ops' own math, so fused and unfused results agree to the bit.
 //
 // fused_conv is the conv kernel with the activation as a oneDNN eltwise post-op where
 // oneDNN runs the conv, else applied in place afterwards (conv.cpp).
@@ -30,6 +34,19 @@ Act parse_act(std::string_view name) {
     if (n == name) return a;
   fail<NotSupported>("fused kernels", "expected a known activation, got '", name, "'");
 }
+
+#ifdef RLX_HAVE_DNNL
+void append_eltwise(dnnl::post_ops& po, Act act) {
+  using A = dnnl::algorithm;
+  A alg = act == Act::relu        ? A::eltwise_relu
+          : act == Act::gelu      ? A::eltwise_gelu_erf
+          : act == Act::gelu_tanh ? A::eltwise_gelu_tanh
+          : act == Act::silu      ? A::eltwise_swish
+          : act == Act::sigmoid   ? A::eltwise_logistic
+                                  : A::eltwise_tanh;
+  if (act != Act::none) po.append_eltwise(1.f, alg, act == Act::silu ? 1.f : 0.f, 0.f);
+}
+#endif
 
 namespace {
 
@@ -100,10 +117,18 @@ void fused_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   Tensor a = in[0], b = in[1];
   if (ctx.attrs.get_bool("transpose_a")) a = swap_last2(a);
   if (ctx.attrs.get_bool("transpose_b")) b = swap_last2(b);
-  matmul_into(a, b, out[0]);
   Act act = parse_act(ctx.attrs.get_string("activation"));
   const Tensor* bias = in.size() > 2 ? &in[2] : nullptr;
-  if (bias || act != Act::none) epilogue(out[0], bias, act);
+  if (!bias && act == Act::none) {
+    matmul_into(a, b, out[0]);
+    return;
+  }
+  // oneDNN's post-ops take an f32 bias of one value per column.
+  MatmulEpilogue post{nullptr, act};
+  bool per_column = !bias || (bias->dtype() == DType::f32 && bias->is_contiguous() &&
+                              out[0].rank() > 0 && bias->numel() == out[0].shape().back());
+  if (bias && per_column) post.bias = bias->data_as<float>();
+  if (!matmul_into(a, b, out[0], per_column ? &post : nullptr)) epilogue(out[0], bias, act);
 }
 
 void fused_conv_kernel(const KernelContext& ctx, std::span<const Tensor> in,

@@ -8,6 +8,10 @@
 #include <span>
 #include <string_view>
 
+#ifdef RLX_HAVE_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_math.h"
 
@@ -108,10 +112,24 @@ void visit(Act a, F&& f) {
 // strides, same dtype) broadcasts onto y. f16 / bf16 compute in f32.
 void epilogue(Tensor& y, const Tensor* bias, Act a);
 
+// A bias (f32, one value per output column, contiguous; may be null) and an activation
+// for the GEMM to apply as oneDNN post-ops.
+struct MatmulEpilogue {
+  const float* bias = nullptr;
+  Act act = Act::none;
+};
+
 // out = a @ b with NumPy matmul semantics over strided views (linalg.cpp): a transposed
 // view reaches BLAS as a transpose flag, not a copy. out is contiguous, of the product's
-// shape.
-void matmul_into(const Tensor& a, const Tensor& b, Tensor& out);
+// shape. Returns true when `post` (f32 only) was applied too, which happens where the
+// product runs as oneDNN's matmul primitive; otherwise the caller applies it.
+bool matmul_into(const Tensor& a, const Tensor& b, Tensor& out,
+                 const MatmulEpilogue* post = nullptr);
+
+#ifdef RLX_HAVE_DNNL
+// Appends the activation as a oneDNN eltwise post-op (silu is swish with alpha 1).
+void append_eltwise(dnnl::post_ops& po, Act act);
+#endif
 
 // The conv (transpose = false) or conv_transpose kernel with an activation after it: a
 // oneDNN post-op where oneDNN runs the conv, else an in-place epilogue (conv.cpp).

@@ -119,6 +119,8 @@ Mat describe(Tensor v, size_t nb_v, size_t nr, size_t nc, size_t nb, bool blas,
 
 struct Gemm {
   DType dtype;
+  const MatmulEpilogue* post = nullptr;  // bias / activation for oneDNN to run
+  bool post_done = false;                // ... and it did
   std::vector<int64_t> batch;  // the output's batch dims
   int64_t m = 1, n = 1, k = 1;
   Mat a, b;                  // m×k and k×n
@@ -332,25 +334,30 @@ class DnnlMatmul {
   }
 
   // False when oneDNN offers only its reference implementation for this problem (slow).
+  // `post`: a per-column bias and an activation to apply as post-ops.
   bool run(dnnl::memory::data_type dt, const Layout& la, const Layout& lb, int64_t m, int64_t n,
-           int64_t k, const void* a, const void* b, void* c) {
-    std::shared_ptr<Entry> e = find(dt, la, lb, m, n, k);
+           int64_t k, const void* a, const void* b, void* c, const MatmulEpilogue* post = nullptr) {
+    std::shared_ptr<Entry> e = find(dt, la, lb, m, n, k, post);
     if (!e->prim) return false;
     thread_local dnnl::stream stream(engine_);
     using dnnl::memory;
     memory ma(e->a, engine_, const_cast<void*>(a)), mb(e->b, engine_, const_cast<void*>(b)),
         mc(e->c, engine_, c);
-    e->prim.execute(stream, {{DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}});
+    std::unordered_map<int, memory> args{
+        {DNNL_ARG_SRC, ma}, {DNNL_ARG_WEIGHTS, mb}, {DNNL_ARG_DST, mc}};
+    if (post && post->bias)
+      args.emplace(DNNL_ARG_BIAS, memory(e->bias, engine_, const_cast<float*>(post->bias)));
+    e->prim.execute(stream, args);
     stream.wait();
     return true;
   }
 
  private:
   struct Entry {
-    dnnl::memory::desc a, b, c;
+    dnnl::memory::desc a, b, c, bias;
     dnnl::matmul prim;  // empty: no fast implementation
   };
-  using Key = std::array<int64_t, 8>;
+  using Key = std::array<int64_t, 10>;
   struct KeyHash {
     size_t operator()(const Key& key) const { return size_t(fnv1a64(key.data(), sizeof(Key))); }
   };
@@ -364,8 +371,9 @@ class DnnlMatmul {
   }
 
   std::shared_ptr<Entry> find(dnnl::memory::data_type dt, const Layout& la, const Layout& lb,
-                              int64_t m, int64_t n, int64_t k) {
-    Key key{int64_t(dt), m, n, k, la.trans, la.ld, lb.trans, lb.ld};
+                              int64_t m, int64_t n, int64_t k, const MatmulEpilogue* post) {
+    int64_t act = post ? int64_t(post->act) : -1, bias = post && post->bias;
+    Key key{int64_t(dt), m, n, k, la.trans, la.ld, lb.trans, lb.ld, act, bias};
     std::lock_guard<std::mutex> lock(mu_);
     auto it = cache_.find(key);
     if (it != cache_.end()) return it->second;
@@ -373,8 +381,17 @@ class DnnlMatmul {
     e->a = desc(dt, m, k, la);
     e->b = desc(dt, k, n, lb);
     e->c = desc(dt, m, n, Layout{false, n});
+    if (bias) e->bias = desc(dnnl::memory::data_type::f32, 1, n, Layout{false, n});
     try {
-      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(e->a, e->b, e->c), engine_);
+      dnnl::primitive_attr attr;
+      if (post && post->act != Act::none) {
+        dnnl::post_ops po;
+        append_eltwise(po, post->act);
+        attr.set_post_ops(po);
+      }
+      dnnl::matmul::desc md = bias ? dnnl::matmul::desc(e->a, e->b, e->bias, e->c)
+                                   : dnnl::matmul::desc(e->a, e->b, e->c);
+      dnnl::matmul::primitive_desc pd(md, attr, engine_);
       if (std::string_view(pd.impl_info_str()).substr(0, 3) != "ref") e->prim = dnnl::matmul(pd);
     } catch (const dnnl::error&) {
       // No implementation: the caller falls back.
@@ -394,7 +411,7 @@ class DnnlMatmul {
 constexpr double kPrimitiveMin = 256.0 * 256.0 * 256.0;
 #endif
 
-void run_library(const Gemm& g) {
+void run_library(Gemm& g) {
   Layout la = *blas_layout(g.a), lb = *blas_layout(g.b);
   switch (g.dtype) {
     case DType::f32: {
@@ -407,9 +424,13 @@ void run_library(const Gemm& g) {
 #ifdef RLX_HAVE_DNNL
         // Large products: the matmul primitive scales over the cores better than dnnl_sgemm
         // (1024^3 on 2 cores: ~300 against ~180 GFLOP/s).
+        // A bias and activation go along as post-ops (on the output while it is hot).
         if (double(g.m) * double(g.n) * double(g.k) >= kPrimitiveMin &&
-            DnnlMatmul::get().run(dnnl::memory::data_type::f32, la, lb, g.m, g.n, g.k, a, b, c))
+            DnnlMatmul::get().run(dnnl::memory::data_type::f32, la, lb, g.m, g.n, g.k, a, b, c,
+                                  g.post)) {
+          g.post_done = g.post != nullptr;  // the same for every batch (one cached primitive)
           return;
+        }
 #endif
         sgemm(la, lb, g.m, g.n, g.k, a, b, c);
       });
@@ -453,7 +474,7 @@ void run_gemm(Gemm& g, const Tensor& out, bool library) {
 // --- the ops -------------------------------------------------------------------------------
 
 void matmul_kernel(const KernelContext&, std::span<const Tensor> in, std::span<Tensor> out) {
-  matmul_into(in[0], in[1], out[0]);
+  matmul_into(in[0], in[1], out[0], nullptr);
 }
 
 void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
@@ -505,17 +526,21 @@ void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
 
 }  // namespace
 
-void matmul_into(const Tensor& a, const Tensor& b, Tensor& out) {
+bool matmul_into(const Tensor& a, const Tensor& b, Tensor& out, const MatmulEpilogue* post) {
   bool av = a.rank() == 1, bv = b.rank() == 1;
   Gemm g;
   g.dtype = a.dtype();
+  if (g.dtype == DType::f32 && !bv) g.post = post;  // 1-D b: the output's columns are rows
   g.k = a.shape().back();
   g.m = av ? 1 : a.shape()[size_t(a.rank() - 2)];
   g.n = bv ? 1 : b.shape().back();
   size_t out_mat = (av ? 0 : 1) + (bv ? 0 : 1);
   g.batch.assign(out.shape().begin(), out.shape().end() - std::ptrdiff_t(out_mat));
   g.out = static_cast<char*>(out.data());
-  if (out.numel() == 0 || g.k == 0) return run_gemm(g, out, false);
+  if (out.numel() == 0 || g.k == 0) {
+    run_gemm(g, out, false);
+    return false;
+  }
   // A B without batch dims usually lets the batch fold into m (fold_batches).
   int64_t m = b.rank() <= 2 ? g.m * numel_of(g.batch) : g.m;
   bool library = use_library(g.dtype, m, g.n, g.k);
@@ -523,6 +548,7 @@ void matmul_into(const Tensor& a, const Tensor& b, Tensor& out) {
   g.a = describe(a, av ? 0 : size_t(a.rank() - 2), av ? 0 : 1, 1, nb, library, g.keep);
   g.b = describe(b, bv ? 0 : size_t(b.rank() - 2), 1, bv ? 0 : 1, nb, library, g.keep);
   run_gemm(g, out, library);
+  return g.post_done;
 }
 
 void register_linalg(KernelRegistry& r) {
