@@ -219,8 +219,8 @@ bool cache_enabled(const CompileOptions& options) {
 }
 
 // Everything that decides the compiled program: the graph, the device, the kernels (by
-// how many have been registered), the pipeline and its context, the thread count and
-// the bound dims.
+// how many have been registered), the pipeline and its context, the thread count, the
+// bound dims and the runtime's environment switches.
 std::string cache_key(const Graph& g, Device device,
                       const std::vector<std::string>& pipeline, const PassContext& ctx,
                       const CompileOptions& options) {
@@ -232,6 +232,11 @@ std::string cache_key(const Graph& g, Device device,
   for (const auto& p : pipeline) key += p + ",";
   key += "|";
   for (const auto& [name, size] : options.dims) key += name + "=" + std::to_string(size) + ",";
+  // The runtime reads these when a program is built.
+  for (const char* var : {"RLX_ARENA", "RLX_ARENA_PACKING"}) {
+    const char* v = std::getenv(var);
+    key += std::string("|") + (v ? v : "");
+  }
   return key;
 }
 
