@@ -64,16 +64,7 @@ Types infer_fused_matmul(const InferContext& ctx) {
       ctx.fail("expected ", flag, " only for an operand of rank >= 2, got ", ctx.input(i).str());
     std::swap(s[i][s[i].size() - 2], s[i][s[i].size() - 1]);
   }
-  Shape &a = s[0], &b = s[1];
-  // NumPy matmul: 1-D operands act as a row (a) or column (b) whose unit dim is dropped.
-  bool a_vec = a.size() == 1, b_vec = b.size() == 1;
-  if (a_vec) a.insert(a.begin(), Dim(1));
-  if (b_vec) b.push_back(Dim(1));
-  unify_dims(ctx, a.back(), b[b.size() - 2],
-             cat("contraction dims of ", ctx.input(0).str(), " and ", ctx.input(1).str()));
-  Shape out = broadcast_shapes(ctx, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
-  if (!a_vec) out.push_back(a[a.size() - 2]);
-  if (!b_vec) out.push_back(b.back());
+  Shape out = matmul_shape(ctx, s[0], s[1]);
   if (ctx.num_inputs() == 3) {
     // The bias broadcasts onto the product without growing it.
     const Shape& bias = ctx.shape(2);

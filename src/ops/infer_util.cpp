@@ -126,4 +126,16 @@ Dim unify_dims(const InferContext& ctx, const Dim& a, const Dim& b, std::string_
   return a;
 }
 
+Shape matmul_shape(const InferContext& ctx, Shape a, Shape b) {
+  bool a_vec = a.size() == 1, b_vec = b.size() == 1;
+  if (a_vec) a.insert(a.begin(), Dim(1));
+  if (b_vec) b.push_back(Dim(1));
+  unify_dims(ctx, a.back(), b[b.size() - 2],
+             cat("contraction dims of ", ctx.input(0).str(), " and ", ctx.input(1).str()));
+  Shape out = broadcast_shapes(ctx, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
+  if (!a_vec) out.push_back(a[a.size() - 2]);
+  if (!b_vec) out.push_back(b.back());
+  return out;
+}
+
 }  // namespace rlx::detail

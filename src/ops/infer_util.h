@@ -43,6 +43,10 @@ Dim dim_sum(const Dim& a, const Dim& b);
 // differ, or when they are different named symbols; returns the more specific one.
 Dim unify_dims(const InferContext& ctx, const Dim& a, const Dim& b, std::string_view what);
 
+// NumPy matmul's result shape for operand shapes a, b (1-D operands act as a row / column
+// whose unit dim is dropped; batch dims broadcast); the contraction dims must agree.
+Shape matmul_shape(const InferContext& ctx, Shape a, Shape b);
+
 // "[1,2,3]" for messages (Ints or Floats attributes).
 template <class T>
 std::string list_str(const std::vector<T>& v) {

@@ -23,17 +23,7 @@ Types infer_matmul(const InferContext& ctx) {
   expect_numeric_pair(ctx);
   expect_min_rank(ctx, 0, 1);
   expect_min_rank(ctx, 1, 1);
-  Shape a = ctx.shape(0), b = ctx.shape(1);
-  // 1-D operands act as a row (a) or column (b) whose unit dim is dropped afterwards.
-  bool a_vec = a.size() == 1, b_vec = b.size() == 1;
-  if (a_vec) a.insert(a.begin(), Dim(1));
-  if (b_vec) b.push_back(Dim(1));
-  unify_dims(ctx, a.back(), b[b.size() - 2],
-             cat("contraction dims of ", ctx.input(0).str(), " and ", ctx.input(1).str()));
-  Shape out = broadcast_shapes(ctx, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
-  if (!a_vec) out.push_back(a[a.size() - 2]);
-  if (!b_vec) out.push_back(b.back());
-  return {{ctx.dtype(0), out}};
+  return {{ctx.dtype(0), matmul_shape(ctx, ctx.shape(0), ctx.shape(1))}};
 }
 
 // The normalised batch and contracting axes of one operand; none may repeat.

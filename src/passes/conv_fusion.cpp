@@ -28,35 +28,16 @@ std::unique_ptr<Graph> conv_fusion(const Graph& g, const PassContext& ctx) {
   UseInfo uses(g);
   FusionPlan plan(g);
   const auto& nodes = g.nodes();
-  auto only_user = [&](Value v) -> const Node* {
-    if (!uses.single_use(v)) return nullptr;
-    int32_t u = uses.users[size_t(v.id)][0];
-    return plan.taken(u) ? nullptr : &nodes[size_t(u)];
-  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     if (n.op_name() != "conv" || plan.taken(int32_t(i)) || !is_float(n.outputs[0].dtype()))
       continue;
-    std::vector<int32_t> chain{int32_t(i)};
-    Value cur = n.outputs[0], channel_bias;
-    std::string act = "none";
-    const Node* u = only_user(cur);
-    if (u && u->op_name() == "add" && u->outputs[0].type() == cur.type()) {
-      Value other = u->inputs[0] == cur ? u->inputs[1] : u->inputs[0];
-      if (per_channel(other, cur.shape())) {
-        channel_bias = other;
-        cur = u->outputs[0];
-        chain.push_back(int32_t(u - nodes.data()));
-        u = only_user(cur);
-      }
-    }
-    if (u) {
-      if (auto a = detail::activation_of(*u)) {
-        act = *a;
-        cur = u->outputs[0];
-        chain.push_back(int32_t(u - nodes.data()));
-      }
-    }
+    Epilogue e = grow_epilogue(g, uses, plan, int32_t(i), [&](Value other) {
+      return per_channel(other, n.outputs[0].shape());
+    });
+    const std::vector<int32_t>& chain = e.chain;
+    const std::string& act = e.activation;
+    Value cur = e.out, channel_bias = e.bias;
     if (chain.size() == 1) continue;
     Attrs attrs = n.attrs;
     std::string op = "conv";

@@ -1,6 +1,7 @@
 // The fusion passes' registration and shared pieces; each pass lives in its own file.
 #include "passes/fusion.h"
 
+#include "ops/fused.h"
 #include "passes/families.h"
 #include "rlx/kernel.h"
 #include "rlx/session.h"
@@ -75,6 +76,37 @@ void register_fusion_passes(PassRegistry& r) {
   register_attention_fusion(r);
   register_matmul_fusion(r);
   register_conv_fusion(r);
+}
+
+Epilogue grow_epilogue(const Graph& g, const UseInfo& uses, const FusionPlan& plan, int32_t root,
+                       const std::function<bool(Value)>& bias_ok) {
+  const auto& nodes = g.nodes();
+  auto only_user = [&](Value v) -> const Node* {
+    if (!uses.single_use(v)) return nullptr;
+    int32_t u = uses.users[size_t(v.id)][0];
+    return plan.taken(u) ? nullptr : &nodes[size_t(u)];
+  };
+  Epilogue e;
+  e.chain.push_back(root);
+  e.out = nodes[size_t(root)].outputs[0];
+  const Node* u = only_user(e.out);
+  if (u && u->op_name() == "add" && u->outputs[0].type() == e.out.type()) {
+    Value other = u->inputs[0] == e.out ? u->inputs[1] : u->inputs[0];
+    if (bias_ok(other)) {
+      e.bias = other;
+      e.out = u->outputs[0];
+      e.chain.push_back(int32_t(u - nodes.data()));
+      u = only_user(e.out);
+    }
+  }
+  if (u) {
+    if (auto a = detail::activation_of(*u)) {
+      e.activation = *a;
+      e.out = u->outputs[0];
+      e.chain.push_back(int32_t(u - nodes.data()));
+    }
+  }
+  return e;
 }
 
 }  // namespace rlx::passes

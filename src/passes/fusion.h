@@ -67,4 +67,16 @@ class FusionPlan {
   bool planned_ = false;
 };
 
+// The bias + activation tail of a matmul / conv at node `root`: an `add` (taken when
+// `bias_of(other operand)` accepts it) and then an activation, each the only, still free
+// reader of the value before it.
+struct Epilogue {
+  std::vector<int32_t> chain;  // root first, then the absorbed nodes
+  Value bias;                  // invalid: no add absorbed
+  Value out;                   // the last value of the chain
+  std::string activation = "none";
+};
+Epilogue grow_epilogue(const Graph& g, const UseInfo& uses, const FusionPlan& plan, int32_t root,
+                       const std::function<bool(Value)>& bias_ok);
+
 }  // namespace rlx::passes

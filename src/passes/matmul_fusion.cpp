@@ -76,35 +76,18 @@ std::unique_ptr<Graph> matmul_fusion(const Graph& g, const PassContext& ctx) {
   UseInfo uses(g);
   FusionPlan plan(g);
   const auto& nodes = g.nodes();
-  // The single node that reads v, when v has exactly one reader and it is still free.
-  auto only_user = [&](Value v) -> const Node* {
-    if (!uses.single_use(v)) return nullptr;
-    int32_t u = uses.users[size_t(v.id)][0];
-    return plan.taken(u) ? nullptr : &nodes[size_t(u)];
-  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     if (n.outputs.size() != 1 || !is_float(n.outputs[0].dtype()) || plan.taken(int32_t(i)))
       continue;
     std::optional<Product> p = product_of(n);
     if (!p) continue;
-    std::vector<int32_t> chain{int32_t(i)};
-    Value cur = n.outputs[0];
-    std::string act = "none";
-    const Node* u = only_user(cur);
-    if (u && !p->bias.valid() && u->op_name() == "add" && u->outputs[0].type() == cur.type()) {
-      p->bias = u->inputs[0] == cur ? u->inputs[1] : u->inputs[0];
-      cur = u->outputs[0];
-      chain.push_back(int32_t(u - nodes.data()));
-      u = only_user(cur);
-    }
-    if (u) {
-      if (auto a = detail::activation_of(*u)) {
-        act = *a;
-        cur = u->outputs[0];
-        chain.push_back(int32_t(u - nodes.data()));
-      }
-    }
+    bool has_bias = p->bias.valid();
+    Epilogue e = grow_epilogue(g, uses, plan, int32_t(i), [&](Value) { return !has_bias; });
+    if (e.bias.valid()) p->bias = e.bias;
+    const std::vector<int32_t>& chain = e.chain;
+    const std::string& act = e.activation;
+    Value cur = e.out;
     if (chain.size() == 1) continue;
     std::vector<Value> in{p->a, p->b};
     if (p->bias.valid()) in.push_back(p->bias);
