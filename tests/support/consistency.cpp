@@ -19,9 +19,9 @@ OpCheck ref_check(std::string op, DType dtype, Tensors inputs, Attrs attrs, RefF
 
 CheckTable all_checks() {
   CheckTable t;
-  for (auto* f : {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv,
-                  checks_pool, checks_nn, checks_random, checks_control, checks_autodiff,
-                  checks_region})
+  for (auto* f :
+       {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv, checks_pool,
+        checks_nn, checks_random, checks_control, checks_autodiff, checks_region})
     t.append(f());
   return t;
 }

@@ -21,6 +21,7 @@ GradTable all_grads() {
   t.append(grads_conv());
   t.append(grads_control());
   t.append(grads_autodiff());
+  t.append(grads_region());
   return t;
 }
 
