@@ -67,8 +67,8 @@ Types infer_region(const InferContext& ctx) {
     const TensorType& want = body.type(a.value);
     if (a.kind == ArgKind::param) ctx.fail("expected a body without params, got '", a.name, "'");
     if (want.dtype != ctx.dtype(i))
-      ctx.fail_type("expected input ", i, " of dtype ", dtype_name(want.dtype),
-                    " (body arg '", a.name, "'), got ", ctx.input(i).str());
+      ctx.fail_type("expected input ", i, " of dtype ", dtype_name(want.dtype), " (body arg '",
+                    a.name, "'), got ", ctx.input(i).str());
     if (!compatible(want.shape, ctx.shape(i)))
       ctx.fail("expected input ", i, " of type ", want.str(), " (body arg '", a.name, "'), got ",
                ctx.input(i).str());
@@ -78,8 +78,8 @@ Types infer_region(const InferContext& ctx) {
   auto expect_region_shape = [&](const TensorType& t, std::string_view what, size_t node) {
     if (!region) region = t.shape;
     if (*region != t.shape)
-      ctx.fail("expected every ", what, " to have the region shape ", shape_str(*region),
-               ", got ", t.str(), " at body node ", node);
+      ctx.fail("expected every ", what, " to have the region shape ", shape_str(*region), ", got ",
+               t.str(), " at body node ", node);
   };
   const auto& nodes = body.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -105,8 +105,8 @@ Types infer_region(const InferContext& ctx) {
     } else if (is_region_view_op(op.name)) {
       Kind src = kind[size_t(n.inputs[0].id)];
       if (src != Kind::arg && src != Kind::view)
-        ctx.fail("expected '", op.name, "' in a body to read an input, got a computed value at node ",
-                 i);
+        ctx.fail("expected '", op.name,
+                 "' in a body to read an input, got a computed value at node ", i);
       k = Kind::view;
     } else if (is_region_reduction(op)) {
       if (!trailing_reduced(n.attrs, in[0].rank()))
@@ -115,8 +115,10 @@ Types infer_region(const InferContext& ctx) {
       expect_region_shape(in[0], "reduced input", i);
       k = Kind::reduced;
     } else {
-      ctx.fail("expected elementwise ops, broadcasts of inputs, scalar constants or trailing "
-               "reductions in the body, got '", op.name, "' at node ", i);
+      ctx.fail(
+          "expected elementwise ops, broadcasts of inputs, scalar constants or trailing "
+          "reductions in the body, got '",
+          op.name, "' at node ", i);
     }
     for (size_t j = 0; j < out.size(); ++j) {
       types[size_t(n.outputs[j].id)] = out[j];
@@ -128,8 +130,8 @@ Types infer_region(const InferContext& ctx) {
     Kind k = kind[size_t(o.value.id)];
     const TensorType& t = types[size_t(o.value.id)];
     if (k == Kind::arg || k == Kind::constant)
-      ctx.fail("expected body outputs computed in the body, got ", k == Kind::arg ? "arg" : "constant",
-               " output '", o.name, "'");
+      ctx.fail("expected body outputs computed in the body, got ",
+               k == Kind::arg ? "arg" : "constant", " output '", o.name, "'");
     if (k != Kind::reduced) expect_region_shape(t, "output", body.nodes().size());
     result.push_back(t);
   }
@@ -157,7 +159,8 @@ std::vector<Value> vjp_region(const RuleArgs& a, std::span<const Value> cts) {
   std::unique_ptr<Graph> vg = transform::vjp(*a.subgraphs[0], wrt);
   Values args(a.inputs.begin(), a.inputs.end());
   for (int k : float_positions(a.outputs))
-    args.push_back(cts[size_t(k)].valid() ? cts[size_t(k)] : rules::zeros_like(a.outputs[size_t(k)]));
+    args.push_back(cts[size_t(k)].valid() ? cts[size_t(k)]
+                                          : rules::zeros_like(a.outputs[size_t(k)]));
   Values res = inline_graph(*vg, a.g, args);
   for (size_t k = 0; k < wrt.size(); ++k) grads[size_t(wrt[k])] = res[k];
   return grads;
@@ -186,9 +189,8 @@ VmapResult vmap_region(const RuleArgs& a, std::span<const int> in_axes) {
     if (in_axes[i] >= 0) size = a.inputs[i].shape()[size_t(in_axes[i])];
   if (!size) fail<ValueError>(kRegionOp, "vmap: expected a batched input, got none");
   std::vector<int> chosen;
-  std::unique_ptr<Graph> vg = transform::vmap(*a.subgraphs[0],
-                                              std::vector<int>(in_axes.begin(), in_axes.end()), {},
-                                              *size, &chosen);
+  std::unique_ptr<Graph> vg = transform::vmap(
+      *a.subgraphs[0], std::vector<int>(in_axes.begin(), in_axes.end()), {}, *size, &chosen);
   return {inline_graph(*vg, a.g, Values(a.inputs.begin(), a.inputs.end())), chosen};
 }
 

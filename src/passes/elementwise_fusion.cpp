@@ -92,7 +92,7 @@ class Support {
 struct Region {
   int parent;
   Shape shape;
-  int lo, hi;             // first and last member (node indices)
+  int lo, hi;            // first and last member (node indices)
   int64_t reduced = -1;  // trailing axes its reductions fold (-1: none yet)
   std::vector<int> members;
 };
@@ -108,8 +108,13 @@ struct Fused {
 class Fusion {
  public:
   Fusion(const Graph& g, Support& support)
-      : g_(g), nodes_(g.nodes()), uses_(g), support_(support), reg_(nodes_.size(), -1),
-        reduction_(nodes_.size(), 0), node_stamp_(nodes_.size(), 0) {}
+      : g_(g),
+        nodes_(g.nodes()),
+        uses_(g),
+        support_(support),
+        reg_(nodes_.size(), -1),
+        reduction_(nodes_.size(), 0),
+        node_stamp_(nodes_.size(), 0) {}
 
   std::unique_ptr<Graph> run() {
     for (size_t i = 0; i < nodes_.size(); ++i) visit(int(i));
@@ -133,8 +138,8 @@ class Fusion {
 
   bool fusible(const Node& n) {
     return n.op->has(Trait::elementwise) && pure(*n.op) && n.subgraphs.empty() &&
-           n.outputs.size() == 1 && !n.inputs.empty() &&
-           !has_unknown_dim(n.outputs[0].shape()) && support_.node(n);
+           n.outputs.size() == 1 && !n.inputs.empty() && !has_unknown_dim(n.outputs[0].shape()) &&
+           support_.node(n);
   }
 
   void visit(int i) {
@@ -243,11 +248,12 @@ class Fusion {
   }
 
   // Whether a member of `from` reads a reduced value of `other`, or a value outside both
-  // that depends on `other`.
+  // that depends on `other`. Past the search budget (a very large region): "yes".
   bool reads_through(int from, int other) {
     int budget = kSearchBudget;
     for (int m : regions_[size_t(from)].members) {
       for (Value v : nodes_[size_t(m)].inputs) {
+        if (--budget < 0) return true;
         int p = producer(v);
         if (p < 0) continue;
         int r = region_of(p);
@@ -256,7 +262,7 @@ class Fusion {
           if (reduction_[size_t(p)]) return true;
           continue;
         }
-        if (--budget < 0 || depends_on(p, other, -1)) return true;
+        if (depends_on(p, other, -1)) return true;
       }
     }
     return false;
@@ -278,23 +284,22 @@ class Fusion {
       stack_.pop_back();
       int r = region_of(q);
       if (r >= 0 && (r == a || r == b)) return true;
-      const std::vector<int>* members = nullptr;
-      std::vector<int> single;
+      const int* members = &q;  // a node outside any region is a unit of one
+      size_t count = 1;
       if (r >= 0) {
         if (region_stamp_[size_t(r)] == stamp_) continue;
         region_stamp_[size_t(r)] = stamp_;
         if (regions_[size_t(r)].hi < lo) continue;
-        members = &regions_[size_t(r)].members;
-      } else {
-        if (q < lo) continue;
-        single = {q};
-        members = &single;
+        members = regions_[size_t(r)].members.data();
+        count = regions_[size_t(r)].members.size();
+      } else if (q < lo) {
+        continue;
       }
-      for (int m : *members)
-        for (Value v : nodes_[size_t(m)].inputs) {
+      for (size_t k = 0; k < count; ++k)
+        for (Value v : nodes_[size_t(members[k])].inputs) {
+          if (--budget < 0) return true;
           int x = producer(v);
           if (x < 0 || node_stamp_[size_t(x)] == stamp_) continue;
-          if (--budget < 0) return true;
           node_stamp_[size_t(x)] = stamp_;
           stack_.push_back(x);
         }
@@ -409,7 +414,8 @@ class Fusion {
       Value out = nodes_[i].outputs.empty() ? Value{} : nodes_[i].outputs[0];
       if (pulled_by[i].empty() || source[i] || uses_.is_output[size_t(out.id)]) continue;
       bool drop = true;
-      for (int u : uses_.users[size_t(out.id)]) drop = drop && (fused_of_[size_t(u)] >= 0 || dropped_[size_t(u)]);
+      for (int u : uses_.users[size_t(out.id)])
+        drop = drop && (fused_of_[size_t(u)] >= 0 || dropped_[size_t(u)]);
       dropped_[i] = drop;
     }
   }
@@ -458,7 +464,8 @@ class Fusion {
         Frame& top = stack.back();
         if (top.next < top.needs.size()) {
           int d = top.needs[top.next++];
-          if (!done(d) && !dropped_[size_t(d)]) stack.push_back({d, needs(d, fused_of_[size_t(d)])});
+          if (!done(d) && !dropped_[size_t(d)])
+            stack.push_back({d, needs(d, fused_of_[size_t(d)])});
           continue;
         }
         int node = top.node, f = fused_of_[size_t(node)];
@@ -483,14 +490,14 @@ class Fusion {
   const std::vector<Node>& nodes_;
   UseInfo uses_;
   Support& support_;
-  std::vector<int> reg_;             // per node: its region (before find), or -1
-  std::vector<uint8_t> reduction_;   // per node: a reduction member
+  std::vector<int> reg_;            // per node: its region (before find), or -1
+  std::vector<uint8_t> reduction_;  // per node: a reduction member
   std::vector<Region> regions_;
   std::vector<int> node_stamp_, region_stamp_, stack_;
   int stamp_ = 0;
   std::vector<Fused> fused_;
-  std::vector<int> fused_of_;       // per node: its fused region, or -1
-  std::vector<uint8_t> dropped_;    // per node: copied into every region that reads it
+  std::vector<int> fused_of_;     // per node: its fused region, or -1
+  std::vector<uint8_t> dropped_;  // per node: copied into every region that reads it
 };
 
 std::unique_ptr<Graph> elementwise_fusion(const Graph& g, const PassContext& ctx) {

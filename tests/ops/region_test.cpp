@@ -68,16 +68,18 @@ TEST(RegionOp, RejectsBodiesThatAreNotRegions) {
       EXPECT_NE(std::string(e.what()).find("fused_elementwise"), std::string::npos) << e.what();
     }
   };
-  expect_rejected([](Graph&, const std::vector<Value>& v) { return std::vector<Value>{transpose(v[0])}; },
-                  "a transpose");
+  expect_rejected(
+      [](Graph&, const std::vector<Value>& v) { return std::vector<Value>{transpose(v[0])}; },
+      "a transpose");
   expect_rejected(
       [](Graph&, const std::vector<Value>& v) {
         Value s = sum(v[0], {1}, true);
         return std::vector<Value>{v[0] - s};
       },
       "a reduced value read in the body");
-  expect_rejected([](Graph&, const std::vector<Value>& v) { return std::vector<Value>{sum(exp(v[0]), {0})}; },
-                  "a reduction over a leading axis");
+  expect_rejected(
+      [](Graph&, const std::vector<Value>& v) { return std::vector<Value>{sum(exp(v[0]), {0})}; },
+      "a reduction over a leading axis");
   expect_rejected([](Graph&, const std::vector<Value>& v) { return std::vector<Value>{v[0]}; },
                   "an arg as output");
   expect_rejected(

@@ -393,7 +393,8 @@ TEST(ElementwiseFusion, LargeGraphIsFast) {
   ASSERT_GT(before, 10000u);
   auto t0 = std::chrono::steady_clock::now();
   std::unique_ptr<Graph> out = run_pass(kPass, g);
-  double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_NE(out, nullptr);
   EXPECT_NO_THROW(verify(*out));
   EXPECT_LT(out->nodes().size(), before / 2);

@@ -26,7 +26,8 @@ constexpr DType kInts[] = {DType::i8, DType::i16, DType::i32, DType::i64, DType:
 SubgraphPtr body_of(const Tensors& inputs, const Build& build) {
   auto g = std::make_shared<Graph>("body");
   std::vector<Value> args;
-  for (size_t i = 0; i < inputs.size(); ++i) args.push_back(g->input(cat("x", i), inputs[i].type()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    args.push_back(g->input(cat("x", i), inputs[i].type()));
   for (Value v : build(*g, args)) g->output(v);
   return g;
 }
@@ -114,7 +115,8 @@ void add_float_chains(CheckTable& t) {
           Vals m = eval({3, 4, 6}, in, [](const Vals& a) { return a[0] * a[1]; });
           Vals m1 = m;
           for (double& v : m1) v += 1;
-          return Tensors{tensor_of(dt, {3, 4, 6}, e), tensor_of(dt, {3, 4}, fold_rows(e, 12, 6, Fold::sum)),
+          return Tensors{tensor_of(dt, {3, 4, 6}, e),
+                         tensor_of(dt, {3, 4}, fold_rows(e, 12, 6, Fold::sum)),
                          tensor_of(dt, {3, 4, 1}, fold_rows(m, 12, 6, Fold::max)),
                          tensor_of(dt, {3, 4}, fold_rows(m, 12, 6, Fold::min)),
                          tensor_of(dt, {3, 4}, fold_rows(m1, 12, 6, Fold::mean))};
@@ -211,7 +213,8 @@ void add_large(CheckTable& t) {
         DType::f32, in,
         [](Graph&, const std::vector<Value>& x) {
           Value y = x[0] * x[0] - 0.5;
-          return std::vector<Value>{y, sum(y, {-1}), op("reduce_max", {y}, {{"axes", IntList{-1}}})};
+          return std::vector<Value>{y, sum(y, {-1}),
+                                    op("reduce_max", {y}, {{"axes", IntList{-1}}})};
         },
         [shape, rows, cols](const Tensors& in, const Attrs&) {
           Vals y = eval(shape, in, [](const Vals& a) { return double(float(a[0] * a[0]) - 0.5f); });
@@ -237,8 +240,7 @@ void add_empty(CheckTable& t) {
           return std::vector<Value>{y, sum(y * 2.0, {-1})};
         },
         [shape](const Tensors&, const Attrs&) {
-          return Tensors{tensor_of(DType::f32, shape, {}),
-                         Tensor::zeros(DType::f32, {shape[0]})};
+          return Tensors{tensor_of(DType::f32, shape, {}), Tensor::zeros(DType::f32, {shape[0]})};
         },
         cat("empty ", ints_str(shape))));
   }

@@ -48,6 +48,7 @@ GradTable grads_conv();  // conv, conv_transpose, pools, resize
 GradTable grads_control();
 GradTable grads_autodiff();  // reshape_like, broadcast_like, stop_gradient, checkpoint
 GradTable grads_fused();     // fused_matmul, fused_conv
+GradTable grads_region();    // fused_elementwise
 GradTable all_grads();
 
 // A check of every input in f64 (random values in [lo, hi]) — the common case.

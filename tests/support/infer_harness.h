@@ -52,6 +52,7 @@ std::vector<InferCase> random_cases();
 std::vector<InferCase> control_cases();
 std::vector<InferCase> autodiff_cases();
 std::vector<InferCase> fused_cases();
+std::vector<InferCase> region_cases();  // fused_elementwise
 std::vector<InferCase> all_cases();
 
 }  // namespace rlx::testing

@@ -51,36 +51,40 @@ RLX_FM_INLINE float exp(float x) {
   return scale_pow2(y, n);
 }
 
-// exp over n contiguous values. With AVX-512 the same reduction and polynomial run on
-// 16 lanes with roundscale for n and scalef for the 2^n scaling (one instruction each,
-// overflow and subnormal results included), which is what keeps exp at the memory
-// bandwidth rather than compute-bound on a few cores; the tail uses exp() above.
+#if defined(__AVX512F__)
+// e^v on 16 lanes: the reduction and polynomial of exp() with roundscale for n and scalef
+// for the 2^n scaling (one instruction each, overflow and subnormal results included).
+RLX_FM_INLINE __m512 exp16(__m512 v) {
+  const __m512 hi = _mm512_set1_ps(89.f), lo = _mm512_set1_ps(-104.f);
+  // Clamp with ordered compares, so NaN lanes keep v (NaN propagates).
+  v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
+  v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), v, lo);
+  // The masked forms (all lanes on) avoid g++ 12's -Wmaybe-uninitialized false positive
+  // on the unmasked intrinsics' undefined pass-through operand.
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 nf = _mm512_mask_roundscale_ps(zero, 0xffff,
+                                        _mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fmadd_ps(nf, _mm512_set1_ps(-0.693359375f), v);
+  r = _mm512_fmadd_ps(nf, _mm512_set1_ps(2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.f));
+  return _mm512_mask_scalef_ps(zero, 0xffff, e, nf);
+}
+#endif
+
+// exp over n contiguous values. With AVX-512, exp16 runs 16 lanes at a time, which is
+// what keeps exp at the memory bandwidth rather than compute-bound on a few cores; the
+// tail uses exp() above.
 inline void exp_n(const float* x, float* y, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
-  const __m512 hi = _mm512_set1_ps(89.f), lo = _mm512_set1_ps(-104.f);
-  for (; i + 16 <= n; i += 16) {
-    __m512 v = _mm512_loadu_ps(x + i);
-    // Clamp with ordered compares, so NaN lanes keep v (NaN propagates).
-    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
-    v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), v, lo);
-    // The masked forms (all lanes on) avoid g++ 12's -Wmaybe-uninitialized false positive
-    // on the unmasked intrinsics' undefined pass-through operand.
-    const __m512 zero = _mm512_setzero_ps();
-    __m512 nf = _mm512_mask_roundscale_ps(zero, 0xffff,
-                                          _mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
-                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fmadd_ps(nf, _mm512_set1_ps(-0.693359375f), v);
-    r = _mm512_fmadd_ps(nf, _mm512_set1_ps(2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.f));
-    _mm512_storeu_ps(y + i, _mm512_mask_scalef_ps(zero, 0xffff, e, nf));
-  }
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) y[i] = exp(x[i]);
 }
@@ -153,6 +157,26 @@ RLX_FM_INLINE float sigmoid(float x) {
   float e = exp(-std::fabs(x));
   float r = 1.f / (1.f + e);
   return x < 0.f ? e * r : r;
+}
+
+// sigmoid over n contiguous values. With AVX-512: exp16, and 1 / (1 + e) as rcp14 and
+// one Newton step (d is in [1, 2], so the step keeps full f32 accuracy) instead of a
+// division, whose throughput would bound the whole loop.
+inline void sigmoid_n(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX512F__)
+  const __m512 zero = _mm512_setzero_ps(), one = _mm512_set1_ps(1.f), two = _mm512_set1_ps(2.f);
+  for (; i + 16 <= n; i += 16) {
+    __m512 v = _mm512_loadu_ps(x + i);
+    __m512 e = exp16(_mm512_sub_ps(zero, _mm512_abs_ps(v)));
+    __m512 d = _mm512_add_ps(one, e);
+    __m512 r = _mm512_maskz_rcp14_ps(0xffff, d);
+    r = _mm512_mul_ps(r, _mm512_fnmadd_ps(d, r, two));
+    __mmask16 neg = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
+    _mm512_storeu_ps(y + i, _mm512_mask_mul_ps(r, neg, e, r));
+  }
+#endif
+  for (; i < n; ++i) y[i] = sigmoid(x[i]);
 }
 
 // cephes tanhf: an odd polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above.

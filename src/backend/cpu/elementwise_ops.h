@@ -144,7 +144,6 @@ RLX_FLOAT_UNARY(Sin, std::sin(x))
 RLX_FLOAT_UNARY(Cos, std::cos(x))
 RLX_FLOAT_UNARY(Tan, std::tan(x))
 RLX_FLOAT_UNARY(Tanh, m_tanh(x))
-RLX_FLOAT_UNARY(Sigmoid, m_sigmoid(x))
 RLX_FLOAT_UNARY(Erf, m_erf(x))
 RLX_FLOAT_UNARY(Floor, fm::floor(x))
 RLX_FLOAT_UNARY(Ceil, fm::ceil(x))
@@ -171,6 +170,16 @@ struct Exp {
     return m_exp(x);
   }
   void run(const float* x, float* y, int64_t n) const { fm::exp_n(x, y, n); }
+};
+
+// sigmoid too (fm::sigmoid_n: no division).
+struct Sigmoid {
+  static constexpr unsigned set = kFloat;
+  template <class C>
+  C operator()(C x) const {
+    return m_sigmoid(x);
+  }
+  void run(const float* x, float* y, int64_t n) const { fm::sigmoid_n(x, y, n); }
 };
 
 // Whole runs only (apply_n): fm::sqrt_n says why.
@@ -249,7 +258,6 @@ Op make_op(const Attrs& a) {
   else
     return Op{};
 }
-
 
 // --- binary functors ------------------------------------------------------------------
 
@@ -400,7 +408,6 @@ RLX_BINARY(Gt, kAll, bool, a > b)
 RLX_BINARY(Ge, kAll, bool, a >= b)
 #undef RLX_BINARY
 
-
 // x (a compute-type value) converted to the compute type of storage U.
 template <class U, bool ToBool, class C>
 auto convert(C x) {
@@ -418,6 +425,5 @@ auto convert(C x) {
                      : R(x);
   }
 }
-
 
 }  // namespace rlx::cpu::ewop
