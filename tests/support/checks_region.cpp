@@ -139,6 +139,27 @@ void add_float_chains(CheckTable& t) {
         },
         "mean and prod over all axes"));
 
+    // Cheap ops the kernel runs as pairs in one loop, the inner result at either operand.
+    in = {random_tensor(dt, {4, 5}, 20), random_tensor(dt, {5}, 21)};
+    t.add(region_check(
+        dt, in,
+        [](Graph& g, const std::vector<Value>& x) {
+          Value u = 1.5 - x[0] * x[1];
+          Value v = g.apply1("abs", {x[0]}) + 1.0;
+          Value z = g.apply1("min", {x[1], -x[0]});
+          return std::vector<Value>{u / v, z, g.apply1("square", {x[0] - x[1]}) * 0.5};
+        },
+        [dt](const Tensors& in, const Attrs&) {
+          Vals w = eval({4, 5}, in,
+                        [](const Vals& a) { return (1.5 - a[0] * a[1]) / (std::fabs(a[0]) + 1); });
+          Vals z = eval({4, 5}, in, [](const Vals& a) { return std::min(a[1], -a[0]); });
+          Vals q =
+              eval({4, 5}, in, [](const Vals& a) { return (a[0] - a[1]) * (a[0] - a[1]) * 0.5; });
+          return Tensors{tensor_of(dt, {4, 5}, w), tensor_of(dt, {4, 5}, z),
+                         tensor_of(dt, {4, 5}, q)};
+        },
+        "op pairs"));
+
     // A compare and select: where(x > 0, x, 0.1 x), rank 0.
     in = {random_tensor(dt, {}, 7)};
     t.add(region_check(

@@ -11,12 +11,17 @@
 // once and every output written once. Values that are the same at every element
 // (scalars, constants, ops on them) are filled or computed once per thread.
 //
-// Measured against the alternatives (bench/fusion_bench.cpp, 6-op f32 chains, 16M
-// elements): per-op loops over whole tensors (opt_level 0) are 2-3x slower; tiles of 512
-// to 1024 elements beat larger ones (2048: 1.3x, 4096 and more: 1.8x slower, the live
-// tiles no longer in L1); streaming stores and the prefetch gain ~5-15%. A hand-written
-// loop that keeps the whole chain in registers (what generated code would run) is ~1.5-3x
-// faster still: each step here costs an L1 round trip of its tile.
+// A cheap f32 op whose value only the next op reads runs with it in one loop (a pair from a
+// small set of templates), so the value skips its tile's L1 round trip, which bounds each
+// step.
+//
+// Measured against the alternatives (bench/fusion_bench.cpp, 6-op f32 chains on 16M
+// elements, 2 cores): per-op loops over whole tensors (opt_level 0) are 2.2-2.9x slower on
+// a chain with a sigmoid and 4.2-5x on an arithmetic one; tiles of 512 to 1024 elements
+// beat larger ones (2048: 1.3x, 4096 and more: 1.8x slower, the live tiles no longer in
+// L1); pairs cut the arithmetic chain's time by a third; streaming stores and the
+// prefetch gain ~5-15%. A hand-written loop that keeps the whole chain in registers (what
+// generated code would run) is 1.0-1.6x faster still.
 //
 // Trailing reductions fold each tile's row segments into per-row accumulators (f64 for
 // float sums, products and means, wrapping uint64 for integers, the compute type for max
@@ -34,6 +39,7 @@
 #include <limits>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <unordered_map>
 
 #include "backend/cpu/cpu_util.h"
@@ -397,6 +403,93 @@ std::optional<Reducer> reducer_for(std::string_view op, DType t) {
   return r;
 }
 
+// ---- pairs of cheap f32 steps ----------------------------------------------------------
+// A cheap op whose result only the next op reads runs in one loop with it: the value stays
+// in a register instead of taking a round trip through its tile (each step's loop is
+// bound by its L1 loads and stores). A small fixed set of templates: the arithmetic and
+// the piecewise-linear ops, in f32 (f16 / bf16 compute in f32 too).
+
+template <class F>
+constexpr bool kBinaryOp = requires(const F& f, float x) {
+  f(x, x);
+};
+
+using PairFn = void (*)(const float* a, const float* b, const float* c, float* y, int64_t n);
+
+// y = f2(f1(a[, b])[, c]), the inner result at operand Pos of f2.
+template <class F1, class F2, int Pos>
+void pair_loop(const float* a, const float* b, const float* c, float* y, int64_t n) {
+  const F1 f1{};
+  const F2 f2{};
+  for (int64_t i = 0; i < n; ++i) {
+    float t;
+    if constexpr (kBinaryOp<F1>)
+      t = f1(a[i], b[i]);
+    else
+      t = f1(a[i]);
+    if constexpr (!kBinaryOp<F2>)
+      y[i] = f2(t);
+    else if constexpr (Pos == 0)
+      y[i] = f2(t, c[i]);
+    else
+      y[i] = f2(c[i], t);
+  }
+}
+
+template <class... Fs>
+struct OpList {};
+using CheapOps = OpList<Add, Sub, Mul, Div, Max, Min, Neg, Relu, Square, Abs>;
+template <class F>
+constexpr std::string_view kCheapName = "";
+#define RLX_CHEAP(F, name) \
+  template <>              \
+  constexpr std::string_view kCheapName<F> = name;
+RLX_CHEAP(Add, "add")
+RLX_CHEAP(Sub, "sub")
+RLX_CHEAP(Mul, "mul")
+RLX_CHEAP(Div, "div")
+RLX_CHEAP(Max, "max")
+RLX_CHEAP(Min, "min")
+RLX_CHEAP(Neg, "neg")
+RLX_CHEAP(Relu, "relu")
+RLX_CHEAP(Square, "square")
+RLX_CHEAP(Abs, "abs")
+#undef RLX_CHEAP
+
+using PairKey = std::tuple<std::string_view, std::string_view, int>;  // inner, outer, Pos
+struct PairKeyHash {
+  size_t operator()(const PairKey& k) const {
+    return std::hash<std::string_view>()(std::get<0>(k)) * 31 +
+           std::hash<std::string_view>()(std::get<1>(k)) * 7 + size_t(std::get<2>(k));
+  }
+};
+using PairTable = std::unordered_map<PairKey, PairFn, PairKeyHash>;
+
+template <class F1>
+struct PairRow {
+  template <class... F2s>
+  static void add(PairTable& t, OpList<F2s...>) {
+    (add_one<F2s>(t), ...);
+  }
+  template <class F2>
+  static void add_one(PairTable& t) {
+    t[{kCheapName<F1>, kCheapName<F2>, 0}] = pair_loop<F1, F2, 0>;
+    if constexpr (kBinaryOp<F2>) t[{kCheapName<F1>, kCheapName<F2>, 1}] = pair_loop<F1, F2, 1>;
+  }
+};
+
+template <class... Fs>
+PairTable make_pairs(OpList<Fs...> ops) {
+  PairTable t;
+  (PairRow<Fs>::add(t, ops), ...);
+  return t;
+}
+
+const PairTable& pairs() {
+  static const PairTable t = make_pairs(CheapOps{});
+  return t;
+}
+
 // ---- the compiled body ---------------------------------------------------------------
 
 enum class Kind : uint8_t { arg, view, constant, computed, reduced };
@@ -415,6 +508,8 @@ struct Step {
   int out;
   std::vector<int> in;
   StepFn fn;
+  std::string_view op;  // the body op (pairs: the consumer's)
+  bool floats = false;  // operands and result computed in f32
 };
 
 struct OutputDesc {
@@ -436,6 +531,49 @@ struct Compiled {
   std::vector<ReductionDesc> reductions;
   int64_t reduced_axes = -1;  // trailing axes every reduction folds (-1: none)
 };
+
+// Merges each cheap f32 step into the next step that is its value's only reader (a body
+// output, a reduced value or a value read twice keeps its own step).
+void pair_steps(Compiled& c) {
+  std::vector<int> reads(c.slots.size(), 0), maker(c.slots.size(), -1);
+  for (const Step& st : c.steps)
+    for (int v : st.in) ++reads[size_t(v)];
+  for (const OutputDesc& o : c.outputs) reads[size_t(o.slot)] += 2;
+  for (const ReductionDesc& r : c.reductions) reads[size_t(r.src)] += 2;
+  std::vector<uint8_t> gone(c.steps.size(), 0);
+  for (size_t j = 0; j < c.steps.size(); ++j) {
+    Step& outer = c.steps[j];
+    maker[size_t(outer.out)] = int(j);
+    if (!outer.floats || outer.in.size() > 2) continue;
+    for (size_t pos = 0; pos < outer.in.size(); ++pos) {
+      int v = outer.in[pos], i = maker[size_t(v)];
+      if (i < 0 || gone[size_t(i)] || reads[size_t(v)] != 1) continue;
+      const Step& inner = c.steps[size_t(i)];
+      if (!inner.floats || inner.in.size() > 2 || inner.op.empty()) continue;
+      auto it = pairs().find({inner.op, outer.op, int(pos)});
+      if (it == pairs().end()) continue;
+      PairFn fn = it->second;
+      std::vector<int> in = inner.in;
+      in.resize(2, in[0]);  // a unary inner op ignores b
+      int other = outer.in.size() == 2 ? outer.in[1 - pos] : in[0];
+      int a = in[0], b = in[1], y = outer.out;
+      outer.fn = [fn, a, b, other, y](void* const* p, int64_t n) {
+        fn(static_cast<const float*>(p[a]), static_cast<const float*>(p[b]),
+           static_cast<const float*>(p[other]), static_cast<float*>(p[y]), n);
+      };
+      std::vector<int> ins = inner.in;
+      if (outer.in.size() == 2) ins.push_back(other);
+      outer.in = std::move(ins);
+      outer.op = {};  // a pair is not paired again
+      gone[size_t(i)] = 1;
+      break;
+    }
+  }
+  std::vector<Step> kept;
+  for (size_t j = 0; j < c.steps.size(); ++j)
+    if (!gone[j]) kept.push_back(std::move(c.steps[j]));
+  c.steps = std::move(kept);
+}
 
 // Compiles the body, or returns null when some node is not one the interpreter runs.
 std::shared_ptr<const Compiled> compile(const Graph& body) {
@@ -488,8 +626,13 @@ std::shared_ptr<const Compiled> compile(const Graph& body) {
       StepFn fn = it->second(n, in, out);
       if (!fn) return nullptr;
       s.kind = Kind::computed;
-      for (int v : in) c->slots[size_t(v)].read = true;
-      c->steps.push_back({out, std::move(in), std::move(fn)});
+      bool floats = compute_size(s.dtype) == 4 && is_float(s.dtype);
+      for (int v : in) {
+        c->slots[size_t(v)].read = true;
+        floats = floats && is_float(c->slots[size_t(v)].dtype) &&
+                 compute_size(c->slots[size_t(v)].dtype) == 4;
+      }
+      c->steps.push_back({out, std::move(in), std::move(fn), n.op->name, floats});
     }
   }
   for (const Output& o : body.outputs()) {
@@ -506,6 +649,7 @@ std::shared_ptr<const Compiled> compile(const Graph& body) {
     c->outputs.push_back(d);
   }
   if (c->outputs.empty()) return nullptr;
+  pair_steps(*c);
   return c;
 }
 
