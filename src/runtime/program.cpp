@@ -77,7 +77,9 @@ Program::Program(const Graph& g, Device device, const KernelRegistry& kernels, i
   const auto& nodes = lg.nodes();
   subgraphs_.resize(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
-    if (nodes[i].subgraphs.empty()) continue;
+    // Only control ops run their subgraphs as programs; a fused region's body is data its
+    // kernel reads (KernelContext::graphs), so compiling it would be wasted work.
+    if (nodes[i].subgraphs.empty() || !nodes[i].op->has(Trait::control)) continue;
     auto sp = std::make_unique<SubgraphPrograms>();
     for (const auto& sub : nodes[i].subgraphs)
       sp->programs.push_back(std::make_unique<Program>(*sub, device, kernels, threads));
