@@ -11,6 +11,7 @@ CMAKE_ARGS ?=
 # Debian packages the build needs (checked with dpkg; only the missing ones are installed).
 DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clang-format \
   libopenblas-openmp-dev libdnnl-dev libcli11-dev nlohmann-json3-dev \
+  ocl-icd-opencl-dev libonnx-dev libprotobuf-dev libonnx-testdata \
   python3-torch python3-numpy gnuplot-nox
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)

@@ -1,0 +1,8 @@
+// ONNX converters: control ops (stub, filled in by its family's work).
+#include "frontend/onnx/context.h"
+
+namespace rlx::onnx_import {
+
+void register_control_converters() {}
+
+}  // namespace rlx::onnx_import

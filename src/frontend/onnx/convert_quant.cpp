@@ -1,0 +1,8 @@
+// ONNX converters: quant ops (stub, filled in by its family's work).
+#include "frontend/onnx/context.h"
+
+namespace rlx::onnx_import {
+
+void register_quant_converters() {}
+
+}  // namespace rlx::onnx_import
