@@ -57,11 +57,17 @@ void no_blocks(const NodeContext& ctx) {
                     ctx.attr_int("block_size", 0));
 }
 
+// The axis of per-axis parameters (a 1-D scale); unused (0) for a scalar scale.
+int64_t quant_axis(const NodeContext& ctx, int64_t rank) {
+  if (ctx.input(1).rank() != 1) return 0;
+  return normalize_axis(ctx, ctx.attr_int("axis", 1), rank);
+}
+
 std::vector<Value> quantize_linear(NodeContext& ctx) {
   no_blocks(ctx);
   Value x = ctx.input(0);
   int64_t rank = x.rank();
-  int64_t axis = rank > 0 ? normalize_axis(ctx, ctx.attr_int("axis", 1), rank) : 0;
+  int64_t axis = quant_axis(ctx, rank);
   DType out = DType::u8;
   if (ctx.has_input(2))
     out = ctx.input(2).dtype();
@@ -83,7 +89,7 @@ std::vector<Value> dequantize_linear(NodeContext& ctx) {
   Value x = ctx.input(0);
   if (!is_integer(x.dtype())) ctx.fail_type("expected an integer x, got ", x.type().str());
   int64_t rank = x.rank();
-  int64_t axis = rank > 0 ? normalize_axis(ctx, ctx.attr_int("axis", 1), rank) : 0;
+  int64_t axis = quant_axis(ctx, rank);
   DType wide = x.dtype() == DType::i64 ? DType::i64 : DType::i32;
   Value xi = ctx.cast(x, wide);
   if (ctx.has_input(2))
