@@ -28,54 +28,41 @@ int64_t one_int(const NodeContext& ctx, size_t i, const char* what) {
 }
 
 // ---- windows, mel matrix -----------------------------------------------------------------
+// Constants when their sizes are; onnx.cosine_window / onnx.mel_weight_matrix otherwise.
 
-// Generalised cosine windows a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N), N = size when
-// periodic, size - 1 when symmetric.
-std::vector<Value> cosine_window(NodeContext& ctx, double a0, double a1, double a2) {
-  int64_t size = one_int(ctx, 0, "size");
-  if (size < 0) ctx.fail("expected size >= 0, got ", size);
-  double den = double(ctx.attr_int("periodic", 1) ? size : size - 1);
-  std::vector<double> w(static_cast<size_t>(size));
-  for (int64_t n = 0; n < size; ++n) {
-    double t = 2.0 * std::numbers::pi * double(n) / den;
-    w[size_t(n)] = a0 - a1 * std::cos(t) + a2 * std::cos(2.0 * t);
-  }
-  return {ctx.constant(Tensor::from_doubles(output_datatype(ctx, 1), {size}, w))};
+bool all_constant(const NodeContext& ctx) {
+  for (size_t i = 0; i < ctx.num_inputs(); ++i)
+    if (ctx.has_input(i) && !ctx.constant_input(i)) return false;
+  return true;
 }
 
-// Triangular filters on the mel scale, [dft_length/2 + 1, num_mel_bins], as the ONNX spec's
-// reference: band edges are spectrogram bins floor((dft_length + 1) * hz / sample_rate).
-std::vector<Value> mel_weight_matrix(NodeContext& ctx) {
+std::vector<Value> cosine_window_op(NodeContext& ctx, double a0, double a1, double a2) {
+  DType dt = output_datatype(ctx, 1);
+  bool periodic = ctx.attr_int("periodic", 1) != 0;
+  if (!all_constant(ctx))
+    return {
+        ctx.apply1("onnx.cosine_window", {ctx.input(0)},
+                   {{"a0", a0}, {"a1", a1}, {"a2", a2}, {"periodic", periodic}, {"dtype", dt}})};
+  int64_t size = one_int(ctx, 0, "size");
+  if (size < 0) ctx.fail("expected size >= 0, got ", size);
+  return {
+      ctx.constant(Tensor::from_doubles(dt, {size}, cosine_window(size, periodic, a0, a1, a2)))};
+}
+
+std::vector<Value> mel_weight_matrix_op(NodeContext& ctx) {
+  DType dt = output_datatype(ctx, 1);
+  if (!all_constant(ctx)) {
+    std::vector<Value> in;
+    for (size_t i = 0; i < 5; ++i) in.push_back(ctx.input(i));
+    return {ctx.apply1("onnx.mel_weight_matrix", in, {{"dtype", dt}})};
+  }
   int64_t bins = one_int(ctx, 0, "num_mel_bins"), dft = one_int(ctx, 1, "dft_length"),
           rate = one_int(ctx, 2, "sample_rate");
   auto lo = ctx.floats_input(3), hi = ctx.floats_input(4);
   if (!lo || !hi || lo->size() != 1 || hi->size() != 1)
     ctx.fail("expected lower_edge_hertz and upper_edge_hertz to hold one value each");
-  if (bins < 1 || dft < 1 || rate < 1)
-    ctx.fail("expected num_mel_bins, dft_length and sample_rate >= 1, got ", bins, ", ", dft, ", ",
-             rate);
-  int64_t spec = dft / 2 + 1;
-  auto mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
-  double m0 = mel((*lo)[0]), step = (mel((*hi)[0]) - m0) / double(bins + 2);
-  std::vector<int64_t> edge(size_t(bins + 2));
-  for (int64_t i = 0; i < bins + 2; ++i) {
-    double hz = 700.0 * (std::pow(10.0, (double(i) * step + m0) / 2595.0) - 1.0);
-    edge[size_t(i)] = int64_t(std::floor(double(dft + 1) * hz / double(rate)));
-  }
-  std::vector<double> out(size_t(spec * bins), 0.0);
-  auto at = [&](int64_t j, int64_t i) -> double* {
-    if (j < 0 || j >= spec) ctx.fail("expected mel band edges within the spectrum, got bin ", j);
-    return &out[size_t(j * bins + i)];
-  };
-  for (int64_t i = 0; i < bins; ++i) {
-    int64_t l = edge[size_t(i)], c = edge[size_t(i + 1)], h = edge[size_t(i + 2)];
-    if (c == l)
-      *at(c, i) = 1.0;
-    else
-      for (int64_t j = l; j <= c; ++j) *at(j, i) = double(j - l) / double(c - l);
-    for (int64_t j = c; j < h; ++j) *at(j, i) = double(h - j) / double(h - c);
-  }
-  return {ctx.constant(Tensor::from_doubles(output_datatype(ctx, 1), {spec, bins}, out))};
+  std::vector<double> m = mel_weight_matrix(bins, dft, rate, (*lo)[0], (*hi)[0]);
+  return {ctx.constant(Tensor::from_doubles(dt, {dft / 2 + 1, bins}, m))};
 }
 
 // ---- DFT, STFT ---------------------------------------------------------------------------
@@ -85,9 +72,9 @@ Value dft(NodeContext& ctx, Value x, int64_t axis, int64_t length, bool inverse,
   DType dt = x.dtype();
   if (!is_float(dt)) ctx.fail_type("expected a float signal, got ", x.type().str());
   Value xc = ctx.cast(x, dt == DType::f64 ? dt : DType::f32);
-  Value y = ctx.apply1("onnx.dft", {xc},
-                       {{"axis", axis}, {"length", length}, {"inverse", inverse},
-                        {"onesided", onesided}});
+  Value y = ctx.apply1(
+      "onnx.dft", {xc},
+      {{"axis", axis}, {"length", length}, {"inverse", inverse}, {"onesided", onesided}});
   return ctx.cast(y, dt);
 }
 
@@ -107,8 +94,8 @@ std::vector<Value> convert_dft(NodeContext& ctx) {
     if (!d.is_static()) ctx.unsupported("expected a static signal length, got ", x.type().str());
     length = d.value();
   }
-  return {dft(ctx, x, axis, length, ctx.attr_int("inverse", 0) != 0,
-              ctx.attr_int("onesided", 0) != 0)};
+  return {
+      dft(ctx, x, axis, length, ctx.attr_int("inverse", 0) != 0, ctx.attr_int("onesided", 0) != 0)};
 }
 
 // Frames gathered at i * step + j, windowed, then a DFT of each frame.
@@ -116,6 +103,18 @@ std::vector<Value> convert_stft(NodeContext& ctx) {
   Value signal = ctx.input(0);
   if (signal.rank() != 3)
     ctx.fail("expected a signal [batch, length, 1 or 2], got ", signal.type().str());
+  bool runtime = !ctx.constant_input(1) || (ctx.has_input(3) && !ctx.constant_input(3));
+  if (runtime || !signal.shape()[1].is_static()) {  // frames counted at run time
+    DType dt = signal.dtype();
+    std::vector<Value> in{ctx.cast(signal, dt == DType::f64 ? dt : DType::f32), ctx.input(1)};
+    if (ctx.has_input(2)) in.push_back(ctx.cast(ctx.input(2), in[0].dtype()));
+    if (ctx.has_input(3)) in.push_back(ctx.input(3));
+    Value y = ctx.apply1("onnx.stft", in,
+                         {{"onesided", ctx.attr_int("onesided", 1) != 0},
+                          {"has_window", ctx.has_input(2)},
+                          {"has_length", ctx.has_input(3)}});
+    return {ctx.cast(y, dt)};
+  }
   int64_t step = one_int(ctx, 1, "frame_step");
   int64_t frame;
   if (ctx.has_input(3)) {
@@ -126,7 +125,6 @@ std::vector<Value> convert_stft(NodeContext& ctx) {
     ctx.fail("expected frame_length or a window of static length");
   }
   const Dim& len = signal.shape()[1];
-  if (!len.is_static()) ctx.unsupported("expected a static signal length, got ", signal.type().str());
   if (step < 1 || frame < 1 || frame > len.value())
     ctx.fail("expected frame_step >= 1 and 1 <= frame_length <= ", len.value(), ", got ", step,
              " and ", frame);
@@ -235,11 +233,11 @@ std::vector<Value> multinomial(NodeContext& ctx) {
     ctx.unsupported("expected a static [batch, classes] input, got ", x.type().str());
   int64_t b = x.shape()[0].value(), c = x.shape()[1].value(), n = ctx.attr_int("sample_size", 1);
   Value p = ctx.apply1("softmax", {ctx.cast(x, DType::f32)}, {{"axis", -1}});
-  Value cdf = ctx.apply1("expand_dims", {ctx.apply1("cumsum", {p}, {{"axis", 1}})},
-                         {{"axes", IntList{1}}});
+  Value cdf =
+      ctx.apply1("expand_dims", {ctx.apply1("cumsum", {p}, {{"axis", 1}})}, {{"axes", IntList{1}}});
   Value u = draw(ctx, false, {b, n, 1}, DType::f32);
-  Value k = ctx.apply1("sum", {ctx.cast(ctx.apply1("ge", {u, cdf}), DType::i64)},
-                       {{"axes", IntList{2}}});
+  Value k =
+      ctx.apply1("sum", {ctx.cast(ctx.apply1("ge", {u, cdf}), DType::i64)}, {{"axes", IntList{2}}});
   k = ctx.apply1("min", {k, ctx.scalar(DType::i64, double(c - 1))});
   return {ctx.cast(k, dtype_attr(ctx, DType::i32))};
 }
@@ -344,12 +342,13 @@ std::vector<Value> adam(NodeContext& ctx) {
 
 void register_misc_converters() {
   register_misc_onnx_ops();
-  add_converter("", "HannWindow", [](NodeContext& c) { return cosine_window(c, 0.5, 0.5, 0.0); });
+  add_converter("", "HannWindow",
+                [](NodeContext& c) { return cosine_window_op(c, 0.5, 0.5, 0.0); });
   add_converter("", "HammingWindow",
-                [](NodeContext& c) { return cosine_window(c, 25.0 / 46.0, 21.0 / 46.0, 0.0); });
+                [](NodeContext& c) { return cosine_window_op(c, 25.0 / 46.0, 21.0 / 46.0, 0.0); });
   add_converter("", "BlackmanWindow",
-                [](NodeContext& c) { return cosine_window(c, 0.42, 0.5, 0.08); });
-  add_converter("", "MelWeightMatrix", mel_weight_matrix);
+                [](NodeContext& c) { return cosine_window_op(c, 0.42, 0.5, 0.08); });
+  add_converter("", "MelWeightMatrix", mel_weight_matrix_op);
   add_converter("", "DFT", convert_dft);
   add_converter("", "STFT", convert_stft);
   add_converter("", "NonMaxSuppression", convert_nms);

@@ -73,7 +73,9 @@ std::vector<Value> quantize_linear(NodeContext& ctx) {
     out = ctx.input(2).dtype();
   else if (ctx.has_attr("output_dtype") && ctx.attr_int("output_dtype", 0) != 0) {
     auto t = dtype_from_onnx(int32_t(ctx.attr_int("output_dtype", 0)));
-    if (!t) ctx.unsupported("expected an output_dtype rlx can hold, got ", ctx.attr_int("output_dtype", 0));
+    if (!t)
+      ctx.unsupported("expected an output_dtype rlx can hold, got ",
+                      ctx.attr_int("output_dtype", 0));
     out = *t;
   }
   range_of(ctx, out);
@@ -140,8 +142,9 @@ Value integer_matmul(NodeContext& ctx, size_t a, size_t azp, size_t b, size_t bz
   if (av.rank() >= 1 && av.shape().back().is_static()) k = av.shape().back().value();
   DType cd = exact_dtype(k);
   auto per_row = [&](Value zp) {
-    return zp.rank() == 1 && av.rank() >= 2 ? ctx.apply1("expand_dims", {zp}, {{"axes", IntList{1}}})
-                                            : zp;
+    return zp.rank() == 1 && av.rank() >= 2
+               ? ctx.apply1("expand_dims", {zp}, {{"axes", IntList{1}}})
+               : zp;
   };
   return ctx.apply1("matmul", {shifted(ctx, a, azp, cd, per_row), shifted(ctx, b, bzp, cd)});
 }
@@ -152,12 +155,13 @@ std::vector<Value> matmul_integer(NodeContext& ctx) {
 
 Attrs conv_attrs(const NodeContext& ctx) {
   std::string pad = ctx.attr_string("auto_pad", "NOTSET");
-  std::string mode = pad == "NOTSET" ? "explicit"
+  std::string mode = pad == "NOTSET"       ? "explicit"
                      : pad == "SAME_UPPER" ? "same_upper"
                      : pad == "SAME_LOWER" ? "same_lower"
                      : pad == "VALID"      ? "valid"
                                            : "";
-  if (mode.empty()) ctx.fail("expected auto_pad NOTSET, SAME_UPPER, SAME_LOWER or VALID, got ", pad);
+  if (mode.empty())
+    ctx.fail("expected auto_pad NOTSET, SAME_UPPER, SAME_LOWER or VALID, got ", pad);
   return {{"strides", ctx.attr_ints("strides")},
           {"dilations", ctx.attr_ints("dilations")},
           {"pads", ctx.attr_ints("pads")},
@@ -197,8 +201,8 @@ std::vector<Value> qlinear_matmul(NodeContext& ctx) {
   Value a_scale = f32(ctx, ctx.input(1));
   if (a_scale.rank() == 1 && ctx.input(0).rank() >= 2)  // per row of a
     a_scale = ctx.apply1("expand_dims", {a_scale}, {{"axes", IntList{1}}});
-  Value mult = ctx.apply1("div", {ctx.apply1("mul", {a_scale, f32(ctx, ctx.input(4))}),
-                                  f32(ctx, ctx.input(6))});
+  Value mult = ctx.apply1(
+      "div", {ctx.apply1("mul", {a_scale, f32(ctx, ctx.input(4))}), f32(ctx, ctx.input(6))});
   return {requantize(ctx, acc, mult, 7)};
 }
 
@@ -217,8 +221,8 @@ std::vector<Value> qlinear_conv(NodeContext& ctx) {
     acc = ctx.apply1("add", {acc, b});
   }
   Value w_scale = along_axis(ctx, f32(ctx, ctx.input(4)), 1, rank);  // per output channel
-  Value mult = ctx.apply1("div", {ctx.apply1("mul", {f32(ctx, ctx.input(1)), w_scale}),
-                                  f32(ctx, ctx.input(6))});
+  Value mult = ctx.apply1(
+      "div", {ctx.apply1("mul", {f32(ctx, ctx.input(1)), w_scale}), f32(ctx, ctx.input(6))});
   return {requantize(ctx, acc, mult, 7)};
 }
 

@@ -25,8 +25,8 @@ struct ActDefault {
   double alpha, beta;
 };
 constexpr ActDefault kActDefaults[] = {
-    {"affine", 2, 1.0, 0.0},      {"leakyrelu", 1, 0.01, 0.0},  {"thresholdedrelu", 1, 1.0, 0.0},
-    {"scaledtanh", 2, 1.0, 1.0},  {"hardsigmoid", 2, 0.2, 0.5}, {"elu", 1, 1.0, 0.0},
+    {"affine", 2, 1.0, 0.0},     {"leakyrelu", 1, 0.01, 0.0},  {"thresholdedrelu", 1, 1.0, 0.0},
+    {"scaledtanh", 2, 1.0, 1.0}, {"hardsigmoid", 2, 0.2, 0.5}, {"elu", 1, 1.0, 0.0},
 };
 
 std::string lower(std::string s) {
@@ -94,7 +94,8 @@ std::vector<Value> convert_recurrent(NodeContext& ctx, const CellSpec& spec) {
               {"activation_alpha", alpha},
               {"activation_beta", beta},
               {"clip", ctx.has_attr("clip") ? ctx.attr_float("clip", 0.0) : 0.0}};
-  if (spec.gates == 3) attrs.set("linear_before_reset", ctx.attr_int("linear_before_reset", 0) != 0);
+  if (spec.gates == 3)
+    attrs.set("linear_before_reset", ctx.attr_int("linear_before_reset", 0) != 0);
   if (spec.gates == 4) attrs.set("input_forget", ctx.attr_int("input_forget", 0) != 0);
 
   std::vector<Value> inputs;
@@ -118,7 +119,8 @@ std::vector<Value> convert_recurrent(NodeContext& ctx, const CellSpec& spec) {
   attrs.set("slots", slots);
   std::vector<Value> outs = ctx.apply(spec.op, inputs, attrs);
   for (size_t i = 0; i < outs.size(); ++i) {
-    if (layout == 1) outs[i] = transpose(ctx, outs[i], i == 0 ? IntList{2, 0, 1, 3} : IntList{1, 0, 2});
+    if (layout == 1)
+      outs[i] = transpose(ctx, outs[i], i == 0 ? IntList{2, 0, 1, 3} : IntList{1, 0, 2});
     outs[i] = ctx.cast(outs[i], dt);
   }
   outs.resize(std::max(ctx.num_outputs(), size_t(1)));

@@ -64,8 +64,7 @@ class Fft {
     if (n_ <= 1) return;
     if (!sub_) return radix2(a);
     cd* b = work;
-    for (int64_t j = 0; j < m_; ++j)
-      b[j] = j < n_ ? a[j] * std::conj(chirp_[size_t(j)]) : cd(0);
+    for (int64_t j = 0; j < m_; ++j) b[j] = j < n_ ? a[j] * std::conj(chirp_[size_t(j)]) : cd(0);
     sub_->run(b, nullptr);
     for (int64_t j = 0; j < m_; ++j) b[j] *= kernel_[size_t(j)];
     inv_->run(b, nullptr);
@@ -113,8 +112,7 @@ std::vector<TensorType> infer_dft(const InferContext& ctx) {
   if (!c.is(1) && !c.is(2))
     ctx.fail("expected a last dim of 1 (real) or 2 (complex), got ", ctx.input(0).str());
   int64_t axis = a.get_int("axis"), length = a.get_int("length");
-  if (axis < 0 || axis >= rank - 1)
-    ctx.fail("expected axis in [0, ", rank - 2, "], got ", axis);
+  if (axis < 0 || axis >= rank - 1) ctx.fail("expected axis in [0, ", rank - 2, "], got ", axis);
   if (length < 1) ctx.fail("expected length >= 1, got ", length);
   Shape out = ctx.shape(0);
   out[size_t(axis)] = Dim(a.get_bool("onesided") ? length / 2 + 1 : length);
@@ -185,6 +183,153 @@ void register_dft() {
   KernelRegistry::global().add("onnx.dft", DeviceKind::cpu, dft_kernel, [](const KernelQuery& q) {
     return is_f32_or_f64(q.inputs[0].dtype);
   });
+}
+
+// ---- onnx.stft ----------------------------------------------------------------------------
+// For frame_step / frame_length known only at run time (the converter gathers frames and
+// uses onnx.dft when they are constants): signal [B, L, 1 or 2], frame_step, optional
+// window [frame_length], optional frame_length -> [B, frames, bins, 2].
+
+std::vector<TensorType> infer_stft(const InferContext& ctx) {
+  if (!is_f32_or_f64(ctx.dtype(0)))
+    ctx.fail_type("expected a signal of dtype f32 or f64, got ", ctx.input(0).str());
+  if (ctx.rank(0) != 3 || !(ctx.shape(0)[2].is(1) || ctx.shape(0)[2].is(2)))
+    ctx.fail("expected a signal [batch, length, 1 or 2], got ", ctx.input(0).str());
+  bool window = ctx.attrs().get_bool("has_window");
+  if (ctx.num_inputs() != size_t(window ? 3 : 2) + (ctx.attrs().get_bool("has_length") ? 1 : 0))
+    ctx.fail("expected inputs matching has_window / has_length, got ", ctx.num_inputs());
+  if (window && ctx.dtype(2) != ctx.dtype(0))
+    ctx.fail_type("expected a window of the signal's dtype, got ", ctx.input(2).str());
+  return {{ctx.dtype(0), {ctx.shape(0)[0], Dim::unknown(), Dim::unknown(), Dim(2)}}};
+}
+
+template <class T>
+void stft_frames(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Attrs& a = ctx.attrs;
+  bool has_window = a.get_bool("has_window"), onesided = a.get_bool("onesided");
+  const Tensor& x = in[0];
+  int64_t step = int64_t(in[1].to_doubles().at(0));
+  const Tensor* window = has_window ? &in[2] : nullptr;
+  int64_t frame = a.get_bool("has_length") ? int64_t(in.back().to_doubles().at(0))
+                  : window                 ? window->numel()
+                                           : -1;
+  int64_t B = x.shape()[0], L = x.shape()[1], c = x.shape()[2];
+  if (step < 1 || frame < 1 || frame > L || (window && window->numel() != frame))
+    fail<ValueError>("onnx.stft", "expected frame_step >= 1, 1 <= frame_length <= ", L,
+                     " and a window of frame_length values, got step ", step, ", length ", frame);
+  int64_t frames = (L - frame) / step + 1, bins = onesided ? frame / 2 + 1 : frame;
+  out[0] = Tensor::empty(x.dtype(), {B, frames, bins, 2});
+  const T* xp = x.data_as<const T>();
+  const T* wp = window ? window->data_as<const T>() : nullptr;
+  T* yp = out[0].data_as<T>();
+  Fft fft(frame, -1);
+  std::vector<cd> buf(static_cast<size_t>(frame)), work(static_cast<size_t>(2 * fft.work_size()));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t f = 0; f < frames; ++f) {
+      for (int64_t k = 0; k < frame; ++k) {
+        const T* p = xp + (b * L + f * step + k) * c;
+        double w = wp ? double(wp[k]) : 1.0;
+        buf[size_t(k)] = cd(double(p[0]) * w, c == 2 ? double(p[1]) * w : 0.0);
+      }
+      fft.run(buf.data(), work.data());
+      T* q = yp + (b * frames + f) * bins * 2;
+      for (int64_t k = 0; k < bins; ++k) {
+        q[2 * k] = T(buf[size_t(k)].real());
+        q[2 * k + 1] = T(buf[size_t(k)].imag());
+      }
+    }
+}
+
+void register_stft() {
+  OpDef d;
+  d.name = "onnx.stft";
+  d.arity(2, 4)
+      .attr("onesided", AttrKind::Bool, AttrValue(true))
+      .attr("has_window", AttrKind::Bool, AttrValue(false))
+      .attr("has_length", AttrKind::Bool, AttrValue(false));
+  d.doc =
+      "ONNX STFT with run-time frame parameters: signal [B, L, 1 or 2], frame_step, "
+      "[window], [frame_length] -> [B, frames, bins, 2].";
+  d.infer = infer_stft;
+  OpRegistry::global().add(std::move(d));
+  KernelRegistry::global().add(
+      "onnx.stft", DeviceKind::cpu,
+      [](const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+        if (in[0].dtype() == DType::f64)
+          stft_frames<double>(ctx, in, out);
+        else
+          stft_frames<float>(ctx, in, out);
+      },
+      {}, KernelFlags{.makes_outputs = true});
+}
+
+// ---- onnx.cosine_window, onnx.mel_weight_matrix -------------------------------------------
+// Tensors of a size given by input values (often graph inputs).
+
+int64_t int_scalar(const Tensor& t, const char* op, const char* what) {
+  if (t.numel() != 1)
+    fail<ValueError>(op, "expected ", what, " to hold one value, got ", t.type().str());
+  return int64_t(t.to_doubles()[0]);
+}
+
+void cosine_window_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                          std::span<Tensor> out) {
+  const Attrs& a = ctx.attrs;
+  int64_t size = int_scalar(in[0], "onnx.cosine_window", "size");
+  if (size < 0) fail<ValueError>("onnx.cosine_window", "expected size >= 0, got ", size);
+  std::vector<double> w = cosine_window(size, a.get_bool("periodic"), a.get_float("a0"),
+                                        a.get_float("a1"), a.get_float("a2"));
+  out[0] = Tensor::from_doubles(a.get_dtype("dtype"), {size}, w);
+}
+
+void mel_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  const char* op = "onnx.mel_weight_matrix";
+  int64_t bins = int_scalar(in[0], op, "num_mel_bins"), dft = int_scalar(in[1], op, "dft_length"),
+          rate = int_scalar(in[2], op, "sample_rate");
+  if (in[3].numel() != 1 || in[4].numel() != 1)
+    fail<ValueError>(op, "expected lower_edge_hertz and upper_edge_hertz to hold one value each");
+  std::vector<double> m =
+      mel_weight_matrix(bins, dft, rate, in[3].to_doubles()[0], in[4].to_doubles()[0]);
+  out[0] = Tensor::from_doubles(ctx.attrs.get_dtype("dtype"), {dft / 2 + 1, bins}, m);
+}
+
+void register_windows() {
+  OpDef w;
+  w.name = "onnx.cosine_window";
+  w.traits = Trait::nondifferentiable;
+  w.arity(1)
+      .attr("a0", AttrKind::Float)
+      .attr("a1", AttrKind::Float)
+      .attr("a2", AttrKind::Float, AttrValue(0.0))
+      .attr("periodic", AttrKind::Bool, AttrValue(true))
+      .attr("dtype", AttrKind::DType, AttrValue(DType::f32));
+  w.doc = "a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N) for n < size (N = size or size - 1).";
+  w.infer = [](const InferContext& ctx) {
+    if (!is_integer(ctx.dtype(0)) || ctx.rank(0) > 1)
+      ctx.fail_type("expected an integer size, got ", ctx.input(0).str());
+    return std::vector<TensorType>{{ctx.attrs().get_dtype("dtype"), {Dim::unknown()}}};
+  };
+  OpRegistry::global().add(std::move(w));
+  KernelRegistry::global().add("onnx.cosine_window", DeviceKind::cpu, cosine_window_kernel, {},
+                               KernelFlags{.makes_outputs = true});
+
+  OpDef m;
+  m.name = "onnx.mel_weight_matrix";
+  m.traits = Trait::nondifferentiable;
+  m.arity(5).attr("dtype", AttrKind::DType, AttrValue(DType::f32));
+  m.doc =
+      "ONNX MelWeightMatrix: num_mel_bins, dft_length, sample_rate, lower_edge_hertz, "
+      "upper_edge_hertz -> [dft_length/2 + 1, num_mel_bins] triangular mel filters.";
+  m.infer = [](const InferContext& ctx) {
+    for (size_t i = 0; i < 5; ++i)
+      if (ctx.rank(i) > 1)
+        ctx.fail("expected input ", i, " to be a scalar, got ", ctx.input(i).str());
+    return std::vector<TensorType>{
+        {ctx.attrs().get_dtype("dtype"), {Dim::unknown(), Dim::unknown()}}};
+  };
+  OpRegistry::global().add(std::move(m));
+  KernelRegistry::global().add("onnx.mel_weight_matrix", DeviceKind::cpu, mel_kernel, {},
+                               KernelFlags{.makes_outputs = true});
 }
 
 // ---- onnx.non_max_suppression -----------------------------------------------------------
@@ -305,7 +450,8 @@ Pool read_pool(const Attrs& a) {
     size_t end = n + 1 < counts.size() ? size_t(counts[n + 1]) : pool.size();
     p.grams.emplace_back();
     for (size_t i = begin; i + n < end; i += n + 1, ++next)
-      p.grams.back()[std::vector<int64_t>(pool.begin() + std::ptrdiff_t(i), pool.begin() + std::ptrdiff_t(i + n + 1))] =
+      p.grams.back()[std::vector<int64_t>(pool.begin() + std::ptrdiff_t(i),
+                                          pool.begin() + std::ptrdiff_t(i + n + 1))] =
           indexes[next];
   }
   return p;
@@ -321,7 +467,8 @@ std::vector<TensorType> infer_tfidf(const InferContext& ctx) {
   const IntList &counts = a.get_ints("ngram_counts"), &indexes = a.get_ints("ngram_indexes");
   const IntList& pool = a.get_ints("pool_int64s");
   int64_t lo = a.get_int("min_gram_length"), hi = a.get_int("max_gram_length");
-  if (lo < 1 || hi < lo) ctx.fail("expected 1 <= min_gram_length <= max_gram_length, got ", lo, ", ", hi);
+  if (lo < 1 || hi < lo)
+    ctx.fail("expected 1 <= min_gram_length <= max_gram_length, got ", lo, ", ", hi);
   if (a.get_int("max_skip_count") < 0) ctx.fail("expected max_skip_count >= 0");
   size_t grams = 0;
   for (size_t n = 0; n < counts.size(); ++n) {
@@ -332,10 +479,10 @@ std::vector<TensorType> infer_tfidf(const InferContext& ctx) {
     grams += size_t((end - begin) / int64_t(n + 1));
   }
   if (indexes.size() != grams)
-    ctx.fail("expected ", grams, " ngram_indexes (one per n-gram of the pool), got ", indexes.size());
+    ctx.fail("expected ", grams, " ngram_indexes (one per n-gram of the pool), got ",
+             indexes.size());
   const FloatList w = a.get_floats("weights");
-  if (!w.empty() && w.size() != grams)
-    ctx.fail("expected ", grams, " weights, got ", w.size());
+  if (!w.empty() && w.size() != grams) ctx.fail("expected ", grams, " weights, got ", w.size());
   int64_t width = 0;
   for (int64_t i : indexes) {
     if (i < 0) ctx.fail("expected ngram_indexes >= 0, got ", i);
@@ -381,7 +528,9 @@ void tfidf_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::spa
       }
     for (int64_t j = 0; j < width; ++j) {
       double c = count[size_t(j)];
-      double v = mode == "TF" ? c : mode == "IDF" ? (c > 0 ? wt[size_t(j)] : 0.0) : c * wt[size_t(j)];
+      double v = mode == "TF"    ? c
+                 : mode == "IDF" ? (c > 0 ? wt[size_t(j)] : 0.0)
+                                 : c * wt[size_t(j)];
       y[r * width + j] = float(v);
     }
   }
@@ -408,10 +557,56 @@ void register_tfidf() {
 
 }  // namespace
 
+std::vector<double> cosine_window(int64_t size, bool periodic, double a0, double a1, double a2) {
+  double den = double(periodic ? size : size - 1);
+  std::vector<double> w(static_cast<size_t>(std::max<int64_t>(size, 0)));
+  for (int64_t n = 0; n < size; ++n) {
+    double t = 2.0 * std::numbers::pi * double(n) / den;
+    w[size_t(n)] = a0 - a1 * std::cos(t) + a2 * std::cos(2.0 * t);
+  }
+  return w;
+}
+
+// As the ONNX spec's reference: band edges are the spectrogram bins
+// floor((dft_length + 1) * hz / sample_rate) of num_mel_bins + 2 points equally spaced in mel.
+std::vector<double> mel_weight_matrix(int64_t bins, int64_t dft, int64_t rate, double lo_hz,
+                                      double hi_hz) {
+  const char* op = "onnx.mel_weight_matrix";
+  if (bins < 1 || dft < 1 || rate < 1)
+    fail<ValueError>(op, "expected num_mel_bins, dft_length and sample_rate >= 1, got ", bins, ", ",
+                     dft, ", ", rate);
+  int64_t spec = dft / 2 + 1;
+  auto mel = [](double hz) { return 2595.0 * std::log10(1.0 + hz / 700.0); };
+  double m0 = mel(lo_hz), step = (mel(hi_hz) - m0) / double(bins + 2);
+  std::vector<int64_t> edge(static_cast<size_t>(bins + 2));
+  for (int64_t i = 0; i < bins + 2; ++i) {
+    double hz = 700.0 * (std::pow(10.0, (double(i) * step + m0) / 2595.0) - 1.0);
+    edge[size_t(i)] = int64_t(std::floor(double(dft + 1) * hz / double(rate)));
+  }
+  std::vector<double> out(static_cast<size_t>(spec * bins), 0.0);
+  auto at = [&](int64_t j, int64_t i) -> double& {
+    if (j < 0 || j >= spec)
+      fail<ValueError>(op, "expected mel band edges within the ", spec, " spectrum bins, got bin ",
+                       j);
+    return out[size_t(j * bins + i)];
+  };
+  for (int64_t i = 0; i < bins; ++i) {
+    int64_t l = edge[size_t(i)], c = edge[size_t(i + 1)], h = edge[size_t(i + 2)];
+    if (c == l)
+      at(c, i) = 1.0;
+    else
+      for (int64_t j = l; j <= c; ++j) at(j, i) = double(j - l) / double(c - l);
+    for (int64_t j = c; j < h; ++j) at(j, i) = double(h - j) / double(h - c);
+  }
+  return out;
+}
+
 void register_misc_onnx_ops() {
   static std::once_flag once;
   std::call_once(once, [] {
     register_dft();
+    register_stft();
+    register_windows();
     register_nms();
     register_tfidf();
   });

@@ -150,8 +150,8 @@ void gemm_nt(int64_t m, int64_t n, int64_t k, const double* a, int64_t lda, cons
   if (m == 1)
     cblas_dgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), 1.0, b, int(ldb), a, 1, beta, c, 1);
   else
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0, a, int(lda), b,
-                int(ldb), beta, c, int(ldc));
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.0, a, int(lda),
+                b, int(ldb), beta, c, int(ldc));
 }
 
 // ---- the kernel -------------------------------------------------------------------------
@@ -160,8 +160,8 @@ struct Config {
   Cell cell;
   int64_t S, B, I, H, G, dirs;
   bool reverse_only, lbr, input_forget;
-  double clip;  // <= 0: none
-  std::vector<ActFn> acts;  // per direction: 1 (RNN), 2 (GRU) or 3 (LSTM) functions
+  double clip;                // <= 0: none
+  std::vector<ActFn> acts;    // per direction: 1 (RNN), 2 (GRU) or 3 (LSTM) functions
   std::vector<int64_t> lens;  // per batch row
 };
 
@@ -212,9 +212,7 @@ void run_direction(const Config& c, int64_t d, const Ptrs<T>& p) {
   std::vector<T> gates(size_t(B * GH)), tmp(size_t(B * H));
   const T* Pd = p.P ? p.P + d * 3 * H : nullptr;
 
-  auto step_of = [&](int64_t s, int64_t b) {
-    return reverse ? c.lens[size_t(b)] - 1 - s : s;
-  };
+  auto step_of = [&](int64_t s, int64_t b) { return reverse ? c.lens[size_t(b)] - 1 - s : s; };
   auto y_row = [&](int64_t t, int64_t b) { return p.Y + ((t * c.dirs + d) * B + b) * H; };
 
   for (int64_t s = 0; s < S; ++s) {
@@ -317,8 +315,8 @@ Config read_config(Cell cell, const KernelContext& ctx, const Tensor& x,
   for (size_t i = 0; i < names.size(); ++i) {
     const ActName* n = find_act(names[i]);
     if (!n) fail<ValueError>(ctx.op.name, "expected a known activation, got '", names[i], "'");
-    c.acts.push_back({n->act, i < alpha.size() ? alpha[i] : n->alpha,
-                      i < beta.size() ? beta[i] : n->beta});
+    c.acts.push_back(
+        {n->act, i < alpha.size() ? alpha[i] : n->alpha, i < beta.size() ? beta[i] : n->beta});
   }
   c.lens.assign(size_t(c.B), c.S);
   if (const Tensor* lens = slot[kLens]) {
@@ -372,13 +370,13 @@ std::vector<TensorType> infer_recurrent(Cell cell, const InferContext& ctx) {
     ctx.fail("expected 'slots' naming the ONNX slot of each of the ", ctx.num_inputs(),
              " inputs (X, W, R first), got ", ints_str(slots));
   for (size_t i = 1; i < slots.size(); ++i)
-    if (slots[i] <= slots[i - 1] || slots[i] >= kSlots ||
-        (cell != Cell::lstm && slots[i] >= kC0))
+    if (slots[i] <= slots[i - 1] || slots[i] >= kSlots || (cell != Cell::lstm && slots[i] >= kC0))
       ctx.fail("expected increasing ONNX input slots, got ", ints_str(slots));
   DType dt = ctx.dtype(0);
   if (dt != DType::f32 && dt != DType::f64)
     ctx.fail_type("expected X of dtype f32 or f64, got ", ctx.input(0).str());
-  if (ctx.rank(0) != 3) ctx.fail("expected X of rank 3 [seq, batch, input], got ", ctx.input(0).str());
+  if (ctx.rank(0) != 3)
+    ctx.fail("expected X of rank 3 [seq, batch, input], got ", ctx.input(0).str());
   int64_t H = a.get_int("hidden_size");
   if (H < 1) ctx.fail("expected hidden_size >= 1, got ", H);
   int64_t dirs = a.get_string("direction") == "bidirectional" ? 2 : 1;
@@ -390,7 +388,8 @@ std::vector<TensorType> infer_recurrent(Cell cell, const InferContext& ctx) {
     bool ok = got.size() == want.size();
     for (size_t k = 0; ok && k < want.size(); ++k)
       ok = !(want[k].is_static() && got[k].is_static() && want[k].value() != got[k].value());
-    if (!ok) ctx.fail("expected ", what, " of shape ", shape_str(want), ", got ", ctx.input(i).str());
+    if (!ok)
+      ctx.fail("expected ", what, " of shape ", shape_str(want), ", got ", ctx.input(i).str());
   };
   for (size_t i = 1; i < slots.size(); ++i) {
     if (slots[i] == kLens) {
