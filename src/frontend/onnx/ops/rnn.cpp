@@ -9,6 +9,7 @@
 #include "frontend/onnx/ops/rnn.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "rlx/kernel.h"
@@ -78,6 +80,48 @@ const ActName* find_act(std::string name) {
   return nullptr;
 }
 
+// f32 sigmoid and tanh in loops that vectorise (libm's expf / tanhf calls do not): Cephes'
+// expf (range reduction by ln 2, degree-6 polynomial, about 1 ulp) and its tanhf (an odd
+// polynomial below |x| = 0.625, 1 - 2 / (e^2|x| + 1) above). The gates of a recurrent
+// step are a few hundred values, so these loops are a large share of a small model's time.
+inline float exp_f32(float x) {
+  x = std::clamp(x, -87.0f, 88.0f);
+  float fx = std::floor(x * 1.44269504088896341f + 0.5f);
+  x = x - fx * 0.693359375f + fx * 2.12194440e-4f;
+  float z = x * x;
+  float y =
+      ((((1.9875691500e-4f * x + 1.3981999507e-3f) * x + 8.3334519073e-3f) * x + 4.1665795894e-2f) *
+           x +
+       1.6666665459e-1f) *
+          x +
+      5.0000001201e-1f;
+  y = y * z + x + 1.0f;
+  int32_t bits = (int32_t(fx) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, 4);
+  return y * scale;
+}
+
+void sigmoid_f32(float* __restrict x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + exp_f32(-x[i]));
+}
+
+void tanh_f32(float* __restrict x, int64_t n) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    float v = x[i], a = std::abs(v), z = v * v;
+    float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
+                    1.33314422036e-1f) *
+                       z -
+                   3.33332819422e-1f) *
+                      z * v +
+                  v;
+    float big = 1.0f - 2.0f / (exp_f32(2.0f * a) + 1.0f);
+    x[i] = a < 0.625f ? small : std::copysign(big, v);
+  }
+}
+
 struct ActFn {
   Act act = Act::tanh;
   double alpha = 0, beta = 0;
@@ -91,10 +135,16 @@ struct ActFn {
         for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], T(0));
         return;
       case Act::tanh:
-        for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
+        if constexpr (std::is_same_v<T, float>)
+          tanh_f32(x, n);
+        else
+          for (int64_t i = 0; i < n; ++i) x[i] = std::tanh(x[i]);
         return;
       case Act::sigmoid:
-        for (int64_t i = 0; i < n; ++i) x[i] = T(1) / (T(1) + std::exp(-x[i]));
+        if constexpr (std::is_same_v<T, float>)
+          sigmoid_f32(x, n);
+        else
+          for (int64_t i = 0; i < n; ++i) x[i] = T(1) / (T(1) + std::exp(-x[i]));
         return;
       case Act::affine:
         for (int64_t i = 0; i < n; ++i) x[i] = a * x[i] + b;
@@ -179,6 +229,24 @@ void clip_values(T* x, int64_t n, double clip) {
   for (int64_t i = 0; i < n; ++i) x[i] = std::clamp(x[i], -c, c);
 }
 
+// Keeps BLAS on the calling thread while alive when `single` (OpenBLAS's OpenMP build
+// follows omp_get_max_threads()). Per-step products below ~1M multiply-adds are cheaper
+// than waking the BLAS threads at every step.
+struct SingleThread {
+  int restore = 0;
+  explicit SingleThread(bool single) {
+    if (single && omp_get_max_threads() > 1) {
+      restore = omp_get_max_threads();
+      omp_set_num_threads(1);
+    }
+  }
+  ~SingleThread() {
+    if (restore) omp_set_num_threads(restore);
+  }
+  SingleThread(const SingleThread&) = delete;
+  SingleThread& operator=(const SingleThread&) = delete;
+};
+
 template <class T>
 void run_direction(const Config& c, int64_t d, const Ptrs<T>& p) {
   const int64_t S = c.S, B = c.B, I = c.I, H = c.H, GH = c.G * c.H;
@@ -212,6 +280,7 @@ void run_direction(const Config& c, int64_t d, const Ptrs<T>& p) {
   std::vector<T> gates(size_t(B * GH)), tmp(size_t(B * H));
   const T* Pd = p.P ? p.P + d * 3 * H : nullptr;
 
+  SingleThread single(B * GH * H < (1 << 20));
   auto step_of = [&](int64_t s, int64_t b) { return reverse ? c.lens[size_t(b)] - 1 - s : s; };
   auto y_row = [&](int64_t t, int64_t b) { return p.Y + ((t * c.dirs + d) * B + b) * H; };
 
