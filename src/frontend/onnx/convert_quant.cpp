@@ -33,9 +33,11 @@ IntRange range_of(const NodeContext& ctx, DType t) {
   }
 }
 
-// A per-axis parameter [C] shaped to broadcast along `axis` of a rank-`rank` tensor.
+// A per-axis parameter [C] shaped to broadcast along `axis` of a rank-`rank` tensor; a
+// parameter of one element becomes a scalar.
 Value along_axis(NodeContext& ctx, Value v, int64_t axis, int64_t rank) {
   if (v.rank() != 1) return v;
+  if (v.shape()[0].is(1)) return ctx.apply1("reshape", {v}, {{"shape", IntList{}}});
   IntList axes;
   for (int64_t a = 1; a < rank - axis; ++a) axes.push_back(a);
   if (axes.empty()) return v;
@@ -57,9 +59,11 @@ void no_blocks(const NodeContext& ctx) {
                     ctx.attr_int("block_size", 0));
 }
 
-// The axis of per-axis parameters (a 1-D scale); unused (0) for a scalar scale.
+// The axis of per-axis parameters (a 1-D scale of more than one value); unused (0) for a
+// per-tensor scale.
 int64_t quant_axis(const NodeContext& ctx, int64_t rank) {
-  if (ctx.input(1).rank() != 1) return 0;
+  Value scale = ctx.input(1);
+  if (scale.rank() != 1 || scale.shape()[0].is(1)) return 0;
   return normalize_axis(ctx, ctx.attr_int("axis", 1), rank);
 }
 
