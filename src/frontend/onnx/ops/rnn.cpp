@@ -337,7 +337,9 @@ void run_direction(const Config& c, int64_t d, const Ptrs<T>& p) {
               gi[k] += Pd[k] * cb[k];
               gf[k] += Pd[2 * H + k] * cb[k];
             }
-          clip_values(g, GH, c.clip);
+          // o is clipped after its peephole term, which needs the new cell state.
+          clip_values(gi, H, c.clip);
+          clip_values(gf, 2 * H, c.clip);  // f and c
           act[0](gi, H);
           if (c.input_forget)
             for (int64_t k = 0; k < H; ++k) gf[k] = T(1) - gi[k];
