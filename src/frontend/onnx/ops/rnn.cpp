@@ -12,6 +12,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cmath>
 #include <cstring>
@@ -81,12 +82,18 @@ const ActName* find_act(std::string name) {
 }
 
 // f32 sigmoid and tanh in loops that vectorise (libm's expf / tanhf calls do not): Cephes'
-// expf (range reduction by ln 2, degree-6 polynomial, about 1 ulp) and its tanhf (an odd
-// polynomial below |x| = 0.625, 1 - 2 / (e^2|x| + 1) above). The gates of a recurrent
-// step are a few hundred values, so these loops are a large share of a small model's time.
+// expf (range reduction by ln 2, degree-6 polynomial) and its tanhf (an odd polynomial below
+// |x| = 0.625, 1 - 2 / (e^2|x| + 1) above); max relative error ~1.5e-7 over [-30, 30]. The
+// gates of a recurrent step are a few hundred values, so these loops are a large share of a
+// small model's time. No float-to-int conversion (it keeps GCC from vectorising): the
+// rounding to an integer multiple of ln 2 adds 1.5 * 2^23, whose low mantissa bits then
+// hold the integer.
 inline float exp_f32(float x) {
-  x = std::clamp(x, -87.0f, 88.0f);
-  float fx = std::floor(x * 1.44269504088896341f + 0.5f);
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  float t = x * 1.44269504088896341f + kRound;
+  float fx = t - kRound;
+  int32_t n = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kRound);
   x = x - fx * 0.693359375f + fx * 2.12194440e-4f;
   float z = x * x;
   float y =
@@ -96,21 +103,16 @@ inline float exp_f32(float x) {
           x +
       5.0000001201e-1f;
   y = y * z + x + 1.0f;
-  int32_t bits = (int32_t(fx) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, 4);
-  return y * scale;
+  return y * std::bit_cast<float>((n + 127) << 23);
 }
 
 void sigmoid_f32(float* __restrict x, int64_t n) {
-#pragma omp simd
   for (int64_t i = 0; i < n; ++i) x[i] = 1.0f / (1.0f + exp_f32(-x[i]));
 }
 
 void tanh_f32(float* __restrict x, int64_t n) {
-#pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
-    float v = x[i], a = std::abs(v), z = v * v;
+    float v = x[i], a = v < 0.0f ? -v : v, z = v * v;
     float small = ((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z +
                     1.33314422036e-1f) *
                        z -
@@ -118,7 +120,7 @@ void tanh_f32(float* __restrict x, int64_t n) {
                       z * v +
                   v;
     float big = 1.0f - 2.0f / (exp_f32(2.0f * a) + 1.0f);
-    x[i] = a < 0.625f ? small : std::copysign(big, v);
+    x[i] = a < 0.625f ? small : (v < 0.0f ? -big : big);
   }
 }
 
