@@ -108,7 +108,7 @@ double sigm(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 TEST(OnnxRnnOps, SequenceLengthsPerRowInBothDirections) {
   onnx_import::register_rnn_onnx_ops();
-  const int64_t S = 4, B = 3, I = 2, H = 3;
+  const int64_t S = 4, B = 6, I = 2, H = 3;
   for (const char* op : {"onnx.lstm", "onnx.gru"}) {
     bool lstm = std::string(op) == "onnx.lstm";
     int64_t G = lstm ? 4 : 3;
@@ -128,7 +128,7 @@ TEST(OnnxRnnOps, SequenceLengthsPerRowInBothDirections) {
     std::vector<float> xv = random_floats(size_t(S * B * I), 1),
                        wv = random_floats(size_t(2 * G * H * I), 2),
                        rv = random_floats(size_t(2 * G * H * H), 3);
-    std::vector<int32_t> lv{4, 2, 1};
+    std::vector<int32_t> lv{4, 2, 1, 3, 4, 0};
     auto res = run(g, {Tensor::from_vector(xv, {S, B, I}), Tensor::from_vector(wv, {2, G * H, I}),
                        Tensor::from_vector(rv, {2, G * H, H}), Tensor::from_vector(lv, {B})});
     std::vector<float> y = res[0].to_vector<float>(), yh = res[1].to_vector<float>();
