@@ -16,6 +16,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -491,6 +492,23 @@ void recurrent_kernel(Cell cell, const KernelContext& ctx, std::span<const Tenso
   // Rows past their sequence length keep zeros.
   if (std::any_of(c.lens.begin(), c.lens.end(), [&](int64_t n) { return n < c.S; }))
     std::memset(p.Y, 0, out[0].nbytes());
+  // The two directions of a small bidirectional layer run on two threads (each keeps its
+  // BLAS calls on its own thread); large ones leave the threads to BLAS.
+  bool small = c.B * c.G * c.H * c.H < (1 << 20);
+  if (c.dirs == 2 && small && omp_get_max_threads() > 1 && !omp_in_parallel()) {
+    std::exception_ptr error;
+#pragma omp parallel for num_threads(2)
+    for (int64_t d = 0; d < 2; ++d) {
+      try {
+        run_direction(c, d, p);
+      } catch (...) {
+#pragma omp critical(rlx_onnx_rnn_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+    return;
+  }
   for (int64_t d = 0; d < c.dirs; ++d) run_direction(c, d, p);
 }
 
