@@ -235,7 +235,7 @@ void small_m_block(const float* a, int64_t lda, const float* rt, int64_t ld, int
 template <class T>
 class RecurrentGemm {
  public:
-  RecurrentGemm(const T* R, int64_t gh, int64_t h, int64_t b) : R_(R), GH_(gh), H_(h), B_(b) {
+  RecurrentGemm(const T* R, int64_t gh, int64_t h, int64_t b) : R_(R), H_(h), B_(b) {
     if constexpr (std::is_same_v<T, float>) {
       if (b < 2 || b > 64) return;  // one row: BLAS's GEMV is faster
       ld_ = gh + 32;
@@ -267,7 +267,7 @@ class RecurrentGemm {
 
  private:
   const T* R_;
-  int64_t GH_, H_, B_, ld_ = 0;
+  int64_t H_, B_, ld_ = 0;
   std::vector<float> rt_;
 };
 
