@@ -223,9 +223,13 @@ void stft_frames(const KernelContext& ctx, std::span<const Tensor> in, std::span
   const T* wp = window ? window->data_as<const T>() : nullptr;
   T* yp = out[0].data_as<T>();
   Fft fft(frame, -1);
-  std::vector<cd> buf(static_cast<size_t>(frame)), work(static_cast<size_t>(2 * fft.work_size()));
-  for (int64_t b = 0; b < B; ++b)
-    for (int64_t f = 0; f < frames; ++f) {
+  int64_t lines = B * frames;
+#pragma omp parallel if (lines > 1 && lines * frame > 4096)
+  {
+    std::vector<cd> buf(static_cast<size_t>(frame)), work(static_cast<size_t>(2 * fft.work_size()));
+#pragma omp for
+    for (int64_t l = 0; l < lines; ++l) {
+      int64_t b = l / frames, f = l % frames;
       for (int64_t k = 0; k < frame; ++k) {
         const T* p = xp + (b * L + f * step + k) * c;
         double w = wp ? double(wp[k]) : 1.0;
@@ -238,6 +242,7 @@ void stft_frames(const KernelContext& ctx, std::span<const Tensor> in, std::span
         q[2 * k + 1] = T(buf[size_t(k)].imag());
       }
     }
+  }
 }
 
 void register_stft() {

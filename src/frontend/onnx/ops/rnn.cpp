@@ -235,9 +235,10 @@ void small_m_block(const float* a, int64_t lda, const float* rt, int64_t ld, int
 template <class T>
 class RecurrentGemm {
  public:
-  RecurrentGemm(const T* R, int64_t gh, int64_t h, int64_t b) : R_(R), H_(h), B_(b) {
+  RecurrentGemm(const T* R, int64_t gh, int64_t h, int64_t b, int64_t steps) : R_(R), H_(h), B_(b) {
     if constexpr (std::is_same_v<T, float>) {
-      if (b < 2 || b > 64) return;  // one row: BLAS's GEMV is faster
+      // One row: BLAS's GEMV is faster. Few steps: the transposition would not pay off.
+      if (b < 2 || b > 64 || steps < 4) return;
       ld_ = gh + 32;
       rt_.assign(size_t(h * ld_), 0.0f);
       for (int64_t j = 0; j < gh; ++j)
@@ -348,7 +349,7 @@ void run_direction(const Config& c, int64_t d, const Ptrs<T>& p) {
   const T* Pd = p.P ? p.P + d * 3 * H : nullptr;
 
   SingleThread single(B * GH * H < (1 << 20));
-  RecurrentGemm<T> rgemm(R, GH, H, B);
+  RecurrentGemm<T> rgemm(R, GH, H, B, S);
   auto step_of = [&](int64_t s, int64_t b) { return reverse ? c.lens[size_t(b)] - 1 - s : s; };
   auto y_row = [&](int64_t t, int64_t b) { return p.Y + ((t * c.dirs + d) * B + b) * H; };
 
