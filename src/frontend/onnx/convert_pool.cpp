@@ -1,0 +1,327 @@
+// ONNX converters: pools, Resize / Upsample, GridSample, RoiAlign, MaxUnpool.
+#include <algorithm>
+#include <cmath>
+
+#include "frontend/onnx/context.h"
+#include "frontend/onnx/convert_nn_util.h"
+#include "frontend/onnx/ops/nn.h"
+
+namespace rlx::onnx_import {
+
+namespace {
+
+Value binary(NodeContext& ctx, const char* op, Value a, Value b) {
+  return ctx.apply1(op, {a, b});
+}
+
+// ---- pools ---------------------------------------------------------------------------
+
+// The attributes of the core max_pool / avg_pool for this node.
+Attrs pool_attrs(const NodeContext& ctx, Value x) {
+  Attrs a = window_attrs(ctx);
+  IntList kernel = ctx.attr_ints("kernel_shape");
+  if (int64_t(kernel.size()) != x.rank() - 2)
+    ctx.fail("expected kernel_shape of length ", x.rank() - 2, " for ", x.type().str(), ", got ",
+             ints_str(kernel));
+  a.set("kernel_shape", kernel);
+  a.set("ceil_mode", ctx.attr_int("ceil_mode", 0) != 0);
+  return a;
+}
+
+std::vector<Value> convert_max_pool(NodeContext& ctx) {
+  Value x = ctx.input(0);
+  expect_spatial(ctx, x, 3);
+  Attrs a = pool_attrs(ctx, x);
+  DType dt = x.dtype();
+  // 8-bit integers pool exactly in f32.
+  bool widen = dt == DType::i8 || dt == DType::u8;
+  if (!is_float(dt) && !widen) ctx.fail_type("expected a float or 8-bit input, got ", x.type().str());
+  Value y = ctx.apply1("max_pool", {widen ? ctx.cast(x, DType::f32) : x}, a);
+  std::vector<Value> out{ctx.cast(y, dt)};
+  if (ctx.has_output(1)) {
+    register_nn_onnx_ops();
+    a.set("storage_order", ctx.attr_int("storage_order", 0));
+    out.push_back(ctx.apply1("onnx.max_pool_indices", {x}, a));
+  }
+  return out;
+}
+
+std::vector<Value> convert_avg_pool(NodeContext& ctx) {
+  Value x = ctx.input(0);
+  expect_spatial(ctx, x, 3);
+  Attrs a = pool_attrs(ctx, x);
+  a.set("count_include_pad", ctx.attr_int("count_include_pad", 0) != 0);
+  return {ctx.apply1("avg_pool", {x}, a)};
+}
+
+std::vector<Value> convert_global_pool(NodeContext& ctx, const char* op) {
+  Value x = ctx.input(0);
+  if (x.rank() < 3) ctx.fail("expected input of rank >= 3, got ", x.type().str());
+  return {ctx.apply1(op, {x})};
+}
+
+// |x|^p; p = 1 and 2 without pow.
+Value abs_pow(NodeContext& ctx, Value x, int64_t p) {
+  if (p == 2) return ctx.apply1("square", {x});
+  Value a = ctx.apply1("abs", {x});
+  return p == 1 ? a : binary(ctx, "pow", a, ctx.scalar(x.dtype(), double(p)));
+}
+
+Value root(NodeContext& ctx, Value x, int64_t p) {
+  if (p == 1) return x;
+  if (p == 2) return ctx.apply1("sqrt", {x});
+  return binary(ctx, "pow", x, ctx.scalar(x.dtype(), 1.0 / double(p)));
+}
+
+// (sum over the window of |x|^p)^(1/p): the sum is an average pool counting the padding,
+// times the window size.
+std::vector<Value> convert_lp_pool(NodeContext& ctx) {
+  Value x = ctx.input(0);
+  expect_spatial(ctx, x, 3);
+  int64_t p = ctx.attr_int("p", 2);
+  if (p < 1) ctx.fail("expected p >= 1, got ", p);
+  Attrs a = pool_attrs(ctx, x);
+  if (a.get_bool("ceil_mode")) ctx.unsupported("LpPool with ceil_mode");
+  a.set("count_include_pad", true);
+  int64_t n = 1;
+  for (int64_t k : a.get_ints("kernel_shape")) n *= k;
+  Value s = ctx.apply1("avg_pool", {abs_pow(ctx, x, p)}, a);
+  s = binary(ctx, "mul", s, ctx.scalar(x.dtype(), double(n)));
+  return {root(ctx, s, p)};
+}
+
+std::vector<Value> convert_global_lp_pool(NodeContext& ctx) {
+  Value x = ctx.input(0);
+  if (x.rank() < 3) ctx.fail("expected input of rank >= 3, got ", x.type().str());
+  int64_t p = ctx.attr_int("p", 2);
+  Value s = ctx.apply1("sum", {abs_pow(ctx, x, p)},
+                       {{"axes", nn_range(2, x.rank())}, {"keepdims", true}});
+  return {root(ctx, s, p)};
+}
+
+// ---- MaxUnpool -----------------------------------------------------------------------
+
+// Scatters X into zeros of the output shape at the flat positions I (MaxPool's Indices).
+std::vector<Value> convert_max_unpool(NodeContext& ctx) {
+  Value x = ctx.input(0), idx = ctx.input(1);
+  expect_spatial(ctx, x, 3);
+  int64_t k = x.rank() - 2;
+  if (!x.type().is_static()) ctx.unsupported("expected a static input shape, got ", x.type().str());
+  std::vector<int64_t> shape;
+  if (auto s = ctx.ints_input(2)) {
+    shape = *s;
+  } else {
+    IntList kernel = ctx.attr_ints("kernel_shape");
+    IntList strides = ctx.attr_ints("strides", IntList(size_t(k), 1));
+    IntList pads = ctx.attr_ints("pads", IntList(size_t(2 * k), 0));
+    if (int64_t(kernel.size()) != k || int64_t(strides.size()) != k || int64_t(pads.size()) != 2 * k)
+      ctx.fail("expected kernel_shape, strides of length ", k, " and pads of ", 2 * k);
+    shape = {x.shape()[0].value(), x.shape()[1].value()};
+    for (size_t i = 0; i < size_t(k); ++i)
+      shape.push_back((x.shape()[i + 2].value() - 1) * strides[i] + kernel[i] - pads[i] -
+                      pads[i + size_t(k)]);
+  }
+  int64_t total = 1;
+  for (int64_t d : shape) total *= d;
+  Value zeros = ctx.constant(Tensor::zeros(x.dtype(), {total}));
+  Value flat_i = nn_reshape(ctx, ctx.cast(idx, DType::i64), {-1});
+  Value y = ctx.apply1("scatter_elements", {zeros, flat_i, nn_reshape(ctx, x, {-1})},
+                       {{"axis", int64_t(0)}});
+  return {nn_reshape(ctx, y, shape)};
+}
+
+// ---- Resize, Upsample ----------------------------------------------------------------
+
+struct ResizeSpec {
+  std::string mode = "nearest", transform = "half_pixel", nearest = "round_prefer_floor";
+  std::vector<double> scales;   // per dim, used for the coordinates
+  std::vector<int64_t> sizes;   // per dim; empty: floor(dim * scale)
+  std::vector<double> roi;      // starts then ends, per dim
+};
+
+// Emits a resize: the core op when it covers the modes, onnx.resize otherwise.
+Value emit_resize(NodeContext& ctx, Value x, const ResizeSpec& s) {
+  size_t r = size_t(x.rank());
+  std::string transform = s.transform;
+  // pytorch_half_pixel is half_pixel unless a dim resizes to one element.
+  if (transform == "pytorch_half_pixel") {
+    bool any_one = false;
+    for (size_t i = 0; i < r; ++i) {
+      int64_t o = s.sizes.empty() ? (x.shape()[i].is_static()
+                                         ? int64_t(std::floor(double(x.shape()[i].value()) *
+                                                              s.scales[i]))
+                                         : -1)
+                                  : s.sizes[i];
+      any_one |= o == 1 && !x.shape()[i].is(1);
+      any_one |= o < 0;
+    }
+    if (!any_one) transform = "half_pixel";
+  }
+  bool exclude = ctx.attr_int("exclude_outside", 0) != 0;
+  bool antialias = ctx.attr_int("antialias", 0) != 0 &&
+                   std::any_of(s.scales.begin(), s.scales.end(), [](double v) { return v < 1.0; });
+  bool core = (s.mode == "nearest" || s.mode == "linear") && !antialias &&
+              (s.mode == "linear" || !exclude) &&
+              (transform == "half_pixel" || transform == "align_corners" ||
+               transform == "asymmetric") &&
+              (s.mode == "nearest" || is_float(x.dtype()));
+  if (core) {
+    Attrs a{{"mode", s.mode}, {"coordinate_transformation", transform},
+            {"nearest_mode", s.nearest}};
+    if (s.sizes.empty())
+      a.set("scales", FloatList(s.scales));
+    else
+      a.set("sizes", IntList(s.sizes));
+    return ctx.apply1("resize", {x}, a);
+  }
+  register_nn_onnx_ops();
+  Attrs a{{"mode", s.mode},
+          {"coordinate_transformation_mode", s.transform},
+          {"nearest_mode", s.nearest},
+          {"scales", FloatList(s.scales)},
+          {"sizes", IntList(s.sizes)},
+          {"roi", FloatList(s.roi)},
+          {"cubic_coeff_a", ctx.attr_float("cubic_coeff_a", -0.75)},
+          {"exclude_outside", exclude},
+          {"extrapolation_value", ctx.attr_float("extrapolation_value", 0.0)},
+          {"antialias", antialias}};
+  return ctx.apply1("onnx.resize", {x}, a);
+}
+
+std::vector<Value> convert_resize(NodeContext& ctx) {
+  Value x = ctx.input(0);
+  size_t r = size_t(x.rank());
+  ResizeSpec s;
+  s.mode = ctx.attr_string("mode", "nearest");
+  if (s.mode != "nearest" && s.mode != "linear" && s.mode != "cubic")
+    ctx.fail("expected mode nearest, linear or cubic, got '", s.mode, "'");
+  bool v10 = ctx.opset() < 11;
+  s.transform = v10 ? "asymmetric" : ctx.attr_string("coordinate_transformation_mode", "half_pixel");
+  s.nearest = v10 ? "floor" : ctx.attr_string("nearest_mode", "round_prefer_floor");
+  IntList axes = ctx.attr_ints("axes");
+  if (axes.empty()) axes = nn_range(0, int64_t(r));
+  for (int64_t& a : axes) a = normalize_axis(ctx, a, int64_t(r));
+
+  std::optional<std::vector<double>> scales, roi;
+  std::optional<std::vector<int64_t>> sizes;
+  if (v10) {
+    scales = ctx.floats_input(1);
+  } else {
+    if (ctx.has_input(1)) roi = ctx.floats_input(1);
+    if (ctx.has_input(2)) scales = ctx.floats_input(2);
+    if (ctx.has_input(3)) sizes = ctx.ints_input(3);
+  }
+  if (scales && scales->empty()) scales.reset();
+  if (sizes && sizes->empty()) sizes.reset();
+  if (scales.has_value() == sizes.has_value())
+    ctx.fail("expected exactly one of the scales and sizes inputs");
+  size_t na = axes.size();
+  if ((scales ? scales->size() : sizes->size()) != na)
+    ctx.fail("expected ", na, " scales or sizes (one per axis), got ",
+             scales ? scales->size() : sizes->size());
+  s.scales.assign(r, 1.0);
+  if (scales) {
+    for (size_t j = 0; j < na; ++j) s.scales[size_t(axes[j])] = (*scales)[j];
+  } else {
+    std::string policy = ctx.attr_string("keep_aspect_ratio_policy", "stretch");
+    std::vector<int64_t> in(r);
+    for (size_t i = 0; i < r; ++i) {
+      const Dim& d = x.shape()[i];
+      if (!d.is_static()) ctx.unsupported("Resize by sizes of a symbolic dim, got ", x.type().str());
+      in[i] = d.value();
+    }
+    s.sizes = in;
+    if (policy == "stretch") {
+      for (size_t j = 0; j < na; ++j) {
+        size_t d = size_t(axes[j]);
+        s.sizes[d] = (*sizes)[j];
+        s.scales[d] = double((*sizes)[j]) / double(in[d]);
+      }
+    } else {
+      if (policy != "not_larger" && policy != "not_smaller")
+        ctx.fail("expected keep_aspect_ratio_policy stretch, not_larger or not_smaller, got '",
+                 policy, "'");
+      double sc = policy == "not_larger" ? 1e300 : 0.0;
+      for (size_t j = 0; j < na; ++j) {
+        double v = double((*sizes)[j]) / double(in[size_t(axes[j])]);
+        sc = policy == "not_larger" ? std::min(sc, v) : std::max(sc, v);
+      }
+      for (size_t j = 0; j < na; ++j) {
+        size_t d = size_t(axes[j]);
+        s.sizes[d] = int64_t(std::floor(sc * double(in[d]) + 0.5));
+        s.scales[d] = sc;
+      }
+    }
+  }
+  if (s.transform == "tf_crop_and_resize") {
+    if (!roi || roi->size() != 2 * na)
+      ctx.fail("expected a roi of ", 2 * na, " values for tf_crop_and_resize");
+    s.roi.assign(r, 0.0);
+    s.roi.resize(2 * r, 1.0);
+    for (size_t j = 0; j < na; ++j) {
+      s.roi[size_t(axes[j])] = (*roi)[j];
+      s.roi[r + size_t(axes[j])] = (*roi)[na + j];
+    }
+  }
+  return {emit_resize(ctx, x, s)};
+}
+
+// Upsample (opsets 7 - 9): Resize by scales with asymmetric coordinates, nearest by floor.
+std::vector<Value> convert_upsample(NodeContext& ctx) {
+  Value x = ctx.input(0);
+  ResizeSpec s;
+  s.mode = ctx.attr_string("mode", "nearest");
+  if (s.mode == "bilinear") s.mode = "linear";
+  s.transform = "asymmetric";
+  s.nearest = "floor";
+  if (ctx.has_input(1))
+    s.scales = *ctx.floats_input(1);
+  else
+    s.scales = ctx.attr_floats("scales");
+  if (int64_t(s.scales.size()) != x.rank())
+    ctx.fail("expected ", x.rank(), " scales, got ", s.scales.size());
+  return {emit_resize(ctx, x, s)};
+}
+
+// ---- GridSample, RoiAlign ------------------------------------------------------------
+
+std::vector<Value> convert_grid_sample(NodeContext& ctx) {
+  register_nn_onnx_ops();
+  Attrs a{{"mode", ctx.attr_string("mode", ctx.opset() < 20 ? "bilinear" : "linear")},
+          {"padding_mode", ctx.attr_string("padding_mode", "zeros")},
+          {"align_corners", ctx.attr_int("align_corners", 0) != 0}};
+  return {ctx.apply1("onnx.grid_sample", {ctx.input(0), ctx.input(1)}, a)};
+}
+
+std::vector<Value> convert_roi_align(NodeContext& ctx) {
+  register_nn_onnx_ops();
+  Attrs a{{"mode", ctx.attr_string("mode", "avg")},
+          {"output_height", ctx.attr_int("output_height", 1)},
+          {"output_width", ctx.attr_int("output_width", 1)},
+          {"sampling_ratio", ctx.attr_int("sampling_ratio", 0)},
+          {"spatial_scale", ctx.attr_float("spatial_scale", 1.0)},
+          {"coordinate_transformation_mode",
+           ctx.attr_string("coordinate_transformation_mode",
+                           ctx.opset() < 16 ? "output_half_pixel" : "half_pixel")}};
+  return {ctx.apply1("onnx.roi_align", {ctx.input(0), ctx.input(1), ctx.input(2)}, a)};
+}
+
+}  // namespace
+
+void register_pool_converters() {
+  add_converter("", "MaxPool", convert_max_pool);
+  add_converter("", "AveragePool", convert_avg_pool);
+  add_converter("", "GlobalMaxPool",
+                [](NodeContext& ctx) { return convert_global_pool(ctx, "global_max_pool"); });
+  add_converter("", "GlobalAveragePool",
+                [](NodeContext& ctx) { return convert_global_pool(ctx, "global_avg_pool"); });
+  add_converter("", "LpPool", convert_lp_pool);
+  add_converter("", "GlobalLpPool", convert_global_lp_pool);
+  add_converter("", "MaxUnpool", convert_max_unpool);
+  add_converter("", "Resize", convert_resize);
+  add_converter("", "Upsample", convert_upsample);
+  add_converter("", "GridSample", convert_grid_sample);
+  add_converter("", "RoiAlign", convert_roi_align);
+}
+
+}  // namespace rlx::onnx_import
