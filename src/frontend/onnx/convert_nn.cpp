@@ -323,30 +323,60 @@ std::vector<Value> convert_lrn(NodeContext& ctx) {
 
 // ---- Dropout -------------------------------------------------------------------------
 
+// Inference (training_mode false or absent) is the identity with an all-true mask. In
+// training, elements are kept where a uniform draw is >= ratio and scaled by
+// 1 / (1 - ratio); ratio and training_mode may be values computed at run time.
 std::vector<Value> convert_dropout(NodeContext& ctx) {
   Value x = ctx.input(0);
-  double ratio = ctx.attr_float("ratio", 0.5);
-  bool training = false;
+  DType dt = x.dtype();
+  // Opsets before 10 typed the mask like the data.
+  DType mdt = ctx.opset() < 10 ? dt : DType::boolean;
+  bool want_mask = ctx.num_outputs() > 1 && ctx.has_output(1);
+  std::optional<double> ratio = ctx.attr_float("ratio", 0.5);
+  std::optional<bool> training = false;
+  Value ratio_v, training_v;
   if (ctx.opset() >= 12) {
-    if (auto r = ctx.floats_input(1)) ratio = r->at(0);
-    if (auto t = ctx.ints_input(2)) training = t->at(0) != 0;
+    if (ctx.has_input(1)) {
+      if (auto r = ctx.constant_input(1)) {
+        ratio = r->to_doubles().at(0);
+      } else {
+        ratio.reset();
+        ratio_v = ctx.input(1);
+      }
+    }
+    if (ctx.has_input(2)) {
+      if (auto t = ctx.constant_input(2)) {
+        training = t->to_doubles().at(0) != 0.0;
+      } else {
+        training.reset();
+        training_v = ctx.cast(ctx.input(2), DType::boolean);
+      }
+    }
   } else if (ctx.opset() < 7) {
     training = ctx.attr_int("is_test", 0) == 0;
   }
-  if (training && ratio != 0.0) {
-    // The core draws its own (Philox) numbers: the mask is where the output kept x.
-    int64_t seed = ctx.attr_int("seed", 0);
-    Value y = ctx.apply1("dropout", {x}, {{"rate", ratio}, {"training", true}, {"seed", seed}});
-    Value mask = ctx.apply1("ne", {y, ctx.scalar(x.dtype(), 0.0)});
-    return {y, mask};
+  auto all_true = [&] { return ctx.apply1("broadcast_like", {ctx.scalar(mdt, 1.0), x}); };
+  if ((training && !*training) || (ratio && *ratio == 0.0))
+    return {x, want_mask ? all_true() : Value{}};
+  if (ratio && !(*ratio >= 0.0 && *ratio < 1.0)) ctx.fail("expected ratio in [0, 1), got ", *ratio);
+  if (!x.type().is_static())
+    ctx.unsupported("training-mode Dropout of a dynamic shape, got ", x.type().str());
+  std::vector<int64_t> shape;
+  for (const Dim& d : x.shape()) shape.push_back(d.value());
+  DType ut = is_float(dt) ? dt : DType::f32;
+  Value u = ctx.apply1("uniform", {},
+                       {{"shape", IntList(shape)}, {"dtype", ut}, {"seed", ctx.attr_int("seed", 0)}});
+  Value r = ratio ? ctx.scalar(ut, *ratio) : ctx.cast(ratio_v, ut);
+  Value keep = ctx.apply1("ge", {u, r});
+  Value scale = ctx.apply1("div", {ctx.scalar(ut, 1.0), ctx.apply1("sub", {ctx.scalar(ut, 1.0), r})});
+  Value y = ctx.apply1("mul", {ctx.cast(x, ut), ctx.cast(scale, ut)});
+  y = ctx.cast(ctx.apply1("select", {keep, y, ctx.scalar(ut, 0.0)}), dt);
+  Value mask = ctx.cast(keep, mdt);
+  if (!training) {  // decided at run time
+    y = ctx.apply1("select", {training_v, y, x});
+    mask = ctx.apply1("select", {training_v, mask, all_true()});
   }
-  std::vector<Value> out{x};
-  if (ctx.num_outputs() > 1) {
-    // Opsets before 10 typed the mask like the data.
-    DType mdt = ctx.opset() < 10 ? x.dtype() : DType::boolean;
-    out.push_back(ctx.apply1("broadcast_like", {ctx.scalar(mdt, 1.0), x}));
-  }
-  return out;
+  return {y, want_mask ? mask : Value{}};
 }
 
 }  // namespace

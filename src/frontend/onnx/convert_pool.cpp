@@ -157,6 +157,14 @@ Value emit_resize(NodeContext& ctx, Value x, const ResizeSpec& s) {
     }
     if (!any_one) transform = "half_pixel";
   }
+  // align_corners divides by in * scale - 1, which the core takes as out - 1: equal
+  // when in * scale is a whole number.
+  if (transform == "align_corners" && s.sizes.empty())
+    for (size_t i = 0; i < r; ++i) {
+      const Dim& d = x.shape()[i];
+      double o = d.is_static() ? double(d.value()) * s.scales[i] : 0.5;
+      if (o != std::floor(o)) transform = "generic";
+    }
   bool exclude = ctx.attr_int("exclude_outside", 0) != 0;
   bool antialias = ctx.attr_int("antialias", 0) != 0 &&
                    std::any_of(s.scales.begin(), s.scales.end(), [](double v) { return v < 1.0; });

@@ -56,7 +56,10 @@ double source_coord(const Attrs& a, size_t d, int64_t j, int64_t in, int64_t out
                     bool& outside) {
   const std::string& m = a.get_string("coordinate_transformation_mode");
   double x = double(j);
-  if (m == "align_corners") return out == 1 ? 0.0 : x * double(in - 1) / double(out - 1);
+  if (m == "align_corners") {  // over the fractional output width in * s, as the reference
+    double ow = s * double(in);
+    return ow == 1.0 ? 0.0 : x * double(in - 1) / (ow - 1.0);
+  }
   if (m == "asymmetric") return x / s;
   if (m == "tf_half_pixel_for_nn") return (x + 0.5) / s;
   if (m == "pytorch_half_pixel") return out > 1 ? (x + 0.5) / s - 0.5 : 0.0;
