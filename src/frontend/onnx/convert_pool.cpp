@@ -101,33 +101,45 @@ std::vector<Value> convert_global_lp_pool(NodeContext& ctx) {
 
 // ---- MaxUnpool -----------------------------------------------------------------------
 
-// Scatters X into zeros of the output shape at the flat positions I (MaxPool's Indices).
+// Scatters X into zeros of the shape the window implies, at the flat positions I
+// (MaxPool's Indices); an output_shape only pads that with zeros at the ends, as the
+// ONNX reference does.
 std::vector<Value> convert_max_unpool(NodeContext& ctx) {
   Value x = ctx.input(0), idx = ctx.input(1);
   expect_spatial(ctx, x, 3);
-  int64_t k = x.rank() - 2;
+  size_t k = size_t(x.rank() - 2);
   if (!x.type().is_static()) ctx.unsupported("expected a static input shape, got ", x.type().str());
-  std::vector<int64_t> shape;
-  if (auto s = ctx.ints_input(2)) {
-    shape = *s;
-  } else {
-    IntList kernel = ctx.attr_ints("kernel_shape");
-    IntList strides = ctx.attr_ints("strides", IntList(size_t(k), 1));
-    IntList pads = ctx.attr_ints("pads", IntList(size_t(2 * k), 0));
-    if (int64_t(kernel.size()) != k || int64_t(strides.size()) != k || int64_t(pads.size()) != 2 * k)
-      ctx.fail("expected kernel_shape, strides of length ", k, " and pads of ", 2 * k);
-    shape = {x.shape()[0].value(), x.shape()[1].value()};
-    for (size_t i = 0; i < size_t(k); ++i)
-      shape.push_back((x.shape()[i + 2].value() - 1) * strides[i] + kernel[i] - pads[i] -
-                      pads[i + size_t(k)]);
-  }
+  IntList kernel = ctx.attr_ints("kernel_shape");
+  IntList strides = ctx.attr_ints("strides", IntList(k, 1));
+  IntList pads = ctx.attr_ints("pads", IntList(2 * k, 0));
+  if (kernel.size() != k || strides.size() != k || pads.size() != 2 * k)
+    ctx.fail("expected kernel_shape and strides of length ", k, " and pads of ", 2 * k);
+  std::vector<int64_t> shape{x.shape()[0].value(), x.shape()[1].value()};
+  for (size_t i = 0; i < k; ++i)
+    shape.push_back((x.shape()[i + 2].value() - 1) * strides[i] + kernel[i] - pads[i] -
+                    pads[i + k]);
   int64_t total = 1;
   for (int64_t d : shape) total *= d;
   Value zeros = ctx.constant(Tensor::zeros(x.dtype(), {total}));
   Value flat_i = nn_reshape(ctx, ctx.cast(idx, DType::i64), {-1});
   Value y = ctx.apply1("scatter_elements", {zeros, flat_i, nn_reshape(ctx, x, {-1})},
                        {{"axis", int64_t(0)}});
-  return {nn_reshape(ctx, y, shape)};
+  y = nn_reshape(ctx, y, shape);
+  if (!ctx.has_input(2)) return {y};
+  if (auto out = ctx.constant_input(2)) {
+    std::vector<double> o = out->to_doubles();
+    if (o.size() != shape.size())
+      ctx.fail("expected output_shape of length ", shape.size(), ", got ", o.size());
+    IntList p(2 * shape.size(), 0);
+    for (size_t i = 0; i < shape.size(); ++i) {
+      p[shape.size() + i] = int64_t(o[i]) - shape[i];
+      if (p[shape.size() + i] < 0)
+        ctx.fail("expected output_shape no smaller than ", ints_str(shape));
+    }
+    return {ctx.apply1("pad", {y}, {{"pads", p}})};
+  }
+  register_nn_onnx_ops();
+  return {ctx.apply1("onnx.zero_extend", {y, ctx.cast(ctx.input(2), DType::i64)})};
 }
 
 // ---- Resize, Upsample ----------------------------------------------------------------

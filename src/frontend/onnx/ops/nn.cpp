@@ -4,6 +4,7 @@
 //   onnx.grid_sample       GridSample (N-D, linear / nearest / cubic, three paddings)
 //   onnx.roi_align         RoiAlign (avg / max, both coordinate modes)
 //   onnx.max_pool_indices  the Indices output of MaxPool (flat, row or column major)
+//   onnx.zero_extend       zero padding at the end up to a shape given at run time
 // The kernels compute in double: these are rare ops, kept simple and exact to the spec.
 #include "frontend/onnx/ops/nn.h"
 
@@ -11,6 +12,9 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <numeric>
+#include <functional>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -31,10 +35,11 @@ void write(Tensor& t, const std::vector<double>& v) {
   for (size_t i = 0; i < v.size(); ++i) store_double(t.dtype(), p + i * sz, v[i]);
 }
 
-int64_t product(const std::vector<int64_t>& v, size_t from = 0, size_t to = size_t(-1)) {
-  int64_t p = 1;
-  for (size_t i = from; i < std::min(to, v.size()); ++i) p *= v[i];
-  return p;
+// The product of v[from:to] (to clamped to v's length).
+int64_t product(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
+  auto end = v.begin() + std::ptrdiff_t(std::min(to, v.size()));
+  auto begin = v.begin() + std::ptrdiff_t(std::min(from, v.size()));
+  return std::accumulate(begin, end, int64_t{1}, std::multiplies<>());
 }
 
 void expect_float_input(const InferContext& ctx, size_t i, std::string_view role) {
@@ -574,6 +579,51 @@ void register_max_pool_indices() {
                                max_pool_indices_kernel);
 }
 
+// ---- onnx.zero_extend -------------------------------------------------------------------
+
+// The output shape is input 1's value, so every dim is unknown here.
+Types infer_zero_extend(const InferContext& ctx) {
+  if (ctx.dtype(1) != DType::i64 || ctx.rank(1) != 1)
+    ctx.fail_type("expected an i64[rank] shape, got ", ctx.input(1).str());
+  return {{ctx.dtype(0), Shape(size_t(ctx.rank(0)), Dim::unknown())}};
+}
+
+void zero_extend_kernel(const KernelContext&, std::span<const Tensor> in, std::span<Tensor> out) {
+  std::vector<int64_t> shape = in[1].contiguous().to_vector<int64_t>();
+  const std::vector<int64_t>& xs = in[0].shape();
+  if (shape.size() != xs.size())
+    rlx::fail<ValueError>("onnx.zero_extend", "expected a shape of length ", xs.size(), ", got ",
+                          shape.size());
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (shape[i] < xs[i])
+      rlx::fail<ValueError>("onnx.zero_extend", "expected a shape no smaller than ",
+                            ints_str(xs), ", got ", ints_str(shape));
+  std::vector<double> x = read(in[0]), y(size_t(product(shape)), 0.0);
+  size_t r = xs.size();
+  std::vector<int64_t> idx(r, 0);
+  for (size_t i = 0; i < x.size(); ++i) {
+    int64_t off = 0;
+    for (size_t d = 0; d < r; ++d) off = off * shape[d] + idx[d];
+    y[size_t(off)] = x[i];
+    for (size_t d = r; d-- > 0;)
+      if (++idx[d] < xs[d]) break;
+      else idx[d] = 0;
+  }
+  out[0] = Tensor::empty(in[0].dtype(), shape);
+  write(out[0], y);
+}
+
+void register_zero_extend() {
+  OpDef d;
+  d.name = "onnx.zero_extend";
+  d.arity(2);
+  d.doc = "x placed at the origin of zeros whose shape is input 1's value (MaxUnpool's output_shape).";
+  d.infer = infer_zero_extend;
+  OpRegistry::global().add(std::move(d));
+  KernelRegistry::global().add("onnx.zero_extend", DeviceKind::cpu, zero_extend_kernel, {},
+                               KernelFlags{.makes_outputs = true});
+}
+
 }  // namespace
 
 void register_nn_onnx_ops() {
@@ -583,6 +633,7 @@ void register_nn_onnx_ops() {
     register_grid_sample();
     register_roi_align();
     register_max_pool_indices();
+    register_zero_extend();
   });
 }
 
