@@ -352,9 +352,9 @@ std::vector<Value> convert_dropout(NodeContext& ctx) {
         training_v = ctx.cast(ctx.input(2), DType::boolean);
       }
     }
-  } else if (ctx.opset() < 7) {
-    training = ctx.attr_int("is_test", 0) == 0;
   }
+  // Opsets before 7 had is_test, default 0 (training), which inference graphs of that era
+  // leave unset: like ONNX Runtime, rlx runs those as the identity.
   auto all_true = [&] { return ctx.apply1("broadcast_like", {ctx.scalar(mdt, 1.0), x}); };
   if ((training && !*training) || (ratio && *ratio == 0.0))
     return {x, want_mask ? all_true() : Value{}};

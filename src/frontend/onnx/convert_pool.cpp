@@ -194,6 +194,9 @@ Value emit_resize(NodeContext& ctx, Value x, const ResizeSpec& s) {
       a.set("sizes", IntList(s.sizes));
     return ctx.apply1("resize", {x}, a);
   }
+  if (std::find(s.scales.begin(), s.scales.end(), 0.0) != s.scales.end())
+    ctx.unsupported("Resize mode '", s.mode, "' with coordinates '", s.transform,
+                    "' by sizes of a symbolic dim, got ", x.type().str());
   register_nn_onnx_ops();
   Attrs a{{"mode", s.mode},
           {"coordinate_transformation_mode", s.transform},
@@ -227,7 +230,7 @@ std::vector<Value> convert_resize(NodeContext& ctx) {
   if (v10) {
     scales = ctx.floats_input(1);
   } else {
-    if (ctx.has_input(1)) roi = ctx.floats_input(1);
+    if (ctx.has_input(1) && s.transform == "tf_crop_and_resize") roi = ctx.floats_input(1);
     if (ctx.has_input(2)) scales = ctx.floats_input(2);
     if (ctx.has_input(3)) sizes = ctx.ints_input(3);
   }
@@ -244,18 +247,22 @@ std::vector<Value> convert_resize(NodeContext& ctx) {
     for (size_t j = 0; j < na; ++j) s.scales[size_t(axes[j])] = (*scales)[j];
   } else {
     std::string policy = ctx.attr_string("keep_aspect_ratio_policy", "stretch");
-    std::vector<int64_t> in(r);
-    for (size_t i = 0; i < r; ++i) {
-      const Dim& d = x.shape()[i];
-      if (!d.is_static()) ctx.unsupported("Resize by sizes of a symbolic dim, got ", x.type().str());
-      in[i] = d.value();
-    }
+    // A symbolic dim keeps its size and gets scale 0 ("unknown"), which only the core
+    // resize (reading out / in at run time) handles.
+    std::vector<int64_t> in(r, 0);
+    for (size_t i = 0; i < r; ++i)
+      if (x.shape()[i].is_static()) in[i] = x.shape()[i].value();
     s.sizes = in;
+    for (size_t i = 0; i < r; ++i) {
+      bool resized = std::find(axes.begin(), axes.end(), int64_t(i)) != axes.end();
+      if (!x.shape()[i].is_static() && (!resized || policy != "stretch"))
+        ctx.unsupported("Resize by sizes of a symbolic dim, got ", x.type().str());
+    }
     if (policy == "stretch") {
       for (size_t j = 0; j < na; ++j) {
         size_t d = size_t(axes[j]);
         s.sizes[d] = (*sizes)[j];
-        s.scales[d] = double((*sizes)[j]) / double(in[d]);
+        s.scales[d] = in[d] == 0 ? 0.0 : double((*sizes)[j]) / double(in[d]);
       }
     } else {
       if (policy != "not_larger" && policy != "not_smaller")
