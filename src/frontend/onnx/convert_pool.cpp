@@ -185,10 +185,21 @@ Value emit_resize(NodeContext& ctx, Value x, const ResizeSpec& s) {
               (transform == "half_pixel" || transform == "align_corners" ||
                transform == "asymmetric") &&
               (s.mode == "nearest" || is_float(x.dtype()));
+  // keep_aspect_ratio_policy's scale is not out / in: the core takes it as `scales`
+  // when its floor(in * scale) gives the same sizes.
+  bool by_scales = s.sizes.empty();
+  for (size_t i = 0; i < r && !by_scales; ++i) {
+    const Dim& d = x.shape()[i];
+    if (d.is_static() && s.scales[i] != double(s.sizes[i]) / double(d.value())) by_scales = true;
+  }
+  if (by_scales && !s.sizes.empty())
+    for (size_t i = 0; i < r; ++i)
+      if (int64_t(std::floor(double(x.shape()[i].value()) * s.scales[i])) != s.sizes[i])
+        core = false;
   if (core) {
     Attrs a{{"mode", s.mode}, {"coordinate_transformation", transform},
             {"nearest_mode", s.nearest}};
-    if (s.sizes.empty())
+    if (by_scales)
       a.set("scales", FloatList(s.scales));
     else
       a.set("sizes", IntList(s.sizes));
