@@ -59,9 +59,7 @@ IntList nn_range(int64_t lo, int64_t hi) {
 
 namespace {
 
-Value binary(NodeContext& ctx, const char* op, Value a, Value b) {
-  return ctx.apply1(op, {a, b});
-}
+Value binary(NodeContext& ctx, const char* op, Value a, Value b) { return ctx.apply1(op, {a, b}); }
 
 // ---- MatMul, Gemm --------------------------------------------------------------------
 
@@ -119,7 +117,8 @@ std::vector<Value> convert_conv_transpose(NodeContext& ctx) {
     // output_shape fixes the padding: total = s * (in - 1) + opad + eff - out, split as
     // auto_pad says (SAME_UPPER: the larger half at the end). Outputs past the natural
     // size (total < 0) get no contribution: zeros, then the bias.
-    if (int64_t(out_shape.size()) == k + 2) out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
+    if (int64_t(out_shape.size()) == k + 2)
+      out_shape.erase(out_shape.begin(), out_shape.begin() + 2);
     if (int64_t(out_shape.size()) != k)
       ctx.fail("expected output_shape of length ", k, ", got ", ints_str(out_shape));
     IntList strides = ctx.attr_ints("strides", IntList(size_t(k), 1));
@@ -149,8 +148,7 @@ std::vector<Value> convert_conv_transpose(NodeContext& ctx) {
       for (size_t i = 0; i < size_t(k); ++i) full[size_t(k + 2) + 2 + i] = extra[size_t(k) + i];
       y = ctx.apply1("pad", {y}, {{"pads", full}});
     }
-    if (ctx.has_input(2))
-      y = binary(ctx, "add", y, per_channel(ctx, ctx.input(2), y.rank()));
+    if (ctx.has_input(2)) y = binary(ctx, "add", y, per_channel(ctx, ctx.input(2), y.rank()));
     return {y};
   }
   a.set("output_padding", opad);
@@ -175,8 +173,17 @@ std::vector<Value> convert_batch_norm(NodeContext& ctx) {
   if (x.rank() < 2) ctx.fail("expected X of rank >= 2, got ", x.type().str());
   double eps = ctx.attr_float("epsilon", 1e-5);
   bool training = ctx.attr_int("training_mode", 0) != 0;
-  if (ctx.opset() < 7 && ctx.attr_int("is_test", 0) == 0 && ctx.num_outputs() > 1)
-    training = true;
+  if (ctx.opset() < 7 && ctx.attr_int("is_test", 0) == 0 && ctx.num_outputs() > 1) training = true;
+  bool per_element = false;  // opsets 7-8 with spatial = 0: stats of shape [C, D...]
+  for (size_t i = 1; i < 5; ++i) per_element |= in[i].rank() > 1;
+  if (!training && per_element) {
+    DType dt = x.dtype();
+    auto lead = [&](Value v) { return ctx.apply1("expand_dims", {v}, {{"axes", IntList{0}}}); };
+    Value inv = ctx.apply1("rsqrt", {binary(ctx, "add", in[4], ctx.scalar(dt, eps))});
+    Value y = binary(ctx, "mul", binary(ctx, "sub", x, lead(in[3])),
+                     lead(binary(ctx, "mul", inv, in[1])));
+    return {binary(ctx, "add", y, lead(in[2]))};
+  }
   if (!training) {
     std::vector<Value> out{ctx.apply1("batch_norm", in, {{"epsilon", eps}})};
     // Older opsets may name the running stats as outputs: inference passes them through.
@@ -306,17 +313,26 @@ std::vector<Value> convert_lrn(NodeContext& ctx) {
   if (size < 1) ctx.fail("expected size >= 1, got ", size);
   double alpha = ctx.attr_float("alpha", 1e-4), beta = ctx.attr_float("beta", 0.75),
          bias = ctx.attr_float("bias", 1.0);
-  const Dim& c = x.shape()[1];
-  if (!c.is_static()) ctx.unsupported("expected a static channel count, got ", x.type().str());
   DType dt = x.dtype();
-  Value sq = nn_reshape(ctx, ctx.apply1("square", {x}), {0, 1, c.value(), -1});
-  int64_t before = (size - 1) / 2, after = size - 1 - before;
+  // x^2 as [N, 1, C, rest...] with at most three pooled dims.
+  Value sq = ctx.apply1("square", {x});
+  if (x.rank() <= 4) {
+    sq = ctx.apply1("expand_dims", {sq}, {{"axes", IntList{1}}});
+  } else {
+    const Dim& c = x.shape()[1];
+    if (!c.is_static()) ctx.unsupported("expected a static channel count, got ", x.type().str());
+    sq = nn_reshape(ctx, sq, {0, 1, c.value(), -1});
+  }
+  int64_t before = (size - 1) / 2, after = size - 1 - before, k = sq.rank() - 2;
+  IntList kernel(size_t(k), 1), pads(size_t(2 * k), 0);
+  kernel[0] = size;
+  pads[0] = before;
+  pads[size_t(k)] = after;
   Value sum = ctx.apply1("avg_pool", {sq},
-                         {{"kernel_shape", IntList{size, 1}},
-                          {"pads", IntList{before, 0, after, 0}},
-                          {"count_include_pad", true}});
+                         {{"kernel_shape", kernel}, {"pads", pads}, {"count_include_pad", true}});
   sum = ctx.apply1("reshape_like", {sum, x});
-  Value d = binary(ctx, "add", ctx.scalar(dt, bias), binary(ctx, "mul", sum, ctx.scalar(dt, alpha)));
+  Value d =
+      binary(ctx, "add", ctx.scalar(dt, bias), binary(ctx, "mul", sum, ctx.scalar(dt, alpha)));
   d = binary(ctx, "pow", d, ctx.scalar(dt, beta));
   return {binary(ctx, "div", x, d)};
 }
@@ -364,11 +380,12 @@ std::vector<Value> convert_dropout(NodeContext& ctx) {
   std::vector<int64_t> shape;
   for (const Dim& d : x.shape()) shape.push_back(d.value());
   DType ut = is_float(dt) ? dt : DType::f32;
-  Value u = ctx.apply1("uniform", {},
-                       {{"shape", IntList(shape)}, {"dtype", ut}, {"seed", ctx.attr_int("seed", 0)}});
+  Value u = ctx.apply1(
+      "uniform", {}, {{"shape", IntList(shape)}, {"dtype", ut}, {"seed", ctx.attr_int("seed", 0)}});
   Value r = ratio ? ctx.scalar(ut, *ratio) : ctx.cast(ratio_v, ut);
   Value keep = ctx.apply1("ge", {u, r});
-  Value scale = ctx.apply1("div", {ctx.scalar(ut, 1.0), ctx.apply1("sub", {ctx.scalar(ut, 1.0), r})});
+  Value scale =
+      ctx.apply1("div", {ctx.scalar(ut, 1.0), ctx.apply1("sub", {ctx.scalar(ut, 1.0), r})});
   Value y = ctx.apply1("mul", {ctx.cast(x, ut), ctx.cast(scale, ut)});
   y = ctx.cast(ctx.apply1("select", {keep, y, ctx.scalar(ut, 0.0)}), dt);
   Value mask = ctx.cast(keep, mdt);

@@ -10,9 +10,7 @@ namespace rlx::onnx_import {
 
 namespace {
 
-Value binary(NodeContext& ctx, const char* op, Value a, Value b) {
-  return ctx.apply1(op, {a, b});
-}
+Value binary(NodeContext& ctx, const char* op, Value a, Value b) { return ctx.apply1(op, {a, b}); }
 
 // ---- pools ---------------------------------------------------------------------------
 
@@ -35,7 +33,8 @@ std::vector<Value> convert_max_pool(NodeContext& ctx) {
   DType dt = x.dtype();
   // 8-bit integers pool exactly in f32.
   bool widen = dt == DType::i8 || dt == DType::u8;
-  if (!is_float(dt) && !widen) ctx.fail_type("expected a float or 8-bit input, got ", x.type().str());
+  if (!is_float(dt) && !widen)
+    ctx.fail_type("expected a float or 8-bit input, got ", x.type().str());
   Value y = ctx.apply1("max_pool", {widen ? ctx.cast(x, DType::f32) : x}, a);
   std::vector<Value> out{ctx.cast(y, dt)};
   if (ctx.has_output(1)) {
@@ -146,9 +145,9 @@ std::vector<Value> convert_max_unpool(NodeContext& ctx) {
 
 struct ResizeSpec {
   std::string mode = "nearest", transform = "half_pixel", nearest = "round_prefer_floor";
-  std::vector<double> scales;   // per dim, used for the coordinates
-  std::vector<int64_t> sizes;   // per dim; empty: floor(dim * scale)
-  std::vector<double> roi;      // starts then ends, per dim
+  std::vector<double> scales;  // per dim, used for the coordinates
+  std::vector<int64_t> sizes;  // per dim; empty: floor(dim * scale)
+  std::vector<double> roi;     // starts then ends, per dim
 };
 
 // Emits a resize: the core op when it covers the modes, onnx.resize otherwise.
@@ -159,11 +158,11 @@ Value emit_resize(NodeContext& ctx, Value x, const ResizeSpec& s) {
   if (transform == "pytorch_half_pixel") {
     bool any_one = false;
     for (size_t i = 0; i < r; ++i) {
-      int64_t o = s.sizes.empty() ? (x.shape()[i].is_static()
-                                         ? int64_t(std::floor(double(x.shape()[i].value()) *
-                                                              s.scales[i]))
-                                         : -1)
-                                  : s.sizes[i];
+      int64_t o = s.sizes.empty()
+                      ? (x.shape()[i].is_static()
+                             ? int64_t(std::floor(double(x.shape()[i].value()) * s.scales[i]))
+                             : -1)
+                      : s.sizes[i];
       any_one |= o == 1 && !x.shape()[i].is(1);
       any_one |= o < 0;
     }
@@ -180,11 +179,11 @@ Value emit_resize(NodeContext& ctx, Value x, const ResizeSpec& s) {
   bool exclude = ctx.attr_int("exclude_outside", 0) != 0;
   bool antialias = ctx.attr_int("antialias", 0) != 0 &&
                    std::any_of(s.scales.begin(), s.scales.end(), [](double v) { return v < 1.0; });
-  bool core = (s.mode == "nearest" || s.mode == "linear") && !antialias &&
-              (s.mode == "linear" || !exclude) &&
-              (transform == "half_pixel" || transform == "align_corners" ||
-               transform == "asymmetric") &&
-              (s.mode == "nearest" || is_float(x.dtype()));
+  bool core =
+      (s.mode == "nearest" || s.mode == "linear") && !antialias &&
+      (s.mode == "linear" || !exclude) &&
+      (transform == "half_pixel" || transform == "align_corners" || transform == "asymmetric") &&
+      (s.mode == "nearest" || is_float(x.dtype()));
   // keep_aspect_ratio_policy's scale is not out / in: the core takes it as `scales`
   // when its floor(in * scale) gives the same sizes.
   bool by_scales = s.sizes.empty();
@@ -197,8 +196,8 @@ Value emit_resize(NodeContext& ctx, Value x, const ResizeSpec& s) {
       if (int64_t(std::floor(double(x.shape()[i].value()) * s.scales[i])) != s.sizes[i])
         core = false;
   if (core) {
-    Attrs a{{"mode", s.mode}, {"coordinate_transformation", transform},
-            {"nearest_mode", s.nearest}};
+    Attrs a{
+        {"mode", s.mode}, {"coordinate_transformation", transform}, {"nearest_mode", s.nearest}};
     if (by_scales)
       a.set("scales", FloatList(s.scales));
     else
@@ -230,7 +229,8 @@ std::vector<Value> convert_resize(NodeContext& ctx) {
   if (s.mode != "nearest" && s.mode != "linear" && s.mode != "cubic")
     ctx.fail("expected mode nearest, linear or cubic, got '", s.mode, "'");
   bool v10 = ctx.opset() < 11;
-  s.transform = v10 ? "asymmetric" : ctx.attr_string("coordinate_transformation_mode", "half_pixel");
+  s.transform =
+      v10 ? "asymmetric" : ctx.attr_string("coordinate_transformation_mode", "half_pixel");
   s.nearest = v10 ? "floor" : ctx.attr_string("nearest_mode", "round_prefer_floor");
   IntList axes = ctx.attr_ints("axes");
   if (axes.empty()) axes = nn_range(0, int64_t(r));

@@ -10,11 +10,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <numeric>
-#include <functional>
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -109,8 +109,7 @@ Taps resize_taps(const Attrs& a, size_t d, int64_t j, int64_t in, int64_t out, d
   std::vector<int64_t> pos;
   if (mode == "nearest") {
     const std::string& nm = a.get_string("nearest_mode");
-    bool up = ratio == 1.0 || nm == "ceil" ||
-              (nm == "round_prefer_floor" && ratio > 0.5) ||
+    bool up = ratio == 1.0 || nm == "ceil" || (nm == "round_prefer_floor" && ratio > 0.5) ||
               (nm == "round_prefer_ceil" && ratio >= 0.5);
     pos.push_back(base + (up ? 1 : 0));
     t.w.push_back(1.0);
@@ -209,8 +208,10 @@ void resize_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
       for (size_t d = 0; d < r; ++d) out_of |= outside[d][size_t(idx[d])];
       if (out_of) cur[i] = e;
       for (size_t d = r; d-- > 0;)
-        if (++idx[d] < shape[d]) break;
-        else idx[d] = 0;
+        if (++idx[d] < shape[d])
+          break;
+        else
+          idx[d] = 0;
     }
   }
   bool integer = !is_float(x.dtype());
@@ -268,8 +269,8 @@ Types infer_grid_sample(const InferContext& ctx) {
   expect_float_input(ctx, 1, "grid");
   int64_t k = ctx.rank(0) - 2;
   if (k < 1 || ctx.rank(1) != k + 2)
-    ctx.fail("expected X [N, C, D1..Dk] and grid [N, O1..Ok, k], got ", ctx.input(0).str(),
-             " and ", ctx.input(1).str());
+    ctx.fail("expected X [N, C, D1..Dk] and grid [N, O1..Ok, k], got ", ctx.input(0).str(), " and ",
+             ctx.input(1).str());
   const Shape &x = ctx.shape(0), &g = ctx.shape(1);
   if (g.back().is_static() && g.back().value() != k)
     ctx.fail("expected grid's last dim ", k, ", got ", ctx.input(1).str());
@@ -311,8 +312,8 @@ void grid_sample_kernel(const KernelContext& ctx, std::span<const Tensor> in,
       const double* gp = g.data() + (n * points + p) * int64_t(k);
       for (size_t i = 0; i < k; ++i) {
         double nx = gp[k - 1 - i];  // the grid lists coordinates innermost first
-        double c = corners ? (nx + 1) / 2.0 * double(dims[i] - 1)
-                           : ((nx + 1) * double(dims[i]) - 1) / 2.0;
+        double c =
+            corners ? (nx + 1) / 2.0 * double(dims[i] - 1) : ((nx + 1) * double(dims[i]) - 1) / 2.0;
         if (mode == "nearest") c = k == 3 ? std::round(c) : std::nearbyint(c);
         if (c < lo[i] || c > hi[i]) {
           if (pad == "border") c = std::clamp(c, 0.0, double(dims[i] - 1));
@@ -385,16 +386,14 @@ Types infer_roi_align(const InferContext& ctx) {
   if (is_float(ctx.dtype(2)) || ctx.dtype(2) == DType::boolean)
     ctx.fail_type("expected integer batch_indices, got ", ctx.input(2).str());
   if (ctx.rank(0) != 4 || ctx.rank(1) != 2 || ctx.rank(2) != 1)
-    ctx.fail("expected X [N, C, H, W], rois [R, 4], batch_indices [R], got ",
-             ctx.input(0).str(), ", ", ctx.input(1).str(), ", ", ctx.input(2).str());
+    ctx.fail("expected X [N, C, H, W], rois [R, 4], batch_indices [R], got ", ctx.input(0).str(),
+             ", ", ctx.input(1).str(), ", ", ctx.input(2).str());
   const Attrs& a = ctx.attrs();
-  return {{ctx.dtype(0),
-           Shape{ctx.shape(1)[0], ctx.shape(0)[1], Dim(a.get_int("output_height")),
-                 Dim(a.get_int("output_width"))}}};
+  return {{ctx.dtype(0), Shape{ctx.shape(1)[0], ctx.shape(0)[1], Dim(a.get_int("output_height")),
+                               Dim(a.get_int("output_width"))}}};
 }
 
-void roi_align_kernel(const KernelContext& ctx, std::span<const Tensor> in,
-                      std::span<Tensor> out) {
+void roi_align_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   const Attrs& a = ctx.attrs;
   const std::vector<int64_t>& xs = in[0].shape();
   int64_t C = xs[1], H = xs[2], W = xs[3];
@@ -557,8 +556,10 @@ void max_pool_indices_kernel(const KernelContext& ctx, std::span<const Tensor> i
       }
       y[p * oplane + q] = p * plane + std::max<int64_t>(best_at, 0);
       for (size_t i = k; i-- > 0;)
-        if (++o[i] < out_dims[i]) break;
-        else o[i] = 0;
+        if (++o[i] < out_dims[i])
+          break;
+        else
+          o[i] = 0;
     }
   }
 }
@@ -575,8 +576,7 @@ void register_max_pool_indices() {
       "column-major), as ONNX MaxPool's Indices.";
   d.infer = infer_max_pool_indices;
   OpRegistry::global().add(std::move(d));
-  KernelRegistry::global().add("onnx.max_pool_indices", DeviceKind::cpu,
-                               max_pool_indices_kernel);
+  KernelRegistry::global().add("onnx.max_pool_indices", DeviceKind::cpu, max_pool_indices_kernel);
 }
 
 // ---- onnx.zero_extend -------------------------------------------------------------------
@@ -596,8 +596,8 @@ void zero_extend_kernel(const KernelContext&, std::span<const Tensor> in, std::s
                           shape.size());
   for (size_t i = 0; i < xs.size(); ++i)
     if (shape[i] < xs[i])
-      rlx::fail<ValueError>("onnx.zero_extend", "expected a shape no smaller than ",
-                            ints_str(xs), ", got ", ints_str(shape));
+      rlx::fail<ValueError>("onnx.zero_extend", "expected a shape no smaller than ", ints_str(xs),
+                            ", got ", ints_str(shape));
   std::vector<double> x = read(in[0]), y(size_t(product(shape)), 0.0);
   size_t r = xs.size();
   std::vector<int64_t> idx(r, 0);
@@ -606,8 +606,10 @@ void zero_extend_kernel(const KernelContext&, std::span<const Tensor> in, std::s
     for (size_t d = 0; d < r; ++d) off = off * shape[d] + idx[d];
     y[size_t(off)] = x[i];
     for (size_t d = r; d-- > 0;)
-      if (++idx[d] < xs[d]) break;
-      else idx[d] = 0;
+      if (++idx[d] < xs[d])
+        break;
+      else
+        idx[d] = 0;
   }
   out[0] = Tensor::empty(in[0].dtype(), shape);
   write(out[0], y);
@@ -617,7 +619,8 @@ void register_zero_extend() {
   OpDef d;
   d.name = "onnx.zero_extend";
   d.arity(2);
-  d.doc = "x placed at the origin of zeros whose shape is input 1's value (MaxUnpool's output_shape).";
+  d.doc =
+      "x placed at the origin of zeros whose shape is input 1's value (MaxUnpool's output_shape).";
   d.infer = infer_zero_extend;
   OpRegistry::global().add(std::move(d));
   KernelRegistry::global().add("onnx.zero_extend", DeviceKind::cpu, zero_extend_kernel, {},
