@@ -243,16 +243,19 @@ Converter soft_converter(Soft kind) {
       return {soft_on_axis(ctx, kind, x, normalize_axis(ctx, ctx.attr_int("axis", -1), rank))};
     int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 1), rank);
     if (axis == rank - 1) return {soft_on_axis(ctx, kind, x, axis)};
-    if (is_static(x.shape())) {
-      std::vector<int64_t> dims = static_sizes(x.shape());
-      int64_t outer = 1, inner = 1;
-      for (int64_t i = 0; i < rank; ++i) (i < axis ? outer : inner) *= dims[size_t(i)];
-      Value flat = ctx.apply1("reshape", {x}, {{"shape", IntList{outer, inner}}});
-      return {
-          ctx.apply1("reshape", {soft_on_axis(ctx, kind, flat, 1)}, {{"shape", IntList(dims)}})};
+    // Static trailing dims: merge them into one axis (0 keeps a leading dim as it is).
+    Shape tail(x.shape().begin() + axis, x.shape().end());
+    if (is_static(tail)) {
+      IntList flat(size_t(axis), 0), back(size_t(axis), 0);
+      int64_t inner = 1;
+      for (const Dim& d : tail) inner *= d.value(), back.push_back(d.value());
+      if (inner == 0) return {x};  // nothing to normalise (and 0 would mean "copy")
+      flat.push_back(inner);
+      Value y = soft_on_axis(ctx, kind, ctx.apply1("reshape", {x}, {{"shape", flat}}), axis);
+      return {ctx.apply1("reshape", {y}, {{"shape", back}})};
     }
     if (kind == Soft::hardmax)
-      ctx.unsupported("Hardmax before opset 13 needs a static input shape, got ",
+      ctx.unsupported("Hardmax before opset 13 needs static dims from axis on, got ",
                       shape_str(x.shape()));
     // Symbolic dims: the same over the trailing axes, through logsumexp.
     Value lse = reduce(ctx, "logsumexp", x, iota_axes(axis, rank), true);
