@@ -161,12 +161,26 @@ Operand contract(NodeContext& ctx, Operand a, Operand b, const std::vector<int>&
   for (int l : b.labels)
     if (!contains(a.labels, l)) free_b.push_back(l);
   Operand out;
-  out.v = ctx.apply1(
-      "dot_general", {a.v, b.v},
-      {{"lhs_batch", lb}, {"rhs_batch", rb}, {"lhs_contracting", lc}, {"rhs_contracting", rc}});
   out.labels = batch;
   out.labels.insert(out.labels.end(), free_a.begin(), free_a.end());
   out.labels.insert(out.labels.end(), free_b.begin(), free_b.end());
+  if (lc.empty()) {
+    // Nothing to sum: a broadcast product, [batch, free_a, 1…] * [batch, 1…, free_b].
+    std::vector<int> order_a = batch, order_b = batch;
+    order_a.insert(order_a.end(), free_a.begin(), free_a.end());
+    order_b.insert(order_b.end(), free_b.begin(), free_b.end());
+    IntList units_a, units_b;
+    for (size_t i = 0; i < free_b.size(); ++i) units_a.push_back(int64_t(order_a.size() + i));
+    for (size_t i = 0; i < free_a.size(); ++i) units_b.push_back(int64_t(batch.size() + i));
+    Value va = transpose(ctx, a, order_a), vb = transpose(ctx, b, order_b);
+    if (!units_a.empty()) va = ctx.apply1("expand_dims", {va}, {{"axes", units_a}});
+    if (!units_b.empty()) vb = ctx.apply1("expand_dims", {vb}, {{"axes", units_b}});
+    out.v = ctx.apply1("mul", {va, vb});
+  } else {
+    out.v = ctx.apply1(
+        "dot_general", {a.v, b.v},
+        {{"lhs_batch", lb}, {"rhs_batch", rb}, {"lhs_contracting", lc}, {"rhs_contracting", rc}});
+  }
   return out;
 }
 
