@@ -239,12 +239,16 @@ Value asinh(NodeContext& c, Value x) {
   Value frac = div(c, a, add(c, r, un(c, "sqrt", add(c, mul(c, r, r), one))));
   return mul(c, un(c, "sign", x), un(c, "log1p", add(c, a, frac)));
 }
-// log(x) + log1p(sqrt((1 - 1/x)(1 + 1/x))) = log(x + sqrt(x^2 - 1)), without overflow
-// for large x and accurate near 1; NaN below 1.
+// log1p(t + sqrt(t (t + 2))), t = x - 1 (exact near 1, where acosh is steepest); NaN
+// below 1. Past `big`, where t (t + 2) could overflow, log(x) + log(2) is exact to
+// within 1 / (4 x^2) relative.
 Value acosh(NodeContext& c, Value x) {
-  Value r = un(c, "reciprocal", x), one = k(c, x, 1);
-  Value s = un(c, "sqrt", mul(c, sub(c, one, r), add(c, one, r)));
-  return add(c, un(c, "log", x), un(c, "log1p", s));
+  double big = x.dtype() == DType::f16 ? 128 : 1e8;
+  Value t = sub(c, x, k(c, x, 1));
+  Value s = un(c, "sqrt", mul(c, t, add(c, t, k(c, x, 2))));
+  Value near = un(c, "log1p", add(c, t, s));
+  Value far = add(c, un(c, "log", x), k(c, x, std::numbers::ln2));
+  return op(c, "select", {op(c, "gt", {x, k(c, x, big)}), far, near});
 }
 // (log1p(x) - log1p(-x)) / 2.
 Value atanh(NodeContext& c, Value x) {
