@@ -54,13 +54,14 @@ Converter binary(std::string core) {
   };
 }
 
-// Pow's exponent may have another dtype than its base; the result has the base's. An
-// integer base with a float exponent is computed in f64 and truncated back (NumPy's
-// power(...).astype(base dtype)); otherwise the exponent takes the base's dtype.
+// Pow's exponent may have another dtype than its base; the result has the base's. With a
+// float on either side it is computed in f64 and converted back (NumPy's
+// power(a, b).astype(a.dtype): an integer base truncates); between integers the exponent
+// takes the base's dtype (wrapping arithmetic gives the same low bits).
 std::vector<Value> convert_pow(NodeContext& c) {
   auto [a, b] = binary_inputs(c);
   if (a.dtype() == b.dtype()) return {op(c, "pow", {a, b})};
-  if (is_float(b.dtype()) && !is_float(a.dtype())) {
+  if (is_float(a.dtype()) || is_float(b.dtype())) {
     Value r = op(c, "pow", {c.cast(a, DType::f64), c.cast(b, DType::f64)});
     return {c.cast(r, a.dtype())};
   }
