@@ -192,6 +192,7 @@ Value shrink(NodeContext& c, Value x) {
   double lambd = c.attr_float("lambd", 0.5), bias = c.attr_float("bias", 0.0);
   Value zero = k(c, x, 0);
   Value hi = op(c, "select", {op(c, "gt", {x, k(c, x, lambd)}), sub(c, x, k(c, x, bias)), zero});
+  if (x.dtype() == DType::u8 && lambd >= 0) return hi;  // nothing is below -lambd
   return op(c, "select", {op(c, "lt", {x, k(c, x, -lambd)}), add(c, x, k(c, x, bias)), hi});
 }
 Value gelu(NodeContext& c, Value x) {
