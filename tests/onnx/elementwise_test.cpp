@@ -163,6 +163,16 @@ TEST(OnnxElementwise, BitShiftAndModByAttribute) {
   EXPECT_EQ(fmod.run({a, b}), (std::vector<double>{-1, 1}));
 }
 
+TEST(OnnxElementwise, CastOneNamesItsTargetType) {
+  OneNode n("Cast", 1, {{kF32, {3}}}, kI32);
+  n.attr("to", std::string("INT32"));
+  EXPECT_EQ(n.run({Tensor::from_vector<float>({-1.5f, 0.5f, 2.5f}, {3})}),
+            (std::vector<double>{-1, 0, 2}));
+  OneNode bad("Cast", 1, {{kF32, {3}}}, kI32);
+  bad.attr("to", std::string("INTEGER"));
+  EXPECT_THROW(bad.import(), rlx::ValueError);
+}
+
 TEST(OnnxElementwise, BadAttributesAreTypedErrors) {
   OneNode shift("BitShift", 11, {{kU8, {3}}, {kU8, {3}}}, kU8);
   shift.attr("direction", std::string("UP"));

@@ -2,6 +2,8 @@
 // the rest are short exact compositions of core ops (selu, asin, clip…). Binary ops
 // broadcast as NumPy does; opset < 7 ops broadcast only with `broadcast=1`, `axis`
 // saying where B's dims start in A.
+#include <onnx/onnx_pb.h>
+
 #include <cmath>
 #include <limits>
 #include <numbers>
@@ -139,8 +141,18 @@ std::vector<Value> convert_clip(NodeContext& c) {
 
 // ---- cast ------------------------------------------------------------------------------
 
+// `to` is a TensorProto data type; Cast-1 spelled it as its name ("FLOAT").
 std::vector<Value> convert_cast(NodeContext& c) {
-  int64_t to = c.need_attr_int("to");
+  const ::onnx::AttributeProto* at = c.attr("to");
+  int64_t to = 0;
+  if (at && at->type() == ::onnx::AttributeProto::STRING) {
+    ::onnx::TensorProto::DataType t;
+    if (!::onnx::TensorProto::DataType_Parse(at->s(), &t))
+      c.fail("expected attribute 'to' to name a tensor type, got '", at->s(), "'");
+    to = t;
+  } else {
+    to = c.need_attr_int("to");
+  }
   std::optional<DType> dt = dtype_from_onnx(int32_t(to));
   if (!dt) c.unsupported("expected a numeric or bool target type, got ONNX type ", to);
   return {c.cast(c.input(0), *dt)};
