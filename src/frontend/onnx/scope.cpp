@@ -182,6 +182,7 @@ void convert_node(Scope& scope, const ::onnx::NodeProto& node) {
   try {
     outs = (*fn)(ctx);
   } catch (const NeedsConstant& nc) {
+    if (scope.state().at_run_time) throw;
     outs = convert_late(ctx, nc.input);
   } catch (const NotSupported& e) {
     rethrow_at(ctx, e);

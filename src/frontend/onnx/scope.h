@@ -23,6 +23,7 @@ struct ImportState {
   std::string base_dir;                   // for external data
   std::map<std::string, int64_t> dims;    // sizes bound to symbolic dims
   int64_t default_dim = -1;               // >= 0: the size of every other symbolic dim
+  bool at_run_time = false;               // converting inside onnx.late: never late again
 };
 
 class Scope {
