@@ -56,7 +56,12 @@ std::vector<Value> convert_if(NodeContext& ctx) {
   if (!then_g || !else_g) ctx.fail("expected attributes then_branch and else_branch");
   if (auto c = ctx.constant_input(0)) {
     if (c->numel() != 1) ctx.fail("expected a one-element condition, got ", c->type().str());
-    return ctx.inline_subgraph(c->to_doubles()[0] != 0 ? *then_g : *else_g, {});
+    std::vector<std::optional<Packed>> packed;
+    std::vector<Value> outs =
+        ctx.inline_subgraph(c->to_doubles()[0] != 0 ? *then_g : *else_g, {}, &packed);
+    for (size_t j = 0; j < packed.size(); ++j)
+      if (packed[j]) ctx.set_packed_output(j, *packed[j]);
+    return outs;
   }
   Value pred = ctx.input(0);
   if (pred.rank() != 0) pred = ctx.apply1("reshape", {pred}, {{"shape", IntList{}}});

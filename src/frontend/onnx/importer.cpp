@@ -47,6 +47,7 @@ void register_everything() {
     imp::register_quant_converters();
     imp::register_control_converters();
     imp::register_misc_converters();
+    imp::register_sequence_converters();
   });
 }
 
