@@ -5,6 +5,7 @@
 
 #include "frontend/onnx/context.h"
 #include "frontend/onnx/convert_nn_util.h"
+#include "frontend/onnx/ops/nn.h"
 
 namespace rlx::onnx_import {
 
@@ -399,6 +400,7 @@ std::vector<Value> convert_dropout(NodeContext& ctx) {
 }  // namespace
 
 void register_nn_converters() {
+  register_nn_onnx_ops();
   add_converter("", "MatMul", convert_matmul);
   add_converter("", "Gemm", convert_gemm);
   add_converter("", "Conv", convert_conv);

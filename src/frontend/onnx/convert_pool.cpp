@@ -4,7 +4,6 @@
 
 #include "frontend/onnx/context.h"
 #include "frontend/onnx/convert_nn_util.h"
-#include "frontend/onnx/ops/nn.h"
 
 namespace rlx::onnx_import {
 
@@ -38,7 +37,6 @@ std::vector<Value> convert_max_pool(NodeContext& ctx) {
   Value y = ctx.apply1("max_pool", {widen ? ctx.cast(x, DType::f32) : x}, a);
   std::vector<Value> out{ctx.cast(y, dt)};
   if (ctx.has_output(1)) {
-    register_nn_onnx_ops();
     a.set("storage_order", ctx.attr_int("storage_order", 0));
     out.push_back(ctx.apply1("onnx.max_pool_indices", {x}, a));
   }
@@ -137,7 +135,6 @@ std::vector<Value> convert_max_unpool(NodeContext& ctx) {
     }
     return {ctx.apply1("pad", {y}, {{"pads", p}})};
   }
-  register_nn_onnx_ops();
   return {ctx.apply1("onnx.zero_extend", {y, ctx.cast(ctx.input(2), DType::i64)})};
 }
 
@@ -176,12 +173,20 @@ Value emit_resize(NodeContext& ctx, Value x, const ResizeSpec& s) {
       double o = d.is_static() ? double(d.value()) * s.scales[i] : 0.5;
       if (o != std::floor(o)) transform = "generic";
     }
+  // Opset 10 and Upsample round as ONNX Runtime's "simple" mode: up when the dim shrinks,
+  // down otherwise (a dim of scale 1 maps to whole coordinates either way).
+  std::string nearest = s.nearest;
+  if (nearest == "simple" && s.mode != "nearest") nearest = "floor";  // unused
+  if (nearest == "simple") {
+    bool down = std::any_of(s.scales.begin(), s.scales.end(), [](double v) { return v < 1.0; });
+    bool up = std::any_of(s.scales.begin(), s.scales.end(), [](double v) { return v > 1.0; });
+    nearest = down ? (up ? "simple" : "ceil") : "floor";
+  }
   bool exclude = ctx.attr_int("exclude_outside", 0) != 0;
   bool antialias = ctx.attr_int("antialias", 0) != 0 &&
                    std::any_of(s.scales.begin(), s.scales.end(), [](double v) { return v < 1.0; });
   bool core =
-      (s.mode == "nearest" || s.mode == "linear") && !antialias &&
-      (s.mode == "linear" || !exclude) &&
+      (s.mode == "nearest" || s.mode == "linear") && !antialias && nearest != "simple" &&
       (transform == "half_pixel" || transform == "align_corners" || transform == "asymmetric") &&
       (s.mode == "nearest" || is_float(x.dtype()));
   // keep_aspect_ratio_policy's scale is not out / in: the core takes it as `scales`
@@ -192,12 +197,13 @@ Value emit_resize(NodeContext& ctx, Value x, const ResizeSpec& s) {
     if (d.is_static() && s.scales[i] != double(s.sizes[i]) / double(d.value())) by_scales = true;
   }
   if (by_scales && !s.sizes.empty())
-    for (size_t i = 0; i < r; ++i)
-      if (int64_t(std::floor(double(x.shape()[i].value()) * s.scales[i])) != s.sizes[i])
+    for (size_t i = 0; i < r; ++i) {
+      const Dim& d = x.shape()[i];
+      if (!d.is_static() || int64_t(std::floor(double(d.value()) * s.scales[i])) != s.sizes[i])
         core = false;
+    }
   if (core) {
-    Attrs a{
-        {"mode", s.mode}, {"coordinate_transformation", transform}, {"nearest_mode", s.nearest}};
+    Attrs a{{"mode", s.mode}, {"coordinate_transformation", transform}, {"nearest_mode", nearest}};
     if (by_scales)
       a.set("scales", FloatList(s.scales));
     else
@@ -207,10 +213,9 @@ Value emit_resize(NodeContext& ctx, Value x, const ResizeSpec& s) {
   if (std::find(s.scales.begin(), s.scales.end(), 0.0) != s.scales.end())
     ctx.unsupported("Resize mode '", s.mode, "' with coordinates '", s.transform,
                     "' by sizes of a symbolic dim, got ", x.type().str());
-  register_nn_onnx_ops();
   Attrs a{{"mode", s.mode},
           {"coordinate_transformation_mode", s.transform},
-          {"nearest_mode", s.nearest},
+          {"nearest_mode", nearest},
           {"scales", FloatList(s.scales)},
           {"sizes", IntList(s.sizes)},
           {"roi", FloatList(s.roi)},
@@ -231,7 +236,7 @@ std::vector<Value> convert_resize(NodeContext& ctx) {
   bool v10 = ctx.opset() < 11;
   s.transform =
       v10 ? "asymmetric" : ctx.attr_string("coordinate_transformation_mode", "half_pixel");
-  s.nearest = v10 ? "floor" : ctx.attr_string("nearest_mode", "round_prefer_floor");
+  s.nearest = v10 ? "simple" : ctx.attr_string("nearest_mode", "round_prefer_floor");
   IntList axes = ctx.attr_ints("axes");
   if (axes.empty()) axes = nn_range(0, int64_t(r));
   for (int64_t& a : axes) a = normalize_axis(ctx, a, int64_t(r));
@@ -304,14 +309,14 @@ std::vector<Value> convert_resize(NodeContext& ctx) {
   return {emit_resize(ctx, x, s)};
 }
 
-// Upsample (opsets 7 - 9): Resize by scales with asymmetric coordinates, nearest by floor.
+// Upsample (opsets 7 - 9): Resize by scales with asymmetric coordinates.
 std::vector<Value> convert_upsample(NodeContext& ctx) {
   Value x = ctx.input(0);
   ResizeSpec s;
   s.mode = ctx.attr_string("mode", "nearest");
   if (s.mode == "bilinear") s.mode = "linear";
   s.transform = "asymmetric";
-  s.nearest = "floor";
+  s.nearest = "simple";
   if (ctx.has_input(1))
     s.scales = *ctx.floats_input(1);
   else
@@ -324,7 +329,6 @@ std::vector<Value> convert_upsample(NodeContext& ctx) {
 // ---- GridSample, RoiAlign ------------------------------------------------------------
 
 std::vector<Value> convert_grid_sample(NodeContext& ctx) {
-  register_nn_onnx_ops();
   Attrs a{{"mode", ctx.attr_string("mode", ctx.opset() < 20 ? "bilinear" : "linear")},
           {"padding_mode", ctx.attr_string("padding_mode", "zeros")},
           {"align_corners", ctx.attr_int("align_corners", 0) != 0}};
@@ -332,7 +336,6 @@ std::vector<Value> convert_grid_sample(NodeContext& ctx) {
 }
 
 std::vector<Value> convert_roi_align(NodeContext& ctx) {
-  register_nn_onnx_ops();
   Attrs a{{"mode", ctx.attr_string("mode", "avg")},
           {"output_height", ctx.attr_int("output_height", 1)},
           {"output_width", ctx.attr_int("output_width", 1)},

@@ -109,7 +109,8 @@ Taps resize_taps(const Attrs& a, size_t d, int64_t j, int64_t in, int64_t out, d
   std::vector<int64_t> pos;
   if (mode == "nearest") {
     const std::string& nm = a.get_string("nearest_mode");
-    bool up = ratio == 1.0 || nm == "ceil" || (nm == "round_prefer_floor" && ratio > 0.5) ||
+    bool up = ratio == 1.0 || nm == "ceil" || (nm == "simple" && s < 1.0) ||
+              (nm == "round_prefer_floor" && ratio > 0.5) ||
               (nm == "round_prefer_ceil" && ratio >= 0.5);
     pos.push_back(base + (up ? 1 : 0));
     t.w.push_back(1.0);
@@ -239,7 +240,8 @@ void register_resize() {
       .attr("antialias", AttrKind::Bool, AttrValue(false));
   d.doc =
       "ONNX Resize, every mode: output dim i is sizes[i] or floor(dim * scales[i]); "
-      "coordinates use scales[i].";
+      "coordinates use scales[i]. nearest_mode 'simple' (Resize-10, Upsample): ceil "
+      "along dims that shrink, floor elsewhere.";
   d.infer = infer_resize;
   OpRegistry::global().add(std::move(d));
   KernelRegistry::global().add("onnx.resize", DeviceKind::cpu, resize_kernel);
