@@ -338,7 +338,8 @@ std::vector<Value> NodeContext::inline_subgraph(
     const std::string& name = body.output(j).name();
     const Packed* p = inner.find_packed(name, where());
     if (p && !(p->optional && !p->sequence && p->has_value)) {
-      if (!packed) unsupported("returns a sequence or optional '", name, "' where a tensor is read");
+      if (!packed)
+        unsupported("returns a sequence or optional '", name, "' where a tensor is read");
       if (packed->size() <= size_t(j)) packed->resize(size_t(j) + 1);
       (*packed)[size_t(j)] = *p;
       out.push_back(Value{});

@@ -106,10 +106,13 @@ class NodeContext {
   };
   Subgraph import_subgraph(const ::onnx::GraphProto& body,
                            const std::vector<std::optional<TensorType>>& arg_types);
-  // Converts `body` into this node's graph (no subgraph): its inputs are `args`, its
-  // outer names resolve here. Returns its outputs.
+  // Converts `body` into this node's graph (no subgraph): its inputs are `args` (a
+  // packed arg: a sequence / optional), its outer names resolve here. Returns its
+  // outputs; a packed output comes back as an invalid Value, and its list in `packed`
+  // (at the output's index) when given, else NotSupported.
   std::vector<Value> inline_subgraph(const ::onnx::GraphProto& body,
-                                     const std::vector<Value>& args);
+                                     const std::vector<std::variant<Value, Packed>>& args,
+                                     std::vector<std::optional<Packed>>* packed = nullptr);
   Scope& scope() const { return scope_; }
 
   // ---- errors: "[onnx Op 'name'] parts…"
@@ -159,7 +162,8 @@ void register_reduce_converters();
 void register_nn_converters();
 void register_sequence_model_converters();  // RNN, GRU, LSTM
 void register_quant_converters();
-void register_control_converters();  // If, Loop, Scan
-void register_misc_converters();     // signal, detection, random, training…
+void register_control_converters();   // If, Loop, Scan
+void register_misc_converters();      // signal, detection, random, training…
+void register_sequence_converters();  // Sequence*, Optional* (lists held by the importer)
 
 }  // namespace rlx::onnx_import

@@ -102,7 +102,8 @@ std::vector<Value> split_to_sequence(NodeContext& ctx) {
     for (const Dim& d : x.shape()) stops.push_back(d.is_static() ? d.value() : INT64_MAX);
     starts[size_t(axis)] = at;
     stops[size_t(axis)] = at + sz;
-    Value piece = ctx.apply1("slice", {x}, {{"starts", starts}, {"stops", stops}, {"steps", steps}});
+    Value piece =
+        ctx.apply1("slice", {x}, {{"starts", starts}, {"stops", stops}, {"steps", steps}});
     if (!keep) piece = ctx.apply1("squeeze", {piece}, {{"axes", IntList{axis}}});
     elems.push_back(piece);
     at += sz;
