@@ -93,10 +93,8 @@ TEST(OnnxMaxPoolIndices, RowAndColumnMajor) {
     Value x = g.input("x", {DType::f32, {1, 1, 2, 3}});
     g.output(g.apply1("onnx.max_pool_indices", {x},
                       {{"kernel_shape", IntList{2, 2}}, {"storage_order", order}}));
-    auto y = Session(Device::cpu())
-                 .compile(g)
-                 .run({f32({1, 9, 2, 3, 4, 10}, {1, 1, 2, 3})})[0]
-                 .to_vector<int64_t>();
+    std::vector<Tensor> in{f32({1, 9, 2, 3, 4, 10}, {1, 1, 2, 3})};
+    auto y = Session(Device::cpu()).compile(g).run(in)[0].to_vector<int64_t>();
     // Maxima at (0, 1) and (1, 2): row-major 1 and 5, column-major 2 and 5.
     EXPECT_EQ(y, order == 0 ? (std::vector<int64_t>{1, 5}) : (std::vector<int64_t>{2, 5}));
   }
