@@ -78,10 +78,32 @@ std::vector<Value> convert_lp_pool(NodeContext& ctx) {
   int64_t p = ctx.attr_int("p", 2);
   if (p < 1) ctx.fail("expected p >= 1, got ", p);
   Attrs a = pool_attrs(ctx, x);
-  if (a.get_bool("ceil_mode")) ctx.unsupported("LpPool with ceil_mode");
+  const IntList kernel = a.get_ints("kernel_shape");
+  if (a.get_bool("ceil_mode") && a.get_string("auto_pad") != "same_upper" &&
+      a.get_string("auto_pad") != "same_lower") {
+    // The windows past the end in ceil mode cover zeros: padding that makes floor mode
+    // give the same windows keeps every window whole.
+    size_t k = kernel.size();
+    IntList strides = ctx.attr_ints("strides", IntList(k, 1));
+    IntList dils = ctx.attr_ints("dilations", IntList(k, 1));
+    IntList pads = a.get_string("auto_pad") == "valid" ? IntList(2 * k, 0)
+                                                       : ctx.attr_ints("pads", IntList(2 * k, 0));
+    for (size_t i = 0; i < k; ++i) {
+      const Dim& d = x.shape()[i + 2];
+      if (!d.is_static()) ctx.unsupported("LpPool in ceil mode over a symbolic dim");
+      int64_t eff = dils[i] * (kernel[i] - 1) + 1, st = strides[i];
+      int64_t span = d.value() + pads[i] + pads[i + k] - eff;
+      int64_t o = (span + st - 1) / st + 1;  // ceil; span >= 0 for a valid window
+      if (o > 1 && (o - 1) * st >= d.value() + pads[i]) --o;
+      pads[i + k] += std::max<int64_t>(0, (o - 1) * st + eff - (d.value() + pads[i] + pads[i + k]));
+    }
+    a.set("auto_pad", "explicit");
+    a.set("pads", pads);
+    a.set("ceil_mode", false);
+  }
   a.set("count_include_pad", true);
   int64_t n = 1;
-  for (int64_t k : a.get_ints("kernel_shape")) n *= k;
+  for (int64_t k : kernel) n *= k;
   Value s = ctx.apply1("avg_pool", {abs_pow(ctx, x, p)}, a);
   s = binary(ctx, "mul", s, ctx.scalar(x.dtype(), double(n)));
   return {root(ctx, s, p)};
