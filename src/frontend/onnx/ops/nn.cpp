@@ -148,10 +148,15 @@ Types infer_resize(const InferContext& ctx) {
     ctx.fail("expected scales (and sizes, when given) of length ", r, ", got ", scales.size(),
              " and ", sizes.size());
   if (a.get_string("mode") != "nearest") expect_float_input(ctx, 0, "X");
+  if (a.get_string("coordinate_transformation_mode") == "tf_crop_and_resize" &&
+      a.get_floats("roi").size() != 2 * r)
+    ctx.fail("expected a roi of ", 2 * r, " values for tf_crop_and_resize, got ",
+             a.get_floats("roi").size());
   Shape out = ctx.shape(0);
   for (size_t i = 0; i < r; ++i) {
     if (!(scales[i] > 0.0) || !std::isfinite(scales[i]))
       ctx.fail("expected finite scales > 0, got ", scales[i]);
+    if (!sizes.empty() && sizes[i] < 0) ctx.fail("expected sizes >= 0, got ", sizes[i]);
     if (!sizes.empty())
       out[i] = Dim(sizes[i]);
     else if (out[i].is_static())
@@ -276,6 +281,9 @@ Types infer_grid_sample(const InferContext& ctx) {
   const Shape &x = ctx.shape(0), &g = ctx.shape(1);
   if (g.back().is_static() && g.back().value() != k)
     ctx.fail("expected grid's last dim ", k, ", got ", ctx.input(1).str());
+  if (x[0].is_static() && g[0].is_static() && x[0].value() != g[0].value())
+    ctx.fail("expected X and grid of one batch size, got ", ctx.input(0).str(), " and ",
+             ctx.input(1).str());
   Shape out{x[0], x[1]};
   out.insert(out.end(), g.begin() + 1, g.end() - 1);
   return {{ctx.dtype(0), out}};
@@ -294,6 +302,9 @@ void grid_sample_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   std::vector<int64_t> dims(xs.begin() + 2, xs.end());
   int64_t N = xs[0], C = xs[1], plane = product(dims);
   int64_t points = product(in[1].shape(), 1, 1 + k);
+  if (in[1].shape()[0] != N)
+    rlx::fail<ValueError>("onnx.grid_sample", "expected X and grid of one batch size, got ", N,
+                          " and ", in[1].shape()[0]);
   std::vector<double> x = read(in[0]), g = read(in[1]), y(size_t(N * C * points));
   std::vector<double> lo(k), hi(k);
   for (size_t i = 0; i < k; ++i) {
@@ -390,7 +401,15 @@ Types infer_roi_align(const InferContext& ctx) {
   if (ctx.rank(0) != 4 || ctx.rank(1) != 2 || ctx.rank(2) != 1)
     ctx.fail("expected X [N, C, H, W], rois [R, 4], batch_indices [R], got ", ctx.input(0).str(),
              ", ", ctx.input(1).str(), ", ", ctx.input(2).str());
+  if (ctx.shape(1)[1].is_static() && ctx.shape(1)[1].value() != 4)
+    ctx.fail("expected rois [R, 4], got ", ctx.input(1).str());
+  const Dim &r1 = ctx.shape(1)[0], &r2 = ctx.shape(2)[0];
+  if (r1.is_static() && r2.is_static() && r1.value() != r2.value())
+    ctx.fail("expected one batch index per roi, got ", ctx.input(1).str(), " and ",
+             ctx.input(2).str());
   const Attrs& a = ctx.attrs();
+  if (a.get_int("output_height") < 1 || a.get_int("output_width") < 1)
+    ctx.fail("expected output_height and output_width >= 1");
   return {{ctx.dtype(0), Shape{ctx.shape(1)[0], ctx.shape(0)[1], Dim(a.get_int("output_height")),
                                Dim(a.get_int("output_width"))}}};
 }
