@@ -34,7 +34,8 @@ std::vector<Value> convert_max_pool(NodeContext& ctx) {
   bool widen = dt == DType::i8 || dt == DType::u8;
   if (!is_float(dt) && !widen)
     ctx.fail_type("expected a float or 8-bit input, got ", x.type().str());
-  Value y = ctx.apply1("max_pool", {widen ? ctx.cast(x, DType::f32) : x}, a);
+  if (widen) x = ctx.cast(x, DType::f32);
+  Value y = ctx.apply1("max_pool", {x}, a);
   std::vector<Value> out{ctx.cast(y, dt)};
   if (ctx.has_output(1)) {
     a.set("storage_order", ctx.attr_int("storage_order", 0));

@@ -425,6 +425,9 @@ void roi_align_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
   bool avg = a.get_string("mode") == "avg";
   std::vector<double> x = read(in[0]), rois = read(in[1]), batch = read(in[2]);
   int64_t R = in[1].shape()[0];
+  if (int64_t(batch.size()) != R)
+    rlx::fail<ValueError>("onnx.roi_align", "expected one batch index per roi, got ", batch.size(),
+                          " for ", R);
   std::vector<double> y(size_t(R * C * ph_n * pw_n));
   for (int64_t r = 0; r < R; ++r) {
     int64_t b = int64_t(batch[size_t(r)]);
