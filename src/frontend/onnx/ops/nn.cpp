@@ -194,15 +194,16 @@ void resize_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
     }
     int64_t outer = product(shape, 0, d), inner = product(shape, d + 1);
     std::vector<double> next(size_t(outer * n_out * inner), 0.0);
-    for (int64_t o = 0; o < outer; ++o)
-      for (int64_t j = 0; j < n_out; ++j) {
-        const Taps& t = taps[size_t(j)];
-        double* q = next.data() + (o * n_out + j) * inner;
-        for (size_t k = 0; k < t.idx.size(); ++k) {
-          const double* p = cur.data() + (o * n_in + t.idx[k]) * inner;
-          for (int64_t i = 0; i < inner; ++i) q[i] += t.w[k] * p[i];
-        }
+#pragma omp parallel for schedule(static)
+    for (int64_t row = 0; row < outer * n_out; ++row) {
+      int64_t o = row / n_out;
+      const Taps& t = taps[size_t(row % n_out)];
+      double* q = next.data() + row * inner;
+      for (size_t k = 0; k < t.idx.size(); ++k) {
+        const double* p = cur.data() + (o * n_in + t.idx[k]) * inner;
+        for (int64_t i = 0; i < inner; ++i) q[i] += t.w[k] * p[i];
       }
+    }
     shape[d] = n_out;
     cur = std::move(next);
   }
@@ -318,10 +319,14 @@ void grid_sample_kernel(const KernelContext& ctx, std::span<const Tensor> in,
     if (pad == "border") return std::clamp<int64_t>(t, 0, d - 1);
     return std::clamp<int64_t>(int64_t(reflect(double(t), lo[i], hi[i])), 0, d - 1);
   };
-  std::vector<std::vector<int64_t>> idx(k);
-  std::vector<std::vector<double>> wt(k);
-  for (int64_t n = 0; n < N; ++n)
-    for (int64_t p = 0; p < points; ++p) {
+#pragma omp parallel
+  {
+    std::vector<std::vector<int64_t>> idx(k);
+    std::vector<std::vector<double>> wt(k);
+    std::vector<size_t> it(k, 0);
+#pragma omp for schedule(static)
+    for (int64_t np = 0; np < N * points; ++np) {
+      int64_t n = np / points, p = np % points;
       const double* gp = g.data() + (n * points + p) * int64_t(k);
       for (size_t i = 0; i < k; ++i) {
         double nx = gp[k - 1 - i];  // the grid lists coordinates innermost first
@@ -351,7 +356,6 @@ void grid_sample_kernel(const KernelContext& ctx, std::span<const Tensor> in,
         }
       }
       // The tensor product of the taps of every dim.
-      std::vector<size_t> it(k, 0);
       for (int64_t c = 0; c < C; ++c) {
         const double* xp = x.data() + (n * C + c) * plane;
         double acc = 0.0;
@@ -374,6 +378,7 @@ void grid_sample_kernel(const KernelContext& ctx, std::span<const Tensor> in,
         y[size_t((n * C + c) * points + p)] = acc;
       }
     }
+  }
   write(out[0], y);
 }
 
@@ -429,11 +434,13 @@ void roi_align_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
     rlx::fail<ValueError>("onnx.roi_align", "expected one batch index per roi, got ", batch.size(),
                           " for ", R);
   std::vector<double> y(size_t(R * C * ph_n * pw_n));
-  for (int64_t r = 0; r < R; ++r) {
-    int64_t b = int64_t(batch[size_t(r)]);
-    if (b < 0 || b >= xs[0])
+  for (double b : batch)
+    if (b < 0 || b >= double(xs[0]))
       rlx::fail<ValueError>("onnx.roi_align", "expected batch_indices in [0, ", xs[0], "), got ",
                             b);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < R; ++r) {
+    int64_t b = int64_t(batch[size_t(r)]);
     double off = half ? 0.5 : 0.0;
     const double* box = rois.data() + r * 4;
     double x0 = box[0] * scale - off, y0 = box[1] * scale - off;
@@ -552,8 +559,9 @@ void max_pool_indices_kernel(const KernelContext& ctx, std::span<const Tensor> i
   int64_t plane = product(in_dims), oplane = product(out_dims);
   std::vector<double> x = read(in[0]);
   auto* y = out[0].data_as<int64_t>();
-  std::vector<int64_t> o(k), t(k);
+#pragma omp parallel for schedule(static)
   for (int64_t p = 0; p < xs[0] * xs[1]; ++p) {
+    std::vector<int64_t> o(k), t(k);
     const double* xp = x.data() + p * plane;
     std::fill(o.begin(), o.end(), 0);
     for (int64_t q = 0; q < oplane; ++q) {
