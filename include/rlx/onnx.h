@@ -22,6 +22,8 @@ struct ImportOptions {
   std::map<std::string, std::vector<int64_t>> input_shapes;
   // Sizes for named symbolic dims (ONNX dim_param).
   std::map<std::string, int64_t> dims;
+  // When >= 0, the size of every symbolic dim not bound otherwise (benchmarks, --random).
+  int64_t default_dim = -1;
 };
 
 struct Model {
@@ -50,6 +52,9 @@ struct OpUse {
   bool supported = false;
 };
 std::vector<OpUse> op_histogram(const std::string& path);
+
+// ONNX names of a model's graph inputs (initializers excluded), in order.
+std::vector<std::string> graph_inputs(const std::string& path);
 
 // A TensorProto file (the input_N.pb / output_N.pb of ONNX's test layout).
 Tensor read_tensor(const std::string& path);

@@ -21,6 +21,27 @@
 
 namespace rlx::passes {
 
+// (rewrite.h)
+std::optional<std::vector<Literal>> evaluate_on_cpu(const OpDef& op, const std::vector<Tensor>& inputs,
+                                             const Attrs& attrs) {
+  try {
+    Graph g("fold");
+    std::vector<Value> ins;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      ins.push_back(g.input(cat("x", i), inputs[i].type()));
+    for (Value v : g.apply(op, ins, attrs)) g.output(v);
+    CompileOptions options;
+    options.opt_level = 0;
+    options.threads = 1;
+    std::vector<Tensor> outs = Session(Device::cpu()).compile(g, options).run(inputs);
+    std::vector<Literal> lits;
+    for (const Tensor& t : outs) lits.push_back(t.to_literal());
+    return lits;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
 namespace {
 
 constexpr int64_t kMaxFoldElements = int64_t{1} << 20;   // per output
@@ -71,27 +92,6 @@ Literal repeat(const Literal& one, const std::vector<int64_t>& shape) {
   std::vector<uint8_t> bytes(n * es);
   for (size_t i = 0; i < n; ++i) std::memcpy(bytes.data() + i * es, one.data(), es);
   return Literal(one.dtype(), shape, bytes);
-}
-
-// Runs op once on the CPU. Null when it cannot (no kernel, a bad index in the data…).
-std::optional<std::vector<Literal>> evaluate(const OpDef& op, const std::vector<Tensor>& inputs,
-                                             const Attrs& attrs) {
-  try {
-    Graph g("fold");
-    std::vector<Value> ins;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      ins.push_back(g.input(cat("x", i), inputs[i].type()));
-    for (Value v : g.apply(op, ins, attrs)) g.output(v);
-    CompileOptions options;
-    options.opt_level = 0;
-    options.threads = 1;
-    std::vector<Tensor> outs = Session(Device::cpu()).compile(g, options).run(inputs);
-    std::vector<Literal> lits;
-    for (const Tensor& t : outs) lits.push_back(t.to_literal());
-    return lits;
-  } catch (const Error&) {
-    return std::nullopt;
-  }
 }
 
 class Folder {
@@ -200,7 +200,7 @@ class Folder {
     if (work > kMaxInputElements) return std::nullopt;
     std::vector<Tensor> tensors;
     for (const Known& k : ks) tensors.push_back(tensor_of(k));
-    std::optional<std::vector<Literal>> lits = evaluate(op, tensors, attrs);
+    std::optional<std::vector<Literal>> lits = evaluate_on_cpu(op, tensors, attrs);
     if (!lits) return std::nullopt;
     std::vector<Value> out;
     for (size_t i = 0; i < lits->size(); ++i) {
@@ -225,7 +225,7 @@ class Folder {
       one.push_back(view_of(*s, {}));
     }
     if (all_one) return std::nullopt;
-    std::optional<std::vector<Literal>> lits = evaluate(op, one, attrs);
+    std::optional<std::vector<Literal>> lits = evaluate_on_cpu(op, one, attrs);
     if (!lits) return std::nullopt;
     std::vector<Value> out;
     for (size_t i = 0; i < lits->size(); ++i) {

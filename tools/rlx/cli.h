@@ -1,6 +1,7 @@
 // The rlx command-line tool: its subcommands and the pieces they share.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -25,11 +26,34 @@ struct RunOptions {
   int threads = 0;
   int show = 8;
   std::string save_outputs;
+  std::string data_dir;  // ONNX test layout: input_N.pb, output_N.pb
+  std::string device = "cpu";
 };
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0);
+std::string time_str(double seconds);  // "1.234 ms"
 
 int run_command(const RunOptions& o);
 // `dims`: NAME=SIZE, the sizes the memory plan is made for (unnamed ones: 1).
 int report_command(const std::string& graph_path, const std::vector<std::string>& dims);
+
+// The pieces of `rlx run`: binding args from files or random values, then compiling,
+// running (o.runs timed runs) and printing the outputs and timing.
+TensorMap bind_args(const Graph& g, const RunOptions& o, std::vector<std::string>& sources);
+TensorMap run_graph(const Graph& g, TensorMap args, const std::vector<std::string>& sources,
+                    const RunOptions& o);
+void save_outputs(const TensorMap& outs, const std::string& dir);
+
+// ONNX models (onnx.cpp).
+bool is_onnx_path(const std::string& path);
+int run_onnx_command(const RunOptions& o);
+int bench_command(const std::string& path, int runs, int threads,
+                  const std::vector<std::string>& dims);
+int ops_command(const std::string& path);
+int convert_command(const std::string& path, const std::string& out);
+int onnx_test_command(const std::vector<std::string>& dirs, const std::string& expected_failures,
+                      int threads);
 
 // Reads and parses a graph file; parse errors become "FILE:LINE:COL: message".
 std::unique_ptr<Graph> load_graph(const std::string& path);

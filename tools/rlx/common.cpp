@@ -9,6 +9,7 @@
 
 #include "cli.h"
 #include "rlx/error.h"
+#include "rlx/onnx.h"
 #include "rlx/text.h"
 
 namespace rlx::cli {
@@ -54,6 +55,8 @@ std::map<std::string, int64_t> bind_dims(const Graph& g, const std::vector<std::
 }
 
 std::unique_ptr<Graph> load_graph(const std::string& path) {
+  onnx::register_ops();  // a converted model's text may hold onnx.* ops
+  if (is_onnx_path(path)) return onnx::load(path).graph;
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     throw IoError(cat("cannot read '", path, "': it is a directory"));

@@ -4,11 +4,17 @@
 //   rlx run GRAPH.rlx [--input NAME=FILE.npy …] [--param NAME=FILE.npy …] [--random]
 //                     [--dim NAME=SIZE …] [--runs N] [--threads N] [--save-outputs DIR]
 //   rlx report GRAPH.rlx [--dim NAME=SIZE …]
+//   rlx run MODEL.onnx [--data DIR | --input NAME=FILE.npy … | --random] [--device cpu]
+//   rlx bench MODEL.onnx [--runs N] [--threads N]
+//   rlx ops MODEL.onnx
+//   rlx convert MODEL.onnx -o MODEL.rlx
+//   rlx onnx-test DIR… [--expected-failures FILE]
 //
 // Every error prints "rlx: error: <message>" to stderr and exits 1.
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <exception>
+#include <set>
 #include <string>
 
 #include "cli.h"
@@ -23,7 +29,7 @@ int error(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("rlx: compile and run rlx graphs (text format) on the CPU", "rlx");
+  CLI::App app("rlx: compile and run rlx graphs (text format) and ONNX models on the CPU", "rlx");
   app.set_version_flag("--version", std::string("rlx ") + RLX_VERSION);
   app.require_subcommand(1);
 
@@ -31,9 +37,18 @@ int main(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand("run",
                                          "compile a graph on the CPU, run it, print "
                                          "its outputs and the timing");
-  run_cmd->add_option("graph", run.graph_path, "graph file in the rlx text format")
+  run_cmd
+      ->add_option("graph", run.graph_path, "graph file in the rlx text format, or an ONNX model")
       ->required()
-      ->type_name("GRAPH.rlx");
+      ->type_name("GRAPH.rlx|MODEL.onnx");
+  run_cmd
+      ->add_option("--data", run.data_dir,
+                   "ONNX models: inputs from DIR/input_N.pb; the outputs are checked "
+                   "against DIR/output_N.pb (exit 1 above 1e-4 rel / 1e-5 abs)")
+      ->type_name("DIR");
+  run_cmd->add_option("--device", run.device, "device to run on")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
   run_cmd->add_option("--input,-i", run.inputs, "an input from a .npy file (repeatable)")
       ->type_name("NAME=FILE.npy")
       ->allow_extra_args(false);
@@ -77,9 +92,60 @@ int main(int argc, char** argv) {
       ->type_name("NAME=SIZE")
       ->allow_extra_args(false);
 
+  std::string bench_path;
+  int bench_runs = 20, bench_threads = 0;
+  std::vector<std::string> bench_dims;
+  CLI::App* bench_cmd = app.add_subcommand(
+      "bench", "load, compile and time an ONNX model on random inputs (median and min latency)");
+  bench_cmd->add_option("model", bench_path, "ONNX model")->required()->type_name("MODEL.onnx");
+  bench_cmd->add_option("--runs", bench_runs, "timed runs after the first")
+      ->check(CLI::Range(1, 1 << 30))
+      ->capture_default_str();
+  bench_cmd->add_option("--threads", bench_threads, "kernel threads (0: every core)")
+      ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  bench_cmd->add_option("--dim,-d", bench_dims, "size of a symbolic dim (default 1)")
+      ->type_name("NAME=SIZE")
+      ->allow_extra_args(false);
+
+  std::string ops_path;
+  CLI::App* ops_cmd =
+      app.add_subcommand("ops",
+                         "an ONNX model's op histogram, whether rlx converts each op, and how the "
+                         "imported graph's ops run");
+  ops_cmd->add_option("model", ops_path, "ONNX model")->required()->type_name("MODEL.onnx");
+
+  std::string convert_in, convert_out;
+  CLI::App* convert_cmd =
+      app.add_subcommand("convert", "import an ONNX model and write the rlx text IR");
+  convert_cmd->add_option("model", convert_in, "ONNX model")->required()->type_name("MODEL.onnx");
+  convert_cmd->add_option("-o,--output", convert_out, "the graph file to write")
+      ->required()
+      ->type_name("MODEL.rlx");
+
+  std::vector<std::string> test_dirs;
+  std::string test_expected;
+  int test_threads = 1;
+  CLI::App* test_cmd =
+      app.add_subcommand("onnx-test",
+                         "run ONNX backend-test cases (DIR/model.onnx + test_data_set_N/) and "
+                         "print each failure and a summary");
+  test_cmd->add_option("dirs", test_dirs, "case directories, or directories of cases")
+      ->required()
+      ->type_name("DIR");
+  test_cmd
+      ->add_option("--expected-failures", test_expected,
+                   "cases expected to fail (NAME  # reason per line): the exit status is "
+                   "1 only for other failures and for listed cases that pass")
+      ->type_name("FILE");
+  test_cmd->add_option("--threads", test_threads, "kernel threads")->capture_default_str();
+
   // CLI11 would only say that a subcommand is required.
-  if (std::string a = argc > 1 ? argv[1] : "-"; a[0] != '-' && a != "run" && a != "report")
-    return error("unknown subcommand '" + a + "'; expected run or report");
+  static const std::set<std::string> known{"run", "report", "bench", "ops", "convert", "onnx-test"};
+  if (std::string a = argc > 1 ? argv[1] : "-"; a[0] != '-' && !known.count(a))
+    return error("unknown subcommand '" + a +
+                 "'; expected run, report, bench, ops, convert or "
+                 "onnx-test");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -88,6 +154,11 @@ int main(int argc, char** argv) {
   }
   try {
     if (*run_cmd) return rlx::cli::run_command(run);
+    if (*bench_cmd)
+      return rlx::cli::bench_command(bench_path, bench_runs, bench_threads, bench_dims);
+    if (*ops_cmd) return rlx::cli::ops_command(ops_path);
+    if (*convert_cmd) return rlx::cli::convert_command(convert_in, convert_out);
+    if (*test_cmd) return rlx::cli::onnx_test_command(test_dirs, test_expected, test_threads);
     return rlx::cli::report_command(report_path, report_dims);
   } catch (const std::exception& e) {
     return error(e.what());

@@ -13,10 +13,6 @@
 
 namespace rlx::cli {
 
-namespace {
-
-using Clock = std::chrono::steady_clock;
-
 double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
@@ -31,6 +27,8 @@ std::string time_str(double s) {
     std::snprintf(buf, sizeof buf, "%.3f s", s);
   return buf;
 }
+
+namespace {
 
 std::vector<std::string> arg_names(const Graph& g, ArgKind kind) {
   std::vector<std::string> out;
@@ -74,6 +72,8 @@ Tensor random_tensor(const TensorType& type, const std::map<std::string, int64_t
     v = is_float(type.dtype) ? real(rng) : is_bool(type.dtype) ? small(rng) % 2 : small(rng);
   return Tensor::from_doubles(type.dtype, shape, values);
 }
+
+}  // namespace
 
 // Loads the named files, or fills the args left over with random values.
 TensorMap bind_args(const Graph& g, const RunOptions& o, std::vector<std::string>& sources) {
@@ -122,12 +122,19 @@ void save_outputs(const TensorMap& outs, const std::string& dir) {
   std::printf("saved %zu output%s to %s\n", outs.size(), outs.size() == 1 ? "" : "s", dir.c_str());
 }
 
-}  // namespace
-
 int run_command(const RunOptions& o) {
+  if (is_onnx_path(o.graph_path)) return run_onnx_command(o);
   std::unique_ptr<Graph> g = load_graph(o.graph_path);
   std::vector<std::string> sources;
   TensorMap args = bind_args(*g, o, sources);
+  TensorMap outs = run_graph(*g, args, sources, o);
+  if (!o.save_outputs.empty()) save_outputs(outs, o.save_outputs);
+  return 0;
+}
+
+TensorMap run_graph(const Graph& graph, TensorMap args, const std::vector<std::string>& sources,
+                    const RunOptions& o) {
+  const Graph* g = &graph;
   for (size_t i = 0; i < g->args().size(); ++i) {
     const Arg& a = g->args()[i];
     std::printf("%-6s %-12s %-16s %s\n", a.kind == ArgKind::input ? "input" : "param",
@@ -170,8 +177,7 @@ int run_command(const RunOptions& o) {
                 times.size());
   }
   std::printf(" (threads: %s)\n", o.threads ? std::to_string(o.threads).c_str() : "all cores");
-  if (!o.save_outputs.empty()) save_outputs(outs, o.save_outputs);
-  return 0;
+  return outs;
 }
 
 }  // namespace rlx::cli

@@ -33,14 +33,14 @@ class NodeContext {
 
   const ::onnx::NodeProto& proto() const { return node_; }
   const std::string& op_type() const;
-  const std::string& name() const;  // the node's name, or its first output's
+  const std::string& name() const;          // the node's name, or its first output's
   int64_t opset() const { return opset_; }  // of the node's domain
   Graph& graph() const;
 
   // ---- inputs
-  size_t num_inputs() const;     // as written, counting empty ("" = absent) slots
+  size_t num_inputs() const;       // as written, counting empty ("" = absent) slots
   bool has_input(size_t i) const;  // present and not ""
-  Value input(size_t i) const;   // throws ValueError when absent
+  Value input(size_t i) const;     // throws ValueError when absent
   // The input's contents when known at import time (a constant), else nullopt.
   std::optional<Tensor> constant_input(size_t i) const;
   // The input's contents, required to be known at import time (throws NotSupported,
@@ -76,9 +76,9 @@ class NodeContext {
                std::vector<SubgraphPtr> subgraphs = {});
   Value constant(const Tensor& t);
   Value constant(const Literal& lit);
-  Value scalar(DType dtype, double v);  // a rank-0 constant
+  Value scalar(DType dtype, double v);        // a rank-0 constant
   Value ints(const std::vector<int64_t>& v);  // an i64[n] constant
-  Value cast(Value v, DType dtype);  // no node when v already has the dtype
+  Value cast(Value v, DType dtype);           // no node when v already has the dtype
 
   // Imports a subgraph attribute as a closed rlx Graph. Its args are `arg_types` (one
   // per declared input of the GraphProto, in order; nullopt: take the declared type),
@@ -90,6 +90,11 @@ class NodeContext {
   };
   Subgraph import_subgraph(const ::onnx::GraphProto& body,
                            const std::vector<std::optional<TensorType>>& arg_types);
+  // Converts `body` into this node's graph (no subgraph): its inputs are `args`, its
+  // outer names resolve here. Returns its outputs.
+  std::vector<Value> inline_subgraph(const ::onnx::GraphProto& body,
+                                     const std::vector<Value>& args);
+  Scope& scope() const { return scope_; }
 
   // ---- errors: "[onnx Op 'name'] parts…"
   template <class... A>
@@ -137,7 +142,7 @@ void register_reduce_converters();
 void register_nn_converters();
 void register_sequence_model_converters();  // RNN, GRU, LSTM
 void register_quant_converters();
-void register_control_converters();           // If, Loop, Scan
-void register_misc_converters();              // signal, detection, random, training…
+void register_control_converters();  // If, Loop, Scan
+void register_misc_converters();     // signal, detection, random, training…
 
 }  // namespace rlx::onnx_import
