@@ -142,9 +142,11 @@ Vals convert_expand(NodeContext& ctx) {
       if (s < 0) ctx.fail("expected shape entries >= 0, got ", ints_str(shape));
       b = Dim(s);
     }
-    if (!a || a->is(1)) {
+    if (!b) {
+      out[i] = *a;
+    } else if (!a || a->is(1)) {
       out[i] = *b;
-    } else if (!b || b->is(1)) {
+    } else if (b->is(1)) {
       out[i] = *a;
     } else if (a->is_static() && *a != *b) {
       ctx.fail("expected a shape that ", x.type().str(), " broadcasts with, got ", ints_str(shape));
