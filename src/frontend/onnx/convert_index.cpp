@@ -83,35 +83,42 @@ Vals convert_compress(NodeContext& ctx) {
 // ---------------------------------------------------------------------------------------
 // Trilu, EyeLike, ReverseSequence: masks and indices built from iota
 
-// j - i as i64[n, m]: the diagonal each element of an n x m matrix is on.
-Value diagonal_of(NodeContext& ctx, int64_t n, int64_t m) {
-  auto iota = [&](int64_t axis) {
-    return ctx.apply1("iota", {},
-                      {{"shape", IntList{n, m}}, {"dtype", DType::i64}, {"axis", axis}});
-  };
-  return ctx.apply1("sub", {iota(1), iota(0)});
+// The coordinate along `axis` of each element of x, as i64 broadcastable to x's shape: an
+// iota when that dim is static, else (at x's full shape) an exclusive cumsum of ones, so
+// symbolic and run-time sizes work too (`full`: always at x's shape).
+Value coord(NodeContext& ctx, Value x, int64_t axis, bool full = false) {
+  const Dim& d = x.shape()[size_t(axis)];
+  if (d.is_static() && !full) {
+    IntList shape(size_t(x.rank()), 1);
+    shape[size_t(axis)] = d.value();
+    return ctx.apply1("iota", {}, {{"shape", shape}, {"dtype", DType::i64}, {"axis", axis}});
+  }
+  Value one = i64_scalar(ctx, 1);
+  Value ones = ctx.apply1("select", {ctx.apply1("eq", {x, x}), one, one});
+  return ctx.apply1("cumsum", {ones}, {{"axis", axis}, {"exclusive", true}});
+}
+
+// j - i for each element (i, j) of the trailing matrices of x: the diagonal it is on.
+Value diagonal_of(NodeContext& ctx, Value x) {
+  int64_t r = x.rank();
+  return ctx.apply1("sub", {coord(ctx, x, r - 1), coord(ctx, x, r - 2)});
 }
 
 Vals convert_trilu(NodeContext& ctx) {
   Value x = ctx.input(0);
   if (x.rank() < 2) ctx.fail("expected an input of rank >= 2, got ", x.type().str());
-  const Shape& s = x.shape();
-  const Dim &n = s[s.size() - 2], &m = s.back();
-  if (!n.is_static() || !m.is_static())
-    ctx.unsupported("expected static matrix dims, got ", x.type().str());
   // k may be computed at run time: it only enters the comparison.
   Value k = ctx.has_input(1) ? ctx.apply1("reshape", {ctx.cast(ctx.input(1), DType::i64)},
                                           {{"shape", IntList{}}})
                              : i64_scalar(ctx, 0);
   bool upper = ctx.attr_int("upper", 1) != 0;
-  Value keep = ctx.apply1(upper ? "ge" : "le", {diagonal_of(ctx, n.value(), m.value()), k});
+  Value keep = ctx.apply1(upper ? "ge" : "le", {diagonal_of(ctx, x), k});
   return {ctx.apply1("select", {keep, x, ctx.scalar(x.dtype(), 0)})};
 }
 
 Vals convert_eye_like(NodeContext& ctx) {
   Value x = ctx.input(0);
   if (x.rank() != 2) ctx.fail("expected a rank-2 input, got ", x.type().str());
-  IntList s = need_static_shape(ctx, x, "the input");
   DType dt = x.dtype();
   if (ctx.has_attr("dtype")) {
     auto d = dtype_from_onnx(int32_t(ctx.attr_int("dtype", 0)));
@@ -119,33 +126,29 @@ Vals convert_eye_like(NodeContext& ctx) {
       ctx.fail_type("expected a numeric or bool dtype, got ONNX type ", ctx.attr_int("dtype", 0));
     dt = *d;
   }
-  Value eye =
-      ctx.apply1("eq", {diagonal_of(ctx, s[0], s[1]), i64_scalar(ctx, ctx.attr_int("k", 0))});
+  Value eye = ctx.apply1("eq", {diagonal_of(ctx, x), i64_scalar(ctx, ctx.attr_int("k", 0))});
   return {ctx.cast(eye, dt)};
 }
 
 // Output (t, b) reads x at time L[b] - 1 - t when t < L[b], else at t: a gather_elements
-// along the time axis with that index broadcast over the trailing dims.
+// along the time axis.
 Vals convert_reverse_sequence(NodeContext& ctx) {
   Value x = ctx.input(0), lens = ctx.cast(ctx.input(1), DType::i64);
-  int64_t bax = ctx.attr_int("batch_axis", 1), tax = ctx.attr_int("time_axis", 0);
-  if (x.rank() < 2 || !((bax == 0 && tax == 1) || (bax == 1 && tax == 0)))
+  int64_t r = x.rank(), bax = ctx.attr_int("batch_axis", 1), tax = ctx.attr_int("time_axis", 0);
+  if (r < 2 || !((bax == 0 && tax == 1) || (bax == 1 && tax == 0)))
     ctx.fail("expected batch_axis and time_axis 0 and 1 (either order) of a rank >= 2 input, got ",
              bax, ", ", tax, " for ", x.type().str());
-  IntList s = need_static_shape(ctx, x, "the input");
-  int64_t t_len = s[size_t(tax)], b_len = s[size_t(bax)];
-  IntList t_shape{1, 1}, b_shape{1, 1};
-  t_shape[size_t(tax)] = t_len;
-  b_shape[size_t(bax)] = b_len;
-  Value t = ctx.apply1("iota", {}, {{"shape", t_shape}, {"dtype", DType::i64}, {"axis", tax}});
-  Value l = ctx.apply1("reshape", {lens}, {{"shape", b_shape}});
+  if (lens.rank() != 1) ctx.fail("expected rank-1 sequence_lens, got ", lens.type().str());
+  IntList others;
+  for (int64_t a = 0; a < r; ++a)
+    if (a != bax) others.push_back(a);
+  Value l = ctx.apply1("expand_dims", {lens}, {{"axes", others}});
+  // A static x takes a small index broadcast once; otherwise it is built at x's shape.
+  bool is_static = x.type().is_static();
+  Value t = coord(ctx, x, tax, !is_static);
   Value rev = ctx.apply1("sub", {ctx.apply1("sub", {l, i64_scalar(ctx, 1)}), t});
   Value idx = ctx.apply1("select", {ctx.apply1("lt", {t, l}), rev, t});
-  IntList padded(s.size(), 1);
-  padded[0] = s[0];
-  padded[1] = s[1];
-  idx = ctx.apply1("reshape", {idx}, {{"shape", padded}});
-  idx = ctx.apply1("broadcast_to", {idx}, {{"shape", s}});
+  if (is_static) idx = ctx.apply1("broadcast_to", {idx}, {{"shape", static_sizes(x.shape())}});
   return {ctx.apply1("gather_elements", {x, idx}, {{"axis", tax}})};
 }
 
