@@ -292,47 +292,90 @@ Vals convert_range(NodeContext& ctx) {
 // ---------------------------------------------------------------------------------------
 // DepthToSpace, SpaceToDepth: a reshape, a transpose and a reshape
 
-struct Nchw {
-  int64_t n, c, h, w;  // n is 0 (copy the input's) when symbolic
+// One entry of a reshape target: dim `src` of the op's input times mul / div, or the
+// constant mul when src < 0.
+struct DimExpr {
+  int64_t src, mul = 1, div = 1;
 };
 
-Nchw nchw(NodeContext& ctx, Value x, int64_t block) {
-  if (x.rank() != 4) ctx.fail("expected a rank-4 (NCHW) input, got ", x.type().str());
-  if (block < 1) ctx.fail("expected blocksize >= 1, got ", block);
-  const Shape& s = x.shape();
-  for (size_t i = 1; i < 4; ++i)
-    if (!s[i].is_static()) ctx.unsupported("expected static C, H and W, got ", x.type().str());
-  return {s[0].is_static() ? s[0].value() : 0, s[1].value(), s[2].value(), s[3].value()};
+// Reshapes y to `spec` (entries over x's dims). Static dims give attributes, with a
+// symbolic batch dim copied (0) where it stays in front; other symbolic dims give a
+// target computed from x's run-time shape.
+Value reshape_by(NodeContext& ctx, Value x, Value y, const std::vector<DimExpr>& spec) {
+  IntList target;
+  bool is_static = true;
+  for (size_t i = 0; i < spec.size() && is_static; ++i) {
+    const DimExpr& e = spec[i];
+    if (e.src < 0) {
+      target.push_back(e.mul);
+      continue;
+    }
+    const Dim& d = x.shape()[size_t(e.src)];
+    if (d.is_static())
+      target.push_back(d.value() * e.mul / e.div);
+    else if (i == 0 && e.src == 0 && e.mul == 1 && e.div == 1)
+      target.push_back(0);
+    else
+      is_static = false;
+  }
+  if (is_static) return ctx.apply1("reshape", {y}, {{"shape", target}});
+  Value dims = ctx.apply1("shape_of", {x});
+  Vals parts;
+  for (const DimExpr& e : spec) {
+    if (e.src < 0) {
+      parts.push_back(ctx.ints({e.mul}));
+      continue;
+    }
+    Value d =
+        ctx.apply1("slice", {dims}, {{"starts", IntList{e.src}}, {"stops", IntList{e.src + 1}}});
+    if (e.mul != 1) d = ctx.apply1("mul", {d, ctx.ints({e.mul})});
+    if (e.div != 1) d = ctx.apply1("div", {d, ctx.ints({e.div})});
+    parts.push_back(d);
+  }
+  return ctx.apply1("dynamic_reshape", {y, ctx.apply1("concat", parts, {{"axis", 0}})});
 }
 
-Value rearrange(NodeContext& ctx, Value x, IntList split, IntList perm, IntList merged) {
-  Value y = ctx.apply1("reshape", {x}, {{"shape", std::move(split)}});
+// x (NCHW) split by `split`, permuted, merged by `merged`.
+Value rearrange(NodeContext& ctx, Value x, const std::vector<DimExpr>& split, IntList perm,
+                const std::vector<DimExpr>& merged) {
+  Value y = reshape_by(ctx, x, x, split);
   y = ctx.apply1("transpose", {y}, {{"perm", std::move(perm)}});
-  return ctx.apply1("reshape", {y}, {{"shape", std::move(merged)}});
+  return reshape_by(ctx, x, y, merged);
+}
+
+int64_t block_size(NodeContext& ctx, Value x) {
+  if (x.rank() != 4) ctx.fail("expected a rank-4 (NCHW) input, got ", x.type().str());
+  int64_t b = ctx.need_attr_int("blocksize");
+  if (b < 1) ctx.fail("expected blocksize >= 1, got ", b);
+  return b;
+}
+
+// Whether dim i of x is static and not a multiple of m.
+bool indivisible(Value x, size_t i, int64_t m) {
+  const Dim& d = x.shape()[i];
+  return d.is_static() && d.value() % m != 0;
 }
 
 Vals convert_depth_to_space(NodeContext& ctx) {
   Value x = ctx.input(0);
-  int64_t b = ctx.need_attr_int("blocksize");
-  auto [n, c, h, w] = nchw(ctx, x, b);
-  if (c % (b * b) != 0)
-    ctx.fail("expected channels divisible by blocksize^2, got ", x.type().str());
-  int64_t k = c / (b * b);
+  int64_t b = block_size(ctx, x), bb = b * b;
+  if (indivisible(x, 1, bb))
+    ctx.fail("expected channels divisible by blocksize^2 = ", bb, ", got ", x.type().str());
   std::string mode = ctx.attr_string("mode", "DCR");
-  IntList merged{n, k, h * b, w * b};
-  if (mode == "DCR") return {rearrange(ctx, x, {n, b, b, k, h, w}, {0, 3, 4, 1, 5, 2}, merged)};
-  if (mode == "CRD") return {rearrange(ctx, x, {n, k, b, b, h, w}, {0, 1, 4, 2, 5, 3}, merged)};
+  DimExpr n{0}, k{1, 1, bb}, h{2}, w{3}, blk{-1, b};
+  std::vector<DimExpr> merged{n, k, {2, b}, {3, b}};
+  if (mode == "DCR") return {rearrange(ctx, x, {n, blk, blk, k, h, w}, {0, 3, 4, 1, 5, 2}, merged)};
+  if (mode == "CRD") return {rearrange(ctx, x, {n, k, blk, blk, h, w}, {0, 1, 4, 2, 5, 3}, merged)};
   ctx.fail("expected mode DCR or CRD, got ", mode);
 }
 
 Vals convert_space_to_depth(NodeContext& ctx) {
   Value x = ctx.input(0);
-  int64_t b = ctx.need_attr_int("blocksize");
-  auto [n, c, h, w] = nchw(ctx, x, b);
-  if (h % b != 0 || w % b != 0)
+  int64_t b = block_size(ctx, x);
+  if (indivisible(x, 2, b) || indivisible(x, 3, b))
     ctx.fail("expected H and W divisible by blocksize ", b, ", got ", x.type().str());
-  return {rearrange(ctx, x, {n, c, h / b, b, w / b, b}, {0, 3, 5, 1, 2, 4},
-                    {n, c * b * b, h / b, w / b})};
+  DimExpr n{0}, c{1}, h{2, 1, b}, w{3, 1, b}, blk{-1, b};
+  return {rearrange(ctx, x, {n, c, h, blk, w, blk}, {0, 3, 5, 1, 2, 4}, {n, {1, b * b}, h, w})};
 }
 
 }  // namespace
