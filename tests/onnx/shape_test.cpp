@@ -1,5 +1,6 @@
-// onnx.unique (the shape family's onnx.* op): sorted and first-occurrence orders, slices
-// along an axis, NaN and -0 handling, value-dependent output sizes, and typed errors.
+// The shape family's onnx.* ops. onnx.unique: sorted and first-occurrence orders, slices
+// along an axis, NaN and -0 handling, value-dependent output sizes, typed errors.
+// onnx.range: lengths from run-time values, empty ranges, typed errors.
 // Links rlx_onnx (for rlx::onnx::register_ops).
 #include <gtest/gtest.h>
 
@@ -76,6 +77,43 @@ TEST(OnnxUnique, RejectsABadAxis) {
   Graph g;
   Value x = g.input("x", {DType::f32, {2, 3}});
   EXPECT_THROW(g.apply("onnx.unique", {x}, {{"axis", 2}}), ValueError);
+}
+
+Tensor run_range(const Tensor& start, const Tensor& limit, const Tensor& delta) {
+  onnx::register_ops();
+  Graph g;
+  Value a = g.input("a", start.type()), b = g.input("b", limit.type()),
+        c = g.input("c", delta.type());
+  g.output(g.apply1("onnx.range", {a, b, c}));
+  return Session().compile(g).run(std::vector<Tensor>{start, limit, delta})[0];
+}
+
+template <class T>
+Tensor scalar(T v) {
+  return Tensor::from_vector<T>({v}, {});
+}
+
+TEST(OnnxRange, IntegersRoundTheLengthUp) {
+  EXPECT_EQ(
+      run_range(scalar<int64_t>(10), scalar<int64_t>(1), scalar<int64_t>(-4)).to_vector<int64_t>(),
+      (I{10, 6, 2}));
+  EXPECT_EQ(
+      run_range(scalar<int32_t>(0), scalar<int32_t>(5), scalar<int32_t>(2)).to_vector<int32_t>(),
+      (std::vector<int32_t>{0, 2, 4}));
+}
+
+TEST(OnnxRange, FloatsAndEmptyRanges) {
+  EXPECT_EQ(run_range(scalar<float>(1), scalar<float>(2), scalar<float>(0.25f)).to_vector<float>(),
+            (std::vector<float>{1, 1.25f, 1.5f, 1.75f}));
+  EXPECT_EQ(run_range(scalar<double>(3), scalar<double>(1), scalar<double>(1)).shape(), (I{0}));
+}
+
+TEST(OnnxRange, RejectsAZeroDeltaAndMixedDtypes) {
+  EXPECT_THROW(run_range(scalar<int64_t>(0), scalar<int64_t>(3), scalar<int64_t>(0)), ValueError);
+  onnx::register_ops();
+  Graph g;
+  Value a = g.input("a", {DType::f32, {}}), b = g.input("b", {DType::i64, {}});
+  EXPECT_THROW(g.apply1("onnx.range", {a, b, a}), TypeError);
 }
 
 }  // namespace

@@ -18,10 +18,15 @@ using Vals = std::vector<Value>;
 
 Vals convert_reshape(NodeContext& ctx) {
   Value x = ctx.input(0);
+  bool allowzero = ctx.attr_int("allowzero", 0) != 0;
+  // A shape computed at run time (and not read as literal zeros): dynamic_reshape takes
+  // ONNX's 0 and -1 itself, so the node needs no late conversion.
+  if (ctx.opset() >= 5 && !allowzero && ctx.has_input(1) && !ctx.constant_input(1) &&
+      ctx.input(1).rank() == 1 && ctx.input(1).shape()[0].is_static())
+    return {ctx.apply1("dynamic_reshape", {x, ctx.cast(ctx.input(1), DType::i64)})};
   IntList spec = ctx.opset() < 5 ? ctx.attr_ints("shape") : need_ints(ctx, 1, "shape");
   bool has_zero = std::count(spec.begin(), spec.end(), 0) > 0;
-  if (ctx.attr_int("allowzero", 0) == 0 || !has_zero)
-    return {ctx.apply1("reshape", {x}, {{"shape", spec}})};
+  if (!allowzero || !has_zero) return {ctx.apply1("reshape", {x}, {{"shape", spec}})};
   // allowzero: a 0 is a literal zero size, so the result (and x) hold no elements. x
   // goes to ones with its (zero) element count at the first 0, then broadcasts.
   if (std::count(spec.begin(), spec.end(), -1) > 0)
@@ -260,33 +265,10 @@ Vals convert_constant_of_shape(NodeContext& ctx) {
   return {ctx.apply1("broadcast_to", {one}, {{"shape", shape}})};
 }
 
+// onnx.range: its length depends on the values, which may be computed at run time
+// (positions up to a sequence length); constant inputs fold at import.
 Vals convert_range(NodeContext& ctx) {
-  Tensor start = ctx.need_constant(0), limit = ctx.need_constant(1), delta = ctx.need_constant(2);
-  DType dt = start.dtype();
-  if (limit.dtype() != dt || delta.dtype() != dt)
-    ctx.fail_type("expected start, limit and delta of one dtype, got ", dt, ", ", limit.dtype(),
-                  " and ", delta.dtype());
-  if (start.numel() != 1 || limit.numel() != 1 || delta.numel() != 1)
-    ctx.fail("expected scalar start, limit and delta");
-  int64_t n;
-  if (is_float(dt)) {
-    double s = start.to_doubles()[0], l = limit.to_doubles()[0], d = delta.to_doubles()[0];
-    if (d == 0 || !std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d))
-      ctx.fail("expected finite start, limit and a nonzero finite delta");
-    n = int64_t(std::max(std::ceil((l - s) / d), 0.0));
-  } else {
-    int64_t s = start.to_literal().at_int(0), l = limit.to_literal().at_int(0),
-            d = delta.to_literal().at_int(0);
-    if (d == 0) ctx.fail("expected a nonzero delta, got 0");
-    // ceil((l - s) / d) in integers.
-    int64_t num = l - s;
-    n = num / d + ((num % d != 0) && ((num < 0) == (d < 0)) ? 1 : 0);
-    n = std::max<int64_t>(n, 0);
-  }
-  // start + i * delta, as the ONNX reference computes it.
-  Value i = ctx.apply1("iota", {}, {{"shape", IntList{n}}, {"dtype", dt}, {"axis", 0}});
-  Value step = ctx.apply1("mul", {i, ctx.constant(delta.reshape({}))});
-  return {ctx.apply1("add", {step, ctx.constant(start.reshape({}))})};
+  return {ctx.apply1("onnx.range", {ctx.input(0), ctx.input(1), ctx.input(2)})};
 }
 
 // ---------------------------------------------------------------------------------------

@@ -1,9 +1,12 @@
-// onnx.unique: the distinct slices of x along an axis (ONNX Unique; the converter
-// flattens x when the node has no axis). Every output size depends on the values, so the
-// kernel makes its outputs.
+// onnx.* ops of the shape family, whose output sizes depend on input values (so their
+// kernels make their outputs):
+//   onnx.unique  the distinct slices of x along an axis (ONNX Unique; the converter
+//                flattens x when the node has no axis);
+//   onnx.range   start, start + delta, … up to limit (ONNX Range).
 #include "frontend/onnx/ops/shape.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <numeric>
 
@@ -139,6 +142,72 @@ void unique_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
   out[3] = Tensor::from_vector(count_out, {int64_t(u)});
 }
 
+// ---------------------------------------------------------------------------------------
+// onnx.range
+
+std::vector<TensorType> infer_range(const InferContext& ctx) {
+  DType dt = ctx.dtype(0);
+  for (size_t i = 0; i < 3; ++i) {
+    if (ctx.dtype(i) != dt)
+      ctx.fail_type("expected start, limit and delta of one dtype, got ", ctx.input(0).str(), ", ",
+                    ctx.input(1).str(), " and ", ctx.input(2).str());
+    if (auto n = ctx.input(i).numel(); ctx.rank(i) > 1 || (n && *n != 1))
+      ctx.fail("expected scalar start, limit and delta, got ", ctx.input(i).str());
+  }
+  if (dt != DType::f32 && dt != DType::f64 && dt != DType::i16 && dt != DType::i32 &&
+      dt != DType::i64)
+    ctx.fail_type("expected f32, f64, i16, i32 or i64 inputs, got ", dt);
+  return {{dt, {Dim::unknown()}}};
+}
+
+// ceil((limit - start) / delta) elements, at least 0; element i is start + i * delta
+// computed in T (as ONNX's reference loop does).
+template <class T>
+Tensor range_of(T start, T limit, T delta) {
+  int64_t n;
+  if constexpr (std::is_floating_point_v<T>) {
+    double s = start, l = limit, d = delta;
+    if (d == 0 || !std::isfinite(s) || !std::isfinite(l) || !std::isfinite(d))
+      fail<ValueError>("onnx.range",
+                       "expected finite start and limit and a finite nonzero delta, got ", s, ", ",
+                       l, ", ", d);
+    n = int64_t(std::max(std::ceil((l - s) / d), 0.0));
+  } else {
+    if (delta == 0) fail<ValueError>("onnx.range", "expected a nonzero delta, got 0");
+    int64_t num = int64_t(limit) - int64_t(start), d = int64_t(delta);
+    n = std::max<int64_t>(num / d + (num % d != 0 && (num < 0) == (d < 0) ? 1 : 0), 0);
+  }
+  Tensor y = Tensor::empty(dtype_of<T>(), {n});
+  T* p = y.data_as<T>();
+  for (int64_t i = 0; i < n; ++i) p[i] = T(start + T(i) * delta);
+  return y;
+}
+
+template <class T>
+Tensor range_from(std::span<const Tensor> in) {
+  return range_of(*in[0].data_as<const T>(), *in[1].data_as<const T>(), *in[2].data_as<const T>());
+}
+
+void range_kernel(const KernelContext&, std::span<const Tensor> in, std::span<Tensor> out) {
+  switch (in[0].dtype()) {
+    case DType::f32:
+      out[0] = range_from<float>(in);
+      break;
+    case DType::f64:
+      out[0] = range_from<double>(in);
+      break;
+    case DType::i16:
+      out[0] = range_from<int16_t>(in);
+      break;
+    case DType::i32:
+      out[0] = range_from<int32_t>(in);
+      break;
+    default:
+      out[0] = range_from<int64_t>(in);
+      break;
+  }
+}
+
 }  // namespace
 
 void register_shape_onnx_ops() {
@@ -154,6 +223,16 @@ void register_shape_onnx_ops() {
       "counts (ONNX Unique).";
   OpRegistry::global().add(std::move(d));
   KernelRegistry::global().add("onnx.unique", DeviceKind::cpu, unique_kernel, {},
+                               {.makes_outputs = true});
+
+  OpDef r;
+  r.name = "onnx.range";
+  r.traits = Trait::nondifferentiable;
+  r.arity(3);
+  r.infer = infer_range;
+  r.doc = "start, start + delta, … while short of limit (ONNX Range); scalar inputs of one dtype.";
+  OpRegistry::global().add(std::move(r));
+  KernelRegistry::global().add("onnx.range", DeviceKind::cpu, range_kernel, {},
                                {.makes_outputs = true});
 }
 

@@ -3,7 +3,7 @@
 
 namespace rlx::onnx_import {
 
-// onnx.unique and its CPU kernel (idempotent).
+// onnx.unique, onnx.range and their CPU kernels (idempotent).
 void register_shape_onnx_ops();
 
 }  // namespace rlx::onnx_import
