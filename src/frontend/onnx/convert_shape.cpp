@@ -85,7 +85,9 @@ Vals convert_concat(NodeContext& ctx) {
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
     if (ctx.has_input(i)) xs.push_back(ctx.input(i));
   if (xs.empty()) ctx.fail("expected at least one input, got none");
-  return {ctx.apply1("concat", xs, {{"axis", ctx.need_attr_int("axis")}})};
+  // axis became required at opset 4 (it defaulted to 1 before).
+  int64_t axis = ctx.opset() < 4 ? ctx.attr_int("axis", 1) : ctx.need_attr_int("axis");
+  return {ctx.apply1("concat", xs, {{"axis", axis}})};
 }
 
 Vals convert_split(NodeContext& ctx) {
