@@ -16,7 +16,7 @@ DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clan
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build demo test bench bench-train bench-compile bench-fusion format clean
+.PHONY: all deps configure build demo test bench bench-train bench-compile bench-fusion bench-onnx format clean
 
 all: build
 
@@ -64,3 +64,12 @@ format: deps
 
 clean:
 	rm -rf $(BUILD)
+
+# rlx against ONNX Runtime 1.30 (npm's onnxruntime-node; installed here on first use, with
+# ONNXRUNTIME_NODE_INSTALL=skip so that no binary download is attempted) on every model in
+# ../shared/models, 2 threads each.
+bench-onnx: build
+	@command -v npm >/dev/null || { echo "bench-onnx needs node and npm"; exit 1; }
+	@[ -d bench/onnx_vs_ort/node_modules/onnxruntime-node ] || \
+	  (cd bench/onnx_vs_ort && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund)
+	./$(BUILD)/bench/rlx-bench-onnx ../shared/models $(BENCH_ARGS)

@@ -2,6 +2,9 @@
 
 #include <onnx/onnx_pb.h>
 
+#include <mutex>
+#include <unordered_map>
+
 #include "frontend/onnx/scope.h"
 #include "rlx/kernel.h"
 #include "rlx/session.h"
@@ -99,32 +102,103 @@ std::vector<TensorType> infer_late(const InferContext& ctx) {
   return out;
 }
 
-void late_kernel(const KernelContext& kc, std::span<const Tensor> in, std::span<Tensor> out) {
-  ::onnx::NodeProto node;
-  std::string bytes = hex_decode(kc.attrs.get_string("node"));
-  if (!node.ParseFromString(bytes))
-    fail<ValueError>("onnx.late", "expected a serialized NodeProto in attribute 'node'");
-  const IntList& slots = kc.attrs.get_ints("slots");
+// Inputs up to this many elements are what converters read as constants (shapes, axes,
+// pads, scales): they are baked into the graph built at run time. Larger ones stay its
+// inputs, so one compiled graph serves every run with the same small values and shapes.
+constexpr int64_t kSmallInput = 64;
+
+struct LateProgram {
+  CompiledGraph compiled;
+  std::vector<size_t> inputs;  // which node inputs the compiled graph takes, in order
+};
+
+// Converts `node` with the small inputs (or all of them) as constants and compiles it.
+std::shared_ptr<LateProgram> build(const ::onnx::NodeProto& node, int64_t opset,
+                                   const IntList& slots, std::span<const Tensor> in,
+                                   bool all_constant, size_t num_outputs) {
   ImportState state;
-  state.opsets[node.domain() == "ai.onnx" ? "" : node.domain()] = kc.attrs.get_int("opset");
+  state.opsets[node.domain() == "ai.onnx" ? "" : node.domain()] = opset;
+  state.at_run_time = true;
   Graph g("late");
   Scope scope(state, g, nullptr);
-  for (size_t s = 0; s < slots.size() && int(s) < node.input_size(); ++s)
-    if (slots[s] >= 0) {
-      if (size_t(slots[s]) >= in.size())
-        fail<ValueError>("onnx.late", "expected input ", slots[s], ", got ", in.size(), " inputs");
-      scope.define(node.input(int(s)), g.constant(in[size_t(slots[s])].to_literal()));
+  auto prog = std::make_shared<LateProgram>();
+  for (size_t s = 0; s < slots.size() && int(s) < node.input_size(); ++s) {
+    if (slots[s] < 0) continue;
+    if (size_t(slots[s]) >= in.size())
+      fail<ValueError>("onnx.late", "expected input ", slots[s], ", got ", in.size(), " inputs");
+    const Tensor& t = in[size_t(slots[s])];
+    Value v;
+    if (all_constant || t.numel() <= kSmallInput) {
+      v = g.constant(t.to_literal());
+    } else {
+      v = g.input(cat("x", s), t.type());
+      prog->inputs.push_back(size_t(slots[s]));
     }
+    scope.define(node.input(int(s)), v);
+  }
   convert_node(scope, node);
   size_t j = 0;
-  for (int i = 0; i < node.output_size() && j < out.size(); ++i) {
+  for (int i = 0; i < node.output_size() && j < num_outputs; ++i) {
     if (node.output(i).empty()) continue;
     g.output(scope.lookup(node.output(i), "onnx.late"));
     ++j;
   }
   CompileOptions options;
   options.threads = 1;
-  std::vector<Tensor> res = Session(Device::cpu()).compile(g, options).run(std::vector<Tensor>{});
+  prog->compiled = Session(Device::cpu()).compile(g, options);
+  return prog;
+}
+
+// Programs by (node, opset, input types, small inputs' bytes).
+struct LateCache {
+  std::mutex mu;
+  std::unordered_map<std::string, std::shared_ptr<LateProgram>> map;
+};
+
+LateCache& late_cache() {
+  static LateCache c;
+  return c;
+}
+
+void late_kernel(const KernelContext& kc, std::span<const Tensor> in, std::span<Tensor> out) {
+  const std::string& hex = kc.attrs.get_string("node");
+  ::onnx::NodeProto node;
+  if (!node.ParseFromString(hex_decode(hex)))
+    fail<ValueError>("onnx.late", "expected a serialized NodeProto in attribute 'node'");
+  const IntList& slots = kc.attrs.get_ints("slots");
+  int64_t opset = kc.attrs.get_int("opset");
+  std::string key = cat(hex, "/", opset);
+  for (const Tensor& t : in) {
+    key += "|" + t.type().str();
+    if (t.numel() <= kSmallInput) {
+      Tensor c = t.contiguous();
+      key.append(static_cast<const char*>(c.data()), c.nbytes());
+    }
+  }
+  LateCache& cache = late_cache();
+  std::shared_ptr<LateProgram> prog;
+  {
+    std::lock_guard lock(cache.mu);
+    if (auto it = cache.map.find(key); it != cache.map.end()) prog = it->second;
+  }
+  if (!prog) {
+    try {
+      prog = build(node, opset, slots, in, false, out.size());
+    } catch (const NeedsConstant&) {
+      // The converter reads a large input's contents: every input becomes a constant,
+      // and the program serves this run only.
+      prog = build(node, opset, slots, in, true, out.size());
+      key.clear();
+    }
+    if (!key.empty()) {
+      std::lock_guard lock(cache.mu);
+      if (cache.map.size() >= 256) cache.map.clear();
+      cache.map.emplace(key, prog);
+    }
+  }
+  std::vector<Tensor> args;
+  for (size_t i : prog->inputs) args.push_back(in[i]);
+  std::vector<Tensor> res = prog->compiled.run(std::span<const Tensor>(args));
   for (size_t k = 0; k < out.size() && k < res.size(); ++k) out[k] = res[k].contiguous();
 }
 

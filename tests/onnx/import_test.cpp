@@ -1,0 +1,308 @@
+// The importer on hand-built models: what real exporters write (unsorted nodes, Constant
+// nodes instead of initializers, external data, 16-bit and 8-bit initializers, symbolic
+// and 0-d inputs, extra opset imports) and bad input (typed errors, never a crash).
+#include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "rlx/onnx.h"
+#include "rlx/session.h"
+
+namespace rlx {
+namespace {
+
+namespace fs = std::filesystem;
+using ::onnx::TensorProto;
+
+void add_io(::onnx::ValueInfoProto* vi, const std::string& name, int elem,
+            const std::vector<std::string>& dims) {
+  vi->set_name(name);
+  auto* tt = vi->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(elem);
+  auto* shape = tt->mutable_shape();
+  for (const auto& d : dims) {
+    auto* dim = shape->add_dim();
+    if (!d.empty() && std::isdigit(static_cast<unsigned char>(d[0])))
+      dim->set_dim_value(std::stoll(d));
+    else if (!d.empty())
+      dim->set_dim_param(d);
+  }
+}
+
+::onnx::NodeProto* add_node(::onnx::GraphProto* g, const std::string& op,
+                            std::vector<std::string> in, std::vector<std::string> out) {
+  auto* n = g->add_node();
+  n->set_op_type(op);
+  for (auto& s : in) n->add_input(s);
+  for (auto& s : out) n->add_output(s);
+  return n;
+}
+
+::onnx::ModelProto model(int64_t opset = 17) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  auto* o = m.add_opset_import();
+  o->set_domain("");
+  o->set_version(opset);
+  m.mutable_graph()->set_name("g");
+  return m;
+}
+
+std::string bytes_of(const ::onnx::ModelProto& m) {
+  std::string s;
+  m.SerializeToString(&s);
+  return s;
+}
+
+onnx::Model import(const ::onnx::ModelProto& m, const onnx::ImportOptions& o = {}) {
+  return onnx::load_bytes(bytes_of(m), ".", o);
+}
+
+std::vector<Tensor> run(const Graph& g, std::vector<Tensor> in) {
+  return Session(Device::cpu()).compile(g).run(in);
+}
+
+// y = x + c, c a Constant node made after its user (the file is not in topological order).
+::onnx::ModelProto unsorted_add() {
+  ::onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  add_io(g->add_input(), "x:0", TensorProto::FLOAT, {"batch", "3"});
+  add_io(g->add_output(), "y:0", TensorProto::FLOAT, {"batch", "3"});
+  add_node(g, "Add", {"x:0", "c"}, {"y:0"});
+  auto* c = add_node(g, "Constant", {}, {"c"});
+  auto* a = c->add_attribute();
+  a->set_name("value");
+  a->set_type(::onnx::AttributeProto::TENSOR);
+  auto* t = a->mutable_t();
+  t->set_data_type(TensorProto::FLOAT);
+  t->add_dims(3);
+  for (float v : {1.f, 2.f, 3.f}) t->add_float_data(v);
+  return m;
+}
+
+TEST(OnnxImport, UnsortedNodesConstantNodesSymbolicDimsAndNames) {
+  onnx::Model m = import(unsorted_add());
+  ASSERT_EQ(m.inputs, std::vector<std::string>{"x:0"});
+  EXPECT_EQ(m.graph->args()[0].name, "x_0");  // identifiers in rlx
+  EXPECT_EQ(m.graph->args()[0].value.type().str(), "f32[batch,3]");
+  auto out = run(*m.graph, {Tensor::from_vector<float>({1, 1, 1, 2, 2, 2}, {2, 3})});
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{2, 3, 4, 3, 4, 5}));
+}
+
+TEST(OnnxImport, InputShapesBindSymbolicDims) {
+  onnx::ImportOptions o;
+  o.input_shapes["x:0"] = {4, 3};
+  onnx::Model m = import(unsorted_add(), o);
+  EXPECT_EQ(m.graph->args()[0].value.type().str(), "f32[4,3]");
+  o.input_shapes["x:0"] = {4, 5};
+  EXPECT_THROW(import(unsorted_add(), o), ValueError);  // dim 1 is 3
+  o.input_shapes = {{"nope", {1, 3}}};
+  EXPECT_THROW(import(unsorted_add(), o), ValueError);
+}
+
+TEST(OnnxImport, ExtraOpsetImportsAreIgnored) {
+  ::onnx::ModelProto m = unsorted_add();
+  auto* o = m.add_opset_import();
+  o->set_domain("com.example.unused");
+  o->set_version(3);
+  EXPECT_NO_THROW(import(m));
+}
+
+TEST(OnnxImport, WrongInputDtypeOrShapeIsATypedErrorAtRun) {
+  onnx::Model m = import(unsorted_add());
+  CompiledGraph cg = Session(Device::cpu()).compile(*m.graph);
+  EXPECT_THROW(cg.run(std::vector<Tensor>{Tensor::zeros(DType::i64, {2, 3})}), TypeError);
+  EXPECT_THROW(cg.run(std::vector<Tensor>{Tensor::zeros(DType::f32, {2, 4})}), ValueError);
+  EXPECT_THROW(cg.run(std::vector<Tensor>{}), ValueError);
+}
+
+// A model whose output is one initializer of the given type and raw bytes.
+::onnx::ModelProto initializer_model(int elem, std::vector<int64_t> dims, const std::string& raw) {
+  ::onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  auto* t = g->add_initializer();
+  t->set_name("w");
+  t->set_data_type(elem);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(raw);
+  add_node(g, "Constant", {}, {"unused"})->add_attribute()->set_name("value_int");
+  g->mutable_node(0)->mutable_attribute(0)->set_type(::onnx::AttributeProto::INT);
+  std::vector<std::string> sdims;
+  for (int64_t d : dims) sdims.push_back(std::to_string(d));
+  add_io(g->add_output(), "w", elem, sdims);
+  return m;
+}
+
+TEST(OnnxImport, SixteenAndEightBitInitializers) {
+  struct Case {
+    int elem;
+    std::string raw;
+    DType dtype;
+    std::vector<double> values;
+  };
+  const std::vector<Case> cases = {
+      {TensorProto::FLOAT16, std::string("\x00\x3c\x00\xc0", 4), DType::f16, {1, -2}},
+      {TensorProto::BFLOAT16, std::string("\x80\x3f\x40\xc0", 4), DType::bf16, {1, -3}},
+      {TensorProto::INT8, std::string("\x05\xfb", 2), DType::i8, {5, -5}},
+      {TensorProto::UINT8, std::string("\x05\xfb", 2), DType::u8, {5, 251}},
+      {TensorProto::UINT16, std::string("\xff\xff\x01\x00", 4), DType::i32, {65535, 1}},
+      {TensorProto::UINT32,
+       std::string("\xff\xff\xff\xff\x02\x00\x00\x00", 8),
+       DType::i64,
+       {4294967295.0, 2}},
+      {TensorProto::BOOL, std::string("\x01\x00", 2), DType::boolean, {1, 0}},
+  };
+  for (const Case& c : cases) {
+    onnx::Model m = import(initializer_model(c.elem, {2}, c.raw));
+    auto out = run(*m.graph, {});
+    EXPECT_EQ(out[0].dtype(), c.dtype) << c.elem;
+    EXPECT_EQ(out[0].to_doubles(), c.values) << c.elem;
+  }
+}
+
+TEST(OnnxImport, RawDataOfTheWrongSizeIsAValueError) {
+  EXPECT_THROW(import(initializer_model(TensorProto::FLOAT, {3}, std::string(8, '\0'))),
+               ValueError);
+}
+
+TEST(OnnxImport, StringTensorsAreNotSupported) {
+  EXPECT_THROW(import(initializer_model(TensorProto::STRING, {1}, "")), NotSupported);
+}
+
+TEST(OnnxImport, ExternalData) {
+  fs::path dir = fs::temp_directory_path() / ("rlx_onnx_ext_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  float w[4] = {1.5f, -2.5f, 3.5f, 4.5f};
+  {
+    std::ofstream f(dir / "weights.bin", std::ios::binary);
+    f.write("pad!", 4);
+    f.write(reinterpret_cast<const char*>(w), sizeof w);
+  }
+  ::onnx::ModelProto m = initializer_model(TensorProto::FLOAT, {4}, "");
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  t->clear_raw_data();
+  t->set_data_location(TensorProto::EXTERNAL);
+  auto kv = [&](const char* k, const std::string& v) {
+    auto* e = t->add_external_data();
+    e->set_key(k);
+    e->set_value(v);
+  };
+  kv("location", "weights.bin");
+  kv("offset", "4");
+  kv("length", "16");
+  std::string path = (dir / "model.onnx").string();
+  std::ofstream(path, std::ios::binary) << bytes_of(m);
+  auto out = run(*onnx::load(path).graph, {});
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{1.5f, -2.5f, 3.5f, 4.5f}));
+  // The file is shorter than offset + length: an IoError naming it.
+  t->mutable_external_data(2)->set_value("400");
+  std::ofstream(path, std::ios::binary) << bytes_of(m);
+  EXPECT_THROW(onnx::load(path), IoError);
+  fs::remove_all(dir);
+}
+
+TEST(OnnxImport, TruncatedCorruptOrMissingFilesAreIoErrors) {
+  std::string good = bytes_of(unsorted_add());
+  EXPECT_THROW(onnx::load_bytes(good.substr(0, good.size() / 2), "."), IoError);
+  EXPECT_THROW(onnx::load_bytes(std::string(64, '\xff'), "."), IoError);
+  EXPECT_THROW(onnx::load_bytes("", "."), IoError);
+  EXPECT_THROW(onnx::load("/nonexistent/model.onnx"), IoError);
+  // Every prefix of a real model: an error or a model, never a crash.
+  std::ifstream f(std::string(RLX_ONNX_TEST_DATA) + "/cnn/model.onnx", std::ios::binary);
+  std::string cnn((std::istreambuf_iterator<char>(f)), {});
+  ASSERT_GT(cnn.size(), 1000u);
+  for (size_t n = 0; n < cnn.size(); n += 97) {
+    try {
+      onnx::load_bytes(cnn.substr(0, n), ".");
+    } catch (const Error&) {
+    }
+  }
+}
+
+TEST(OnnxImport, ACycleIsAValueErrorNamingIt) {
+  ::onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  add_io(g->add_input(), "x", TensorProto::FLOAT, {"2"});
+  add_io(g->add_output(), "b", TensorProto::FLOAT, {"2"});
+  add_node(g, "Add", {"x", "b"}, {"a"});
+  add_node(g, "Add", {"x", "a"}, {"b"});
+  try {
+    import(m);
+    FAIL() << "expected a ValueError";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("cycle"), std::string::npos) << e.what();
+  }
+}
+
+TEST(OnnxImport, UndefinedNamesAreValueErrors) {
+  ::onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  add_io(g->add_input(), "x", TensorProto::FLOAT, {"2"});
+  add_io(g->add_output(), "y", TensorProto::FLOAT, {"2"});
+  add_node(g, "Add", {"x", "nowhere"}, {"y"});
+  EXPECT_THROW(import(m), ValueError);
+}
+
+TEST(OnnxImport, MissingOpsAreListedInOneError) {
+  ::onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  add_io(g->add_input(), "x", TensorProto::FLOAT, {"2"});
+  add_io(g->add_output(), "z", TensorProto::FLOAT, {"2"});
+  add_node(g, "FrobnicateA", {"x"}, {"y"});
+  add_node(g, "FrobnicateB", {"y"}, {"z"})->set_domain("com.example");
+  try {
+    import(m);
+    FAIL() << "expected NotSupported";
+  } catch (const NotSupported& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("FrobnicateA"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("com.example.FrobnicateB"), std::string::npos) << msg;
+  }
+}
+
+TEST(OnnxImport, ZeroDimInputAndIfOnARuntimeCondition) {
+  ::onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  add_io(g->add_input(), "c", TensorProto::BOOL, {});
+  add_io(g->add_input(), "x", TensorProto::FLOAT, {"2"});
+  add_io(g->add_output(), "y", TensorProto::FLOAT, {"2"});
+  auto* n = add_node(g, "If", {"c"}, {"y"});
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = n->add_attribute();
+    a->set_name(branch);
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    auto* b = a->mutable_g();
+    b->set_name(branch);
+    // then: x (captured from the outer graph); else: a constant.
+    if (std::string(branch) == "then_branch") {
+      add_node(b, "Identity", {"x"}, {"r"});
+    } else {
+      auto* k = add_node(b, "Constant", {}, {"r"});
+      auto* v = k->add_attribute();
+      v->set_name("value_floats");
+      v->set_type(::onnx::AttributeProto::FLOATS);
+      v->add_floats(7);
+      v->add_floats(8);
+    }
+    add_io(b->add_output(), "r", TensorProto::FLOAT, {"2"});
+  }
+  onnx::Model mm = import(m);
+  EXPECT_EQ(mm.graph->args()[0].value.type().str(), "bool[]");
+  Tensor x = Tensor::from_vector<float>({1, 2}, {2});
+  EXPECT_EQ(run(*mm.graph, {Tensor::from_vector<bool>({true}, {}), x})[0].to_vector<float>(),
+            (std::vector<float>{1, 2}));
+  EXPECT_EQ(run(*mm.graph, {Tensor::from_vector<bool>({false}, {}), x})[0].to_vector<float>(),
+            (std::vector<float>{7, 8}));
+}
+
+TEST(OnnxImport, ReadTensorFiles) {
+  std::string dir = std::string(RLX_ONNX_TEST_DATA) + "/mlp/test_data_set_0";
+  Tensor t = onnx::read_tensor(dir + "/input_0.pb");
+  EXPECT_EQ(t.type().str(), "f32[8,64]");
+  EXPECT_THROW(onnx::read_tensor(dir + "/missing.pb"), IoError);
+}
+
+}  // namespace
+}  // namespace rlx
