@@ -164,6 +164,7 @@ void register_sequence_model_converters();  // RNN, GRU, LSTM
 void register_quant_converters();
 void register_control_converters();   // If, Loop, Scan
 void register_misc_converters();      // signal, detection, random, training…
+void register_gradient_converter();   // ai.onnx.preview.training Gradient, by rlx::grad
 void register_sequence_converters();  // Sequence*, Optional* (lists held by the importer)
 
 }  // namespace rlx::onnx_import

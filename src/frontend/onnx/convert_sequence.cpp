@@ -3,7 +3,7 @@
 // its elements are ordinary tensors of the graph.
 #include <onnx/onnx_pb.h>
 
-#include "frontend/onnx/context.h"
+#include "frontend/onnx/scope.h"
 
 namespace rlx::onnx_import {
 
@@ -73,6 +73,40 @@ std::vector<Value> sequence_length(NodeContext& ctx) {
   return {ctx.scalar(DType::i64, double(need_sequence(ctx, 0).elems.size()))};
 }
 
+// Sizes known only at run time, but how many there are is static: the chunks are the
+// outputs of a Split node converted in this scope (late, when its sizes arrive).
+std::vector<Value> split_at_run_time(NodeContext& ctx, int64_t axis) {
+  int64_t k = ctx.input(1).shape()[0].value();
+  ::onnx::NodeProto split;
+  split.set_op_type("Split");
+  split.set_name(ctx.name() + "/split");
+  split.add_input(ctx.proto().input(0));
+  split.add_input(ctx.proto().input(1));
+  auto* a = split.add_attribute();
+  a->set_name("axis");
+  a->set_type(::onnx::AttributeProto::INT);
+  a->set_i(axis);
+  std::vector<std::string> names;
+  for (int64_t i = 0; i < k; ++i) {
+    names.push_back(cat(ctx.proto().output(0), "/chunk", i));
+    split.add_output(names.back());
+  }
+  // Split takes its sizes as an input from opset 13: convert it at that opset at least.
+  int64_t& opset = ctx.scope().state().opsets[""];
+  int64_t saved = opset;
+  opset = std::max<int64_t>(opset, 13);
+  try {
+    convert_node(ctx.scope(), split);
+  } catch (...) {
+    opset = saved;
+    throw;
+  }
+  opset = saved;
+  std::vector<Value> elems;
+  for (const auto& n : names) elems.push_back(ctx.scope().lookup(n, ctx.where()));
+  return one_packed(ctx, sequence_of(elems));
+}
+
 std::vector<Value> split_to_sequence(NodeContext& ctx) {
   Value x = ctx.input(0);
   int64_t axis = normalize_axis(ctx, ctx.attr_int("axis", 0), x.rank());
@@ -84,6 +118,9 @@ std::vector<Value> split_to_sequence(NodeContext& ctx) {
   if (!ctx.has_input(1)) {
     sizes.assign(size_t(len), 1);
     keep = ctx.attr_int("keepdims", 1) != 0;
+  } else if (!ctx.constant_input(1) && ctx.input(1).rank() == 1 &&
+             ctx.input(1).shape()[0].is_static()) {
+    return split_at_run_time(ctx, axis);
   } else {
     Tensor split = ctx.need_constant(1);
     std::vector<int64_t> v = *ctx.ints_input(1);

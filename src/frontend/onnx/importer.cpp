@@ -50,6 +50,7 @@ void register_everything() {
     imp::register_control_converters();
     imp::register_misc_converters();
     imp::register_sequence_converters();
+    imp::register_gradient_converter();
   });
 }
 

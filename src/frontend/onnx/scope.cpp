@@ -138,6 +138,8 @@ std::vector<int> topological_order(const ::onnx::GraphProto& body) {
     const auto& node = body.node(i);
     std::set<std::string> reads(node.input().begin(), node.input().end());
     for (const auto& a : node.attribute()) {
+      // Gradient names the value it differentiates in an attribute.
+      if (node.op_type() == "Gradient" && a.name() == "y") reads.insert(a.s());
       if (a.has_g()) reads.merge(free_names(a.g()));
       for (const auto& sg : a.graphs()) reads.merge(free_names(sg));
     }
