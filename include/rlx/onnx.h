@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -24,12 +25,34 @@ struct ImportOptions {
   std::map<std::string, int64_t> dims;
   // When >= 0, the size of every symbolic dim not bound otherwise (benchmarks, --random).
   int64_t default_dim = -1;
+  // Sequence inputs (rlx holds sequences as lists of tensors of known length): the shape
+  // of each element, by ONNX input name. Each element becomes one graph input.
+  std::map<std::string, std::vector<std::vector<int64_t>>> sequence_shapes;
+  // Optional inputs given no value.
+  std::set<std::string> absent_inputs;
 };
+
+// What an ONNX graph input or output holds.
+enum class ValueKind { tensor, sequence, optional_tensor, optional_sequence };
+struct ValueSlot {
+  std::string name;
+  ValueKind kind = ValueKind::tensor;
+};
+struct Signature {
+  std::vector<ValueSlot> inputs;  // initializers excluded
+  std::vector<ValueSlot> outputs;
+};
+Signature signature(const std::string& path);
+
+// The tensors a test-data file holds for a value of `kind`: a TensorProto (one), a
+// SequenceProto (its elements) or an OptionalProto (none, or its tensor / elements).
+std::vector<Tensor> read_values(const std::string& path, ValueKind kind);
 
 struct Model {
   std::unique_ptr<Graph> graph;
   // ONNX names of the graph's inputs and outputs, in the order of the rlx graph's
-  // inputs and outputs (rlx names are identifiers: "input:0" becomes "input_0").
+  // inputs and outputs (rlx names are identifiers: "input:0" becomes "input_0"; the
+  // elements of a sequence read "name[i]").
   std::vector<std::string> inputs, outputs;
   int64_t ir_version = 0;
   int64_t opset = 0;  // of the default domain

@@ -22,8 +22,8 @@
 namespace rlx::detail {
 
 const std::vector<std::string>& fused_activations() {
-  static const std::vector<std::string> kActs = {"none", "relu",    "gelu", "gelu_tanh",
-                                                 "silu", "sigmoid", "tanh"};
+  static const std::vector<std::string> kActs = {"none",    "relu", "relu6", "gelu",
+                                                 "gelu_tanh", "silu", "sigmoid", "tanh"};
   return kActs;
 }
 
@@ -39,6 +39,7 @@ std::optional<std::string> activation_of(const Node& n) {
 
 Value apply_activation(Value x, std::string_view act) {
   if (act == "none") return x;
+  if (act == "relu6") return op("clamp", {x, scalar_like(x, 0), scalar_like(x, 6)});
   if (act == "gelu" || act == "gelu_tanh")
     return op("gelu", {x}, {{"approximate", act == "gelu" ? "none" : "tanh"}});
   return op(act, {x});

@@ -78,6 +78,15 @@ void register_fusion_passes(PassRegistry& r) {
   register_conv_fusion(r);
 }
 
+// clamp(x, 0, 6) with constant scalar bounds (what exporters write for ReLU6).
+bool is_relu6(const Graph& g, const Node& n, Value x) {
+  if (n.op_name() != "clamp" || n.inputs.size() != 3 || n.inputs[0] != x ||
+      !is_float(x.dtype()) || n.outputs[0].type() != x.type())
+    return false;
+  auto lo = splat_value(g, n.inputs[1]), hi = splat_value(g, n.inputs[2]);
+  return lo && hi && *lo == 0 && *hi == 6;
+}
+
 Epilogue grow_epilogue(const Graph& g, const UseInfo& uses, const FusionPlan& plan, int32_t root,
                        const std::function<bool(Value)>& bias_ok) {
   const auto& nodes = g.nodes();
@@ -100,7 +109,9 @@ Epilogue grow_epilogue(const Graph& g, const UseInfo& uses, const FusionPlan& pl
     }
   }
   if (u) {
-    if (auto a = detail::activation_of(*u)) {
+    std::optional<std::string> a = detail::activation_of(*u);
+    if (!a && is_relu6(g, *u, e.out)) a = "relu6";
+    if (a) {
       e.activation = *a;
       e.out = u->outputs[0];
       e.chain.push_back(int32_t(u - nodes.data()));

@@ -2,11 +2,13 @@
 
 #include <omp.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <mutex>
 #include <string_view>
 
 #include "rlx/op.h"
+#include "runtime/profile.h"
 
 namespace rlx::detail {
 
@@ -260,7 +262,13 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
         handed[j] = outs[j].buffer().get();
       }
     KernelContext ctx{*n.op, n.attrs, device_, nullptr, subgraphs_[i].get(), shapes, n.subgraphs};
-    k.fn(ctx, ins, outs);
+    if (profiling()) {
+      auto t0 = std::chrono::steady_clock::now();
+      k.fn(ctx, ins, outs);
+      record_op_time(n, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    } else {
+      k.fn(ctx, ins, outs);
+    }
     for (size_t j = 0; j < outs.size(); ++j) {
       if (!outs[j].defined() || outs[j].dtype() != n.outputs[j].dtype())
         fail<ValueError>(n.op->name, "expected the kernel to produce output ", j, " of dtype ",
@@ -276,7 +284,12 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
     for (int32_t v : release_after_[i]) vals[size_t(v)] = Tensor();
   }
   std::vector<Tensor> result;
-  for (const Output& o : g.outputs()) result.push_back(vals[size_t(o.value.id)]);
+  for (const Output& o : g.outputs()) {
+    // A constant's tensor is its literal's bytes: the caller gets a copy it may write.
+    const Node* p = g.producer(o.value);
+    const Tensor& t = vals[size_t(o.value.id)];
+    result.push_back(p && p->op->name == "constant" ? t.clone() : t);
+  }
   return result;
 }
 

@@ -19,30 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Files named PREFIX<N>.pb in dir, by N.
-std::vector<std::string> numbered(const std::string& dir, const std::string& prefix) {
-  std::vector<std::pair<int, std::string>> found;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    std::string name = e.path().filename().string();
-    if (name.rfind(prefix, 0) != 0 || e.path().extension() != ".pb") continue;
-    std::string num = name.substr(prefix.size(), name.size() - prefix.size() - 3);
-    if (num.empty() || !std::all_of(num.begin(), num.end(), ::isdigit)) continue;
-    found.push_back({std::stoi(num), e.path().string()});
-  }
-  if (ec) throw IoError(cat("cannot read directory '", dir, "': ", ec.message()));
-  std::sort(found.begin(), found.end());
-  std::vector<std::string> out;
-  for (auto& [n, p] : found) out.push_back(p);
-  return out;
-}
-
-std::vector<Tensor> read_all(const std::vector<std::string>& files) {
-  std::vector<Tensor> out;
-  for (const auto& f : files) out.push_back(onnx::read_tensor(f));
-  return out;
-}
-
 struct Diff {
   bool ok = true;
   double max_abs = 0, max_rel = 0;
@@ -73,11 +49,49 @@ Diff compare(const Tensor& got, const Tensor& want, double rtol, double atol) {
   return d;
 }
 
-// Input shapes by ONNX name, for the tensors given in graph-input order.
-std::map<std::string, std::vector<int64_t>> shapes_of(const std::vector<std::string>& names,
-                                                      const std::vector<Tensor>& ts) {
-  std::map<std::string, std::vector<int64_t>> out;
-  for (size_t i = 0; i < names.size() && i < ts.size(); ++i) out[names[i]] = ts[i].shape();
+// A test-data folder's inputs (input_N.pb, one per graph input, read by the input's
+// kind) as the rlx graph's inputs, with the import options that bind their shapes.
+struct CaseInputs {
+  onnx::ImportOptions options;
+  std::vector<Tensor> tensors;
+};
+
+CaseInputs read_case_inputs(const onnx::Signature& sig, const std::string& dir) {
+  CaseInputs c;
+  for (size_t i = 0; i < sig.inputs.size(); ++i) {
+    const onnx::ValueSlot& slot = sig.inputs[i];
+    fs::path file = fs::path(dir) / cat("input_", i, ".pb");
+    bool optional = slot.kind == onnx::ValueKind::optional_tensor ||
+                    slot.kind == onnx::ValueKind::optional_sequence;
+    std::vector<Tensor> vals;
+    if (fs::exists(file))
+      vals = onnx::read_values(file.string(), slot.kind);
+    else if (!optional)
+      throw IoError(cat("expected ", file.string(), " for input '", slot.name, "'"));
+    if (optional && vals.empty()) {
+      c.options.absent_inputs.insert(slot.name);
+      continue;
+    }
+    if (slot.kind == onnx::ValueKind::sequence || slot.kind == onnx::ValueKind::optional_sequence) {
+      auto& shapes = c.options.sequence_shapes[slot.name];
+      for (const Tensor& t : vals) shapes.push_back(t.shape());
+    } else {
+      c.options.input_shapes[slot.name] = vals.at(0).shape();
+    }
+    c.tensors.insert(c.tensors.end(), vals.begin(), vals.end());
+  }
+  return c;
+}
+
+// The expected outputs (output_N.pb), flattened as the rlx graph's outputs are.
+std::vector<Tensor> read_case_outputs(const onnx::Signature& sig, const std::string& dir) {
+  std::vector<Tensor> out;
+  for (size_t j = 0; j < sig.outputs.size(); ++j) {
+    fs::path file = fs::path(dir) / cat("output_", j, ".pb");
+    if (!fs::exists(file)) throw IoError(cat("expected ", file.string()));
+    std::vector<Tensor> vals = onnx::read_values(file.string(), sig.outputs[j].kind);
+    out.insert(out.end(), vals.begin(), vals.end());
+  }
   return out;
 }
 
@@ -92,7 +106,9 @@ bool is_onnx_path(const std::string& path) { return fs::path(path).extension() =
 
 int run_onnx_command(const RunOptions& o) {
   expect_cpu(o.device);
-  std::vector<std::string> names = onnx::graph_inputs(o.graph_path);
+  onnx::Signature sig = onnx::signature(o.graph_path);
+  std::vector<std::string> names;
+  for (const auto& slot : sig.inputs) names.push_back(slot.name);
   onnx::ImportOptions io;
   for (const auto& d : o.dims) {
     auto [name, size] = split_assignment(d, "--dim");
@@ -101,13 +117,11 @@ int run_onnx_command(const RunOptions& o) {
   std::vector<Tensor> data_in, data_out;
   std::map<std::string, std::string> files;  // ONNX name -> .npy
   if (!o.data_dir.empty()) {
-    data_in = read_all(numbered(o.data_dir, "input_"));
-    data_out = read_all(numbered(o.data_dir, "output_"));
-    if (data_in.size() != names.size())
-      throw ValueError(cat("expected ", names.size(), " input_N.pb files in '", o.data_dir,
-                           "' (the model's inputs are ", names_str(names), "), got ",
-                           data_in.size()));
-    io.input_shapes = shapes_of(names, data_in);
+    CaseInputs c = read_case_inputs(sig, o.data_dir);
+    c.options.dims = io.dims;
+    io = c.options;
+    data_in = c.tensors;
+    data_out = read_case_outputs(sig, o.data_dir);
   }
   for (const auto& text : o.inputs) {
     auto [name, file] = split_assignment(text, "--input");
@@ -131,6 +145,9 @@ int run_onnx_command(const RunOptions& o) {
               time_str(seconds_since(t0)).c_str(), m.graph->nodes().size());
   const Graph& g = *m.graph;
   std::vector<Value> gin = g.inputs();
+  if (!data_in.empty() && data_in.size() != m.inputs.size())
+    throw ValueError(cat("expected ", m.inputs.size(), " input tensors in '", o.data_dir, "', got ",
+                         data_in.size()));
   TensorMap args;
   std::vector<std::string> sources;
   std::vector<std::string> missing;
@@ -274,6 +291,15 @@ namespace {
 
 enum class Verdict { pass, fail, skip };
 
+// ONNX 1.12's test data stores bfloat16 tensors as UINT16 (NumPy has no bfloat16), which
+// rlx reads as i32: such a tensor, where bf16 is declared, is reinterpreted bit for bit.
+Tensor as_dtype_of_file(const Tensor& t, DType declared) {
+  if (declared != DType::bf16 || t.dtype() != DType::i32) return t;
+  std::vector<int32_t> bits = t.to_vector<int32_t>();
+  std::vector<uint16_t> raw(bits.begin(), bits.end());
+  return Tensor::from_data(DType::bf16, t.shape(), raw.data());
+}
+
 struct CaseResult {
   Verdict verdict;
   std::string why;
@@ -294,7 +320,7 @@ CaseResult run_case(const std::string& dir, int threads) {
   try {
     if (draws_random(onnx::op_histogram(model)))
       return {Verdict::skip, "draws random numbers (expected outputs are another generator's)"};
-    std::vector<std::string> names = onnx::graph_inputs(model);
+    onnx::Signature sig = onnx::signature(model);
     std::vector<std::string> sets;
     for (const auto& e : fs::directory_iterator(dir))
       if (e.is_directory() && e.path().filename().string().rfind("test_data_set_", 0) == 0)
@@ -302,11 +328,10 @@ CaseResult run_case(const std::string& dir, int threads) {
     std::sort(sets.begin(), sets.end());
     if (sets.empty()) return {Verdict::skip, "no test_data_set_N"};
     for (const auto& set : sets) {
-      std::vector<Tensor> in = read_all(numbered(set, "input_"));
-      std::vector<Tensor> want = read_all(numbered(set, "output_"));
-      onnx::ImportOptions io;
-      io.input_shapes = shapes_of(names, in);
-      onnx::Model m = onnx::load(model, io);
+      CaseInputs c = read_case_inputs(sig, set);
+      std::vector<Tensor>& in = c.tensors;
+      std::vector<Tensor> want = read_case_outputs(sig, set);
+      onnx::Model m = onnx::load(model, c.options);
       if (in.size() != m.inputs.size())
         return {Verdict::fail,
                 cat("expected ", m.inputs.size(), " inputs, the data holds ", in.size())};
@@ -314,14 +339,16 @@ CaseResult run_case(const std::string& dir, int threads) {
       copts.threads = threads;
       CompiledGraph cg = Session(Device::cpu()).compile(*m.graph, copts);
       TensorMap args;
-      for (size_t i = 0; i < in.size(); ++i) args[m.graph->args()[i].name] = in[i];
+      for (size_t i = 0; i < in.size(); ++i)
+        args[m.graph->args()[i].name] = as_dtype_of_file(in[i], m.graph->args()[i].value.dtype());
       TensorMap outs = cg.run(args);
       if (want.size() != m.graph->outputs().size())
         return {Verdict::fail, cat("expected ", want.size(), " outputs, the model has ",
                                    m.graph->outputs().size())};
       for (size_t j = 0; j < want.size(); ++j) {
         // ONNX's backend tests compare with rtol 1e-3; atol 1e-5 absorbs f32 rounding near 0.
-        Diff d = compare(outs.at(m.graph->outputs()[j].name), want[j], 1e-3, 1e-5);
+        const Tensor& got = outs.at(m.graph->outputs()[j].name);
+        Diff d = compare(got, as_dtype_of_file(want[j], got.dtype()), 1e-3, 1e-5);
         if (!d.ok)
           return {Verdict::fail, cat(fs::path(set).filename().string(), " output ", j, " ('",
                                      m.outputs[j], "'): ", d.why)};

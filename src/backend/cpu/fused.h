@@ -18,7 +18,7 @@
 namespace rlx::cpu {
 
 // The `activation` attribute of the fused ops.
-enum class Act : uint8_t { none, relu, gelu, gelu_tanh, silu, sigmoid, tanh };
+enum class Act : uint8_t { none, relu, relu6, gelu, gelu_tanh, silu, sigmoid, tanh };
 Act parse_act(std::string_view name);  // NotSupported for an unknown name
 
 // The activations exactly as the core elementwise ops compute them (elementwise.cpp):
@@ -57,6 +57,13 @@ struct Tanh {
     return tanh(x);
   }
 };
+// min(max(x, 0), 6); NaN stays NaN, as clamp keeps it.
+struct Relu6 {
+  template <class C>
+  C operator()(C x) const {
+    return x < C(0) ? C(0) : x > C(6) ? C(6) : x;
+  }
+};
 struct Sigmoid {
   template <class C>
   C operator()(C x) const {
@@ -93,6 +100,8 @@ void visit(Act a, F&& f) {
       return f(Identity{});
     case Act::relu:
       return f(Relu{});
+    case Act::relu6:
+      return f(Relu6{});
     case Act::gelu:
       return f(GeluErf{});
     case Act::gelu_tanh:

@@ -436,9 +436,11 @@ void flip_kernel(const KernelContext& ctx, Ins in, Outs out) {
   copy_to(out[0], at(x, off), s);
 }
 
+// The literal's own bytes, not a copy (weights are read on every run); the runtime
+// copies a constant that is returned as a graph output, so no caller writes into it.
 void constant_kernel(const KernelContext& ctx, Ins, Outs out) {
   const Literal& v = ctx.attrs.get_tensor("value");
-  if (out[0].nbytes()) std::memcpy(out[0].data(), v.data(), out[0].nbytes());
+  out[0] = Tensor::wrap(v.dtype(), v.shape(), const_cast<void*>(v.data()), [keep = v](void*) {});
 }
 
 void iota_kernel(const KernelContext& ctx, Ins, Outs out) {
@@ -479,7 +481,7 @@ void register_shape(KernelRegistry& r) {
     add_kernel(r, e.op, e.fn, {}, strided);
   add_kernel(r, "shape_of", shape_of_kernel, {}, strided);
   add_kernel(r, "dynamic_reshape", dynamic_reshape_kernel, {}, {.makes_outputs = true});
-  add_kernel(r, "constant", constant_kernel);
+  add_kernel(r, "constant", constant_kernel, {}, {.makes_outputs = true});
   add_kernel(r, "iota", iota_kernel, dtype_in(kNumeric));
   register_shape_index(r);
   register_shape_sort(r);

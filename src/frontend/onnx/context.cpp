@@ -36,6 +36,16 @@ Value NodeContext::input(size_t i) const {
   return scope_.lookup(node_.input(int(i)), where());
 }
 
+const Packed* NodeContext::packed_input(size_t i) const {
+  if (!has_input(i)) return nullptr;
+  return scope_.find_packed(node_.input(int(i)), where());
+}
+
+void NodeContext::set_packed_output(size_t i, Packed p) {
+  if (packed_out_.size() <= i) packed_out_.resize(i + 1);
+  packed_out_[i] = std::move(p);
+}
+
 std::optional<Tensor> NodeContext::constant_of(Value v) const {
   if (const Literal* lit = passes::constant_of(graph(), v)) return Tensor::from_literal(*lit);
   return std::nullopt;
@@ -308,16 +318,35 @@ NodeContext::Subgraph NodeContext::import_subgraph(
   return {g, inner.captures()};
 }
 
-std::vector<Value> NodeContext::inline_subgraph(const ::onnx::GraphProto& body,
-                                                const std::vector<Value>& args) {
+std::vector<Value> NodeContext::inline_subgraph(
+    const ::onnx::GraphProto& body, const std::vector<std::variant<Value, Packed>>& args,
+    std::vector<std::optional<Packed>>* packed) {
   Scope inner(scope_.state(), graph(), &scope_, /*inline_into_parent=*/true);
   define_initializers(inner, body, where());
   if (size_t(body.input_size()) != args.size())
     fail("expected a subgraph of ", args.size(), " inputs, got ", body.input_size());
-  for (int i = 0; i < body.input_size(); ++i) inner.define(body.input(i).name(), args[size_t(i)]);
+  for (int i = 0; i < body.input_size(); ++i) {
+    const auto& a = args[size_t(i)];
+    if (const Value* v = std::get_if<Value>(&a))
+      inner.define(body.input(i).name(), *v);
+    else
+      inner.define_packed(body.input(i).name(), std::get<Packed>(a));
+  }
   inner.convert_nodes(body);
   std::vector<Value> out;
-  for (const auto& o : body.output()) out.push_back(inner.lookup(o.name(), where()));
+  for (int j = 0; j < body.output_size(); ++j) {
+    const std::string& name = body.output(j).name();
+    const Packed* p = inner.find_packed(name, where());
+    if (p && !(p->optional && !p->sequence && p->has_value)) {
+      if (!packed)
+        unsupported("returns a sequence or optional '", name, "' where a tensor is read");
+      if (packed->size() <= size_t(j)) packed->resize(size_t(j) + 1);
+      (*packed)[size_t(j)] = *p;
+      out.push_back(Value{});
+      continue;
+    }
+    out.push_back(inner.lookup(name, where()));
+  }
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "rlx/graph.h"
@@ -22,6 +23,16 @@ class AttributeProto;
 namespace rlx::onnx_import {
 
 class Scope;
+
+// ONNX sequences and optionals, which rlx tensors cannot hold, live in the importer: a
+// sequence of statically known length is its list of element Values, an optional is
+// absent or one value. Sequence ops then rearrange lists at import time.
+struct Packed {
+  bool optional = false;  // an optional (of a tensor, or of a sequence when `sequence`)
+  bool has_value = true;  // for optionals
+  bool sequence = false;
+  std::vector<Value> elems;  // a sequence's elements; an optional tensor's one value
+};
 
 // One ONNX node being converted. Every builder call goes through apply(): when all the
 // inputs of a new node are known constants (initializers, Constant nodes, shapes of
@@ -49,12 +60,17 @@ class NodeContext {
   // need_constant as integers / doubles; nullopt when the input is absent.
   std::optional<std::vector<int64_t>> ints_input(size_t i) const;
   std::optional<std::vector<double>> floats_input(size_t i) const;
+  // The sequence / optional an input names, or null for a tensor.
+  const Packed* packed_input(size_t i) const;
   // Contents of any value of this graph when known (a constant node's literal).
   std::optional<Tensor> constant_of(Value v) const;
 
   // ---- outputs
   size_t num_outputs() const;       // as written, counting "" slots
   bool has_output(size_t i) const;  // present and not ""
+  // Makes output i a sequence / optional (the converter returns an invalid Value there).
+  void set_packed_output(size_t i, Packed p);
+  const std::vector<std::optional<Packed>>& packed_outputs() const { return packed_out_; }
 
   // ---- attributes (ONNX's own names)
   bool has_attr(std::string_view name) const;
@@ -90,10 +106,13 @@ class NodeContext {
   };
   Subgraph import_subgraph(const ::onnx::GraphProto& body,
                            const std::vector<std::optional<TensorType>>& arg_types);
-  // Converts `body` into this node's graph (no subgraph): its inputs are `args`, its
-  // outer names resolve here. Returns its outputs.
+  // Converts `body` into this node's graph (no subgraph): its inputs are `args` (a
+  // packed arg: a sequence / optional), its outer names resolve here. Returns its
+  // outputs; a packed output comes back as an invalid Value, and its list in `packed`
+  // (at the output's index) when given, else NotSupported.
   std::vector<Value> inline_subgraph(const ::onnx::GraphProto& body,
-                                     const std::vector<Value>& args);
+                                     const std::vector<std::variant<Value, Packed>>& args,
+                                     std::vector<std::optional<Packed>>* packed = nullptr);
   Scope& scope() const { return scope_; }
 
   // ---- errors: "[onnx Op 'name'] parts…"
@@ -115,6 +134,7 @@ class NodeContext {
   Scope& scope_;
   const ::onnx::NodeProto& node_;
   int64_t opset_;
+  std::vector<std::optional<Packed>> packed_out_;
 };
 
 // A converter returns one Value per ONNX output slot (an invalid Value for a slot the
@@ -142,7 +162,9 @@ void register_reduce_converters();
 void register_nn_converters();
 void register_sequence_model_converters();  // RNN, GRU, LSTM
 void register_quant_converters();
-void register_control_converters();  // If, Loop, Scan
-void register_misc_converters();     // signal, detection, random, training…
+void register_control_converters();   // If, Loop, Scan
+void register_misc_converters();      // signal, detection, random, training…
+void register_gradient_converter();   // ai.onnx.preview.training Gradient, by rlx::grad
+void register_sequence_converters();  // Sequence*, Optional* (lists held by the importer)
 
 }  // namespace rlx::onnx_import

@@ -50,17 +50,64 @@ std::vector<TensorType> output_types(const Graph& g) {
   return out;
 }
 
+bool returns_packed(const ::onnx::GraphProto& g) {
+  for (const auto& o : g.output())
+    if (o.type().has_sequence_type() || o.type().has_optional_type()) return true;
+  return false;
+}
+
+// An If whose branches return sequences or optionals (lists the importer holds): both
+// branches are computed and each element selected by the condition. Both must give lists
+// of one length and element types.
+std::vector<Value> select_branches(NodeContext& ctx, Value pred, const ::onnx::GraphProto& then_g,
+                                   const ::onnx::GraphProto& else_g) {
+  std::vector<std::optional<Packed>> tp, ep;
+  std::vector<Value> t = ctx.inline_subgraph(then_g, {}, &tp);
+  std::vector<Value> e = ctx.inline_subgraph(else_g, {}, &ep);
+  tp.resize(t.size());
+  ep.resize(e.size());
+  if (t.size() != e.size()) ctx.fail("expected branches with one number of outputs");
+  auto pick = [&](Value a, Value b) {
+    if (a.type() != b.type())
+      ctx.unsupported("expected branch outputs of one type, got ", a.type().str(), " and ",
+                      b.type().str());
+    return ctx.apply1("select", {pred, a, b});
+  };
+  std::vector<Value> out(t.size());
+  for (size_t j = 0; j < t.size(); ++j) {
+    if (!tp[j] && !ep[j]) {
+      out[j] = pick(t[j], e[j]);
+      continue;
+    }
+    if (!tp[j] || !ep[j] || tp[j]->sequence != ep[j]->sequence ||
+        tp[j]->has_value != ep[j]->has_value || tp[j]->elems.size() != ep[j]->elems.size())
+      ctx.unsupported("expected both branches to give output ", j,
+                      " as sequences / optionals of one length, decided at run time");
+    Packed p = *tp[j];
+    for (size_t k = 0; k < p.elems.size(); ++k) p.elems[k] = pick(tp[j]->elems[k], ep[j]->elems[k]);
+    ctx.set_packed_output(j, p);
+  }
+  return out;
+}
+
 std::vector<Value> convert_if(NodeContext& ctx) {
   const ::onnx::GraphProto* then_g = ctx.attr_graph("then_branch");
   const ::onnx::GraphProto* else_g = ctx.attr_graph("else_branch");
   if (!then_g || !else_g) ctx.fail("expected attributes then_branch and else_branch");
   if (auto c = ctx.constant_input(0)) {
     if (c->numel() != 1) ctx.fail("expected a one-element condition, got ", c->type().str());
-    return ctx.inline_subgraph(c->to_doubles()[0] != 0 ? *then_g : *else_g, {});
+    std::vector<std::optional<Packed>> packed;
+    std::vector<Value> outs =
+        ctx.inline_subgraph(c->to_doubles()[0] != 0 ? *then_g : *else_g, {}, &packed);
+    for (size_t j = 0; j < packed.size(); ++j)
+      if (packed[j]) ctx.set_packed_output(j, *packed[j]);
+    return outs;
   }
   Value pred = ctx.input(0);
   if (pred.rank() != 0) pred = ctx.apply1("reshape", {pred}, {{"shape", IntList{}}});
   if (pred.dtype() != DType::boolean) pred = ctx.cast(pred, DType::boolean);
+  if (returns_packed(*then_g) || returns_packed(*else_g))
+    return select_branches(ctx, pred, *then_g, *else_g);
   // then: args (A); else: args (A placeholders, B); then gets B placeholders appended,
   // so both take (A, B).
   Body t = build_body(ctx, *then_g, {}, {});
@@ -80,9 +127,70 @@ std::vector<Value> convert_if(NodeContext& ctx) {
 // left to run time.
 TensorType relaxed(const TensorType& t) { return {t.dtype, Shape(t.shape.size(), Dim::unknown())}; }
 
+// A Loop that carries sequences (lists the importer holds) is unrolled at import: its
+// trip count and condition must then be known at import.
+constexpr int64_t kMaxUnroll = 4096;
+
+std::vector<Value> unroll_loop(NodeContext& ctx, const ::onnx::GraphProto& body) {
+  int64_t trips = kMaxUnroll + 1;
+  if (ctx.has_input(0)) trips = ctx.ints_input(0)->at(0);
+  bool cond = !ctx.has_input(1) || ctx.need_constant(1).to_doubles().at(0) != 0;
+  std::vector<std::variant<Value, Packed>> carried;
+  for (size_t i = 2; i < ctx.num_inputs(); ++i) {
+    if (const Packed* p = ctx.packed_input(i))
+      carried.push_back(*p);
+    else
+      carried.push_back(ctx.input(i));
+  }
+  size_t nc = carried.size();
+  std::vector<std::vector<Value>> scans;
+  int64_t it = 0;
+  for (; it < trips && cond; ++it) {
+    if (it >= kMaxUnroll)
+      ctx.unsupported("expected a loop over sequences to end within ", kMaxUnroll, " iterations");
+    std::vector<std::variant<Value, Packed>> args{ctx.scalar(DType::i64, double(it)),
+                                                  ctx.constant(Literal::from<bool>({cond}, {}))};
+    args.insert(args.end(), carried.begin(), carried.end());
+    std::vector<std::optional<Packed>> packed;
+    std::vector<Value> outs = ctx.inline_subgraph(body, args, &packed);
+    packed.resize(outs.size());
+    if (outs.size() < nc + 1) ctx.fail("expected a body of at least ", nc + 1, " outputs");
+    auto c = ctx.constant_of(outs[0]);
+    if (!c)
+      ctx.unsupported("expected the condition of a loop over sequences to be known at import");
+    cond = c->to_doubles().at(0) != 0;
+    for (size_t k = 0; k < nc; ++k)
+      carried[k] = packed[1 + k] ? std::variant<Value, Packed>(*packed[1 + k]) : outs[1 + k];
+    scans.resize(outs.size() - 1 - nc);
+    for (size_t k = 0; k < scans.size(); ++k) {
+      if (packed[1 + nc + k]) ctx.unsupported("scan outputs of sequences are not supported");
+      scans[k].push_back(ctx.apply1("expand_dims", {outs[1 + nc + k]}, {{"axes", IntList{0}}}));
+    }
+  }
+  std::vector<Value> out(nc + scans.size());
+  for (size_t k = 0; k < nc; ++k) {
+    if (const Value* v = std::get_if<Value>(&carried[k]))
+      out[k] = *v;
+    else
+      ctx.set_packed_output(k, std::get<Packed>(carried[k]));
+  }
+  for (size_t k = 0; k < scans.size(); ++k) {
+    if (scans[k].empty()) ctx.unsupported("a loop over sequences that runs no iteration");
+    out[nc + k] = ctx.apply1("concat", scans[k], {{"axis", int64_t{0}}});
+  }
+  return out;
+}
+
+bool carries_packed(NodeContext& ctx, const ::onnx::GraphProto& body) {
+  for (size_t i = 2; i < ctx.num_inputs(); ++i)
+    if (ctx.packed_input(i)) return true;
+  return returns_packed(body);
+}
+
 std::vector<Value> convert_loop(NodeContext& ctx) {
   const ::onnx::GraphProto* body = ctx.attr_graph("body");
   if (!body) ctx.fail("expected attribute body");
+  if (carries_packed(ctx, *body)) return unroll_loop(ctx, *body);
   Value trips = ctx.has_input(0) ? ctx.cast(ctx.input(0), DType::i64)
                                  : ctx.scalar(DType::i64, double(INT64_MAX));
   Value cond = ctx.has_input(1) ? ctx.cast(ctx.input(1), DType::boolean)

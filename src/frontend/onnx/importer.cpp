@@ -1,5 +1,7 @@
 // rlx::onnx: model loading and the import of the main graph.
 #include <onnx/onnx_pb.h>
+// after onnx_pb.h, which defines ONNX_API
+#include <onnx/onnx-data_pb.h>
 
 #include <filesystem>
 #include <map>
@@ -47,6 +49,8 @@ void register_everything() {
     imp::register_quant_converters();
     imp::register_control_converters();
     imp::register_misc_converters();
+    imp::register_sequence_converters();
+    imp::register_gradient_converter();
   });
 }
 
@@ -64,6 +68,78 @@ void count_ops(const ::onnx::GraphProto& g,
 
 std::string op_label(const std::pair<std::string, std::string>& k) {
   return k.first.empty() ? k.second : k.first + "." + k.second;
+}
+
+ValueKind kind_of(const ::onnx::TypeProto& t) {
+  if (t.has_sequence_type()) return ValueKind::sequence;
+  if (t.has_optional_type())
+    return t.optional_type().elem_type().has_sequence_type() ? ValueKind::optional_sequence
+                                                             : ValueKind::optional_tensor;
+  return ValueKind::tensor;
+}
+
+// A graph input: a tensor arg, or (sequences, optionals) a list of them held by the scope.
+void define_input(imp::Scope& scope, Model& m, const ::onnx::ValueInfoProto& vi,
+                  const ImportOptions& options) {
+  Graph& g = scope.graph();
+  ValueKind kind = kind_of(vi.type());
+  if (kind == ValueKind::tensor) {
+    TensorType t = imp::type_from_value_info(scope.state(), vi, "graph input", vi.name());
+    auto it = options.input_shapes.find(vi.name());
+    if (it != options.input_shapes.end()) t.shape = to_shape(it->second);
+    scope.define(vi.name(), g.input(scope.arg_name(vi.name()), t));
+    m.inputs.push_back(vi.name());
+    return;
+  }
+  imp::Packed p;
+  p.optional = kind == ValueKind::optional_tensor || kind == ValueKind::optional_sequence;
+  p.sequence = kind == ValueKind::sequence || kind == ValueKind::optional_sequence;
+  if (options.absent_inputs.count(vi.name())) {
+    if (!p.optional)
+      fail<ValueError>("onnx", "input '", vi.name(), "' is not optional: it needs a value");
+    p.has_value = false;
+    scope.define_packed(vi.name(), p);
+    return;
+  }
+  // The element type: through the optional, then through the sequence.
+  ::onnx::ValueInfoProto elem = vi;
+  if (p.optional) *elem.mutable_type() = vi.type().optional_type().elem_type();
+  if (p.sequence) {
+    ::onnx::TypeProto inner = elem.type().sequence_type().elem_type();
+    *elem.mutable_type() = inner;
+  }
+  // Element types often carry no shape: the given shapes say the rank.
+  auto with_shape = [&](const std::vector<int64_t>* shape) {
+    ::onnx::ValueInfoProto e = elem;
+    auto* tt = e.mutable_type()->mutable_tensor_type();
+    if (shape && !tt->has_shape())
+      for (int64_t d : *shape) tt->mutable_shape()->add_dim()->set_dim_value(d);
+    return imp::type_from_value_info(scope.state(), e, "graph input", vi.name());
+  };
+  if (!p.sequence) {
+    auto given = options.input_shapes.find(vi.name());
+    TensorType t = with_shape(given != options.input_shapes.end() ? &given->second : nullptr);
+    auto it = options.input_shapes.find(vi.name());
+    if (it != options.input_shapes.end()) t.shape = to_shape(it->second);
+    p.elems = {g.input(scope.arg_name(vi.name()), t)};
+    m.inputs.push_back(vi.name());
+  } else {
+    auto it = options.sequence_shapes.find(vi.name());
+    if (it == options.sequence_shapes.end())
+      fail<NotSupported>("onnx", "input '", vi.name(),
+                         "' is a sequence: rlx needs the shapes "
+                         "of its elements (ImportOptions::sequence_shapes)");
+    for (size_t k = 0; k < it->second.size(); ++k) {
+      TensorType t = with_shape(&it->second[k]);
+      if (t.rank() != int64_t(it->second[k].size()))
+        fail<ValueError>("onnx", "expected element ", k, " of input '", vi.name(), "' of rank ",
+                         t.rank(), ", got shape ", ints_str(it->second[k]));
+      t.shape = to_shape(it->second[k]);
+      p.elems.push_back(g.input(scope.arg_name(cat(vi.name(), "_", k)), t));
+      m.inputs.push_back(cat(vi.name(), "[", k, "]"));
+    }
+  }
+  scope.define_packed(vi.name(), p);
 }
 
 Model import_model(const ::onnx::ModelProto& proto, const std::string& base_dir,
@@ -132,22 +208,28 @@ Model import_model(const ::onnx::ModelProto& proto, const std::string& base_dir,
     fail<NotSupported>("onnx", "sparse initializers are not supported");
   for (const auto& vi : gp.input()) {
     if (inits.count(vi.name())) continue;  // an initializer listed as an input: a constant
-    TensorType t = imp::type_from_value_info(state, vi, "graph input", vi.name());
-    auto it = options.input_shapes.find(vi.name());
-    if (it != options.input_shapes.end()) t.shape = to_shape(it->second);
-    std::string name = scope.arg_name(vi.name());
-    scope.define(vi.name(), g.input(name, t));
-    m.inputs.push_back(vi.name());
+    define_input(scope, m, vi, options);
   }
   scope.convert_nodes(gp);
   std::set<std::string> out_names;
-  for (const auto& o : gp.output()) {
-    Value v = scope.lookup(o.name(), "onnx graph output");
-    std::string name = imp::sanitize(o.name());
+  auto add_output = [&](Value v, const std::string& onnx_name, const std::string& base) {
+    std::string name = imp::sanitize(base);
     for (int k = 1; !out_names.insert(name).second; ++k)
-      name = imp::sanitize(o.name()) + "_" + std::to_string(k);
+      name = imp::sanitize(base) + "_" + std::to_string(k);
     g.output(v, name);
-    m.outputs.push_back(o.name());
+    m.outputs.push_back(onnx_name);
+  };
+  for (const auto& o : gp.output()) {
+    if (const imp::Packed* p = scope.find_packed(o.name(), "onnx graph output")) {
+      if (!p->sequence) {
+        if (p->has_value) add_output(p->elems.at(0), o.name(), o.name());
+        continue;
+      }
+      for (size_t k = 0; k < p->elems.size(); ++k)
+        add_output(p->elems[k], cat(o.name(), "[", k, "]"), cat(o.name(), "_", k));
+      continue;
+    }
+    add_output(scope.lookup(o.name(), "onnx graph output"), o.name(), o.name());
   }
   return m;
 }
@@ -181,6 +263,53 @@ std::vector<std::string> graph_inputs(const std::string& path) {
   for (const auto& vi : proto.graph().input())
     if (!inits.count(vi.name())) out.push_back(vi.name());
   return out;
+}
+
+Signature signature(const std::string& path) {
+  std::string bytes = imp::read_file(path);
+  ::onnx::ModelProto proto;
+  imp::parse_model(bytes, proto, path);
+  std::set<std::string> inits;
+  for (const auto& t : proto.graph().initializer()) inits.insert(t.name());
+  Signature s;
+  for (const auto& vi : proto.graph().input())
+    if (!inits.count(vi.name())) s.inputs.push_back({vi.name(), kind_of(vi.type())});
+  for (const auto& vi : proto.graph().output())
+    s.outputs.push_back({vi.name(), kind_of(vi.type())});
+  return s;
+}
+
+std::vector<Tensor> read_values(const std::string& path, ValueKind kind) {
+  std::string bytes = imp::read_file(path);
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  if (dir.empty()) dir = ".";
+  auto tensors_of = [&](const ::onnx::SequenceProto& seq) {
+    if (seq.elem_type() != ::onnx::SequenceProto::TENSOR && seq.tensor_values_size() == 0 &&
+        seq.elem_type() != ::onnx::SequenceProto::UNDEFINED)
+      fail<NotSupported>("onnx", path, ": sequences of non-tensors are not supported");
+    std::vector<Tensor> out;
+    for (const auto& t : seq.tensor_values()) out.push_back(imp::tensor_from_proto(t, dir, path));
+    return out;
+  };
+  switch (kind) {
+    case ValueKind::tensor: {
+      ::onnx::TensorProto t;
+      if (!t.ParseFromString(bytes)) fail<IoError>("onnx", path, ": not a TensorProto");
+      return {imp::tensor_from_proto(t, dir, path)};
+    }
+    case ValueKind::sequence: {
+      ::onnx::SequenceProto seq;
+      if (!seq.ParseFromString(bytes)) fail<IoError>("onnx", path, ": not a SequenceProto");
+      return tensors_of(seq);
+    }
+    default: {
+      ::onnx::OptionalProto opt;
+      if (!opt.ParseFromString(bytes)) fail<IoError>("onnx", path, ": not an OptionalProto");
+      if (opt.has_tensor_value()) return {imp::tensor_from_proto(opt.tensor_value(), dir, path)};
+      if (opt.has_sequence_value()) return tensors_of(opt.sequence_value());
+      return {};
+    }
+  }
 }
 
 std::vector<OpUse> op_histogram(const std::string& path) {

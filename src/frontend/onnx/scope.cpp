@@ -30,7 +30,26 @@ bool Scope::defines(const std::string& name) const {
 
 void Scope::define(const std::string& name, Value v) {
   absent_.erase(name);
+  packed_.erase(name);
   names_[name] = v;
+}
+
+void Scope::define_packed(const std::string& name, Packed p) {
+  absent_.erase(name);
+  names_.erase(name);
+  packed_[name] = std::move(p);
+}
+
+const Packed* Scope::find_packed(const std::string& name, std::string_view user) {
+  if (auto it = packed_.find(name); it != packed_.end()) return &it->second;
+  if (names_.count(name) || absent_.count(name) || !parent_) return nullptr;
+  const Packed* outer = parent_->find_packed(name, user);
+  if (!outer || inline_) return outer;
+  Packed mine = *outer;
+  for (size_t i = 0; i < mine.elems.size(); ++i)
+    mine.elems[i] = capture(outer->elems[i], cat(name, "_", i));
+  packed_[name] = std::move(mine);
+  return &packed_[name];
 }
 
 void Scope::define_absent(const std::string& name, std::string why) {
@@ -51,20 +70,26 @@ Value Scope::lookup(const std::string& name, std::string_view user) {
   if (auto it = names_.find(name); it != names_.end()) return it->second;
   if (auto it = absent_.find(name); it != absent_.end())
     fail<NotSupported>(user, "reads '", name, "', which ", it->second);
+  if (const Packed* p = find_packed(name, user)) {
+    // An optional tensor with a value reads as the tensor.
+    if (p->optional && !p->sequence && p->has_value && p->elems.size() == 1) return p->elems[0];
+    fail<NotSupported>(user, "reads '", name, "' as a tensor, but it is ",
+                       p->sequence ? "a sequence" : "an optional without a value");
+  }
   if (!parent_) fail<ValueError>(user, "reads '", name, "', which nothing in the graph defines");
   Value outer = parent_->lookup(name, user);
   if (inline_) return outer;
-  // A subgraph is a closed graph: an outer constant is copied in, anything else becomes
-  // an extra arg that the node passes in.
-  Value v;
-  if (const Literal* lit = passes::constant_of(parent_->graph(), outer)) {
-    v = g_.constant(*lit);
-  } else {
-    v = g_.input(arg_name("outer_" + name), outer.type());
-    captures_.push_back(outer);
-  }
+  Value v = capture(outer, name);
   names_[name] = v;
   return v;
+}
+
+// A subgraph is a closed graph: an outer constant is copied in, anything else becomes an
+// extra arg that the node passes in.
+Value Scope::capture(Value outer, const std::string& name) {
+  if (const Literal* lit = passes::constant_of(parent_->graph(), outer)) return g_.constant(*lit);
+  captures_.push_back(outer);
+  return g_.input(arg_name("outer_" + name), outer.type());
 }
 
 // ---- free names and order
@@ -113,6 +138,8 @@ std::vector<int> topological_order(const ::onnx::GraphProto& body) {
     const auto& node = body.node(i);
     std::set<std::string> reads(node.input().begin(), node.input().end());
     for (const auto& a : node.attribute()) {
+      // Gradient names the value it differentiates in an attribute.
+      if (node.op_type() == "Gradient" && a.name() == "y") reads.insert(a.s());
       if (a.has_g()) reads.merge(free_names(a.g()));
       for (const auto& sg : a.graphs()) reads.merge(free_names(sg));
     }
@@ -176,6 +203,12 @@ template <class E>
 
 void convert_node(Scope& scope, const ::onnx::NodeProto& node) {
   NodeContext ctx(scope, node, opset_of(scope.state(), node.domain()));
+  // Identity of a sequence or optional passes the list on.
+  if (node.op_type() == "Identity" && node.input_size() == 1 && node.output_size() == 1)
+    if (const Packed* p = ctx.packed_input(0)) {
+      scope.define_packed(node.output(0), *p);
+      return;
+    }
   const Converter* fn = find_converter(node.domain(), node.op_type());
   if (!fn) ctx.unsupported("has no converter");
   std::vector<Value> outs;
@@ -194,7 +227,9 @@ void convert_node(Scope& scope, const ::onnx::NodeProto& node) {
   for (int i = 0; i < node.output_size(); ++i) {
     const std::string& name = node.output(i);
     if (name.empty()) continue;
-    if (size_t(i) < outs.size() && outs[size_t(i)].valid())
+    if (size_t(i) < ctx.packed_outputs().size() && ctx.packed_outputs()[size_t(i)])
+      scope.define_packed(name, *ctx.packed_outputs()[size_t(i)]);
+    else if (size_t(i) < outs.size() && outs[size_t(i)].valid())
       scope.define(name, outs[size_t(i)]);
     else
       scope.define_absent(

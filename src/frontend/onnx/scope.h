@@ -40,6 +40,9 @@ class Scope {
   Value lookup(const std::string& name, std::string_view user);
   bool defines(const std::string& name) const;
   void define(const std::string& name, Value v);
+  // Sequences and optionals (held as lists of Values of this graph).
+  void define_packed(const std::string& name, Packed p);
+  const Packed* find_packed(const std::string& name, std::string_view user);
   // A name a node declares but whose converter did not produce (an optional output).
   void define_absent(const std::string& name, std::string why);
 
@@ -57,7 +60,11 @@ class Scope {
   Graph& g_;
   Scope* parent_;
   bool inline_;
+  // This graph's view of an outer value: an arg (captured) or a copied constant.
+  Value capture(Value outer, const std::string& name);
+
   std::unordered_map<std::string, Value> names_;
+  std::unordered_map<std::string, Packed> packed_;
   std::unordered_map<std::string, std::string> absent_;
   std::vector<Value> captures_;
   std::set<std::string> arg_names_;
