@@ -26,10 +26,10 @@ namespace rlx::cpu {
 
 Act parse_act(std::string_view name) {
   static constexpr std::pair<std::string_view, Act> kActs[] = {
-      {"none", Act::none}, {"relu", Act::relu}, {"relu6", Act::relu6},
-      {"gelu", Act::gelu}, {"gelu_tanh", Act::gelu_tanh},
-      {"silu", Act::silu}, {"sigmoid", Act::sigmoid},
-      {"tanh", Act::tanh}};
+      {"none", Act::none},           {"relu", Act::relu},
+      {"relu6", Act::relu6},         {"gelu", Act::gelu},
+      {"gelu_tanh", Act::gelu_tanh}, {"silu", Act::silu},
+      {"sigmoid", Act::sigmoid},     {"tanh", Act::tanh}};
   for (const auto& [n, a] : kActs)
     if (n == name) return a;
   fail<NotSupported>("fused kernels", "expected a known activation, got '", name, "'");
@@ -38,7 +38,7 @@ Act parse_act(std::string_view name) {
 #ifdef RLX_HAVE_DNNL
 void append_eltwise(dnnl::post_ops& po, Act act) {
   using A = dnnl::algorithm;
-  if (act == Act::relu6) return po.append_eltwise(1.f, A::eltwise_clip, 0.f, 6.f);
+  if (act == Act::relu6) return po.append_eltwise(1.f, A::eltwise_bounded_relu, 6.f, 0.f);
   A alg = act == Act::relu        ? A::eltwise_relu
           : act == Act::gelu      ? A::eltwise_gelu_erf
           : act == Act::gelu_tanh ? A::eltwise_gelu_tanh
