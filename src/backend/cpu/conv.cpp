@@ -563,21 +563,27 @@ void depthwise_channel_last(const Conv& c, const float* x, const float* wt, cons
   }
 }
 
-template <int64_t K, class F>  // K: a fixed square kernel size, or 0 for any
-void depthwise_plane(const Window& w, const float* pad, int64_t PW, const float* k, float b,
-                     float* y, const F& f) {
+// One plane. `pad` holds the zero-padded input, rows RS floats apart. With S2 (stride 2
+// along the row, no dilation) each padded row is stored split: its even columns, then
+// its odd ones (`half` floats on), so every tap reads contiguous columns.
+template <int64_t K, bool S2, class F>  // K: a fixed square kernel size, or 0 for any
+void depthwise_plane(const Window& w, const float* pad, int64_t RS, int64_t half, const float* k,
+                     float b, float* y, const F& f) {
   const int64_t OH = w.out[1], OW = w.out[2], sh = w.stride[1], sw = w.stride[2];
   const int64_t dh = w.dil[1], dw = w.dil[2];
   const int64_t KH = K ? K : w.ker[1], KW = K ? K : w.ker[2];
   for (int64_t oy = 0; oy < OH; ++oy) {
-    const float* top = pad + oy * sh * PW;
+    const float* top = pad + oy * sh * RS;
     float* o = y + oy * OW;
 #pragma omp simd
     for (int64_t ox = 0; ox < OW; ++ox) {
       float acc = b;
       for (int64_t ky = 0; ky < KH; ++ky) {
-        const float* r = top + ky * dh * PW + ox * sw;
-        for (int64_t kx = 0; kx < KW; ++kx) acc += k[ky * KW + kx] * r[kx * dw];
+        const float* r = top + ky * dh * RS;
+        for (int64_t kx = 0; kx < KW; ++kx) {
+          float v = S2 ? r[(kx & 1) * half + ox + kx / 2] : r[ox * sw + kx * dw];
+          acc += k[ky * KW + kx] * v;
+        }
       }
       o[ox] = f(acc);
     }
@@ -603,24 +609,43 @@ void depthwise_2d(const Conv& c, const float* x, const float* wt, const float* b
     });
     return;
   }
+  const bool s2 = w.stride[2] == 2 && w.dil[2] == 1;
+  const int64_t half = (PW + 1) / 2, RS = s2 ? 2 * half : PW;
   parallel_for(c.n * c.c, std::max<int64_t>(1, 8192 / std::max<int64_t>(plane, 1)),
                [&](int64_t begin, int64_t end) {
                  thread_local std::vector<float> buf;
-                 if (buf.size() < size_t(PH * PW)) buf.resize(size_t(PH * PW));
-                 std::fill(buf.begin(), buf.begin() + PH * PW, 0.f);  // borders stay zero below
+                 if (buf.size() < size_t(PH * RS)) buf.resize(size_t(PH * RS));
+                 std::fill(buf.begin(), buf.begin() + PH * RS, 0.f);  // borders stay zero below
                  act::visit(act, [&](auto f) {
                    for (int64_t p = begin; p < end; ++p) {
                      int64_t ch = p % c.c;
                      const float* xp = x + p * H * W;
-                     for (int64_t r = 0; r < H; ++r)
-                       std::copy_n(xp + r * W, W, buf.data() + (r + ph) * PW + pw);
+                     for (int64_t r = 0; r < H; ++r) {
+                       float* row = buf.data() + (r + ph) * RS;
+                       if (!s2) {
+                         std::copy_n(xp + r * W, W, row + pw);
+                         continue;
+                       }
+                       // Padded column q + pw goes to half (q + pw) & 1, at (q + pw) / 2.
+                       const float* src = xp + r * W;
+                       for (int64_t parity = 0; parity < 2; ++parity) {
+                         int64_t q0 = (parity - pw % 2 + 2) % 2;
+                         float* dst = row + parity * half + (q0 + pw) / 2;
+                         for (int64_t i = 0, q = q0; q < W; ++i, q += 2) dst[i] = src[q];
+                       }
+                     }
                      const float* k = wt + ch * w.ker[1] * w.ker[2];
                      float b = bias ? bias[ch] : 0.f;
                      float* yp = y + p * plane;
-                     if (w.ker[1] == 3 && w.ker[2] == 3)
-                       depthwise_plane<3>(w, buf.data(), PW, k, b, yp, f);
+                     bool k3 = w.ker[1] == 3 && w.ker[2] == 3;
+                     if (s2 && k3)
+                       depthwise_plane<3, true>(w, buf.data(), RS, half, k, b, yp, f);
+                     else if (s2)
+                       depthwise_plane<0, true>(w, buf.data(), RS, half, k, b, yp, f);
+                     else if (k3)
+                       depthwise_plane<3, false>(w, buf.data(), RS, half, k, b, yp, f);
                      else
-                       depthwise_plane<0>(w, buf.data(), PW, k, b, yp, f);
+                       depthwise_plane<0, false>(w, buf.data(), RS, half, k, b, yp, f);
                    }
                  });
                });
