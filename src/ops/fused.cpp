@@ -22,7 +22,7 @@
 namespace rlx::detail {
 
 const std::vector<std::string>& fused_activations() {
-  static const std::vector<std::string> kActs = {"none",    "relu", "relu6", "gelu",
+  static const std::vector<std::string> kActs = {"none",      "relu", "relu6",   "gelu",
                                                  "gelu_tanh", "silu", "sigmoid", "tanh"};
   return kActs;
 }
@@ -104,12 +104,13 @@ Values decompose_fused_matmul(const RuleArgs& a) {
 Attrs without_activation(const Attrs& attrs) {
   Attrs out;
   for (const auto& [k, v] : attrs)
-    if (k != "activation") out.set(k, v);
+    if (k != "activation" && k != "input_activation") out.set(k, v);
   return out;
 }
 
 Values decompose_fused_conv(const RuleArgs& a) {
   Values in(a.inputs.begin(), a.inputs.end());
+  in[0] = apply_activation(in[0], a.attrs.get_string("input_activation"));
   Value y = op("conv", in, without_activation(a.attrs));
   return {apply_activation(y, a.attrs.get_string("activation"))};
 }
@@ -217,7 +218,10 @@ void register_fused_ops(OpRegistry& r) {
   fc.arity(conv.min_inputs, conv.max_inputs);
   fc.attrs = conv.attrs;
   fc.attr("activation", AttrKind::String, AttrValue("none"), fused_activations());
-  fc.doc = "act(conv(x, w, bias)): conv's inputs and attributes, then an activation.";
+  fc.attr("input_activation", AttrKind::String, AttrValue("none"), fused_activations());
+  fc.doc =
+      "act(conv(input_act(x), w, bias)): conv's inputs and attributes, with activations of "
+      "its input and of its output.";
   fc.infer = conv.infer;  // conv's rules ignore `activation` and name this op in errors
   fc.decompose = decompose_fused_conv;
   set_rules(fc);

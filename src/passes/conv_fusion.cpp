@@ -5,6 +5,8 @@
 // silu, sigmoid, tanh) makes the conv a fused_conv, which oneDNN runs as a post-op. Each
 // intermediate must have no other reader; float dtypes; a fused_conv only where the
 // device runs it natively (a conv with the bias folded in needs nothing new).
+#include <algorithm>
+
 #include "ops/fused.h"
 #include "passes/fusion.h"
 
@@ -71,9 +73,61 @@ std::unique_ptr<Graph> conv_fusion(const Graph& g, const PassContext& ctx) {
   return plan.apply(g);
 }
 
+// A depthwise conv reads each input plane once into its own buffer (on the CPU), so the
+// activation of a producing conv is cheaper applied there than as a pass of its own:
+//   fused_conv{activation=a}(...) -> depthwise fused_conv  becomes
+//   fused_conv{activation=none}(...) -> depthwise fused_conv{input_activation=a}
+// where the depthwise conv is the producer's only reader.
+bool is_depthwise(const Node& n) {
+  if ((n.op_name() != "conv" && n.op_name() != "fused_conv") || n.inputs[0].rank() != 4)
+    return false;
+  const Shape& x = n.inputs[0].shape();
+  return x[1].is_static() && n.attrs.get_int("groups") == x[1].value() &&
+         n.outputs[0].shape()[1] == x[1] && n.inputs[0].dtype() == DType::f32;
+}
+
+std::unique_ptr<Graph> conv_prologue(const Graph& g, const PassContext& ctx) {
+  if (!has_any_op(g, {"fused_conv"}) || !ctx.device.is_cpu()) return nullptr;
+  UseInfo uses(g);
+  const auto& nodes = g.nodes();
+  std::vector<std::string> moved(nodes.size());  // per producer: the activation it hands on
+  std::vector<int32_t> into(nodes.size(), -1);   // per depthwise conv: its producer
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (!is_depthwise(n) ||
+        (n.op_name() == "fused_conv" && n.attrs.get_string("input_activation") != "none"))
+      continue;
+    Value x = n.inputs[0];
+    const Node* p = producer_is(g, x, "fused_conv");
+    if (!p || !uses.single_use(x)) continue;
+    int32_t pi = int32_t(p - nodes.data());
+    moved[size_t(pi)] = p->attrs.get_string("activation");
+    if (moved[size_t(pi)] == "none") continue;
+    into[i] = pi;
+  }
+  return rewrite_nodes(g, [&](const Node& n, Rewriter& rw) {
+    size_t i = size_t(&n - nodes.data());
+    bool gives = !moved[i].empty() && moved[i] != "none" &&
+                 std::find(into.begin(), into.end(), int32_t(i)) != into.end();
+    if (gives) {
+      Attrs a = n.attrs;
+      a.set("activation", std::string("none"));
+      rw.replace(n, {rw.dst().apply1("fused_conv", rw(n.inputs), a)});
+      return true;
+    }
+    if (into[i] < 0) return false;
+    Attrs a = n.attrs;
+    a.set("input_activation", moved[size_t(into[i])]);
+    rw.replace(n, {rw.dst().apply1("fused_conv", rw(n.inputs), a)});
+    return true;
+  });
+}
+
 }  // namespace
 
 void register_conv_fusion(PassRegistry& r) {
+  r.add({"conv_prologue", conv_prologue,
+         "a conv's activation moved into the depthwise conv that alone reads it (CPU)"});
   r.add({"conv_fusion", conv_fusion,
          "conv (+ per-channel bias add, into conv's bias) (+ activation) -> fused_conv"});
 }

@@ -131,3 +131,70 @@ TEST(ConvFusion, AddOnlyWhenTheActivationHasOtherReaders) {
 
 }  // namespace
 }  // namespace rlx
+
+namespace rlx {
+namespace {
+
+TEST(ConvFusion, Relu6ClampBecomesTheActivation) {
+  test::expect_pass("conv_fusion", R"(
+    graph main(%x: f32[1,3,6,6], param %w: f32[4,3,1,1], param %b: f32[4]) {
+      %0 = conv(%x, %w, %b) : f32[1,4,6,6]
+      %1 = constant() {value=tensor<f32[]>[0.0]} : f32[]
+      %2 = constant() {value=tensor<f32[]>[6.0]} : f32[]
+      %3 = clamp(%0, %1, %2) : f32[1,4,6,6]
+      return out=%3
+    })",
+                    R"(
+    graph main(%x: f32[1,3,6,6], param %w: f32[4,3,1,1], param %b: f32[4]) {
+      %0 = fused_conv(%x, %w, %b) {activation="relu6"} : f32[1,4,6,6]
+      return out=%0
+    })");
+}
+
+// conv_prologue: the activation of a conv read only by a depthwise conv moves into that
+// conv's input_activation, for wide (padded rows) and narrow (channel-last) planes and
+// strides 1 and 2.
+TEST(ConvPrologue, ActivationMovesIntoTheDepthwiseConv) {
+  for (const char* size : {"8", "64"})
+    for (const char* stride : {"1", "2"}) {
+      SCOPED_TRACE(std::string(size) + " stride " + stride);
+      std::string n = size, s = stride;
+      std::string o = s == "1" ? n : std::to_string((std::stoi(n) + 1) / 2);
+      test::PassCheckOptions opt;
+      opt.rtol = 1e-5;
+      opt.atol = 1e-5;
+      test::expect_pass("conv_prologue",
+                        R"(
+        graph main(%x: f32[1,3,)" +
+                            n + "," + n + R"(], param %w: f32[6,3,1,1], param %d: f32[6,1,3,3]) {
+          %0 = fused_conv(%x, %w) {activation="relu6"} : f32[1,6,)" +
+                            n + "," + n + R"(]
+          %1 = conv(%0, %d) {groups=6, pads=[1, 1, 1, 1], strides=[)" +
+                            s + ", " + s + R"(]} : f32[1,6,)" + o + "," + o + R"(]
+          return out=%1
+        })",
+                        R"(
+        graph main(%x: f32[1,3,)" +
+                            n + "," + n + R"(], param %w: f32[6,3,1,1], param %d: f32[6,1,3,3]) {
+          %0 = fused_conv(%x, %w) : f32[1,6,)" +
+                            n + "," + n + R"(]
+          %1 = fused_conv(%0, %d) {groups=6, input_activation="relu6", pads=[1, 1, 1, 1], strides=[)" +
+                            s + ", " + s + R"(]} : f32[1,6,)" + o + "," + o + R"(]
+          return out=%1
+        })",
+                        opt);
+    }
+}
+
+TEST(ConvPrologue, AnotherReaderKeepsTheActivation) {
+  test::expect_pass("conv_prologue", R"(
+    graph main(%x: f32[1,3,8,8], param %w: f32[6,3,1,1], param %d: f32[6,1,3,3]) {
+      %0 = fused_conv(%x, %w) {activation="relu6"} : f32[1,6,8,8]
+      %1 = conv(%0, %d) {groups=6, pads=[1, 1, 1, 1]} : f32[1,6,8,8]
+      return out=%1, act=%0
+    })",
+                    "");
+}
+
+}  // namespace
+}  // namespace rlx

@@ -15,6 +15,7 @@ constexpr DType kFloats[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
 
 double activate(const std::string& a, double x) {
   if (a == "relu") return x < 0 ? 0 : x;
+  if (a == "relu6") return x < 0 ? 0 : x > 6 ? 6 : x;
   if (a == "gelu") return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
   if (a == "gelu_tanh")
     return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
@@ -75,8 +76,14 @@ Tensors fused_matmul_ref(const Tensors& in, const Attrs& attrs) {
 Tensors fused_conv_ref(const Tensors& in, const Attrs& attrs) {
   Attrs conv;
   for (const auto& [key, v] : attrs)
-    if (key != "activation") conv.set(key, v);
-  Tensor y = run_graph("conv", in, conv, Device::cpu())[0];
+    if (key != "activation" && key != "input_activation") conv.set(key, v);
+  Tensors args = in;
+  if (attrs.has("input_activation")) {
+    std::vector<double> x = values(in[0]);
+    for (double& e : x) e = activate(attrs.get_string("input_activation"), e);
+    args[0] = tensor_of(in[0].dtype(), in[0].shape(), x);
+  }
+  Tensor y = run_graph("conv", args, conv, Device::cpu())[0];
   std::vector<double> v = values(y);
   for (double& e : v) e = activate(attrs.get_string("activation"), e);
   return {tensor_of(y.dtype(), y.shape(), v)};
@@ -117,6 +124,7 @@ CheckTable checks_fused() {
     t.add(mm({r(dt, {2, 1, 3, 6}), r(dt, {4, 6, 5}), r(dt, {4, 1, 5})},
              A{{"activation", "sigmoid"}}, "broadcast batch and bias, sigmoid"));
     t.add(mm({r(dt, {6}), r(dt, {6, 5}), r(dt, {5})}, A{{"activation", "tanh"}}, "1-D lhs, tanh"));
+    t.add(mm({r(dt, {4, 7}), r(dt, {7, 3}), r(dt, {3})}, A{{"activation", "relu6"}}, "relu6"));
     t.add(mm({r(dt, {3, 0}), r(dt, {0, 4}), r(dt, {4})}, A{{"activation", "silu"}},
              "empty contraction: the bias alone"));
     // Sizes that reach the GEMM libraries.
@@ -144,11 +152,11 @@ CheckTable checks_fused() {
 
   // fused_conv: conv's paths (oneDNN with a post-op for f32 / bf16, widened f16, the
   // im2col / direct loops for f64) with each activation.
-  const char* acts[] = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"};
+  const char* acts[] = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "relu6"};
   size_t a = 0;
   for (DType dt : kFloats) {
     auto conv = [&](Tensors in, Attrs attrs, std::string note) {
-      attrs.set("activation", acts[a++ % 6]);
+      attrs.set("activation", acts[a++ % 7]);
       OpCheck c = ref_check("fused_conv", dt, std::move(in), std::move(attrs), fused_conv_ref,
                             std::move(note));
       if (dt == DType::f32) c.atol = 1e-5;  // oneDNN's post-op math, not the core ops'
@@ -161,6 +169,30 @@ CheckTable checks_fused() {
     conv({r(dt, {1, 3, 8, 8}), r(dt, {3, 1, 3, 3}), r(dt, {3})},
          A{{"groups", 3}, {"auto_pad", "same_upper"}}, "depthwise, same_upper");
     conv({r(dt, {1, 2, 4, 4, 4}), r(dt, {2, 2, 2, 2, 2})}, A{}, "3-D");
+    // An input activation (conv_prologue): the depthwise kernels' wide rows (stride 1 and
+    // the split stride-2 rows) and narrow channel-last blocks, and a dense conv.
+    auto pre = [&](Tensors in, Attrs attrs, std::string note) {
+      OpCheck c = ref_check("fused_conv", dt, std::move(in), std::move(attrs), fused_conv_ref,
+                            std::move(note));
+      if (dt == DType::f32) c.atol = 1e-5;
+      t.add(std::move(c));
+    };
+    for (int64_t stride : {1, 2})
+      pre({r(dt, {1, 5, 60, 61}), r(dt, {5, 1, 3, 3}), r(dt, {5})},
+          A{{"groups", 5},
+            {"pads", IntList{1, 1, 1, 1}},
+            {"strides", IntList{stride, stride}},
+            {"activation", "relu6"},
+            {"input_activation", "relu6"}},
+          "depthwise, wide rows, input relu6");
+    pre({r(dt, {2, 40, 7, 9}), r(dt, {40, 1, 3, 3})},
+        A{{"groups", 40},
+          {"pads", IntList{1, 1, 1, 1}},
+          {"strides", IntList{2, 2}},
+          {"input_activation", "sigmoid"}},
+        "depthwise, channel-last blocks, input sigmoid (padding stays zero)");
+    pre({r(dt, {1, 3, 6, 6}), r(dt, {4, 3, 3, 3})},
+        A{{"pads", IntList{1, 1, 1, 1}}, {"input_activation", "relu6"}}, "dense, input relu6");
   }
   return t;
 }

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -516,9 +517,18 @@ bool is_depthwise_2d(const Conv& c) {
 // against oneDNN's blocked kernels with their reorders: 384x14x14 and 960x7x7 layers.
 constexpr int64_t kChannelBlock = 32;
 
+// p[i] = a(p[i]) over n floats (the input activation a fused_conv applies as it reads).
+void activate(float* p, int64_t n, Act a) {
+  if (a == Act::none || n <= 0) return;
+  act::visit(a, [&](auto f) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) p[i] = f(p[i]);
+  });
+}
+
 template <class F>
 void depthwise_channel_last(const Conv& c, const float* x, const float* wt, const float* bias,
-                            float* y, const F& f, int64_t n, int64_t c0, int64_t cb) {
+                            float* y, const F& f, int64_t n, int64_t c0, int64_t cb, Act in_act) {
   const Window& w = c.w;
   const int64_t H = w.in[1], W = w.in[2], OH = w.out[1], OW = w.out[2];
   const int64_t KH = w.ker[1], KW = w.ker[2], ph = w.pad[1], pw = w.pad[2];
@@ -534,6 +544,8 @@ void depthwise_channel_last(const Conv& c, const float* x, const float* wt, cons
       float* dst = in_buf.data() + ((r + ph) * PW + q + pw) * kChannelBlock;
       for (int64_t j = 0; j < cb; ++j) dst[j] = xb[j * H * W + r * W + q];
     }
+  for (int64_t r = 0; r < H; ++r)  // the interior only: the padding stays zero
+    activate(in_buf.data() + ((r + ph) * PW + pw) * kChannelBlock, W * kChannelBlock, in_act);
   for (int64_t t = 0; t < KH * KW; ++t)
     for (int64_t j = 0; j < cb; ++j)
       k_buf[size_t(t * kChannelBlock + j)] = wt[(c0 + j) * KH * KW + t];
@@ -566,7 +578,8 @@ void depthwise_channel_last(const Conv& c, const float* x, const float* wt, cons
 // One plane. `pad` holds the zero-padded input, rows RS floats apart. With S2 (stride 2
 // along the row, no dilation) each padded row is stored split: its even columns, then
 // its odd ones (`half` floats on), so every tap reads contiguous columns.
-template <int64_t K, bool S2, class F>  // K: a fixed square kernel size, or 0 for any
+// S2: 1 for stride 1 (contiguous taps), 2 for the split stride-2 rows, 0 for any other.
+template <int64_t K, int S2, class F>  // K: a fixed square kernel size, or 0 for any
 void depthwise_plane(const Window& w, const float* pad, int64_t RS, int64_t half, const float* k,
                      float b, float* y, const F& f) {
   const int64_t OH = w.out[1], OW = w.out[2], sh = w.stride[1], sw = w.stride[2];
@@ -581,7 +594,9 @@ void depthwise_plane(const Window& w, const float* pad, int64_t RS, int64_t half
       for (int64_t ky = 0; ky < KH; ++ky) {
         const float* r = top + ky * dh * RS;
         for (int64_t kx = 0; kx < KW; ++kx) {
-          float v = S2 ? r[(kx & 1) * half + ox + kx / 2] : r[ox * sw + kx * dw];
+          float v = S2 == 2   ? r[(kx & 1) * half + ox + kx / 2]
+                    : S2 == 1 ? r[ox + kx * dw]
+                              : r[ox * sw + kx * dw];
           acc += k[ky * KW + kx] * v;
         }
       }
@@ -591,7 +606,7 @@ void depthwise_plane(const Window& w, const float* pad, int64_t RS, int64_t half
 }
 
 void depthwise_2d(const Conv& c, const float* x, const float* wt, const float* bias, float* y,
-                  Act act) {
+                  Act act, Act in_act) {
   const Window& w = c.w;
   const int64_t H = w.in[1], W = w.in[2], ph = w.pad[1], pw = w.pad[2];
   const int64_t PH = H + ph + w.pad_end[1] + w.stride[1], PW = W + pw + w.pad_end[2] + w.stride[2];
@@ -603,7 +618,7 @@ void depthwise_2d(const Conv& c, const float* x, const float* wt, const float* b
         for (int64_t i = begin; i < end; ++i) {
           int64_t c0 = (i % blocks) * kChannelBlock;
           depthwise_channel_last(c, x, wt, bias, y, f, i / blocks, c0,
-                                 std::min(kChannelBlock, c.c - c0));
+                                 std::min(kChannelBlock, c.c - c0), in_act);
         }
       });
     });
@@ -624,6 +639,7 @@ void depthwise_2d(const Conv& c, const float* x, const float* wt, const float* b
                        float* row = buf.data() + (r + ph) * RS;
                        if (!s2) {
                          std::copy_n(xp + r * W, W, row + pw);
+                         activate(row + pw, W, in_act);
                          continue;
                        }
                        // Padded column q + pw goes to half (q + pw) & 1, at (q + pw) / 2.
@@ -631,21 +647,31 @@ void depthwise_2d(const Conv& c, const float* x, const float* wt, const float* b
                        for (int64_t parity = 0; parity < 2; ++parity) {
                          int64_t q0 = (parity - pw % 2 + 2) % 2;
                          float* dst = row + parity * half + (q0 + pw) / 2;
-                         for (int64_t i = 0, q = q0; q < W; ++i, q += 2) dst[i] = src[q];
+                         int64_t i = 0;
+                         for (int64_t q = q0; q < W; ++i, q += 2) dst[i] = src[q];
+                         activate(dst, i, in_act);
                        }
                      }
                      const float* k = wt + ch * w.ker[1] * w.ker[2];
                      float b = bias ? bias[ch] : 0.f;
                      float* yp = y + p * plane;
                      bool k3 = w.ker[1] == 3 && w.ker[2] == 3;
-                     if (s2 && k3)
-                       depthwise_plane<3, true>(w, buf.data(), RS, half, k, b, yp, f);
-                     else if (s2)
-                       depthwise_plane<0, true>(w, buf.data(), RS, half, k, b, yp, f);
-                     else if (k3)
-                       depthwise_plane<3, false>(w, buf.data(), RS, half, k, b, yp, f);
+                     int mode = s2 ? 2 : w.stride[2] == 1 ? 1 : 0;
+                     auto run = [&](auto kk, auto mm) {
+                       depthwise_plane<decltype(kk)::value, decltype(mm)::value>(w, buf.data(), RS,
+                                                                                 half, k, b, yp, f);
+                     };
+                     using I3 = std::integral_constant<int64_t, 3>;
+                     using I0 = std::integral_constant<int64_t, 0>;
+                     if (mode == 2)
+                       k3 ? run(I3{}, std::integral_constant<int, 2>{})
+                          : run(I0{}, std::integral_constant<int, 2>{});
+                     else if (mode == 1)
+                       k3 ? run(I3{}, std::integral_constant<int, 1>{})
+                          : run(I0{}, std::integral_constant<int, 1>{});
                      else
-                       depthwise_plane<0, false>(w, buf.data(), RS, half, k, b, yp, f);
+                       k3 ? run(I3{}, std::integral_constant<int, 0>{})
+                          : run(I0{}, std::integral_constant<int, 0>{});
                    }
                  });
                });
@@ -654,8 +680,9 @@ void depthwise_2d(const Conv& c, const float* x, const float* wt, const float* b
 }  // namespace
 
 void conv_forward(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out,
-                  bool transpose, Act act) {
-  const Tensor &x = in[0], &wt = in[1];
+                  bool transpose, Act act, Act in_act) {
+  const Tensor& wt = in[1];
+  Tensor x = in[0];
   Tensor& y = out[0];
   const Tensor* b = in.size() > 2 ? &in[2] : nullptr;
   if (y.numel() == 0) return;
@@ -674,8 +701,12 @@ void conv_forward(const KernelContext& ctx, std::span<const Tensor> in, std::spa
   }
   if (dt == DType::f32 && is_depthwise_2d(c)) {
     depthwise_2d(c, x.data_as<float>(), wt.data_as<float>(), b ? b->data_as<float>() : nullptr,
-                 y.data_as<float>(), act);
+                 y.data_as<float>(), act, in_act);
     return;
+  }
+  if (in_act != Act::none) {  // elsewhere the activated input is made first
+    x = x.clone();
+    epilogue(x, nullptr, in_act);
   }
   if (dt == DType::f64) {
     conv_fallback(c, x.data_as<double>(), wt.data_as<double>(), b ? b->data_as<double>() : nullptr,
@@ -720,13 +751,13 @@ void register_conv(KernelRegistry& r) {
   add_kernel(
       r, "conv",
       [](const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-        conv_forward(ctx, in, out, false, Act::none);
+        conv_forward(ctx, in, out, false, Act::none, Act::none);
       },
       dtype_in(kFloat));
   add_kernel(
       r, "conv_transpose",
       [](const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-        conv_forward(ctx, in, out, true, Act::none);
+        conv_forward(ctx, in, out, true, Act::none, Act::none);
       },
       dtype_in(kFloat));
 }

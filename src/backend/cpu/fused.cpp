@@ -134,7 +134,8 @@ void fused_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
 
 void fused_conv_kernel(const KernelContext& ctx, std::span<const Tensor> in,
                        std::span<Tensor> out) {
-  conv_forward(ctx, in, out, false, parse_act(ctx.attrs.get_string("activation")));
+  conv_forward(ctx, in, out, false, parse_act(ctx.attrs.get_string("activation")),
+               parse_act(ctx.attrs.get_string("input_activation")));
 }
 
 }  // namespace

@@ -142,7 +142,8 @@ void append_eltwise(dnnl::post_ops& po, Act act);
 
 // The conv (transpose = false) or conv_transpose kernel with an activation after it: a
 // oneDNN post-op where oneDNN runs the conv, else an in-place epilogue (conv.cpp).
+// `in_act` is applied to the input (fused_conv's input_activation) as the kernel reads it.
 void conv_forward(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out,
-                  bool transpose, Act act);
+                  bool transpose, Act act, Act in_act);
 
 }  // namespace rlx::cpu
