@@ -51,8 +51,11 @@ bool profiling() {
 }
 
 void record_op_time(const Node& n, double seconds) {
-  std::string key = n.op_name() + " ";
-  for (size_t i = 0; i < n.inputs.size(); ++i) key += (i ? "," : "") + n.inputs[i].type().str();
+  std::string key = n.op_name();
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    key += i ? ',' : ' ';
+    key += n.inputs[i].type().str();
+  }
   Profile& p = profile();
   std::lock_guard lock(p.mu);
   Entry& e = p.by_key[key];

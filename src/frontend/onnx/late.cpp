@@ -169,7 +169,8 @@ void late_kernel(const KernelContext& kc, std::span<const Tensor> in, std::span<
   int64_t opset = kc.attrs.get_int("opset");
   std::string key = cat(hex, "/", opset);
   for (const Tensor& t : in) {
-    key += "|" + t.type().str();
+    key += '|';
+    key += t.type().str();
     if (t.numel() <= kSmallInput) {
       Tensor c = t.contiguous();
       key.append(static_cast<const char*>(c.data()), c.nbytes());
