@@ -12,7 +12,8 @@ CMAKE_ARGS ?=
 DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clang-format \
   libopenblas-openmp-dev libdnnl-dev libcli11-dev nlohmann-json3-dev \
   ocl-icd-opencl-dev libonnx-dev libprotobuf-dev libonnx-testdata \
-  python3-torch python3-numpy gnuplot-nox
+  python3-torch python3-numpy gnuplot-nox \
+  pybind11-dev python3-pytest
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -1,0 +1,61 @@
+"""rlx: an ML compiler and runtime, from Python.
+
+    import numpy as np, rlx
+    g = rlx.Graph()
+    x = g.input("x", (None, 4))            # None: a symbolic dim
+    w = g.param("w", (4, 3))
+    g.output(rlx.relu(x @ w + 1.0), "y")
+    cg = rlx.Session("cpu").compile(g)
+    cg.set_param("w", np.ones((4, 3), np.float32))
+    print(cg.run({"x": np.ones((2, 4), np.float32)})["y"])
+
+Graphs are built from Values (operators + - * / @ and unary -, Python numbers as
+constants), rlx.<core op> functions, rlx.op(name, ...) and rlx.ops.<name> for every
+registered op. Transforms (grad, value_and_grad, vjp, jvp, vmap, ...) take a graph
+and return a graph. rlx's errors raise ValueError, TypeError, NotImplementedError or
+OSError with rlx's message.
+"""
+from ._rlx import (
+    __version__,
+    DType,
+    Tensor,
+    Graph,
+    Value,
+    Session,
+    CompiledGraph,
+    dtype,
+    bf16_to_f32,
+    f32_to_bf16,
+    op,
+    op_names,
+    op_schema,
+    parse_graph,
+    # core ops with hand-written docs
+    matmul,
+    relu,
+    gelu,
+    exp,
+    log,
+    tanh,
+    sigmoid,
+    softmax,
+    sum,
+    mean,
+    reshape,
+    transpose,
+    cast,
+    # transforms
+    grad,
+    value_and_grad,
+    vjp,
+    jvp,
+    hvp,
+    vmap,
+    jacfwd,
+    jacrev,
+    prune,
+)
+from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_
+from . import ops, onnx
+
+boolean = bool_

@@ -1,0 +1,212 @@
+// rlx.Graph and rlx.Value: building graphs from Python, with operators
+// (+ - * / @, unary -) that take Values, Python numbers and arrays.
+#include "common.h"
+#include "rlx/ops.h"
+#include "rlx/text.h"
+
+namespace rlx::py {
+
+PyValue wrap(const GraphPtr& g, Value v) { return PyValue{g, v}; }
+
+Value as_value(const GraphPtr& g, pyb::handle obj, DType like) {
+  if (pyb::isinstance<PyValue>(obj)) {
+    const auto& pv = obj.cast<const PyValue&>();
+    if (pv.graph != g)
+      fail<ValueError>("Value", "expected values of one graph, got one of graph '",
+                       pv.graph->name(), "' with one of graph '", g->name(), "'");
+    return pv.value;
+  }
+  if (PyBool_Check(obj.ptr()) || pyb::isinstance<pyb::int_>(obj) ||
+      pyb::isinstance<pyb::float_>(obj))
+    return g->constant(Literal::scalar(like, obj.cast<double>()));
+  if (pyb::isinstance<pyb::array>(obj) || pyb::isinstance<Tensor>(obj))
+    return g->constant(to_literal(obj));
+  fail<TypeError>("Value", "expected an rlx.Value, a number or an array, got ",
+                  pyb::str(pyb::type::of(obj)).cast<std::string>());
+}
+
+namespace {
+
+// (None, 64, "batch") -> [x.d0, 64, batch]: None is a symbol of its own per input axis.
+Shape to_shape(pyb::handle obj, const std::string& arg) {
+  if (pyb::isinstance<pyb::int_>(obj)) return Shape{Dim(obj.cast<int64_t>())};
+  if (!pyb::isinstance<pyb::sequence>(obj) || pyb::isinstance<pyb::str>(obj))
+    fail<TypeError>(arg, "expected a shape (a tuple of ints, None and symbol names), got ",
+                    pyb::str(pyb::type::of(obj)).cast<std::string>());
+  Shape s;
+  for (pyb::handle d : obj.cast<pyb::sequence>()) {
+    if (d.is_none())
+      s.push_back(Dim::sym(arg + ".d" + std::to_string(s.size())));
+    else if (pyb::isinstance<pyb::str>(d))
+      s.push_back(Dim::sym(d.cast<std::string>()));
+    else if (pyb::hasattr(d, "__index__") && !PyBool_Check(d.ptr()))
+      s.push_back(Dim(d.cast<int64_t>()));
+    else
+      fail<TypeError>(arg, "expected a dim (an int, None or a symbol name), got ",
+                      pyb::str(pyb::type::of(d)).cast<std::string>());
+  }
+  return s;
+}
+
+pyb::tuple shape_tuple(const Shape& s) {
+  pyb::tuple t(s.size());
+  for (size_t i = 0; i < s.size(); ++i)
+    t[i] = s[i].is_static() ? pyb::object(pyb::int_(s[i].value()))
+                            : pyb::object(pyb::str(s[i].symbol()));
+  return t;
+}
+
+PyValue arg_value(const GraphPtr& g, const std::string& name) {
+  const Arg* a = g->find_arg(name);
+  if (!a) fail<ValueError>("Graph", "expected an input or param named '", name, "', got none");
+  return wrap(g, a->value);
+}
+
+std::vector<std::string> arg_names(const Graph& g, ArgKind kind) {
+  std::vector<std::string> out;
+  for (const Arg& a : g.args())
+    if (a.kind == kind) out.push_back(a.name);
+  return out;
+}
+
+template <class F>
+auto binary(F f) {
+  return [f](const PyValue& a, pyb::handle b) {
+    return wrap(a.graph, f(a.value, as_value(a.graph, b, a.value.dtype())));
+  };
+}
+template <class F>
+auto rbinary(F f) {
+  return [f](const PyValue& a, pyb::handle b) {
+    return wrap(a.graph, f(as_value(a.graph, b, a.value.dtype()), a.value));
+  };
+}
+
+}  // namespace
+
+void register_graph(pyb::module_& m) {
+  pyb::class_<Graph, GraphPtr>(m, "Graph", R"doc(
+A graph under construction (or returned by a transform, parse_graph or onnx.load).
+
+    g = rlx.Graph()
+    x = g.input("x", (None, 64), rlx.f32)   # None: a symbolic dim; "batch": a named one
+    w = g.param("w", (64, 32))
+    g.output(rlx.relu(x @ w), "y")
+    print(g)
+)doc")
+      .def(pyb::init([](const std::string& name) { return std::make_shared<Graph>(name); }),
+           pyb::arg("name") = "main")
+      .def_property_readonly("name", &Graph::name)
+      .def(
+          "input",
+          [](const GraphPtr& g, const std::string& name, pyb::handle shape, pyb::handle dtype) {
+            return wrap(g, g->input(name, TensorType(to_dtype(dtype), to_shape(shape, name))));
+          },
+          pyb::arg("name"), pyb::arg("shape"), pyb::arg("dtype") = DType::f32,
+          "A runtime input. Dims: ints, symbol names, or None (a symbol '<name>.d<axis>').")
+      .def(
+          "param",
+          [](const GraphPtr& g, const std::string& name, pyb::handle shape, pyb::handle dtype) {
+            return wrap(g, g->param(name, TensorType(to_dtype(dtype), to_shape(shape, name))));
+          },
+          pyb::arg("name"), pyb::arg("shape"), pyb::arg("dtype") = DType::f32,
+          "A parameter: a tensor set once on the compiled graph (set_param) and kept.")
+      .def(
+          "constant",
+          [](const GraphPtr& g, pyb::handle value, pyb::object dtype) {
+            std::optional<DType> want;
+            if (!dtype.is_none()) want = to_dtype(dtype);
+            Literal lit = to_literal(value, want);
+            if (want && lit.dtype() != *want)
+              fail<TypeError>("constant", "expected an array of ", dtype_name(*want), ", got ",
+                              dtype_name(lit.dtype()), " (convert with astype first)");
+            return wrap(g, g->constant(lit));
+          },
+          pyb::arg("value"), pyb::arg("dtype") = pyb::none(),
+          "A constant holding a copy of an array (or a number, a list; dtype converts those).")
+      .def(
+          "output",
+          [](const GraphPtr& g, const PyValue& v, const std::string& name) {
+            if (v.graph != g)
+              fail<ValueError>("output", "expected a value of graph '", g->name(),
+                               "', got one of graph '", v.graph->name(), "'");
+            g->output(v.value, name);
+          },
+          pyb::arg("value"), pyb::arg("name") = "", "Marks a value as an output ('out<N>').")
+      .def("arg", &arg_value, pyb::arg("name"), "The value of an input or param, by name.")
+      .def_property_readonly("input_names",
+                             [](const Graph& g) { return arg_names(g, ArgKind::input); })
+      .def_property_readonly("param_names",
+                             [](const Graph& g) { return arg_names(g, ArgKind::param); })
+      .def_property_readonly("output_names",
+                             [](const Graph& g) {
+                               std::vector<std::string> out;
+                               for (const Output& o : g.outputs()) out.push_back(o.name);
+                               return out;
+                             })
+      .def(
+          "outputs",
+          [](const GraphPtr& g) {
+            pyb::dict d;
+            for (const Output& o : g->outputs()) d[pyb::str(o.name)] = wrap(g, o.value);
+            return d;
+          },
+          "The outputs as a dict {name: Value}.")
+      .def_property_readonly("num_nodes", [](const Graph& g) { return g.nodes().size(); })
+      .def("clone", [](const Graph& g) { return GraphPtr(g.clone()); })
+      .def("__str__", [](const Graph& g) { return print_graph(g); })
+      .def("__repr__", [](const Graph& g) {
+        return cat("<rlx.Graph '", g.name(), "': ", g.args().size(), " args, ", g.nodes().size(),
+                   " nodes, ", g.outputs().size(), " outputs>");
+      });
+
+  pyb::class_<PyValue>(m, "Value", "A value of a graph (an SSA value with an inferred type).")
+      .def_property_readonly("dtype", [](const PyValue& v) { return v.value.dtype(); })
+      .def_property_readonly("shape",
+                             [](const PyValue& v) { return shape_tuple(v.value.shape()); })
+      .def_property_readonly("ndim", [](const PyValue& v) { return v.value.rank(); })
+      .def_property_readonly("graph", [](const PyValue& v) { return v.graph; })
+      .def("__repr__",
+           [](const PyValue& v) {
+             return cat("<rlx.Value %", v.value.id, ": ", v.value.type().str(), ">");
+           })
+      .def("__add__", binary([](Value a, Value b) { return a + b; }))
+      .def("__radd__", rbinary([](Value a, Value b) { return a + b; }))
+      .def("__sub__", binary([](Value a, Value b) { return a - b; }))
+      .def("__rsub__", rbinary([](Value a, Value b) { return a - b; }))
+      .def("__mul__", binary([](Value a, Value b) { return a * b; }))
+      .def("__rmul__", rbinary([](Value a, Value b) { return a * b; }))
+      .def("__truediv__", binary([](Value a, Value b) { return a / b; }))
+      .def("__rtruediv__", rbinary([](Value a, Value b) { return a / b; }))
+      .def("__matmul__", binary([](Value a, Value b) { return matmul(a, b); }))
+      .def("__rmatmul__", rbinary([](Value a, Value b) { return matmul(a, b); }))
+      .def("__neg__", [](const PyValue& a) { return wrap(a.graph, -a.value); })
+      .def("__pos__", [](const PyValue& a) { return a; })
+      .def(
+          "astype", [](const PyValue& a, pyb::handle t) { return wrap(a.graph, cast(a.value, to_dtype(t))); },
+          pyb::arg("dtype"))
+      .def(
+          "reshape",
+          [](const PyValue& a, IntList shape) { return wrap(a.graph, reshape(a.value, shape)); },
+          pyb::arg("shape"))
+      .def_property_readonly("T",
+                             [](const PyValue& a) { return wrap(a.graph, transpose(a.value)); })
+      .def(
+          "sum",
+          [](const PyValue& a, IntList axes, bool keepdims) {
+            return wrap(a.graph, sum(a.value, axes, keepdims));
+          },
+          pyb::arg("axes") = IntList{}, pyb::arg("keepdims") = false)
+      .def(
+          "mean",
+          [](const PyValue& a, IntList axes, bool keepdims) {
+            return wrap(a.graph, mean(a.value, axes, keepdims));
+          },
+          pyb::arg("axes") = IntList{}, pyb::arg("keepdims") = false);
+
+  m.def(
+      "parse_graph", [](const std::string& text) { return GraphPtr(parse_graph(text)); },
+      pyb::arg("text"), "Parses a graph in the text format print(g) writes.");
+}
+
+}  // namespace rlx::py
