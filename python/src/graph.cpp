@@ -160,7 +160,12 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
                    " nodes, ", g.outputs().size(), " outputs>");
       });
 
-  pyb::class_<PyValue>(m, "Value", "A value of a graph (an SSA value with an inferred type).")
+  pyb::class_<PyValue> value(m, "Value",
+                             "A value of a graph (an SSA value with an inferred type).");
+  // NumPy defers to Value's reflected operators: array * value is one node, not an
+  // object array of per-element nodes.
+  value.attr("__array_ufunc__") = pyb::none();
+  value
       .def_property_readonly("dtype", [](const PyValue& v) { return v.value.dtype(); })
       .def_property_readonly("shape",
                              [](const PyValue& v) { return shape_tuple(v.value.shape()); })

@@ -139,7 +139,8 @@ Tensor to_tensor(pyb::handle obj, std::optional<DType> want) {
     a = numpy().attr("asarray")(obj);
   }
   DType dt = dtype_from_numpy(a.dtype(), want);
-  pyb::array c = numpy().attr("ascontiguousarray")(a);
+  pyb::array c = a;  // (numpy.ascontiguousarray would make a 0-d array 1-d)
+  if (!(a.flags() & pyb::array::c_style)) c = a.attr("copy")("C");
   return Tensor::from_data(dt, shape_of(c), c.data());
 }
 
@@ -162,11 +163,17 @@ void register_tensor(pyb::module_& m) {
       .def_property_readonly(
           "numpy", [](DType t) { return numpy_dtype(t); },
           "The NumPy dtype holding this dtype's elements (uint16 bit patterns for bf16).")
-      .def("__str__", [](DType t) { return std::string(dtype_name(t)); })
-      .def("__repr__", [](DType t) {
-        std::string n(dtype_name(t));
-        return "rlx." + (n == "bool" ? n + "_" : n);
-      });
+;
+  // Replaced, not overloaded: enum_'s own __str__ / __repr__ would match first.
+  pyb::setattr(dt, "__str__",
+               pyb::cpp_function([](DType t) { return std::string(dtype_name(t)); },
+                                 pyb::name("__str__"), pyb::is_method(dt)));
+  pyb::setattr(dt, "__repr__", pyb::cpp_function(
+                                   [](DType t) {
+                                     std::string n(dtype_name(t));
+                                     return "rlx." + (n == "bool" ? n + "_" : n);
+                                   },
+                                   pyb::name("__repr__"), pyb::is_method(dt)));
   m.def("dtype", &to_dtype, pyb::arg("like"),
         "The rlx dtype of an rlx.DType, a name ('f32') or a NumPy dtype.");
 
