@@ -165,10 +165,8 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
   // NumPy defers to Value's reflected operators: array * value is one node, not an
   // object array of per-element nodes.
   value.attr("__array_ufunc__") = pyb::none();
-  value
-      .def_property_readonly("dtype", [](const PyValue& v) { return v.value.dtype(); })
-      .def_property_readonly("shape",
-                             [](const PyValue& v) { return shape_tuple(v.value.shape()); })
+  value.def_property_readonly("dtype", [](const PyValue& v) { return v.value.dtype(); })
+      .def_property_readonly("shape", [](const PyValue& v) { return shape_tuple(v.value.shape()); })
       .def_property_readonly("ndim", [](const PyValue& v) { return v.value.rank(); })
       .def_property_readonly("graph", [](const PyValue& v) { return v.graph; })
       .def("__repr__",
@@ -188,7 +186,8 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
       .def("__neg__", [](const PyValue& a) { return wrap(a.graph, -a.value); })
       .def("__pos__", [](const PyValue& a) { return a; })
       .def(
-          "astype", [](const PyValue& a, pyb::handle t) { return wrap(a.graph, cast(a.value, to_dtype(t))); },
+          "astype",
+          [](const PyValue& a, pyb::handle t) { return wrap(a.graph, cast(a.value, to_dtype(t))); },
           pyb::arg("dtype"))
       .def(
           "reshape",

@@ -1,6 +1,7 @@
 // rlx.onnx: ONNX models as rlx graphs, and the TensorProto files of ONNX's test layout.
-#include "common.h"
 #include "rlx/onnx.h"
+
+#include "common.h"
 
 namespace rlx::py {
 
@@ -44,8 +45,12 @@ identifier), .opset, .ir_version, .producer.
           pyb::gil_scoped_release release;
           model = onnx::load(path, o);
         }
-        return PyModel{GraphPtr(std::move(model.graph)), model.inputs, model.outputs,
-                       model.ir_version, model.opset, model.producer};
+        return PyModel{GraphPtr(std::move(model.graph)),
+                       model.inputs,
+                       model.outputs,
+                       model.ir_version,
+                       model.opset,
+                       model.producer};
       },
       pyb::arg("path"), pyb::arg("input_shapes") = std::map<std::string, std::vector<int64_t>>{},
       pyb::arg("dims") = std::map<std::string, int64_t>{}, R"doc(

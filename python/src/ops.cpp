@@ -1,8 +1,9 @@
 // rlx.op(name, *inputs, **attrs) for every registered op, the registry's schemas (which
 // python/rlx/ops.py turns into rlx.ops.<name>), and the core ops with hand-written docs.
+#include "rlx/ops.h"
+
 #include "common.h"
 #include "rlx/op.h"
-#include "rlx/ops.h"
 #include "rlx/text.h"
 
 namespace rlx::py {
@@ -12,8 +13,7 @@ namespace {
 std::string type_name(pyb::handle obj) { return pyb::str(pyb::type::of(obj)).cast<std::string>(); }
 
 bool is_bool(pyb::handle h) {
-  return PyBool_Check(h.ptr()) ||
-         pyb::isinstance(h, pyb::module_::import("numpy").attr("bool_"));
+  return PyBool_Check(h.ptr()) || pyb::isinstance(h, pyb::module_::import("numpy").attr("bool_"));
 }
 bool is_int(pyb::handle h) {
   if (is_bool(h)) return false;
@@ -114,8 +114,7 @@ pyb::object apply_op(const std::string& name, pyb::args inputs, pyb::kwargs kwar
       like = pv.value.dtype();
       break;
     }
-  if (!g)
-    fail<ValueError>(name, "expected an rlx.Value among the inputs (or graph=), got none");
+  if (!g) fail<ValueError>(name, "expected an rlx.Value among the inputs (or graph=), got none");
   std::vector<Value> vals;
   for (pyb::handle h : inputs) vals.push_back(as_value(g, h, like));
   Attrs attrs;
@@ -192,24 +191,30 @@ the graph for ops without inputs.
         "An op's schema: doc, arity (max -1: variadic), attributes, subgraph slots.");
 
   m.def(
-      "matmul", [](const PyValue& a, pyb::handle b) {
+      "matmul",
+      [](const PyValue& a, pyb::handle b) {
         return wrap(a.graph, matmul(a.value, as_value(a.graph, b, a.value.dtype())));
       },
       pyb::arg("a"), pyb::arg("b"),
       "Matrix product a @ b with NumPy's rules (batched over leading dims; dtypes promoted).");
-  m.def("relu", [](const PyValue& x) { return unary(x, relu); }, pyb::arg("x"), "max(x, 0).");
+  m.def(
+      "relu", [](const PyValue& x) { return unary(x, relu); }, pyb::arg("x"), "max(x, 0).");
   m.def(
       "gelu",
       [](const PyValue& x, bool approximate) { return wrap(x.graph, gelu(x.value, approximate)); },
       pyb::arg("x"), pyb::arg("tanh_approx") = false,
       "x * Phi(x) (exact, with erf), or the tanh approximation when tanh_approx.");
-  m.def("exp", [](const PyValue& x) { return unary(x, rlx::exp); }, pyb::arg("x"), "e**x.");
-  m.def("log", [](const PyValue& x) { return unary(x, rlx::log); }, pyb::arg("x"),
-        "Natural logarithm.");
-  m.def("tanh", [](const PyValue& x) { return unary(x, rlx::tanh); }, pyb::arg("x"),
-        "Hyperbolic tangent.");
-  m.def("sigmoid", [](const PyValue& x) { return unary(x, sigmoid); }, pyb::arg("x"),
-        "1 / (1 + exp(-x)).");
+  m.def(
+      "exp", [](const PyValue& x) { return unary(x, rlx::exp); }, pyb::arg("x"), "e**x.");
+  m.def(
+      "log", [](const PyValue& x) { return unary(x, rlx::log); }, pyb::arg("x"),
+      "Natural logarithm.");
+  m.def(
+      "tanh", [](const PyValue& x) { return unary(x, rlx::tanh); }, pyb::arg("x"),
+      "Hyperbolic tangent.");
+  m.def(
+      "sigmoid", [](const PyValue& x) { return unary(x, sigmoid); }, pyb::arg("x"),
+      "1 / (1 + exp(-x)).");
   m.def(
       "softmax",
       [](const PyValue& x, int64_t axis) { return wrap(x.graph, softmax(x.value, axis)); },
@@ -229,14 +234,16 @@ the graph for ops without inputs.
       pyb::arg("x"), pyb::arg("axes") = pyb::none(), pyb::arg("keepdims") = false,
       "Mean over axes (an int or a list; None: all).");
   m.def(
-      "reshape", [](const PyValue& x, IntList shape) { return wrap(x.graph, reshape(x.value, shape)); },
+      "reshape",
+      [](const PyValue& x, IntList shape) { return wrap(x.graph, reshape(x.value, shape)); },
       pyb::arg("x"), pyb::arg("shape"), "A reshape (one dim may be -1).");
   m.def(
       "transpose",
       [](const PyValue& x, IntList perm) { return wrap(x.graph, transpose(x.value, perm)); },
       pyb::arg("x"), pyb::arg("perm") = IntList{}, "Permutes the axes (default: reversed).");
   m.def(
-      "cast", [](const PyValue& x, pyb::handle t) { return wrap(x.graph, cast(x.value, to_dtype(t))); },
+      "cast",
+      [](const PyValue& x, pyb::handle t) { return wrap(x.graph, cast(x.value, to_dtype(t))); },
       pyb::arg("x"), pyb::arg("dtype"), "Converts to dtype.");
 }
 

@@ -1,6 +1,7 @@
 // rlx.Session and compiled graphs: compile a Graph, set params, run with NumPy arrays.
-#include "common.h"
 #include "rlx/session.h"
+
+#include "common.h"
 
 namespace rlx::py {
 
@@ -49,7 +50,8 @@ struct PyCompiled {
       out = compiled->run(in);
     }
     pyb::dict d;
-    for (const std::string& name : compiled->output_names()) d[pyb::str(name)] = to_numpy(out.at(name));
+    for (const std::string& name : compiled->output_names())
+      d[pyb::str(name)] = to_numpy(out.at(name));
     return d;
   }
 };
@@ -87,8 +89,9 @@ numbers and lists are converted to the input's dtype; bf16 inputs take uint16 bi
                              [](const PyCompiled& c) { return c.compiled->output_names(); })
       .def_property_readonly("device",
                              [](const PyCompiled& c) { return c.compiled->device().str(); })
-      .def("report", [](const PyCompiled& c) { return c.compiled->report().str(); },
-           "The dispatch report: for each op, how its nodes run.")
+      .def(
+          "report", [](const PyCompiled& c) { return c.compiled->report().str(); },
+          "The dispatch report: for each op, how its nodes run.")
       .def(
           "lowered", [](const PyCompiled& c) { return GraphPtr(c.compiled->lowered().clone()); },
           "The graph as it runs (passes applied, decompositions inlined).");

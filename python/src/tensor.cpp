@@ -11,16 +11,26 @@ namespace {
 
 const char* numpy_name(DType t) {
   switch (t) {
-    case DType::f32: return "float32";
-    case DType::f64: return "float64";
-    case DType::f16: return "float16";
-    case DType::bf16: return "uint16";
-    case DType::i8: return "int8";
-    case DType::i16: return "int16";
-    case DType::i32: return "int32";
-    case DType::i64: return "int64";
-    case DType::u8: return "uint8";
-    case DType::boolean: return "bool";
+    case DType::f32:
+      return "float32";
+    case DType::f64:
+      return "float64";
+    case DType::f16:
+      return "float16";
+    case DType::bf16:
+      return "uint16";
+    case DType::i8:
+      return "int8";
+    case DType::i16:
+      return "int16";
+    case DType::i32:
+      return "int32";
+    case DType::i64:
+      return "int64";
+    case DType::u8:
+      return "uint8";
+    case DType::boolean:
+      return "bool";
   }
   return "?";
 }
@@ -28,16 +38,26 @@ const char* numpy_name(DType t) {
 // struct-module format characters (what the buffer protocol reports).
 const char* buffer_format(DType t) {
   switch (t) {
-    case DType::f32: return "f";
-    case DType::f64: return "d";
-    case DType::f16: return "e";
-    case DType::bf16: return "H";
-    case DType::i8: return "b";
-    case DType::i16: return "h";
-    case DType::i32: return "i";
-    case DType::i64: return "q";
-    case DType::u8: return "B";
-    case DType::boolean: return "?";
+    case DType::f32:
+      return "f";
+    case DType::f64:
+      return "d";
+    case DType::f16:
+      return "e";
+    case DType::bf16:
+      return "H";
+    case DType::i8:
+      return "b";
+    case DType::i16:
+      return "h";
+    case DType::i32:
+      return "i";
+    case DType::i64:
+      return "q";
+    case DType::u8:
+      return "B";
+    case DType::boolean:
+      return "?";
   }
   return "B";
 }
@@ -115,8 +135,7 @@ DType to_dtype(pyb::handle obj) {
 pyb::array to_numpy(const Tensor& t) {
   if (!t.defined()) fail<ValueError>("Tensor", "expected a defined tensor, got an empty one");
   if (!t.device().is_cpu())
-    fail<NotSupported>("Tensor", "expected a host tensor for NumPy, got one on ",
-                       t.device().str());
+    fail<NotSupported>("Tensor", "expected a host tensor for NumPy, got one on ", t.device().str());
   auto item = int64_t(dtype_size(t.dtype()));
   std::vector<pyb::ssize_t> shape(t.shape().begin(), t.shape().end());
   std::vector<pyb::ssize_t> strides;
@@ -162,18 +181,18 @@ void register_tensor(pyb::module_& m) {
       .def_property_readonly("is_float", [](DType t) { return is_float(t); })
       .def_property_readonly(
           "numpy", [](DType t) { return numpy_dtype(t); },
-          "The NumPy dtype holding this dtype's elements (uint16 bit patterns for bf16).")
-;
+          "The NumPy dtype holding this dtype's elements (uint16 bit patterns for bf16).");
   // Replaced, not overloaded: enum_'s own __str__ / __repr__ would match first.
   pyb::setattr(dt, "__str__",
                pyb::cpp_function([](DType t) { return std::string(dtype_name(t)); },
                                  pyb::name("__str__"), pyb::is_method(dt)));
-  pyb::setattr(dt, "__repr__", pyb::cpp_function(
-                                   [](DType t) {
-                                     std::string n(dtype_name(t));
-                                     return "rlx." + (n == "bool" ? n + "_" : n);
-                                   },
-                                   pyb::name("__repr__"), pyb::is_method(dt)));
+  pyb::setattr(dt, "__repr__",
+               pyb::cpp_function(
+                   [](DType t) {
+                     std::string n(dtype_name(t));
+                     return "rlx." + (n == "bool" ? n + "_" : n);
+                   },
+                   pyb::name("__repr__"), pyb::is_method(dt)));
   m.def("dtype", &to_dtype, pyb::arg("like"),
         "The rlx dtype of an rlx.DType, a name ('f32') or a NumPy dtype.");
 
@@ -187,8 +206,8 @@ bf16 tensors read and write as NumPy uint16 arrays of bit patterns (see rlx.bf16
              if (!dtype.is_none()) want = to_dtype(dtype);
              Tensor t = to_tensor(obj, want);
              if (want && t.dtype() != *want)
-               fail<TypeError>("Tensor", "expected an array of ", dtype_name(*want),
-                               ", got ", dtype_name(t.dtype()), " (convert with astype first)");
+               fail<TypeError>("Tensor", "expected an array of ", dtype_name(*want), ", got ",
+                               dtype_name(t.dtype()), " (convert with astype first)");
              return t;
            }),
            pyb::arg("data"), pyb::arg("dtype") = pyb::none())
@@ -199,8 +218,7 @@ bf16 tensors read and write as NumPy uint16 arrays of bit patterns (see rlx.bf16
         auto item = pyb::ssize_t(dtype_size(t.dtype()));
         std::vector<pyb::ssize_t> shape(t.shape().begin(), t.shape().end()), strides;
         for (int64_t s : t.strides()) strides.push_back(pyb::ssize_t(s) * item);
-        return pyb::buffer_info(t.data(), item, buffer_format(t.dtype()), t.rank(), shape,
-                                strides);
+        return pyb::buffer_info(t.data(), item, buffer_format(t.dtype()), t.rank(), shape, strides);
       })
       .def_property_readonly("dtype", &Tensor::dtype)
       .def_property_readonly("shape",

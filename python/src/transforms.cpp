@@ -1,6 +1,7 @@
 // Graph transforms (JAX style, over graphs): each takes a Graph and returns a new one.
-#include "common.h"
 #include "rlx/transforms.h"
+
+#include "common.h"
 
 namespace rlx::py {
 
