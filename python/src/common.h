@@ -47,6 +47,8 @@ Literal to_literal(pyb::handle obj, std::optional<DType> want = std::nullopt);
 // dtype `like`; an array or rlx.Tensor as a constant of its own dtype.
 Value as_value(const GraphPtr& g, pyb::handle obj, DType like);
 PyValue wrap(const GraphPtr& g, Value v);
+// Reduction axes: None (all), an int or a sequence of ints.
+IntList to_axes(std::string_view op, pyb::handle axes);
 
 void register_errors(pyb::module_& m);
 void register_tensor(pyb::module_& m);

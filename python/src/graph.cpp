@@ -197,16 +197,18 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
                              [](const PyValue& a) { return wrap(a.graph, transpose(a.value)); })
       .def(
           "sum",
-          [](const PyValue& a, IntList axes, bool keepdims) {
-            return wrap(a.graph, sum(a.value, axes, keepdims));
+          [](const PyValue& a, pyb::object axes, bool keepdims) {
+            return wrap(a.graph, sum(a.value, to_axes("sum", axes), keepdims));
           },
-          pyb::arg("axes") = IntList{}, pyb::arg("keepdims") = false)
+          pyb::arg("axes") = pyb::none(), pyb::arg("keepdims") = false,
+          "Sum over axes (an int or a list; None: all).")
       .def(
           "mean",
-          [](const PyValue& a, IntList axes, bool keepdims) {
-            return wrap(a.graph, mean(a.value, axes, keepdims));
+          [](const PyValue& a, pyb::object axes, bool keepdims) {
+            return wrap(a.graph, mean(a.value, to_axes("mean", axes), keepdims));
           },
-          pyb::arg("axes") = IntList{}, pyb::arg("keepdims") = false);
+          pyb::arg("axes") = pyb::none(), pyb::arg("keepdims") = false,
+          "Mean over axes (an int or a list; None: all).");
 
   m.def(
       "parse_graph", [](const std::string& text) { return GraphPtr(parse_graph(text)); },

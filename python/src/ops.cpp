@@ -137,7 +137,7 @@ pyb::object apply_op(const std::string& name, pyb::args inputs, pyb::kwargs kwar
   if (outs.size() == 1) return pyb::cast(wrap(g, outs[0]));
   pyb::tuple t(outs.size());
   for (size_t i = 0; i < outs.size(); ++i) t[i] = pyb::cast(wrap(g, outs[i]));
-  return std::move(t);
+  return t;
 }
 
 pyb::dict op_schema(const std::string& name) {
@@ -162,16 +162,15 @@ pyb::dict op_schema(const std::string& name) {
   return d;
 }
 
-// None (all axes), an int or a list of ints.
+PyValue unary(const PyValue& x, Value (*f)(Value)) { return wrap(x.graph, f(x.value)); }
+
+}  // namespace
+
 IntList to_axes(std::string_view op, pyb::handle axes) {
   if (axes.is_none()) return {};
   static const AttrSpec spec{"axes", AttrKind::Ints, std::nullopt, {}};
   return *to_attr(op, "axes", &spec, axes).get_if<IntList>();
 }
-
-PyValue unary(const PyValue& x, Value (*f)(Value)) { return wrap(x.graph, f(x.value)); }
-
-}  // namespace
 
 void register_ops(pyb::module_& m) {
   m.def("op", &apply_op, pyb::arg("name"), R"doc(

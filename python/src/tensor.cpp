@@ -236,7 +236,7 @@ bf16 tensors read and write as NumPy uint16 arrays of bit patterns (see rlx.bf16
           "__array__",
           [](const Tensor& t, pyb::object dtype, pyb::object) -> pyb::object {
             pyb::array a = to_numpy(t);
-            if (dtype.is_none()) return std::move(a);
+            if (dtype.is_none()) return a;
             return a.attr("astype")(dtype);
           },
           pyb::arg("dtype") = pyb::none(), pyb::arg("copy") = pyb::none())

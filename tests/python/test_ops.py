@@ -115,6 +115,8 @@ def test_matmul(dt, shapes, rng):
 REDUCE_SHAPE = [
     ("sum_all", lambda x: rlx.sum(x), lambda a: a.sum(), SOME),
     ("sum_axis1", lambda x: rlx.sum(x, 1), lambda a: a.sum(axis=1), SOME),
+    ("sum_method", lambda x: x.sum(2), lambda a: a.sum(axis=2), SOME),
+    ("mean_method", lambda x: x.mean([0, 1]), lambda a: a.mean(axis=(0, 1)), [rlx.f32, rlx.f64]),
     ("sum_keep", lambda x: x.sum([0, 2], keepdims=True), lambda a: a.sum((0, 2), keepdims=True),
      SOME),
     ("mean_last", lambda x: rlx.mean(x, -1), lambda a: a.mean(axis=-1), [rlx.f32, rlx.f64]),
