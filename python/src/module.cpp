@@ -20,6 +20,9 @@ void register_errors(pyb::module_& m) {
       PyErr_SetString(PyExc_OSError, e.what());
     } catch (const rlx::Error& e) {
       PyErr_SetString(PyExc_RuntimeError, e.what());
+    } catch (const pybind11::cast_error& e) {
+      // An argument of the wrong Python type (pybind11 would say RuntimeError).
+      PyErr_SetString(PyExc_TypeError, e.what());
     }
   });
 }

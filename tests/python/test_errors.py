@@ -110,3 +110,18 @@ def test_not_supported_is_not_implemented_error():
     g.output(rlx.ops.nonzero(x), "idx")
     with pytest.raises(NotImplementedError, match=r"^\[nonzero\] vmap"):
         rlx.vmap(g)
+
+
+def test_wrong_python_types_are_type_errors():
+    g = rlx.Graph()
+    x = g.input("x", (2, 2))
+    with pytest.raises(TypeError):
+        rlx.ops.cond(g.input("p", (), rlx.bool_), x, then=3, else_=4)
+    with pytest.raises(TypeError):
+        rlx.grad(g, wrt=[1, 2])
+    with pytest.raises(TypeError):
+        rlx.vmap(g, in_axes={"x": "zero"})
+    with pytest.raises(TypeError, match="shape"):
+        g.input("y", "2x2")
+    with pytest.raises(TypeError, match="expected an rlx.Value, a number or an array"):
+        x + "one"

@@ -136,3 +136,14 @@ def test_dtype_objects():
     assert rlx.bf16.is_float and not rlx.i32.is_float
     with pytest.raises(TypeError, match="dtype name"):
         rlx.dtype("float128x")
+
+
+def test_non_contiguous_numpy_inputs(rng):
+    g = rlx.Graph()
+    x = g.input("x", (3, 4))
+    g.output(x + 1.0, "y")
+    base = rng.standard_normal((4, 6)).astype(np.float32)
+    for view in (base.T[:3], base[::-1, ::2].T[:3], np.broadcast_to(base[0, :4], (3, 4))):
+        assert not view.flags.c_contiguous
+        out = rlx.Session().compile(g).run([view])["y"]
+        np.testing.assert_array_equal(out, view + 1)
