@@ -69,6 +69,12 @@ std::vector<std::string> arg_names(const Graph& g, ArgKind kind) {
   return out;
 }
 
+// A binary op with NumPy-like promotion (the IR's ops take operands of one dtype).
+Value promoted(std::string_view op, Value a, Value b) {
+  auto [x, y] = promote(a, b);
+  return rlx::op(op, {x, y});
+}
+
 template <class F>
 auto binary(F f) {
   return [f](const PyValue& a, pyb::handle b) {
@@ -183,6 +189,12 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
       .def("__rtruediv__", rbinary([](Value a, Value b) { return a / b; }))
       .def("__matmul__", binary([](Value a, Value b) { return matmul(a, b); }))
       .def("__rmatmul__", rbinary([](Value a, Value b) { return matmul(a, b); }))
+      .def("__pow__", binary([](Value a, Value b) { return promoted("pow", a, b); }))
+      .def("__rpow__", rbinary([](Value a, Value b) { return promoted("pow", a, b); }))
+      .def("__lt__", binary([](Value a, Value b) { return promoted("lt", a, b); }))
+      .def("__le__", binary([](Value a, Value b) { return promoted("le", a, b); }))
+      .def("__gt__", binary([](Value a, Value b) { return promoted("gt", a, b); }))
+      .def("__ge__", binary([](Value a, Value b) { return promoted("ge", a, b); }))
       .def("__neg__", [](const PyValue& a) { return wrap(a.graph, -a.value); })
       .def("__pos__", [](const PyValue& a) { return a; })
       .def(

@@ -2,6 +2,7 @@
 #include "rlx/session.h"
 
 #include "common.h"
+#include "rlx/passes.h"
 
 namespace rlx::py {
 
@@ -14,6 +15,14 @@ Device parse_device(const std::string& s) {
       s.find_first_not_of("0123456789", 5) == std::string::npos)
     return Device::cuda(std::stoi(s.substr(5)));
   fail<ValueError>("Session", "expected a device 'cpu', 'cuda' or 'cuda:N', got '", s, "'");
+}
+
+Precision parse_precision(const std::string& s) {
+  for (Precision p :
+       {Precision::f32, Precision::bf16, Precision::f16, Precision::auto_bf16, Precision::auto_f16})
+    if (precision_name(p) == s) return p;
+  fail<ValueError>("compile", "expected a precision (f32, bf16, f16, auto_bf16, auto_f16), got '",
+                   s, "'");
 }
 
 // A compiled graph and the graph it was compiled from (for the inputs' dtypes).
@@ -103,11 +112,17 @@ numbers and lists are converted to the input's dtype; bf16 inputs take uint16 bi
       .def(
           "compile",
           [](const Session& s, const GraphPtr& g, int opt_level, int threads,
-             std::map<std::string, int64_t> dims) {
+             std::map<std::string, int64_t> dims, const std::string& precision,
+             std::optional<std::vector<std::string>> passes,
+             std::vector<std::string> disable_passes, bool cache) {
             CompileOptions o;
             o.opt_level = opt_level;
             o.threads = threads;
             o.dims = std::move(dims);
+            o.precision = parse_precision(precision);
+            o.passes = std::move(passes);
+            o.disable_passes = std::move(disable_passes);
+            o.cache = cache;
             std::shared_ptr<CompiledGraph> cg;
             {
               pyb::gil_scoped_release release;
@@ -116,9 +131,14 @@ numbers and lists are converted to the input's dtype; bf16 inputs take uint16 bi
             return PyCompiled{g, cg};
           },
           pyb::arg("graph"), pyb::arg("opt_level") = -1, pyb::arg("threads") = 0,
-          pyb::arg("dims") = std::map<std::string, int64_t>{}, R"doc(
+          pyb::arg("dims") = std::map<std::string, int64_t>{}, pyb::arg("precision") = "f32",
+          pyb::arg("passes") = pyb::none(), pyb::arg("disable_passes") = std::vector<std::string>{},
+          pyb::arg("cache") = true, R"doc(
 Compiles a graph. opt_level: 0 no passes, 1 clean-ups, 2 also fusion (-1: RLX_OPT_LEVEL,
-else 2); threads: kernel threads per run (0: every core); dims: symbolic dims fixed now.
+else 2); threads: kernel threads per run (0: every core); dims: {symbol: size} fixed
+now; precision: "f32", "bf16", "f16", "auto_bf16" or "auto_f16" (of the heavy ops);
+passes: the pass pipeline to run instead of the default; disable_passes: passes left
+out; cache: reuse an earlier compile of an equal graph.
 )doc");
 }
 

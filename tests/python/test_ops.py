@@ -90,6 +90,7 @@ BINARY = [
     ("max", rlx.ops.max, np.maximum, NUMBERS, "any"),
     ("min", rlx.ops.min, np.minimum, NUMBERS, "any"),
     ("pow", rlx.ops.pow, np.power, [rlx.f32, rlx.f64], "positive"),
+    ("pow_operator", lambda a, b: a**b, np.power, [rlx.f32, rlx.f64], "positive"),
 ]
 BROADCAST = [((5,), (5,)), ((3, 4), (4,)), ((2, 1, 4), (3, 1)), ((), (3, 2)), ((2, 3), (1, 1))]
 
@@ -228,3 +229,61 @@ def test_opt_levels_agree_with_numpy(opt_level, rng):
     erf = np.vectorize(math.erf)
     want = h * 0.5 * (1 + erf(h / math.sqrt(2))) * sigmoid(xv.astype(np.float64))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+# comparisons: Value operators against NumPy, result bool
+COMPARE = [("lt", lambda a, b: a < b, np.less), ("le", lambda a, b: a <= b, np.less_equal),
+           ("gt", lambda a, b: a > b, np.greater), ("ge", lambda a, b: a >= b, np.greater_equal)]
+
+
+@pytest.mark.parametrize("name,build,fn", COMPARE, ids=[c[0] for c in COMPARE])
+@pytest.mark.parametrize("dt", [rlx.f32, rlx.i32, rlx.i64], ids=str)
+@pytest.mark.parametrize("shapes", [((6,), (6,)), ((2, 3), (3,)), ((4, 1), ())], ids=str)
+def test_comparisons(name, build, fn, dt, shapes, rng):
+    arrays = [rng.integers(-3, 3, s).astype(dt.numpy) for s in shapes]  # with ties
+    g = rlx.Graph()
+    a, b = (g.input(f"x{i}", x.shape, dt) for i, x in enumerate(arrays))
+    y = build(a, b)
+    assert y.dtype == rlx.bool_
+    g.output(y, "y")
+    g.output(build(a, 0), "y0")  # against a scalar
+    out = run_graph(g, arrays)
+    np.testing.assert_array_equal(out["y"], fn(*arrays))
+    np.testing.assert_array_equal(out["y0"], fn(arrays[0], 0))
+
+
+def test_scalar_powers(rng):
+    g = rlx.Graph()
+    x = g.input("x", (5,), rlx.f64)
+    g.output(x**2 + 2.0**x, "y")
+    xv = rng.standard_normal(5)
+    np.testing.assert_allclose(run_graph(g, [xv])["y"], xv**2 + 2.0**xv, rtol=1e-12)
+
+
+@pytest.mark.parametrize("precision", ["f32", "auto_bf16", "bf16"])
+def test_compile_precision(precision, rng):
+    g = rlx.Graph()
+    x = g.input("x", (8, 16))
+    w = g.param("w", (16, 4))
+    g.output(x @ w, "y")
+    xv, wv = rng.standard_normal((8, 16)).astype(np.float32), rng.standard_normal((16, 4)).astype(np.float32)
+    cg = rlx.Session().compile(g, precision=precision, cache=False)
+    cg.set_param("w", wv)
+    out = cg.run([xv])["y"]
+    assert out.dtype == np.float32
+    rtol = 1e-5 if precision == "f32" else 3e-2
+    np.testing.assert_allclose(out, xv @ wv, rtol=rtol, atol=rtol * 4)
+    with pytest.raises(ValueError, match="precision"):
+        rlx.Session().compile(g, precision="f8")
+
+
+def test_compile_pass_options(rng):
+    g = rlx.Graph()
+    x = g.input("x", (4,))
+    g.output(rlx.exp(x) * 2.0 + 1.0, "y")
+    xv = rng.standard_normal(4).astype(np.float32)
+    want = np.exp(xv) * 2 + 1
+    for kwargs in ({"passes": []}, {"disable_passes": ["elementwise_fusion"]}, {"dims": {}}):
+        np.testing.assert_allclose(run_graph(g, [xv], **kwargs)["y"], want, rtol=1e-6)
+    with pytest.raises(ValueError):
+        run_graph(g, [xv], passes=["no_such_pass"])
