@@ -1,6 +1,10 @@
 // rlx.onnx: ONNX models as rlx graphs, and the TensorProto files of ONNX's test layout.
 #include "rlx/onnx.h"
 
+#include <pybind11/stl/filesystem.h>
+
+#include <filesystem>
+
 #include "common.h"
 
 namespace rlx::py {
@@ -35,7 +39,8 @@ identifier), .opset, .ir_version, .producer.
       });
   m.def(
       "load",
-      [](const std::string& path, std::map<std::string, std::vector<int64_t>> input_shapes,
+      [](const std::filesystem::path& path,
+         std::map<std::string, std::vector<int64_t>> input_shapes,
          std::map<std::string, int64_t> dims) {
         onnx::ImportOptions o;
         o.input_shapes = std::move(input_shapes);
@@ -43,7 +48,7 @@ identifier), .opset, .ir_version, .producer.
         onnx::Model model;
         {
           pyb::gil_scoped_release release;
-          model = onnx::load(path, o);
+          model = onnx::load(path.string(), o);
         }
         return PyModel{GraphPtr(std::move(model.graph)),
                        model.inputs,
@@ -60,10 +65,13 @@ Raises OSError (unreadable file), ValueError (malformed graph), NotImplementedEr
 (ops with no converter, all listed).
 )doc");
   m.def(
-      "read_tensor", [](const std::string& path) { return to_numpy(onnx::read_tensor(path)); },
+      "read_tensor",
+      [](const std::filesystem::path& path) { return to_numpy(onnx::read_tensor(path.string())); },
       pyb::arg("path"), "A TensorProto file (input_N.pb / output_N.pb) as a NumPy array.");
-  m.def("read_tensor_name", &onnx::read_tensor_name, pyb::arg("path"),
-        "The ONNX name recorded in a TensorProto file ('' when none).");
+  m.def(
+      "read_tensor_name",
+      [](const std::filesystem::path& path) { return onnx::read_tensor_name(path.string()); },
+      pyb::arg("path"), "The ONNX name recorded in a TensorProto file ('' when none).");
   m.def("register_ops", &onnx::register_ops,
         "Registers the onnx.* ops (load() does it; parse_graph of a converted model needs it).");
 }

@@ -130,7 +130,7 @@ numbers and lists are converted to the input's dtype; bf16 inputs take uint16 bi
             }
             return PyCompiled{g, cg};
           },
-          pyb::arg("graph"), pyb::arg("opt_level") = -1, pyb::arg("threads") = 0,
+          pyb::arg("graph").none(false), pyb::arg("opt_level") = -1, pyb::arg("threads") = 0,
           pyb::arg("dims") = std::map<std::string, int64_t>{}, pyb::arg("precision") = "f32",
           pyb::arg("passes") = pyb::none(), pyb::arg("disable_passes") = std::vector<std::string>{},
           pyb::arg("cache") = true, R"doc(

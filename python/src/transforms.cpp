@@ -51,7 +51,7 @@ recompute activations between `checkpoint` ops instead of storing them.)doc";
         auto o = grad_options(wrt, output, ck);
         return released([&] { return grad(*g, o); });
       },
-      pyb::arg("graph"), pyb::arg("wrt") = pyb::none(), pyb::arg("output") = "",
+      pyb::arg("graph").none(false), pyb::arg("wrt") = pyb::none(), pyb::arg("output") = "",
       pyb::arg("checkpoints") = false,
       (std::string("The gradient graph: g's args in, \"grad.<arg>\" out.") + grad_args).c_str());
   m.def(
@@ -60,7 +60,7 @@ recompute activations between `checkpoint` ops instead of storing them.)doc";
         auto o = grad_options(wrt, output, ck);
         return released([&] { return value_and_grad(*g, o); });
       },
-      pyb::arg("graph"), pyb::arg("wrt") = pyb::none(), pyb::arg("output") = "",
+      pyb::arg("graph").none(false), pyb::arg("wrt") = pyb::none(), pyb::arg("output") = "",
       pyb::arg("checkpoints") = false,
       (std::string("g's outputs, then \"grad.<arg>\" for each wrt arg.") + grad_args).c_str());
   m.def(
@@ -71,7 +71,7 @@ recompute activations between `checkpoint` ops instead of storing them.)doc";
         o.remat = to_remat(ck);
         return released([&] { return vjp(*g, o); });
       },
-      pyb::arg("graph"), pyb::arg("wrt") = pyb::none(), pyb::arg("checkpoints") = false,
+      pyb::arg("graph").none(false), pyb::arg("wrt") = pyb::none(), pyb::arg("checkpoints") = false,
       "Inputs: g's args, then \"ct.<output>\" per float output. Outputs: g's outputs, then "
       "\"grad.<arg>\" per wrt arg.");
   m.def(
@@ -80,7 +80,7 @@ recompute activations between `checkpoint` ops instead of storing them.)doc";
         auto w = names(wrt);
         return released([&] { return jvp(*g, w); });
       },
-      pyb::arg("graph"), pyb::arg("wrt") = pyb::none(),
+      pyb::arg("graph").none(false), pyb::arg("wrt") = pyb::none(),
       "Inputs: g's args, then \"tan.<arg>\" per wrt arg. Outputs: g's outputs, then "
       "\"tan.<output>\" per float output.");
   m.def(
@@ -89,7 +89,7 @@ recompute activations between `checkpoint` ops instead of storing them.)doc";
         auto o = grad_options(wrt, output, false);
         return released([&] { return hvp(*g, o); });
       },
-      pyb::arg("graph"), pyb::arg("wrt") = pyb::none(), pyb::arg("output") = "",
+      pyb::arg("graph").none(false), pyb::arg("wrt") = pyb::none(), pyb::arg("output") = "",
       "Hessian-vector product: g's args and \"tan.<arg>\" in, \"hvp.<arg>\" out.");
   m.def(
       "vmap",
@@ -105,8 +105,9 @@ recompute activations between `checkpoint` ops instead of storing them.)doc";
           o.size = Dim(size.cast<int64_t>());
         return released([&] { return vmap(*g, o); });
       },
-      pyb::arg("graph"), pyb::arg("in_axes") = pyb::none(), pyb::arg("out_axes") = pyb::none(),
-      pyb::arg("default_in_axis") = 0, pyb::arg("size") = pyb::none(), R"doc(
+      pyb::arg("graph").none(false), pyb::arg("in_axes") = pyb::none(),
+      pyb::arg("out_axes") = pyb::none(), pyb::arg("default_in_axis") = 0,
+      pyb::arg("size") = pyb::none(), R"doc(
 Batches a graph. in_axes: {arg name: axis, or None for not batched}; inputs not listed
 are batched at default_in_axis, params not listed are not batched. out_axes: {output
 name: axis} (default 0). size: the batch size (an int or a symbol; default "vmap").
@@ -117,7 +118,7 @@ name: axis} (default 0). size: the batch size (an int or a symbol; default "vmap
         auto w = names(wrt);
         return released([&] { return jacfwd(*g, w); });
       },
-      pyb::arg("graph"), pyb::arg("wrt") = pyb::none(),
+      pyb::arg("graph").none(false), pyb::arg("wrt") = pyb::none(),
       "Jacobians \"jac.<output>.<arg>\" by forward mode (static shapes).");
   m.def(
       "jacrev",
@@ -125,10 +126,10 @@ name: axis} (default 0). size: the batch size (an int or a symbol; default "vmap
         auto w = names(wrt);
         return released([&] { return jacrev(*g, w); });
       },
-      pyb::arg("graph"), pyb::arg("wrt") = pyb::none(),
+      pyb::arg("graph").none(false), pyb::arg("wrt") = pyb::none(),
       "Jacobians \"jac.<output>.<arg>\" by reverse mode (static shapes).");
   m.def(
-      "prune", [](const GraphPtr& g) { return GraphPtr(prune(*g)); }, pyb::arg("graph"),
+      "prune", [](const GraphPtr& g) { return GraphPtr(prune(*g)); }, pyb::arg("graph").none(false),
       "A copy without the nodes no output depends on.");
 }
 

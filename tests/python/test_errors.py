@@ -123,5 +123,9 @@ def test_wrong_python_types_are_type_errors():
         rlx.vmap(g, in_axes={"x": "zero"})
     with pytest.raises(TypeError, match="shape"):
         g.input("y", "2x2")
+    for transform in (rlx.grad, rlx.value_and_grad, rlx.vjp, rlx.jvp, rlx.vmap, rlx.hvp,
+                      rlx.Session().compile):
+        with pytest.raises(TypeError):
+            transform(None)  # not a null graph
     with pytest.raises(TypeError, match="expected an rlx.Value, a number or an array"):
         x + "one"

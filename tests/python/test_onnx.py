@@ -28,14 +28,14 @@ def read_expected(path):
 def test_reference_model(name):
     folder = ONNX_DATA / name
     data = folder / "test_data_set_0"
-    model = rlx.onnx.load(str(folder / "model.onnx"))
+    model = rlx.onnx.load(folder / "model.onnx")  # a path-like or a str
     g = model.graph
     assert len(model.inputs) == len(g.input_names) and len(model.outputs) == len(g.output_names)
     inputs = {}
     for i, onnx_name in enumerate(model.inputs):
         path = data / f"input_{i}.pb"
         assert rlx.onnx.read_tensor_name(str(path)) in ("", onnx_name)
-        inputs[g.input_names[i]] = rlx.onnx.read_tensor(str(path))
+        inputs[g.input_names[i]] = rlx.onnx.read_tensor(path)
     out = rlx.Session("cpu").compile(g).run(inputs)
     outputs = sorted(data.glob("output_*.pb"))
     assert len(outputs) == len(model.outputs)
