@@ -92,6 +92,71 @@ pyb::array f32_to_bf16_array(const pyb::handle& obj) {
   return out;
 }
 
+// DLPack (the v0.8 ABI, as NumPy's and PyTorch's from_dlpack read it): t.__dlpack__()
+// hands out a capsule viewing the tensor's memory; the consumer's deleter call drops
+// the Tensor handle the capsule holds.
+namespace dl {
+struct Device {
+  int32_t device_type, device_id;
+};
+struct DataType {
+  uint8_t code, bits;
+  uint16_t lanes;
+};
+struct Tensor {
+  void* data;
+  Device device;
+  int32_t ndim;
+  DataType dtype;
+  int64_t* shape;
+  int64_t* strides;
+  uint64_t byte_offset;
+};
+struct ManagedTensor {
+  Tensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(ManagedTensor* self);
+};
+enum : int32_t { kCPU = 1, kCUDA = 2 };
+enum : uint8_t { kInt = 0, kUInt = 1, kFloat = 2, kBfloat = 4, kBool = 6 };
+
+struct Holder {
+  rlx::Tensor tensor;
+  std::vector<int64_t> shape, strides;
+  ManagedTensor managed;
+};
+
+DataType data_type(DType t) {
+  auto bits = uint8_t(dtype_size(t) * 8);
+  if (t == DType::bf16) return {kBfloat, 16, 1};
+  if (is_float(t)) return {kFloat, bits, 1};
+  if (t == DType::boolean) return {kBool, 8, 1};
+  if (t == DType::u8) return {kUInt, 8, 1};
+  return {kInt, bits, 1};
+}
+
+pyb::capsule export_tensor(const rlx::Tensor& t) {
+  if (!t.defined()) fail<ValueError>("__dlpack__", "expected a defined tensor, got an empty one");
+  auto* h = new Holder{t, t.shape(), t.strides(), {}};
+  Device dev = t.device().is_cpu() ? Device{kCPU, 0} : Device{kCUDA, t.device().index};
+  h->managed.dl_tensor = {
+      t.data(),          dev, int32_t(t.rank()), data_type(t.dtype()), h->shape.data(),
+      h->strides.data(), 0};
+  h->managed.manager_ctx = h;
+  h->managed.deleter = [](ManagedTensor* self) { delete static_cast<Holder*>(self->manager_ctx); };
+  // A capsule the consumer never took ("dltensor", not renamed "used_dltensor") is
+  // freed here.
+  return pyb::capsule(&h->managed, "dltensor", [](PyObject* cap) {
+    if (PyCapsule_IsValid(cap, "dltensor")) {
+      auto* m = static_cast<ManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+      m->deleter(m);
+    } else {
+      PyErr_Clear();
+    }
+  });
+}
+}  // namespace dl
+
 }  // namespace
 
 pyb::dtype numpy_dtype(DType t) { return pyb::dtype(numpy_name(t)); }
@@ -240,6 +305,19 @@ bf16 tensors read and write as NumPy uint16 arrays of bit patterns (see rlx.bf16
             return a.attr("astype")(dtype);
           },
           pyb::arg("dtype") = pyb::none(), pyb::arg("copy") = pyb::none())
+      .def(
+          "__dlpack__",
+          [](const Tensor& t, pyb::object stream) {
+            (void)stream;  // host memory, or CUDA work already finished by run()
+            return dl::export_tensor(t);
+          },
+          pyb::arg("stream") = pyb::none(),
+          "A DLPack capsule viewing this tensor (numpy.from_dlpack, torch.from_dlpack).")
+      .def("__dlpack_device__",
+           [](const Tensor& t) {
+             return pyb::make_tuple(t.device().is_cpu() ? int(dl::kCPU) : int(dl::kCUDA),
+                                    t.device().is_cpu() ? 0 : t.device().index);
+           })
       .def("__len__",
            [](const Tensor& t) {
              if (t.rank() == 0) fail<TypeError>("Tensor", "expected rank >= 1 for len(), got 0");

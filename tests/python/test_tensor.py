@@ -147,3 +147,32 @@ def test_non_contiguous_numpy_inputs(rng):
         assert not view.flags.c_contiguous
         out = rlx.Session().compile(g).run([view])["y"]
         np.testing.assert_array_equal(out, view + 1)
+
+
+def test_dlpack_to_numpy_shares_memory():
+    t = rlx.Tensor(np.arange(12, dtype=np.float64).reshape(3, 4))
+    a = np.from_dlpack(t)
+    assert a.dtype == np.float64 and a.shape == (3, 4)
+    assert np.shares_memory(a, np.asarray(t))
+    del t
+    np.testing.assert_array_equal(a, np.arange(12).reshape(3, 4))  # a keeps the buffer
+    assert rlx.Tensor(np.zeros(2, np.int8)).__dlpack_device__() == (1, 0)
+
+
+@pytest.mark.parametrize("dt,np_dt", DTYPES, ids=[str(d) for d, _ in DTYPES])
+def test_dlpack_to_torch(dt, np_dt, rng):
+    torch = pytest.importorskip("torch")
+    a = sample(np_dt, (2, 3), rng)
+    t = rlx.Tensor(a, dtype=dt)
+    try:
+        tt = torch.from_dlpack(t)
+    except RuntimeError as e:  # kDLBool (DLPack 0.8) is newer than some consumers
+        if dt == rlx.bool_ and "code 6" in str(e):
+            pytest.skip(f"this torch ({torch.__version__}) does not read DLPack bool")
+        raise
+    assert tt.data_ptr() == np.asarray(t).ctypes.data  # no copy
+    if dt == rlx.bf16:
+        assert tt.dtype == torch.bfloat16
+        np.testing.assert_array_equal(tt.float().numpy(), rlx.bf16_to_f32(a))
+    else:
+        np.testing.assert_array_equal(tt.numpy(), a)
