@@ -9,8 +9,8 @@
     cg.set_param("w", np.ones((4, 3), np.float32))
     print(cg.run({"x": np.ones((2, 4), np.float32)})["y"])
 
-Graphs are built from Values (operators + - * / @ and unary -, Python numbers as
-constants), rlx.<core op> functions, rlx.op(name, ...) and rlx.ops.<name> for every
+Graphs are built from Values (operators + - * / @ ** < <= > >= and unary -, Python
+numbers as constants, NumPy basic indexing x[0, 1:3, None]), rlx.<core op> functions, rlx.op(name, ...) and rlx.ops.<name> for every
 registered op. Transforms (grad, value_and_grad, vjp, jvp, vmap, ...) take a graph
 and return a graph. rlx's errors raise ValueError, TypeError, NotImplementedError or
 OSError with rlx's message.
@@ -57,5 +57,7 @@ from ._rlx import (
 )
 from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_
 from . import ops, onnx
+from ._indexing import getitem as _getitem
 
 boolean = bool_
+Value.__getitem__ = _getitem

@@ -195,3 +195,40 @@ def test_values_of_two_graphs_do_not_mix():
         a + b
     with pytest.raises(ValueError, match="graph 'g'"):
         h.output(a)
+
+
+# index expressions, built with a helper so that each reads as written
+class _I:
+    def __getitem__(self, i):
+        return i
+
+
+I = _I()
+INDEXES = [I[0], I[-1], I[1:3], I[::2], I[::-1], I[-3:], I[:, 1], I[..., 0], I[1, ..., 2:],
+           I[None], I[:, None, 2], I[0, :, None, ::-2], I[2:1], I[-100:100], I[1, 2, 3],
+           I[..., None]]
+
+
+@pytest.mark.parametrize("index", INDEXES, ids=str)
+def test_getitem_matches_numpy(index, rng):
+    xv = rng.standard_normal((4, 5, 6)).astype(np.float32)
+    g = rlx.Graph()
+    x = g.input("x", xv.shape)
+    y = x[index]
+    want = xv[index]
+    assert y.shape == want.shape
+    g.output(y, "y")
+    np.testing.assert_array_equal(run_graph(g, [xv])["y"], want)
+
+
+def test_getitem_errors():
+    g = rlx.Graph()
+    x = g.input("x", (2, 3))
+    with pytest.raises(IndexError):
+        x[2]
+    with pytest.raises(IndexError):
+        x[0, 0, 0]
+    with pytest.raises(ValueError, match="step"):
+        x[::0]
+    with pytest.raises(TypeError, match="gather"):
+        x[np.array([0, 1])]
