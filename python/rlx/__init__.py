@@ -11,7 +11,7 @@
 
 Graphs are built from Values (operators + - * / @ ** < <= > >= and unary -, Python
 numbers as constants, NumPy basic indexing x[0, 1:3, None]), rlx.<core op> functions, rlx.op(name, ...) and rlx.ops.<name> for every
-registered op. Transforms (grad, value_and_grad, vjp, jvp, vmap, ...) take a graph
+registered op. rlx.optim trains graphs (SGD, Adam, AdamW, a Trainer). Transforms (grad, value_and_grad, vjp, jvp, vmap, ...) take a graph
 and return a graph. rlx's errors raise ValueError, TypeError, NotImplementedError or
 OSError with rlx's message.
 """
@@ -56,7 +56,7 @@ from ._rlx import (
     prune,
 )
 from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_
-from . import ops, onnx
+from . import ops, onnx, optim
 from ._indexing import getitem as _getitem
 
 boolean = bool_

@@ -57,5 +57,6 @@ void register_ops(pyb::module_& m);
 void register_session(pyb::module_& m);
 void register_transforms(pyb::module_& m);
 void register_onnx(pyb::module_& m);
+void register_train(pyb::module_& m);
 
 }  // namespace rlx::py

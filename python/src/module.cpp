@@ -41,4 +41,6 @@ PYBIND11_MODULE(_rlx, m) {
   register_transforms(m);
   auto onnx = m.def_submodule("onnx", "ONNX import");
   register_onnx(onnx);
+  auto optim = m.def_submodule("optim", "Optimizers, schedules, initialisers, Trainer");
+  register_train(optim);
 }
