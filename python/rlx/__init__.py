@@ -10,10 +10,12 @@
     print(cg.run({"x": np.ones((2, 4), np.float32)})["y"])
 
 Graphs are built from Values (operators + - * / @ ** < <= > >= and unary -, Python
-numbers as constants, NumPy basic indexing x[0, 1:3, None]), rlx.<core op> functions, rlx.op(name, ...) and rlx.ops.<name> for every
-registered op. rlx.optim trains graphs (SGD, Adam, AdamW, a Trainer). Transforms (grad, value_and_grad, vjp, jvp, vmap, ...) take a graph
-and return a graph. rlx's errors raise ValueError, TypeError, NotImplementedError or
-OSError with rlx's message.
+numbers as constants, NumPy basic indexing x[0, 1:3, None]), rlx.<core op> functions,
+rlx.op(name, ...) and rlx.ops.<name> for every registered op. @rlx.jit traces a Python
+function over arrays into a compiled graph. Transforms (grad, value_and_grad, vjp, jvp,
+vmap, ...) take a graph and return a graph. rlx.optim trains graphs (SGD, Adam, AdamW,
+a Trainer); rlx.onnx imports ONNX models. rlx's errors raise ValueError, TypeError,
+NotImplementedError or OSError with rlx's message.
 """
 from ._rlx import (
     __version__,
@@ -57,6 +59,7 @@ from ._rlx import (
 )
 from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_
 from . import ops, onnx, optim
+from .jit import jit
 from ._indexing import getitem as _getitem
 
 boolean = bool_
