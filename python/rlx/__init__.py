@@ -17,6 +17,7 @@ vmap, ...) take a graph and return a graph. rlx.optim trains graphs (SGD, Adam, 
 a Trainer); rlx.onnx imports ONNX models. rlx's errors raise ValueError, TypeError,
 NotImplementedError or OSError with rlx's message.
 """
+from . import _rlx
 from ._rlx import (
     __version__,
     DType,
@@ -47,12 +48,7 @@ from ._rlx import (
     transpose,
     cast,
     # transforms
-    grad,
-    value_and_grad,
-    vjp,
-    jvp,
     hvp,
-    vmap,
     jacfwd,
     jacrev,
     prune,
@@ -60,6 +56,32 @@ from ._rlx import (
 from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_
 from . import ops, onnx, optim
 from .jit import jit
+from . import functional as _functional
+
+
+def _graph_or_function(name):
+    graph_form = getattr(_rlx, name)
+    function_form = getattr(_functional, name)
+
+    def transform(f, *args, **kwargs):
+        if isinstance(f, Graph):
+            return graph_form(f, *args, **kwargs)
+        if callable(f):
+            return function_form(f, *args, **kwargs)
+        raise TypeError(f"[{name}] expected an rlx.Graph or a function, got {type(f).__name__}")
+
+    transform.__name__ = name
+    transform.__doc__ = (f"rlx.{name}(graph, ...) -> Graph, or rlx.{name}(function, ...), the "
+                         f"JAX-style function transform.\n\nOn a graph:\n"
+                         f"{graph_form.__doc__}\n\nOn a function:\n{function_form.__doc__}")
+    return transform
+
+
+grad = _graph_or_function("grad")
+value_and_grad = _graph_or_function("value_and_grad")
+vjp = _graph_or_function("vjp")
+jvp = _graph_or_function("jvp")
+vmap = _graph_or_function("vmap")
 from ._indexing import getitem as _getitem
 
 boolean = bool_

@@ -181,18 +181,18 @@ DType dtype_from_numpy(const pyb::dtype& d, std::optional<DType> want) {
 
 DType to_dtype(pyb::handle obj) {
   if (pyb::isinstance<DType>(obj)) return obj.cast<DType>();
-  if (pyb::isinstance<pyb::str>(obj)) {
-    auto name = obj.cast<std::string>();
-    if (auto t = dtype_from_name(name)) return *t;
-    fail<TypeError>("rlx", "expected a dtype name (f32, f64, f16, bf16, i8, i16, i32, i64, ",
-                    "u8, bool), got '", name, "'");
-  }
+  bool is_name = pyb::isinstance<pyb::str>(obj);
+  if (is_name)
+    if (auto t = dtype_from_name(obj.cast<std::string>())) return *t;
   pyb::dtype d;
-  try {
+  try {  // a NumPy dtype, type or dtype string ("float32", "<f8")
     d = pyb::dtype::from_args(pyb::reinterpret_borrow<pyb::object>(obj));
   } catch (const pyb::error_already_set&) {
+    if (is_name)
+      fail<TypeError>("rlx", "expected a dtype name (f32, f64, f16, bf16, i8, i16, i32, i64, ",
+                      "u8, bool), got '", obj.cast<std::string>(), "'");
     fail<TypeError>("rlx", "expected a dtype (rlx.f32, 'f32', numpy.float32), got ",
-                    pyb::str(pyb::type::of(obj)).cast<std::string>());
+                    py_str(pyb::type::of(obj)));
   }
   return dtype_from_numpy(d);
 }
