@@ -32,6 +32,7 @@ from ._rlx import (
     op,
     op_names,
     op_schema,
+    register_op,
     parse_graph,
     # core ops with hand-written docs
     matmul,

@@ -12,6 +12,10 @@
 #include "rlx/graph.h"
 #include "rlx/tensor.h"
 
+namespace rlx {
+struct AttrSpec;
+}
+
 namespace rlx::py {
 
 namespace pyb = pybind11;
@@ -47,6 +51,9 @@ Literal to_literal(pyb::handle obj, std::optional<DType> want = std::nullopt);
 // dtype `like`; an array or rlx.Tensor as a constant of its own dtype.
 Value as_value(const GraphPtr& g, pyb::handle obj, DType like);
 PyValue wrap(const GraphPtr& g, Value v);
+// A Python object as an attribute of spec's kind (guessed from the Python type when spec
+// is null); TypeError naming op and key when it does not fit.
+AttrValue to_attr(std::string_view op, const std::string& key, const AttrSpec* spec, pyb::handle v);
 // Reduction axes: None (all), an int or a sequence of ints.
 IntList to_axes(std::string_view op, pyb::handle axes);
 
@@ -58,5 +65,6 @@ void register_session(pyb::module_& m);
 void register_transforms(pyb::module_& m);
 void register_onnx(pyb::module_& m);
 void register_train(pyb::module_& m);
+void register_custom(pyb::module_& m);
 
 }  // namespace rlx::py

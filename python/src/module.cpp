@@ -37,6 +37,7 @@ PYBIND11_MODULE(_rlx, m) {
   register_tensor(m);
   register_graph(m);
   register_ops(m);
+  register_custom(m);
   register_session(m);
   register_transforms(m);
   auto onnx = m.def_submodule("onnx", "ONNX import");

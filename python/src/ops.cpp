@@ -35,70 +35,6 @@ bool is_list(pyb::handle h) {
                   type_name(v));
 }
 
-// A Python object as an attribute of the kind the op's schema gives it (attributes the
-// schema does not know are guessed from the Python type; validate_attrs rejects them).
-AttrValue to_attr(std::string_view op, const std::string& key, const AttrSpec* spec,
-                  pyb::handle v) {
-  AttrKind kind;
-  if (spec) {
-    kind = spec->kind;
-  } else if (is_bool(v)) {
-    kind = AttrKind::Bool;
-  } else if (is_int(v)) {
-    kind = AttrKind::Int;
-  } else if (is_number(v)) {
-    kind = AttrKind::Float;
-  } else if (pyb::isinstance<pyb::str>(v)) {
-    kind = AttrKind::String;
-  } else if (pyb::isinstance<DType>(v)) {
-    kind = AttrKind::DType;
-  } else if (pyb::isinstance<pyb::array>(v) || pyb::isinstance<Tensor>(v)) {
-    kind = AttrKind::Tensor;
-  } else {
-    kind = AttrKind::Ints;
-  }
-  switch (kind) {
-    case AttrKind::Int:
-      if (!is_int(v)) wrong_kind(op, key, kind, v);
-      return AttrValue(v.cast<int64_t>());
-    case AttrKind::Float:
-      if (!is_number(v)) wrong_kind(op, key, kind, v);
-      return AttrValue(v.cast<double>());
-    case AttrKind::String:
-      if (!pyb::isinstance<pyb::str>(v)) wrong_kind(op, key, kind, v);
-      return AttrValue(v.cast<std::string>());
-    case AttrKind::Bool:
-      if (!is_bool(v)) wrong_kind(op, key, kind, v);
-      return AttrValue((PyObject_IsTrue(v.ptr()) == 1));
-    case AttrKind::Ints: {
-      if (is_int(v)) return AttrValue(IntList{v.cast<int64_t>()});
-      if (!is_list(v)) wrong_kind(op, key, kind, v);
-      IntList out;
-      for (pyb::handle e : pyb::iter(v)) {
-        if (!is_int(e)) wrong_kind(op, key, kind, v);
-        out.push_back(e.cast<int64_t>());
-      }
-      return AttrValue(out);
-    }
-    case AttrKind::Floats: {
-      if (is_number(v)) return AttrValue(FloatList{v.cast<double>()});
-      if (!is_list(v)) wrong_kind(op, key, kind, v);
-      FloatList out;
-      for (pyb::handle e : pyb::iter(v)) {
-        if (!is_number(e)) wrong_kind(op, key, kind, v);
-        out.push_back(e.cast<double>());
-      }
-      return AttrValue(out);
-    }
-    case AttrKind::DType:
-      return AttrValue(to_dtype(v));
-    case AttrKind::Tensor:
-      if (pyb::isinstance<pyb::str>(v) || is_bool(v) || v.is_none()) wrong_kind(op, key, kind, v);
-      return AttrValue(to_literal(v));
-  }
-  wrong_kind(op, key, kind, v);
-}
-
 // rlx.op(name, *inputs, graph=None, **attrs): inputs may be Values, numbers (scalar
 // constants of the first Value's dtype) or arrays (constants); Graph-valued keywords
 // named after the op's subgraph slots ("then", "else_" or "else", "body") are subgraphs.
@@ -165,6 +101,70 @@ pyb::dict op_schema(const std::string& name) {
 PyValue unary(const PyValue& x, Value (*f)(Value)) { return wrap(x.graph, f(x.value)); }
 
 }  // namespace
+
+// A Python object as an attribute of the kind the op's schema gives it (attributes the
+// schema does not know are guessed from the Python type; validate_attrs rejects them).
+AttrValue to_attr(std::string_view op, const std::string& key, const AttrSpec* spec,
+                  pyb::handle v) {
+  AttrKind kind;
+  if (spec) {
+    kind = spec->kind;
+  } else if (is_bool(v)) {
+    kind = AttrKind::Bool;
+  } else if (is_int(v)) {
+    kind = AttrKind::Int;
+  } else if (is_number(v)) {
+    kind = AttrKind::Float;
+  } else if (pyb::isinstance<pyb::str>(v)) {
+    kind = AttrKind::String;
+  } else if (pyb::isinstance<DType>(v)) {
+    kind = AttrKind::DType;
+  } else if (pyb::isinstance<pyb::array>(v) || pyb::isinstance<Tensor>(v)) {
+    kind = AttrKind::Tensor;
+  } else {
+    kind = AttrKind::Ints;
+  }
+  switch (kind) {
+    case AttrKind::Int:
+      if (!is_int(v)) wrong_kind(op, key, kind, v);
+      return AttrValue(v.cast<int64_t>());
+    case AttrKind::Float:
+      if (!is_number(v)) wrong_kind(op, key, kind, v);
+      return AttrValue(v.cast<double>());
+    case AttrKind::String:
+      if (!pyb::isinstance<pyb::str>(v)) wrong_kind(op, key, kind, v);
+      return AttrValue(v.cast<std::string>());
+    case AttrKind::Bool:
+      if (!is_bool(v)) wrong_kind(op, key, kind, v);
+      return AttrValue((PyObject_IsTrue(v.ptr()) == 1));
+    case AttrKind::Ints: {
+      if (is_int(v)) return AttrValue(IntList{v.cast<int64_t>()});
+      if (!is_list(v)) wrong_kind(op, key, kind, v);
+      IntList out;
+      for (pyb::handle e : pyb::iter(v)) {
+        if (!is_int(e)) wrong_kind(op, key, kind, v);
+        out.push_back(e.cast<int64_t>());
+      }
+      return AttrValue(out);
+    }
+    case AttrKind::Floats: {
+      if (is_number(v)) return AttrValue(FloatList{v.cast<double>()});
+      if (!is_list(v)) wrong_kind(op, key, kind, v);
+      FloatList out;
+      for (pyb::handle e : pyb::iter(v)) {
+        if (!is_number(e)) wrong_kind(op, key, kind, v);
+        out.push_back(e.cast<double>());
+      }
+      return AttrValue(out);
+    }
+    case AttrKind::DType:
+      return AttrValue(to_dtype(v));
+    case AttrKind::Tensor:
+      if (pyb::isinstance<pyb::str>(v) || is_bool(v) || v.is_none()) wrong_kind(op, key, kind, v);
+      return AttrValue(to_literal(v));
+  }
+  wrong_kind(op, key, kind, v);
+}
 
 IntList to_axes(std::string_view op, pyb::handle axes) {
   if (axes.is_none()) return {};

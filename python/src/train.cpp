@@ -114,7 +114,11 @@ computes the loss, the gradients, optional clipping and the optimizer's updates.
             o.params = std::move(params);
             o.loss = loss;
             o.clip_norm = clip_norm;
-            auto t = std::make_unique<Trainer>(*g, o);
+            std::unique_ptr<Trainer> t;
+            {
+              pyb::gil_scoped_release release;  // compiles (and may run Python kernels)
+              t = std::make_unique<Trainer>(*g, o);
+            }
             return PyTrainer{g, std::move(t)};
           }),
           pyb::arg("model").none(false), pyb::arg("optimizer") = nullptr, pyb::arg("lr") = 1e-3,
