@@ -287,3 +287,21 @@ def test_compile_pass_options(rng):
         np.testing.assert_allclose(run_graph(g, [xv], **kwargs)["y"], want, rtol=1e-6)
     with pytest.raises(ValueError):
         run_graph(g, [xv], passes=["no_such_pass"])
+
+
+def test_runs_from_several_python_threads(rng):
+    # run() releases the GIL; each run has its own arena, so threads may share a graph.
+    import concurrent.futures
+
+    g = rlx.Graph()
+    x = g.input("x", ("n", 16))
+    w = g.param("w", (16, 16))
+    g.output(rlx.tanh(x @ w), "y")
+    cg = rlx.Session().compile(g, threads=1)
+    wv = rng.standard_normal((16, 16)).astype(np.float32)
+    cg.set_param("w", wv)
+    xs = [rng.standard_normal((n, 16)).astype(np.float32) for n in range(1, 33)]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(lambda x: cg.run([x])["y"], xs))
+    for x, out in zip(xs, outs):
+        np.testing.assert_allclose(out, np.tanh(x @ wv), rtol=1e-5, atol=1e-6)
