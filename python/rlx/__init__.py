@@ -83,7 +83,11 @@ value_and_grad = _graph_or_function("value_and_grad")
 vjp = _graph_or_function("vjp")
 jvp = _graph_or_function("jvp")
 vmap = _graph_or_function("vmap")
-from ._indexing import getitem as _getitem
+from ._indexing import getitem as _getitem, iterate as _iterate, length as _length
+from ._indexing import no_truth_value as _no_truth_value
 
 boolean = bool_
 Value.__getitem__ = _getitem
+Value.__iter__ = _iterate
+Value.__len__ = _length
+Value.__bool__ = _no_truth_value

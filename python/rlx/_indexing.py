@@ -63,3 +63,27 @@ def getitem(value, index):
     if squeeze:
         out = _rlx.op("squeeze", out, axes=squeeze)
     return out
+
+
+def iterate(value):
+    """The slices value[0], value[1], ... along a static first axis."""
+    if value.ndim == 0:
+        raise TypeError("[iter] expected a value of rank >= 1, got a scalar")
+    n = value.shape[0]
+    if not isinstance(n, int):
+        raise TypeError(f"[iter] expected a static first dim, got symbol '{n}'")
+    return (getitem(value, i) for i in range(n))
+
+
+def length(value):
+    if value.ndim == 0:
+        raise TypeError("[len] expected a value of rank >= 1, got a scalar")
+    n = value.shape[0]
+    if not isinstance(n, int):
+        raise TypeError(f"[len] expected a static first dim, got symbol '{n}'")
+    return n
+
+
+def no_truth_value(value):
+    raise TypeError("[Value] a graph value has no truth value while the graph is built; "
+                    "choose with rlx.ops.select(cond, a, b) or rlx.ops.cond")

@@ -232,3 +232,21 @@ def test_getitem_errors():
         x[::0]
     with pytest.raises(TypeError, match="gather"):
         x[np.array([0, 1])]
+
+
+def test_iteration_length_and_truth(rng):
+    g = rlx.Graph()
+    x = g.input("x", (3, 2))
+    rows = list(x)
+    assert len(rows) == 3 == len(x) and rows[0].shape == (2,)
+    g.output(rows[2] - rows[0], "d")
+    xv = rng.standard_normal((3, 2)).astype(np.float32)
+    np.testing.assert_array_equal(run_graph(g, [xv])["d"], xv[2] - xv[0])
+    s = g.input("s", (None, 2))
+    with pytest.raises(TypeError, match="static first dim"):
+        list(s)
+    with pytest.raises(TypeError, match="static first dim"):
+        len(s)
+    with pytest.raises(TypeError, match="no truth value"):
+        if x > 0:
+            pass
