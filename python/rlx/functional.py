@@ -20,13 +20,14 @@ from ._rlx import Graph, Session, Value, dtype as _dtype
 def _arrays(name, args):
     if any(isinstance(a, Value) for a in args):
         raise NotImplementedError(
-            f"[{name}] function transforms do not nest yet; transform graphs instead "
-            f"(rlx.{name}(graph) composes with the other graph transforms)")
+            f"[{name}] function transforms and jit do not nest yet: build a graph and "
+            f"transform it instead (graph transforms compose: rlx.vmap(rlx.grad(g)))")
     return [a if isinstance(a, np.ndarray) else np.asarray(a) for a in args]
 
 
 def _trace(fn, specs, name):
-    """The graph fn builds for inputs a0, a1, ... of (shape, dtype) specs."""
+    """(graph, kind, output names): the graph fn builds for inputs a0, a1, ... of
+    (shape, dtype) specs; kind says how fn returned its outputs."""
     g = Graph(name)
     inputs = [g.input(f"a{i}", shape, _dtype(dt)) for i, (shape, dt) in enumerate(specs)]
     result = fn(*inputs)

@@ -171,6 +171,8 @@ def test_ops_namespace_is_the_registry():
             assert a["name"] in fn.__doc__
     assert "axis: int = -1" in rlx.ops.softmax.__doc__
     assert 'in {mean, sum, none}' in rlx.ops.cross_entropy.__doc__
+    assert rlx.ops.while_ is getattr(rlx.ops, "while")  # keywords take a trailing _
+    assert "body" in rlx.ops.while_.__doc__
     with pytest.raises(AttributeError, match="no op 'no_such_op'"):
         rlx.ops.no_such_op
     for fn in (rlx.matmul, rlx.relu, rlx.softmax, rlx.sum, rlx.grad, rlx.vmap):
