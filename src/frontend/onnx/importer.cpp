@@ -151,7 +151,8 @@ Model import_model(const ::onnx::ModelProto& proto, const std::string& base_dir,
   state.default_dim = options.default_dim;
   for (const auto& o : proto.opset_import())
     state.opsets[o.domain() == "ai.onnx" ? "" : o.domain()] = o.version();
-  if (!state.opsets.count("")) state.opsets[""] = proto.ir_version() >= 3 ? 1 : 1;
+  // Models from before opset imports (IR < 3) use the first opset.
+  if (!state.opsets.count("")) state.opsets[""] = 1;
   const ::onnx::GraphProto& gp = proto.graph();
 
   // Every op without a converter, in one error.

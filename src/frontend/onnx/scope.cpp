@@ -188,7 +188,7 @@ int64_t opset_of(const ImportState& st, const std::string& domain) {
   std::string d = domain == "ai.onnx" ? "" : domain;
   auto it = st.opsets.find(d);
   if (it != st.opsets.end()) return it->second;
-  return d.empty() ? 1 : 1;
+  return 1;  // a domain the model does not import: its first version
 }
 
 // Re-throws an error raised while converting `ctx`'s node with the node named first.
