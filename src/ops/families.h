@@ -17,6 +17,7 @@ void register_autodiff_ops(OpRegistry& r);     // reshape_like, broadcast_like, 
 void register_window_grad_ops(OpRegistry& r);  // backward ops of pools / resize
 void register_fused_ops(OpRegistry& r);        // fused_matmul, fused_conv (made by passes)
 
+void register_blocked_ops(OpRegistry& r);       // to_blocked, from_blocked, conv_blocked
 void register_region_ops(OpRegistry& r);       // fused_elementwise
 
 inline void register_core_ops(OpRegistry& r) {
@@ -30,6 +31,7 @@ inline void register_core_ops(OpRegistry& r) {
   register_autodiff_ops(r);
   register_window_grad_ops(r);
   register_fused_ops(r);  // after nn: fused_conv takes conv's attributes
+  register_blocked_ops(r);  // after nn: conv_blocked takes conv's attributes
 
   register_region_ops(r);
 }

@@ -197,6 +197,8 @@ void set_rules(OpDef& d) {
 
 }  // namespace
 
+void set_rules_by_decomposition(OpDef& d) { set_rules(d); }
+
 void register_fused_ops(OpRegistry& r) {
   OpDef mm;
   mm.name = "fused_matmul";

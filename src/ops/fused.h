@@ -18,5 +18,7 @@ const std::vector<std::string>& fused_activations();
 std::optional<std::string> activation_of(const Node& n);
 // x through the activation, as core ops (x itself for "none").
 Value apply_activation(Value x, std::string_view activation);
+// d's vjp / jvp / vmap rules as those of its decomposition (d.decompose must be set).
+void set_rules_by_decomposition(OpDef& d);
 
 }  // namespace rlx::detail

@@ -76,6 +76,7 @@ void register_fusion_passes(PassRegistry& r) {
   register_attention_fusion(r);
   register_matmul_fusion(r);
   register_conv_fusion(r);
+  register_nchwc_layout(r);
 }
 
 // clamp(x, 0, 6) with constant scalar bounds (what exporters write for ReLU6).

@@ -17,6 +17,7 @@ namespace rlx::passes {
 
 void register_matmul_fusion(PassRegistry& r);     // matmul_fusion.cpp
 void register_conv_fusion(PassRegistry& r);       // conv_fusion.cpp
+void register_nchwc_layout(PassRegistry& r);      // nchwc_layout.cpp
 void register_bn_folding(PassRegistry& r);        // bn_folding.cpp
 void register_attention_fusion(PassRegistry& r);  // attention_fusion.cpp
 

@@ -74,7 +74,7 @@ std::vector<std::string> default_pipeline(Device, int opt_level, Precision preci
     // fused ops compute in 16 bits), then the clean-up its casts need, and elementwise
     // fusion last, over everything that is left.
     for (const char* p : {"bn_folding", "layout_sinking", "attention_fusion", "matmul_fusion",
-                          "conv_fusion", "conv_prologue"})
+                          "conv_fusion", "nchwc_layout", "conv_prologue"})
       want.push_back(p);
   }
   if (opt_level >= 1 && precision != Precision::f32) want.push_back("mixed_precision");

@@ -43,6 +43,27 @@ std::vector<InferCase> fused_cases() {
       bad("fused_conv", {"i32[1,3,8,8]", "i32[4,3,3,3]"}, conv, T, "float dtype"),
       bad("fused_conv", {"f32[1,3,8,8]", "f32[4,2,3,3]"}, conv, V, "channels"),
       bad("fused_conv", {"f32[1,3,8,8]", "f32[4,3,3,3]"}, {{"activation", "elu"}}, V, "activation"),
+      // The blocked layout: [N, C, H, W] <-> [N, ceil(C/16), H, W, 16].
+      ok("to_blocked", {"f32[2,24,5,5]"}, {}, {"f32[2,2,5,5,16]"}),
+      ok("to_blocked", {"f32[n,16,3,5]"}, {}, {"f32[n,1,3,5,16]"}),
+      bad("to_blocked", {"f32[2,24,5]"}, {}, V, "rank"),
+      bad("to_blocked", {"i32[2,24,5,5]"}, {}, T, "float dtype"),
+      bad("to_blocked", {"f32[2,c,5,5]"}, {}, V, "static channel dim"),
+      ok("from_blocked", {"f32[2,2,5,5,16]"}, {{"channels", 24}}, {"f32[2,24,5,5]"}),
+      bad("from_blocked", {"f32[2,3,5,5,16]"}, {{"channels", 24}}, V, "for channels 24"),
+      bad("from_blocked", {"f32[2,2,5,5,8]"}, {{"channels", 24}}, V, "for channels 24"),
+      bad("from_blocked", {"f32[2,2,5,5,16]"}, {{"channels", 0}}, V, "channels >= 1"),
+      // conv_blocked: conv's shapes on the logical input (C = w.shape[1] * groups).
+      ok("conv_blocked", {"f32[1,3,8,8]", "f32[24,3,3,3]", "f32[24]"}, conv, {"f32[1,2,8,8,16]"}),
+      ok("conv_blocked", {"f32[1,2,8,8,16]", "f32[24,1,3,3]"},
+         {{"groups", 24}, {"strides", IntList{2, 2}}, {"pads", IntList{1, 1, 1, 1}}},
+         {"f32[1,2,4,4,16]"}),
+      ok("conv_blocked", {"f32[2,1,5,5,16]", "f32[40,16,1,1]"}, {}, {"f32[2,3,5,5,16]"}),
+      bad("conv_blocked", {"f32[1,3,8,8,16]", "f32[24,16,1,1]"}, {}, V, "channel blocks"),
+      bad("conv_blocked", {"f32[1,1,8,8,8]", "f32[24,16,1,1]"}, {}, V, "[N, Cb, H, W, 16]"),
+      bad("conv_blocked", {"f32[1,3,8,8]", "f32[4,2,3,3]"}, {}, V, "channels"),
+      bad("conv_blocked", {"f32[1,3,8,8]", "f32[4,3,3,3]"}, {{"activation", "elu"}}, V,
+          "activation"),
   };
 }
 

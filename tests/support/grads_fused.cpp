@@ -26,6 +26,13 @@ GradTable grads_fused() {
       {{"groups", 2}, {"pads", IntList{1, 1, 1, 1}}, {"activation", "gelu"}},
       "2-D, groups, pads, gelu");
   add("fused_conv", {{2, 2, 5}, {2, 2, 2}, {2}}, {{"activation", "relu"}}, "relu", false);
+  // The blocked layout ops (nchwc_layout), through their decompositions.
+  add("to_blocked", {{1, 18, 2, 3}}, {}, "18 channels: 14 zero lanes");
+  add("from_blocked", {{1, 2, 2, 3, 16}}, {{"channels", 18}}, "18 channels");
+  add("conv_blocked", {{1, 1, 4, 4, 16}, {3, 16, 3, 3}, {3}},
+      {{"pads", IntList{1, 1, 1, 1}}, {"activation", "tanh"}}, "blocked input, bias, tanh");
+  add("conv_blocked", {{1, 2, 4, 4}, {2, 1, 3, 3}}, {{"groups", 2}, {"activation", "gelu"}},
+      "plain input, groups");
   return t;
 }
 

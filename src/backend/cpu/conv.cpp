@@ -677,6 +677,160 @@ void depthwise_2d(const Conv& c, const float* x, const float* wt, const float* b
                });
 }
 
+#ifdef RLX_HAVE_DNNL
+// ---- conv_blocked --------------------------------------------------------------------
+
+// conv_blocked: oneDNN's direct conv on src nChw16c (or plain nchw for a 4-D input, the
+// first conv of a chain) and dst nChw16c, which are exactly our [N, Cb, H, W, 16] tensors
+// (oneDNN's padded channels are our zero lanes); the weights in the layout oneDNN picks.
+struct BlockedConv {
+  dnnl::primitive prim;
+  memory::desc src, wei, dst, wei_user, bias;
+  size_t scratch = 0;
+  bool reorder_weights = false;
+};
+
+std::shared_ptr<const BlockedConv> make_blocked(const Conv& c, bool blocked_src, bool has_bias,
+                                                Act act) {
+  const Window& w = c.w;
+  auto dt = memory::data_type::f32;
+  memory::dims src{c.n, c.c, w.in[1], w.in[2]}, dst{c.n, c.m, w.out[1], w.out[2]};
+  memory::dims strides{w.stride[1], w.stride[2]}, dil{w.dil[1] - 1, w.dil[2] - 1};
+  memory::dims pad_l{w.pad[1], w.pad[2]}, pad_r{w.pad_end[1], w.pad_end[2]};
+  memory::dims wd = c.groups > 1 ? memory::dims{c.groups, c.mg, c.cg} : memory::dims{c.mg, c.cg};
+  wd.insert(wd.end(), {w.ker[1], w.ker[2]});
+  auto d = std::make_shared<BlockedConv>();
+  d->src = memory::desc(src, dt,
+                        blocked_src ? memory::format_tag::nChw16c : memory::format_tag::nchw);
+  d->dst = memory::desc(dst, dt, memory::format_tag::nChw16c);
+  d->wei_user = memory::desc(wd, dt, row_major(wd));
+  if (has_bias) d->bias = memory::desc({c.m}, dt, memory::format_tag::a);
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (act != Act::none) {
+    dnnl::post_ops po;
+    append_eltwise(po, act);
+    attr.set_post_ops(po);
+  }
+  dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, d->src,
+      memory::desc(wd, dt, memory::format_tag::any), d->bias, d->dst, strides, dil, pad_l, pad_r);
+  dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
+  if (pd.src_desc() != d->src || pd.dst_desc() != d->dst) return nullptr;
+  d->wei = pd.weights_desc();
+  d->scratch = pd.scratchpad_desc().get_size();
+  d->prim = dnnl::convolution_forward(pd);
+  d->reorder_weights = d->wei != d->wei_user;  // done once per weight tensor
+  return d;
+}
+
+// Weights reordered once: keyed by (the weight's address, the primitive's key). Sound
+// only for weights whose bytes never change, which is why nchwc_layout makes conv_blocked
+// solely for weights of `constant` nodes (their tensors view the literal's immutable
+// bytes). Each entry holds the weight tensor itself, so its bytes stay alive and their
+// address cannot be reused by other data while the entry exists.
+struct ReorderedWeights {
+  Tensor source;
+  std::unique_ptr<char[]> bytes;
+  void* data = nullptr;
+};
+
+void conv_blocked_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                         std::span<Tensor> out) {
+  const Tensor &x = in[0], &wt = in[1];
+  Tensor& y = out[0];
+  const Tensor* b = in.size() > 2 ? &in[2] : nullptr;
+  bool blocked_src = x.rank() == 5;
+  const auto& xs = x.shape();
+  int64_t groups = ctx.attrs.get_int("groups");
+  std::vector<int64_t> xl{xs[0], blocked_src ? wt.shape()[1] * groups : xs[1], xs[2], xs[3]};
+  std::vector<int64_t> yl{y.shape()[0], wt.shape()[0], y.shape()[2], y.shape()[3]};
+  std::vector<int64_t> kernel(wt.shape().begin() + 2, wt.shape().end());
+  Conv c;
+  c.w = make_window(ctx.attrs, xl, yl, kernel, false);
+  c.n = xl[0];
+  c.c = xl[1];
+  c.m = yl[1];
+  c.groups = groups;
+  c.cg = c.c / groups;
+  c.mg = c.m / groups;
+  Act act = parse_act(ctx.attrs.get_string("activation"));
+
+  std::vector<int64_t> key{blocked_src, b != nullptr, int64_t(act), c.n, c.c, c.m, c.groups};
+  for (int i = 1; i < 3; ++i)
+    key.insert(key.end(), {c.w.in[i], c.w.ker[i], c.w.out[i], c.w.stride[i], c.w.dil[i],
+                           c.w.pad[i], c.w.pad_end[i]});
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, std::shared_ptr<const BlockedConv>> prims;
+  static std::map<std::pair<const void*, std::vector<int64_t>>, std::shared_ptr<ReorderedWeights>>
+      weights;
+  std::shared_ptr<const BlockedConv> d;
+  std::shared_ptr<ReorderedWeights> rw;
+  {
+    std::lock_guard lock(mu);
+    auto it = prims.find(key);
+    if (it == prims.end()) {
+      if (prims.size() >= 512) prims.clear();
+      std::shared_ptr<const BlockedConv> made;
+      try {
+        made = make_blocked(c, blocked_src, b != nullptr, act);
+      } catch (const dnnl::error&) {
+      }
+      it = prims.emplace(key, made).first;
+    }
+    d = it->second;
+    if (!d) fail<NotSupported>("conv_blocked", "oneDNN has no nChw16c conv for this node");
+    auto wk = std::make_pair(static_cast<const void*>(wt.data()), key);
+    auto wi = weights.find(wk);
+    if (wi == weights.end()) {
+      if (weights.size() >= 4096) weights.clear();
+      auto r = std::make_shared<ReorderedWeights>();
+      r->source = wt;
+      if (d->reorder_weights) {
+        thread_local dnnl::stream stream(engine());
+        r->bytes.reset(new char[d->wei.get_size() + 64]);
+        auto p = reinterpret_cast<uintptr_t>(r->bytes.get());
+        r->data = r->bytes.get() + ((64 - p % 64) % 64);
+        memory from(d->wei_user, engine(), const_cast<void*>(wt.data()));
+        memory to(d->wei, engine(), r->data);
+        dnnl::reorder(from, to).execute(stream, from, to);
+        stream.wait();
+      } else {
+        r->data = const_cast<void*>(wt.data());
+      }
+      wi = weights.emplace(wk, r).first;
+    }
+    rw = wi->second;
+  }
+  thread_local dnnl::stream stream(engine());
+  double macs = double(c.n * c.groups * c.cg * c.mg * c.w.ker_size) * double(c.w.out_size);
+  SerialScope serial(2 * macs < 1e6);
+  auto mem = [&](const memory::desc& md, const void* p) {
+    return memory(md, engine(), const_cast<void*>(p));
+  };
+  std::unordered_map<int, memory> args{{DNNL_ARG_SRC, mem(d->src, x.data())},
+                                       {DNNL_ARG_WEIGHTS, mem(d->wei, rw->data)},
+                                       {DNNL_ARG_DST, mem(d->dst, y.data())}};
+  if (b) args.emplace(DNNL_ARG_BIAS, mem(d->bias, b->data()));
+  if (d->scratch) {
+    memory::desc smd({int64_t(d->scratch)}, memory::data_type::u8, memory::format_tag::a);
+    args.emplace(DNNL_ARG_SCRATCHPAD, mem(smd, arena(d->scratch)));
+  }
+  d->prim.execute(stream, args);
+  stream.wait();
+  // The lanes past M stay zero for readers of the blocked tensor (an activation of 0 need
+  // not be 0, and oneDNN's post-ops are not promised to skip them).
+  if (int64_t tail = c.m % 16) {
+    int64_t cb = y.shape()[1], hw = c.w.out_size;
+    float* yp = y.data_as<float>();
+    for (int64_t img = 0; img < c.n; ++img) {
+      float* blk = yp + ((img * cb) + cb - 1) * hw * 16;
+      for (int64_t i = 0; i < hw; ++i) std::fill(blk + i * 16 + tail, blk + i * 16 + 16, 0.f);
+    }
+  }
+}
+#endif
+
 }  // namespace
 
 void conv_forward(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out,
@@ -760,6 +914,12 @@ void register_conv(KernelRegistry& r) {
         conv_forward(ctx, in, out, true, Act::none, Act::none);
       },
       dtype_in(kFloat));
+#ifdef RLX_HAVE_DNNL
+  add_kernel(r, "conv_blocked", conv_blocked_kernel, [](const KernelQuery& q) {
+    return f32_in(q) && q.inputs[1].dtype == DType::f32 &&
+           (q.inputs.size() < 3 || q.inputs[2].dtype == DType::f32);
+  });
+#endif
 }
 
 }  // namespace rlx::cpu

@@ -18,6 +18,8 @@ void register_autodiff(KernelRegistry& r);     // autodiff.cpp: reshape_like, br
 void register_window_grad(KernelRegistry& r);  // window_grad.cpp: pool / resize backward
 void register_fused(KernelRegistry& r);        // fused.cpp: fused_matmul, fused_conv
 
+void register_blocked(KernelRegistry& r);      // blocked.cpp: to_blocked, from_blocked
+bool f32_in(const KernelQuery& q);             // blocked.cpp: input 0 is f32
 void register_region(KernelRegistry& r);       // region.cpp: fused_elementwise
 
 }  // namespace rlx::cpu

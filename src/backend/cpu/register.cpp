@@ -23,6 +23,7 @@ void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_autodiff(registry);
   cpu::register_window_grad(registry);
   cpu::register_fused(registry);
+  cpu::register_blocked(registry);
 
   cpu::register_region(registry);
 }

@@ -1,0 +1,193 @@
+// nchwc_layout (CPU, f32): keeps chains of 2-D convs, and the adds / relus between them,
+// in the channel-blocked layout [N, ceil(C/16), H, W, 16] (oneDNN's nChw16c) instead of
+// converting NCHW <-> blocked inside every conv:
+//   conv / fused_conv(x, w, [b])  ->  conv_blocked(xb, w, [b]) {activation}
+//   add(a, b) / relu(a)            ->  the same op on the blocked tensors (the lanes past C
+//                                      are 0, and 0 + 0 = relu(0) = 0)
+// xb is the producer's blocked value inside a chain, the plain input itself for a first
+// conv of at most 4 channels (groups 1; oneDNN reads it as nchw), else to_blocked(x) made
+// once per value. A value of the chain that anything else reads (a pool, a reshape, a
+// graph output) gets one from_blocked. Only chains (connected groups of these nodes) with
+// at least two convs are taken: a lone conv gains nothing over conv's own path.
+//
+// conv_blocked's CPU kernel caches its weights reordered, keyed by their address; that is
+// sound only for immutable weights, so a conv is taken only where its weight is made by a
+// `constant` node (asserted again where the node is built).
+#include <algorithm>
+#include <numeric>
+#include <stdexcept>
+#include <unordered_map>
+
+#include "passes/fusion.h"
+
+namespace rlx::passes {
+
+namespace {
+
+constexpr int64_t kLanes = 16;
+
+bool static_f32(Value v, int64_t rank) {
+  if (v.dtype() != DType::f32 || v.rank() != rank) return false;
+  for (const Dim& d : v.shape())
+    if (!d.is_static()) return false;
+  return true;
+}
+
+bool is_conv(const Node& n) { return n.op_name() == "conv" || n.op_name() == "fused_conv"; }
+
+Attrs blocked_attrs(const Node& n) {
+  Attrs a;
+  for (const auto& [k, v] : n.attrs)
+    if (k != "input_activation") a.set(k, v);
+  if (!a.has("activation")) a.set("activation", std::string("none"));
+  return a;
+}
+
+TensorType blocked_type(const TensorType& t) {
+  const Shape& s = t.shape;
+  return {t.dtype, {s[0], Dim((s[1].value() + kLanes - 1) / kLanes), s[2], s[3], Dim(kLanes)}};
+}
+
+// A conv conv_blocked can take: 2-D, f32, static shapes, constant weights, groups 1 or
+// depthwise, no input activation, run natively.
+bool takes_conv(const Graph& g, const Node& n, const PassContext& ctx) {
+  if (!is_conv(n) || n.inputs.size() < 2 || !static_f32(n.inputs[0], 4) ||
+      !static_f32(n.inputs[1], 4) || !static_f32(n.outputs[0], 4))
+    return false;
+  if (n.inputs.size() > 2 && n.inputs[2].dtype() != DType::f32) return false;
+  if (!producer_is(g, n.inputs[1], "constant")) return false;
+  if (n.op_name() == "fused_conv" && n.attrs.get_string("input_activation") != "none")
+    return false;
+  int64_t groups = n.attrs.get_int("groups"), c = n.inputs[0].shape()[1].value();
+  int64_t m = n.outputs[0].shape()[1].value();
+  if (groups != 1 && !(groups == c && m == c)) return false;
+  std::vector<TensorType> types;
+  for (Value v : n.inputs) types.push_back(v.type());
+  Attrs a = blocked_attrs(n);
+  auto t = native_type(ctx, "conv_blocked", types, a);
+  return t && *t == blocked_type(n.outputs[0].type());
+}
+
+bool takes_elementwise(const Node& n) {
+  if (n.outputs.size() != 1 || !static_f32(n.outputs[0], 4)) return false;
+  if (n.op_name() == "relu") return n.inputs.size() == 1;
+  if (n.op_name() == "add")
+    return n.inputs.size() == 2 && n.inputs[0].type() == n.outputs[0].type() &&
+           n.inputs[1].type() == n.outputs[0].type();
+  return false;
+}
+
+struct Sets {  // union-find over node indices
+  std::vector<int32_t> up;
+  explicit Sets(size_t n) : up(n) { std::iota(up.begin(), up.end(), 0); }
+  int32_t find(int32_t i) { return up[size_t(i)] == i ? i : up[size_t(i)] = find(up[size_t(i)]); }
+  void join(int32_t a, int32_t b) { up[size_t(find(a))] = find(b); }
+};
+
+std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
+  if (!ctx.device.is_cpu() || ctx.opt_level < 2 || ctx.precision != Precision::f32 ||
+      !has_any_op(g, {"conv", "fused_conv"}))
+    return nullptr;
+  const auto& nodes = g.nodes();
+  const size_t count = nodes.size();
+  std::unordered_map<int32_t, int32_t> made_by;  // value id -> producing node
+  for (size_t i = 0; i < count; ++i)
+    for (Value v : nodes[i].outputs) made_by[v.id] = int32_t(i);
+  auto producer = [&](Value v) {
+    auto it = made_by.find(v.id);
+    return it == made_by.end() ? -1 : it->second;
+  };
+  // The chain inputs of a node: conv's x, every input of an elementwise op.
+  auto chain_inputs = [&](const Node& n) {
+    return is_conv(n) ? std::vector<Value>{n.inputs[0]} : n.inputs;
+  };
+
+  std::vector<uint8_t> cand(count), in(count);
+  for (size_t i = 0; i < count; ++i)
+    cand[i] = takes_conv(g, nodes[i], ctx) || takes_elementwise(nodes[i]);
+  Sets sets(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (!cand[i]) continue;
+    for (Value v : chain_inputs(nodes[i]))
+      if (int32_t p = producer(v); p >= 0 && cand[size_t(p)]) sets.join(int32_t(i), p);
+  }
+  std::vector<int> convs(count);
+  for (size_t i = 0; i < count; ++i)
+    if (cand[i] && is_conv(nodes[i])) ++convs[size_t(sets.find(int32_t(i)))];
+  // In topological order: an elementwise op only where all its inputs are blocked.
+  for (size_t i = 0; i < count; ++i) {
+    if (!cand[i] || convs[size_t(sets.find(int32_t(i)))] < 2) continue;
+    bool ok = true;
+    if (!is_conv(nodes[i]))
+      for (Value v : nodes[i].inputs) {
+        int32_t p = producer(v);
+        ok = ok && p >= 0 && in[size_t(p)];
+      }
+    in[i] = ok;
+  }
+  if (std::find(in.begin(), in.end(), 1) == in.end()) return nullptr;
+
+  // Which blocked values something outside the chain reads.
+  UseInfo uses(g);
+  std::vector<uint8_t> plain_read(g.num_values());
+  for (size_t i = 0; i < count; ++i) {
+    if (!in[i]) continue;
+    Value v = nodes[i].outputs[0];
+    bool outside = uses.is_output[size_t(v.id)];
+    for (int32_t u : uses.users[size_t(v.id)]) {
+      const Node& r = nodes[size_t(u)];
+      if (!in[size_t(u)]) {
+        outside = true;
+        continue;
+      }
+      if (is_conv(r))  // read as the weight or the bias of a chain conv
+        for (size_t k = 1; k < r.inputs.size(); ++k) outside = outside || r.inputs[k] == v;
+    }
+    plain_read[size_t(v.id)] = outside;
+  }
+
+  std::unordered_map<int32_t, Value> blocked;  // source value id -> its blocked value in dst
+  return rewrite_nodes(g, [&](const Node& n, Rewriter& rw) {
+    size_t i = size_t(&n - nodes.data());
+    if (!in[i]) return false;
+    Graph& dst = rw.dst();
+    auto blocked_of = [&](Value v) {
+      if (auto it = blocked.find(v.id); it != blocked.end()) return it->second;
+      Value b = dst.apply1("to_blocked", {rw(v)});
+      blocked.emplace(v.id, b);
+      return b;
+    };
+    Value out;
+    if (is_conv(n)) {
+      if (!producer_is(g, n.inputs[1], "constant"))
+        throw std::logic_error("nchwc_layout: conv_blocked needs a constant weight");
+      std::vector<Value> args = rw(n.inputs);
+      Value x = n.inputs[0];
+      bool plain = !blocked.count(x.id) && n.attrs.get_int("groups") == 1 &&
+                   x.shape()[1].value() <= 4;
+      if (!plain) args[0] = blocked_of(x);
+      out = dst.apply1("conv_blocked", args, blocked_attrs(n));
+    } else {
+      std::vector<Value> args;
+      for (Value v : n.inputs) args.push_back(blocked_of(v));
+      out = dst.apply1(n.op_name(), args, n.attrs);
+    }
+    Value v = n.outputs[0];
+    blocked.emplace(v.id, out);
+    if (plain_read[size_t(v.id)])
+      rw.replace(v, dst.apply1("from_blocked", {out}, {{"channels", v.shape()[1].value()}}));
+    else
+      rw.replace(v, out);  // read only through `blocked`
+    return true;
+  });
+}
+
+}  // namespace
+
+void register_nchwc_layout(PassRegistry& r) {
+  r.add({"nchwc_layout", nchwc_layout,
+         "chains of 2-D convs (and adds / relus between them) kept in the nChw16c blocked "
+         "layout (CPU, f32)"});
+}
+
+}  // namespace rlx::passes

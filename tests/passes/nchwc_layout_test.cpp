@@ -1,0 +1,77 @@
+// nchwc_layout: chains of 2-D convs with constant weights (and the adds / relus between
+// them) run on the channel-blocked layout; values read outside the chain get from_blocked.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+
+#include "rlx/rlx.h"
+#include "support/pass_check.h"
+
+namespace rlx {
+namespace {
+
+using test::expect_pass;
+
+// A constant of `count` deterministic values in [-0.5, 0.5].
+std::string weights(const std::string& name, const std::string& shape, int count, int seed) {
+  std::string s = "      %" + name + " = constant() {value=tensor<f32[" + shape + "]>[";
+  for (int i = 0; i < count; ++i) {
+    double v = std::sin(0.37 * (i + 1) * (seed + 1)) * 0.5;
+    s += (i ? ", " : "") + std::to_string(v);
+  }
+  return s + "]} : f32[" + shape + "]\n";
+}
+
+std::string consts() {
+  return weights("w1", "24,3,3,3", 24 * 27, 1) + weights("w2", "24,1,3,3", 24 * 9, 2) +
+         weights("w3", "24,24,1,1", 24 * 24, 3);
+}
+
+TEST(NchwcLayout, ConvChainWithAResidualAddAndAnOutsideReader) {
+  // First conv from a plain 3-channel input, a depthwise conv, a 1x1 conv, a residual add
+  // of two blocked values; the depthwise output and the sum are read outside the chain.
+  test::PassCheckOptions o;
+  o.rtol = 1e-4;
+  o.atol = 1e-5;  // oneDNN's blocked kernels against its plain ones: summation order
+  expect_pass("nchwc_layout",
+              R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + consts() + R"(
+      %0 = fused_conv(%x, %w1) {activation="relu6", pads=[1, 1, 1, 1]} : f32[1,24,8,8]
+      %1 = fused_conv(%0, %w2) {activation="relu", groups=24, pads=[1, 1, 1, 1]} : f32[1,24,8,8]
+      %2 = conv(%1, %w3) : f32[1,24,8,8]
+      %3 = add(%2, %0) : f32[1,24,8,8]
+      %4 = tanh(%1) : f32[1,24,8,8]
+      return out=%3, side=%4
+    })",
+              R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + consts() + R"(
+      %0 = conv_blocked(%x, %w1) {activation="relu6", pads=[1, 1, 1, 1]} : f32[1,2,8,8,16]
+      %1 = conv_blocked(%0, %w2) {activation="relu", groups=24, pads=[1, 1, 1, 1]} : f32[1,2,8,8,16]
+      %2 = from_blocked(%1) {channels=24} : f32[1,24,8,8]
+      %3 = conv_blocked(%1, %w3) {activation="none"} : f32[1,2,8,8,16]
+      %4 = add(%3, %0) : f32[1,2,8,8,16]
+      %5 = from_blocked(%4) {channels=24} : f32[1,24,8,8]
+      %6 = tanh(%2) : f32[1,24,8,8]
+      return out=%5, side=%6
+    })",
+              o);
+}
+
+TEST(NchwcLayout, LeavesLoneConvsAndNonConstantWeights) {
+  // One conv alone gains nothing; a weight that is a graph input may change between runs
+  // (conv_blocked caches its weights reordered), so that chain is left as it is.
+  expect_pass("nchwc_layout", R"(
+    graph main(%x: f32[1,3,8,8], %w: f32[24,24,1,1]) {
+)" + weights("w1", "24,3,3,3", 24 * 27, 1) + R"(
+      %0 = conv(%x, %w1) {pads=[1, 1, 1, 1]} : f32[1,24,8,8]
+      %1 = conv(%0, %w) : f32[1,24,8,8]
+      return out=%1
+    })",
+              "");
+}
+
+}  // namespace
+}  // namespace rlx
