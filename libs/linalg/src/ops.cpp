@@ -411,6 +411,14 @@ Values lstsq_jvp(const RuleArgs& a, std::span<const Value> t) {
   return {solve(matmul(mT(A), A), v)};
 }
 
+// Every op batches over the leading dims of its inputs (equal between them): vmap moves
+// the batch axes to the front, gives unbatched inputs the batch, and applies the op again.
+VmapResult batched_vmap(const RuleArgs& a, std::span<const int> in_axes) {
+  std::vector<Value> ins = rules::all_batched_front(a, in_axes);
+  std::vector<Value> outs = rules::reapply(a, ins);
+  return {outs, std::vector<int>(outs.size(), 0)};
+}
+
 void add(const char* name, int arity, InferFn infer, VjpFn vjp, JvpFn jvp, const char* doc,
          std::vector<AttrSpec> attrs = {}) {
   OpDef d;
@@ -420,6 +428,7 @@ void add(const char* name, int arity, InferFn infer, VjpFn vjp, JvpFn jvp, const
   d.infer = std::move(infer);
   d.vjp = std::move(vjp);
   d.jvp = std::move(jvp);
+  d.vmap = batched_vmap;
   d.doc = doc;
   OpRegistry::global().add(std::move(d));
 }

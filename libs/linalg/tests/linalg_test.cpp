@@ -486,6 +486,112 @@ TEST(LinalgGrad, EveryOpMatchesFiniteDifferences) {
   }
 }
 
+// ---- vmap ----------------------------------------------------------------------------------
+
+// The op vmapped over a batch of 3 (the first input batched at `axis`, the others not)
+// against the op run on each element.
+void check_vmap(const std::string& op, std::vector<Mat> ins, int axis, Attrs attrs = {}) {
+  rlx::linalg::register_ops();
+  Graph g;
+  std::vector<Value> vs;
+  for (size_t i = 0; i < ins.size(); ++i)
+    vs.push_back(g.input("x" + std::to_string(i), TensorType(DType::f64, rlx::to_shape(ins[i].shape))));
+  auto outs = rlx::op_n(op, vs, attrs);
+  for (size_t i = 0; i < outs.size(); ++i) g.output(outs[i], "y" + std::to_string(i));
+  rlx::VmapOptions vo;
+  vo.in_axes["x0"] = axis;
+  for (size_t i = 1; i < ins.size(); ++i) vo.in_axes["x" + std::to_string(i)] = rlx::kNotBatched;
+  auto vg = rlx::vmap(g, vo);
+  rlx::Session s(rlx::Device::cpu());
+  auto cg = s.compile(*vg);
+  // x0 with a batch of 3 inserted at `axis`: element e is x0 * (e + 1).
+  Tensor x0 = tensor(DType::f64, ins[0]);
+  std::vector<Tensor> slices;
+  for (int e = 0; e < 3; ++e) {
+    Mat m = ins[0];
+    for (double& v : m.v) v *= (e + 1);
+    slices.push_back(tensor(DType::f64, m));
+  }
+  Shape64 bshape = ins[0].shape;
+  bshape.insert(bshape.begin() + axis, 3);
+  Tensor batched = Tensor::empty(DType::f64, bshape);
+  {
+    // Fill through a permuted view: batch first, then moved to `axis`.
+    Shape64 front = ins[0].shape;
+    front.insert(front.begin(), 3);
+    std::vector<double> v;
+    for (auto& t : slices) for (double x : t.to_doubles()) v.push_back(x);
+    Tensor f = Tensor::from_doubles(DType::f64, front, v);
+    std::vector<int64_t> perm;
+    for (int64_t i = 1; i <= axis; ++i) perm.push_back(i);
+    perm.push_back(0);
+    for (int64_t i = axis + 1; i < int64_t(front.size()); ++i) perm.push_back(i);
+    batched = f.permute(perm).contiguous();
+  }
+  rlx::TensorMap in{{"x0", batched}};
+  std::vector<Tensor> rest;
+  for (size_t i = 1; i < ins.size(); ++i) {
+    in["x" + std::to_string(i)] = tensor(DType::f64, ins[i]);
+    rest.push_back(tensor(DType::f64, ins[i]));
+  }
+  auto res = cg.run(in);
+  for (int e = 0; e < 3; ++e) {
+    std::vector<Tensor> one_in{slices[size_t(e)]};
+    one_in.insert(one_in.end(), rest.begin(), rest.end());
+    auto want = run_op(op, one_in, attrs);
+    for (size_t o = 0; o < want.size(); ++o) {
+      Tensor got = res.at("y" + std::to_string(o)).slice(0, e, e + 1).contiguous();
+      auto gv = got.to_doubles(), wv = want[o].to_doubles();
+      ASSERT_EQ(gv.size(), wv.size()) << op;
+      for (size_t i = 0; i < gv.size(); ++i)
+        EXPECT_NEAR(gv[i], wv[i], 1e-10 * (1 + std::abs(wv[i]))) << op << " output " << o << " element " << e;
+    }
+  }
+}
+
+TEST(LinalgVmap, EveryOpMatchesALoop) {
+  Mat A = general({}, 4, 51), S = spd({}, 4, 52), R = random_mat({5, 3}, 53);
+  Mat B = random_mat({4, 2}, 54), C = random_mat({5, 2}, 55);
+  for (int axis : {0, 1}) {
+    check_vmap("linalg.solve", {A, B}, axis);
+    check_vmap("linalg.inv", {A}, axis);
+    check_vmap("linalg.det", {A}, axis);
+    check_vmap("linalg.slogdet", {A}, axis);
+    check_vmap("linalg.cholesky", {S}, axis);
+    check_vmap("linalg.qr", {R}, axis);
+    check_vmap("linalg.eigh", {S}, axis);
+    check_vmap("linalg.svd", {R}, axis);
+    check_vmap("linalg.triangular_solve", {A, B}, axis, {{"lower", false}, {"transpose", true}});
+    check_vmap("linalg.lstsq", {R, C}, axis);
+  }
+}
+
+// ---- inference -----------------------------------------------------------------------------
+
+TEST(LinalgInfer, OutputTypesWithSymbolicBatchDims) {
+  rlx::linalg::register_ops();
+  Graph g;
+  Value a = g.input("a", TensorType::parse("f32[b,4,4]"));
+  Value b = g.input("b", TensorType::parse("f32[b,4,2]"));
+  Value t = g.input("t", TensorType::parse("f64[b,6,3]"));
+  auto str = [](Value v) { return v.type().str(); };
+  EXPECT_EQ(str(rlx::op("linalg.solve", {a, b})), "f32[b,4,2]");
+  EXPECT_EQ(str(rlx::op("linalg.inv", {a})), "f32[b,4,4]");
+  EXPECT_EQ(str(rlx::op("linalg.det", {a})), "f32[b]");
+  auto sl = rlx::op_n("linalg.slogdet", {a});
+  EXPECT_EQ(str(sl[0]) + str(sl[1]), "f32[b]f32[b]");
+  EXPECT_EQ(str(rlx::op("linalg.cholesky", {a})), "f32[b,4,4]");
+  auto qr = rlx::op_n("linalg.qr", {t});
+  EXPECT_EQ(str(qr[0]) + str(qr[1]), "f64[b,6,3]f64[b,3,3]");
+  auto eh = rlx::op_n("linalg.eigh", {a});
+  EXPECT_EQ(str(eh[0]) + str(eh[1]), "f32[b,4]f32[b,4,4]");
+  auto sv = rlx::op_n("linalg.svd", {rlx::transpose(t, {0, 2, 1})});
+  EXPECT_EQ(str(sv[0]) + str(sv[1]) + str(sv[2]), "f64[b,3,3]f64[b,3]f64[b,3,6]");
+  EXPECT_EQ(str(rlx::op("linalg.triangular_solve", {a, b})), "f32[b,4,2]");
+  Value rhs = g.input("rhs", TensorType::parse("f64[b,6,5]"));
+  EXPECT_EQ(str(rlx::op("linalg.lstsq", {t, rhs})), "f64[b,3,5]");
+}
+
 // ---- typed errors --------------------------------------------------------------------------
 
 template <class E>

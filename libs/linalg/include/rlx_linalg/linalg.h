@@ -24,7 +24,8 @@
 //   linalg.lstsq(A[...,m,n], B[...,m,k]) {rcond=-1} -> X[...,n,k] minimum-norm least
 //                                                      squares (gelsd)
 //
-// Rules (vjp and jvp, written as graph ops) for every op; they need static matrix sizes
+// vmap rules for every op (the batch axis moved to the front; an unbatched input is given
+// the batch). Rules (vjp and jvp, written as graph ops) for every op; they need static matrix sizes
 // (the batch dims may be symbolic). cholesky / eigh gradients are those of a symmetric
 // input (symmetrised); eigh's need distinct eigenvalues, svd's distinct nonzero singular
 // values, qr's m >= n, lstsq's a full-column-rank A with m >= n.
