@@ -394,8 +394,15 @@ Values svd_jvp(const RuleArgs& a, std::span<const Value> t) {
 
 // X = (A^T A)^-1 A^T B. With Z = (A^T A)^-1 g and r = B - A X: gA = r Z^T - A Z X^T,
 // gB = A Z.
+void lstsq_check(Value A) {
+  if (static_dim(A, 2, "linalg.lstsq: rule") < static_dim(A, 1, "linalg.lstsq: rule"))
+    fail<NotSupported>("linalg.lstsq", "expected m >= n (a full-column-rank A) for the lstsq rules, got ",
+                       A.type().str());
+}
+
 Values lstsq_vjp(const RuleArgs& a, std::span<const Value> ct) {
   Value A = a.inputs[0], B = a.inputs[1], X = a.outputs[0];
+  lstsq_check(A);
   Value Z = solve(matmul(mT(A), A), ct[0]);
   Value r = B - matmul(A, X);
   Value AZ = matmul(A, Z);
@@ -404,6 +411,7 @@ Values lstsq_vjp(const RuleArgs& a, std::span<const Value> ct) {
 
 Values lstsq_jvp(const RuleArgs& a, std::span<const Value> t) {
   Value A = a.inputs[0], B = a.inputs[1], X = a.outputs[0];
+  lstsq_check(A);
   Value rhs = zeros_or(t[1], B);
   if (t[0].valid()) rhs = rhs - matmul(t[0], X);
   Value v = matmul(mT(A), rhs);

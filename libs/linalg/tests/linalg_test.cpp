@@ -337,6 +337,19 @@ TEST(LinalgForward, LstsqSatisfiesNormalEquationsAndMinNorm) {
     }
 }
 
+template <class E>
+void expect_error(std::function<void()> f, std::vector<std::string> fragments) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error mentioning " << fragments[0];
+  } catch (const E& e) {
+    for (const auto& frag : fragments)
+      EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what();
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong error type: " << e.what();
+  }
+}
+
 // ---- gradients against finite differences ------------------------------------------------
 
 // A function of the input matrices built in a graph (the op and any sign-fixing around it).
@@ -486,6 +499,81 @@ TEST(LinalgGrad, EveryOpMatchesFiniteDifferences) {
   }
 }
 
+// Second order: hvp (jvp of grad, through the rules' own linalg.* ops) against central
+// differences of grad along the tangent.
+void check_hvp(const GradCase& c) {
+  rlx::linalg::register_ops();
+  Graph g;
+  std::vector<Value> xs;
+  std::vector<std::string> names;
+  for (size_t i = 0; i < c.inputs.size(); ++i) {
+    names.push_back("x" + std::to_string(i));
+    xs.push_back(g.input(names.back(), TensorType(DType::f64, rlx::to_shape(c.inputs[i].shape))));
+  }
+  auto outs = c.build(xs);
+  Value loss;
+  uint64_t seed = 300;
+  for (Value o : outs) {
+    Shape64 s = rlx::static_sizes(o.shape());
+    Mat w = random_mat(s, seed++);
+    Value term = rlx::sum(o * o * g.constant(rlx::Literal::from_doubles(DType::f64, s, w.v)));
+    loss = loss.valid() ? loss + term : term;
+  }
+  g.output(loss, "loss");
+  rlx::Session s(rlx::Device::cpu());
+  auto bwd = s.compile(*rlx::grad(g, {.wrt = names}));
+  auto hv = s.compile(*rlx::hvp(g, {.wrt = names}));
+  std::vector<Mat> dirs;
+  for (size_t i = 0; i < c.inputs.size(); ++i) dirs.push_back(random_mat(c.inputs[i].shape, 700 + i));
+  auto at = [&](double t) {
+    rlx::TensorMap m;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      Mat x = c.inputs[i];
+      for (size_t e = 0; e < x.v.size(); ++e) x.v[e] += t * dirs[i].v[e];
+      m[names[i]] = tensor(DType::f64, x);
+    }
+    return m;
+  };
+  const double eps = 1e-5;
+  auto plus = bwd.run(at(eps)), minus = bwd.run(at(-eps));
+  rlx::TensorMap in = at(0);
+  for (size_t i = 0; i < names.size(); ++i) in["tan." + names[i]] = tensor(DType::f64, dirs[i]);
+  auto got = hv.run(in);
+  for (size_t i = 0; i < names.size(); ++i) {
+    auto p = plus.at("grad." + names[i]).to_doubles(), m = minus.at("grad." + names[i]).to_doubles();
+    auto h = got.at("hvp." + names[i]).to_doubles();
+    double scale = 1;
+    std::vector<double> fd;
+    for (size_t e = 0; e < p.size(); ++e) {
+      fd.push_back((p[e] - m[e]) / (2 * eps));
+      scale = std::max(scale, std::abs(fd.back()));
+    }
+    for (size_t e = 0; e < h.size(); ++e)
+      EXPECT_NEAR(h[e], fd[e], 1e-5 * scale) << c.name << ": hvp of input " << i << " [" << e << "]";
+  }
+}
+
+TEST(LinalgGrad, HvpMatchesFiniteDifferencesOfGrad) {
+  for (const auto& c : grad_cases()) {
+    if (c.name.find("batched") != std::string::npos) continue;
+    SCOPED_TRACE(c.name);
+    check_hvp(c);
+  }
+}
+
+TEST(LinalgGrad, RulesOutsideTheirDomainAreNotSupported) {
+  rlx::linalg::register_ops();
+  for (auto [op, shapes] : std::vector<std::pair<const char*, std::vector<const char*>>>{
+           {"linalg.qr", {"f64[3,5]"}}, {"linalg.lstsq", {"f64[3,5]", "f64[3,2]"}}}) {
+    Graph g;
+    std::vector<Value> vs;
+    for (size_t i = 0; i < shapes.size(); ++i)
+      vs.push_back(g.input("x" + std::to_string(i), TensorType::parse(shapes[i])));
+    g.output(rlx::sum(rlx::op_n(op, vs)[0]), "loss");
+    expect_error<rlx::NotSupported>([&] { rlx::grad(g); }, {op, "m >= n"});
+  }
+}
+
 // ---- vmap ----------------------------------------------------------------------------------
 
 // The op vmapped over a batch of 3 (the first input batched at `axis`, the others not)
@@ -593,19 +681,6 @@ TEST(LinalgInfer, OutputTypesWithSymbolicBatchDims) {
 }
 
 // ---- typed errors --------------------------------------------------------------------------
-
-template <class E>
-void expect_error(std::function<void()> f, std::vector<std::string> fragments) {
-  try {
-    f();
-    ADD_FAILURE() << "expected an error mentioning " << fragments[0];
-  } catch (const E& e) {
-    for (const auto& frag : fragments)
-      EXPECT_NE(std::string(e.what()).find(frag), std::string::npos) << e.what();
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong error type: " << e.what();
-  }
-}
 
 void build_only(const std::string& op, std::vector<TensorType> types, Attrs attrs = {}) {
   rlx::linalg::register_ops();
