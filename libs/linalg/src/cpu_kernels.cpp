@@ -25,22 +25,22 @@ void sorgqr_(const int*, const int*, const int*, float*, const int*, const float
              const int*, int*);
 void dorgqr_(const int*, const int*, const int*, double*, const int*, const double*, double*,
              const int*, int*);
-void ssyevd_(const char*, const char*, const int*, float*, const int*, float*, float*,
-             const int*, int*, const int*, int*, size_t, size_t);
+void ssyevd_(const char*, const char*, const int*, float*, const int*, float*, float*, const int*,
+             int*, const int*, int*, size_t, size_t);
 void dsyevd_(const char*, const char*, const int*, double*, const int*, double*, double*,
              const int*, int*, const int*, int*, size_t, size_t);
-void sgesdd_(const char*, const int*, const int*, float*, const int*, float*, float*,
-             const int*, float*, const int*, float*, const int*, int*, int*, size_t);
-void dgesdd_(const char*, const int*, const int*, double*, const int*, double*, double*,
-             const int*, double*, const int*, double*, const int*, int*, int*, size_t);
+void sgesdd_(const char*, const int*, const int*, float*, const int*, float*, float*, const int*,
+             float*, const int*, float*, const int*, int*, int*, size_t);
+void dgesdd_(const char*, const int*, const int*, double*, const int*, double*, double*, const int*,
+             double*, const int*, double*, const int*, int*, int*, size_t);
 void strtrs_(const char*, const char*, const char*, const int*, const int*, const float*,
              const int*, float*, const int*, int*, size_t, size_t, size_t);
 void dtrtrs_(const char*, const char*, const char*, const int*, const int*, const double*,
              const int*, double*, const int*, int*, size_t, size_t, size_t);
-void sgelsd_(const int*, const int*, const int*, float*, const int*, float*, const int*,
-             float*, const float*, int*, float*, const int*, int*, int*);
-void dgelsd_(const int*, const int*, const int*, double*, const int*, double*, const int*,
-             double*, const double*, int*, double*, const int*, int*, int*);
+void sgelsd_(const int*, const int*, const int*, float*, const int*, float*, const int*, float*,
+             const float*, int*, float*, const int*, int*, int*);
+void dgelsd_(const int*, const int*, const int*, double*, const int*, double*, const int*, double*,
+             const double*, int*, double*, const int*, int*, int*);
 }
 
 namespace rlx::linalg {
@@ -71,8 +71,7 @@ struct Lapack {
   static void geqrf(int m, int n, double* a, double* tau, double* w, int lw, int* info) {
     dgeqrf_(&m, &n, a, &m, tau, w, &lw, info);
   }
-  static void orgqr(int m, int n, int k, float* a, const float* tau, float* w, int lw,
-                    int* info) {
+  static void orgqr(int m, int n, int k, float* a, const float* tau, float* w, int lw, int* info) {
     sorgqr_(&m, &n, &k, a, &m, tau, w, &lw, info);
   }
   static void orgqr(int m, int n, int k, double* a, const double* tau, double* w, int lw,
@@ -82,8 +81,7 @@ struct Lapack {
   static void syevd(int n, float* a, float* w, float* wk, int lw, int* iw, int liw, int* info) {
     ssyevd_("V", "L", &n, a, &n, w, wk, &lw, iw, &liw, info, 1, 1);
   }
-  static void syevd(int n, double* a, double* w, double* wk, int lw, int* iw, int liw,
-                    int* info) {
+  static void syevd(int n, double* a, double* w, double* wk, int lw, int* iw, int liw, int* info) {
     dsyevd_("V", "L", &n, a, &n, w, wk, &lw, iw, &liw, info, 1, 1);
   }
   static void gesdd(int m, int n, float* a, float* s, float* u, float* vt, float* w, int lw,
@@ -91,8 +89,8 @@ struct Lapack {
     int k = std::min(m, n);
     sgesdd_("S", &m, &n, a, &m, s, u, &m, vt, &k, w, &lw, iw, info, 1);
   }
-  static void gesdd(int m, int n, double* a, double* s, double* u, double* vt, double* w,
-                    int lw, int* iw, int* info) {
+  static void gesdd(int m, int n, double* a, double* s, double* u, double* vt, double* w, int lw,
+                    int* iw, int* info) {
     int k = std::min(m, n);
     dgesdd_("S", &m, &n, a, &m, s, u, &m, vt, &k, w, &lw, iw, info, 1);
   }
@@ -104,8 +102,8 @@ struct Lapack {
                     int* info) {
     dtrtrs_(&uplo, &trans, &diag, &n, &k, a, &n, b, &n, info, 1, 1, 1);
   }
-  static void gelsd(int m, int n, int k, float* a, float* b, int ldb, float* s, float rc,
-                    int* rank, float* w, int lw, int* iw, int* info) {
+  static void gelsd(int m, int n, int k, float* a, float* b, int ldb, float* s, float rc, int* rank,
+                    float* w, int lw, int* iw, int* info) {
     sgelsd_(&m, &n, &k, a, &m, b, &ldb, s, &rc, rank, w, &lw, iw, info);
   }
   static void gelsd(int m, int n, int k, double* a, double* b, int ldb, double* s, double rc,
@@ -159,8 +157,8 @@ void solve_k(const KernelContext& ctx, std::span<const Tensor> in, std::span<Ten
     int info = 0;
     if (n > 0) Lapack::gesv(ni, ki, a.data(), piv.data(), x.data(), &info);
     if (info > 0)
-      fail<ValueError>(op, "expected a nonsingular matrix A, got a singular one (U[", info - 1,
-                       ",", info - 1, "] = 0 in matrix ", i, " of the batch)");
+      fail<ValueError>(op, "expected a nonsingular matrix A, got a singular one (U[", info - 1, ",",
+                       info - 1, "] = 0 in matrix ", i, " of the batch)");
     if (info < 0) fail_lapack<T>(op, "gesv", info);
     from_col(x.data(), n, n, k, X + i * n * k);
   }
@@ -192,8 +190,8 @@ void inv_k(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tenso
   std::vector<T> work(size_t(std::max<int64_t>(1, 64 * n)));
   each_lu<T>(in[0], op, [&](int64_t i, std::vector<T>& a, std::vector<int>& piv, int info) {
     if (info > 0)
-      fail<ValueError>(op, "expected a nonsingular matrix A, got a singular one (U[", info - 1,
-                       ",", info - 1, "] = 0 in matrix ", i, " of the batch)");
+      fail<ValueError>(op, "expected a nonsingular matrix A, got a singular one (U[", info - 1, ",",
+                       info - 1, "] = 0 in matrix ", i, " of the batch)");
     if (n > 0) Lapack::getri(ni, a.data(), piv.data(), work.data(), int(work.size()), &info);
     if (info != 0) fail_lapack<T>(op, "getri", info);
     from_col(a.data(), n, n, n, Y + i * n * n);
@@ -219,18 +217,19 @@ template <class T>
 void det_k(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   int64_t n = dim(in[0], 1);
   T* D = out[0].data_as<T>();
-  each_lu<T>(in[0], ctx.op.name, [&](int64_t i, std::vector<T>& a, std::vector<int>& piv, int info) {
-    if (info > 0) {
-      D[i] = 0;
-      return;
-    }
-    T d = 1;
-    for (int64_t j = 0; j < n; ++j) {
-      d *= a[size_t(j * n + j)];
-      if (piv[size_t(j)] != int(j + 1)) d = -d;
-    }
-    D[i] = d;
-  });
+  each_lu<T>(in[0], ctx.op.name,
+             [&](int64_t i, std::vector<T>& a, std::vector<int>& piv, int info) {
+               if (info > 0) {
+                 D[i] = 0;
+                 return;
+               }
+               T d = 1;
+               for (int64_t j = 0; j < n; ++j) {
+                 d *= a[size_t(j * n + j)];
+                 if (piv[size_t(j)] != int(j + 1)) d = -d;
+               }
+               D[i] = d;
+             });
 }
 
 template <class T>
@@ -238,11 +237,12 @@ void slogdet_k(const KernelContext& ctx, std::span<const Tensor> in, std::span<T
   int64_t n = dim(in[0], 1);
   T* S = out[0].data_as<T>();
   T* L = out[1].data_as<T>();
-  each_lu<T>(in[0], ctx.op.name, [&](int64_t i, std::vector<T>& a, std::vector<int>& piv, int info) {
-    auto [s, l] = lu_slogdet(a, piv, n, info);
-    S[i] = s;
-    L[i] = l;
-  });
+  each_lu<T>(in[0], ctx.op.name,
+             [&](int64_t i, std::vector<T>& a, std::vector<int>& piv, int info) {
+               auto [s, l] = lu_slogdet(a, piv, n, info);
+               S[i] = s;
+               L[i] = l;
+             });
 }
 
 template <class T>
@@ -338,8 +338,8 @@ void svd_k(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tenso
   std::vector<T> work(size_t(std::max<T>(wq, 1)));
   for (int64_t i = 0; i < b; ++i) {
     to_col(A + i * m * n, m, n, a.data(), m);
-    Lapack::gesdd(mi, ni, a.data(), S + i * k, u.data(), vt.data(), work.data(),
-                  int(work.size()), iwork.data(), &info);
+    Lapack::gesdd(mi, ni, a.data(), S + i * k, u.data(), vt.data(), work.data(), int(work.size()),
+                  iwork.data(), &info);
     if (info != 0) fail_lapack<T>(op, "gesdd", info);
     from_col(u.data(), m, m, k, U + i * m * k);
     from_col(vt.data(), k, k, n, Vt + i * k * n);
@@ -388,8 +388,7 @@ void lstsq_k(const KernelContext& ctx, std::span<const Tensor> in, std::span<Ten
   const T* B = in[1].data_as<T>();
   T wq = 0;
   int iwq = 0, rank = 0, info = 0;
-  Lapack::gelsd(mi, ni, ki, a.data(), x.data(), ldbi, s.data(), rcond, &rank, &wq, -1, &iwq,
-                &info);
+  Lapack::gelsd(mi, ni, ki, a.data(), x.data(), ldbi, s.data(), rcond, &rank, &wq, -1, &iwq, &info);
   std::vector<T> work(size_t(std::max<T>(wq, 1)));
   std::vector<int> iwork(size_t(std::max(iwq, 1)));
   for (int64_t i = 0; i < b; ++i) {
@@ -406,11 +405,11 @@ void lstsq_k(const KernelContext& ctx, std::span<const Tensor> in, std::span<Ten
 using Fn = void (*)(const KernelContext&, std::span<const Tensor>, std::span<Tensor>);
 
 void add(const char* op, Fn f32, Fn f64) {
-  KernelRegistry::global().add(op, DeviceKind::cpu,
-                               [f32, f64](const KernelContext& ctx, std::span<const Tensor> in,
-                                          std::span<Tensor> out) {
-                                 (in[0].dtype() == DType::f64 ? f64 : f32)(ctx, in, out);
-                               });
+  KernelRegistry::global().add(
+      op, DeviceKind::cpu,
+      [f32, f64](const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+        (in[0].dtype() == DType::f64 ? f64 : f32)(ctx, in, out);
+      });
 }
 
 }  // namespace

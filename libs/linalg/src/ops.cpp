@@ -210,7 +210,7 @@ Values det_vjp(const RuleArgs& a, std::span<const Value> ct) {
 Value trace_inv_times(Value A, Value dA) {
   int64_t n = static_dim(A, 1, "linalg: jvp");
   Value p = solve(A, dA);
-  return diag_part(p, eye(A, n)) ;
+  return diag_part(p, eye(A, n));
 }
 
 Values det_jvp(const RuleArgs& a, std::span<const Value> t) {
@@ -313,7 +313,7 @@ Values qr_jvp(const RuleArgs& a, std::span<const Value> t) {
   Value dAR = times_rinv(t[0]);
   Value C = matmul(mT(Q), dAR);
   Value low = C * tri_mask(A, n, true, 0.0);
-  Value omega = low - mT(low);              // skew part fixed by Q^T dQ
+  Value omega = low - mT(low);  // skew part fixed by Q^T dQ
   Value dR = matmul(C - omega, R);
   Value dQ = dAR - matmul(Q, C - omega);
   return {dQ, dR};
@@ -396,7 +396,8 @@ Values svd_jvp(const RuleArgs& a, std::span<const Value> t) {
 // gB = A Z.
 void lstsq_check(Value A) {
   if (static_dim(A, 2, "linalg.lstsq: rule") < static_dim(A, 1, "linalg.lstsq: rule"))
-    fail<NotSupported>("linalg.lstsq", "expected m >= n (a full-column-rank A) for the lstsq rules, got ",
+    fail<NotSupported>("linalg.lstsq",
+                       "expected m >= n (a full-column-rank A) for the lstsq rules, got ",
                        A.type().str());
 }
 

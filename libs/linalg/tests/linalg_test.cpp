@@ -1,6 +1,8 @@
 // linalg.* on the CPU, through the public API only: residuals and reconstructions of
 // every op (f64 to 1e-10, f32 to a few ulps of the problem), gradients and tangents
 // against finite differences (f64), and typed errors for bad inputs.
+#include "rlx_linalg/linalg.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,14 +12,13 @@
 #include <vector>
 
 #include "rlx/rlx.h"
-#include "rlx_linalg/linalg.h"
 
 namespace {
 
 using rlx::Attrs;
-using rlx::IntList;
 using rlx::DType;
 using rlx::Graph;
+using rlx::IntList;
 using rlx::Tensor;
 using rlx::TensorType;
 using rlx::Value;
@@ -184,7 +185,8 @@ TEST(LinalgForward, CholeskyReconstructs) {
 TEST(LinalgForward, QrReconstructsWithOrthonormalQ) {
   for (DType d : kDtypes)
     for (const auto& batch : kBatches)
-      for (auto [m, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {5, 3}, {3, 5}, {8, 8}, {40, 17}}) {
+      for (auto [m, n] :
+           std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {5, 3}, {3, 5}, {8, 8}, {40, 17}}) {
         Mat A = mat(tensor(d, random_mat(with_mat(batch, m, n), 9)));
         auto out = run_op("linalg.qr", {tensor(d, A)});
         Mat Q = mat(out[0]), R = mat(out[1]);
@@ -228,7 +230,8 @@ TEST(LinalgForward, EighReconstructsWithAscendingEigenvalues) {
 TEST(LinalgForward, SvdReconstructs) {
   for (DType d : kDtypes)
     for (const auto& batch : kBatches)
-      for (auto [m, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {6, 4}, {4, 6}, {9, 9}, {40, 17}}) {
+      for (auto [m, n] :
+           std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {6, 4}, {4, 6}, {9, 9}, {40, 17}}) {
         Mat A = mat(tensor(d, random_mat(with_mat(batch, m, n), 13)));
         auto out = run_op("linalg.svd", {tensor(d, A)});
         Mat U = mat(out[0]), S{out[1].shape(), out[1].to_doubles()}, Vt = mat(out[2]);
@@ -257,8 +260,9 @@ TEST(LinalgForward, TriangularSolveEveryVariant) {
             Shape64 batch{2};
             Mat A = mat(tensor(d, general(batch, n, 17)));  // both triangles full: the op reads one
             Mat B = mat(tensor(d, random_mat(with_mat(batch, n, 3), 19)));
-            Mat X = mat(run_op("linalg.triangular_solve", {tensor(d, A), tensor(d, B)},
-                               {{"lower", lower}, {"transpose", trans}, {"unit_diagonal", unit}})[0]);
+            Mat X =
+                mat(run_op("linalg.triangular_solve", {tensor(d, A), tensor(d, B)},
+                           {{"lower", lower}, {"transpose", trans}, {"unit_diagonal", unit}})[0]);
             Mat T = A;  // op(tri(A))
             for (int64_t b = 0; b < A.batch(); ++b)
               for (int64_t i = 0; i < n; ++i)
@@ -395,7 +399,9 @@ void check_grad(const GradCase& c) {
     for (size_t i = 0; i < ms.size(); ++i) m[names[i]] = tensor(DType::f64, ms[i]);
     return m;
   };
-  auto f = [&](const std::vector<Mat>& ms) { return fwd.run(inputs(ms)).at("loss").to_doubles()[0]; };
+  auto f = [&](const std::vector<Mat>& ms) {
+    return fwd.run(inputs(ms)).at("loss").to_doubles()[0];
+  };
   auto grads = bwd.run(inputs(c.inputs));
   const double eps = 1e-6;
   double scale = 1;
@@ -411,7 +417,8 @@ void check_grad(const GradCase& c) {
     auto gv = grads.at("grad." + names[i]).to_doubles();
     ASSERT_EQ(gv.size(), fd[i].size());
     for (size_t e = 0; e < gv.size(); ++e)
-      EXPECT_NEAR(gv[e], fd[i][e], c.tol * scale) << c.name << ": vjp of input " << i << " [" << e << "]";
+      EXPECT_NEAR(gv[e], fd[i][e], c.tol * scale)
+          << c.name << ": vjp of input " << i << " [" << e << "]";
   }
   // jvp along a random direction.
   rlx::TensorMap tin = inputs(c.inputs);
@@ -453,25 +460,31 @@ std::vector<GradCase> grad_cases() {
   std::vector<GradCase> cs;
   for (Shape64 batch : {Shape64{}, Shape64{2}}) {
     std::string b = batch.empty() ? "" : " batched";
-    cs.push_back({"solve" + b, {general(batch, 4, 1), random_mat(with_mat(batch, 4, 2), 2)},
+    cs.push_back({"solve" + b,
+                  {general(batch, 4, 1), random_mat(with_mat(batch, 4, 2), 2)},
                   [](auto x) { return one("linalg.solve", x); }});
     cs.push_back({"inv" + b, {general(batch, 4, 3)}, [](auto x) { return one("linalg.inv", x); }});
     cs.push_back({"det" + b, {general(batch, 3, 4)}, [](auto x) { return one("linalg.det", x); }});
-    cs.push_back({"slogdet" + b, {general(batch, 4, 5)},
-                  [](auto x) { return std::vector<Value>{one("linalg.slogdet", x)[1]}; }});
-    cs.push_back({"cholesky" + b, {random_mat(with_mat(batch, 4, 4), 6)},
-                  [](auto x) { return one("linalg.cholesky", {spd_in_graph(x[0])}); }});
-    cs.push_back({"qr square" + b, {random_mat(with_mat(batch, 4, 4), 7)},
-                  [](auto x) { return one("linalg.qr", x); }});
-    cs.push_back({"qr tall" + b, {random_mat(with_mat(batch, 6, 3), 8)},
-                  [](auto x) { return one("linalg.qr", x); }});
+    cs.push_back({"slogdet" + b, {general(batch, 4, 5)}, [](auto x) {
+                    return std::vector<Value>{one("linalg.slogdet", x)[1]};
+                  }});
+    cs.push_back({"cholesky" + b, {random_mat(with_mat(batch, 4, 4), 6)}, [](auto x) {
+                    return one("linalg.cholesky", {spd_in_graph(x[0])});
+                  }});
+    cs.push_back({"qr square" + b, {random_mat(with_mat(batch, 4, 4), 7)}, [](auto x) {
+                    return one("linalg.qr", x);
+                  }});
+    cs.push_back({"qr tall" + b, {random_mat(with_mat(batch, 6, 3), 8)}, [](auto x) {
+                    return one("linalg.qr", x);
+                  }});
     // Eigenvectors and singular vectors are defined up to sign: the loss sees w and V*V.
     cs.push_back({"eigh" + b, {random_mat(with_mat(batch, 4, 4), 9)}, [](auto x) {
                     auto o = one("linalg.eigh", {sym_in_graph(x[0])});
                     return std::vector<Value>{o[0], o[1] * o[1]};
                   }});
     for (auto [m, n] : std::vector<std::pair<int64_t, int64_t>>{{4, 4}, {5, 3}, {3, 5}})
-      cs.push_back({rlx::cat("svd ", m, "x", n, b), {random_mat(with_mat(batch, m, n), 10 + uint64_t(m))},
+      cs.push_back({rlx::cat("svd ", m, "x", n, b),
+                    {random_mat(with_mat(batch, m, n), 10 + uint64_t(m))},
                     [](auto x) {
                       auto o = one("linalg.svd", x);
                       return std::vector<Value>{o[0] * o[0], o[1], o[2] * o[2]};
@@ -479,14 +492,15 @@ std::vector<GradCase> grad_cases() {
     for (bool lower : {true, false})
       for (bool trans : {false, true})
         for (bool unit : {false, true})
-          cs.push_back({rlx::cat("triangular_solve lower=", lower, " transpose=", trans,
-                                 " unit=", unit, b),
-                        {general(batch, 4, 20), random_mat(with_mat(batch, 4, 3), 21)},
-                        [=](auto x) {
-                          return one("linalg.triangular_solve", x,
-                                     {{"lower", lower}, {"transpose", trans}, {"unit_diagonal", unit}});
-                        }});
-    cs.push_back({"lstsq" + b, {random_mat(with_mat(batch, 6, 3), 22), random_mat(with_mat(batch, 6, 2), 23)},
+          cs.push_back(
+              {rlx::cat("triangular_solve lower=", lower, " transpose=", trans, " unit=", unit, b),
+               {general(batch, 4, 20), random_mat(with_mat(batch, 4, 3), 21)},
+               [=](auto x) {
+                 return one("linalg.triangular_solve", x,
+                            {{"lower", lower}, {"transpose", trans}, {"unit_diagonal", unit}});
+               }});
+    cs.push_back({"lstsq" + b,
+                  {random_mat(with_mat(batch, 6, 3), 22), random_mat(with_mat(batch, 6, 2), 23)},
                   [](auto x) { return one("linalg.lstsq", x); }});
   }
   return cs;
@@ -524,7 +538,8 @@ void check_hvp(const GradCase& c) {
   auto bwd = s.compile(*rlx::grad(g, {.wrt = names}));
   auto hv = s.compile(*rlx::hvp(g, {.wrt = names}));
   std::vector<Mat> dirs;
-  for (size_t i = 0; i < c.inputs.size(); ++i) dirs.push_back(random_mat(c.inputs[i].shape, 700 + i));
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    dirs.push_back(random_mat(c.inputs[i].shape, 700 + i));
   auto at = [&](double t) {
     rlx::TensorMap m;
     for (size_t i = 0; i < c.inputs.size(); ++i) {
@@ -540,7 +555,8 @@ void check_hvp(const GradCase& c) {
   for (size_t i = 0; i < names.size(); ++i) in["tan." + names[i]] = tensor(DType::f64, dirs[i]);
   auto got = hv.run(in);
   for (size_t i = 0; i < names.size(); ++i) {
-    auto p = plus.at("grad." + names[i]).to_doubles(), m = minus.at("grad." + names[i]).to_doubles();
+    auto p = plus.at("grad." + names[i]).to_doubles(),
+         m = minus.at("grad." + names[i]).to_doubles();
     auto h = got.at("hvp." + names[i]).to_doubles();
     double scale = 1;
     std::vector<double> fd;
@@ -549,7 +565,8 @@ void check_hvp(const GradCase& c) {
       scale = std::max(scale, std::abs(fd.back()));
     }
     for (size_t e = 0; e < h.size(); ++e)
-      EXPECT_NEAR(h[e], fd[e], 1e-5 * scale) << c.name << ": hvp of input " << i << " [" << e << "]";
+      EXPECT_NEAR(h[e], fd[e], 1e-5 * scale)
+          << c.name << ": hvp of input " << i << " [" << e << "]";
   }
 }
 
@@ -583,7 +600,8 @@ void check_vmap(const std::string& op, std::vector<Mat> ins, int axis, Attrs att
   Graph g;
   std::vector<Value> vs;
   for (size_t i = 0; i < ins.size(); ++i)
-    vs.push_back(g.input("x" + std::to_string(i), TensorType(DType::f64, rlx::to_shape(ins[i].shape))));
+    vs.push_back(
+        g.input("x" + std::to_string(i), TensorType(DType::f64, rlx::to_shape(ins[i].shape))));
   auto outs = rlx::op_n(op, vs, attrs);
   for (size_t i = 0; i < outs.size(); ++i) g.output(outs[i], "y" + std::to_string(i));
   rlx::VmapOptions vo;
@@ -608,7 +626,8 @@ void check_vmap(const std::string& op, std::vector<Mat> ins, int axis, Attrs att
     Shape64 front = ins[0].shape;
     front.insert(front.begin(), 3);
     std::vector<double> v;
-    for (auto& t : slices) for (double x : t.to_doubles()) v.push_back(x);
+    for (auto& t : slices)
+      for (double x : t.to_doubles()) v.push_back(x);
     Tensor f = Tensor::from_doubles(DType::f64, front, v);
     std::vector<int64_t> perm;
     for (int64_t i = 1; i <= axis; ++i) perm.push_back(i);
@@ -632,7 +651,8 @@ void check_vmap(const std::string& op, std::vector<Mat> ins, int axis, Attrs att
       auto gv = got.to_doubles(), wv = want[o].to_doubles();
       ASSERT_EQ(gv.size(), wv.size()) << op;
       for (size_t i = 0; i < gv.size(); ++i)
-        EXPECT_NEAR(gv[i], wv[i], 1e-10 * (1 + std::abs(wv[i]))) << op << " output " << o << " element " << e;
+        EXPECT_NEAR(gv[i], wv[i], 1e-10 * (1 + std::abs(wv[i])))
+            << op << " output " << o << " element " << e;
     }
   }
 }
@@ -686,16 +706,20 @@ void build_only(const std::string& op, std::vector<TensorType> types, Attrs attr
   rlx::linalg::register_ops();
   Graph g;
   std::vector<Value> vs;
-  for (size_t i = 0; i < types.size(); ++i) vs.push_back(g.input("x" + std::to_string(i), types[i]));
+  for (size_t i = 0; i < types.size(); ++i)
+    vs.push_back(g.input("x" + std::to_string(i), types[i]));
   rlx::op_n(op, vs, attrs);
 }
 
 TEST(LinalgErrors, NonSquareMatrices) {
-  for (const char* op : {"linalg.inv", "linalg.det", "linalg.slogdet", "linalg.cholesky", "linalg.eigh"})
+  for (const char* op :
+       {"linalg.inv", "linalg.det", "linalg.slogdet", "linalg.cholesky", "linalg.eigh"})
     expect_error<rlx::ValueError>([&] { build_only(op, {TensorType::parse("f64[3,4]")}); },
                                   {op, "square", "f64[3,4]"});
   expect_error<rlx::ValueError>(
-      [] { build_only("linalg.solve", {TensorType::parse("f64[3,4]"), TensorType::parse("f64[3,1]")}); },
+      [] {
+        build_only("linalg.solve", {TensorType::parse("f64[3,4]"), TensorType::parse("f64[3,1]")});
+      },
       {"linalg.solve", "square"});
   expect_error<rlx::ValueError>([] { build_only("linalg.qr", {TensorType::parse("f64[4]")}); },
                                 {"linalg.qr", "rank >= 2"});
@@ -703,18 +727,26 @@ TEST(LinalgErrors, NonSquareMatrices) {
 
 TEST(LinalgErrors, MismatchedBatchOrRows) {
   expect_error<rlx::ValueError>(
-      [] { build_only("linalg.solve", {TensorType::parse("f64[2,3,3]"), TensorType::parse("f64[4,3,1]")}); },
+      [] {
+        build_only("linalg.solve",
+                   {TensorType::parse("f64[2,3,3]"), TensorType::parse("f64[4,3,1]")});
+      },
       {"linalg.solve", "batch dims", "f64[4,3,1]"});
   expect_error<rlx::ValueError>(
-      [] { build_only("linalg.solve", {TensorType::parse("f64[3,3]"), TensorType::parse("f64[4,1]")}); },
+      [] {
+        build_only("linalg.solve", {TensorType::parse("f64[3,3]"), TensorType::parse("f64[4,1]")});
+      },
       {"linalg.solve", "rows", "f64[4,1]"});
   expect_error<rlx::ValueError>(
       [] {
-        build_only("linalg.triangular_solve", {TensorType::parse("f32[3,3]"), TensorType::parse("f32[2,1]")});
+        build_only("linalg.triangular_solve",
+                   {TensorType::parse("f32[3,3]"), TensorType::parse("f32[2,1]")});
       },
       {"linalg.triangular_solve", "rows"});
   expect_error<rlx::ValueError>(
-      [] { build_only("linalg.lstsq", {TensorType::parse("f64[5,3]"), TensorType::parse("f64[4,2]")}); },
+      [] {
+        build_only("linalg.lstsq", {TensorType::parse("f64[5,3]"), TensorType::parse("f64[4,2]")});
+      },
       {"linalg.lstsq", "rows"});
 }
 
@@ -723,7 +755,9 @@ TEST(LinalgErrors, WrongDtypes) {
     expect_error<rlx::TypeError>([&] { build_only("linalg.inv", {TensorType::parse(t)}); },
                                  {"linalg.inv", "f32 or f64", t});
   expect_error<rlx::TypeError>(
-      [] { build_only("linalg.solve", {TensorType::parse("f64[3,3]"), TensorType::parse("f32[3,1]")}); },
+      [] {
+        build_only("linalg.solve", {TensorType::parse("f64[3,3]"), TensorType::parse("f32[3,1]")});
+      },
       {"linalg.solve", "one dtype"});
 }
 
@@ -731,13 +765,19 @@ TEST(LinalgErrors, SingularMatrices) {
   for (DType d : kDtypes) {
     Mat A{{3, 3}, {1, 2, 3, 2, 4, 6, 1, 0, 1}};  // row 1 = 2 * row 0
     Mat B{{3, 1}, {1, 2, 3}};
-    expect_error<rlx::ValueError>([&] { run_op("linalg.solve", {tensor(d, A), tensor(d, B)}); },
-                                  {"linalg.solve", "nonsingular", "singular"});
+    expect_error<rlx::ValueError>(
+        [&] {
+          run_op("linalg.solve", {tensor(d, A), tensor(d, B)});
+        },
+        {"linalg.solve", "nonsingular", "singular"});
     expect_error<rlx::ValueError>([&] { run_op("linalg.inv", {tensor(d, A)}); },
                                   {"linalg.inv", "nonsingular"});
     Mat T{{3, 3}, {1, 0, 0, 2, 0, 0, 1, 1, 1}};
-    expect_error<rlx::ValueError>([&] { run_op("linalg.triangular_solve", {tensor(d, T), tensor(d, B)}); },
-                                  {"linalg.triangular_solve", "nonsingular"});
+    expect_error<rlx::ValueError>(
+        [&] {
+          run_op("linalg.triangular_solve", {tensor(d, T), tensor(d, B)});
+        },
+        {"linalg.triangular_solve", "nonsingular"});
     // det of a singular matrix is 0 and slogdet's sign 0, log|det| -inf: no error.
     EXPECT_EQ(run_op("linalg.det", {tensor(d, A)})[0].to_doubles()[0], 0.0);
     auto sl = run_op("linalg.slogdet", {tensor(d, A)});
@@ -748,8 +788,9 @@ TEST(LinalgErrors, SingularMatrices) {
 
 TEST(LinalgErrors, CholeskyOfANonSpdMatrix) {
   for (DType d : kDtypes) {
-    Mat A{{2, 3, 3}, {4, 0, 0, 0, 5, 0, 0, 0, 6,     // SPD
-                      1, 2, 0, 2, 1, 0, 0, 0, 1}};   // eigenvalues 3, -1, 1
+    Mat A{{2, 3, 3},
+          {4, 0, 0, 0, 5, 0, 0, 0, 6,    // SPD
+           1, 2, 0, 2, 1, 0, 0, 0, 1}};  // eigenvalues 3, -1, 1
     expect_error<rlx::ValueError>([&] { run_op("linalg.cholesky", {tensor(d, A)}); },
                                   {"linalg.cholesky", "positive definite", "matrix 1"});
   }
