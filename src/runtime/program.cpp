@@ -240,10 +240,16 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
     if (kept_on_device(i)) {
       std::lock_guard lock(kept_mu_);
       if (kept_[i].empty()) {
-        std::vector<Tensor> kept;
-        for (size_t j = 0; j < n.outputs.size(); ++j)
-          kept.push_back(Tensor::empty(n.outputs[j].dtype(), plan->shapes[i][j], device_));
-        run_on_host(i, k, {}, plan->shapes[i], kept);
+        std::vector<Tensor> kept(n.outputs.size());
+        if (!k.flags.makes_outputs)
+          for (size_t j = 0; j < n.outputs.size(); ++j)
+            kept[j] = Tensor::empty(n.outputs[j].dtype(), plan->shapes[i][j], device_);
+        if (lowered_.paths[i] == DispatchPath::host) {
+          run_on_host(i, k, {}, plan->shapes[i], kept);
+        } else {
+          KernelContext ctx{*n.op, n.attrs, device_, stream, nullptr, plan->shapes[i], {}};
+          k.fn(ctx, {}, kept);
+        }
         kept_[i] = std::move(kept);
       }
       for (size_t j = 0; j < n.outputs.size(); ++j) vals[size_t(n.outputs[j].id)] = kept_[i][j];
@@ -308,10 +314,12 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
   }
   std::vector<Tensor> result;
   for (const Output& o : g.outputs()) {
-    // A constant's tensor is its literal's bytes: the caller gets a copy it may write.
+    // A constant's tensor is its literal's bytes, a kept node's is reused by every run: the
+    // caller gets a copy it may write.
     const Node* p = g.producer(o.value);
     const Tensor& t = vals[size_t(o.value.id)];
-    result.push_back(p && p->op->name == "constant" ? t.clone() : t);
+    bool shared = p && (p->op->name == "constant" || kept_on_device(size_t(p - g.nodes().data())));
+    result.push_back(shared ? t.clone() : t);
   }
   return result;
 }
@@ -336,7 +344,7 @@ Tensor Program::output_storage(const Plan& plan, size_t node, size_t j, std::spa
 }
 
 bool Program::kept_on_device(size_t node) const {
-  if (!backend_ || lowered_.paths[node] != DispatchPath::host) return false;
+  if (!backend_) return false;
   const Node& n = graph().nodes()[node];
   if (!n.inputs.empty() || n.op->has(Trait::random) || n.op->has(Trait::side_effect)) return false;
   for (Value v : n.outputs)

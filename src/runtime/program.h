@@ -67,8 +67,8 @@ class Program {
   // kernel run there, its results copied into `outs` (device storage, or undefined).
   void run_on_host(size_t node, const Kernel& k, std::span<const Tensor> ins,
                    std::span<const std::vector<int64_t>> shapes, std::span<Tensor> outs) const;
-  // Whether node i's outputs are worked out once and kept on the device: a host-path node
-  // with no inputs, nothing random and static outputs (a constant's upload).
+  // Whether node i's outputs are worked out once and kept on the device: a node with no
+  // inputs, nothing random and static outputs (a constant's upload, an iota).
   bool kept_on_device(size_t node) const;
 
   LoweredGraph lowered_;

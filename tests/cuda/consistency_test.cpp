@@ -68,11 +68,13 @@ const char* const kNative[] = {
     "isinf", "add", "sub", "mul", "div", "pow", "max", "min", "mod", "fmod", "atan2",
     "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
     "eq", "ne", "lt", "le", "gt", "ge", "clamp", "select", "cast",
-    // shape.cpp and the views every device shares
+    // shape.cpp, shape_index.cu and the views every device shares
     "transpose", "broadcast_to", "slice", "concat", "split", "tile", "flip", "reshape",
-    "expand_dims", "squeeze",
+    "expand_dims", "squeeze", "constant", "gather", "gather_elements", "gather_nd",
+    "scatter_elements", "scatter_nd", "one_hot", "iota",
     // reduce.cu
     "sum", "prod", "reduce_max", "reduce_min", "mean", "logsumexp", "l1_norm", "l2_norm",
+    "argmax", "argmin", "cumsum",
     // nn.cu, attention.cu
     "softmax", "log_softmax", "layer_norm", "rms_norm", "embedding", "attention",
     "cross_entropy"};
@@ -92,7 +94,7 @@ TEST(CudaDispatch, CoreOpsResolveToNativeKernels) {
 
 TEST(CudaDispatch, FloatMatmulIsNativeIntegerMatmulRunsOnTheHost) {
   for (const OpCheck& c : table().checks) {
-    if (c.op != "matmul") continue;
+    if (c.op != "matmul" && c.op != "dot_general") continue;
     DispatchPath want = is_float(c.dtype) ? DispatchPath::native : DispatchPath::host;
     EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), dispatch_path_name(want))
         << check_label(c) << " " << dtype_name(c.dtype);

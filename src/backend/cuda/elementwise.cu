@@ -1,6 +1,8 @@
 // Elementwise kernels: unary math, binary arithmetic / logic / comparison, select and
 // clamp, with NumPy broadcasting (stride-0 views) and strided inputs read in place. Same-
 // shape contiguous operands take a flat loop; the rest go through an Indexer.
+#include <algorithm>
+
 #include "backend/cuda/elementwise_ops.cuh"
 #include "backend/cuda/families.h"
 
@@ -12,8 +14,35 @@ using namespace ewop;
 using Ins = std::span<const Tensor>;
 using Outs = std::span<Tensor>;
 
+// Flat loops move 16 bytes per load (kVec elements of the widest operand type) when every
+// pointer is aligned for it; the tail goes element by element.
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+template <class... Ts>
+constexpr int kVec = 16 / std::max({sizeof(Ts)...});
+
+template <int V, class... Ps>
+bool aligned(const Ps*... p) {
+  return ((reinterpret_cast<uintptr_t>(p) % (sizeof(Ps) * V) == 0) && ...);
+}
+
 template <class T, class U, class Op>
 __global__ void unary_flat(const T* x, U* y, int64_t n, Op op) {
+  constexpr int V = kVec<T, U>;
+  int64_t nv = n / V;
+  RLX_GRID_STRIDE(i, nv) {
+    Vec<T, V> a = reinterpret_cast<const Vec<T, V>*>(x)[i];
+    Vec<U, V> r;
+#pragma unroll
+    for (int e = 0; e < V; ++e) r.v[e] = store<U>(op(load(a.v[e])));
+    reinterpret_cast<Vec<U, V>*>(y)[i] = r;
+  }
+  RLX_GRID_STRIDE(i, n - nv * V) y[nv * V + i] = store<U>(op(load(x[nv * V + i])));
+}
+template <class T, class U, class Op>
+__global__ void unary_flat_scalar(const T* x, U* y, int64_t n, Op op) {
   RLX_GRID_STRIDE(i, n) y[i] = store<U>(op(load(x[i])));
 }
 template <class T, class U, class Op>
@@ -27,7 +56,31 @@ __global__ void unary_strided(const T* x, U* y, int64_t n, Indexer<2> ix, Op op)
 
 template <class T, class U, class Op>
 __global__ void binary_flat(const T* a, const T* b, U* y, int64_t n, Op op) {
+  constexpr int V = kVec<T, U>;
+  int64_t nv = n / V;
+  RLX_GRID_STRIDE(i, nv) {
+    Vec<T, V> va = reinterpret_cast<const Vec<T, V>*>(a)[i];
+    Vec<T, V> vb = reinterpret_cast<const Vec<T, V>*>(b)[i];
+    Vec<U, V> r;
+#pragma unroll
+    for (int e = 0; e < V; ++e) r.v[e] = store<U>(op(load(va.v[e]), load(vb.v[e])));
+    reinterpret_cast<Vec<U, V>*>(y)[i] = r;
+  }
+  RLX_GRID_STRIDE(i, n - nv * V) {
+    int64_t j = nv * V + i;
+    y[j] = store<U>(op(load(a[j]), load(b[j])));
+  }
+}
+template <class T, class U, class Op>
+__global__ void binary_flat_scalar(const T* a, const T* b, U* y, int64_t n, Op op) {
   RLX_GRID_STRIDE(i, n) y[i] = store<U>(op(load(a[i]), load(b[i])));
+}
+
+// A same-shape operand and a single value (x * 2, x + bias scalar): no indexer.
+template <class T, class U, class Op, bool kScalarFirst>
+__global__ void binary_scalar(const T* a, const T* s, U* y, int64_t n, Op op) {
+  auto c = load(*s);
+  RLX_GRID_STRIDE(i, n) y[i] = store<U>(kScalarFirst ? op(c, load(a[i])) : op(load(a[i]), c));
 }
 template <class T, class U, class Op>
 __global__ void binary_strided(const T* a, const T* b, U* y, int64_t n, Indexer<3> ix, Op op) {
@@ -59,8 +112,10 @@ void unary_apply(const Tensor& x, const Tensor& y, Op op, cudaStream_t s) {
   if (n == 0) return;
   const T* xp = static_cast<const T*>(x.data());
   U* yp = static_cast<U*>(y.data());
-  if (flat(x, y)) {
-    unary_flat<T, U, Op><<<blocks_for(n), kThreads, 0, s>>>(xp, yp, n, op);
+  if (flat(x, y) && aligned<kVec<T, U>>(xp, yp)) {
+    unary_flat<T, U, Op><<<blocks_for(n, kVec<T, U>), kThreads, 0, s>>>(xp, yp, n, op);
+  } else if (flat(x, y)) {
+    unary_flat_scalar<T, U, Op><<<blocks_for(n), kThreads, 0, s>>>(xp, yp, n, op);
   } else {
     Tensor xb = x.broadcast_to(y.shape());
     auto ix = make_indexer<2>(y.shape(), {&y.strides(), &xb.strides()});
@@ -112,8 +167,15 @@ void binary_kernel(const KernelContext& ctx, Ins in, Outs out) {
       auto ap = static_cast<const T*>(a.data()), bp = static_cast<const T*>(b.data());
       auto yp = static_cast<U*>(y.data());
       cudaStream_t s = stream_of(ctx);
-      if (flat(a, y) && flat(b, y)) {
-        binary_flat<T, U, Op><<<blocks_for(n), kThreads, 0, s>>>(ap, bp, yp, n, Op{});
+      constexpr int V = kVec<T, U>;
+      if (flat(a, y) && flat(b, y) && aligned<V>(ap, bp, yp)) {
+        binary_flat<T, U, Op><<<blocks_for(n, V), kThreads, 0, s>>>(ap, bp, yp, n, Op{});
+      } else if (flat(a, y) && flat(b, y)) {
+        binary_flat_scalar<T, U, Op><<<blocks_for(n), kThreads, 0, s>>>(ap, bp, yp, n, Op{});
+      } else if (flat(a, y) && b.numel() == 1) {
+        binary_scalar<T, U, Op, false><<<blocks_for(n), kThreads, 0, s>>>(ap, bp, yp, n, Op{});
+      } else if (flat(b, y) && a.numel() == 1) {
+        binary_scalar<T, U, Op, true><<<blocks_for(n), kThreads, 0, s>>>(bp, ap, yp, n, Op{});
       } else {
         Tensor ab = a.broadcast_to(y.shape()), bb = b.broadcast_to(y.shape());
         auto ix = make_indexer<3>(y.shape(), {&y.strides(), &ab.strides(), &bb.strides()});

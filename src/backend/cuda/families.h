@@ -9,7 +9,8 @@ namespace rlx::gpu {
 
 void register_elementwise(KernelRegistry& r);  // elementwise.cu
 void register_cast(KernelRegistry& r);         // cast.cu
-void register_shape(KernelRegistry& r);        // shape.cu
+void register_shape(KernelRegistry& r);        // shape.cpp
+void register_shape_index(KernelRegistry& r);  // shape_index.cu: gathers, scatters, one_hot, iota
 void register_reduce(KernelRegistry& r);       // reduce.cu
 void register_nn(KernelRegistry& r);           // nn.cu: softmax, norms, embedding
 void register_attention(KernelRegistry& r);    // attention.cu (called by register_nn)

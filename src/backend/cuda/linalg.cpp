@@ -5,6 +5,7 @@
 // GEMM. f16 / bf16 accumulate in f32; f32 is exact f32 unless RLX_CUDA_TF32=1.
 #include <cublasLt.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <map>
@@ -233,10 +234,62 @@ void matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
   run_gemm(g, y.device(), s);
 }
 
+// dot_general: each operand permuted to [batch, free, contracting] (lhs) / [batch,
+// contracting, free] (rhs) and seen as 3-D, a view where its dims merge, else a copy; the
+// output [batch, lhs free, rhs free] is contiguous.
+void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                        std::span<Tensor> out) {
+  cudaStream_t s = stream_of(ctx);
+  auto axes = [&](const char* key, int64_t rank) {
+    std::vector<int64_t> v;
+    for (int64_t a : ctx.attrs.get_ints(key)) v.push_back(a < 0 ? a + rank : a);
+    return v;
+  };
+  auto free_axes = [](int64_t rank, const std::vector<int64_t>& b, const std::vector<int64_t>& c) {
+    std::vector<int64_t> f;
+    for (int64_t d = 0; d < rank; ++d)
+      if (std::find(b.begin(), b.end(), d) == b.end() && std::find(c.begin(), c.end(), d) == c.end())
+        f.push_back(d);
+    return f;
+  };
+  // t's dims in groups g0, g1, g2 as [size g0, size g1, size g2].
+  auto as3 = [&](const Tensor& t, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                 const std::vector<int64_t>& g2) {
+    std::vector<int64_t> perm = g0, shape;
+    perm.insert(perm.end(), g1.begin(), g1.end());
+    perm.insert(perm.end(), g2.begin(), g2.end());
+    for (const auto* g : {&g0, &g1, &g2}) {
+      int64_t n = 1;
+      for (int64_t d : *g) n *= t.shape()[size_t(d)];
+      shape.push_back(n);
+    }
+    Tensor p = t.permute(perm);
+    if (!p.is_contiguous()) {
+      Tensor c = Tensor::empty(p.dtype(), p.shape(), p.device());
+      copy_strided(p, c, s);
+      p = c;
+    }
+    return p.reshape(shape);
+  };
+  const Tensor &lhs = in[0], &rhs = in[1];
+  auto lb = axes("lhs_batch", lhs.rank()), lc = axes("lhs_contracting", lhs.rank());
+  auto rb = axes("rhs_batch", rhs.rank()), rc = axes("rhs_contracting", rhs.rank());
+  Tensor a = as3(lhs, lb, free_axes(lhs.rank(), lb, lc), lc);
+  Tensor b = as3(rhs, rb, rc, free_axes(rhs.rank(), rb, rc));
+  Tensor y = out[0];
+  int64_t batch = a.shape()[0], m = a.shape()[1], k = a.shape()[2], n = b.shape()[2];
+  if (y.numel() == 0) return;
+  if (k == 0) return fill(y, 0, s);
+  Operand oa = operand(a, s), ob = operand(b, s);
+  Gemm g{a.dtype(), n, m, k, batch, &ob, &oa, y.data(), n, m * n};
+  run_gemm(g, y.device(), s);
+}
+
 }  // namespace
 
 void register_linalg(KernelRegistry& r) {
   add_kernel(r, "matmul", matmul_kernel, dtype_in(kFloat), {.strided_inputs = true});
+  add_kernel(r, "dot_general", dot_general_kernel, dtype_in(kFloat), {.strided_inputs = true});
 }
 
 }  // namespace rlx::gpu

@@ -261,9 +261,113 @@ void reduce_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
   RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
 }
 
+// ---- argmax / argmin, cumsum ------------------------------------------------------------
+// NaN counts as the extreme (NumPy): the first NaN wins, or the last one under
+// select_last_index, which likewise picks the last of equal extremes. One thread per
+// column of [outer, r, inner].
+
+template <bool kMax, bool kLast, class C>
+__device__ __forceinline__ bool better(C v, C best) {
+  if constexpr (kLast)
+    return (kMax ? v >= best : v <= best) || is_nan(v);
+  else
+    return (kMax ? v > best : v < best) || (is_nan(v) && !is_nan(best));
+}
+
+template <bool kMax, bool kLast, class T>
+__global__ void arg_columns(const T* x, int64_t* y, int64_t outer, int64_t r, int64_t inner) {
+  using C = compute_t<T>;
+  RLX_GRID_STRIDE(c, outer * inner) {
+    int64_t o = c / inner, i = c - o * inner;
+    const T* p = x + o * r * inner + i;
+    C best = C(load(p[0]));
+    int64_t at = 0;
+    for (int64_t k = 1; k < r; ++k) {
+      C v = C(load(p[k * inner]));
+      if (better<kMax, kLast>(v, best)) {
+        best = v;
+        at = k;
+      }
+    }
+    y[c] = at;
+  }
+}
+
+// [outer, r, inner] of x as seen around one axis.
+Blocks axis_blocks(const Tensor& x, int64_t axis) {
+  Blocks b;
+  b.x = x;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    (d < axis ? b.outer : d == axis ? b.r : b.inner) *= x.shape()[size_t(d)];
+  return b;
+}
+
+template <bool kMax>
+void arg_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  int64_t axis = ctx.attrs.get_int("axis");
+  Blocks b = axis_blocks(in[0], axis < 0 ? axis + in[0].rank() : axis);
+  int64_t n = b.outer * b.inner;
+  if (n == 0) return;
+  bool last = ctx.attrs.get_bool("select_last_index");
+  cudaStream_t s = stream_of(ctx);
+  visit(in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (in_set<T>(kNumeric)) {
+      auto x = static_cast<const T*>(b.x.data());
+      auto y = static_cast<int64_t*>(out[0].data());
+      if (last)
+        arg_columns<kMax, true, T><<<blocks_for(n), kThreads, 0, s>>>(x, y, b.outer, b.r, b.inner);
+      else
+        arg_columns<kMax, false, T><<<blocks_for(n), kThreads, 0, s>>>(x, y, b.outer, b.r, b.inner);
+    }
+  });
+  RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
+}
+
+// Running sums in the accumulator of sums (f64, wrapping 64-bit integers), stored per step.
+template <class T>
+__global__ void cumsum_columns(const T* x, T* y, int64_t outer, int64_t r, int64_t inner,
+                               bool exclusive, bool reverse) {
+  using A = acc_t<T>;
+  RLX_GRID_STRIDE(c, outer * inner) {
+    int64_t o = c / inner, i = c - o * inner;
+    int64_t base = o * r * inner + i;
+    A s = A(0);
+    for (int64_t k = 0; k < r; ++k) {
+      int64_t at = base + (reverse ? r - 1 - k : k) * inner;
+      A v = A(load(x[at]));
+      A out = exclusive ? s : s + v;
+      if constexpr (std::is_integral_v<T>)
+        y[at] = T(out);
+      else
+        y[at] = store<T>(out);
+      s += v;
+    }
+  }
+}
+
+void cumsum_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  int64_t axis = ctx.attrs.get_int("axis");
+  Blocks b = axis_blocks(in[0], axis < 0 ? axis + in[0].rank() : axis);
+  int64_t n = b.outer * b.inner;
+  if (n == 0) return;
+  bool exclusive = ctx.attrs.get_bool("exclusive"), reverse = ctx.attrs.get_bool("reverse");
+  visit(in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (in_set<T>(kNumeric))
+      cumsum_columns<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(
+          static_cast<const T*>(b.x.data()), static_cast<T*>(out[0].data()), b.outer, b.r,
+          b.inner, exclusive, reverse);
+  });
+  RLX_CUDA_LAUNCHED("cumsum");
+}
+
 }  // namespace
 
 void register_reduce(KernelRegistry& r) {
+  add_kernel(r, "argmax", arg_kernel<true>, dtype_in(kNumeric));
+  add_kernel(r, "argmin", arg_kernel<false>, dtype_in(kNumeric));
+  add_kernel(r, "cumsum", cumsum_kernel, dtype_in(kNumeric));
   struct Entry {
     const char* name;
     KernelFn fn;

@@ -14,6 +14,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   gpu::register_elementwise(registry);
   gpu::register_cast(registry);
   gpu::register_shape(registry);
+  gpu::register_shape_index(registry);
   gpu::register_reduce(registry);
   gpu::register_nn(registry);
   gpu::register_linalg(registry);

@@ -148,9 +148,17 @@ void flip_kernel(const KernelContext& ctx, Ins in, Outs out) {
   copy_to(ctx, out[0], at(x, off), s);
 }
 
+// The literal uploaded; a program keeps the result for every later run (it has no inputs).
+void constant_kernel(const KernelContext& ctx, Ins, Outs out) {
+  const Literal& v = ctx.attrs.get_tensor("value");
+  Tensor host = Tensor::wrap(v.dtype(), v.shape(), const_cast<void*>(v.data()), [keep = v](void*) {});
+  out[0] = host.to(ctx.device);
+}
+
 }  // namespace
 
 void register_shape(KernelRegistry& r) {
+  add_kernel(r, "constant", constant_kernel, {}, {.makes_outputs = true});
   KernelFlags strided{.strided_inputs = true};
   struct Entry {
     const char* op;
