@@ -5,6 +5,8 @@
 //             bandwidth limit (one device copy of the bytes a fused kernel must move,
 //             measured here) — unfused until the NVRTC regions land
 //   attention causal, [8, 12, 1024, 64] bf16 forward
+//   gpt2      GPT-2 small (12 layers, d 768, 12 heads, vocab 50304; the demo's model,
+//             examples/demo) forward on 8 x 1024 tokens to logits, f32 and auto-bf16
 //
 // Each rlx case is a compiled graph; its inputs live on the GPU. Times are the median of
 // --runs runs after warm-up, synchronised. PyTorch's numbers come from bench/gpu_torch.py
@@ -18,6 +20,7 @@
 #include <string>
 
 #include "bench.h"
+#include "model.h"
 #include "rlx/cuda.h"
 #include "rlx/rlx.h"
 
@@ -133,6 +136,32 @@ int main(int argc, char** argv) {
     std::vector<Tensor> in;
     for (uint64_t i = 0; i < 3; ++i) in.push_back(random_on_gpu(DType::bf16, {8, 12, 1024, 64}, 10 + i));
     row("attention causal 8x12x1024x64 bf16", median_ms(cg, in, runs), t, "attention", "");
+  }
+
+  {  // GPT-2 small forward
+    demo::GptConfig cfg{.vocab = 50304, .d_model = 768, .heads = 12, .layers = 12, .context = 1024};
+    auto g = demo::build_gpt(cfg, /*with_loss=*/false);
+    TensorMap params = demo::init_params(*g, cfg.layers, 1);
+    std::vector<int64_t> tok(8 * 1024);
+    std::mt19937_64 rng(4);
+    for (auto& v : tok) v = int64_t(rng() % 50304);
+    TensorMap in{{"tokens", Tensor::from_vector(tok, {8, 1024}).to(Device::cuda())},
+                 {"pos", demo::positions(1024).to(Device::cuda())}};
+    for (Precision p : {Precision::f32, Precision::auto_bf16}) {
+      CompileOptions o;
+      o.precision = p;
+      CompiledGraph cg = s.compile(*g, o);
+      for (const auto& [name, v] : params) cg.set_param(name, v.to(Device::cuda()));
+      auto st = bench::measure(
+          [&] {
+            cg.run(in);
+            cuda::synchronize();
+          },
+          2, std::max(runs / 4, 3));
+      bool bf16 = p != Precision::f32;
+      row(bf16 ? "gpt2 forward 8x1024 auto-bf16" : "gpt2 forward 8x1024 f32", st.median * 1e3, t,
+          bf16 ? "gpt2_bf16" : "gpt2_f32", "");
+    }
   }
   return 0;
 }

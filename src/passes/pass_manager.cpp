@@ -82,11 +82,10 @@ std::vector<std::string> default_pipeline(Device device, int opt_level, Precisio
     for (const char* p : {"simplify", "cse", "elementwise_fusion"}) want.push_back(p);
   }
   if (opt_level >= 1) want.push_back("dce");
-  // The CPU's own layouts (blocked conv, fused conv prologues) mean nothing elsewhere, and
-  // fused regions wait for the GPU's compiled kernels.
+  // The CPU's own layouts (blocked conv, fused conv prologues) mean nothing elsewhere.
   if (!device.is_cpu())
     std::erase_if(want, [](const std::string& p) {
-      return p == "nchwc_layout" || p == "conv_prologue" || p == "elementwise_fusion";
+      return p == "nchwc_layout" || p == "conv_prologue";
     });
   // A build without some pass (a backend that registers its own later) leaves it out.
   std::vector<std::string> out;

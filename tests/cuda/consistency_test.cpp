@@ -3,6 +3,7 @@
 // where there is none; the dispatch checks need none and run everywhere.
 #include <gtest/gtest.h>
 
+#include "backend/cuda/families.h"
 #include "rlx/cuda.h"
 #include "support/consistency.h"
 
@@ -99,6 +100,41 @@ TEST(CudaDispatch, FloatMatmulIsNativeIntegerMatmulRunsOnTheHost) {
     EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), dispatch_path_name(want))
         << check_label(c) << " " << dtype_name(c.dtype);
   }
+}
+
+// Regions of float and bool values compile to one NVRTC kernel; the others (integer
+// values, reductions) decompose and run op by op.
+TEST(CudaDispatch, FloatRegionsAreGeneratedOthersDecompose) {
+  int native = 0, decomposed = 0;
+  for (const OpCheck& c : table().checks) {
+    if (c.op != "fused_elementwise") continue;
+    DispatchPath p = path_on_cuda(c);
+    bool generated = true;
+    for (const Node& n : c.subgraphs[0]->nodes()) {
+      generated &= !n.op->has(Trait::reduction);
+      for (Value v : n.outputs) generated &= is_float(v.dtype()) || is_bool(v.dtype());
+      for (Value v : n.inputs) generated &= is_float(v.dtype()) || is_bool(v.dtype());
+    }
+    EXPECT_EQ(dispatch_path_name(p),
+              dispatch_path_name(generated ? DispatchPath::native : DispatchPath::decomposed))
+        << check_label(c) << " " << dtype_name(c.dtype);
+    (p == DispatchPath::native ? native : decomposed)++;
+  }
+  EXPECT_GT(native, 0);
+  std::printf("fused_elementwise checks: %d generated, %d decomposed\n", native, decomposed);
+}
+
+// Every generated region kernel compiles (NVRTC, for sm_90: no GPU needed).
+TEST(CudaRegion, GeneratedKernelsCompile) {
+  int compiled = 0;
+  for (const OpCheck& c : table().checks) {
+    if (c.op != "fused_elementwise") continue;
+    std::string src = gpu::region_source(*c.subgraphs[0]);
+    if (src.empty()) continue;
+    EXPECT_NO_THROW(EXPECT_FALSE(gpu::region_cubin(src, "sm_90").empty())) << check_label(c);
+    ++compiled;
+  }
+  EXPECT_GT(compiled, 0);
 }
 
 }  // namespace

@@ -18,6 +18,7 @@ void register_cuda_kernels(KernelRegistry& registry) {
   gpu::register_reduce(registry);
   gpu::register_nn(registry);
   gpu::register_linalg(registry);
+  gpu::register_region(registry);
 }
 
 }  // namespace rlx
