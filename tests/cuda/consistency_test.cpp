@@ -129,9 +129,16 @@ TEST(CudaRegion, GeneratedKernelsCompile) {
   int compiled = 0;
   for (const OpCheck& c : table().checks) {
     if (c.op != "fused_elementwise") continue;
-    std::string src = gpu::region_source(*c.subgraphs[0]);
+    const Graph& body = *c.subgraphs[0];
+    std::string src = gpu::region_source(body);
     if (src.empty()) continue;
-    EXPECT_NO_THROW(EXPECT_FALSE(gpu::region_cubin(src, "sm_90").empty())) << check_label(c);
+    // The run-time layout, and every input scalar / every input and output flat.
+    size_t n = body.args().size() + body.outputs().size() + 8;
+    for (std::string layout : {std::string(), std::string(n, 's'), std::string(n, 'f')}) {
+      src = gpu::region_source(body, layout);
+      EXPECT_NO_THROW(EXPECT_FALSE(gpu::region_cubin(src, "sm_90").empty()))
+          << check_label(c) << " layout '" << layout << "'";
+    }
     ++compiled;
   }
   EXPECT_GT(compiled, 0);

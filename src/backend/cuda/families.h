@@ -16,9 +16,11 @@ void register_nn(KernelRegistry& r);           // nn.cu: softmax, norms, embeddi
 void register_attention(KernelRegistry& r);    // attention.cu (called by register_nn)
 void register_linalg(KernelRegistry& r);       // linalg.cpp: matmul through cuBLASLt
 void register_region(KernelRegistry& r);       // region.cpp: fused_elementwise via NVRTC
-// The kernel generated for a region body ("" when the generator declines it), and its
-// cubin for an architecture ("sm_90"); NVRTC needs no GPU, so tests compile every body.
-std::string region_source(const Graph& body);
+// The kernel generated for a region body ("" when the generator declines it) and a layout
+// of its inputs and outputs (region.cpp: 'f' flat, 's' scalar, 'x' strided per load site,
+// then per output; empty: decided at run time), and its cubin for an architecture
+// ("sm_90"); NVRTC needs no GPU, so tests compile every body.
+std::string region_source(const Graph& body, const std::string& layout = {});
 std::string region_cubin(const std::string& source, const std::string& sm);
 
 // supports(): the dtype of input `index` (or of output 0 for ops without inputs) is in

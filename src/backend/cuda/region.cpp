@@ -81,8 +81,12 @@ struct Program {
   std::string why;             // non-empty: the body cannot be generated
 };
 
-Program generate(const Graph& body) {
+// `layout`: per load site, then per output, how it is addressed in this variant: 'f' flat
+// (contiguous, the region's shape: element i), 's' scalar (one value, loaded once), 'x'
+// through strides. Empty: every site and output through the runtime flags (site_off).
+Program generate(const Graph& body, const std::string& layout = {}) {
   Program p;
+  std::string pre;  // before the loop: the scalar sites
   std::vector<std::string> name(body.num_values());
   std::vector<int32_t> arg_of(body.num_values(), -1);  // the arg an arg / view reads
   for (size_t k = 0; k < body.args().size(); ++k) arg_of[size_t(body.args()[k].value.id)] = int32_t(k);
@@ -102,9 +106,17 @@ Program generate(const Graph& body) {
     int s = int(p.sites.size());
     if (s >= kMaxSites) decline("too many inputs");
     p.sites.push_back(v.id);
+    char kind = size_t(s) < layout.size() ? layout[size_t(s)] : '?';
+    std::string ld = cat("ld_", suffix(v.dtype()), "(a.in[", s, "], ");
+    if (kind == 's') {
+      n = cat("s", tmp++);
+      pre += cat("  const ", ctype(v.dtype()), " ", n, " = ", ld, "0);\n");
+      return n;
+    }
     n = cat("v", tmp++, "[k]");
+    std::string at = kind == 'f' ? "ix[k]" : cat("site_off(a, ", s, ", ix[k])");
     code += cat("    ", ctype(v.dtype()), " ", n.substr(0, n.size() - 3), "[kU];\n", kUnroll, n,
-                " = ld_", suffix(v.dtype()), "(a.in[", s, "], site_off(a, ", s, ", ix[k]));\n");
+                " = ", ld, at, ");\n");
     return n;
   };
   for (const Node& node : body.nodes()) {
@@ -212,13 +224,15 @@ Program generate(const Graph& body) {
   for (size_t j = 0; j < body.outputs().size(); ++j) {
     Value v = body.outputs()[j].value;
     std::string n = use(v);
-    code += cat(kUnroll, "if (i + k * T < a.n) st_", suffix(v.dtype()), "(a.out[", j,
-                "], out_off(a, ", j, ", ix[k]), ", n, ");\n");
+    size_t at = p.sites.size() + j;  // outputs follow the sites in the layout
+    bool flat = at < layout.size() && layout[at] == 'f';
+    code += cat(kUnroll, "if (i + k * T < a.n) st_", suffix(v.dtype()), "(a.out[", j, "], ",
+                flat ? std::string("ix[k]") : cat("out_off(a, ", j, ", ix[k])"), ", ", n, ");\n");
   }
   // kU elements per thread and iteration, T apart (coalesced): every load of the kU
   // comes before any store, so they are all in flight together.
   p.source = cat(kRegionPrelude, "#define kU ", kU,
-                 "\nextern \"C\" __global__ void rlx_region(const Args a) {\n",
+                 "\nextern \"C\" __global__ void rlx_region(const Args a) {\n", pre,
                  "  const i64 T = i64(blockDim.x) * gridDim.x;\n",
                  "  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += kU * T) {\n",
                  "    i64 ix[kU];\n", kUnroll, "ix[k] = i + k * T < a.n ? i + k * T : a.n - 1;\n",
@@ -241,7 +255,9 @@ std::string arch() {
 
 }  // namespace
 
-std::string region_source(const Graph& body) { return generate(body).source; }
+std::string region_source(const Graph& body, const std::string& layout) {
+  return generate(body, layout).source;
+}
 
 // The cubin of `source` for architecture sm: from the disk cache, else compiled by NVRTC.
 std::string region_cubin(const std::string& source, const std::string& sm) {
@@ -280,16 +296,18 @@ struct Compiled {
   cudaKernel_t kernel = nullptr;
 };
 
-// Per body graph (bodies live as long as the compiled graphs that hold them).
-const Compiled& compiled(const Graph& body) {
+// Per body, by structure (graph_hash): a body's address may be reused by another graph
+// once it is gone, its structure may not.
+// Each layout of its sites (generate) is a variant of its own.
+const Compiled& compiled(const Graph& body, const std::string& layout) {
   static std::mutex mu;
-  static auto* cache = new std::map<const Graph*, std::unique_ptr<Compiled>>;
+  static auto* cache = new std::map<std::pair<uint64_t, std::string>, std::unique_ptr<Compiled>>;
   std::lock_guard lock(mu);
-  auto& slot = (*cache)[&body];
+  auto& slot = (*cache)[{graph_hash(body), layout}];
   if (!slot) {
     auto c = std::make_unique<Compiled>();
-    c->program = generate(body);
-    if (c->program.why.empty()) {
+    c->program = generate(body, layout);
+    if (c->program.why.empty() && !layout.empty()) {
       std::string bin = region_cubin(c->program.source, arch());
       cudaLibrary_t lib;
       RLX_CUDA(cudaLibraryLoadData(&lib, bin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
@@ -335,7 +353,10 @@ Tensor site_view(const Graph& body, Value v, std::span<const Tensor> in,
 
 void region_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   const Graph& body = *ctx.graphs[0];
-  const Compiled& c = compiled(body);
+  const Compiled& sites = compiled(body, {});  // which values are loaded, in what order
+  if (!sites.program.why.empty())
+    fail<NotSupported>("fused_elementwise", "expected a body the generator takes, got one with ",
+                       sites.program.why);
   // The region: every output's shape broadcast together (some may be per-row values).
   std::vector<int64_t> region;
   for (const Tensor& o : out) {
@@ -359,20 +380,24 @@ void region_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
     fail<NotSupported>("fused_elementwise", "expected at most ", kDims, " dims, got ", dims.size());
   a.rank = int(dims.size());
   for (size_t d = 0; d < dims.size(); ++d) a.size[d] = region[dims[d]];
-  for (size_t s = 0; s < c.program.sites.size(); ++s) {
-    Value v{const_cast<Graph*>(&body), c.program.sites[s]};
+  std::string layout;
+  for (size_t s = 0; s < sites.program.sites.size(); ++s) {
+    Value v{const_cast<Graph*>(&body), sites.program.sites[s]};
     Tensor t = site_view(body, v, in, shape).broadcast_to(region);
     a.in[s] = t.data();
     bool scalar = std::all_of(t.strides().begin(), t.strides().end(), [](int64_t x) { return x == 0; });
     a.flat[s] = scalar ? 2 : t.is_contiguous() ? 1 : 0;
+    layout += scalar ? 's' : t.is_contiguous() ? 'f' : 'x';
     for (size_t d = 0; d < dims.size(); ++d) a.stride[s][d] = t.strides()[dims[d]];
   }
   for (size_t j = 0; j < out.size(); ++j) {
     Tensor t = out[j].broadcast_to(region);
     a.out[j] = out[j].data();
     a.oflat[j] = t.is_contiguous();
+    layout += t.is_contiguous() ? 'f' : 'x';
     for (size_t d = 0; d < dims.size(); ++d) a.ostride[j][d] = t.strides()[dims[d]];
   }
+  const Compiled& c = compiled(body, layout);
   void* params[] = {&a};
   int blocks = int(std::min<int64_t>((a.n + 256 * kU - 1) / (256 * kU), int64_t(sm_count()) * 16));
   RLX_CUDA(cudaLaunchKernel(reinterpret_cast<const void*>(c.kernel), dim3(unsigned(blocks)),
@@ -383,9 +408,9 @@ void region_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
 bool generates(const KernelQuery& q) {
   if (q.subgraphs.empty()) return false;
   static std::mutex mu;
-  static auto* seen = new std::map<const Graph*, bool>;
+  static auto* seen = new std::map<uint64_t, bool>;
   std::lock_guard lock(mu);
-  auto [it, fresh] = seen->try_emplace(q.subgraphs[0].get(), false);
+  auto [it, fresh] = seen->try_emplace(graph_hash(*q.subgraphs[0]), false);
   if (fresh) it->second = generate(*q.subgraphs[0]).why.empty();
   return it->second;
 }
