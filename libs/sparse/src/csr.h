@@ -1,0 +1,193 @@
+// Internal pieces shared by the sparse kernels: dtype dispatch, pattern checks with rlx's
+// error messages, canonical (sorted, duplicate-free) CSR, and the multithreaded products
+// the iterative solvers are written with.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "rlx/rlx.h"
+
+namespace rlx::sparse {
+
+// Calls f(T{}, I{}) with T = float / double (values) and I = int32_t / int64_t (indices).
+template <class F>
+void dispatch(DType value, DType index, F&& f) {
+  bool wide = index == DType::i64;
+  if (value == DType::f64)
+    wide ? f(double{}, int64_t{}) : f(double{}, int32_t{});
+  else
+    wide ? f(float{}, int64_t{}) : f(float{}, int32_t{});
+}
+
+// A CSR pattern (and optionally values) in host memory.
+template <class I>
+struct Pattern {
+  const I* row_ptr;
+  const I* col;
+  int64_t rows, cols, nnz;
+};
+
+template <class T, class I>
+struct CsrRef {
+  Pattern<I> p;
+  const T* v;
+};
+
+// Throws the ValueError that says what is wrong with the pattern (row_ptr not starting at
+// 0, decreasing, not ending at nnz; a column out of range), or returns when it is sound.
+template <class I>
+void check_pattern(const std::string& op, const Pattern<I>& p) {
+  if (p.row_ptr[0] != 0)
+    fail<ValueError>(op, "expected row_ptr[0] = 0, got ", int64_t(p.row_ptr[0]));
+  for (int64_t i = 0; i < p.rows; ++i)
+    if (p.row_ptr[i + 1] < p.row_ptr[i])
+      fail<ValueError>(op, "expected a non-decreasing row_ptr, got row_ptr[", i,
+                       "] = ", int64_t(p.row_ptr[i]), " > row_ptr[", i + 1,
+                       "] = ", int64_t(p.row_ptr[i + 1]));
+  if (p.row_ptr[p.rows] != p.nnz)
+    fail<ValueError>(op, "expected row_ptr[", p.rows, "] = nnz = ", p.nnz, ", got ",
+                     int64_t(p.row_ptr[p.rows]));
+  for (int64_t i = 0; i < p.rows; ++i)
+    for (int64_t e = p.row_ptr[i]; e < p.row_ptr[i + 1]; ++e)
+      if (p.col[e] < 0 || p.col[e] >= p.cols)
+        fail<ValueError>(op, "expected column indices in [0, ", p.cols, "), got col_idx[", e,
+                         "] = ", int64_t(p.col[e]), " in row ", i);
+}
+
+// Whether columns are strictly increasing within each row (the pattern is sound).
+template <class I>
+bool is_canonical(const Pattern<I>& p) {
+  for (int64_t i = 0; i < p.rows; ++i)
+    for (int64_t e = p.row_ptr[i] + 1; e < p.row_ptr[i + 1]; ++e)
+      if (p.col[e] <= p.col[e - 1]) return false;
+  return true;
+}
+
+// A canonical copy of a sound pattern: rows sorted by column, duplicates merged. `slot[e]`
+// is where entry e of the input lands (its value is added there).
+template <class I>
+struct Canonical {
+  std::vector<I> row_ptr, col;
+  std::vector<int64_t> slot;
+};
+
+template <class I>
+Canonical<I> canonicalize(const Pattern<I>& p) {
+  Canonical<I> c;
+  c.row_ptr.assign(static_cast<size_t>(p.rows + 1), 0);
+  c.slot.assign(static_cast<size_t>(p.nnz), 0);
+  c.col.reserve(static_cast<size_t>(p.nnz));
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < p.rows; ++i) {
+    order.resize(static_cast<size_t>(p.row_ptr[i + 1] - p.row_ptr[i]));
+    std::iota(order.begin(), order.end(), int64_t(p.row_ptr[i]));
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int64_t a, int64_t b) { return p.col[a] < p.col[b]; });
+    for (size_t k = 0; k < order.size(); ++k) {
+      int64_t e = order[k];
+      if (k == 0 || p.col[e] != c.col.back()) c.col.push_back(p.col[e]);
+      c.slot[size_t(e)] = int64_t(c.col.size()) - 1;
+    }
+    c.row_ptr[size_t(i + 1)] = I(c.col.size());
+  }
+  return c;
+}
+
+// ---- multithreaded kernels ------------------------------------------------------------
+
+// Loops over fewer elements than this run on one thread: a fork / join costs more than
+// they do, and far more on a machine whose cores are busy with other work.
+inline constexpr int64_t kGrain = 1 << 15;
+
+// y = A x over rows [0, rows), with the pattern checked on the fly (a branch-free test per
+// entry, which costs nothing in a memory-bound loop): returns false, leaving y partly
+// written, when the pattern is unsound. Returns sum_i w_i y_i in *dot when w is given.
+template <class T, class I>
+bool spmv_checked(const CsrRef<T, I>& a, const T* x, T* y, const T* w = nullptr,
+                  double* dot = nullptr) {
+  const I* rp = a.p.row_ptr;
+  const I* col = a.p.col;
+  const T* v = a.v;
+  const int64_t nnz = a.p.nnz;
+  const uint64_t cols = uint64_t(a.p.cols);
+  if (cols == 0 && nnz > 0) return false;  // no entry can be in range (and x is empty)
+  bool bad = rp[0] != 0 || rp[a.p.rows] != nnz;
+  double s = 0;
+#pragma omp parallel for schedule(static) reduction(|| : bad) reduction(+ : s) \
+    if (a.p.rows + nnz >= kGrain)
+  for (int64_t i = 0; i < a.p.rows; ++i) {
+    int64_t b = rp[i], e = rp[i + 1];
+    if (b < 0 || b > e || e > nnz) {
+      bad = true;
+      continue;
+    }
+    T acc = 0;
+    bool row_bad = false;
+    for (int64_t k = b; k < e; ++k) {
+      uint64_t c = uint64_t(int64_t(col[k]));
+      row_bad |= c >= cols;
+      acc += v[k] * x[c < cols ? c : 0];
+    }
+    bad = bad || row_bad;
+    y[i] = acc;
+    if (w) s += double(w[i]) * double(acc);
+  }
+  if (dot) *dot = s;
+  return !bad;
+}
+
+// As spmv_checked, throwing the pattern's ValueError.
+template <class T, class I>
+void spmv(const std::string& op, const CsrRef<T, I>& a, const T* x, T* y) {
+  if (!spmv_checked(a, x, y)) check_pattern(op, a.p);
+}
+
+template <class T>
+double dot(const T* a, const T* b, int64_t n) {
+  double s = 0;
+#pragma omp parallel for schedule(static) reduction(+ : s) if (n >= kGrain)
+  for (int64_t i = 0; i < n; ++i) s += double(a[i]) * double(b[i]);
+  return s;
+}
+
+template <class T>
+double norm2(const T* a, int64_t n) {
+  return std::sqrt(dot(a, a, n));
+}
+
+// The transpose of a sound pattern with values: (A^T) as CSR, by a counting sort.
+template <class T, class I>
+struct Transposed {
+  std::vector<I> row_ptr, col;
+  std::vector<T> v;
+  CsrRef<T, I> ref(int64_t rows, int64_t cols) const {
+    return {{row_ptr.data(), col.data(), rows, cols, int64_t(col.size())}, v.data()};
+  }
+};
+
+template <class T, class I>
+Transposed<T, I> transpose(const CsrRef<T, I>& a) {
+  Transposed<T, I> t;
+  t.row_ptr.assign(static_cast<size_t>(a.p.cols + 1), 0);
+  t.col.resize(static_cast<size_t>(a.p.nnz));
+  t.v.resize(static_cast<size_t>(a.p.nnz));
+  for (int64_t e = 0; e < a.p.nnz; ++e) ++t.row_ptr[size_t(a.p.col[e]) + 1];
+  for (int64_t j = 0; j < a.p.cols; ++j) t.row_ptr[size_t(j + 1)] += t.row_ptr[size_t(j)];
+  std::vector<int64_t> next(t.row_ptr.begin(), t.row_ptr.end() - 1);
+  for (int64_t i = 0; i < a.p.rows; ++i)
+    for (int64_t e = a.p.row_ptr[i]; e < a.p.row_ptr[i + 1]; ++e) {
+      int64_t d = next[size_t(a.p.col[e])]++;
+      t.col[size_t(d)] = I(i);
+      t.v[size_t(d)] = a.v[e];
+    }
+  return t;
+}
+
+}  // namespace rlx::sparse
