@@ -26,7 +26,7 @@ struct System {
   // y = A x; returns w . y when w is given.
   double apply(const T* x, T* y, const T* w = nullptr) const {
     double d = 0;
-    spmv_checked(a, x, y, w, &d);  // the pattern was checked once before the solve
+    spmv_rows<false>(a, x, y, w, &d);  // the pattern was checked once, before the solve
     return d;
   }
   T precond(const T* v, int64_t i) const { return dinv.empty() ? v[i] : dinv[size_t(i)] * v[i]; }
@@ -36,17 +36,14 @@ template <class T, class I>
 System<T, I> make_system(const std::string& op, const CsrRef<T, I>& a, bool jacobi) {
   System<T, I> s{op, a, {}, 0};
   std::vector<T> diag(static_cast<size_t>(a.p.rows), T(0));
-  double ninf = 0;
-#pragma omp parallel for schedule(static) reduction(max : ninf) if (a.p.nnz >= kGrain)
   for (int64_t i = 0; i < a.p.rows; ++i) {
     double row = 0;
     for (int64_t e = a.p.row_ptr[i]; e < a.p.row_ptr[i + 1]; ++e) {
       row += std::abs(double(a.v[e]));
       if (a.p.col[e] == i) diag[size_t(i)] += a.v[e];
     }
-    ninf = std::max(ninf, row);
+    s.norm_inf = std::max(s.norm_inf, row);
   }
-  s.norm_inf = ninf;
   if (jacobi) {
     s.dinv.resize(diag.size());
     for (size_t i = 0; i < diag.size(); ++i) s.dinv[i] = diag[i] != T(0) ? T(1) / diag[i] : T(1);
@@ -56,25 +53,24 @@ System<T, I> make_system(const std::string& op, const CsrRef<T, I>& a, bool jaco
 
 // ---- CG ------------------------------------------------------------------------------
 
+// Three passes an iteration: q = A p with p . q; x, r and r . z, r . r (z = M r, never
+// stored); p = z + beta p.
 template <class T, class I>
 Result cg(const System<T, I>& s, const T* b, T* x, double tol, int64_t max_iter) {
   const int64_t n = s.n();
-  std::vector<T> r(static_cast<size_t>(n)), p(r), q(r);
-  double bn = norm2(b, n), rz = 0, pp = 0;
-#pragma omp parallel for schedule(static) reduction(+ : rz, pp) if (n >= kGrain)
-  for (int64_t i = 0; i < n; ++i) {
+  std::vector<T> r_(b, b + n), p_(static_cast<size_t>(n)), q_(p_);
+  T *r = r_.data(), *p = p_.data(), *q = q_.data();
+  auto [rz, pp] = parallel_sum2(n, [&](int64_t i) {
     x[i] = 0;
-    r[size_t(i)] = b[i];
-    T z = s.precond(b, i);
-    p[size_t(i)] = z;
-    rz += double(b[i]) * z;
-    pp += double(z) * z;
-  }
+    T z = s.precond(r, i);
+    p[i] = z;
+    return std::pair{double(r[i]) * z, double(z) * z};
+  });
+  const double bn = norm2(b, n), stop = tol * bn;
   double rr = bn * bn;
-  const double stop = tol * bn;
   Result res;
   while (std::sqrt(rr) > stop && res.iterations < max_iter) {
-    double pq = s.apply(p.data(), q.data(), p.data());
+    double pq = s.apply(p, q, p);
     // p^T A p <= 0 for p != 0: A is not positive definite (beyond rounding), or CG broke down.
     if (pq <= 0) {
       if (pq < -64 * std::numeric_limits<T>::epsilon() * s.norm_inf * pp)
@@ -83,25 +79,19 @@ Result cg(const System<T, I>& s, const T* b, T* x, double tol, int64_t max_iter)
       break;
     }
     const T alpha = T(rz / pq);
-    double rz_new = 0;
-    rr = 0;
-#pragma omp parallel for schedule(static) reduction(+ : rz_new, rr) if (n >= kGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      x[i] += alpha * p[size_t(i)];
-      T ri = r[size_t(i)] - alpha * q[size_t(i)];
-      r[size_t(i)] = ri;
-      rz_new += double(ri) * double(s.precond(r.data(), i));
-      rr += double(ri) * ri;
-    }
+    auto [rz_new, rr_new] = parallel_sum2(n, [&](int64_t i) {
+      x[i] += alpha * p[i];
+      T ri = r[i] - alpha * q[i];
+      r[i] = ri;
+      return std::pair{double(ri) * double(s.precond(r, i)), double(ri) * ri};
+    });
     const T beta = T(rz_new / rz);
-    rz = rz_new;
-    pp = 0;
-#pragma omp parallel for schedule(static) reduction(+ : pp) if (n >= kGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      T pi = s.precond(r.data(), i) + beta * p[size_t(i)];
-      p[size_t(i)] = pi;
-      pp += double(pi) * pi;
-    }
+    rz = rz_new, rr = rr_new;
+    pp = parallel_sum(n, [&](int64_t i) {
+      T pi = s.precond(r, i) + beta * p[i];
+      p[i] = pi;
+      return double(pi) * pi;
+    });
     ++res.iterations;
   }
   res.converged = std::sqrt(rr) <= stop;
@@ -114,58 +104,53 @@ template <class T, class I>
 Result bicgstab(const System<T, I>& s, const T* b, T* x, double tol, int64_t max_iter) {
   const int64_t n = s.n();
   const bool pc = !s.dinv.empty();
-  std::vector<T> r(b, b + n), rhat(r), p(static_cast<size_t>(n), T(0)), v(p), t(p);
-  std::vector<T> phat_(pc ? size_t(n) : 0), shat_(pc ? size_t(n) : 0);
-  T* phat = pc ? phat_.data() : p.data();
-  T* shat = pc ? shat_.data() : r.data();
+  const size_t sz = static_cast<size_t>(n);
+  std::vector<T> r_(b, b + n), rhat_(r_), p_(sz, T(0)), v_(sz, T(0)), t_(sz), phat_(pc ? sz : 0),
+      shat_(pc ? sz : 0);
+  T *r = r_.data(), *rhat = rhat_.data(), *p = p_.data(), *v = v_.data(), *t = t_.data();
+  T* phat = pc ? phat_.data() : p;  // M p and M s; p and s themselves without M
+  T* shat = pc ? shat_.data() : r;
   std::fill(x, x + n, T(0));
-  double bn = norm2(b, n), rr = bn * bn, rho = 1, alpha = 1, omega = 1;
-  const double stop = tol * bn;
+  const double bn = norm2(b, n), stop = tol * bn;
+  double rr = bn * bn, rho = 1, alpha = 1, omega = 1;
   Result res;
   while (std::sqrt(rr) > stop && res.iterations < max_iter) {
-    double rho_new = dot(rhat.data(), r.data(), n);
+    double rho_new = dot(rhat, r, n);
     if (rho_new == 0) break;  // breakdown: r is orthogonal to the shadow residual
-    const T beta = T((rho_new / rho) * (alpha / omega));
+    const T beta = T((rho_new / rho) * (alpha / omega)), om = T(omega);
     rho = rho_new;
-#pragma omp parallel for schedule(static) if (n >= kGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      p[size_t(i)] = r[size_t(i)] + beta * (p[size_t(i)] - T(omega) * v[size_t(i)]);
-      if (pc) phat[i] = s.dinv[size_t(i)] * p[size_t(i)];
-    }
-    double rv = s.apply(phat, v.data(), rhat.data());
+    parallel_for(n, [&](int64_t i) {
+      p[i] = r[i] + beta * (p[i] - om * v[i]);
+      if (pc) phat[i] = s.dinv[size_t(i)] * p[i];
+    });
+    double rv = s.apply(phat, v, rhat);
     if (rv == 0) break;
     alpha = rho / rv;
-    double ss = 0;
-#pragma omp parallel for schedule(static) reduction(+ : ss) if (n >= kGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      T si = r[size_t(i)] - T(alpha) * v[size_t(i)];  // s, kept in r
-      r[size_t(i)] = si;
-      ss += double(si) * si;
+    const T al = T(alpha);
+    double ss = parallel_sum(n, [&](int64_t i) {
+      T si = r[i] - al * v[i];  // s, kept in r
+      r[i] = si;
       if (pc) shat[i] = s.dinv[size_t(i)] * si;
-    }
+      return double(si) * si;
+    });
     ++res.iterations;
     if (std::sqrt(ss) <= stop) {
-#pragma omp parallel for schedule(static) if (n >= kGrain)
-      for (int64_t i = 0; i < n; ++i) x[i] += T(alpha) * phat[i];
+      parallel_for(n, [&](int64_t i) { x[i] += al * phat[i]; });
       rr = ss;
       break;
     }
-    s.apply(shat, t.data());
-    double tt = 0, ts = 0;
-#pragma omp parallel for schedule(static) reduction(+ : tt, ts) if (n >= kGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      tt += double(t[size_t(i)]) * t[size_t(i)];
-      ts += double(t[size_t(i)]) * r[size_t(i)];
-    }
+    s.apply(shat, t);
+    auto [tt, ts] = parallel_sum2(n, [&](int64_t i) {
+      return std::pair{double(t[i]) * t[i], double(t[i]) * r[i]};
+    });
     omega = tt > 0 ? ts / tt : 0;
-    rr = 0;
-#pragma omp parallel for schedule(static) reduction(+ : rr) if (n >= kGrain)
-    for (int64_t i = 0; i < n; ++i) {
-      x[i] += T(alpha) * phat[i] + T(omega) * shat[i];
-      T ri = r[size_t(i)] - T(omega) * t[size_t(i)];
-      r[size_t(i)] = ri;
-      rr += double(ri) * ri;
-    }
+    const T w = T(omega);
+    rr = parallel_sum(n, [&](int64_t i) {
+      x[i] += al * phat[i] + w * shat[i];
+      T ri = r[i] - w * t[i];
+      r[i] = ri;
+      return double(ri) * ri;
+    });
     if (omega == 0) break;
   }
   res.converged = std::sqrt(rr) <= stop;
@@ -178,48 +163,48 @@ template <class T, class I>
 Result gmres(const System<T, I>& s, const T* b, T* x, double tol, int64_t max_iter,
              int64_t restart) {
   const int64_t n = s.n(), m = std::max<int64_t>(1, std::min(restart, std::max<int64_t>(n, 1)));
-  std::vector<std::vector<T>> V(static_cast<size_t>(m + 1), std::vector<T>(static_cast<size_t>(n)));
+  const size_t sz = static_cast<size_t>(n);
+  std::vector<std::vector<T>> V(static_cast<size_t>(m + 1), std::vector<T>(sz));
   std::vector<double> H(static_cast<size_t>((m + 1) * m)), cs(static_cast<size_t>(m)), sn(cs),
       g(static_cast<size_t>(m + 1)), y(cs);
-  std::vector<T> z(static_cast<size_t>(n)), w(z);
+  std::vector<T> z_(sz), w_(sz);
+  T *z = z_.data(), *w = w_.data();
   auto h = [&](int64_t i, int64_t j) -> double& { return H[size_t(i * m + j)]; };
   std::fill(x, x + n, T(0));
   const double bn = norm2(b, n), stop = tol * bn;
   Result res;
   while (true) {
-    // r = b - A x, the start of a cycle.
-    s.apply(x, w.data());
+    // A cycle starts from the true residual r = b - A x.
+    s.apply(x, w);
     T* v0 = V[0].data();
-#pragma omp parallel for schedule(static) if (n >= kGrain)
-    for (int64_t i = 0; i < n; ++i) v0[i] = b[i] - w[size_t(i)];
-    double beta = norm2(v0, n);
+    double beta = std::sqrt(parallel_sum(n, [&](int64_t i) {
+      v0[i] = b[i] - w[i];
+      return double(v0[i]) * v0[i];
+    }));
     if (beta <= stop) {
       res.converged = true;
       break;
     }
     if (res.iterations >= max_iter) break;
-#pragma omp parallel for schedule(static) if (n >= kGrain)
-    for (int64_t i = 0; i < n; ++i) v0[i] = T(v0[i] / beta);
+    parallel_for(n, [&](int64_t i) { v0[i] = T(v0[i] / beta); });
     std::fill(g.begin(), g.end(), 0.0);
     g[0] = beta;
     int64_t j = 0;
     while (j < m && res.iterations < max_iter) {
-#pragma omp parallel for schedule(static) if (n >= kGrain)
-      for (int64_t i = 0; i < n; ++i) z[size_t(i)] = s.precond(V[size_t(j)].data(), i);
-      s.apply(z.data(), w.data());
+      const T* vj = V[size_t(j)].data();
+      parallel_for(n, [&](int64_t i) { z[i] = s.precond(vj, i); });
+      s.apply(z, w);
       for (int64_t i = 0; i <= j; ++i) {
-        double hij = dot(w.data(), V[size_t(i)].data(), n);
-        h(i, j) = hij;
         const T* vi = V[size_t(i)].data();
-#pragma omp parallel for schedule(static) if (n >= kGrain)
-        for (int64_t e = 0; e < n; ++e) w[size_t(e)] -= T(hij) * vi[e];
+        const double hij = dot(w, vi, n);
+        h(i, j) = hij;
+        parallel_for(n, [&](int64_t e) { w[e] -= T(hij) * vi[e]; });
       }
-      double hn = norm2(w.data(), n);
+      const double hn = norm2(w, n);
       h(j + 1, j) = hn;
       if (hn > 0) {
         T* vn = V[size_t(j + 1)].data();
-#pragma omp parallel for schedule(static) if (n >= kGrain)
-        for (int64_t e = 0; e < n; ++e) vn[e] = T(w[size_t(e)] / hn);
+        parallel_for(n, [&](int64_t e) { vn[e] = T(w[e] / hn); });
       }
       for (int64_t i = 0; i < j; ++i) {  // earlier rotations on the new column
         double a = h(i, j), c = h(i + 1, j);
@@ -243,14 +228,12 @@ Result gmres(const System<T, I>& s, const T* b, T* x, double tol, int64_t max_it
       for (int64_t l = i + 1; l < j; ++l) acc -= h(i, l) * y[size_t(l)];
       y[size_t(i)] = h(i, i) != 0 ? acc / h(i, i) : 0;
     }
-#pragma omp parallel for schedule(static) if (n >= kGrain)
-    for (int64_t e = 0; e < n; ++e) {
+    parallel_for(n, [&](int64_t e) {
       double acc = 0;
       for (int64_t i = 0; i < j; ++i) acc += y[size_t(i)] * V[size_t(i)][size_t(e)];
-      z[size_t(e)] = T(acc);
-    }
-#pragma omp parallel for schedule(static) if (n >= kGrain)
-    for (int64_t e = 0; e < n; ++e) x[e] += s.precond(z.data(), e);
+      z[e] = T(acc);
+    });
+    parallel_for(n, [&](int64_t e) { x[e] += s.precond(z, e); });
   }
   return res;
 }
