@@ -201,8 +201,8 @@ Values sddmm_jvp(const RuleArgs& a, std::span<const Value> t) {
 }
 
 // Batched right-hand sides: a vector operand's batch becomes the columns of one matrix
-// call (`matrix_op`, or the op itself when null), a matrix operand's batch its leading dim. Batched
-// matrices (values or pattern) are a scan.
+// call (`matrix_op`, or the op itself when null), a matrix operand's batch its leading
+// dim. Batched matrices (values or pattern) are a scan.
 VmapResult rhs_vmap(const RuleArgs& a, std::span<const int> in_axes, const char* matrix_op) {
   if (in_axes[0] >= 0 || in_axes[1] >= 0 || in_axes[2] >= 0) return rules::vmap_by_scan(a, in_axes);
   Value x = rules::moveaxis(a.inputs[3], in_axes[3], 0);

@@ -325,6 +325,10 @@ TEST(SparseVmap, RightHandSidesMatchALoop) {
                  [](auto A, auto x) { return std::vector<Value>{sp::lu_solve(A, x, true)}; });
       check_vmap("cg_solve", S, {9}, axis, bv,
                  [](auto A, auto x) { return all(sp::cg_solve(A, x, tight())); });
+      // sddmm sums over its batch, so its vmap is a scan (per-example gradients need it).
+      check_vmap("sddmm", N, {9}, axis, bv, [](auto A, auto x) {
+        return std::vector<Value>{rlx::op("sparse.sddmm", {A.col_idx, A.row_ptr, x, x * 2.0})};
+      });
     }
     for (int axis : {0, 2}) {
       check_vmap("spmm", R, {5, 2}, axis, bv,
