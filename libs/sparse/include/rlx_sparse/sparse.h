@@ -37,11 +37,11 @@
 // factorisation too. f32 systems are factored and solved in f64.
 //
 // Rules: vjp and jvp w.r.t. values and the dense operand (never the integer indices; an
-// iterative solve's iterations and residual carry no gradient), as graph ops; solves by the adjoint
-// method (the solve of A^T g, then dvalues on the pattern = -(A^-T g)_i x_j: an sddmm).
-// cholesky_solve and cg_solve take A symmetric, so their gradients are symmetrised. vmap: batched
-// right-hand sides become columns (or leading dims) of one call; batched matrices fall back to a
-// scan.
+// iterative solve's iterations and residual carry no gradient), as graph ops; solves by
+// the adjoint method (the solve of A^T g, then dvalues on the pattern = -(A^-T g)_i x_j:
+// an sddmm). cholesky_solve and cg_solve take A symmetric, so their gradients are
+// symmetrised. vmap: batched right-hand sides become columns (or leading dims) of one
+// call; batched matrices fall back to a scan.
 //
 // Errors: a wrong dtype is a TypeError; mismatched shapes, a row_ptr that does not start
 // at 0, decrease or end at nnz, a column index out of range, a singular matrix (lu_solve),
