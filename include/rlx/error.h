@@ -38,6 +38,19 @@ class IoError : public Error {
   using Error::Error;
 };
 
+// A device runtime or library call failed (CUDA, cuBLAS, …); the message names the call.
+class DeviceError : public Error {
+ public:
+  using Error::Error;
+};
+
+// A device allocation failed even after the allocator gave its cached memory back. The
+// process survives it: free tensors (or run smaller) and try again.
+class OutOfMemory : public DeviceError {
+ public:
+  using DeviceError::DeviceError;
+};
+
 // Concatenates anything that has operator<< into a string.
 template <class... Args>
 std::string cat(Args&&... args) {

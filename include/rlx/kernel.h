@@ -73,6 +73,9 @@ struct KernelFlags {
   // storage of such an input dying at this node (same bytes, contiguous). Inputs of other
   // shapes (broadcast) never share the output's storage.
   bool inplace = false;
+  // The kernel reads no element, only shapes and strides (reshape, a stride-0 broadcast):
+  // registered for the CPU, it serves every device as a native kernel.
+  bool any_device = false;
 };
 
 struct Kernel {

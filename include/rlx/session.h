@@ -123,7 +123,8 @@ class CompiledGraph {
 
 class Session {
  public:
-  // A CPU session registers the CPU kernels (once) in the global registry.
+  // A session registers its device's kernels (once) in the global registry: the CPU's,
+  // and for a GPU its own as well. Throws NotSupported for a device that is not there.
   explicit Session(Device device = Device::cpu());
   Device device() const { return device_; }
   CompiledGraph compile(const Graph& g, const CompileOptions& options = {}) const;
@@ -134,5 +135,8 @@ class Session {
 
 // Registers rlx's CPU kernels in `registry`; calling it again does nothing.
 void register_cpu_kernels(KernelRegistry& registry = KernelRegistry::global());
+// Registers rlx's CUDA kernels (none in a build without the CUDA backend). No GPU is
+// needed: lower_for_device can resolve a graph for cuda on any machine.
+void register_cuda_kernels(KernelRegistry& registry = KernelRegistry::global());
 
 }  // namespace rlx

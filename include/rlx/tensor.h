@@ -21,6 +21,8 @@ class Buffer {
  public:
   // 64-byte aligned host memory (uninitialised). Throws on allocation failure.
   static std::shared_ptr<Buffer> allocate_host(size_t bytes);
+  // Uninitialised memory on `device` (the device's pool for CUDA). Throws OutOfMemory.
+  static std::shared_ptr<Buffer> allocate(size_t bytes, Device device);
   // Memory owned elsewhere: `release` (may be empty) runs when the last tensor lets go.
   static std::shared_ptr<Buffer> wrap(void* data, size_t bytes, Device device,
                                       std::function<void(void*)> release);
@@ -47,12 +49,17 @@ class Tensor {
 
   // Uninitialised / filled tensors on the host.
   static Tensor empty(DType dtype, std::vector<int64_t> shape);
+  // Uninitialised, contiguous, on `device`.
+  static Tensor empty(DType dtype, std::vector<int64_t> shape, Device device);
   static Tensor zeros(DType dtype, std::vector<int64_t> shape) { return full(dtype, shape, 0); }
   static Tensor full(DType dtype, std::vector<int64_t> shape, double value);
   // Copies `data` (numel * dtype_size bytes, row-major).
   static Tensor from_data(DType dtype, std::vector<int64_t> shape, const void* data);
   // Wraps caller memory without copying; the caller keeps it alive until `release` runs.
   static Tensor wrap(DType dtype, std::vector<int64_t> shape, void* data,
+                     std::function<void(void*)> release = {});
+  // The same for memory on `device`.
+  static Tensor wrap(DType dtype, std::vector<int64_t> shape, void* data, Device device,
                      std::function<void(void*)> release = {});
   template <class T>
   static Tensor from_vector(const std::vector<T>& values, std::vector<int64_t> shape) {
@@ -89,13 +96,17 @@ class Tensor {
     return static_cast<T*>(data());
   }
 
-  // Element-order copies out (host only). to_vector<T> needs T to match the dtype.
+  // This tensor on `device`: itself when already there, else a contiguous copy. Copies
+  // between host and a GPU go through pinned staging memory and wait for the copy.
+  Tensor to(Device device) const;
+
+  // Element-order copies out (from any device). to_vector<T> needs T to match the dtype.
   template <class T>
   std::vector<T> to_vector() const {
     if (dtype_of<T>() != dtype_)
       fail<TypeError>("Tensor", "expected to_vector of ", dtype_name(dtype_), ", got ",
                       dtype_name(dtype_of<T>()));
-    Tensor c = contiguous();
+    Tensor c = to(Device::cpu()).contiguous();
     std::vector<T> out(size_t(c.numel()));
     if constexpr (std::is_same_v<T, bool>) {
       const auto* p = static_cast<const uint8_t*>(c.data());
@@ -114,11 +125,10 @@ class Tensor {
   Tensor slice(int64_t axis, int64_t start, int64_t stop, int64_t step = 1) const;
   Tensor broadcast_to(const std::vector<int64_t>& shape) const;  // stride-0 view
   Tensor contiguous() const;
-  Tensor clone() const;  // always a fresh contiguous copy
+  Tensor clone() const;  // always a fresh contiguous copy, on the same device
 
  private:
   static void check_count(size_t n, const std::vector<int64_t>& shape);
-  void check_host(const char* what) const;
 
   std::shared_ptr<Buffer> buffer_;
   DType dtype_ = DType::f32;

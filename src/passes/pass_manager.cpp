@@ -66,7 +66,7 @@ std::vector<const PassInfo*> PassRegistry::all() const {
   return out;
 }
 
-std::vector<std::string> default_pipeline(Device, int opt_level, Precision precision) {
+std::vector<std::string> default_pipeline(Device device, int opt_level, Precision precision) {
   std::vector<std::string> want;
   if (opt_level >= 1) want = {"dce", "constant_folding", "simplify", "cse"};
   if (opt_level >= 2) {
@@ -82,6 +82,11 @@ std::vector<std::string> default_pipeline(Device, int opt_level, Precision preci
     for (const char* p : {"simplify", "cse", "elementwise_fusion"}) want.push_back(p);
   }
   if (opt_level >= 1) want.push_back("dce");
+  // The CPU's own layouts (blocked conv, fused conv prologues) mean nothing elsewhere.
+  if (!device.is_cpu())
+    std::erase_if(want, [](const std::string& p) {
+      return p == "nchwc_layout" || p == "conv_prologue";
+    });
   // A build without some pass (a backend that registers its own later) leaves it out.
   std::vector<std::string> out;
   for (auto& p : want)

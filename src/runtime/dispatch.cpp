@@ -80,13 +80,14 @@ struct Lowerer {
     KernelQuery q{op, attrs, in_types, out_types, subgraphs};
     if (const Kernel* k = kernels.find(q, device.kind))
       return place(op, inputs, attrs, subgraphs, k, DispatchPath::native);
+    const Kernel* cpu = device.is_cpu() ? nullptr : kernels.find(q, DeviceKind::cpu);
+    if (cpu && cpu->flags.any_device)
+      return place(op, inputs, attrs, subgraphs, cpu, DispatchPath::native);
     if (op.decompose && depth < kMaxDecomposeDepth) {
       counts[op.name][size_t(DispatchPath::decomposed)]++;
       return inline_decomposition(op, inputs, in_types, out_types, attrs, subgraphs, depth);
     }
-    if (!device.is_cpu())
-      if (const Kernel* k = kernels.find(q, DeviceKind::cpu))
-        return place(op, inputs, attrs, subgraphs, k, DispatchPath::host);
+    if (cpu) return place(op, inputs, attrs, subgraphs, cpu, DispatchPath::host);
     missing.insert(cat("(", op.name, ", ", dtypes_str(in_types.empty() ? out_types : in_types),
                        ", ", device.str(), ")"));
     return place(op, inputs, attrs, subgraphs, nullptr, DispatchPath::missing);

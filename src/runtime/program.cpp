@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "rlx/op.h"
+#include "runtime/device_backend.h"
 #include "runtime/profile.h"
 
 namespace rlx::detail {
@@ -75,16 +76,20 @@ std::vector<Tensor> SubgraphPrograms::run(size_t index, std::span<const Tensor> 
 
 Program::Program(const Graph& g, Device device, const KernelRegistry& kernels, int threads)
     : lowered_(lower_for_device(g, device, kernels)), device_(device), threads_(threads) {
+  if (!device.is_cpu()) backend_ = &device_backend(device);
   const Graph& lg = *lowered_.graph;
   const auto& nodes = lg.nodes();
   subgraphs_.resize(nodes.size());
+  kept_.resize(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     // Only control ops run their subgraphs as programs; a fused region's body is data its
-    // kernel reads (KernelContext::graphs), so compiling it would be wasted work.
+    // kernel reads (KernelContext::graphs), so compiling it would be wasted work. A
+    // control op on the host path runs its subgraphs on the host too.
     if (nodes[i].subgraphs.empty() || !nodes[i].op->has(Trait::control)) continue;
+    Device sub_device = lowered_.paths[i] == DispatchPath::host ? Device::cpu() : device;
     auto sp = std::make_unique<SubgraphPrograms>();
     for (const auto& sub : nodes[i].subgraphs)
-      sp->programs.push_back(std::make_unique<Program>(*sub, device, kernels, threads));
+      sp->programs.push_back(std::make_unique<Program>(*sub, sub_device, kernels, threads));
     subgraphs_[i] = std::move(sp);
   }
   liveness_ = analyze_liveness(lg, lowered_.kernels);
@@ -117,8 +122,11 @@ std::vector<int64_t> Program::bind(std::span<const Tensor> args) const {
     const TensorType& want = decl[i].value.type();
     if (!t.defined())
       fail<ValueError>("run", "expected a tensor for ", arg_label(decl[i]), ", got none");
-    if (!t.device().is_cpu() && device_.is_cpu())
-      fail<ValueError>("run", "expected ", arg_label(decl[i]), " on cpu, got ", t.device().str());
+    // A device program takes host tensors too (it copies them over); a CPU program does
+    // not copy from devices behind the caller's back.
+    if (!t.device().is_cpu() && t.device() != device_)
+      fail<ValueError>("run", "expected ", arg_label(decl[i]), " on ", device_.str(), ", got ",
+                       t.device().str());
     if (t.dtype() != want.dtype)
       fail<TypeError>("run", "expected ", arg_label(decl[i]), " of type ", want.str(), ", got ",
                       t.type().str());
@@ -211,7 +219,7 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
   // alive. A run of its own, so runs on several threads never share one.
   std::shared_ptr<Buffer> arena;
   if (use_arena_ && plan->memory.arena_bytes > 0)
-    arena = Buffer::allocate_host(plan->memory.arena_bytes);
+    arena = Buffer::allocate(plan->memory.arena_bytes, device_);
   auto in_arena = [&](const Tensor& t) {
     const auto* p = static_cast<const uint8_t*>(t.data());
     const auto* base = static_cast<const uint8_t*>(arena->data());
@@ -219,7 +227,8 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
   };
 
   std::vector<Tensor> vals(g.num_values());
-  for (size_t i = 0; i < args.size(); ++i) vals[size_t(g.args()[i].value.id)] = args[i];
+  for (size_t i = 0; i < args.size(); ++i) vals[size_t(g.args()[i].value.id)] = args[i].to(device_);
+  void* stream = backend_ ? backend_->stream(device_) : nullptr;
   std::vector<Tensor> ins, outs;
   std::vector<const Buffer*> handed;  // per output: the storage the kernel was given
   std::vector<std::vector<int64_t>> dyn_shapes;
@@ -228,6 +237,24 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     const Kernel& k = *lowered_.kernels[i];
+    if (kept_on_device(i)) {
+      std::lock_guard lock(kept_mu_);
+      if (kept_[i].empty()) {
+        std::vector<Tensor> kept(n.outputs.size());
+        if (!k.flags.makes_outputs)
+          for (size_t j = 0; j < n.outputs.size(); ++j)
+            kept[j] = Tensor::empty(n.outputs[j].dtype(), plan->shapes[i][j], device_);
+        if (lowered_.paths[i] == DispatchPath::host) {
+          run_on_host(i, k, {}, plan->shapes[i], kept);
+        } else {
+          KernelContext ctx{*n.op, n.attrs, device_, stream, nullptr, plan->shapes[i], {}};
+          k.fn(ctx, {}, kept);
+        }
+        kept_[i] = std::move(kept);
+      }
+      for (size_t j = 0; j < n.outputs.size(); ++j) vals[size_t(n.outputs[j].id)] = kept_[i][j];
+      continue;
+    }
     ins.clear();
     for (Value v : n.inputs) {
       const Tensor& t = vals[size_t(v.id)];
@@ -257,17 +284,19 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
     if (!k.flags.makes_outputs)
       for (size_t j = 0; j < outs.size(); ++j) {
         if (plan->dynamic[i] && !dyn_known[j]) continue;
-        outs[j] = plan->dynamic[i] ? Tensor::empty(n.outputs[j].dtype(), shapes[j])
+        outs[j] = plan->dynamic[i] ? Tensor::empty(n.outputs[j].dtype(), shapes[j], device_)
                                    : output_storage(*plan, i, j, ins, arena);
         handed[j] = outs[j].buffer().get();
       }
-    KernelContext ctx{*n.op, n.attrs, device_, nullptr, subgraphs_[i].get(), shapes, n.subgraphs};
+    KernelContext ctx{*n.op, n.attrs, device_, stream, subgraphs_[i].get(), shapes, n.subgraphs};
+    auto t0 = std::chrono::steady_clock::now();
+    if (lowered_.paths[i] == DispatchPath::host)
+      run_on_host(i, k, ins, shapes, outs);
+    else
+      k.fn(ctx, ins, outs);
     if (profiling()) {
-      auto t0 = std::chrono::steady_clock::now();
-      k.fn(ctx, ins, outs);
+      if (backend_) backend_->synchronize(device_);
       record_op_time(n, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    } else {
-      k.fn(ctx, ins, outs);
     }
     for (size_t j = 0; j < outs.size(); ++j) {
       if (!outs[j].defined() || outs[j].dtype() != n.outputs[j].dtype())
@@ -285,10 +314,12 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
   }
   std::vector<Tensor> result;
   for (const Output& o : g.outputs()) {
-    // A constant's tensor is its literal's bytes: the caller gets a copy it may write.
+    // A constant's tensor is its literal's bytes, a kept node's is reused by every run: the
+    // caller gets a copy it may write.
     const Node* p = g.producer(o.value);
     const Tensor& t = vals[size_t(o.value.id)];
-    result.push_back(p && p->op->name == "constant" ? t.clone() : t);
+    bool shared = p && (p->op->name == "constant" || kept_on_device(size_t(p - g.nodes().data())));
+    result.push_back(shared ? t.clone() : t);
   }
   return result;
 }
@@ -301,14 +332,46 @@ Tensor Program::output_storage(const Plan& plan, size_t node, size_t j, std::spa
   Value o = n.outputs[j];
   const std::vector<int64_t>& shape = plan.shapes[node][j];
   int64_t off = arena ? plan.memory.offset[size_t(o.id)] : -1;
-  if (off < 0) return Tensor::empty(o.dtype(), shape);
+  if (off < 0) return Tensor::empty(o.dtype(), shape, device_);
   uint8_t* p = static_cast<uint8_t*>(arena->data()) + off;
   int32_t k = plan.memory.inplace[size_t(o.id)];
   if (k >= 0) {
     size_t bytes = size_t(checked_numel(shape, "run")) * dtype_size(o.dtype());
-    if (!can_overwrite(ins, n.inputs, size_t(k), p, bytes)) return Tensor::empty(o.dtype(), shape);
+    if (!can_overwrite(ins, n.inputs, size_t(k), p, bytes))
+      return Tensor::empty(o.dtype(), shape, device_);
   }
-  return Tensor::wrap(o.dtype(), shape, p, [arena](void*) {});
+  return Tensor::wrap(o.dtype(), shape, p, device_, [arena](void*) {});
+}
+
+bool Program::kept_on_device(size_t node) const {
+  if (!backend_) return false;
+  const Node& n = graph().nodes()[node];
+  if (!n.inputs.empty() || n.op->has(Trait::random) || n.op->has(Trait::side_effect)) return false;
+  for (Value v : n.outputs)
+    if (!all_static(v.type())) return false;
+  return true;
+}
+
+void Program::run_on_host(size_t node, const Kernel& k, std::span<const Tensor> ins,
+                          std::span<const std::vector<int64_t>> shapes,
+                          std::span<Tensor> outs) const {
+  const Node& n = graph().nodes()[node];
+  std::vector<Tensor> hins, houts(outs.size());
+  for (const Tensor& t : ins) hins.push_back(t.to(Device::cpu()));
+  if (!k.flags.makes_outputs)
+    for (size_t j = 0; j < outs.size(); ++j)
+      if (outs[j].defined()) houts[j] = Tensor::empty(outs[j].dtype(), outs[j].shape());
+  KernelContext ctx{*n.op, n.attrs, Device::cpu(), nullptr, subgraphs_[node].get(), shapes,
+                    n.subgraphs};
+  k.fn(ctx, hins, houts);
+  for (size_t j = 0; j < outs.size(); ++j) {
+    if (!houts[j].defined()) continue;  // reported by the caller
+    if (outs[j].defined() && outs[j].shape() == houts[j].shape() &&
+        outs[j].dtype() == houts[j].dtype())
+      backend_->copy(houts[j], outs[j]);
+    else
+      outs[j] = houts[j].to(device_);
+  }
 }
 
 MemoryStats Program::memory_stats(const std::map<std::string, int64_t>& dims) const {

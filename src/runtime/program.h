@@ -5,6 +5,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <shared_mutex>
 #include <span>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "runtime/memory_plan.h"
 
 namespace rlx::detail {
+
+class DeviceBackend;
 
 // Kernels registered so far in any registry: a compile cached before a registration may
 // resolve differently after it.
@@ -60,15 +63,26 @@ class Program {
       const std::function<std::vector<TensorType>()>& arg_types) const;
   Tensor output_storage(const Plan& plan, size_t node, size_t j, std::span<const Tensor> ins,
                         const std::shared_ptr<Buffer>& arena) const;
+  // A node on the host path of a device program: its inputs staged to the host, the CPU
+  // kernel run there, its results copied into `outs` (device storage, or undefined).
+  void run_on_host(size_t node, const Kernel& k, std::span<const Tensor> ins,
+                   std::span<const std::vector<int64_t>> shapes, std::span<Tensor> outs) const;
+  // Whether node i's outputs are worked out once and kept on the device: a node with no
+  // inputs, nothing random and static outputs (a constant's upload, an iota).
+  bool kept_on_device(size_t node) const;
 
   LoweredGraph lowered_;
   Device device_;
+  DeviceBackend* backend_ = nullptr;  // null on the CPU
   int threads_;
   std::vector<std::unique_ptr<SubgraphPrograms>> subgraphs_;  // per node (null: none)
   std::vector<std::vector<int32_t>> release_after_;           // per node: values last used there
   std::vector<bool> is_output_;                               // per value
   Liveness liveness_;
   bool use_arena_ = true;  // RLX_ARENA=0: every output from Tensor::empty
+
+  mutable std::mutex kept_mu_;
+  mutable std::vector<std::vector<Tensor>> kept_;  // per node, for kept_on_device nodes
 
   mutable std::shared_mutex cache_mu_;
   mutable std::map<std::vector<int64_t>, std::shared_ptr<const Plan>> cache_;

@@ -7,6 +7,7 @@
 #include <shared_mutex>
 
 #include "rlx/compile_cache.h"
+#include "runtime/device_backend.h"
 #include "runtime/program.h"
 
 namespace rlx {
@@ -151,10 +152,11 @@ TensorMap CompiledGraph::run(const TensorMap& inputs) const {
 }
 
 Session::Session(Device device) : device_(device) {
-  if (!device.is_cpu())
-    fail<NotSupported>("Session", "expected a device this build supports (cpu), got ",
-                       device.str());
+  // A device session needs the device (device_backend says what is missing) and the CPU
+  // kernels too: they serve the host path.
+  if (!device.is_cpu()) detail::device_backend(device);
   register_cpu_kernels();
+  if (device.kind == DeviceKind::cuda) register_cuda_kernels();
 }
 
 namespace {

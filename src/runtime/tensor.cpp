@@ -4,6 +4,8 @@
 #include <new>
 #include <numeric>
 
+#include "runtime/device_backend.h"
+
 namespace rlx {
 
 // ---- Buffer ---------------------------------------------------------------------------
@@ -11,6 +13,11 @@ namespace rlx {
 std::shared_ptr<Buffer> Buffer::wrap(void* data, size_t bytes, Device device,
                                      std::function<void(void*)> release) {
   return std::shared_ptr<Buffer>(new Buffer(data, bytes, device, std::move(release)));
+}
+
+std::shared_ptr<Buffer> Buffer::allocate(size_t bytes, Device device) {
+  if (device.is_cpu()) return allocate_host(bytes);
+  return detail::device_backend(device).allocate(bytes, device);
 }
 
 Buffer::~Buffer() {
@@ -46,6 +53,25 @@ Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
   return t;
 }
 
+Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape, Device device) {
+  if (device.is_cpu()) return empty(dtype, std::move(shape));
+  Tensor t;
+  size_t bytes = size_t(checked_numel(shape, "Tensor")) * dtype_size(dtype);
+  t.buffer_ = Buffer::allocate(bytes, device);
+  t.dtype_ = dtype;
+  t.strides_ = contiguous_strides(shape);
+  t.shape_ = std::move(shape);
+  return t;
+}
+
+Tensor Tensor::to(Device device) const {
+  if (!defined()) fail<ValueError>("Tensor::to", "expected a defined tensor, got an empty one");
+  if (this->device() == device) return *this;
+  Tensor out = empty(dtype_, shape_, device);
+  detail::device_backend(device.is_cpu() ? this->device() : device).copy(*this, out);
+  return out;
+}
+
 Tensor Tensor::full(DType dtype, std::vector<int64_t> shape, double value) {
   Tensor t = empty(dtype, std::move(shape));
   auto* p = static_cast<uint8_t*>(t.data());
@@ -64,9 +90,14 @@ Tensor Tensor::from_data(DType dtype, std::vector<int64_t> shape, const void* da
 
 Tensor Tensor::wrap(DType dtype, std::vector<int64_t> shape, void* data,
                     std::function<void(void*)> release) {
+  return wrap(dtype, std::move(shape), data, Device::cpu(), std::move(release));
+}
+
+Tensor Tensor::wrap(DType dtype, std::vector<int64_t> shape, void* data, Device device,
+                    std::function<void(void*)> release) {
   Tensor t;
   size_t bytes = size_t(checked_numel(shape, "Tensor")) * dtype_size(dtype);
-  t.buffer_ = Buffer::wrap(data, bytes, Device::cpu(), std::move(release));
+  t.buffer_ = Buffer::wrap(data, bytes, device, std::move(release));
   t.dtype_ = dtype;
   t.strides_ = contiguous_strides(shape);
   t.shape_ = std::move(shape);
@@ -109,19 +140,18 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-void Tensor::check_host(const char* what) const {
-  if (!defined()) fail<ValueError>(what, "expected a defined tensor, got an empty one");
-  if (!device().is_cpu())
-    fail<NotSupported>(what, "expected a host tensor, got one on ", device().str());
-}
-
 Tensor Tensor::contiguous() const {
   if (defined() && is_contiguous()) return *this;
   return clone();
 }
 
 Tensor Tensor::clone() const {
-  check_host("Tensor::clone");
+  if (!defined()) fail<ValueError>("Tensor::clone", "expected a defined tensor, got an empty one");
+  if (!device().is_cpu()) {
+    Tensor out = empty(dtype_, shape_, device());
+    detail::device_backend(device()).copy(*this, out);
+    return out;
+  }
   Tensor out = empty(dtype_, shape_);
   size_t es = dtype_size(dtype_);
   auto* dst = static_cast<uint8_t*>(out.data());
@@ -141,7 +171,7 @@ Tensor Tensor::clone() const {
 }
 
 std::vector<double> Tensor::to_doubles() const {
-  Tensor c = contiguous();
+  Tensor c = to(Device::cpu()).contiguous();
   std::vector<double> out(size_t(c.numel()));
   const auto* p = static_cast<const uint8_t*>(c.data());
   size_t es = dtype_size(dtype_);
@@ -150,7 +180,7 @@ std::vector<double> Tensor::to_doubles() const {
 }
 
 Literal Tensor::to_literal() const {
-  Tensor c = contiguous();
+  Tensor c = to(Device::cpu()).contiguous();
   return Literal(dtype_, shape_, {static_cast<const uint8_t*>(c.data()), c.nbytes()});
 }
 

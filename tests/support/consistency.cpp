@@ -119,15 +119,15 @@ Tensor tensor_of(DType dt, std::vector<int64_t> shape, const std::vector<double>
   return Tensor::from_doubles(dt, std::move(shape), values);
 }
 
-Tensor strided_copy(const Tensor& t) {
-  if (t.rank() == 0 || t.numel() < 2) return t;
+Tensor strided_copy(const Tensor& t, Device device) {
+  if (t.rank() == 0 || t.numel() < 2) return t.to(device);
   std::vector<int64_t> wide = t.shape();
   int64_t last = int64_t(wide.size()) - 1;
   wide[size_t(last)] *= 2;
   Tensor base = Tensor::zeros(t.dtype(), wide);
   Tensor view = base.slice(last, 0, wide[size_t(last)], 2);
   copy_elements(t, view);
-  return view;
+  return base.to(device).slice(last, 0, wide[size_t(last)], 2);
 }
 
 std::vector<double> values(const Tensor& t) { return t.to_doubles(); }
@@ -239,19 +239,23 @@ std::vector<std::string> run_op_check(const OpCheck& c, Device device) {
         return;
       }
       Tensors got = cg.run(std::span<const Tensor>(inputs));
+      for (Tensor& t : got) t = t.to(Device::cpu());
       if (c.verify) {
-        std::string msg = c.verify(inputs, got, attrs);
+        std::string msg = c.verify(c.inputs, got, attrs);  // the host copies
         if (!msg.empty()) failures.push_back(cat(how, ": ", msg));
       } else {
         compare(c, c.ref(c.inputs, attrs), got, how, failures);
       }
     };
-    check(c.inputs, "contiguous");
+    // On a device the inputs start there, as a device program's would.
+    Tensors contiguous;
+    for (const auto& t : c.inputs) contiguous.push_back(t.to(device));
+    check(contiguous, "contiguous");
     if (c.strided) {
       Tensors strided;
       bool any = false;
       for (const auto& t : c.inputs) {
-        strided.push_back(strided_copy(t));
+        strided.push_back(strided_copy(t, device));
         any |= !strided.back().is_contiguous();
       }
       if (any) check(strided, "strided");

@@ -79,8 +79,9 @@ Tensor random_tensor(DType dt, std::vector<int64_t> shape, uint64_t seed, double
                      double hi = 2);
 // From doubles (rounded to dt).
 Tensor tensor_of(DType dt, std::vector<int64_t> shape, const std::vector<double>& values);
-// The same values in a non-contiguous view (every other element of a wider buffer).
-Tensor strided_copy(const Tensor& t);
+// The same values in a non-contiguous view (every other element of a wider buffer) on
+// `device`.
+Tensor strided_copy(const Tensor& t, Device device = Device::cpu());
 
 // --- references ------------------------------------------------------------------------
 std::vector<double> values(const Tensor& t);  // row-major, any layout

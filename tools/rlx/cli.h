@@ -33,6 +33,10 @@ struct RunOptions {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0);
 std::string time_str(double seconds);  // "1.234 ms"
+// "cpu" or "cuda" (device 0).
+Device parse_device(const std::string& name);
+// Waits for the work queued on the device (nothing to wait for on the CPU).
+void synchronize(Device device);
 
 int run_command(const RunOptions& o);
 // `dims`: NAME=SIZE, the sizes the memory plan is made for (unnamed ones: 1).
@@ -49,7 +53,7 @@ void save_outputs(const TensorMap& outs, const std::string& dir);
 bool is_onnx_path(const std::string& path);
 int run_onnx_command(const RunOptions& o);
 int bench_command(const std::string& path, int runs, int threads,
-                  const std::vector<std::string>& dims);
+                  const std::vector<std::string>& dims, const std::string& device);
 int ops_command(const std::string& path);
 int convert_command(const std::string& path, const std::string& out);
 int onnx_test_command(const std::vector<std::string>& dirs, const std::string& expected_failures,

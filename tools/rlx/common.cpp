@@ -8,11 +8,23 @@
 #include <sstream>
 
 #include "cli.h"
+
+#include "rlx/cuda.h"
 #include "rlx/error.h"
 #include "rlx/onnx.h"
 #include "rlx/text.h"
 
 namespace rlx::cli {
+
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name == "cuda") return Device::cuda();
+  throw ValueError(cat("expected device cpu or cuda, got '", name, "'"));
+}
+
+void synchronize(Device device) {
+  if (device.kind == DeviceKind::cuda) cuda::synchronize(device.index);
+}
 
 std::string names_str(const std::vector<std::string>& names) {
   std::string s = "[";

@@ -4,8 +4,8 @@
 //   rlx run GRAPH.rlx [--input NAME=FILE.npy …] [--param NAME=FILE.npy …] [--random]
 //                     [--dim NAME=SIZE …] [--runs N] [--threads N] [--save-outputs DIR]
 //   rlx report GRAPH.rlx [--dim NAME=SIZE …]
-//   rlx run MODEL.onnx [--data DIR | --input NAME=FILE.npy … | --random] [--device cpu]
-//   rlx bench MODEL.onnx [--runs N] [--threads N]
+//   rlx run MODEL.onnx [--data DIR | --input NAME=FILE.npy … | --random] [--device cpu|cuda]
+//   rlx bench MODEL.onnx [--runs N] [--threads N] [--device cpu|cuda]
 //   rlx ops MODEL.onnx
 //   rlx convert MODEL.onnx -o MODEL.rlx
 //   rlx onnx-test DIR… [--expected-failures FILE]
@@ -29,14 +29,14 @@ int error(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("rlx: compile and run rlx graphs (text format) and ONNX models on the CPU", "rlx");
+  CLI::App app("rlx: compile and run rlx graphs (text format) and ONNX models on the CPU or a GPU", "rlx");
   app.set_version_flag("--version", std::string("rlx ") + RLX_VERSION);
   app.require_subcommand(1);
 
   rlx::cli::RunOptions run;
   CLI::App* run_cmd = app.add_subcommand("run",
-                                         "compile a graph on the CPU, run it, print "
-                                         "its outputs and the timing");
+                                         "compile a graph on a device (the CPU by default), "
+                                         "run it, print its outputs and the timing");
   run_cmd
       ->add_option("graph", run.graph_path, "graph file in the rlx text format, or an ONNX model")
       ->required()
@@ -94,6 +94,7 @@ int main(int argc, char** argv) {
 
   std::string bench_path;
   int bench_runs = 20, bench_threads = 0;
+  std::string bench_device = "cpu";
   std::vector<std::string> bench_dims;
   CLI::App* bench_cmd = app.add_subcommand(
       "bench", "load, compile and time an ONNX model on random inputs (median and min latency)");
@@ -103,6 +104,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   bench_cmd->add_option("--threads", bench_threads, "kernel threads (0: every core)")
       ->check(CLI::Range(0, 1 << 30))
+      ->capture_default_str();
+  bench_cmd->add_option("--device", bench_device, "device to run on")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   bench_cmd->add_option("--dim,-d", bench_dims, "size of a symbolic dim (default 1)")
       ->type_name("NAME=SIZE")
@@ -155,7 +159,8 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) return rlx::cli::run_command(run);
     if (*bench_cmd)
-      return rlx::cli::bench_command(bench_path, bench_runs, bench_threads, bench_dims);
+      return rlx::cli::bench_command(bench_path, bench_runs, bench_threads, bench_dims,
+                                     bench_device);
     if (*ops_cmd) return rlx::cli::ops_command(ops_path);
     if (*convert_cmd) return rlx::cli::convert_command(convert_in, convert_out);
     if (*test_cmd) return rlx::cli::onnx_test_command(test_dirs, test_expected, test_threads);

@@ -95,17 +95,11 @@ std::vector<Tensor> read_case_outputs(const onnx::Signature& sig, const std::str
   return out;
 }
 
-void expect_cpu(const std::string& device) {
-  if (device != "cpu")
-    throw NotSupported(cat("device '", device, "': this build runs ONNX models on the cpu only"));
-}
-
 }  // namespace
 
 bool is_onnx_path(const std::string& path) { return fs::path(path).extension() == ".onnx"; }
 
 int run_onnx_command(const RunOptions& o) {
-  expect_cpu(o.device);
   onnx::Signature sig = onnx::signature(o.graph_path);
   std::vector<std::string> names;
   for (const auto& slot : sig.inputs) names.push_back(slot.name);
@@ -208,7 +202,8 @@ int run_onnx_command(const RunOptions& o) {
 }
 
 int bench_command(const std::string& path, int runs, int threads,
-                  const std::vector<std::string>& dims) {
+                  const std::vector<std::string>& dims, const std::string& device_name) {
+  Device device = parse_device(device_name);
   onnx::ImportOptions io;
   io.default_dim = 1;
   for (const auto& d : dims) {
@@ -222,18 +217,22 @@ int bench_command(const std::string& path, int runs, int threads,
   o.random = true;
   std::vector<std::string> sources;
   TensorMap args = bind_args(*m.graph, o, sources);
+  for (auto& [name, t] : args) t = t.to(device);
   CompileOptions copts;
   copts.threads = threads;
   t0 = Clock::now();
-  CompiledGraph cg = Session(Device::cpu()).compile(*m.graph, copts);
+  CompiledGraph cg = Session(device).compile(*m.graph, copts);
   double compile = seconds_since(t0);
+  if (!device.is_cpu()) std::printf("%s", cg.report().str().c_str());
   t0 = Clock::now();
   cg.run(args);
+  synchronize(device);
   double first = seconds_since(t0);
   std::vector<double> times;
   for (int i = 0; i < runs; ++i) {
     auto t = Clock::now();
     cg.run(args);
+    synchronize(device);
     times.push_back(seconds_since(t));
   }
   std::sort(times.begin(), times.end());
@@ -242,7 +241,8 @@ int bench_command(const std::string& path, int runs, int threads,
   if (!times.empty())
     std::printf(", median %s, min %s over %zu runs", time_str(times[times.size() / 2]).c_str(),
                 time_str(times[0]).c_str(), times.size());
-  std::printf(" (threads: %s)\n", threads ? std::to_string(threads).c_str() : "all cores");
+  std::printf(" (%s, threads: %s)\n", device.str().c_str(),
+              threads ? std::to_string(threads).c_str() : "all cores");
   return 0;
 }
 

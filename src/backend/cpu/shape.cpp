@@ -464,7 +464,7 @@ void iota_kernel(const KernelContext& ctx, Ins, Outs out) {
 void register_shape(KernelRegistry& r) {
   KernelFlags strided{.strided_inputs = true};
   for (const char* op : {"reshape", "expand_dims", "squeeze"})
-    add_kernel(r, op, view_kernel, {}, {.makes_outputs = true});
+    add_kernel(r, op, view_kernel, {}, {.makes_outputs = true, .any_device = true});
   add_kernel(r, "slice", slice_view_kernel, contiguous_slice, {.makes_outputs = true});
   struct Entry {
     const char* op;

@@ -1,0 +1,167 @@
+// rlx-bench-gpu: rlx's CUDA backend next to PyTorch on the same GPU, in one run.
+//
+//   gemm      bf16 [8192 x 8192] @ [8192 x 8192] (f32 accumulate): TFLOP/s
+//   chain     y = relu(sigmoid(x * a + b) * x - c) on 64M f32 (6 ops): ms, against the
+//             bandwidth limit (one device copy of the bytes a fused kernel must move,
+//             measured here) — unfused until the NVRTC regions land
+//   attention causal, [8, 12, 1024, 64] bf16 forward
+//   gpt2      GPT-2 small (12 layers, d 768, 12 heads, vocab 50304; the demo's model,
+//             examples/demo) forward on 8 x 1024 tokens to logits, f32 and auto-bf16
+//
+// Each rlx case is a compiled graph; its inputs live on the GPU. Times are the median of
+// --runs runs after warm-up, synchronised. PyTorch's numbers come from bench/gpu_torch.py
+// (eager and torch.compile) when python3 with torch and CUDA is there.
+// Usage: rlx-bench-gpu [--runs N] [--no-torch]
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <random>
+#include <string>
+
+#include "bench.h"
+#include "model.h"
+#include "rlx/cuda.h"
+#include "rlx/rlx.h"
+
+using namespace rlx;
+
+namespace {
+
+Tensor random_on_gpu(DType dt, std::vector<int64_t> shape, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<double> v(static_cast<size_t>(n));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(-1, 1);
+  for (double& x : v) x = u(rng);
+  return Tensor::from_doubles(dt, std::move(shape), v).to(Device::cuda());
+}
+
+double median_ms(CompiledGraph& cg, const std::vector<Tensor>& in, int runs) {
+  auto st = bench::measure(
+      [&] {
+        cg.run(std::span<const Tensor>(in));
+        cuda::synchronize();
+      },
+      3, runs);
+  return st.median * 1e3;
+}
+
+// "name value" lines from the torch script.
+std::map<std::string, double> torch_times(int runs) {
+  std::map<std::string, double> out;
+  std::string cmd = "python3 bench/gpu_torch.py --runs " + std::to_string(runs) + " 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return out;
+  char name[128];
+  double v;
+  while (std::fscanf(p, "%127s %lf", name, &v) == 2) out[name] = v;
+  pclose(p);
+  return out;
+}
+
+void row(const char* what, double rlx_ms, const std::map<std::string, double>& torch,
+         const std::string& key, const char* extra) {
+  auto it = torch.find(key), ct = torch.find(key + "_compiled");
+  std::printf("%-34s rlx %9.3f ms", what, rlx_ms);
+  if (it != torch.end()) std::printf("   torch %9.3f ms (rlx/torch %.2f)", it->second, rlx_ms / it->second);
+  if (ct != torch.end())
+    std::printf("   torch.compile %9.3f ms (rlx/compiled %.2f)", ct->second, rlx_ms / ct->second);
+  std::printf("%s\n", extra);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int runs = 20;
+  bool torch = true;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
+    if (!std::strcmp(argv[i], "--no-torch")) torch = false;
+  }
+  if (!cuda::available()) {
+    std::printf("rlx-bench-gpu: no CUDA device here\n");
+    return 0;
+  }
+  std::map<std::string, double> t = torch ? torch_times(runs) : std::map<std::string, double>{};
+  if (torch && t.empty()) std::printf("(no PyTorch numbers: python3 with torch+CUDA not found)\n");
+  Session s(Device::cuda());
+  char extra[160];
+
+  {  // bf16 GEMM
+    const int64_t n = 8192;
+    Graph g("gemm");
+    Value a = g.input("a", TensorType::parse("bf16[8192,8192]"));
+    Value b = g.input("b", TensorType::parse("bf16[8192,8192]"));
+    g.output(g.apply("matmul", {a, b})[0]);
+    CompiledGraph cg = s.compile(g);
+    std::vector<Tensor> in{random_on_gpu(DType::bf16, {n, n}, 1), random_on_gpu(DType::bf16, {n, n}, 2)};
+    double ms = median_ms(cg, in, runs);
+    double tflops = 2.0 * double(n) * n * n / (ms * 1e-3) / 1e12;
+    std::snprintf(extra, sizeof extra, "   %.0f TFLOP/s", tflops);
+    row("gemm bf16 8192^3", ms, t, "gemm_bf16", extra);
+  }
+
+  {  // the elementwise chain, against a device copy of what a fused kernel moves
+    const int64_t n = int64_t(64) << 20;
+    Graph g("chain");
+    Value x = g.input("x", TensorType::parse("f32[67108864]"));
+    Value a = g.input("a", TensorType::parse("f32[]")), b = g.input("b", TensorType::parse("f32[]")),
+          c = g.input("c", TensorType::parse("f32[]"));
+    auto ap = [&](const char* op, std::vector<Value> v) { return g.apply(op, v)[0]; };
+    Value y = ap("relu", {ap("sub", {ap("mul", {ap("sigmoid", {ap("add", {ap("mul", {x, a}), b})}), x}), c})});
+    g.output(y);
+    CompiledGraph cg = s.compile(g);
+    std::vector<Tensor> in{random_on_gpu(DType::f32, {n}, 3), Tensor::full(DType::f32, {}, 0.5),
+                           Tensor::full(DType::f32, {}, 0.1), Tensor::full(DType::f32, {}, 0.2)};
+    for (size_t i = 1; i < in.size(); ++i) in[i] = in[i].to(Device::cuda());
+    double ms = median_ms(cg, in, runs);
+    Graph cp("copy");
+    Value cx = cp.input("x", TensorType::parse("f32[67108864]"));
+    cp.output(cp.apply("neg", {cx})[0]);  // one read and one write of the same bytes
+    CompiledGraph cc = s.compile(cp);
+    double limit = median_ms(cc, {in[0]}, runs);
+    std::snprintf(extra, sizeof extra, "   limit %.3f ms (rlx/limit %.2f, %.0f GB/s)", limit,
+                  ms / limit, 2.0 * 4 * double(n) / (limit * 1e-3) / 1e9);
+    row("chain 6 ops 64M f32 (unfused)", ms, t, "chain", extra);
+  }
+
+  {  // causal attention forward
+    Graph g("attn");
+    auto ty = TensorType::parse("bf16[8,12,1024,64]");
+    Value q = g.input("q", ty), k = g.input("k", ty), v = g.input("v", ty);
+    g.output(g.apply("attention", {q, k, v}, {{"mask", "causal"}})[0]);
+    CompiledGraph cg = s.compile(g);
+    std::vector<Tensor> in;
+    for (uint64_t i = 0; i < 3; ++i) in.push_back(random_on_gpu(DType::bf16, {8, 12, 1024, 64}, 10 + i));
+    row("attention causal 8x12x1024x64 bf16", median_ms(cg, in, runs), t, "attention", "");
+  }
+
+  {  // GPT-2 small forward
+    demo::GptConfig cfg{.vocab = 50304, .d_model = 768, .heads = 12, .layers = 12, .context = 1024};
+    auto g = demo::build_gpt(cfg, /*with_loss=*/false);
+    TensorMap params = demo::init_params(*g, cfg.layers, 1);
+    std::vector<int64_t> tok(8 * 1024);
+    std::mt19937_64 rng(4);
+    for (auto& v : tok) v = int64_t(rng() % 50304);
+    TensorMap in{{"tokens", Tensor::from_vector(tok, {8, 1024}).to(Device::cuda())},
+                 {"pos", demo::positions(1024).to(Device::cuda())}};
+    for (Precision p : {Precision::f32, Precision::auto_bf16}) {
+      CompileOptions o;
+      o.precision = p;
+      CompiledGraph cg = s.compile(*g, o);
+      for (const auto& [name, v] : params) cg.set_param(name, v.to(Device::cuda()));
+      auto st = bench::measure(
+          [&] {
+            cg.run(in);
+            cuda::synchronize();
+          },
+          2, std::max(runs / 4, 3));
+      bool bf16 = p != Precision::f32;
+      row(bf16 ? "gpt2 forward 8x1024 auto-bf16" : "gpt2 forward 8x1024 f32", st.median * 1e3, t,
+          bf16 ? "gpt2_bf16" : "gpt2_f32", "");
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,103 @@
+# PyTorch's side of rlx-bench-gpu: the same cases, "name milliseconds" per line, eager and
+# torch.compile. Median of --runs runs after warm-up, CUDA events.
+import argparse
+import sys
+
+import torch
+import torch.nn.functional as F
+
+p = argparse.ArgumentParser()
+p.add_argument("--runs", type=int, default=20)
+runs = p.parse_args().runs
+if not torch.cuda.is_available():
+    sys.exit(1)
+dev = "cuda"
+
+
+def median_ms(f, *args):
+    for _ in range(3):
+        f(*args)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        f(*args)
+        e.record()
+        torch.cuda.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return times[len(times) // 2]
+
+
+def both(name, f, *args):
+    print(name, median_ms(f, *args), flush=True)
+    try:
+        print(name + "_compiled", median_ms(torch.compile(f), *args), flush=True)
+    except Exception as ex:  # torch.compile needs a working Triton
+        print(f"# {name}: torch.compile failed: {ex}", file=sys.stderr)
+
+
+a = torch.rand(8192, 8192, device=dev, dtype=torch.bfloat16) * 2 - 1
+b = torch.rand(8192, 8192, device=dev, dtype=torch.bfloat16) * 2 - 1
+print("gemm_bf16", median_ms(torch.matmul, a, b), flush=True)
+del a, b
+
+x = torch.rand(64 << 20, device=dev) * 2 - 1
+
+
+def chain(x):
+    return torch.relu(torch.sigmoid(x * 0.5 + 0.1) * x - 0.2)
+
+
+both("chain", chain, x)
+del x
+
+q, k, v = (torch.rand(8, 12, 1024, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
+print("attention", median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), flush=True)
+
+
+# GPT-2 small as examples/demo builds it: pre-norm blocks, separate q / k / v projections
+# without biases, a GELU (erf) MLP with biases, the head tied to the token table.
+class Block(torch.nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.wq, self.wk, self.wv, self.wo = (torch.nn.Linear(d, d, bias=False) for _ in range(4))
+        self.w1, self.w2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        h = self.ln1(x)
+        q, k, v = (w(h).view(b, t, self.heads, d // self.heads).transpose(1, 2)
+                   for w in (self.wq, self.wk, self.wv))
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.wo(a.transpose(1, 2).reshape(b, t, d))
+        return x + self.w2(F.gelu(self.w1(self.ln2(x))))
+
+
+class GPT(torch.nn.Module):
+    def __init__(self, vocab=50304, d=768, heads=12, layers=12, context=1024):
+        super().__init__()
+        self.tok, self.pos = torch.nn.Embedding(vocab, d), torch.nn.Embedding(context, d)
+        self.blocks = torch.nn.ModuleList(Block(d, heads) for _ in range(layers))
+        self.ln = torch.nn.LayerNorm(d)
+
+    def forward(self, tokens):
+        x = self.tok(tokens) + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
+        for blk in self.blocks:
+            x = blk(x)
+        return self.ln(x) @ self.tok.weight.t()
+
+
+model = GPT().to(dev)
+tokens = torch.randint(0, 50304, (8, 1024), device=dev)
+with torch.no_grad():
+    both("gpt2_f32", model, tokens)
+
+    def bf16(t):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            return model(t)
+
+    both("gpt2_bf16", bf16, tokens)

@@ -1,0 +1,41 @@
+// Host-side pieces shared by the CUDA kernels: error checks that become typed errors, the
+// stream a kernel runs on, registration.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "rlx/error.h"
+#include "rlx/kernel.h"
+
+namespace rlx::gpu {
+
+// Dtype sets, as the CPU's (cpu_util.h).
+enum : unsigned { kFloat = 1, kInt = 2, kBool = 4, kNumeric = kFloat | kInt, kAll = 7 };
+inline bool dtype_in_set(DType t, unsigned set) {
+  return is_bool(t) ? (set & kBool) : is_float(t) ? (set & kFloat) : (set & kInt);
+}
+
+// Throws OutOfMemory for an allocation failure, DeviceError otherwise, naming the call.
+[[noreturn]] void throw_cuda(cudaError_t e, const char* call);
+inline void check(cudaError_t e, const char* call) {
+  if (e != cudaSuccess) throw_cuda(e, call);
+}
+#define RLX_CUDA(call) ::rlx::gpu::check((call), #call)
+// After a kernel launch: a bad configuration shows here, not at the next call.
+#define RLX_CUDA_LAUNCHED(name) ::rlx::gpu::check(cudaGetLastError(), name)
+
+inline cudaStream_t stream_of(const KernelContext& ctx) {
+  return static_cast<cudaStream_t>(ctx.stream);
+}
+
+// The multiprocessors of the current device (for grid sizes).
+int sm_count();
+
+inline void add_kernel(KernelRegistry& r, std::string op, KernelFn fn, SupportsFn supports = {},
+                       KernelFlags flags = {}) {
+  r.add(std::move(op), DeviceKind::cuda, std::move(fn), std::move(supports), flags);
+}
+
+}  // namespace rlx::gpu

@@ -1,0 +1,308 @@
+// Elementwise kernels: unary math, binary arithmetic / logic / comparison, select and
+// clamp, with NumPy broadcasting (stride-0 views) and strided inputs read in place. Same-
+// shape contiguous operands take a flat loop; the rest go through an Indexer.
+#include <algorithm>
+
+#include "backend/cuda/elementwise_ops.cuh"
+#include "backend/cuda/families.h"
+
+namespace rlx::gpu {
+
+namespace {
+
+using namespace ewop;
+using Ins = std::span<const Tensor>;
+using Outs = std::span<Tensor>;
+
+// Flat loops move 16 bytes per load (kVec elements of the widest operand type) when every
+// pointer is aligned for it; the tail goes element by element.
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+template <class... Ts>
+constexpr int kVec = 16 / std::max({sizeof(Ts)...});
+
+template <int V, class... Ps>
+bool aligned(const Ps*... p) {
+  return ((reinterpret_cast<uintptr_t>(p) % (sizeof(Ps) * V) == 0) && ...);
+}
+
+template <class T, class U, class Op>
+__global__ void unary_flat(const T* x, U* y, int64_t n, Op op) {
+  constexpr int V = kVec<T, U>;
+  int64_t nv = n / V;
+  RLX_GRID_STRIDE(i, nv) {
+    Vec<T, V> a = reinterpret_cast<const Vec<T, V>*>(x)[i];
+    Vec<U, V> r;
+#pragma unroll
+    for (int e = 0; e < V; ++e) r.v[e] = store<U>(op(load(a.v[e])));
+    reinterpret_cast<Vec<U, V>*>(y)[i] = r;
+  }
+  RLX_GRID_STRIDE(i, n - nv * V) y[nv * V + i] = store<U>(op(load(x[nv * V + i])));
+}
+template <class T, class U, class Op>
+__global__ void unary_flat_scalar(const T* x, U* y, int64_t n, Op op) {
+  RLX_GRID_STRIDE(i, n) y[i] = store<U>(op(load(x[i])));
+}
+template <class T, class U, class Op>
+__global__ void unary_strided(const T* x, U* y, int64_t n, Indexer<2> ix, Op op) {
+  RLX_GRID_STRIDE(i, n) {
+    int64_t off[2];
+    ix.offsets(i, off);
+    y[off[0]] = store<U>(op(load(x[off[1]])));
+  }
+}
+
+template <class T, class U, class Op>
+__global__ void binary_flat(const T* a, const T* b, U* y, int64_t n, Op op) {
+  constexpr int V = kVec<T, U>;
+  int64_t nv = n / V;
+  RLX_GRID_STRIDE(i, nv) {
+    Vec<T, V> va = reinterpret_cast<const Vec<T, V>*>(a)[i];
+    Vec<T, V> vb = reinterpret_cast<const Vec<T, V>*>(b)[i];
+    Vec<U, V> r;
+#pragma unroll
+    for (int e = 0; e < V; ++e) r.v[e] = store<U>(op(load(va.v[e]), load(vb.v[e])));
+    reinterpret_cast<Vec<U, V>*>(y)[i] = r;
+  }
+  RLX_GRID_STRIDE(i, n - nv * V) {
+    int64_t j = nv * V + i;
+    y[j] = store<U>(op(load(a[j]), load(b[j])));
+  }
+}
+template <class T, class U, class Op>
+__global__ void binary_flat_scalar(const T* a, const T* b, U* y, int64_t n, Op op) {
+  RLX_GRID_STRIDE(i, n) y[i] = store<U>(op(load(a[i]), load(b[i])));
+}
+
+// A same-shape operand and a single value (x * 2, x + bias scalar): no indexer.
+template <class T, class U, class Op, bool kScalarFirst>
+__global__ void binary_scalar(const T* a, const T* s, U* y, int64_t n, Op op) {
+  auto c = load(*s);
+  RLX_GRID_STRIDE(i, n) y[i] = store<U>(kScalarFirst ? op(c, load(a[i])) : op(load(a[i]), c));
+}
+template <class T, class U, class Op>
+__global__ void binary_strided(const T* a, const T* b, U* y, int64_t n, Indexer<3> ix, Op op) {
+  RLX_GRID_STRIDE(i, n) {
+    int64_t off[3];
+    ix.offsets(i, off);
+    y[off[0]] = store<U>(op(load(a[off[1]]), load(b[off[2]])));
+  }
+}
+
+template <class A, class B, class T, class Op>
+__global__ void ternary_strided(const A* a, const B* b, const T* c, T* y, int64_t n,
+                                Indexer<4> ix, Op op) {
+  RLX_GRID_STRIDE(i, n) {
+    int64_t off[4];
+    ix.offsets(i, off);
+    y[off[0]] = op(a[off[1]], b[off[2]], c[off[3]]);
+  }
+}
+
+bool flat(const Tensor& in, const Tensor& out) {
+  return in.shape() == out.shape() && in.is_contiguous();
+}
+
+// Applies op elementwise from storage T to storage U.
+template <class T, class U, class Op>
+void unary_apply(const Tensor& x, const Tensor& y, Op op, cudaStream_t s) {
+  int64_t n = y.numel();
+  if (n == 0) return;
+  const T* xp = static_cast<const T*>(x.data());
+  U* yp = static_cast<U*>(y.data());
+  if (flat(x, y) && aligned<kVec<T, U>>(xp, yp)) {
+    unary_flat<T, U, Op><<<blocks_for(n, kVec<T, U>), kThreads, 0, s>>>(xp, yp, n, op);
+  } else if (flat(x, y)) {
+    unary_flat_scalar<T, U, Op><<<blocks_for(n), kThreads, 0, s>>>(xp, yp, n, op);
+  } else {
+    Tensor xb = x.broadcast_to(y.shape());
+    auto ix = make_indexer<2>(y.shape(), {&y.strides(), &xb.strides()});
+    unary_strided<T, U, Op><<<blocks_for(n), kThreads, 0, s>>>(xp, yp, n, ix, op);
+  }
+  RLX_CUDA_LAUNCHED("unary elementwise kernel");
+}
+
+template <class Op, bool ToBool = false>
+void unary_kernel_op(const KernelContext& ctx, Ins in, Outs out, Op op) {
+  visit(in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using U = std::conditional_t<ToBool, bool, T>;
+    if constexpr (in_set<T>(Op::set)) unary_apply<T, U>(in[0], out[0], op, stream_of(ctx));
+  });
+}
+
+template <class Op, bool ToBool = false>
+void unary_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  unary_kernel_op<Op, ToBool>(ctx, in, out, Op{});
+}
+
+void gelu_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  if (ctx.attrs.get_string("approximate") == "tanh")
+    unary_kernel<GeluTanh>(ctx, in, out);
+  else
+    unary_kernel<GeluErf>(ctx, in, out);
+}
+void elu_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  unary_kernel_op(ctx, in, out, Elu{ctx.attrs.get_float("alpha")});
+}
+void leaky_relu_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  unary_kernel_op(ctx, in, out, LeakyRelu{ctx.attrs.get_float("alpha")});
+}
+void hard_sigmoid_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  unary_kernel_op(ctx, in, out,
+                  HardSigmoid{ctx.attrs.get_float("alpha"), ctx.attrs.get_float("beta")});
+}
+
+template <class Op, bool ToBool = false>
+void binary_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  visit(in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    using U = std::conditional_t<ToBool, bool, T>;
+    if constexpr (in_set<T>(Op::set)) {
+      const Tensor &a = in[0], &b = in[1], &y = out[0];
+      int64_t n = y.numel();
+      if (n == 0) return;
+      auto ap = static_cast<const T*>(a.data()), bp = static_cast<const T*>(b.data());
+      auto yp = static_cast<U*>(y.data());
+      cudaStream_t s = stream_of(ctx);
+      constexpr int V = kVec<T, U>;
+      if (flat(a, y) && flat(b, y) && aligned<V>(ap, bp, yp)) {
+        binary_flat<T, U, Op><<<blocks_for(n, V), kThreads, 0, s>>>(ap, bp, yp, n, Op{});
+      } else if (flat(a, y) && flat(b, y)) {
+        binary_flat_scalar<T, U, Op><<<blocks_for(n), kThreads, 0, s>>>(ap, bp, yp, n, Op{});
+      } else if (flat(a, y) && b.numel() == 1) {
+        binary_scalar<T, U, Op, false><<<blocks_for(n), kThreads, 0, s>>>(ap, bp, yp, n, Op{});
+      } else if (flat(b, y) && a.numel() == 1) {
+        binary_scalar<T, U, Op, true><<<blocks_for(n), kThreads, 0, s>>>(bp, ap, yp, n, Op{});
+      } else {
+        Tensor ab = a.broadcast_to(y.shape()), bb = b.broadcast_to(y.shape());
+        auto ix = make_indexer<3>(y.shape(), {&y.strides(), &ab.strides(), &bb.strides()});
+        binary_strided<T, U, Op><<<blocks_for(n), kThreads, 0, s>>>(ap, bp, yp, n, ix, Op{});
+      }
+      RLX_CUDA_LAUNCHED("binary elementwise kernel");
+    }
+  });
+}
+
+template <class A, class B, class T, class Op>
+void ternary_apply(Ins in, const Tensor& y, Op op, cudaStream_t s) {
+  int64_t n = y.numel();
+  if (n == 0) return;
+  Tensor a = in[0].broadcast_to(y.shape()), b = in[1].broadcast_to(y.shape()),
+         c = in[2].broadcast_to(y.shape());
+  auto ix = make_indexer<4>(y.shape(), {&y.strides(), &a.strides(), &b.strides(), &c.strides()});
+  ternary_strided<A, B, T, Op><<<blocks_for(n), kThreads, 0, s>>>(
+      static_cast<const A*>(a.data()), static_cast<const B*>(b.data()),
+      static_cast<const T*>(c.data()), static_cast<T*>(y.data()), n, ix, op);
+  RLX_CUDA_LAUNCHED("ternary elementwise kernel");
+}
+
+struct SelectOp {
+  template <class T>
+  __device__ T operator()(bool c, T a, T b) const {
+    return c ? a : b;
+  }
+};
+void select_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  visit_bytes(dtype_size(in[1].dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    ternary_apply<bool, T, T>(in, out[0], SelectOp{}, stream_of(ctx));
+  });
+}
+
+struct ClampOp {
+  template <class T>
+  __device__ T operator()(T x, T lo, T hi) const {
+    using C = compute_t<T>;
+    return store<T>(Min{}(Max{}(C(load(x)), C(load(lo))), C(load(hi))));
+  }
+};
+void clamp_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  visit(in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (in_set<T>(kNumeric)) ternary_apply<T, T, T>(in, out[0], ClampOp{}, stream_of(ctx));
+  });
+}
+
+struct Entry {
+  const char* name;
+  KernelFn fn;
+  unsigned set;
+};
+
+}  // namespace
+
+SupportsFn dtype_in(unsigned set, size_t index) {
+  return [set, index](const KernelQuery& q) {
+    if (index < q.inputs.size()) return dtype_in_set(q.inputs[index].dtype, set);
+    return !q.outputs.empty() && dtype_in_set(q.outputs[0].dtype, set);
+  };
+}
+
+void register_elementwise(KernelRegistry& r) {
+  const Entry entries[] = {
+      {"neg", unary_kernel<Neg>, Neg::set},
+      {"abs", unary_kernel<Abs>, Abs::set},
+      {"sign", unary_kernel<Sign>, Sign::set},
+      {"square", unary_kernel<Square>, Square::set},
+      {"relu", unary_kernel<Relu>, Relu::set},
+      {"exp", unary_kernel<Exp>, kFloat},
+      {"expm1", unary_kernel<Expm1>, kFloat},
+      {"log", unary_kernel<Log>, kFloat},
+      {"log1p", unary_kernel<Log1p>, kFloat},
+      {"sqrt", unary_kernel<Sqrt>, kFloat},
+      {"rsqrt", unary_kernel<Rsqrt>, kFloat},
+      {"reciprocal", unary_kernel<Reciprocal>, kFloat},
+      {"sin", unary_kernel<Sin>, kFloat},
+      {"cos", unary_kernel<Cos>, kFloat},
+      {"tan", unary_kernel<Tan>, kFloat},
+      {"tanh", unary_kernel<Tanh>, kFloat},
+      {"sigmoid", unary_kernel<Sigmoid>, kFloat},
+      {"erf", unary_kernel<Erf>, kFloat},
+      {"floor", unary_kernel<Floor>, kFloat},
+      {"ceil", unary_kernel<Ceil>, kFloat},
+      {"round", unary_kernel<Round>, kFloat},
+      {"softplus", unary_kernel<Softplus>, kFloat},
+      {"silu", unary_kernel<Silu>, kFloat},
+      {"gelu", gelu_kernel, kFloat},
+      {"elu", elu_kernel, kFloat},
+      {"leaky_relu", leaky_relu_kernel, kFloat},
+      {"hard_sigmoid", hard_sigmoid_kernel, kFloat},
+      {"logical_not", unary_kernel<LogicalNot, true>, kBool},
+      {"isnan", unary_kernel<IsNan, true>, kFloat},
+      {"isinf", unary_kernel<IsInf, true>, kFloat},
+
+      {"add", binary_kernel<Add>, Add::set},
+      {"sub", binary_kernel<Sub>, Sub::set},
+      {"mul", binary_kernel<Mul>, Mul::set},
+      {"div", binary_kernel<Div>, Div::set},
+      {"pow", binary_kernel<Pow>, Pow::set},
+      {"max", binary_kernel<Max>, Max::set},
+      {"min", binary_kernel<Min>, Min::set},
+      {"mod", binary_kernel<Mod>, Mod::set},
+      {"fmod", binary_kernel<Fmod>, Fmod::set},
+      {"atan2", binary_kernel<Atan2>, Atan2::set},
+      {"logical_and", binary_kernel<LogicalAnd, true>, kBool},
+      {"logical_or", binary_kernel<LogicalOr, true>, kBool},
+      {"logical_xor", binary_kernel<LogicalXor, true>, kBool},
+      {"bitwise_and", binary_kernel<BitAnd>, kInt | kBool},
+      {"bitwise_or", binary_kernel<BitOr>, kInt | kBool},
+      {"bitwise_xor", binary_kernel<BitXor>, kInt | kBool},
+      {"eq", binary_kernel<Eq, true>, kAll},
+      {"ne", binary_kernel<Ne, true>, kAll},
+      {"lt", binary_kernel<Lt, true>, kAll},
+      {"le", binary_kernel<Le, true>, kAll},
+      {"gt", binary_kernel<Gt, true>, kAll},
+      {"ge", binary_kernel<Ge, true>, kAll},
+      {"clamp", clamp_kernel, kNumeric},
+  };
+  // Element i of every same-shaped input is read before output element i is written, so
+  // outputs may take over a dying input's storage.
+  KernelFlags flags{.strided_inputs = true, .inplace = true};
+  for (const Entry& e : entries) add_kernel(r, e.name, e.fn, dtype_in(e.set), flags);
+  add_kernel(r, "select", select_kernel, dtype_in(kAll, 1), flags);
+}
+
+}  // namespace rlx::gpu

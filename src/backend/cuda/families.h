@@ -1,0 +1,28 @@
+// One registration function per op family; register.cpp calls them all. File names match
+// backend/cpu/, so a family without GPU kernels shows in the tree.
+#pragma once
+
+#include "backend/cuda/copy.h"
+#include "rlx/kernel.h"
+
+namespace rlx::gpu {
+
+void register_elementwise(KernelRegistry& r);  // elementwise.cu
+void register_cast(KernelRegistry& r);         // cast.cu
+void register_shape(KernelRegistry& r);        // shape.cpp
+void register_shape_index(KernelRegistry& r);  // shape_index.cu: gathers, scatters, one_hot, iota
+void register_reduce(KernelRegistry& r);       // reduce.cu
+void register_nn(KernelRegistry& r);           // nn.cu: softmax, norms, embedding
+void register_attention(KernelRegistry& r);    // attention.cu (called by register_nn)
+void register_linalg(KernelRegistry& r);       // linalg.cpp: matmul through cuBLASLt
+void register_region(KernelRegistry& r);       // region.cpp: fused_elementwise via NVRTC
+// The kernel generated for a region body ("" when the generator declines it), and its
+// cubin for an architecture ("sm_90"); NVRTC needs no GPU, so tests compile every body.
+std::string region_source(const Graph& body);
+std::string region_cubin(const std::string& source, const std::string& sm);
+
+// supports(): the dtype of input `index` (or of output 0 for ops without inputs) is in
+// `set` (kFloat | kInt | kBool, kernels.cuh).
+SupportsFn dtype_in(unsigned set, size_t index = 0);
+
+}  // namespace rlx::gpu

@@ -1,0 +1,223 @@
+// Device-side pieces shared by the CUDA kernels: storage and compute types per dtype, dtype
+// dispatch, an indexer from a flat index to per-operand offsets, and launch shapes.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <array>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "backend/cuda/cuda_util.h"
+#include "rlx/dtype.h"
+#include "rlx/tensor.h"
+
+namespace rlx::gpu {
+
+// --- types -----------------------------------------------------------------------------
+// f16 / bf16 are stored as CUDA's __half / __nv_bfloat16 and computed in float; bool is
+// one byte holding 0 or 1.
+
+template <class T>
+struct ComputeOf {
+  using type = T;
+};
+template <>
+struct ComputeOf<__half> {
+  using type = float;
+};
+template <>
+struct ComputeOf<__nv_bfloat16> {
+  using type = float;
+};
+template <class T>
+using compute_t = typename ComputeOf<T>::type;
+
+template <class T>
+constexpr bool is_half_v = std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+template <class T>
+constexpr bool is_float_v = std::is_floating_point_v<T> || is_half_v<T>;
+
+template <class T>
+__device__ __forceinline__ compute_t<T> load(T x) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __half2float(x);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(x);
+  else
+    return x;
+}
+
+// A compute-type value stored as T (rounded to nearest even for f16 / bf16).
+template <class T, class C>
+__device__ __forceinline__ T store(C x) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(float(x));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(float(x));
+  else
+    return T(x);
+}
+
+template <class T>
+struct Tag {
+  using type = T;
+};
+
+template <class T>
+constexpr bool in_set(unsigned set) {
+  if constexpr (std::is_same_v<T, bool>)
+    return set & kBool;
+  else if constexpr (is_float_v<T>)
+    return set & kFloat;
+  else
+    return set & kInt;
+}
+
+// Calls f(Tag<T>{}) with T the storage type of dt.
+template <class F>
+void visit(DType dt, F&& f) {
+  switch (dt) {
+    case DType::f32: return f(Tag<float>{});
+    case DType::f64: return f(Tag<double>{});
+    case DType::f16: return f(Tag<__half>{});
+    case DType::bf16: return f(Tag<__nv_bfloat16>{});
+    case DType::i8: return f(Tag<int8_t>{});
+    case DType::i16: return f(Tag<int16_t>{});
+    case DType::i32: return f(Tag<int32_t>{});
+    case DType::i64: return f(Tag<int64_t>{});
+    case DType::u8: return f(Tag<uint8_t>{});
+    case DType::boolean: return f(Tag<bool>{});
+  }
+}
+
+// The same over element sizes only (copies, selects).
+template <class F>
+void visit_bytes(size_t bytes, F&& f) {
+  switch (bytes) {
+    case 1: return f(Tag<uint8_t>{});
+    case 2: return f(Tag<uint16_t>{});
+    case 4: return f(Tag<uint32_t>{});
+    default: return f(Tag<uint64_t>{});
+  }
+}
+
+// --- indexing ----------------------------------------------------------------------------
+
+constexpr int kMaxDims = 8;
+
+// Maps a flat (row-major) index over `size` to the element offset of each of N operands.
+template <int N>
+struct Indexer {
+  int rank = 0;
+  int64_t size[kMaxDims];
+  int64_t stride[N][kMaxDims];
+
+  __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t q = i / size[d], r = i - q * size[d];
+      i = q;
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += r * stride[k][d];
+    }
+  }
+};
+
+// An indexer over `shape` for operands with these strides (in elements), with size-1
+// dims dropped and neighbouring dims merged wherever every operand allows.
+template <int N>
+Indexer<N> make_indexer(const std::vector<int64_t>& shape,
+                        const std::array<const std::vector<int64_t>*, N>& strides) {
+  std::vector<int64_t> sz;
+  std::array<std::vector<int64_t>, N> st;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !sz.empty();
+    for (int k = 0; k < N && merge; ++k) merge = st[k].back() == (*strides[k])[d] * shape[d];
+    if (merge) {
+      sz.back() *= shape[d];
+      for (int k = 0; k < N; ++k) st[k].back() = (*strides[k])[d];
+    } else {
+      sz.push_back(shape[d]);
+      for (int k = 0; k < N; ++k) st[k].push_back((*strides[k])[d]);
+    }
+  }
+  if (sz.size() > size_t(kMaxDims))
+    fail<NotSupported>("cuda", "expected at most ", kMaxDims, " dims after merging, got ",
+                       sz.size());
+  Indexer<N> ix;
+  ix.rank = int(sz.size());
+  for (size_t d = 0; d < sz.size(); ++d) {
+    ix.size[d] = sz[d];
+    for (int k = 0; k < N; ++k) ix.stride[k][d] = st[k][d];
+  }
+  return ix;
+}
+
+// --- folds across threads ----------------------------------------------------------------
+// Op has `template <class A> static A init()` and `static A combine(A, A)`.
+
+// Shuffles by value: narrow integers travel as int, 64-bit integers as unsigned long long.
+template <class A>
+__device__ __forceinline__ A shfl(A v, int src, bool down) {
+  auto go = [&](auto u) {
+    return down ? __shfl_down_sync(0xffffffffu, u, src) : __shfl_sync(0xffffffffu, u, src);
+  };
+  if constexpr (std::is_floating_point_v<A>)
+    return go(v);
+  else if constexpr (sizeof(A) == 8)
+    return A(go((unsigned long long)(v)));
+  else
+    return A(go(int(v)));
+}
+template <class A>
+__device__ __forceinline__ A shfl_down(A v, int d) {
+  return shfl(v, d, true);
+}
+
+// Folds a warp's values; lane 0 has the result.
+template <class Op, class A>
+__device__ __forceinline__ A warp_fold(A v) {
+  for (int d = 16; d > 0; d /= 2) v = Op::combine(v, shfl_down(v, d));
+  return v;
+}
+
+// Folds a block's values (blockDim.x a multiple of 32, at most 1024); every thread gets
+// the result.
+template <class Op, class A>
+__device__ A block_fold(A v) {
+  __shared__ A part[32];
+  __shared__ A result;
+  v = warp_fold<Op>(v);
+  int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) part[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    A w = lane < int(blockDim.x / 32) ? part[lane] : Op::template init<A>();
+    w = warp_fold<Op>(w);
+    if (lane == 0) result = w;
+  }
+  __syncthreads();
+  return result;
+}
+
+// --- launches --------------------------------------------------------------------------
+
+constexpr int kThreads = 256;
+
+// Blocks for a grid-stride loop over n items: enough to fill the device, no more.
+inline int blocks_for(int64_t n, int per_thread = 1) {
+  int64_t want = (n + int64_t(kThreads) * per_thread - 1) / (int64_t(kThreads) * per_thread);
+  int64_t cap = int64_t(sm_count()) * 16;
+  return int(want < 1 ? 1 : (want < cap ? want : cap));
+}
+
+#define RLX_GRID_STRIDE(i, n)                                                   \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += int64_t(blockDim.x) * gridDim.x)
+
+}  // namespace rlx::gpu

@@ -1,0 +1,295 @@
+// matmul through cuBLASLt, NumPy semantics (1-D operands, broadcast batch dims). Row-major
+// C = A B is computed as the column-major C^T = B^T A^T; operands that are transposed views
+// become cuBLAS transposes, not copies. A batch that an operand broadcasts over (a weight
+// shared by every row of x) folds into M when x's rows are evenly spaced, so it is one
+// GEMM. f16 / bf16 accumulate in f32; f32 is exact f32 unless RLX_CUDA_TF32=1.
+#include <cublasLt.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string_view>
+
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/families.h"
+
+namespace rlx::gpu {
+
+namespace {
+
+void check_lt(cublasStatus_t s, const char* call) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  std::string msg = cat("[cublasLt] expected ", call, " to succeed, got ", cublasLtGetStatusName(s),
+                        ": ", cublasLtGetStatusString(s));
+  if (s == CUBLAS_STATUS_ALLOC_FAILED) throw OutOfMemory(msg);
+  throw DeviceError(msg);
+}
+#define RLX_LT(call) check_lt((call), #call)
+
+constexpr size_t kWorkspace = size_t(32) << 20;
+
+// A handle and a workspace per device, made on first use.
+struct LtState {
+  cublasLtHandle_t handle = nullptr;
+  Tensor workspace;
+  std::mutex mu;
+  std::map<std::string, cublasLtMatmulAlgo_t> algos;  // by problem description
+};
+
+LtState& lt_state(Device d) {
+  static std::array<std::once_flag, 64> once;
+  static std::array<LtState*, 64> states{};
+  std::call_once(once[size_t(d.index)], [&] {
+    auto* s = new LtState;  // kept for the process: buffers may outlive static destructors
+    RLX_LT(cublasLtCreate(&s->handle));
+    s->workspace = Tensor::empty(DType::u8, {int64_t(kWorkspace)}, d);
+    states[size_t(d.index)] = s;
+  });
+  return *states[size_t(d.index)];
+}
+
+bool tf32() {
+  static const bool on = [] {
+    const char* e = std::getenv("RLX_CUDA_TF32");
+    return e && std::string_view(e) == "1";
+  }();
+  return on;
+}
+
+// One operand as cuBLAS sees it: a matrix (row-major or transposed) per batch entry.
+struct Operand {
+  Tensor t;            // the tensor whose memory is read (a view or a copy)
+  bool transposed;     // stored column-major (the last two dims' strides swapped)
+  int64_t ld;          // leading dimension, in elements
+  int64_t batch_stride;
+};
+
+// x viewed as [batch..., rows, cols] (already broadcast to the batch shape): a layout
+// cuBLAS can read, copying only when the strides allow none.
+Operand operand(Tensor x, cudaStream_t s) {
+  size_t r = size_t(x.rank());
+  int64_t rows = x.shape()[r - 2], cols = x.shape()[r - 1];
+  auto layout = [&](const Tensor& t, Operand& o) {
+    int64_t rs = t.strides()[r - 2], cs = t.strides()[r - 1];
+    if ((cs == 1 || cols == 1) && (rs >= cols || rows == 1)) {
+      o.transposed = false;
+      o.ld = std::max<int64_t>(rows == 1 ? cols : rs, std::max<int64_t>(cols, 1));
+    } else if ((rs == 1 || rows == 1) && (cs >= rows || cols == 1)) {
+      o.transposed = true;
+      o.ld = std::max<int64_t>(cols == 1 ? rows : cs, std::max<int64_t>(rows, 1));
+    } else {
+      return false;
+    }
+    // The batch dims must be one evenly spaced run (or all the same matrix).
+    int64_t stride = 0, expect = -1;
+    for (size_t d = r - 2; d-- > 0;) {
+      if (t.shape()[d] == 1) continue;
+      int64_t sd = t.strides()[d];
+      if (expect < 0) {
+        stride = sd;
+        expect = sd * t.shape()[d];
+      } else if (sd != expect && !(sd == 0 && stride == 0)) {
+        return false;
+      } else {
+        expect = sd * t.shape()[d];
+      }
+    }
+    o.batch_stride = stride;
+    return true;
+  };
+  Operand o{x, false, 0, 0};
+  if (layout(x, o)) return o;
+  Tensor c = Tensor::empty(x.dtype(), x.shape(), x.device());
+  copy_strided(x, c, s);
+  o.t = c;
+  layout(c, o);
+  return o;
+}
+
+cudaDataType_t data_type(DType t) {
+  switch (t) {
+    case DType::f64: return CUDA_R_64F;
+    case DType::f16: return CUDA_R_16F;
+    case DType::bf16: return CUDA_R_16BF;
+    default: return CUDA_R_32F;
+  }
+}
+
+struct Gemm {
+  DType dtype;
+  int64_t m, n, k, batch;  // column-major m x n = (m x k) (k x n)
+  const Operand* a;        // the column-major left operand (our B)
+  const Operand* b;        // our A
+  void* c;
+  int64_t ldc, c_stride;
+};
+
+void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
+  LtState& st = lt_state(dev);
+  cudaDataType_t dt = data_type(g.dtype);
+  bool f64 = g.dtype == DType::f64;
+  cublasComputeType_t compute =
+      f64 ? CUBLAS_COMPUTE_64F
+          : (g.dtype == DType::f32 && tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+  cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
+
+  cublasLtMatmulDesc_t desc;
+  RLX_LT(cublasLtMatmulDescCreate(&desc, compute, scale));
+  cublasOperation_t ta = g.a->transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t tb = g.b->transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
+  RLX_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+  RLX_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  // Stored shapes: op(A) is m x k, op(B) is k x n.
+  auto make = [&](int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+    cublasLtMatrixLayout_t l;
+    RLX_LT(cublasLtMatrixLayoutCreate(&l, dt, uint64_t(rows), uint64_t(cols), ld));
+    if (g.batch > 1) {
+      int32_t count = int32_t(g.batch);
+      RLX_LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
+                                              sizeof count));
+      RLX_LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                              &stride, sizeof stride));
+    }
+    return l;
+  };
+  cublasLtMatrixLayout_t la = g.a->transposed ? make(g.k, g.m, g.a->ld, g.a->batch_stride)
+                                              : make(g.m, g.k, g.a->ld, g.a->batch_stride);
+  cublasLtMatrixLayout_t lb = g.b->transposed ? make(g.n, g.k, g.b->ld, g.b->batch_stride)
+                                              : make(g.k, g.n, g.b->ld, g.b->batch_stride);
+  cublasLtMatrixLayout_t lc = make(g.m, g.n, g.ldc, g.c_stride);
+
+  std::string key = cat(int(g.dtype), ta, tb, ':', g.m, ',', g.n, ',', g.k, ',', g.batch, ',',
+                        g.a->ld, ',', g.b->ld, ',', g.ldc, ',', g.a->batch_stride, ',',
+                        g.b->batch_stride, ',', int(compute));
+  cublasLtMatmulAlgo_t algo;
+  {
+    std::lock_guard lock(st.mu);
+    auto it = st.algos.find(key);
+    if (it != st.algos.end()) {
+      algo = it->second;
+    } else {
+      cublasLtMatmulPreference_t pref;
+      RLX_LT(cublasLtMatmulPreferenceCreate(&pref));
+      size_t ws = kWorkspace;
+      RLX_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                  &ws, sizeof ws));
+      cublasLtMatmulHeuristicResult_t res{};
+      int found = 0;
+      RLX_LT(cublasLtMatmulAlgoGetHeuristic(st.handle, desc, la, lb, lc, lc, pref, 1, &res,
+                                            &found));
+      cublasLtMatmulPreferenceDestroy(pref);
+      if (found == 0)
+        fail<NotSupported>("matmul", "expected cuBLASLt to have an algorithm for ",
+                           dtype_name(g.dtype), " m=", g.m, " n=", g.n, " k=", g.k,
+                           ", got none");
+      algo = res.algo;
+      st.algos.emplace(key, algo);
+    }
+  }
+  double one64 = 1, zero64 = 0;
+  float one32 = 1, zero32 = 0;
+  const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
+  const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
+  RLX_LT(cublasLtMatmul(st.handle, desc, alpha, g.a->t.data(), la, g.b->t.data(), lb, beta, g.c,
+                        lc, g.c, lc, &algo, st.workspace.data(), kWorkspace, stream));
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(lc);
+  cublasLtMatmulDescDestroy(desc);
+}
+
+void matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  cudaStream_t s = stream_of(ctx);
+  Tensor a = in[0], b = in[1], y = out[0];
+  if (a.rank() == 1) a = a.reshape({1, a.shape()[0]});
+  if (b.rank() == 1) b = b.reshape({b.shape()[0], 1});
+  size_t ra = size_t(a.rank()), rb = size_t(b.rank());
+  int64_t m = a.shape()[ra - 2], k = a.shape()[ra - 1], n = b.shape()[rb - 1];
+  std::vector<int64_t> batch;
+  for (size_t i = 0, nb = std::max(ra, rb) - 2; i < nb; ++i) {
+    auto dim = [&](const Tensor& t, size_t r) {
+      return i + r - 2 >= nb ? t.shape()[i + r - 2 - nb] : int64_t(1);
+    };
+    batch.push_back(std::max(dim(a, ra), dim(b, rb)));
+  }
+  int64_t count = 1;
+  for (int64_t d : batch) count *= d;
+  if (y.numel() == 0) return;
+  std::vector<int64_t> ashape = batch, bshape = batch, yshape = batch;
+  ashape.insert(ashape.end(), {m, k});
+  bshape.insert(bshape.end(), {k, n});
+  yshape.insert(yshape.end(), {m, n});
+  if (k == 0) return fill(y, 0, s);
+  Tensor av = a.broadcast_to(ashape), bv = b.broadcast_to(bshape);
+  // A weight shared across the batch, over rows of x spaced evenly: one GEMM of
+  // count * m rows.
+  Operand oa = operand(av, s), ob = operand(bv, s);
+  if (count > 1 && ob.batch_stride == 0 && !oa.transposed && oa.batch_stride == m * oa.ld) {
+    m *= count;
+    count = 1;
+  }
+  Gemm g{a.dtype(), n, m, k, count, &ob, &oa, y.data(), n, m * n};
+  run_gemm(g, y.device(), s);
+}
+
+// dot_general: each operand permuted to [batch, free, contracting] (lhs) / [batch,
+// contracting, free] (rhs) and seen as 3-D, a view where its dims merge, else a copy; the
+// output [batch, lhs free, rhs free] is contiguous.
+void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                        std::span<Tensor> out) {
+  cudaStream_t s = stream_of(ctx);
+  auto axes = [&](const char* key, int64_t rank) {
+    std::vector<int64_t> v;
+    for (int64_t a : ctx.attrs.get_ints(key)) v.push_back(a < 0 ? a + rank : a);
+    return v;
+  };
+  auto free_axes = [](int64_t rank, const std::vector<int64_t>& b, const std::vector<int64_t>& c) {
+    std::vector<int64_t> f;
+    for (int64_t d = 0; d < rank; ++d)
+      if (std::find(b.begin(), b.end(), d) == b.end() && std::find(c.begin(), c.end(), d) == c.end())
+        f.push_back(d);
+    return f;
+  };
+  // t's dims in groups g0, g1, g2 as [size g0, size g1, size g2].
+  auto as3 = [&](const Tensor& t, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
+                 const std::vector<int64_t>& g2) {
+    std::vector<int64_t> perm = g0, shape;
+    perm.insert(perm.end(), g1.begin(), g1.end());
+    perm.insert(perm.end(), g2.begin(), g2.end());
+    for (const auto* g : {&g0, &g1, &g2}) {
+      int64_t n = 1;
+      for (int64_t d : *g) n *= t.shape()[size_t(d)];
+      shape.push_back(n);
+    }
+    Tensor p = t.permute(perm);
+    if (!p.is_contiguous()) {
+      Tensor c = Tensor::empty(p.dtype(), p.shape(), p.device());
+      copy_strided(p, c, s);
+      p = c;
+    }
+    return p.reshape(shape);
+  };
+  const Tensor &lhs = in[0], &rhs = in[1];
+  auto lb = axes("lhs_batch", lhs.rank()), lc = axes("lhs_contracting", lhs.rank());
+  auto rb = axes("rhs_batch", rhs.rank()), rc = axes("rhs_contracting", rhs.rank());
+  Tensor a = as3(lhs, lb, free_axes(lhs.rank(), lb, lc), lc);
+  Tensor b = as3(rhs, rb, rc, free_axes(rhs.rank(), rb, rc));
+  Tensor y = out[0];
+  int64_t batch = a.shape()[0], m = a.shape()[1], k = a.shape()[2], n = b.shape()[2];
+  if (y.numel() == 0) return;
+  if (k == 0) return fill(y, 0, s);
+  Operand oa = operand(a, s), ob = operand(b, s);
+  Gemm g{a.dtype(), n, m, k, batch, &ob, &oa, y.data(), n, m * n};
+  run_gemm(g, y.device(), s);
+}
+
+}  // namespace
+
+void register_linalg(KernelRegistry& r) {
+  add_kernel(r, "matmul", matmul_kernel, dtype_in(kFloat), {.strided_inputs = true});
+  add_kernel(r, "dot_general", dot_general_kernel, dtype_in(kFloat), {.strided_inputs = true});
+}
+
+}  // namespace rlx::gpu

@@ -1,0 +1,381 @@
+// nn kernels: softmax, log_softmax, layer_norm, rms_norm, single-pass per row (the row is
+// read once per fold and written once), as the CPU defines them (backend/cpu/nn.cpp):
+// softmax is exp(x - max) / sum, so a row of all -inf, or with NaN or +inf, gives NaN;
+// norms take two passes (mean, then squared deviations) rather than a formula that
+// cancels. f16 / bf16 compute in float. A row is a warp's when short, a block's when long.
+#include <cuda/std/limits>
+
+#include "backend/cuda/families.h"
+#include "backend/cuda/kernels.cuh"
+
+namespace rlx::gpu {
+
+namespace {
+
+using Ins = std::span<const Tensor>;
+using Outs = std::span<Tensor>;
+
+struct MaxF {  // NaN does not win here: the sum that follows carries it
+  template <class A>
+  __device__ static A init() {
+    return -cuda::std::numeric_limits<A>::infinity();
+  }
+  template <class A>
+  __device__ static A combine(A a, A b) {
+    return b > a ? b : a;
+  }
+};
+struct SumF {
+  template <class A>
+  __device__ static A init() {
+    return A(0);
+  }
+  template <class A>
+  __device__ static A combine(A a, A b) {
+    return a + b;
+  }
+};
+
+// The threads that share one row: a warp (kBlock false) or the whole block.
+template <bool kBlock>
+struct Group {
+  __device__ int lane() const { return kBlock ? threadIdx.x : threadIdx.x % 32; }
+  __device__ int width() const { return kBlock ? blockDim.x : 32; }
+  template <class Op, class A>
+  __device__ A fold(A v) const {
+    if constexpr (kBlock)
+      return block_fold<Op>(v);
+    else
+      return shfl(warp_fold<Op>(v), 0, false);
+  }
+  // The rows this group takes, in a grid-stride loop.
+  __device__ int64_t first() const {
+    return kBlock ? blockIdx.x : int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  }
+  __device__ int64_t stride() const {
+    return kBlock ? gridDim.x : int64_t(gridDim.x) * (blockDim.x / 32);
+  }
+};
+
+template <bool kLog, bool kBlock, class T>
+__global__ void softmax_rows(const T* x0, T* y0, int64_t rows, int64_t n) {
+  using C = compute_t<T>;
+  Group<kBlock> g;
+  for (int64_t r = g.first(); r < rows; r += g.stride()) {
+    const T* x = x0 + r * n;
+    T* y = y0 + r * n;
+    C m = MaxF::init<C>();
+    for (int64_t i = g.lane(); i < n; i += g.width()) m = MaxF::combine(m, C(load(x[i])));
+    m = g.template fold<MaxF>(m);
+    C s = 0;
+    for (int64_t i = g.lane(); i < n; i += g.width()) s += exp(C(load(x[i])) - m);
+    s = g.template fold<SumF>(s);
+    C ls = log(s), inv = C(1) / s;
+    for (int64_t i = g.lane(); i < n; i += g.width()) {
+      C v = C(load(x[i])) - m;
+      y[i] = store<T>(kLog ? v - ls : exp(v) * inv);
+    }
+  }
+}
+
+// [outer, n, inner] along n, inner > 1: one thread per column.
+template <bool kLog, class T>
+__global__ void softmax_columns(const T* x0, T* y0, int64_t outer, int64_t n, int64_t inner) {
+  using C = compute_t<T>;
+  RLX_GRID_STRIDE(c, outer * inner) {
+    int64_t o = c / inner, i = c - o * inner;
+    const T* x = x0 + o * n * inner + i;
+    T* y = y0 + o * n * inner + i;
+    C m = MaxF::init<C>(), s = 0;
+    for (int64_t j = 0; j < n; ++j) m = MaxF::combine(m, C(load(x[j * inner])));
+    for (int64_t j = 0; j < n; ++j) s += exp(C(load(x[j * inner])) - m);
+    C ls = log(s), inv = C(1) / s;
+    for (int64_t j = 0; j < n; ++j) {
+      C v = C(load(x[j * inner])) - m;
+      y[j * inner] = store<T>(kLog ? v - ls : exp(v) * inv);
+    }
+  }
+}
+
+int64_t prod(const std::vector<int64_t>& s, size_t b, size_t e) {
+  int64_t p = 1;
+  for (size_t i = b; i < e; ++i) p *= s[i];
+  return p;
+}
+
+// Launches fn<kBlock> over `rows` rows of n: warps for rows up to 1024, blocks beyond.
+template <class Launch>
+void launch_rows(int64_t rows, int64_t n, Launch&& launch) {
+  if (n > 1024) {
+    int grid = int(std::min<int64_t>(rows, int64_t(sm_count()) * 8));
+    launch(std::true_type{}, grid, 512);
+  } else {
+    constexpr int kWarps = kThreads / 32;
+    int grid = int(std::min<int64_t>((rows + kWarps - 1) / kWarps, int64_t(sm_count()) * 32));
+    launch(std::false_type{}, grid, kThreads);
+  }
+}
+
+template <bool kLog>
+void softmax_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  if (x.numel() == 0) return;
+  const auto& shape = x.shape();
+  size_t axis = size_t(ctx.attrs.get_int("axis") < 0 ? ctx.attrs.get_int("axis") + x.rank()
+                                                      : ctx.attrs.get_int("axis"));
+  int64_t outer = prod(shape, 0, axis), n = shape[axis], inner = prod(shape, axis + 1, shape.size());
+  cudaStream_t s = stream_of(ctx);
+  visit(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T>) {
+      auto xp = static_cast<const T*>(x.data());
+      auto yp = static_cast<T*>(out[0].data());
+      if (inner != 1) {
+        softmax_columns<kLog, T><<<blocks_for(outer * inner), kThreads, 0, s>>>(xp, yp, outer, n, inner);
+        return;
+      }
+      launch_rows(outer, n, [&](auto block, int grid, int threads) {
+        softmax_rows<kLog, decltype(block)::value, T><<<grid, threads, 0, s>>>(xp, yp, outer, n);
+      });
+    }
+  });
+  RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
+}
+
+// Rows of n, normalised; scale / bias (may be null) are n-vectors.
+template <bool kRms, bool kBlock, class T>
+__global__ void norm_rows(const T* x0, T* y0, const T* scale, const T* bias, int64_t rows,
+                          int64_t n, double eps) {
+  using C = compute_t<T>;
+  Group<kBlock> g;
+  for (int64_t r = g.first(); r < rows; r += g.stride()) {
+    const T* x = x0 + r * n;
+    T* y = y0 + r * n;
+    C mean = 0;
+    if constexpr (!kRms) {
+      for (int64_t i = g.lane(); i < n; i += g.width()) mean += C(load(x[i]));
+      mean = g.template fold<SumF>(mean) / C(n);
+    }
+    C ss = 0;
+    for (int64_t i = g.lane(); i < n; i += g.width()) {
+      C d = C(load(x[i])) - mean;
+      ss += d * d;
+    }
+    C inv = C(1) / sqrt(g.template fold<SumF>(ss) / C(n) + C(eps));
+    for (int64_t i = g.lane(); i < n; i += g.width()) {
+      C v = (C(load(x[i])) - mean) * inv;
+      if (scale) v *= C(load(scale[i]));
+      if (bias) v += C(load(bias[i]));
+      y[i] = store<T>(v);
+    }
+  }
+}
+
+template <bool kRms>
+void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  if (x.numel() == 0) return;
+  const auto& shape = x.shape();
+  int64_t a = ctx.attrs.get_int("axis");
+  size_t axis = size_t(a < 0 ? a + x.rank() : a);
+  int64_t rows = prod(shape, 0, axis), n = prod(shape, axis, shape.size());
+  std::vector<int64_t> tail(shape.begin() + int64_t(axis), shape.end());
+  cudaStream_t s = stream_of(ctx);
+  // scale and bias as contiguous n-vectors (they may broadcast over the tail).
+  auto param = [&](size_t i) {
+    if (i >= in.size()) return Tensor();
+    Tensor p = in[i].broadcast_to(tail);
+    if (p.is_contiguous()) return p;
+    Tensor c = Tensor::empty(p.dtype(), tail, p.device());
+    copy_strided(p, c, s);
+    return c;
+  };
+  Tensor sc = param(1), bi = param(2);
+  double eps = ctx.attrs.get_float("epsilon");
+  visit(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T>) {
+      auto xp = static_cast<const T*>(x.data());
+      auto yp = static_cast<T*>(out[0].data());
+      auto sp = sc.defined() ? static_cast<const T*>(sc.data()) : nullptr;
+      auto bp = bi.defined() ? static_cast<const T*>(bi.data()) : nullptr;
+      launch_rows(rows, n, [&](auto block, int grid, int threads) {
+        norm_rows<kRms, decltype(block)::value, T><<<grid, threads, 0, s>>>(xp, yp, sp, bp, rows, n, eps);
+      });
+    }
+  });
+  RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
+}
+
+constexpr unsigned long long kNoBad = 1ull << 63;  // INT64_MIN: no index is that
+
+// Rows of the table picked by indices; an index out of range is recorded in *bad (the
+// first one seen wins) and its row left unwritten.
+template <class E, class I>
+__global__ void embedding_rows(const E* table, const I* idx, E* out, int64_t n, int64_t d,
+                               int64_t vocab, unsigned long long* bad) {
+  RLX_GRID_STRIDE(t, n * d) {
+    int64_t i = t / d, c = t - i * d, j = int64_t(idx[i]);
+    if (j < 0 || j >= vocab) {
+      atomicCAS(bad, kNoBad, (unsigned long long)(j));
+      continue;
+    }
+    out[t] = table[j * d + c];
+  }
+}
+
+// The index check needs the result on the host: one small copy and a wait per call.
+void embedding_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor &table = in[0], &idx = in[1];
+  int64_t n = idx.numel(), d = table.shape()[1], vocab = table.shape()[0];
+  if (n * d == 0) return;
+  cudaStream_t s = stream_of(ctx);
+  Tensor flag = Tensor::from_vector(std::vector<int64_t>{int64_t(kNoBad)}, {1}).to(table.device());
+  auto* bad = static_cast<unsigned long long*>(flag.data());
+  visit_bytes(dtype_size(table.dtype()), [&](auto etag) {
+    using E = typename decltype(etag)::type;
+    visit(idx.dtype(), [&](auto itag) {
+      using I = typename decltype(itag)::type;
+      if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>)
+        embedding_rows<E, I><<<blocks_for(n * d), kThreads, 0, s>>>(
+            static_cast<const E*>(table.data()), static_cast<const I*>(idx.data()),
+            static_cast<E*>(out[0].data()), n, d, vocab, bad);
+    });
+  });
+  RLX_CUDA_LAUNCHED("embedding");
+  int64_t j = flag.to(Device::cpu()).to_vector<int64_t>()[0];
+  if (j != int64_t(kNoBad)) fail<ValueError>("embedding", "expected indices in [0, ", vocab, "), got ", j);
+}
+
+// ---- cross_entropy ---------------------------------------------------------------------
+// As on the CPU (backend/cpu/nn.cpp): per row lse = logsumexp(x); a class label y gives
+// (1 - eps) (lse - x[y]) + eps (lse - mean(x)), ignore_index rows give 0 and do not count;
+// probabilities p give -sum_c ((1 - eps) p[c] + eps / C) (x[c] - lse). Row losses in f64,
+// then one block sums them in a fixed order (the same result on every run).
+
+template <bool kBlock, class T, class I>
+__global__ void xent_rows(const T* x0, const I* labels, const T* p0, double* loss,
+                          double* counted, int64_t rows, int64_t classes, double eps,
+                          int64_t ignore, unsigned long long* bad) {
+  using C = compute_t<T>;
+  Group<kBlock> g;
+  for (int64_t r = g.first(); r < rows; r += g.stride()) {
+    const T* x = x0 + r * classes;
+    C m = MaxF::init<C>();
+    for (int64_t i = g.lane(); i < classes; i += g.width()) m = MaxF::combine(m, C(load(x[i])));
+    m = g.template fold<MaxF>(m);
+    C se = 0;
+    for (int64_t i = g.lane(); i < classes; i += g.width()) se += exp(C(load(x[i])) - m);
+    C lse = m + log(g.template fold<SumF>(se));
+    C l = 0, count = 1;
+    if (p0) {
+      const T* p = p0 + r * classes;
+      C u = classes ? C(eps) / C(classes) : C(0), acc = 0;
+      for (int64_t i = g.lane(); i < classes; i += g.width())
+        acc += ((C(1) - C(eps)) * C(load(p[i])) + u) * (C(load(x[i])) - lse);
+      l = -g.template fold<SumF>(acc);
+    } else if (int64_t(labels[r]) == ignore) {
+      count = 0;
+    } else {
+      int64_t y = int64_t(labels[r]);
+      if (y < 0 || y >= classes) {
+        if (g.lane() == 0) atomicCAS(bad, 1ull << 63, (unsigned long long)(y));
+      } else {
+        l = (C(1) - C(eps)) * (lse - C(load(x[y])));
+      }
+      if (eps > 0) {
+        C sum = 0;
+        for (int64_t i = g.lane(); i < classes; i += g.width()) sum += C(load(x[i]));
+        l += C(eps) * (lse - g.template fold<SumF>(sum) / C(classes));
+      }
+    }
+    if (g.lane() == 0) {
+      loss[r] = double(l);
+      counted[r] = double(count);
+    }
+  }
+}
+
+template <class T>
+__global__ void xent_total(const double* loss, const double* counted, int64_t rows, bool mean,
+                           T* y) {
+  double total = 0, count = 0;
+  for (int64_t r = threadIdx.x; r < rows; r += blockDim.x) {
+    total += loss[r];
+    count += counted[r];
+  }
+  total = block_fold<SumF>(total);
+  count = block_fold<SumF>(count);
+  if (threadIdx.x == 0) y[0] = store<T>(compute_t<T>(mean ? total / count : total));
+}
+
+template <class T>
+__global__ void xent_store(const double* loss, T* y, int64_t rows) {
+  RLX_GRID_STRIDE(r, rows) y[r] = store<T>(compute_t<T>(loss[r]));
+}
+
+void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor &x = in[0], &t = in[1];
+  int64_t classes = x.shape().back();
+  int64_t rows = prod(x.shape(), 0, x.shape().size() - 1);
+  cudaStream_t s = stream_of(ctx);
+  const std::string& reduction = ctx.attrs.get_string("reduction");
+  Tensor loss = Tensor::empty(DType::f64, {rows}, x.device());
+  Tensor counted = Tensor::empty(DType::f64, {rows}, x.device());
+  Tensor flag = Tensor::from_vector(std::vector<int64_t>{int64_t(kNoBad)}, {1}).to(x.device());
+  auto* bad = static_cast<unsigned long long*>(flag.data());
+  bool probs = is_float(t.dtype());
+  double eps = ctx.attrs.get_float("label_smoothing");
+  int64_t ignore = ctx.attrs.get_int("ignore_index");
+  visit(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T>) {
+      auto rows_with = [&](auto itag) {
+        using I = typename decltype(itag)::type;
+        if (rows == 0) return;
+        launch_rows(rows, classes, [&](auto block, int grid, int threads) {
+          xent_rows<decltype(block)::value, T, I><<<grid, threads, 0, s>>>(
+              static_cast<const T*>(x.data()), probs ? nullptr : static_cast<const I*>(t.data()),
+              probs ? static_cast<const T*>(t.data()) : nullptr, static_cast<double*>(loss.data()),
+              static_cast<double*>(counted.data()), rows, classes, eps, ignore, bad);
+        });
+      };
+      if (probs) {
+        rows_with(Tag<int64_t>{});
+      } else {
+        visit(t.dtype(), [&](auto itag) {
+          using I = typename decltype(itag)::type;
+          if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) rows_with(itag);
+        });
+      }
+      T* y = static_cast<T*>(out[0].data());
+      if (reduction == "none") {
+        if (rows) xent_store<T><<<blocks_for(rows), kThreads, 0, s>>>(static_cast<const double*>(loss.data()), y, rows);
+      } else {
+        xent_total<T><<<1, 1024, 0, s>>>(static_cast<const double*>(loss.data()),
+                                         static_cast<const double*>(counted.data()), rows,
+                                         reduction == "mean", y);
+      }
+    }
+  });
+  RLX_CUDA_LAUNCHED("cross_entropy");
+  if (probs) return;
+  int64_t y = flag.to(Device::cpu()).to_vector<int64_t>()[0];
+  if (y != int64_t(kNoBad))
+    fail<ValueError>("cross_entropy", "expected class labels in [0, ", classes, ") or ignore_index ",
+                     ignore, ", got ", y);
+}
+
+}  // namespace
+
+void register_nn(KernelRegistry& r) {
+  add_kernel(r, "cross_entropy", cross_entropy_kernel, dtype_in(kFloat));
+  add_kernel(r, "embedding", embedding_kernel);
+  register_attention(r);
+  add_kernel(r, "softmax", softmax_kernel<false>, dtype_in(kFloat));
+  add_kernel(r, "log_softmax", softmax_kernel<true>, dtype_in(kFloat));
+  add_kernel(r, "layer_norm", norm_kernel<false>, dtype_in(kFloat));
+  add_kernel(r, "rms_norm", norm_kernel<true>, dtype_in(kFloat));
+}
+
+}  // namespace rlx::gpu

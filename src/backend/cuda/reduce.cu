@@ -1,0 +1,389 @@
+// Reductions (sum, prod, reduce_max / reduce_min, mean, logsumexp, l1_norm, l2_norm) with
+// the CPU's folds (backend/cpu/reduce.cpp): floats accumulate in f64, integers in wrapping
+// 64-bit arithmetic, max / min propagate NaN, logsumexp shifts by the maximum first.
+//
+// The input is seen as [outer, r, inner] with the reduced axes in the middle (a
+// permuted copy when they are not adjacent). inner == 1 reduces rows (a warp, or a block
+// for long rows); inner > 1 reduces columns, one thread each, coalesced along inner.
+#include <cuda/std/limits>
+#include <numeric>
+
+#include "backend/cuda/families.h"
+#include "backend/cuda/kernels.cuh"
+
+namespace rlx::gpu {
+
+namespace {
+
+template <class T>
+using acc_t = std::conditional_t<std::is_integral_v<T>, uint64_t, double>;
+
+template <class C>
+__device__ __forceinline__ bool is_nan(C v) {
+  if constexpr (std::is_floating_point_v<C>)
+    return v != v;
+  else
+    return false;
+}
+
+struct SumOp {
+  template <class T>
+  using acc = acc_t<T>;
+  static constexpr bool kShift = false;
+  template <class A>
+  __device__ static A init() {
+    return A(0);
+  }
+  template <class A, class C>
+  __device__ static A map(C x, A) {
+    return A(x);
+  }
+  template <class A>
+  __device__ static A combine(A a, A b) {
+    return a + b;
+  }
+  template <class T, class A>
+  __device__ static T finish(A a, A, int64_t) {
+    if constexpr (std::is_integral_v<T>)
+      return T(a);  // the low bits: the wrapped sum
+    else
+      return store<T>(a);
+  }
+};
+struct ProdOp : SumOp {
+  template <class A>
+  __device__ static A init() {
+    return A(1);
+  }
+  template <class A>
+  __device__ static A combine(A a, A b) {
+    return a * b;
+  }
+};
+struct MeanOp : SumOp {
+  template <class T, class A>
+  __device__ static T finish(A a, A, int64_t n) {
+    return store<T>(double(a) / double(n));
+  }
+};
+struct L1Op : SumOp {
+  template <class A, class C>
+  __device__ static A map(C x, A) {
+    return fabs(A(x));
+  }
+};
+struct L2Op : SumOp {
+  template <class A, class C>
+  __device__ static A map(C x, A) {
+    return A(x) * A(x);
+  }
+  template <class T, class A>
+  __device__ static T finish(A a, A, int64_t) {
+    return store<T>(sqrt(a));
+  }
+};
+
+template <bool kMax>
+struct ExtremeOp {
+  template <class T>
+  using acc = compute_t<T>;
+  static constexpr bool kShift = false;
+  template <class A>
+  __device__ static A init() {
+    if constexpr (std::is_floating_point_v<A>)
+      return kMax ? -cuda::std::numeric_limits<A>::infinity()
+                  : cuda::std::numeric_limits<A>::infinity();
+    else
+      return kMax ? cuda::std::numeric_limits<A>::lowest() : cuda::std::numeric_limits<A>::max();
+  }
+  template <class A, class C>
+  __device__ static A map(C x, A) {
+    return A(x);
+  }
+  template <class A>
+  __device__ static A combine(A a, A b) {
+    return ((kMax ? b > a : b < a) || is_nan(b)) ? b : a;
+  }
+  template <class T, class A>
+  __device__ static T finish(A a, A, int64_t) {
+    return store<T>(a);
+  }
+};
+using MaxOp = ExtremeOp<true>;
+using MinOp = ExtremeOp<false>;
+
+// log(sum(exp(x - m))) + m, m the maximum (a first pass); m of +-inf or NaN is the result.
+struct LogSumExpOp : SumOp {
+  static constexpr bool kShift = true;
+  template <class A, class C>
+  __device__ static A map(C x, A shift) {
+    return A(exp(double(x) - double(shift)));
+  }
+  template <class T, class A>
+  __device__ static T finish(A a, A shift, int64_t) {
+    if (!isfinite(double(shift))) return store<T>(shift);
+    return store<T>(double(shift) + log(double(a)));
+  }
+};
+
+// One fold over x[0], x[step], … (n of them) by the threads lane, lane + width, …
+template <class Op, class T, class A>
+__device__ __forceinline__ A fold_part(const T* x, int64_t n, int64_t step, int lane, int width,
+                                       A shift) {
+  A acc = Op::template init<A>();
+  for (int64_t i = lane; i < n; i += width) acc = Op::combine(acc, Op::template map<A>(load(x[i * step]), shift));
+  return acc;
+}
+
+// Rows of length r, one block each.
+template <class Op, class T>
+__global__ void rows_block(const T* x, T* y, int64_t rows, int64_t r) {
+  using A = typename Op::template acc<T>;
+  for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
+    const T* p = x + row * r;
+    A shift{};
+    if constexpr (Op::kShift) {
+      using M = typename MaxOp::template acc<T>;
+      shift = A(block_fold<MaxOp>(fold_part<MaxOp, T, M>(p, r, 1, threadIdx.x, blockDim.x, M{})));
+    }
+    A acc = block_fold<Op>(fold_part<Op, T, A>(p, r, 1, threadIdx.x, blockDim.x, shift));
+    if (threadIdx.x == 0) y[row] = Op::template finish<T>(acc, shift, r);
+  }
+}
+
+// Rows of length r, one warp each.
+template <class Op, class T>
+__global__ void rows_warp(const T* x, T* y, int64_t rows, int64_t r) {
+  using A = typename Op::template acc<T>;
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
+       row += warps) {
+    const T* p = x + row * r;
+    A shift{};
+    if constexpr (Op::kShift) {
+      using M = typename MaxOp::template acc<T>;
+      M m = warp_fold<MaxOp>(fold_part<MaxOp, T, M>(p, r, 1, lane, 32, M{}));
+      shift = A(shfl(m, 0, false));
+    }
+    A acc = warp_fold<Op>(fold_part<Op, T, A>(p, r, 1, lane, 32, shift));
+    if (lane == 0) y[row] = Op::template finish<T>(acc, shift, r);
+  }
+}
+
+// [outer, r, inner] with inner > 1: one thread per (outer, inner) column.
+template <class Op, class T>
+__global__ void columns(const T* x, T* y, int64_t outer, int64_t r, int64_t inner) {
+  using A = typename Op::template acc<T>;
+  RLX_GRID_STRIDE(c, outer * inner) {
+    int64_t o = c / inner, i = c - o * inner;
+    const T* p = x + o * r * inner + i;
+    A shift{};
+    if constexpr (Op::kShift) {
+      using M = typename MaxOp::template acc<T>;
+      shift = A(fold_part<MaxOp, T, M>(p, r, inner, 0, 1, M{}));
+    }
+    y[c] = Op::template finish<T>(fold_part<Op, T, A>(p, r, inner, 0, 1, shift), shift, r);
+  }
+}
+
+// The input as [outer, r, inner]: the reduced axes adjacent (else permuted to the end and
+// made contiguous).
+struct Blocks {
+  Tensor x;
+  int64_t outer = 1, r = 1, inner = 1;
+};
+
+Blocks blocks_of(const Tensor& in, const IntList& axes_attr, cudaStream_t s) {
+  int64_t rank = in.rank();
+  std::vector<bool> reduced(size_t(rank), axes_attr.empty());
+  for (int64_t a : axes_attr) reduced[size_t(a < 0 ? a + rank : a)] = true;
+  // Size-1 axes do not matter for adjacency.
+  int64_t first = -1, last = -1;
+  for (int64_t d = 0; d < rank; ++d)
+    if (reduced[size_t(d)] && in.shape()[size_t(d)] != 1) {
+      if (first < 0) first = d;
+      last = d;
+    }
+  bool adjacent = true;
+  for (int64_t d = first; first >= 0 && d <= last; ++d)
+    adjacent &= reduced[size_t(d)] || in.shape()[size_t(d)] == 1;
+  Blocks b;
+  if (adjacent && in.is_contiguous()) {
+    b.x = in;
+    for (int64_t d = 0; d < rank; ++d) {
+      int64_t n = in.shape()[size_t(d)];
+      if (first >= 0 && d >= first && d <= last)
+        b.r *= n;
+      else if (first < 0 || d < first)
+        b.outer *= n;
+      else
+        b.inner *= n;
+    }
+    return b;
+  }
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < rank; ++d)
+    if (!reduced[size_t(d)]) perm.push_back(d);
+  for (int64_t d = 0; d < rank; ++d)
+    if (reduced[size_t(d)]) perm.push_back(d);
+  Tensor p = in.permute(perm);
+  b.x = Tensor::empty(in.dtype(), p.shape(), in.device());
+  copy_strided(p, b.x, s);
+  for (int64_t d = 0; d < rank; ++d)
+    (reduced[size_t(perm[size_t(d)])] ? b.r : b.outer) *= p.shape()[size_t(d)];
+  return b;
+}
+
+template <class Op, unsigned Set>
+void reduce_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  cudaStream_t s = stream_of(ctx);
+  Blocks b = blocks_of(in[0], ctx.attrs.get_ints("axes"), s);
+  int64_t n = b.outer * b.inner;
+  if (n == 0) return;
+  visit(in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (in_set<T>(Set)) {
+      auto x = static_cast<const T*>(b.x.data());
+      auto y = static_cast<T*>(out[0].data());
+      if (b.inner > 1) {
+        columns<Op, T><<<blocks_for(n), kThreads, 0, s>>>(x, y, b.outer, b.r, b.inner);
+      } else if (b.r >= 4096) {
+        int grid = int(std::min<int64_t>(n, int64_t(sm_count()) * 8));
+        rows_block<Op, T><<<grid, 512, 0, s>>>(x, y, n, b.r);
+      } else {
+        constexpr int kWarps = kThreads / 32;
+        int grid = int(std::min<int64_t>((n + kWarps - 1) / kWarps, int64_t(sm_count()) * 32));
+        rows_warp<Op, T><<<grid, kThreads, 0, s>>>(x, y, n, b.r);
+      }
+    }
+  });
+  RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
+}
+
+// ---- argmax / argmin, cumsum ------------------------------------------------------------
+// NaN counts as the extreme (NumPy): the first NaN wins, or the last one under
+// select_last_index, which likewise picks the last of equal extremes. One thread per
+// column of [outer, r, inner].
+
+template <bool kMax, bool kLast, class C>
+__device__ __forceinline__ bool better(C v, C best) {
+  if constexpr (kLast)
+    return (kMax ? v >= best : v <= best) || is_nan(v);
+  else
+    return (kMax ? v > best : v < best) || (is_nan(v) && !is_nan(best));
+}
+
+template <bool kMax, bool kLast, class T>
+__global__ void arg_columns(const T* x, int64_t* y, int64_t outer, int64_t r, int64_t inner) {
+  using C = compute_t<T>;
+  RLX_GRID_STRIDE(c, outer * inner) {
+    int64_t o = c / inner, i = c - o * inner;
+    const T* p = x + o * r * inner + i;
+    C best = C(load(p[0]));
+    int64_t at = 0;
+    for (int64_t k = 1; k < r; ++k) {
+      C v = C(load(p[k * inner]));
+      if (better<kMax, kLast>(v, best)) {
+        best = v;
+        at = k;
+      }
+    }
+    y[c] = at;
+  }
+}
+
+// [outer, r, inner] of x as seen around one axis.
+Blocks axis_blocks(const Tensor& x, int64_t axis) {
+  Blocks b;
+  b.x = x;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    (d < axis ? b.outer : d == axis ? b.r : b.inner) *= x.shape()[size_t(d)];
+  return b;
+}
+
+template <bool kMax>
+void arg_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  int64_t axis = ctx.attrs.get_int("axis");
+  Blocks b = axis_blocks(in[0], axis < 0 ? axis + in[0].rank() : axis);
+  int64_t n = b.outer * b.inner;
+  if (n == 0) return;
+  bool last = ctx.attrs.get_bool("select_last_index");
+  cudaStream_t s = stream_of(ctx);
+  visit(in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (in_set<T>(kNumeric)) {
+      auto x = static_cast<const T*>(b.x.data());
+      auto y = static_cast<int64_t*>(out[0].data());
+      if (last)
+        arg_columns<kMax, true, T><<<blocks_for(n), kThreads, 0, s>>>(x, y, b.outer, b.r, b.inner);
+      else
+        arg_columns<kMax, false, T><<<blocks_for(n), kThreads, 0, s>>>(x, y, b.outer, b.r, b.inner);
+    }
+  });
+  RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
+}
+
+// Running sums in the accumulator of sums (f64, wrapping 64-bit integers), stored per step.
+template <class T>
+__global__ void cumsum_columns(const T* x, T* y, int64_t outer, int64_t r, int64_t inner,
+                               bool exclusive, bool reverse) {
+  using A = acc_t<T>;
+  RLX_GRID_STRIDE(c, outer * inner) {
+    int64_t o = c / inner, i = c - o * inner;
+    int64_t base = o * r * inner + i;
+    A s = A(0);
+    for (int64_t k = 0; k < r; ++k) {
+      int64_t at = base + (reverse ? r - 1 - k : k) * inner;
+      A v = A(load(x[at]));
+      A out = exclusive ? s : s + v;
+      if constexpr (std::is_integral_v<T>)
+        y[at] = T(out);
+      else
+        y[at] = store<T>(out);
+      s += v;
+    }
+  }
+}
+
+void cumsum_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  int64_t axis = ctx.attrs.get_int("axis");
+  Blocks b = axis_blocks(in[0], axis < 0 ? axis + in[0].rank() : axis);
+  int64_t n = b.outer * b.inner;
+  if (n == 0) return;
+  bool exclusive = ctx.attrs.get_bool("exclusive"), reverse = ctx.attrs.get_bool("reverse");
+  visit(in[0].dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (in_set<T>(kNumeric))
+      cumsum_columns<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(
+          static_cast<const T*>(b.x.data()), static_cast<T*>(out[0].data()), b.outer, b.r,
+          b.inner, exclusive, reverse);
+  });
+  RLX_CUDA_LAUNCHED("cumsum");
+}
+
+}  // namespace
+
+void register_reduce(KernelRegistry& r) {
+  add_kernel(r, "argmax", arg_kernel<true>, dtype_in(kNumeric));
+  add_kernel(r, "argmin", arg_kernel<false>, dtype_in(kNumeric));
+  add_kernel(r, "cumsum", cumsum_kernel, dtype_in(kNumeric));
+  struct Entry {
+    const char* name;
+    KernelFn fn;
+    unsigned set;
+  };
+  const Entry table[] = {
+      {"sum", reduce_kernel<SumOp, kNumeric>, kNumeric},
+      {"prod", reduce_kernel<ProdOp, kNumeric>, kNumeric},
+      {"reduce_max", reduce_kernel<MaxOp, kNumeric>, kNumeric},
+      {"reduce_min", reduce_kernel<MinOp, kNumeric>, kNumeric},
+      {"mean", reduce_kernel<MeanOp, kFloat>, kFloat},
+      {"logsumexp", reduce_kernel<LogSumExpOp, kFloat>, kFloat},
+      {"l1_norm", reduce_kernel<L1Op, kFloat>, kFloat},
+      {"l2_norm", reduce_kernel<L2Op, kFloat>, kFloat},
+  };
+  for (const Entry& e : table) add_kernel(r, e.name, e.fn, dtype_in(e.set));
+}
+
+}  // namespace rlx::gpu

@@ -1,0 +1,142 @@
+// The device code every generated region kernel starts with (region.cpp): loads and
+// stores per dtype (f16 / bf16 through PTX conversions, so NVRTC needs no header), the ops
+// whose semantics need more than one expression (the CPU's: max / min propagate NaN and
+// order -0 below +0, mod is floor modulo, silu and gelu give -0 at -inf), and the offset
+// of an element of a broadcast or strided input.
+#pragma once
+
+namespace rlx::gpu {
+
+inline constexpr const char* kRegionPrelude = R"(
+typedef long long i64;
+#define RLX_MAX_SITES 24
+#define RLX_MAX_OUTS 8
+#define RLX_DIMS 8
+struct Args {
+  i64 n;
+  int rank;
+  i64 size[RLX_DIMS];
+  const void* in[RLX_MAX_SITES];
+  void* out[RLX_MAX_OUTS];
+  i64 stride[RLX_MAX_SITES][RLX_DIMS];
+  i64 ostride[RLX_MAX_OUTS][RLX_DIMS];
+  unsigned char flat[RLX_MAX_SITES];
+  unsigned char oflat[RLX_MAX_OUTS];
+};
+__device__ __forceinline__ i64 site_off(const Args& a, int s, i64 i) {
+  if (a.flat[s] == 1) return i;  // contiguous, the region's shape
+  if (a.flat[s] == 2) return 0;  // one value for every element
+  i64 off = 0;
+  for (int d = a.rank - 1; d >= 0; --d) {
+    i64 q = i / a.size[d];
+    off += (i - q * a.size[d]) * a.stride[s][d];
+    i = q;
+  }
+  return off;
+}
+// Outputs smaller than the region (a per-row value beside full rows) are written through
+// stride-0 dims: every thread of a row writes the same value.
+__device__ __forceinline__ i64 out_off(const Args& a, int j, i64 i) {
+  if (a.oflat[j]) return i;
+  i64 off = 0;
+  for (int d = a.rank - 1; d >= 0; --d) {
+    i64 q = i / a.size[d];
+    off += (i - q * a.size[d]) * a.ostride[j][d];
+    i = q;
+  }
+  return off;
+}
+__device__ __forceinline__ float ld_f32(const void* p, i64 o) { return ((const float*)p)[o]; }
+__device__ __forceinline__ double ld_f64(const void* p, i64 o) { return ((const double*)p)[o]; }
+__device__ __forceinline__ bool ld_bool(const void* p, i64 o) { return ((const unsigned char*)p)[o] != 0; }
+__device__ __forceinline__ float ld_f16(const void* p, i64 o) {
+  unsigned short h = ((const unsigned short*)p)[o];
+  float f;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+  return f;
+}
+__device__ __forceinline__ float ld_bf16(const void* p, i64 o) {
+  return __uint_as_float(((unsigned)((const unsigned short*)p)[o]) << 16);
+}
+__device__ __forceinline__ void st_f32(void* p, i64 o, float v) { ((float*)p)[o] = v; }
+__device__ __forceinline__ void st_f64(void* p, i64 o, double v) { ((double*)p)[o] = v; }
+__device__ __forceinline__ void st_bool(void* p, i64 o, bool v) { ((unsigned char*)p)[o] = v; }
+__device__ __forceinline__ unsigned short to_f16(float f) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ unsigned short to_bf16(float f) {
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+}
+__device__ __forceinline__ void st_f16(void* p, i64 o, float v) { ((unsigned short*)p)[o] = to_f16(v); }
+__device__ __forceinline__ void st_bf16(void* p, i64 o, float v) { ((unsigned short*)p)[o] = to_bf16(v); }
+// A value rounded to f16 / bf16 and back: a cast to them quantises right away.
+__device__ __forceinline__ float q_f16(float f) {
+  float r;
+  asm("cvt.f32.f16 %0, %1;" : "=f"(r) : "h"(to_f16(f)));
+  return r;
+}
+__device__ __forceinline__ float q_bf16(float f) { return __uint_as_float(((unsigned)to_bf16(f)) << 16); }
+
+__device__ __forceinline__ float m_exp(float x) { return expf(x); }
+__device__ __forceinline__ double m_exp(double x) { return exp(x); }
+__device__ __forceinline__ float m_log1p(float x) { return log1pf(x); }
+__device__ __forceinline__ double m_log1p(double x) { return log1p(x); }
+__device__ __forceinline__ float m_expm1(float x) { return expm1f(x); }
+__device__ __forceinline__ double m_expm1(double x) { return expm1(x); }
+__device__ __forceinline__ float m_erf(float x) { return erff(x); }
+__device__ __forceinline__ double m_erf(double x) { return erf(x); }
+__device__ __forceinline__ float m_abs(float x) { return fabsf(x); }
+__device__ __forceinline__ double m_abs(double x) { return fabs(x); }
+__device__ __forceinline__ float m_fmod(float a, float b) { return fmodf(a, b); }
+__device__ __forceinline__ double m_fmod(double a, double b) { return fmod(a, b); }
+__device__ __forceinline__ bool m_neg_sign(float x) { return copysignf(1.0f, x) < 0; }
+__device__ __forceinline__ bool m_neg_sign(double x) { return copysign(1.0, x) < 0; }
+template <class C> __device__ __forceinline__ C m_inf();
+template <> __device__ __forceinline__ float m_inf<float>() { return __int_as_float(0x7f800000); }
+template <> __device__ __forceinline__ double m_inf<double>() { return __longlong_as_double(0x7ff0000000000000LL); }
+
+template <class C> __device__ __forceinline__ C r_sign(C x) { return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x); }
+template <class C> __device__ __forceinline__ C r_sigmoid(C x) {
+  C e = m_exp(-m_abs(x));
+  return x < C(0) ? e / (C(1) + e) : C(1) / (C(1) + e);
+}
+template <class C> __device__ __forceinline__ C r_softplus(C x) {
+  return (x > C(0) ? x : C(0)) + m_log1p(m_exp(-m_abs(x)));
+}
+template <class C> __device__ __forceinline__ C r_silu(C x) {
+  return x == -m_inf<C>() ? C(-0.0) : x * r_sigmoid(x);
+}
+template <class C> __device__ __forceinline__ C r_gelu_erf(C x) {
+  return x == -m_inf<C>() ? C(-0.0) : C(0.5) * x * (C(1) + m_erf(x * C(0.70710678118654752440)));
+}
+template <class C> __device__ __forceinline__ C r_gelu_tanh(C x) {
+  return x == -m_inf<C>() ? C(-0.0)
+                          : x * r_sigmoid(C(2 * 0.79788456080286535588) * (x + C(0.044715) * x * x * x));
+}
+template <class C> __device__ __forceinline__ C r_elu(C x, C alpha) { return x > C(0) ? x : alpha * m_expm1(x); }
+template <class C> __device__ __forceinline__ C r_hard_sigmoid(C x, C alpha, C beta) {
+  C v = alpha * x + beta;
+  return v < C(0) ? C(0) : (v > C(1) ? C(1) : v);
+}
+template <class C> __device__ __forceinline__ C r_max(C a, C b) {
+  C r = a > b ? a : b;
+  r = a == b ? (m_neg_sign(a) ? b : a) : r;
+  return a != a || b != b ? a + b : r;
+}
+template <class C> __device__ __forceinline__ C r_min(C a, C b) {
+  C r = a < b ? a : b;
+  r = a == b ? (m_neg_sign(a) ? a : b) : r;
+  return a != a || b != b ? a + b : r;
+}
+template <class C> __device__ __forceinline__ C r_mod(C a, C b) {
+  C r = m_fmod(a, b);
+  if (r != 0) return (r < 0) != (b < 0) ? r + b : r;
+  return m_neg_sign(b) ? C(-0.0) : C(0);
+}
+)";
+
+}  // namespace rlx::gpu

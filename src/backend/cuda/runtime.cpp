@@ -1,0 +1,240 @@
+// The CUDA device runtime: one stream and one memory pool per device, pinned staging for
+// host copies, and the rlx::cuda API.
+//
+// Memory comes from the device's own stream-ordered pool (cudaMallocAsync) with its
+// release threshold raised to the maximum, so freed blocks stay reserved and reused: the
+// caching allocator is CUDA's, and nothing calls cudaMalloc on the hot path. A failed
+// allocation gives the pool's unused memory back and tries once more before OutOfMemory.
+#include <array>
+#include <cstring>
+#include <memory>
+#include <mutex>
+
+#include "backend/cuda/copy.h"
+#include "backend/cuda/cuda_util.h"
+#include "rlx/cuda.h"
+#include "runtime/device_backend.h"
+
+namespace rlx::gpu {
+
+void throw_cuda(cudaError_t e, const char* call) {
+  cudaGetLastError();  // clears a non-sticky error so the process can go on
+  std::string msg = cat("[cuda] expected ", call, " to succeed, got ", cudaGetErrorName(e), ": ",
+                        cudaGetErrorString(e));
+  if (e == cudaErrorMemoryAllocation) throw OutOfMemory(msg);
+  throw DeviceError(msg);
+}
+
+namespace {
+
+// Copies between host and device go through two pinned halves, so that the host-side
+// memcpy of one chunk overlaps the transfer of the other.
+constexpr size_t kStagingChunk = size_t(16) << 20;
+
+struct DeviceState {
+  int index = 0;
+  cudaStream_t stream = nullptr;
+  cudaMemPool_t pool = nullptr;
+  int sms = 0;
+  std::mutex staging_mu;
+  void* staging = nullptr;  // 2 * kStagingChunk pinned bytes
+  std::array<cudaEvent_t, 2> done{};
+};
+
+class CudaBackend final : public detail::DeviceBackend {
+ public:
+  DeviceState& state(Device d) {
+    std::call_once(once_[size_t(d.index)], [&] {
+      auto s = std::make_unique<DeviceState>();
+      s->index = d.index;
+      RLX_CUDA(cudaSetDevice(d.index));
+      RLX_CUDA(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking));
+      RLX_CUDA(cudaDeviceGetDefaultMemPool(&s->pool, d.index));
+      uint64_t keep = UINT64_MAX;
+      RLX_CUDA(cudaMemPoolSetAttribute(s->pool, cudaMemPoolAttrReleaseThreshold, &keep));
+      RLX_CUDA(cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, d.index));
+      states_[size_t(d.index)] = std::move(s);
+    });
+    RLX_CUDA(cudaSetDevice(d.index));
+    return *states_[size_t(d.index)];
+  }
+
+  std::shared_ptr<Buffer> allocate(size_t bytes, Device d) override {
+    DeviceState& s = state(d);
+    if (bytes == 0) return Buffer::wrap(nullptr, 0, d, {});
+    void* p = nullptr;
+    cudaError_t e = cudaMallocAsync(&p, bytes, s.stream);
+    if (e == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      RLX_CUDA(cudaStreamSynchronize(s.stream));
+      RLX_CUDA(cudaMemPoolTrimTo(s.pool, 0));
+      e = cudaMallocAsync(&p, bytes, s.stream);
+    }
+    if (e != cudaSuccess) {
+      cudaGetLastError();
+      if (e == cudaErrorMemoryAllocation)
+        fail<OutOfMemory>("cuda", "expected ", bytes, " bytes on ", d.str(), ", got ",
+                          cudaGetErrorString(e), " (", memory_str(s), ")");
+      throw_cuda(e, "cudaMallocAsync");
+    }
+    cudaStream_t stream = s.stream;
+    return Buffer::wrap(p, bytes, d, [stream](void* q) { cudaFreeAsync(q, stream); });
+  }
+
+  void copy(const Tensor& src, const Tensor& dst) override {
+    if (src.dtype() != dst.dtype() || src.shape() != dst.shape())
+      fail<ValueError>("copy", "expected tensors of one type, got ", src.type().str(), " and ",
+                       dst.type().str());
+    if (src.numel() == 0) return;
+    Device sd = src.device(), dd = dst.device();
+    if (!sd.is_cpu() && !dd.is_cpu()) {
+      if (sd == dd) return copy_strided(src, dst, state(dd).stream);
+      Tensor s = src.contiguous(), d = dst.is_contiguous() ? dst : Tensor::empty(dst.dtype(), dst.shape(), dd);
+      RLX_CUDA(cudaMemcpyPeerAsync(d.data(), dd.index, s.data(), sd.index, s.nbytes(),
+                                   state(dd).stream));
+      if (d.data() != dst.data()) copy_strided(d, dst, state(dd).stream);
+      return;
+    }
+    if (sd.is_cpu()) {  // host -> device
+      Tensor s = src.contiguous();
+      if (!dst.is_contiguous()) {
+        Tensor d = Tensor::empty(dst.dtype(), dst.shape(), dd);
+        to_device(s, d);
+        return copy_strided(d, dst, state(dd).stream);
+      }
+      return to_device(s, dst);
+    }
+    if (!dst.is_contiguous())  // device -> host
+      fail<NotSupported>("copy", "expected a contiguous host tensor to copy into, got strides ",
+                         ints_str(dst.strides()));
+    to_host(src.contiguous(), dst);
+  }
+
+  void* stream(Device d) override { return state(d).stream; }
+  void synchronize(Device d) override { RLX_CUDA(cudaStreamSynchronize(state(d).stream)); }
+
+  int sms() { return state(Device::cuda(current())).sms; }
+  static int current() {
+    int d = 0;
+    RLX_CUDA(cudaGetDevice(&d));
+    return d;
+  }
+
+  static std::string memory_str(DeviceState& s) {
+    uint64_t reserved = 0, used = 0;
+    cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
+    cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrUsedMemCurrent, &used);
+    return cat(used >> 20, " MiB in use, ", reserved >> 20, " MiB reserved");
+  }
+
+ private:
+  void stage_init(DeviceState& s) {
+    if (s.staging) return;
+    RLX_CUDA(cudaMallocHost(&s.staging, 2 * kStagingChunk));
+    for (auto& e : s.done) RLX_CUDA(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+
+  // src: contiguous host; dst: contiguous device.
+  void to_device(const Tensor& src, const Tensor& dst) {
+    DeviceState& s = state(dst.device());
+    std::lock_guard lock(s.staging_mu);
+    stage_init(s);
+    const auto* from = static_cast<const uint8_t*>(src.data());
+    auto* to = static_cast<uint8_t*>(dst.data());
+    size_t n = src.nbytes();
+    bool used[2] = {false, false};
+    for (size_t off = 0, k = 0; off < n; off += kStagingChunk, ++k) {
+      size_t h = k % 2, len = std::min(kStagingChunk, n - off);
+      auto* half = static_cast<uint8_t*>(s.staging) + h * kStagingChunk;
+      if (used[h]) RLX_CUDA(cudaEventSynchronize(s.done[h]));
+      std::memcpy(half, from + off, len);
+      RLX_CUDA(cudaMemcpyAsync(to + off, half, len, cudaMemcpyHostToDevice, s.stream));
+      RLX_CUDA(cudaEventRecord(s.done[h], s.stream));
+      used[h] = true;
+    }
+    // The staging memory is reused by the next copy, and the caller may free src.
+    RLX_CUDA(cudaStreamSynchronize(s.stream));
+  }
+
+  // src: contiguous device; dst: contiguous host.
+  void to_host(const Tensor& src, const Tensor& dst) {
+    DeviceState& s = state(src.device());
+    std::lock_guard lock(s.staging_mu);
+    stage_init(s);
+    const auto* from = static_cast<const uint8_t*>(src.data());
+    auto* to = static_cast<uint8_t*>(dst.data());
+    size_t n = src.nbytes();
+    auto drain = [&](size_t k, size_t off) {
+      size_t h = k % 2, len = std::min(kStagingChunk, n - off);
+      RLX_CUDA(cudaEventSynchronize(s.done[h]));
+      std::memcpy(to + off, static_cast<uint8_t*>(s.staging) + h * kStagingChunk, len);
+    };
+    size_t k = 0, off = 0;
+    for (; off < n; off += kStagingChunk, ++k) {
+      size_t h = k % 2, len = std::min(kStagingChunk, n - off);
+      auto* half = static_cast<uint8_t*>(s.staging) + h * kStagingChunk;
+      RLX_CUDA(cudaMemcpyAsync(half, from + off, len, cudaMemcpyDeviceToHost, s.stream));
+      RLX_CUDA(cudaEventRecord(s.done[h], s.stream));
+      if (k > 0) drain(k - 1, off - kStagingChunk);
+    }
+    if (k > 0) drain(k - 1, off - kStagingChunk);
+  }
+
+  static constexpr size_t kMaxDevices = 64;
+  std::array<std::once_flag, kMaxDevices> once_;
+  std::array<std::unique_ptr<DeviceState>, kMaxDevices> states_;
+};
+
+CudaBackend& backend() {
+  // Never destroyed: buffers released during static destruction still find it.
+  static auto* b = new CudaBackend;
+  return *b;
+}
+
+}  // namespace
+
+int sm_count() { return backend().sms(); }
+
+}  // namespace rlx::gpu
+
+namespace rlx::detail {
+DeviceBackend* cuda_backend() { return &gpu::backend(); }
+}  // namespace rlx::detail
+
+namespace rlx::cuda {
+
+int device_count() {
+  static const int n = [] {
+    int count = 0;
+    if (cudaGetDeviceCount(&count) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }();
+  return n;
+}
+
+bool available() { return device_count() > 0; }
+
+void synchronize(int device) { detail::device_backend(Device::cuda(device)).synchronize(Device::cuda(device)); }
+
+MemoryInfo memory_info(int device) {
+  detail::device_backend(Device::cuda(device));
+  auto& s = gpu::backend().state(Device::cuda(device));
+  uint64_t reserved = 0, used = 0;
+  RLX_CUDA(cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
+  RLX_CUDA(cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrUsedMemCurrent, &used));
+  return {size_t(reserved), size_t(used)};
+}
+
+size_t empty_cache(int device) {
+  size_t before = memory_info(device).reserved;
+  auto& s = gpu::backend().state(Device::cuda(device));
+  RLX_CUDA(cudaStreamSynchronize(s.stream));
+  RLX_CUDA(cudaMemPoolTrimTo(s.pool, 0));
+  size_t after = memory_info(device).reserved;
+  return before > after ? before - after : 0;
+}
+
+}  // namespace rlx::cuda

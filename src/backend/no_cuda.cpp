@@ -1,0 +1,22 @@
+// A build without the CUDA backend (RLX_CUDA=OFF or no toolkit): no device, no kernels.
+#include "rlx/cuda.h"
+#include "rlx/session.h"
+#include "runtime/device_backend.h"
+
+namespace rlx {
+
+namespace detail {
+DeviceBackend* cuda_backend() { return nullptr; }
+}  // namespace detail
+
+namespace cuda {
+bool available() { return false; }
+int device_count() { return 0; }
+void synchronize(int) {}
+MemoryInfo memory_info(int) { return {}; }
+size_t empty_cache(int) { return 0; }
+}  // namespace cuda
+
+void register_cuda_kernels(KernelRegistry&) {}
+
+}  // namespace rlx

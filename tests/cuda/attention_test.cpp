@@ -1,0 +1,54 @@
+// The tensor-core attention (f16 / bf16, head dims 64 and 128) against the CPU kernel, over
+// masks, ragged lengths (Sq != Sk, lengths that are not multiples of the 64-row tiles) and
+// broadcast batch dims. P is rounded to 16 bits before P V (as FlashAttention does), so the
+// tolerance is a 16-bit one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "rlx/cuda.h"
+#include "rlx/rlx.h"
+#include "support/consistency.h"
+
+namespace rlx::test {
+namespace {
+
+struct Case {
+  DType dt;
+  std::vector<int64_t> q, k;  // q [..., Sq, D], k = v [..., Sk, D]
+  const char* mask;
+  int64_t window;
+};
+
+TEST(CudaAttention, TensorCorePathMatchesTheCpu) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
+  const Case cases[] = {
+      {DType::bf16, {2, 3, 128, 64}, {2, 3, 128, 64}, "causal", 0},
+      {DType::f16, {2, 3, 100, 64}, {2, 3, 100, 64}, "none", 0},
+      {DType::bf16, {1, 2, 70, 128}, {1, 2, 150, 128}, "causal", 0},
+      {DType::f16, {2, 1, 200, 64}, {2, 1, 200, 64}, "sliding_window", 48},
+      {DType::bf16, {3, 4, 17, 64}, {1, 4, 65, 64}, "none", 0},  // k, v broadcast over batch
+      {DType::bf16, {1, 1, 1, 128}, {1, 1, 300, 128}, "causal", 0},  // one decoding step
+  };
+  for (const Case& c : cases) {
+    Graph g("attn");
+    Value q = g.input("q", {c.dt, to_shape(c.q)}), k = g.input("k", {c.dt, to_shape(c.k)}),
+          v = g.input("v", {c.dt, to_shape(c.k)});
+    g.output(g.apply("attention", {q, k, v}, {{"mask", c.mask}, {"window", c.window}})[0]);
+    std::vector<Tensor> in{random_tensor(c.dt, c.q, 1), random_tensor(c.dt, c.k, 2),
+                           random_tensor(c.dt, c.k, 3)};
+    std::vector<double> want = values(Session().compile(g).run(in)[0]);
+    std::vector<double> got = values(Session(Device::cuda()).compile(g).run(in)[0]);
+    ASSERT_EQ(got.size(), want.size());
+    double worst = 0, scale = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      worst = std::max(worst, std::abs(got[i] - want[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    EXPECT_LE(worst, 2e-2 * std::max(scale, 1.0))
+        << dtype_name(c.dt) << " q " << ints_str(c.q) << " k " << ints_str(c.k) << " " << c.mask;
+  }
+}
+
+}  // namespace
+}  // namespace rlx::test

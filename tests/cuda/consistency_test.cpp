@@ -1,0 +1,141 @@
+// Every core op on cuda against the same references as the CPU (the family check tables),
+// and which ops resolve to native CUDA kernels. The runs need a GPU and skip, saying so,
+// where there is none; the dispatch checks need none and run everywhere.
+#include <gtest/gtest.h>
+
+#include "backend/cuda/families.h"
+#include "rlx/cuda.h"
+#include "support/consistency.h"
+
+namespace rlx::test {
+namespace {
+
+const CheckTable& table() {
+  static const CheckTable t = all_checks();
+  return t;
+}
+
+std::vector<std::string> op_names() {
+  std::vector<std::string> names;
+  for (const OpDef* d : OpRegistry::global().all()) names.push_back(d->name);
+  return names;
+}
+
+class CudaConsistency : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaConsistency, MatchesReference) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
+  int n = 0;
+  for (const OpCheck& c : table().checks) {
+    if (c.op != GetParam()) continue;
+    ++n;
+    for (const auto& f : run_op_check(c, Device::cuda()))
+      ADD_FAILURE() << check_label(c) << " " << dtype_name(c.dtype) << ": " << f;
+  }
+  EXPECT_GT(n, 0) << "no consistency checks for op '" << GetParam() << "'";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaConsistency, ::testing::ValuesIn(op_names()),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+// The path each check's node takes on cuda, from the kernels alone (no GPU needed).
+DispatchPath path_on_cuda(const OpCheck& c) {
+  register_cpu_kernels();
+  register_cuda_kernels();
+  Graph g("check");
+  std::vector<Value> ins;
+  for (size_t i = 0; i < c.inputs.size(); ++i)
+    ins.push_back(g.input(cat("x", i), c.inputs[i].type()));
+  for (Value v : g.apply(c.op, ins, c.attrs, c.subgraphs)) g.output(v);
+  LoweredGraph l = lower_for_device(g, Device::cuda());
+  const DispatchReport& r = l.report;
+  for (DispatchPath p : {DispatchPath::host, DispatchPath::decomposed})
+    if (r.count(c.op, p) > 0) return p;
+  return DispatchPath::native;
+}
+
+// Ops whose every check must run natively on cuda (a kernel that silently fell back to
+// the host would fail here), and the families they come from.
+const char* const kNative[] = {
+    // elementwise.cu, cast.cu
+    "neg", "abs", "sign", "square", "relu", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt",
+    "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "floor", "ceil", "round",
+    "softplus", "silu", "gelu", "elu", "leaky_relu", "hard_sigmoid", "logical_not", "isnan",
+    "isinf", "add", "sub", "mul", "div", "pow", "max", "min", "mod", "fmod", "atan2",
+    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
+    "eq", "ne", "lt", "le", "gt", "ge", "clamp", "select", "cast",
+    // shape.cpp, shape_index.cu and the views every device shares
+    "transpose", "broadcast_to", "slice", "concat", "split", "tile", "flip", "reshape",
+    "expand_dims", "squeeze", "constant", "gather", "gather_elements", "gather_nd",
+    "scatter_elements", "scatter_nd", "one_hot", "iota",
+    // reduce.cu
+    "sum", "prod", "reduce_max", "reduce_min", "mean", "logsumexp", "l1_norm", "l2_norm",
+    "argmax", "argmin", "cumsum",
+    // nn.cu, attention.cu
+    "softmax", "log_softmax", "layer_norm", "rms_norm", "embedding", "attention",
+    "cross_entropy"};
+
+TEST(CudaDispatch, CoreOpsResolveToNativeKernels) {
+  for (const char* op : kNative) {
+    int n = 0;
+    for (const OpCheck& c : table().checks) {
+      if (c.op != op || !c.error.empty()) continue;
+      ++n;
+      EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), "native")
+          << check_label(c) << " " << dtype_name(c.dtype);
+    }
+    EXPECT_GT(n, 0) << "no checks for " << op;
+  }
+}
+
+TEST(CudaDispatch, FloatMatmulIsNativeIntegerMatmulRunsOnTheHost) {
+  for (const OpCheck& c : table().checks) {
+    if (c.op != "matmul" && c.op != "dot_general") continue;
+    DispatchPath want = is_float(c.dtype) ? DispatchPath::native : DispatchPath::host;
+    EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), dispatch_path_name(want))
+        << check_label(c) << " " << dtype_name(c.dtype);
+  }
+}
+
+// Regions of float and bool values compile to one NVRTC kernel; the others (integer
+// values, reductions) decompose and run op by op.
+TEST(CudaDispatch, FloatRegionsAreGeneratedOthersDecompose) {
+  int native = 0, decomposed = 0;
+  for (const OpCheck& c : table().checks) {
+    if (c.op != "fused_elementwise") continue;
+    DispatchPath p = path_on_cuda(c);
+    bool generated = true;
+    for (const Node& n : c.subgraphs[0]->nodes()) {
+      generated &= !n.op->has(Trait::reduction);
+      for (Value v : n.outputs) generated &= is_float(v.dtype()) || is_bool(v.dtype());
+      for (Value v : n.inputs) generated &= is_float(v.dtype()) || is_bool(v.dtype());
+    }
+    EXPECT_EQ(dispatch_path_name(p),
+              dispatch_path_name(generated ? DispatchPath::native : DispatchPath::decomposed))
+        << check_label(c) << " " << dtype_name(c.dtype);
+    (p == DispatchPath::native ? native : decomposed)++;
+  }
+  EXPECT_GT(native, 0);
+  std::printf("fused_elementwise checks: %d generated, %d decomposed\n", native, decomposed);
+}
+
+// Every generated region kernel compiles (NVRTC, for sm_90: no GPU needed).
+TEST(CudaRegion, GeneratedKernelsCompile) {
+  int compiled = 0;
+  for (const OpCheck& c : table().checks) {
+    if (c.op != "fused_elementwise") continue;
+    std::string src = gpu::region_source(*c.subgraphs[0]);
+    if (src.empty()) continue;
+    EXPECT_NO_THROW(EXPECT_FALSE(gpu::region_cubin(src, "sm_90").empty())) << check_label(c);
+    ++compiled;
+  }
+  EXPECT_GT(compiled, 0);
+}
+
+}  // namespace
+}  // namespace rlx::test

@@ -1,0 +1,21 @@
+#!/bin/bash
+# tools/gpu/bundle.sh [BUILD] — pack what the GPU machine runs into .gpuz/ (git-ignored):
+# the CUDA tests, the CLI and rlx-bench-gpu with the libraries they load (through
+# ../shared/tools/gpu-bundle), stripped and xz-compressed, plus mobilenet_v2 from
+# ../shared/models when present. Then, with the device tool: carry [".gpuz"] and run
+# `bash tools/gpu/run.sh` (DEVELOPERS.md).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+tests=(cuda_consistency_test cuda_runtime_test cuda_demo_grad_test cuda_attention_test)
+cmake --build "$build" --target "${tests[@]}" rlx-cli rlx-bench-gpu
+bins=("${tests[@]/#/tests/}" tools/rlx bench/rlx-bench-gpu)
+rm -rf .gpu && mkdir -p .gpuz
+../shared/tools/gpu-bundle .gpu "${bins[@]/#/$build/}"
+strip .gpu/bin/*
+tar -cf - .gpu | xz -T0 -4 > .gpuz/gpu.tar.xz
+if [ -d ../shared/models/mobilenet_v2 ] && [ ! -d .gpuz/mobilenet_v2 ]; then
+  mkdir -p .gpuz/mobilenet_v2
+  cp -r ../shared/models/mobilenet_v2/{model.onnx,test_data_set_0} .gpuz/mobilenet_v2/
+fi
+du -sh .gpuz

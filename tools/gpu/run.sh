@@ -1,0 +1,27 @@
+#!/bin/bash
+# tools/gpu/run.sh — the GPU machine's half of a GPU run (DEVELOPERS.md): unpack the bundle
+# (tools/gpu/bundle.sh), run the GPU tests, the reference models on cuda and the
+# benchmarks; logs under $OUT (tests.log, models.log, bench.log).
+cd "$(dirname "$0")/../.."
+tar -xJf .gpuz/gpu.tar.xz && . .gpu/env.sh || exit 1
+B=.gpu/bin
+nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv,noheader
+{
+  for t in cuda_runtime_test cuda_consistency_test cuda_demo_grad_test cuda_attention_test; do
+    $B/$t --gtest_brief=1 2>&1 | grep -v "^\[ *OK\|^\[ RUN"; echo "== $t rc=${PIPESTATUS[0]}"
+  done
+} > $OUT/tests.log 2>&1
+grep "== \|FAILED\|Failure" $OUT/tests.log | head -40
+{
+  for m in mlp cnn tiny_gpt bert_tiny vocos_head; do
+    $B/rlx run tests/data/onnx/$m/model.onnx --data tests/data/onnx/$m/test_data_set_0 --device cuda --runs 20
+    echo "== $m rc=$?"
+  done
+  if [ -d .gpuz/mobilenet_v2 ]; then
+    $B/rlx run .gpuz/mobilenet_v2/model.onnx --data .gpuz/mobilenet_v2/test_data_set_0 --device cuda --runs 20
+    echo "== mobilenet_v2 rc=$?"
+  fi
+} > $OUT/models.log 2>&1
+grep "== \|time:\|max abs\|error" $OUT/models.log | head -40
+$B/rlx-bench-gpu --runs 20 > $OUT/bench.log 2>&1; echo "== bench rc=$?"
+cat $OUT/bench.log
