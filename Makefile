@@ -13,11 +13,11 @@ DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clan
   libopenblas-openmp-dev libdnnl-dev libcli11-dev nlohmann-json3-dev \
   ocl-icd-opencl-dev libonnx-dev libprotobuf-dev libonnx-testdata \
   python3-torch python3-numpy gnuplot-nox \
-  pybind11-dev python3-pytest python3-onnx
+  pybind11-dev python3-pytest python3-onnx libsuitesparse-dev python3-scipy
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build demo test bench bench-train bench-compile bench-fusion bench-onnx format clean
+.PHONY: all deps configure build demo test bench bench-train bench-compile bench-fusion bench-sparse bench-onnx format clean
 
 all: build
 
@@ -55,6 +55,10 @@ bench-fusion: build
 # Train-step time of the demo's GPT and a BERT-base layer, rlx vs PyTorch (BENCH_ARGS=--quick).
 bench-train: build
 	./$(BUILD)/bench/rlx-bench-train $(BENCH_ARGS)
+
+# libs/sparse: CG on a 1M-unknown Poisson matrix vs SciPy, spmv vs copy bandwidth.
+bench-sparse: build
+	./$(BUILD)/bench/rlx-bench-sparse $(BENCH_ARGS)
 
 # Session::compile time of a GPT-2-small forward graph and train step.
 bench-compile: build
