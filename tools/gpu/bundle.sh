@@ -7,9 +7,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
-tests=(cuda_consistency_test cuda_runtime_test cuda_demo_grad_test cuda_attention_test)
-cmake --build "$build" --target "${tests[@]}" rlx-cli rlx-bench-gpu
-bins=("${tests[@]/#/tests/}" tools/rlx bench/rlx-bench-gpu)
+cmake --build "$build" --target cuda_all_tests rlx-cli rlx-bench-gpu
+bins=(tests/cuda_all_tests tools/rlx bench/rlx-bench-gpu)
 rm -rf .gpu && mkdir -p .gpuz
 ../shared/tools/gpu-bundle .gpu "${bins[@]/#/$build/}"
 strip .gpu/bin/*

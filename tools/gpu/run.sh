@@ -7,9 +7,7 @@ tar -xJf .gpuz/gpu.tar.xz && . .gpu/env.sh || exit 1
 B=.gpu/bin
 nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv,noheader
 {
-  for t in cuda_runtime_test cuda_consistency_test cuda_demo_grad_test cuda_attention_test; do
-    $B/$t --gtest_brief=1 2>&1 | grep -v "^\[ *OK\|^\[ RUN"; echo "== $t rc=${PIPESTATUS[0]}"
-  done
+  $B/cuda_all_tests --gtest_brief=1 2>&1; echo "== cuda_all_tests rc=$?"
 } > $OUT/tests.log 2>&1
 grep "== \|FAILED\|Failure" $OUT/tests.log | head -40
 {
