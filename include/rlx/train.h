@@ -150,6 +150,9 @@ struct TrainerOptions {
                                          // clip_grad_norm_
   Remat remat = Remat::none;
   CompileOptions compile;
+  // Where the step runs; params and optimizer state are kept there (set_param copies
+  // them over), outputs are that device's tensors.
+  Device device = Device::cpu();
 };
 
 // Train-graph names: inputs "train.lr", "train.step"; outputs the model's outputs,

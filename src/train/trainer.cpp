@@ -111,6 +111,7 @@ struct Trainer::Impl {
   void build(const Graph& model);
   // Binds a param in the train graph and the evaluation copy (a state only in the former).
   void bind(const std::string& name, Tensor t) {
+    t = t.to(options.device);  // params and state live where the step runs
     compiled.set_param(name, t);
     if (is_model_param(name)) eval.set_param(name, std::move(t));
   }
@@ -174,7 +175,7 @@ Trainer::Trainer(const Graph& model, TrainerOptions options) : impl_(std::make_u
     if (a.kind == ArgKind::param) m.model_params.push_back(a.name);
   m.trained = params_to_train(model, m.options);
   m.build(model);
-  Session session(Device::cpu());
+  Session session(m.options.device);
   m.compiled = session.compile(*m.graph, m.options.compile);
   m.eval = session.compile(model, m.options.compile);
 }
@@ -249,7 +250,7 @@ void Trainer::save(const std::string& path) const {
     for (const std::string& n : *names) {
       Tensor t = m.compiled.param(n);
       if (!t.defined()) bad("expected param '", n, "' to be set before save(), got none");
-      tensors.emplace(n, std::move(t));
+      tensors.emplace(n, t.to(Device::cpu()));
     }
   save_safetensors(
       path, tensors,

@@ -10,6 +10,7 @@
 #include "model.h"
 #include "rlx/cuda.h"
 #include "rlx/rlx.h"
+#include "rlx/train.h"
 
 namespace rlx {
 namespace {
@@ -58,6 +59,34 @@ TEST(CudaDemo, TrainStepGradientsMatchTheCpu) {
   }
   std::fprintf(stderr, "%zu outputs, worst relative error %.2e, loss %.6f\n", want.size(), worst,
                want.at("loss").to_doubles()[0]);
+}
+
+// Training on the GPU: the Trainer's AdamW steps (clipping on) on cuda follow the CPU's.
+TEST(CudaDemo, TrainerStepsFollowTheCpu) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
+  demo::GptConfig cfg{.vocab = 65, .d_model = 64, .heads = 4, .layers = 2, .context = 32};
+  auto model = demo::build_gpt(cfg, /*with_loss=*/true);
+  TensorMap init = demo::init_params(*model, cfg.layers, 9);
+  std::vector<std::unique_ptr<train::Trainer>> trainers;
+  for (Device d : {Device::cpu(), Device::cuda()}) {
+    train::TrainerOptions o;
+    o.clip_norm = 0.5;
+    o.device = d;
+    trainers.push_back(std::make_unique<train::Trainer>(*model, o));
+    for (const auto& [name, t] : init) trainers.back()->set_param(name, t);
+  }
+  std::mt19937_64 rng(5);
+  for (int step = 0; step < 3; ++step) {
+    TensorMap in{{"tokens", random_tokens({4, 32}, cfg.vocab, rng)},
+                 {"targets", random_tokens({4, 32}, cfg.vocab, rng)},
+                 {"pos", demo::positions(32)}};
+    double cpu = trainers[0]->step(in).at("loss").to_doubles()[0];
+    double gpu = trainers[1]->step(in).at("loss").to_doubles()[0];
+    EXPECT_NEAR(gpu, cpu, 1e-4 * std::abs(cpu)) << "step " << step;
+  }
+  EXPECT_EQ(trainers[1]->param("tok_emb").device(), Device::cuda());
+  for (const auto& [name, t] : init)
+    EXPECT_LE(rel_error(trainers[1]->param(name), trainers[0]->param(name)), 1e-4) << name;
 }
 
 }  // namespace
