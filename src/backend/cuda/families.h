@@ -15,6 +15,9 @@ void register_reduce(KernelRegistry& r);       // reduce.cu
 void register_nn(KernelRegistry& r);           // nn.cu: softmax, norms, embedding
 void register_attention(KernelRegistry& r);    // attention.cu (called by register_nn)
 void register_linalg(KernelRegistry& r);       // linalg.cpp: matmul through cuBLASLt
+void register_conv(KernelRegistry& r);         // conv.cpp: conv, conv_transpose through cuDNN
+void register_pool(KernelRegistry& r);         // pool.cu: max / avg / global pools, resize
+void register_window_grad(KernelRegistry& r);  // window_grad.cu: the pools' backward ops
 
 // supports(): the dtype of input `index` (or of output 0 for ops without inputs) is in
 // `set` (kFloat | kInt | kBool, kernels.cuh).
