@@ -24,6 +24,8 @@
 #include <algorithm>
 #include <array>
 #include <climits>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <memory>
@@ -173,12 +175,16 @@ std::vector<Plan::Algo> rank_algos(const Problem& p, const Plan& plan, cudnnHand
       kFwd ? int(CUDNN_CONVOLUTION_FWD_ALGO_COUNT) : int(CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT);
   std::array<Perf, kCount> perf{};
   int found = 0;
+  cudnnStatus_t status;
   if constexpr (kFwd)
-    RLX_DNN(cudnnGetConvolutionForwardAlgorithm_v7(h, plan.in, plan.filter, plan.conv, plan.out,
-                                                   kCount, &found, perf.data()));
+    status = cudnnGetConvolutionForwardAlgorithm_v7(h, plan.in, plan.filter, plan.conv, plan.out,
+                                                    kCount, &found, perf.data());
   else
-    RLX_DNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan.filter, plan.out, plan.conv,
-                                                        plan.in, kCount, &found, perf.data()));
+    status = cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan.filter, plan.out, plan.conv,
+                                                         plan.in, kCount, &found, perf.data());
+  if (not_supported(status)) return {};
+  check_dnn(status, kFwd ? "cudnnGetConvolutionForwardAlgorithm_v7"
+                         : "cudnnGetConvolutionBackwardDataAlgorithm_v7");
   bool exact_f32 = p.dtype == DType::f32 && !tf32();
   std::vector<Plan::Algo> algos;
   for (int i = 0; i < found; ++i) {
@@ -287,6 +293,15 @@ bool run_problem(const Problem& p, const void* in, const void* w, void* out, boo
   return false;
 }
 
+// t itself when cuDNN may read it with vector loads, else an aligned copy (a contiguous view
+// at an odd offset).
+Tensor aligned(const Tensor& t, cudaStream_t s) {
+  if (reinterpret_cast<uintptr_t>(t.data()) % 16 == 0) return t;
+  Tensor c = Tensor::empty(t.dtype(), t.shape(), t.device());
+  copy_strided(t, c, s);
+  return c;
+}
+
 // t = the bias broadcast over t's [N, M, O...] (then the conv is added to it), or nothing.
 bool seed_bias(const Tensor* bias, const Tensor& t, cudaStream_t s) {
   if (!bias) return false;
@@ -296,8 +311,16 @@ bool seed_bias(const Tensor* bias, const Tensor& t, cudaStream_t s) {
   return true;
 }
 
-// The CPU kernel on host copies: for a problem cuDNN does not take.
+// The CPU kernel on host copies: for a problem cuDNN does not take. Said on stderr with
+// the dispatch report (RLX_DISPATCH_REPORT=1), which counts the node as native.
 void run_on_host(const KernelContext& ctx, std::span<const Tensor> in, Tensor& y) {
+  static const bool report = [] {
+    const char* e = std::getenv("RLX_DISPATCH_REPORT");
+    return e && std::string_view(e) == "1";
+  }();
+  if (report)
+    std::fprintf(stderr, "rlx: %s %s: cuDNN takes no algorithm for it; running on the host\n",
+                 ctx.op.name.c_str(), in[0].type().str().c_str());
   register_cpu_kernels();
   std::vector<TensorType> types, out_types{y.type()};
   std::vector<Tensor> hin;
@@ -351,7 +374,7 @@ void conv_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
     pad_copy |= pb != pe;
   }
   if (!p.fits()) return run_on_host(ctx, in, y);
-  Tensor xin = x;
+  Tensor xin = aligned(x, s), wa = aligned(w, s);
   if (pad_copy) {
     xin = Tensor::empty(x.dtype(), padded, x.device());
     fill(xin, 0, s);
@@ -364,7 +387,7 @@ void conv_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
     copy_strided(x, inner, s);
   }
   bool acc = seed_bias(bias, y, s);
-  if (!run_problem(p, xin.data(), w.data(), y.data(), acc, y.device(), s)) run_on_host(ctx, in, y);
+  if (!run_problem(p, xin.data(), wa.data(), y.data(), acc, y.device(), s)) run_on_host(ctx, in, y);
 }
 
 // conv_transpose: x [N, C, D...], w [C, M / groups, K...], optional bias [M] -> y [N, M,
@@ -418,7 +441,8 @@ void conv_transpose_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   if (!p.fits()) return run_on_host(ctx, in, y);
   Tensor target = direct ? y : Tensor::empty(y.dtype(), scratch_shape, y.device());
   bool acc = seed_bias(bias, target, s);
-  if (!run_problem(p, x.data(), w.data(), target.data(), acc, y.device(), s))
+  Tensor xa = aligned(x, s), wa = aligned(w, s);
+  if (!run_problem(p, xa.data(), wa.data(), target.data(), acc, y.device(), s))
     return run_on_host(ctx, in, y);
   if (direct) return;
   // y: the bias (or 0) where full has nothing, the scratch's window elsewhere.
