@@ -80,7 +80,7 @@ const char* const kNative[] = {
     "cross_entropy",
     // pool.cu, resize.cu, window_grad.cu
     "max_pool", "avg_pool", "global_max_pool", "global_avg_pool", "resize", "max_pool_grad",
-    "avg_pool_grad", "max_pool_gather"};
+    "avg_pool_grad", "max_pool_gather", "resize_grad"};
 
 void expect_native(std::span<const char* const> ops) {
   for (const char* op : ops) {
