@@ -106,6 +106,7 @@ struct Plan {
     int algo;
     cudnnMathType_t math;
     size_t workspace;
+    bool exact;  // deterministic: no atomics
   };
   std::vector<Algo> algos;
 
@@ -167,7 +168,7 @@ cudnnTensorDescriptor_t tensor_desc(cudnnDataType_t dt, const std::vector<int64_
 
 // The algorithms cuDNN's heuristics rank for a problem whose descriptors are set, keeping
 // those that compute the direct sum (no FFT, no Winograd), fit kMaxWorkspace and, for exact
-// f32, use no tensor cores.
+// f32, use no tensor cores; deterministic ones first.
 template <class Perf>
 std::vector<Plan::Algo> rank_algos(const Problem& p, const Plan& plan, cudnnHandle_t h) {
   constexpr bool kFwd = std::is_same_v<Perf, cudnnConvolutionFwdAlgoPerf_t>;
@@ -216,8 +217,10 @@ std::vector<Plan::Algo> rank_algos(const Problem& p, const Plan& plan, cudnnHand
       s = cudnnGetConvolutionBackwardDataWorkspaceSize(h, plan.filter, plan.out, plan.conv, plan.in,
                                                        r.algo, &ws);
     if (s != CUDNN_STATUS_SUCCESS || ws > kMaxWorkspace) continue;
-    algos.push_back({int(r.algo), math, ws});
+    algos.push_back({int(r.algo), math, ws, r.determinism == CUDNN_DETERMINISTIC});
   }
+  // Reproducible results first: the same inputs give the same bits on every run.
+  std::stable_partition(algos.begin(), algos.end(), [](const Plan::Algo& a) { return a.exact; });
   return algos;
 }
 

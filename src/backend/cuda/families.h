@@ -16,7 +16,7 @@ void register_nn(KernelRegistry& r);           // nn.cu: softmax, norms, embeddi
 void register_attention(KernelRegistry& r);    // attention.cu (called by register_nn)
 void register_linalg(KernelRegistry& r);       // linalg.cpp: matmul through cuBLASLt
 void register_conv(KernelRegistry& r);         // conv.cpp: conv, conv_transpose through cuDNN
-void register_pool(KernelRegistry& r);         // pool.cu: max / avg / global pools, resize
+void register_pool(KernelRegistry& r);         // pool.cu: pools; resize.cu: resize, resize_grad
 void register_window_grad(KernelRegistry& r);  // window_grad.cu: the pools' backward ops
 
 // supports(): the dtype of input `index` (or of output 0 for ops without inputs) is in
