@@ -78,10 +78,13 @@ const char* const kNative[] = {
     "argmax", "argmin", "cumsum",
     // nn.cu, attention.cu
     "softmax", "log_softmax", "layer_norm", "rms_norm", "embedding", "attention",
-    "cross_entropy"};
+    "cross_entropy",
+    // pool.cu, resize.cu, window_grad.cu
+    "max_pool", "avg_pool", "global_max_pool", "global_avg_pool", "resize", "max_pool_grad",
+    "avg_pool_grad", "max_pool_gather", "resize_grad"};
 
-TEST(CudaDispatch, CoreOpsResolveToNativeKernels) {
-  for (const char* op : kNative) {
+void expect_native(std::span<const char* const> ops) {
+  for (const char* op : ops) {
     int n = 0;
     for (const OpCheck& c : table().checks) {
       if (c.op != op || !c.error.empty()) continue;
@@ -92,6 +95,16 @@ TEST(CudaDispatch, CoreOpsResolveToNativeKernels) {
     EXPECT_GT(n, 0) << "no checks for " << op;
   }
 }
+
+TEST(CudaDispatch, CoreOpsResolveToNativeKernels) { expect_native(kNative); }
+
+// conv.cpp: through cuDNN, where the build found it (else the host path).
+#ifdef RLX_HAVE_CUDNN
+TEST(CudaDispatch, ConvsResolveToCudnn) {
+  const char* const ops[] = {"conv", "conv_transpose"};
+  expect_native(ops);
+}
+#endif
 
 TEST(CudaDispatch, FloatMatmulIsNativeIntegerMatmulRunsOnTheHost) {
   for (const OpCheck& c : table().checks) {

@@ -15,6 +15,9 @@ void register_reduce(KernelRegistry& r);       // reduce.cu
 void register_nn(KernelRegistry& r);           // nn.cu: softmax, norms, embedding
 void register_attention(KernelRegistry& r);    // attention.cu (called by register_nn)
 void register_linalg(KernelRegistry& r);       // linalg.cpp: matmul through cuBLASLt
+void register_conv(KernelRegistry& r);         // conv.cpp: conv, conv_transpose through cuDNN
+void register_pool(KernelRegistry& r);         // pool.cu: pools; resize.cu: resize, resize_grad
+void register_window_grad(KernelRegistry& r);  // window_grad.cu: the pools' backward ops
 void register_region(KernelRegistry& r);       // region.cpp: fused_elementwise via NVRTC
 // The kernel generated for a region body ("" when the generator declines it) and a layout
 // of its inputs and outputs (region.cpp: 'f' flat, 's' scalar, 'x' strided per load site,

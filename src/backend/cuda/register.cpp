@@ -18,6 +18,9 @@ void register_cuda_kernels(KernelRegistry& registry) {
   gpu::register_reduce(registry);
   gpu::register_nn(registry);
   gpu::register_linalg(registry);
+  gpu::register_conv(registry);
+  gpu::register_pool(registry);
+  gpu::register_window_grad(registry);
   gpu::register_region(registry);
 }
 
