@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string_view>
 #include <type_traits>
 
@@ -314,16 +315,19 @@ bool seed_bias(const Tensor* bias, const Tensor& t, cudaStream_t s) {
   return true;
 }
 
-// The CPU kernel on host copies: for a problem cuDNN does not take. Said on stderr with
-// the dispatch report (RLX_DISPATCH_REPORT=1), which counts the node as native.
+// The CPU kernel on host copies: for a problem cuDNN does not take (found only when the
+// node runs, so the dispatch report counts it as native). Said on stderr, once per op and
+// input type, so that it never passes unseen.
 void run_on_host(const KernelContext& ctx, std::span<const Tensor> in, Tensor& y) {
-  static const bool report = [] {
-    const char* e = std::getenv("RLX_DISPATCH_REPORT");
-    return e && std::string_view(e) == "1";
-  }();
-  if (report)
-    std::fprintf(stderr, "rlx: %s %s: cuDNN takes no algorithm for it; running on the host\n",
-                 ctx.op.name.c_str(), in[0].type().str().c_str());
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::string what = cat(ctx.op.name, " ", in[0].type().str());
+  {
+    std::lock_guard lock(mu);
+    if (said.insert(what).second)
+      std::fprintf(stderr, "rlx: %s: cuDNN takes no algorithm for it; running on the host\n",
+                   what.c_str());
+  }
   register_cpu_kernels();
   std::vector<TensorType> types, out_types{y.type()};
   std::vector<Tensor> hin;
