@@ -4,6 +4,7 @@
 // input strides, so a transposed or sliced view is copied once, not made contiguous first.
 #include <cstring>
 
+#include "backend/copy_views.h"
 #include "backend/cpu/families.h"
 #include "backend/cpu/shape_util.h"
 
@@ -202,57 +203,22 @@ void dynamic_reshape_kernel(const KernelContext&, Ins in, Outs out) {
   out[0] = in[0].reshape(reshape_target(in[0], in[1]));
 }
 
+// All of y from x read as `src` says (copy_views.h).
+void copy_view(Tensor& y, const Tensor& x, const views::Source& src) {
+  copy_to(y, at(x, src.offset), src.strides);
+}
+
 void transpose_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
-  int64_t r = x.rank();
-  IntList perm = ctx.attrs.get_ints("perm");
-  if (perm.empty())
-    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
-  std::vector<int64_t> s(static_cast<size_t>(r));
-  for (size_t i = 0; i < s.size(); ++i) s[i] = x.strides()[size_t(norm_axis(perm[i], r))];
-  copy_to(out[0], x.data(), s);
+  copy_view(out[0], in[0], views::transpose(in[0], ctx.attrs.get_ints("perm")));
 }
 
 void broadcast_to_kernel(const KernelContext&, Ins in, Outs out) {
-  const Tensor& x = in[0];
-  const auto& shape = out[0].shape();
-  size_t lead = shape.size() - size_t(x.rank());
-  std::vector<int64_t> s(shape.size(), 0);
-  for (size_t i = 0; i < size_t(x.rank()); ++i)
-    if (x.shape()[i] == shape[lead + i]) s[lead + i] = x.strides()[i];
-  copy_to(out[0], x.data(), s);
-}
-
-// The axis, first index (clamped) and step of each sliced axis of x (not empty).
-struct SliceAxis {
-  size_t axis;
-  int64_t start, step;
-};
-std::vector<SliceAxis> slice_axes(const Attrs& a, const Tensor& x) {
-  const IntList& starts = a.get_ints("starts");
-  const IntList& steps = a.get_ints("steps");
-  const IntList& axes = a.get_ints("axes");
-  std::vector<SliceAxis> out;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    size_t ax = size_t(axes.empty() ? int64_t(i) : norm_axis(axes[i], x.rank()));
-    int64_t step = steps.empty() ? 1 : steps[i];
-    int64_t n = x.shape()[ax];
-    int64_t start = starts[i] < 0 ? starts[i] + n : starts[i];
-    out.push_back({ax, std::clamp<int64_t>(start, 0, step > 0 ? n : n - 1), step});
-  }
-  return out;
+  copy_view(out[0], in[0], views::broadcast(in[0], out[0].shape()));
 }
 
 void slice_copy(const KernelContext& ctx, const Tensor& x, Tensor& y) {
   if (y.numel() == 0) return;
-  std::vector<int64_t> s = x.strides();
-  int64_t off = 0;
-  for (const SliceAxis& a : slice_axes(ctx.attrs, x)) {
-    off += a.start * s[a.axis];
-    // A single element needs no stride (and step may be huge).
-    s[a.axis] = y.shape()[a.axis] > 1 ? s[a.axis] * a.step : 0;
-  }
-  copy_to(y, at(x, off), s);
+  copy_view(y, x, views::slice(ctx.attrs, x, y.shape()));
 }
 
 void slice_kernel(const KernelContext& ctx, Ins in, Outs out) { slice_copy(ctx, in[0], out[0]); }
@@ -287,7 +253,7 @@ void slice_view_kernel(const KernelContext& ctx, Ins in, Outs out) {
   Tensor v = x;
   bool ok = true;
   if (checked_numel(shape, "slice") > 0)
-    for (const SliceAxis& a : slice_axes(ctx.attrs, x)) {
+    for (const views::SliceAxis& a : views::slice_axes(ctx.attrs, x)) {
       int64_t len = shape[a.axis];
       ok &= a.step == 1 || len == 1;
       v = v.slice(int64_t(a.axis), a.start, a.start + len);
@@ -361,21 +327,12 @@ void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const std::string& mode = ctx.attrs.get_string("mode");
   size_t r = size_t(x.rank());
   if (mode == "constant") {
-    // Fill, then copy the part of x that survives (negative pads crop).
     bool grows = std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p > 0; });
     if (grows) fill_value(y, ctx.attrs.get_float("value"));
-    auto ys = contiguous_strides(y.shape());
-    std::vector<int64_t> len(r);
-    int64_t src_off = 0, dst_off = 0;
-    for (size_t d = 0; d < r; ++d) {
-      int64_t lo = pads[d], src0 = std::max<int64_t>(-lo, 0), dst0 = std::max<int64_t>(lo, 0);
-      len[d] = std::min(x.shape()[d] - src0, y.shape()[d] - dst0);
-      if (len[d] <= 0) return;
-      src_off += src0 * x.strides()[d];
-      dst_off += dst0 * ys[d];
-    }
-    char* dst = static_cast<char*>(y.data()) + dst_off * int64_t(elem_size(y));
-    copy_strided(dst, ys, at(x, src_off), x.strides(), len, elem_size(y));
+    views::Copy c = views::pad_interior(x, y.shape(), pads);
+    if (c.empty) return;
+    char* dst = static_cast<char*>(y.data()) + c.dst_offset * int64_t(elem_size(y));
+    copy_strided(dst, c.dst_strides, at(x, c.src_offset), c.src_strides, c.shape, elem_size(y));
     return;
   }
   bool edge = mode == "edge";
@@ -406,34 +363,14 @@ void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
 
 // y viewed as [r0, n0, r1, n1, …]: the repeat dims read x with stride 0.
 void tile_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
   Tensor& y = out[0];
-  const IntList& reps = ctx.attrs.get_ints("repeats");
-  auto ys = contiguous_strides(y.shape());
-  std::vector<int64_t> shape, ds, ss;
-  for (size_t d = 0; d < size_t(x.rank()); ++d) {
-    int64_t n = x.shape()[d];
-    shape.insert(shape.end(), {reps[d], n});
-    ds.insert(ds.end(), {n * ys[d], ys[d]});
-    ss.insert(ss.end(), {0, x.strides()[d]});
-  }
-  copy_strided(y.data(), ds, x.data(), ss, shape, elem_size(y));
+  views::Copy c = views::tile(in[0], y.shape(), ctx.attrs.get_ints("repeats"));
+  copy_strided(y.data(), c.dst_strides, in[0].data(), c.src_strides, c.shape, elem_size(y));
 }
 
 void flip_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
-  if (x.numel() == 0) return;
-  const IntList& axes = ctx.attrs.get_ints("axes");
-  std::vector<int64_t> s = x.strides();
-  std::vector<bool> flip(s.size(), axes.empty());
-  for (int64_t a : axes) flip[size_t(norm_axis(a, x.rank()))] = true;
-  int64_t off = 0;
-  for (size_t d = 0; d < s.size(); ++d) {
-    if (!flip[d]) continue;
-    off += (x.shape()[d] - 1) * s[d];
-    s[d] = -s[d];
-  }
-  copy_to(out[0], at(x, off), s);
+  if (in[0].numel() == 0) return;
+  copy_view(out[0], in[0], views::flip(in[0], ctx.attrs.get_ints("axes")));
 }
 
 // The literal's own bytes, not a copy (weights are read on every run); the runtime

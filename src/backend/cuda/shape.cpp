@@ -3,6 +3,7 @@
 // inputs through their strides, as the CPU's do (backend/cpu/shape.cpp has the layouts).
 #include <algorithm>
 
+#include "backend/copy_views.h"
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/families.h"
 
@@ -13,7 +14,7 @@ namespace {
 using Ins = std::span<const Tensor>;
 using Outs = std::span<Tensor>;
 
-int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+using views::norm_axis;
 size_t elem(const Tensor& t) { return dtype_size(t.dtype()); }
 const char* at(const Tensor& t, int64_t elem_offset) {
   return static_cast<const char*>(t.data()) + elem_offset * int64_t(elem(t));
@@ -29,45 +30,22 @@ void copy_to(const KernelContext& ctx, Tensor& y, const void* src,
            stream_of(ctx));
 }
 
+// All of y from x read as `src` says (copy_views.h).
+void copy_view(const KernelContext& ctx, Tensor& y, const Tensor& x, const views::Source& src) {
+  copy_to(ctx, y, at(x, src.offset), src.strides);
+}
+
 void transpose_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
-  int64_t r = x.rank();
-  IntList perm = ctx.attrs.get_ints("perm");
-  if (perm.empty())
-    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
-  std::vector<int64_t> s(static_cast<size_t>(r));
-  for (size_t i = 0; i < s.size(); ++i) s[i] = x.strides()[size_t(norm_axis(perm[i], r))];
-  copy_to(ctx, out[0], x.data(), s);
+  copy_view(ctx, out[0], in[0], views::transpose(in[0], ctx.attrs.get_ints("perm")));
 }
 
 void broadcast_to_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
-  const auto& shape = out[0].shape();
-  size_t lead = shape.size() - size_t(x.rank());
-  std::vector<int64_t> s(shape.size(), 0);
-  for (size_t i = 0; i < size_t(x.rank()); ++i)
-    if (x.shape()[i] == shape[lead + i]) s[lead + i] = x.strides()[i];
-  copy_to(ctx, out[0], x.data(), s);
+  copy_view(ctx, out[0], in[0], views::broadcast(in[0], out[0].shape()));
 }
 
 void slice_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
-  Tensor& y = out[0];
-  if (y.numel() == 0) return;
-  const IntList& starts = ctx.attrs.get_ints("starts");
-  const IntList& steps = ctx.attrs.get_ints("steps");
-  const IntList& axes = ctx.attrs.get_ints("axes");
-  std::vector<int64_t> s = x.strides();
-  int64_t off = 0;
-  for (size_t i = 0; i < starts.size(); ++i) {
-    size_t ax = size_t(axes.empty() ? int64_t(i) : norm_axis(axes[i], x.rank()));
-    int64_t step = steps.empty() ? 1 : steps[i], n = x.shape()[ax];
-    int64_t start = std::clamp<int64_t>(starts[i] < 0 ? starts[i] + n : starts[i], 0,
-                                        step > 0 ? n : n - 1);
-    off += start * s[ax];
-    s[ax] = y.shape()[ax] > 1 ? s[ax] * step : 0;  // one element needs no stride
-  }
-  copy_to(ctx, y, at(x, off), s);
+  if (out[0].numel() == 0) return;
+  copy_view(ctx, out[0], in[0], views::slice(ctx.attrs, in[0], out[0].shape()));
 }
 
 void concat_kernel(const KernelContext& ctx, Ins in, Outs out) {
@@ -92,60 +70,30 @@ void split_kernel(const KernelContext& ctx, Ins in, Outs out) {
   }
 }
 
-// Constant mode: fill, then copy the part of x that survives (negative pads crop).
+// Constant mode: fill, then copy the part of x that survives.
 void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
   Tensor& y = out[0];
   if (y.numel() == 0) return;
   const IntList& pads = ctx.attrs.get_ints("pads");
   if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p > 0; }))
     fill(y, ctx.attrs.get_float("value"), stream_of(ctx));
-  size_t r = size_t(x.rank());
-  auto ys = contiguous_strides(y.shape());
-  std::vector<int64_t> len(r);
-  int64_t src_off = 0, dst_off = 0;
-  for (size_t d = 0; d < r; ++d) {
-    int64_t lo = pads[d], src0 = std::max<int64_t>(-lo, 0), dst0 = std::max<int64_t>(lo, 0);
-    len[d] = std::min(x.shape()[d] - src0, y.shape()[d] - dst0);
-    if (len[d] <= 0) return;
-    src_off += src0 * x.strides()[d];
-    dst_off += dst0 * ys[d];
-  }
-  copy_raw(at(y, dst_off), ys, at(x, src_off), x.strides(), len, elem(y), stream_of(ctx));
+  views::Copy c = views::pad_interior(in[0], y.shape(), pads);
+  if (c.empty) return;
+  copy_raw(at(y, c.dst_offset), c.dst_strides, at(in[0], c.src_offset), c.src_strides, c.shape,
+           elem(y), stream_of(ctx));
 }
 
 bool constant_pad(const KernelQuery& q) { return q.attrs.get_string("mode") == "constant"; }
 
-// y viewed as [r0, n0, r1, n1, …]: the repeat dims read x with stride 0.
 void tile_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
   Tensor& y = out[0];
-  const IntList& reps = ctx.attrs.get_ints("repeats");
-  auto ys = contiguous_strides(y.shape());
-  std::vector<int64_t> shape, ds, ss;
-  for (size_t d = 0; d < size_t(x.rank()); ++d) {
-    int64_t n = x.shape()[d];
-    shape.insert(shape.end(), {reps[d], n});
-    ds.insert(ds.end(), {n * ys[d], ys[d]});
-    ss.insert(ss.end(), {0, x.strides()[d]});
-  }
-  copy_raw(y.data(), ds, x.data(), ss, shape, elem(y), stream_of(ctx));
+  views::Copy c = views::tile(in[0], y.shape(), ctx.attrs.get_ints("repeats"));
+  copy_raw(y.data(), c.dst_strides, in[0].data(), c.src_strides, c.shape, elem(y), stream_of(ctx));
 }
 
 void flip_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
-  if (x.numel() == 0) return;
-  const IntList& axes = ctx.attrs.get_ints("axes");
-  std::vector<int64_t> s = x.strides();
-  std::vector<bool> flip(s.size(), axes.empty());
-  for (int64_t a : axes) flip[size_t(norm_axis(a, x.rank()))] = true;
-  int64_t off = 0;
-  for (size_t d = 0; d < s.size(); ++d) {
-    if (!flip[d]) continue;
-    off += (x.shape()[d] - 1) * s[d];
-    s[d] = -s[d];
-  }
-  copy_to(ctx, out[0], at(x, off), s);
+  if (in[0].numel() == 0) return;
+  copy_view(ctx, out[0], in[0], views::flip(in[0], ctx.attrs.get_ints("axes")));
 }
 
 // The literal uploaded; a program keeps the result for every later run (it has no inputs).
