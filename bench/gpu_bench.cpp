@@ -65,7 +65,8 @@ void row(const char* what, double rlx_ms, const std::map<std::string, double>& t
          const std::string& key, const char* extra) {
   auto it = torch.find(key), ct = torch.find(key + "_compiled");
   std::printf("%-34s rlx %9.3f ms", what, rlx_ms);
-  if (it != torch.end()) std::printf("   torch %9.3f ms (rlx/torch %.2f)", it->second, rlx_ms / it->second);
+  if (it != torch.end())
+    std::printf("   torch %9.3f ms (rlx/torch %.2f)", it->second, rlx_ms / it->second);
   if (ct != torch.end())
     std::printf("   torch.compile %9.3f ms (rlx/compiled %.2f)", ct->second, rlx_ms / ct->second);
   std::printf("%s\n", extra);
@@ -96,7 +97,8 @@ int main(int argc, char** argv) {
     Value b = g.input("b", TensorType::parse("bf16[8192,8192]"));
     g.output(g.apply("matmul", {a, b})[0]);
     CompiledGraph cg = s.compile(g);
-    std::vector<Tensor> in{random_on_gpu(DType::bf16, {n, n}, 1), random_on_gpu(DType::bf16, {n, n}, 2)};
+    std::vector<Tensor> in{random_on_gpu(DType::bf16, {n, n}, 1),
+                           random_on_gpu(DType::bf16, {n, n}, 2)};
     double ms = median_ms(cg, in, runs);
     double tflops = 2.0 * double(n) * n * n / (ms * 1e-3) / 1e12;
     std::snprintf(extra, sizeof extra, "   %.0f TFLOP/s", tflops);
@@ -107,10 +109,13 @@ int main(int argc, char** argv) {
     const int64_t n = int64_t(64) << 20;
     Graph g("chain");
     Value x = g.input("x", TensorType::parse("f32[67108864]"));
-    Value a = g.input("a", TensorType::parse("f32[]")), b = g.input("b", TensorType::parse("f32[]")),
+    Value a = g.input("a", TensorType::parse("f32[]")),
+          b = g.input("b", TensorType::parse("f32[]")),
           c = g.input("c", TensorType::parse("f32[]"));
     auto ap = [&](const char* op, std::vector<Value> v) { return g.apply(op, v)[0]; };
-    Value y = ap("relu", {ap("sub", {ap("mul", {ap("sigmoid", {ap("add", {ap("mul", {x, a}), b})}), x}), c})});
+    Value y =
+        ap("relu",
+           {ap("sub", {ap("mul", {ap("sigmoid", {ap("add", {ap("mul", {x, a}), b})}), x}), c})});
     g.output(y);
     CompiledGraph cg = s.compile(g);
     std::vector<Tensor> in{random_on_gpu(DType::f32, {n}, 3), Tensor::full(DType::f32, {}, 0.5),
@@ -134,7 +139,8 @@ int main(int argc, char** argv) {
     g.output(g.apply("attention", {q, k, v}, {{"mask", "causal"}})[0]);
     CompiledGraph cg = s.compile(g);
     std::vector<Tensor> in;
-    for (uint64_t i = 0; i < 3; ++i) in.push_back(random_on_gpu(DType::bf16, {8, 12, 1024, 64}, 10 + i));
+    for (uint64_t i = 0; i < 3; ++i)
+      in.push_back(random_on_gpu(DType::bf16, {8, 12, 1024, 64}, 10 + i));
     row("attention causal 8x12x1024x64 bf16", median_ms(cg, in, runs), t, "attention", "");
   }
 

@@ -296,7 +296,8 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
       k.fn(ctx, ins, outs);
     if (profiling()) {
       if (backend_) backend_->synchronize(device_);
-      record_op_time(n, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      record_op_time(n,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     for (size_t j = 0; j < outs.size(); ++j) {
       if (!outs[j].defined() || outs[j].dtype() != n.outputs[j].dtype())
@@ -361,8 +362,8 @@ void Program::run_on_host(size_t node, const Kernel& k, std::span<const Tensor> 
   if (!k.flags.makes_outputs)
     for (size_t j = 0; j < outs.size(); ++j)
       if (outs[j].defined()) houts[j] = Tensor::empty(outs[j].dtype(), outs[j].shape());
-  KernelContext ctx{*n.op, n.attrs, Device::cpu(), nullptr, subgraphs_[node].get(), shapes,
-                    n.subgraphs};
+  KernelContext ctx{*n.op,  n.attrs,    Device::cpu(), nullptr, subgraphs_[node].get(),
+                    shapes, n.subgraphs};
   k.fn(ctx, hins, houts);
   for (size_t j = 0; j < outs.size(); ++j) {
     if (!houts[j].defined()) continue;  // reported by the caller

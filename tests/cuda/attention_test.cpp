@@ -27,7 +27,7 @@ TEST(CudaAttention, TensorCorePathMatchesTheCpu) {
       {DType::f16, {2, 3, 100, 64}, {2, 3, 100, 64}, "none", 0},
       {DType::bf16, {1, 2, 70, 128}, {1, 2, 150, 128}, "causal", 0},
       {DType::f16, {2, 1, 200, 64}, {2, 1, 200, 64}, "sliding_window", 48},
-      {DType::bf16, {3, 4, 17, 64}, {1, 4, 65, 64}, "none", 0},  // k, v broadcast over batch
+      {DType::bf16, {3, 4, 17, 64}, {1, 4, 65, 64}, "none", 0},      // k, v broadcast over batch
       {DType::bf16, {1, 1, 1, 128}, {1, 1, 300, 128}, "causal", 0},  // one decoding step
   };
   for (const Case& c : cases) {

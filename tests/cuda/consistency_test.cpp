@@ -1,11 +1,12 @@
 // Every core op on cuda against the same references as the CPU (the family check tables),
 // and which ops resolve to native CUDA kernels. The runs need a GPU and skip, saying so,
 // where there is none; the dispatch checks need none and run everywhere.
+#include "support/consistency.h"
+
 #include <gtest/gtest.h>
 
 #include "backend/cuda/families.h"
 #include "rlx/cuda.h"
-#include "support/consistency.h"
 
 namespace rlx::test {
 namespace {
@@ -66,19 +67,18 @@ const char* const kNative[] = {
     "neg", "abs", "sign", "square", "relu", "exp", "expm1", "log", "log1p", "sqrt", "rsqrt",
     "reciprocal", "sin", "cos", "tan", "tanh", "sigmoid", "erf", "floor", "ceil", "round",
     "softplus", "silu", "gelu", "elu", "leaky_relu", "hard_sigmoid", "logical_not", "isnan",
-    "isinf", "add", "sub", "mul", "div", "pow", "max", "min", "mod", "fmod", "atan2",
-    "logical_and", "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor",
-    "eq", "ne", "lt", "le", "gt", "ge", "clamp", "select", "cast",
+    "isinf", "add", "sub", "mul", "div", "pow", "max", "min", "mod", "fmod", "atan2", "logical_and",
+    "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "le",
+    "gt", "ge", "clamp", "select", "cast",
     // shape.cpp, shape_index.cu and the views every device shares
     "transpose", "broadcast_to", "slice", "concat", "split", "tile", "flip", "reshape",
     "expand_dims", "squeeze", "constant", "gather", "gather_elements", "gather_nd",
     "scatter_elements", "scatter_nd", "one_hot", "iota",
     // reduce.cu
-    "sum", "prod", "reduce_max", "reduce_min", "mean", "logsumexp", "l1_norm", "l2_norm",
-    "argmax", "argmin", "cumsum",
+    "sum", "prod", "reduce_max", "reduce_min", "mean", "logsumexp", "l1_norm", "l2_norm", "argmax",
+    "argmin", "cumsum",
     // nn.cu, attention.cu
-    "softmax", "log_softmax", "layer_norm", "rms_norm", "embedding", "attention",
-    "cross_entropy",
+    "softmax", "log_softmax", "layer_norm", "rms_norm", "embedding", "attention", "cross_entropy",
     // pool.cu, resize.cu, window_grad.cu
     "max_pool", "avg_pool", "global_max_pool", "global_avg_pool", "resize", "max_pool_grad",
     "avg_pool_grad", "max_pool_gather", "resize_grad"};

@@ -47,11 +47,10 @@ TEST(CudaRuntime, StridedViewsCopyOnTheDevice) {
   NEED_GPU();
   Tensor h = random_tensor(DType::f32, {4, 6, 5}, 5);
   Tensor d = h.to(Device::cuda());
-  for (const auto& [view, dview] :
-       {std::pair{h.permute({2, 0, 1}), d.permute({2, 0, 1})},
-        std::pair{h.slice(1, 1, 6, 2), d.slice(1, 1, 6, 2)},
-        std::pair{h.slice(0, 0, 1).broadcast_to({3, 1, 6, 5}),
-                  d.slice(0, 0, 1).broadcast_to({3, 1, 6, 5})}}) {
+  for (const auto& [view, dview] : {std::pair{h.permute({2, 0, 1}), d.permute({2, 0, 1})},
+                                    std::pair{h.slice(1, 1, 6, 2), d.slice(1, 1, 6, 2)},
+                                    std::pair{h.slice(0, 0, 1).broadcast_to({3, 1, 6, 5}),
+                                              d.slice(0, 0, 1).broadcast_to({3, 1, 6, 5})}}) {
     EXPECT_FALSE(dview.is_contiguous());
     EXPECT_EQ(bytes_of(dview.contiguous()), bytes_of(view.contiguous()));
     EXPECT_EQ(values(dview), values(view));
@@ -136,8 +135,7 @@ TEST(CudaCustomKernel, NativeKernelRunsOnTheDevice) {
             return h;
           }();
           auto s = static_cast<cudaStream_t>(ctx.stream);
-          cudaMemcpyAsync(out[0].data(), in[0].data(), in[0].nbytes(), cudaMemcpyDeviceToDevice,
-                          s);
+          cudaMemcpyAsync(out[0].data(), in[0].data(), in[0].nbytes(), cudaMemcpyDeviceToDevice, s);
           cublasSetStream(handle, s);
           float alpha = float(ctx.attrs.get_float("alpha"));
           if (cublasSscal(handle, int(in[0].numel()), &alpha, out[0].data_as<float>(), 1) !=

@@ -8,7 +8,6 @@
 #include <sstream>
 
 #include "cli.h"
-
 #include "rlx/cuda.h"
 #include "rlx/error.h"
 #include "rlx/onnx.h"

@@ -29,7 +29,8 @@ int error(const std::string& msg) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app("rlx: compile and run rlx graphs (text format) and ONNX models on the CPU or a GPU", "rlx");
+  CLI::App app("rlx: compile and run rlx graphs (text format) and ONNX models on the CPU or a GPU",
+               "rlx");
   app.set_version_flag("--version", std::string("rlx ") + RLX_VERSION);
   app.require_subcommand(1);
 

@@ -5,11 +5,10 @@
 // attention.cpp): query i sits at key position p = i + Sk - Sq, "causal" sees j <= p,
 // "sliding_window" p - window < j <= p; a row that sees no key (or only -inf scores)
 // gives 0. f16 / bf16 compute in f32. Head dims up to 256.
-#include <cuda/std/limits>
+#include <mma.h>
 
 #include <cmath>
-
-#include <mma.h>
+#include <cuda/std/limits>
 
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
@@ -21,12 +20,12 @@ namespace {
 constexpr int kMaxPer = 8;  // head dim up to 32 * 8
 
 struct Geometry {
-  int64_t rows, sq, sk, d, dv;   // rows: batch entries * sq
-  int64_t q_row, k_row, v_row;   // row strides
-  int64_t b_row, b_col;          // bias strides over (i, j), 0 when broadcast
-  Indexer<5> batch;              // out, q, k, v, bias offsets per batch entry
+  int64_t rows, sq, sk, d, dv;  // rows: batch entries * sq
+  int64_t q_row, k_row, v_row;  // row strides
+  int64_t b_row, b_col;         // bias strides over (i, j), 0 when broadcast
+  Indexer<5> batch;             // out, q, k, v, bias offsets per batch entry
   double scale;
-  int64_t window;                // 0: no lower limit
+  int64_t window;  // 0: no lower limit
   bool causal;
 };
 
@@ -100,7 +99,8 @@ constexpr int kBM = 64, kBN = 64, kFlashWarps = 4;
 
 template <int D>
 constexpr size_t flash_smem(size_t elem) {
-  return elem * (kBM * D + 2 * kBN * D + kBM * kBN) + sizeof(float) * (kBM * kBN + 2 * kBM * D + 3 * kBM);
+  return elem * (kBM * D + 2 * kBN * D + kBM * kBN) +
+         sizeof(float) * (kBM * kBN + 2 * kBM * D + 3 * kBM);
 }
 
 template <class T, int D>
@@ -293,7 +293,9 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
   visit(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_float_v<T>) {
-      auto p = [](const Tensor& t) { return t.defined() ? static_cast<const T*>(t.data()) : nullptr; };
+      auto p = [](const Tensor& t) {
+        return t.defined() ? static_cast<const T*>(t.data()) : nullptr;
+      };
       bool flash = is_half_v<T> && !bb.defined() && g.d == g.dv && (g.d == 64 || g.d == 128) &&
                    qb.strides()[r - 1] == 1 && kb.strides()[r - 1] == 1 && vb.strides()[r - 1] == 1;
       if constexpr (is_half_v<T>) {
@@ -307,11 +309,11 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
         }
       }
       if (std::max(g.d, g.dv) <= 128)
-        attention_rows<T, 4><<<grid, kThreads, 0, s>>>(p(qb), p(kb), p(vb), p(bb),
-                                                      static_cast<T*>(y.data()), g);
+        attention_rows<T, 4>
+            <<<grid, kThreads, 0, s>>>(p(qb), p(kb), p(vb), p(bb), static_cast<T*>(y.data()), g);
       else
-        attention_rows<T, kMaxPer><<<grid, kThreads, 0, s>>>(p(qb), p(kb), p(vb), p(bb),
-                                                            static_cast<T*>(y.data()), g);
+        attention_rows<T, kMaxPer>
+            <<<grid, kThreads, 0, s>>>(p(qb), p(kb), p(vb), p(bb), static_cast<T*>(y.data()), g);
     }
   });
   RLX_CUDA_LAUNCHED("attention");

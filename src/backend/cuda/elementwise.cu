@@ -92,8 +92,8 @@ __global__ void binary_strided(const T* a, const T* b, U* y, int64_t n, Indexer<
 }
 
 template <class A, class B, class T, class Op>
-__global__ void ternary_strided(const A* a, const B* b, const T* c, T* y, int64_t n,
-                                Indexer<4> ix, Op op) {
+__global__ void ternary_strided(const A* a, const B* b, const T* c, T* y, int64_t n, Indexer<4> ix,
+                                Op op) {
   RLX_GRID_STRIDE(i, n) {
     int64_t off[4];
     ix.offsets(i, off);
@@ -222,7 +222,8 @@ struct ClampOp {
 void clamp_kernel(const KernelContext& ctx, Ins in, Outs out) {
   visit(in[0].dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (in_set<T>(kNumeric)) ternary_apply<T, T, T>(in, out[0], ClampOp{}, stream_of(ctx));
+    if constexpr (in_set<T>(kNumeric))
+      ternary_apply<T, T, T>(in, out[0], ClampOp{}, stream_of(ctx));
   });
 }
 

@@ -29,8 +29,8 @@ __device__ __forceinline__ T wrap_mul(T a, T b) {
 }
 
 // Float and double overloads, so a float never goes through the double routine.
-#define RLX_MATH1(name, f, d)                                                \
-  __device__ __forceinline__ float name(float x) { return f(x); }         \
+#define RLX_MATH1(name, f, d)                                     \
+  __device__ __forceinline__ float name(float x) { return f(x); } \
   __device__ __forceinline__ double name(double x) { return d(x); }
 RLX_MATH1(m_exp, expf, exp)
 RLX_MATH1(m_expm1, expm1f, expm1)
@@ -69,23 +69,24 @@ __device__ __forceinline__ C neg_inf() {
 
 // --- unary -------------------------------------------------------------------------------
 
-#define RLX_UNARY(Name, dtypes, body) \
-  struct Name {                       \
-    static constexpr unsigned set = dtypes; \
-    template <class C>                \
-    __device__ __forceinline__ auto operator()(C x) const { body } \
+#define RLX_UNARY(Name, dtypes, body)                       \
+  struct Name {                                             \
+    static constexpr unsigned set = dtypes;                 \
+    template <class C>                                      \
+    __device__ __forceinline__ auto operator()(C x) const { \
+      body                                                  \
+    }                                                       \
   };
 
 RLX_UNARY(Neg, kNumeric, if constexpr (is_fp<C>) return -x; else return wrap_sub(C(0), x);)
-RLX_UNARY(Abs, kNumeric,
-          if constexpr (is_fp<C>) return m_fabs(x);
+RLX_UNARY(Abs, kNumeric, if constexpr (is_fp<C>) return m_fabs(x);
           else if constexpr (std::is_signed_v<C>) return x < 0 ? wrap_sub(C(0), x) : x;
           else return x;)
-RLX_UNARY(Sign, kNumeric,
-          if constexpr (std::is_unsigned_v<C>) return x > 0 ? C(1) : C(0);
+RLX_UNARY(Sign, kNumeric, if constexpr (std::is_unsigned_v<C>) return x > 0 ? C(1) : C(0);
           else return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x);)
 RLX_UNARY(Square, kNumeric, if constexpr (is_fp<C>) return x * x; else return wrap_mul(x, x);)
-RLX_UNARY(Relu, kFloat | kInt, if constexpr (std::is_unsigned_v<C>) return x; else return x < C(0) ? C(0) : x;)
+RLX_UNARY(Relu, kFloat | kInt, if constexpr (std::is_unsigned_v<C>) return x;
+          else return x < C(0) ? C(0) : x;)
 RLX_UNARY(Exp, kFloat, return m_exp(x);)
 RLX_UNARY(Expm1, kFloat, return m_expm1(x);)
 RLX_UNARY(Log, kFloat, return m_log(x);)
@@ -108,9 +109,9 @@ RLX_UNARY(GeluErf, kFloat,
           return x == neg_inf<C>() ? C(-0.0)
                                    : C(0.5) * x * (C(1) + m_erf(x * C(0.70710678118654752440)));)
 RLX_UNARY(GeluTanh, kFloat,
-          return x == neg_inf<C>()
-                     ? C(-0.0)
-                     : x * m_sigmoid(C(2 * 0.79788456080286535588) * (x + C(0.044715) * x * x * x));)
+          return x == neg_inf<C>() ? C(-0.0)
+                                   : x * m_sigmoid(C(2 * 0.79788456080286535588) *
+                                                   (x + C(0.044715) * x * x * x));)
 RLX_UNARY(LogicalNot, kBool, return bool(x == 0);)
 RLX_UNARY(IsNan, kFloat, return bool(x != x);)
 RLX_UNARY(IsInf, kFloat, return bool(m_fabs(x) == cuda::std::numeric_limits<C>::infinity());)
@@ -144,45 +145,55 @@ struct HardSigmoid {
 
 // --- binary ------------------------------------------------------------------------------
 
-#define RLX_BINARY(Name, dtypes, body) \
-  struct Name {                        \
-    static constexpr unsigned set = dtypes; \
-    template <class C>                 \
-    __device__ __forceinline__ auto operator()(C a, C b) const { body } \
+#define RLX_BINARY(Name, dtypes, body)                           \
+  struct Name {                                                  \
+    static constexpr unsigned set = dtypes;                      \
+    template <class C>                                           \
+    __device__ __forceinline__ auto operator()(C a, C b) const { \
+      body                                                       \
+    }                                                            \
   };
 
 RLX_BINARY(Add, kNumeric, if constexpr (is_fp<C>) return a + b; else return wrap_add(a, b);)
 RLX_BINARY(Sub, kNumeric, if constexpr (is_fp<C>) return a - b; else return wrap_sub(a, b);)
 RLX_BINARY(Mul, kNumeric, if constexpr (is_fp<C>) return a * b; else return wrap_mul(a, b);)
-RLX_BINARY(Div, kNumeric,
-           if constexpr (is_fp<C>) return a / b;
-           else if constexpr (std::is_signed_v<C>)
-               return b == 0 ? C(0) : (b == -1 ? wrap_sub(C(0), a) : C(a / b));
+RLX_BINARY(Div, kNumeric, if constexpr (is_fp<C>) return a / b;
+           else if constexpr (std::is_signed_v<C>) return b == 0
+               ? C(0)
+               : (b == -1 ? wrap_sub(C(0), a) : C(a / b));
            else return b == 0 ? C(0) : C(a / b);)
-RLX_BINARY(Max, kNumeric,
-           if constexpr (is_fp<C>) {
-             C r = a > b ? a : b;
-             r = a == b ? (signbit(a) ? b : a) : r;
-             return a != a || b != b ? a + b : r;
-           } else return a > b ? a : b;)
-RLX_BINARY(Min, kNumeric,
-           if constexpr (is_fp<C>) {
-             C r = a < b ? a : b;
-             r = a == b ? (signbit(a) ? a : b) : r;
-             return a != a || b != b ? a + b : r;
-           } else return a < b ? a : b;)
-RLX_BINARY(Mod, kNumeric,
-           if constexpr (is_fp<C>) {
-             C r = m_fmod(a, b);
-             if (r != 0) return (r < 0) != (b < 0) ? r + b : r;
-             return m_copysign(C(0), b);
-           } else if constexpr (std::is_signed_v<C>) {
-             if (b == 0 || b == -1) return C(0);
-             C r = C(a % b);
-             return r != 0 && ((r < 0) != (b < 0)) ? C(r + b) : r;
-           } else return b == 0 ? C(0) : C(a % b);)
-RLX_BINARY(Fmod, kNumeric,
-           if constexpr (is_fp<C>) return m_fmod(a, b);
+RLX_BINARY(
+    Max, kNumeric,
+    if constexpr (is_fp<C>) {
+      C r = a > b ? a : b;
+      r = a == b ? (signbit(a) ? b : a) : r;
+      return a != a || b != b ? a + b : r;
+    } else return a > b
+        ? a
+        : b;)
+RLX_BINARY(
+    Min, kNumeric,
+    if constexpr (is_fp<C>) {
+      C r = a < b ? a : b;
+      r = a == b ? (signbit(a) ? a : b) : r;
+      return a != a || b != b ? a + b : r;
+    } else return a < b
+        ? a
+        : b;)
+RLX_BINARY(
+    Mod, kNumeric,
+    if constexpr (is_fp<C>) {
+      C r = m_fmod(a, b);
+      if (r != 0) return (r < 0) != (b < 0) ? r + b : r;
+      return m_copysign(C(0), b);
+    } else if constexpr (std::is_signed_v<C>) {
+      if (b == 0 || b == -1) return C(0);
+      C r = C(a % b);
+      return r != 0 && ((r < 0) != (b < 0)) ? C(r + b) : r;
+    } else return b == 0
+        ? C(0)
+        : C(a % b);)
+RLX_BINARY(Fmod, kNumeric, if constexpr (is_fp<C>) return m_fmod(a, b);
            else if constexpr (std::is_signed_v<C>) return b == 0 || b == -1 ? C(0) : C(a % b);
            else return b == 0 ? C(0) : C(a % b);)
 RLX_BINARY(Atan2, kFloat, return m_atan2(a, b);)

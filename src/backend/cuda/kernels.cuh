@@ -80,16 +80,26 @@ constexpr bool in_set(unsigned set) {
 template <class F>
 void visit(DType dt, F&& f) {
   switch (dt) {
-    case DType::f32: return f(Tag<float>{});
-    case DType::f64: return f(Tag<double>{});
-    case DType::f16: return f(Tag<__half>{});
-    case DType::bf16: return f(Tag<__nv_bfloat16>{});
-    case DType::i8: return f(Tag<int8_t>{});
-    case DType::i16: return f(Tag<int16_t>{});
-    case DType::i32: return f(Tag<int32_t>{});
-    case DType::i64: return f(Tag<int64_t>{});
-    case DType::u8: return f(Tag<uint8_t>{});
-    case DType::boolean: return f(Tag<bool>{});
+    case DType::f32:
+      return f(Tag<float>{});
+    case DType::f64:
+      return f(Tag<double>{});
+    case DType::f16:
+      return f(Tag<__half>{});
+    case DType::bf16:
+      return f(Tag<__nv_bfloat16>{});
+    case DType::i8:
+      return f(Tag<int8_t>{});
+    case DType::i16:
+      return f(Tag<int16_t>{});
+    case DType::i32:
+      return f(Tag<int32_t>{});
+    case DType::i64:
+      return f(Tag<int64_t>{});
+    case DType::u8:
+      return f(Tag<uint8_t>{});
+    case DType::boolean:
+      return f(Tag<bool>{});
   }
 }
 
@@ -97,10 +107,14 @@ void visit(DType dt, F&& f) {
 template <class F>
 void visit_bytes(size_t bytes, F&& f) {
   switch (bytes) {
-    case 1: return f(Tag<uint8_t>{});
-    case 2: return f(Tag<uint16_t>{});
-    case 4: return f(Tag<uint32_t>{});
-    default: return f(Tag<uint64_t>{});
+    case 1:
+      return f(Tag<uint8_t>{});
+    case 2:
+      return f(Tag<uint16_t>{});
+    case 4:
+      return f(Tag<uint32_t>{});
+    default:
+      return f(Tag<uint64_t>{});
   }
 }
 
@@ -216,7 +230,7 @@ inline int blocks_for(int64_t n, int per_thread = 1) {
   return int(want < 1 ? 1 : (want < cap ? want : cap));
 }
 
-#define RLX_GRID_STRIDE(i, n)                                                   \
+#define RLX_GRID_STRIDE(i, n)                                               \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(blockDim.x) * gridDim.x)
 

@@ -60,9 +60,9 @@ bool tf32() {
 
 // One operand as cuBLAS sees it: a matrix (row-major or transposed) per batch entry.
 struct Operand {
-  Tensor t;            // the tensor whose memory is read (a view or a copy)
-  bool transposed;     // stored column-major (the last two dims' strides swapped)
-  int64_t ld;          // leading dimension, in elements
+  Tensor t;         // the tensor whose memory is read (a view or a copy)
+  bool transposed;  // stored column-major (the last two dims' strides swapped)
+  int64_t ld;       // leading dimension, in elements
   int64_t batch_stride;
 };
 
@@ -110,10 +110,14 @@ Operand operand(Tensor x, cudaStream_t s) {
 
 cudaDataType_t data_type(DType t) {
   switch (t) {
-    case DType::f64: return CUDA_R_64F;
-    case DType::f16: return CUDA_R_16F;
-    case DType::bf16: return CUDA_R_16BF;
-    default: return CUDA_R_32F;
+    case DType::f64:
+      return CUDA_R_64F;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::bf16:
+      return CUDA_R_16BF;
+    default:
+      return CUDA_R_32F;
   }
 }
 
@@ -160,9 +164,9 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
                                               : make(g.k, g.n, g.b->ld, g.b->batch_stride);
   cublasLtMatrixLayout_t lc = make(g.m, g.n, g.ldc, g.c_stride);
 
-  std::string key = cat(int(g.dtype), ta, tb, ':', g.m, ',', g.n, ',', g.k, ',', g.batch, ',',
-                        g.a->ld, ',', g.b->ld, ',', g.ldc, ',', g.a->batch_stride, ',',
-                        g.b->batch_stride, ',', int(compute));
+  std::string key =
+      cat(int(g.dtype), ta, tb, ':', g.m, ',', g.n, ',', g.k, ',', g.batch, ',', g.a->ld, ',',
+          g.b->ld, ',', g.ldc, ',', g.a->batch_stride, ',', g.b->batch_stride, ',', int(compute));
   cublasLtMatmulAlgo_t algo;
   {
     std::lock_guard lock(st.mu);
@@ -177,13 +181,12 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
                                                   &ws, sizeof ws));
       cublasLtMatmulHeuristicResult_t res{};
       int found = 0;
-      RLX_LT(cublasLtMatmulAlgoGetHeuristic(st.handle, desc, la, lb, lc, lc, pref, 1, &res,
-                                            &found));
+      RLX_LT(
+          cublasLtMatmulAlgoGetHeuristic(st.handle, desc, la, lb, lc, lc, pref, 1, &res, &found));
       cublasLtMatmulPreferenceDestroy(pref);
       if (found == 0)
         fail<NotSupported>("matmul", "expected cuBLASLt to have an algorithm for ",
-                           dtype_name(g.dtype), " m=", g.m, " n=", g.n, " k=", g.k,
-                           ", got none");
+                           dtype_name(g.dtype), " m=", g.m, " n=", g.n, " k=", g.k, ", got none");
       algo = res.algo;
       st.algos.emplace(key, algo);
     }
@@ -192,8 +195,8 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
   float one32 = 1, zero32 = 0;
   const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
   const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
-  RLX_LT(cublasLtMatmul(st.handle, desc, alpha, g.a->t.data(), la, g.b->t.data(), lb, beta, g.c,
-                        lc, g.c, lc, &algo, st.workspace.data(), kWorkspace, stream));
+  RLX_LT(cublasLtMatmul(st.handle, desc, alpha, g.a->t.data(), la, g.b->t.data(), lb, beta, g.c, lc,
+                        g.c, lc, &algo, st.workspace.data(), kWorkspace, stream));
   cublasLtMatrixLayoutDestroy(la);
   cublasLtMatrixLayoutDestroy(lb);
   cublasLtMatrixLayoutDestroy(lc);
@@ -248,7 +251,8 @@ void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   auto free_axes = [](int64_t rank, const std::vector<int64_t>& b, const std::vector<int64_t>& c) {
     std::vector<int64_t> f;
     for (int64_t d = 0; d < rank; ++d)
-      if (std::find(b.begin(), b.end(), d) == b.end() && std::find(c.begin(), c.end(), d) == c.end())
+      if (std::find(b.begin(), b.end(), d) == b.end() &&
+          std::find(c.begin(), c.end(), d) == c.end())
         f.push_back(d);
     return f;
   };

@@ -122,8 +122,9 @@ void softmax_kernel(const KernelContext& ctx, Ins in, Outs out) {
   if (x.numel() == 0) return;
   const auto& shape = x.shape();
   size_t axis = size_t(ctx.attrs.get_int("axis") < 0 ? ctx.attrs.get_int("axis") + x.rank()
-                                                      : ctx.attrs.get_int("axis"));
-  int64_t outer = prod(shape, 0, axis), n = shape[axis], inner = prod(shape, axis + 1, shape.size());
+                                                     : ctx.attrs.get_int("axis"));
+  int64_t outer = prod(shape, 0, axis), n = shape[axis],
+          inner = prod(shape, axis + 1, shape.size());
   cudaStream_t s = stream_of(ctx);
   visit(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -131,7 +132,8 @@ void softmax_kernel(const KernelContext& ctx, Ins in, Outs out) {
       auto xp = static_cast<const T*>(x.data());
       auto yp = static_cast<T*>(out[0].data());
       if (inner != 1) {
-        softmax_columns<kLog, T><<<blocks_for(outer * inner), kThreads, 0, s>>>(xp, yp, outer, n, inner);
+        softmax_columns<kLog, T>
+            <<<blocks_for(outer * inner), kThreads, 0, s>>>(xp, yp, outer, n, inner);
         return;
       }
       launch_rows(outer, n, [&](auto block, int grid, int threads) {
@@ -200,7 +202,8 @@ void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
       auto sp = sc.defined() ? static_cast<const T*>(sc.data()) : nullptr;
       auto bp = bi.defined() ? static_cast<const T*>(bi.data()) : nullptr;
       launch_rows(rows, n, [&](auto block, int grid, int threads) {
-        norm_rows<kRms, decltype(block)::value, T><<<grid, threads, 0, s>>>(xp, yp, sp, bp, rows, n, eps);
+        norm_rows<kRms, decltype(block)::value, T>
+            <<<grid, threads, 0, s>>>(xp, yp, sp, bp, rows, n, eps);
       });
     }
   });
@@ -244,7 +247,8 @@ void embedding_kernel(const KernelContext& ctx, Ins in, Outs out) {
   });
   RLX_CUDA_LAUNCHED("embedding");
   int64_t j = flag.to(Device::cpu()).to_vector<int64_t>()[0];
-  if (j != int64_t(kNoBad)) fail<ValueError>("embedding", "expected indices in [0, ", vocab, "), got ", j);
+  if (j != int64_t(kNoBad))
+    fail<ValueError>("embedding", "expected indices in [0, ", vocab, "), got ", j);
 }
 
 // ---- cross_entropy ---------------------------------------------------------------------
@@ -254,9 +258,9 @@ void embedding_kernel(const KernelContext& ctx, Ins in, Outs out) {
 // then one block sums them in a fixed order (the same result on every run).
 
 template <bool kBlock, class T, class I>
-__global__ void xent_rows(const T* x0, const I* labels, const T* p0, double* loss,
-                          double* counted, int64_t rows, int64_t classes, double eps,
-                          int64_t ignore, unsigned long long* bad) {
+__global__ void xent_rows(const T* x0, const I* labels, const T* p0, double* loss, double* counted,
+                          int64_t rows, int64_t classes, double eps, int64_t ignore,
+                          unsigned long long* bad) {
   using C = compute_t<T>;
   Group<kBlock> g;
   for (int64_t r = g.first(); r < rows; r += g.stride()) {
@@ -350,7 +354,9 @@ void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
       }
       T* y = static_cast<T*>(out[0].data());
       if (reduction == "none") {
-        if (rows) xent_store<T><<<blocks_for(rows), kThreads, 0, s>>>(static_cast<const double*>(loss.data()), y, rows);
+        if (rows)
+          xent_store<T><<<blocks_for(rows), kThreads, 0, s>>>(
+              static_cast<const double*>(loss.data()), y, rows);
       } else {
         xent_total<T><<<1, 1024, 0, s>>>(static_cast<const double*>(loss.data()),
                                          static_cast<const double*>(counted.data()), rows,
@@ -362,8 +368,8 @@ void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
   if (probs) return;
   int64_t y = flag.to(Device::cpu()).to_vector<int64_t>()[0];
   if (y != int64_t(kNoBad))
-    fail<ValueError>("cross_entropy", "expected class labels in [0, ", classes, ") or ignore_index ",
-                     ignore, ", got ", y);
+    fail<ValueError>("cross_entropy", "expected class labels in [0, ", classes,
+                     ") or ignore_index ", ignore, ", got ", y);
 }
 
 }  // namespace

@@ -131,7 +131,8 @@ template <class Op, class T, class A>
 __device__ __forceinline__ A fold_part(const T* x, int64_t n, int64_t step, int lane, int width,
                                        A shift) {
   A acc = Op::template init<A>();
-  for (int64_t i = lane; i < n; i += width) acc = Op::combine(acc, Op::template map<A>(load(x[i * step]), shift));
+  for (int64_t i = lane; i < n; i += width)
+    acc = Op::combine(acc, Op::template map<A>(load(x[i * step]), shift));
   return acc;
 }
 
@@ -356,8 +357,8 @@ void cumsum_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
     using T = typename decltype(tag)::type;
     if constexpr (in_set<T>(kNumeric))
       cumsum_columns<T><<<blocks_for(n), kThreads, 0, stream_of(ctx)>>>(
-          static_cast<const T*>(b.x.data()), static_cast<T*>(out[0].data()), b.outer, b.r,
-          b.inner, exclusive, reverse);
+          static_cast<const T*>(b.x.data()), static_cast<T*>(out[0].data()), b.outer, b.r, b.inner,
+          exclusive, reverse);
   });
   RLX_CUDA_LAUNCHED("cumsum");
 }

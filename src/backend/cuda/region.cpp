@@ -8,6 +8,8 @@
 // The generated code covers float and bool values (f16 / bf16 computed in f32, rounded
 // when stored or cast); a body with integer values or a reduction is declined, and the
 // region then runs op by op through its decomposition.
+#include "ops/region.h"
+
 #include <cuda_runtime.h>
 #include <nvrtc.h>
 
@@ -21,7 +23,6 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/families.h"
 #include "backend/cuda/region_prelude.h"
-#include "ops/region.h"
 #include "rlx/compile_cache.h"
 
 namespace rlx::gpu {
@@ -50,11 +51,16 @@ const char* ctype(DType t) {
 }
 const char* suffix(DType t) {
   switch (t) {
-    case DType::f64: return "f64";
-    case DType::f16: return "f16";
-    case DType::bf16: return "bf16";
-    case DType::boolean: return "bool";
-    default: return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::f16:
+      return "f16";
+    case DType::bf16:
+      return "bf16";
+    case DType::boolean:
+      return "bool";
+    default:
+      return "f32";
   }
 }
 bool generated(DType t) { return is_float(t) || is_bool(t); }
@@ -89,7 +95,8 @@ Program generate(const Graph& body, const std::string& layout = {}) {
   std::string pre;  // before the loop: the scalar sites
   std::vector<std::string> name(body.num_values());
   std::vector<int32_t> arg_of(body.num_values(), -1);  // the arg an arg / view reads
-  for (size_t k = 0; k < body.args().size(); ++k) arg_of[size_t(body.args()[k].value.id)] = int32_t(k);
+  for (size_t k = 0; k < body.args().size(); ++k)
+    arg_of[size_t(body.args()[k].value.id)] = int32_t(k);
   std::string code;
   int tmp = 0;
   auto decline = [&](std::string why) {
@@ -154,10 +161,10 @@ Program generate(const Graph& body, const std::string& layout = {}) {
     auto a1 = [&](const char* fn) { return cat(fn, f, "(", x[0], ")"); };
     auto attr = [&](const char* key) { return literal(node.attrs.get_float(key), dt); };
     static const std::map<std::string, std::string> kBinary = {
-        {"add", "+"}, {"sub", "-"}, {"mul", "*"}, {"div", "/"}, {"eq", "=="}, {"ne", "!="},
-        {"lt", "<"},  {"le", "<="}, {"gt", ">"},  {"ge", ">="}, {"logical_and", "&&"},
-        {"logical_or", "||"}, {"logical_xor", "!="}, {"bitwise_and", "&"}, {"bitwise_or", "|"},
-        {"bitwise_xor", "^"}};
+        {"add", "+"},          {"sub", "-"},         {"mul", "*"},          {"div", "/"},
+        {"eq", "=="},          {"ne", "!="},         {"lt", "<"},           {"le", "<="},
+        {"gt", ">"},           {"ge", ">="},         {"logical_and", "&&"}, {"logical_or", "||"},
+        {"logical_xor", "!="}, {"bitwise_and", "&"}, {"bitwise_or", "|"},   {"bitwise_xor", "^"}};
     static const std::map<std::string, std::string> kLibm = {
         {"exp", "exp"},   {"expm1", "expm1"}, {"log", "log"}, {"log1p", "log1p"},
         {"sqrt", "sqrt"}, {"rsqrt", "rsqrt"}, {"sin", "sin"}, {"cos", "cos"},
@@ -231,12 +238,13 @@ Program generate(const Graph& body, const std::string& layout = {}) {
   }
   // kU elements per thread and iteration, T apart (coalesced): every load of the kU
   // comes before any store, so they are all in flight together.
-  p.source = cat(kRegionPrelude, "#define kU ", kU,
-                 "\nextern \"C\" __global__ void rlx_region(const Args a) {\n", pre,
-                 "  const i64 T = i64(blockDim.x) * gridDim.x;\n",
-                 "  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += kU * T) {\n",
-                 "    i64 ix[kU];\n", kUnroll, "ix[k] = i + k * T < a.n ? i + k * T : a.n - 1;\n",
-                 code, "  }\n}\n");
+  p.source =
+      cat(kRegionPrelude, "#define kU ", kU,
+          "\nextern \"C\" __global__ void rlx_region(const Args a) {\n", pre,
+          "  const i64 T = i64(blockDim.x) * gridDim.x;\n",
+          "  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += kU * T) {\n",
+          "    i64 ix[kU];\n", kUnroll, "ix[k] = i + k * T < a.n ? i + k * T : a.n - 1;\n", code,
+          "  }\n}\n");
   return p;
 }
 
@@ -261,8 +269,8 @@ std::string region_source(const Graph& body, const std::string& layout) {
 
 // The cubin of `source` for architecture sm: from the disk cache, else compiled by NVRTC.
 std::string region_cubin(const std::string& source, const std::string& sm) {
-  std::string key = cat("region-", sm, "-", std::hex, std::hash<std::string>{}(source), "-",
-                        source.size());
+  std::string key =
+      cat("region-", sm, "-", std::hex, std::hash<std::string>{}(source), "-", source.size());
   DiskCache disk(DiskCache::default_dir());
   if (auto hit = disk.get(key)) return *hit;
   nvrtcProgram prog;
@@ -385,7 +393,8 @@ void region_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
     Value v{const_cast<Graph*>(&body), sites.program.sites[s]};
     Tensor t = site_view(body, v, in, shape).broadcast_to(region);
     a.in[s] = t.data();
-    bool scalar = std::all_of(t.strides().begin(), t.strides().end(), [](int64_t x) { return x == 0; });
+    bool scalar =
+        std::all_of(t.strides().begin(), t.strides().end(), [](int64_t x) { return x == 0; });
     a.flat[s] = scalar ? 2 : t.is_contiguous() ? 1 : 0;
     layout += scalar ? 's' : t.is_contiguous() ? 'f' : 'x';
     for (size_t d = 0; d < dims.size(); ++d) a.stride[s][d] = t.strides()[dims[d]];

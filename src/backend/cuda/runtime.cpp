@@ -89,7 +89,8 @@ class CudaBackend final : public detail::DeviceBackend {
     Device sd = src.device(), dd = dst.device();
     if (!sd.is_cpu() && !dd.is_cpu()) {
       if (sd == dd) return copy_strided(src, dst, state(dd).stream);
-      Tensor s = src.contiguous(), d = dst.is_contiguous() ? dst : Tensor::empty(dst.dtype(), dst.shape(), dd);
+      Tensor s = src.contiguous(),
+             d = dst.is_contiguous() ? dst : Tensor::empty(dst.dtype(), dst.shape(), dd);
       RLX_CUDA(cudaMemcpyPeerAsync(d.data(), dd.index, s.data(), sd.index, s.nbytes(),
                                    state(dd).stream));
       if (d.data() != dst.data()) copy_strided(d, dst, state(dd).stream);
@@ -217,7 +218,9 @@ int device_count() {
 
 bool available() { return device_count() > 0; }
 
-void synchronize(int device) { detail::device_backend(Device::cuda(device)).synchronize(Device::cuda(device)); }
+void synchronize(int device) {
+  detail::device_backend(Device::cuda(device)).synchronize(Device::cuda(device));
+}
 
 MemoryInfo memory_info(int device) {
   detail::device_backend(Device::cuda(device));

@@ -54,8 +54,7 @@ void concat_kernel(const KernelContext& ctx, Ins in, Outs out) {
   auto ys = contiguous_strides(y.shape());
   int64_t pos = 0;
   for (const Tensor& x : in) {
-    copy_raw(at(y, pos * ys[axis]), ys, x.data(), x.strides(), x.shape(), elem(y),
-             stream_of(ctx));
+    copy_raw(at(y, pos * ys[axis]), ys, x.data(), x.strides(), x.shape(), elem(y), stream_of(ctx));
     pos += x.shape()[axis];
   }
 }
@@ -99,7 +98,8 @@ void flip_kernel(const KernelContext& ctx, Ins in, Outs out) {
 // The literal uploaded; a program keeps the result for every later run (it has no inputs).
 void constant_kernel(const KernelContext& ctx, Ins, Outs out) {
   const Literal& v = ctx.attrs.get_tensor("value");
-  Tensor host = Tensor::wrap(v.dtype(), v.shape(), const_cast<void*>(v.data()), [keep = v](void*) {});
+  Tensor host =
+      Tensor::wrap(v.dtype(), v.shape(), const_cast<void*>(v.data()), [keep = v](void*) {});
   out[0] = host.to(ctx.device);
 }
 

@@ -151,7 +151,9 @@ __global__ void tuple_offsets(const I* idx, int64_t tuples, Tuples tp, int64_t* 
 Tensor tuple_offsets_of(const Tensor& idx, const std::vector<int64_t>& xsh, int64_t b,
                         const BadIndex& bad, cudaStream_t s) {
   int64_t m = idx.shape().back(), tuples = idx.numel() / std::max<int64_t>(m, 1);
-  if (m > kMaxDims) fail<NotSupported>("cuda", "expected index tuples of at most ", kMaxDims, " components, got ", m);
+  if (m > kMaxDims)
+    fail<NotSupported>("cuda", "expected index tuples of at most ", kMaxDims, " components, got ",
+                       m);
   if (m == 0) tuples = product(idx.shape(), 0, idx.shape().size() - 1);
   Tuples tp;
   tp.m = m;
@@ -165,9 +167,9 @@ Tensor tuple_offsets_of(const Tensor& idx, const std::vector<int64_t>& xsh, int6
   if (tuples > 0)
     visit_index(idx.dtype(), [&](auto itag) {
       using I = typename decltype(itag)::type;
-      tuple_offsets<I><<<blocks_for(tuples), kThreads, 0, s>>>(
-          static_cast<const I*>(idx.data()), tuples, tp, static_cast<int64_t*>(offs.data()),
-          bad.ptr());
+      tuple_offsets<I>
+          <<<blocks_for(tuples), kThreads, 0, s>>>(static_cast<const I*>(idx.data()), tuples, tp,
+                                                   static_cast<int64_t*>(offs.data()), bad.ptr());
     });
   RLX_CUDA_LAUNCHED("index tuples");
   return offs;
@@ -224,10 +226,14 @@ __device__ __forceinline__ T combine(Reduce red, T a, T b) {
   if (red == Reduce::none) return b;
   C x = C(load(a)), y = C(load(b));
   switch (red) {
-    case Reduce::add: return store<T>(x + y);
-    case Reduce::mul: return store<T>(x * y);
-    case Reduce::max: return x != x ? a : y != y ? b : x >= y ? a : b;
-    default: return x != x ? a : y != y ? b : x <= y ? a : b;
+    case Reduce::add:
+      return store<T>(x + y);
+    case Reduce::mul:
+      return store<T>(x * y);
+    case Reduce::max:
+      return x != x ? a : y != y ? b : x >= y ? a : b;
+    default:
+      return x != x ? a : y != y ? b : x <= y ? a : b;
   }
 }
 
@@ -269,8 +275,8 @@ void scatter_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
         using I = typename decltype(itag)::type;
         scatter_elements_k<T, I><<<blocks_for(lines), kThreads, 0, s>>>(
             static_cast<T*>(y.data()), static_cast<const I*>(idx.data()),
-            static_cast<const T*>(upd.data()), lines, line, idx.shape()[axis], ics[axis],
-            ycs[axis], x.shape()[axis], int64_t(axis), red, bad.ptr());
+            static_cast<const T*>(upd.data()), lines, line, idx.shape()[axis], ics[axis], ycs[axis],
+            x.shape()[axis], int64_t(axis), red, bad.ptr());
       });
     });
   }
@@ -341,8 +347,8 @@ void one_hot_kernel(const KernelContext& ctx, Ins in, Outs out) {
       visit_index(idx.dtype(), [&](auto itag) {
         using I = typename decltype(itag)::type;
         one_hot_k<E, I><<<blocks_for(idx.numel()), kThreads, 0, s>>>(
-            static_cast<const I*>(idx.data()), static_cast<E*>(y.data()), idx.numel(), depth,
-            inner, on);
+            static_cast<const I*>(idx.data()), static_cast<E*>(y.data()), idx.numel(), depth, inner,
+            on);
       });
     });
   RLX_CUDA_LAUNCHED("one_hot");
@@ -361,8 +367,8 @@ void iota_kernel(const KernelContext& ctx, Ins, Outs out) {
   visit(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>)
-      iota_k<T><<<blocks_for(y.numel()), kThreads, 0, stream_of(ctx)>>>(
-          static_cast<T*>(y.data()), y.numel(), n, inner);
+      iota_k<T><<<blocks_for(y.numel()), kThreads, 0, stream_of(ctx)>>>(static_cast<T*>(y.data()),
+                                                                        y.numel(), n, inner);
   });
   RLX_CUDA_LAUNCHED("iota");
 }
