@@ -5,13 +5,15 @@
 //             bandwidth limit (one device copy of the bytes a fused kernel must move,
 //             measured here) — unfused until the NVRTC regions land
 //   attention causal, [8, 12, 1024, 64] bf16 forward
+//   attention also in f32 (what the f32 GPT-2 forward runs)
+//   train     GPT-2 small's AMP-bf16 train step with AdamW on 8 x 1024 tokens
 //   gpt2      GPT-2 small (12 layers, d 768, 12 heads, vocab 50304; the demo's model,
 //             examples/demo) forward on 8 x 1024 tokens to logits, f32 and auto-bf16
 //
 // Each rlx case is a compiled graph; its inputs live on the GPU. Times are the median of
 // --runs runs after warm-up, synchronised. PyTorch's numbers come from bench/gpu_torch.py
 // (eager and torch.compile) when python3 with torch and CUDA is there.
-// Usage: rlx-bench-gpu [--runs N] [--no-torch]
+// Usage: rlx-bench-gpu [--runs N] [--no-torch] [--only gemm|chain|attention|gpt2|train]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +25,7 @@
 #include "model.h"
 #include "rlx/cuda.h"
 #include "rlx/rlx.h"
+#include "rlx/train.h"
 
 using namespace rlx;
 
@@ -77,10 +80,13 @@ void row(const char* what, double rlx_ms, const std::map<std::string, double>& t
 int main(int argc, char** argv) {
   int runs = 20;
   bool torch = true;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--runs") && i + 1 < argc) runs = std::atoi(argv[++i]);
     if (!std::strcmp(argv[i], "--no-torch")) torch = false;
+    if (!std::strcmp(argv[i], "--only") && i + 1 < argc) only = argv[++i];
   }
+  auto want = [&](const char* c) { return only.empty() || only == c; };
   if (!cuda::available()) {
     std::printf("rlx-bench-gpu: no CUDA device here\n");
     return 0;
@@ -90,7 +96,7 @@ int main(int argc, char** argv) {
   Session s(Device::cuda());
   char extra[160];
 
-  {  // bf16 GEMM
+  if (want("gemm")) {  // bf16 GEMM
     const int64_t n = 8192;
     Graph g("gemm");
     Value a = g.input("a", TensorType::parse("bf16[8192,8192]"));
@@ -105,7 +111,7 @@ int main(int argc, char** argv) {
     row("gemm bf16 8192^3", ms, t, "gemm_bf16", extra);
   }
 
-  {  // the elementwise chain, against a device copy of what a fused kernel moves
+  if (want("chain")) {  // the elementwise chain, against a device copy of what a fused kernel moves
     const int64_t n = int64_t(64) << 20;
     Graph g("chain");
     Value x = g.input("x", TensorType::parse("f32[67108864]"));
@@ -132,19 +138,25 @@ int main(int argc, char** argv) {
     row("chain 6 ops 64M f32 (unfused)", ms, t, "chain", extra);
   }
 
-  {  // causal attention forward
-    Graph g("attn");
-    auto ty = TensorType::parse("bf16[8,12,1024,64]");
-    Value q = g.input("q", ty), k = g.input("k", ty), v = g.input("v", ty);
-    g.output(g.apply("attention", {q, k, v}, {{"mask", "causal"}})[0]);
-    CompiledGraph cg = s.compile(g);
-    std::vector<Tensor> in;
-    for (uint64_t i = 0; i < 3; ++i)
-      in.push_back(random_on_gpu(DType::bf16, {8, 12, 1024, 64}, 10 + i));
-    row("attention causal 8x12x1024x64 bf16", median_ms(cg, in, runs), t, "attention", "");
+  if (want("attention")) {  // causal attention forward
+    for (DType dt : {DType::bf16, DType::f32}) {
+      Graph g("attn");
+      TensorType ty{dt, to_shape({8, 12, 1024, 64})};
+      Value q = g.input("q", ty), k = g.input("k", ty), v = g.input("v", ty);
+      g.output(g.apply("attention", {q, k, v}, {{"mask", "causal"}})[0]);
+      CompiledGraph cg = s.compile(g);
+      std::vector<Tensor> in;
+      for (uint64_t i = 0; i < 3; ++i) in.push_back(random_on_gpu(dt, {8, 12, 1024, 64}, 10 + i));
+      double ms = median_ms(cg, in, runs);
+      double flops = 4.0 * 8 * 12 * 1024 * 1024 * 64 / 2;  // causal: half the scores
+      std::snprintf(extra, sizeof extra, "   %.0f TFLOP/s", flops / (ms * 1e-3) / 1e12);
+      bool bf = dt == DType::bf16;
+      row(bf ? "attention causal 8x12x1024x64 bf16" : "attention causal 8x12x1024x64 f32", ms,
+          t, bf ? "attention" : "attention_f32", extra);
+    }
   }
 
-  {  // GPT-2 small forward
+  if (want("gpt2")) {  // GPT-2 small forward
     demo::GptConfig cfg{.vocab = 50304, .d_model = 768, .heads = 12, .layers = 12, .context = 1024};
     auto g = demo::build_gpt(cfg, /*with_loss=*/false);
     TensorMap params = demo::init_params(*g, cfg.layers, 1);
@@ -168,6 +180,32 @@ int main(int argc, char** argv) {
       row(bf16 ? "gpt2 forward 8x1024 auto-bf16" : "gpt2 forward 8x1024 f32", st.median * 1e3, t,
           bf16 ? "gpt2_bf16" : "gpt2_f32", "");
     }
+  }
+
+  if (want("train")) {  // GPT-2 small AMP-bf16 train step
+    demo::GptConfig cfg{.vocab = 50304, .d_model = 768, .heads = 12, .layers = 12, .context = 1024};
+    auto g = demo::build_gpt(cfg, /*with_loss=*/true);
+    train::TrainerOptions opts;
+    opts.optimizer = std::make_shared<train::AdamW>();
+    opts.schedule = train::constant_lr(1e-4);
+    opts.compile.precision = Precision::auto_bf16;
+    opts.device = Device::cuda();
+    train::Trainer trainer(*g, opts);
+    for (const auto& [name, v] : demo::init_params(*g, cfg.layers, 1)) trainer.set_param(name, v);
+    std::vector<int64_t> tok(8 * 1024), tgt(8 * 1024);
+    std::mt19937_64 rng(5);
+    for (auto& v : tok) v = int64_t(rng() % 50304);
+    for (auto& v : tgt) v = int64_t(rng() % 50304);
+    TensorMap in{{"tokens", Tensor::from_vector(tok, {8, 1024}).to(Device::cuda())},
+                 {"targets", Tensor::from_vector(tgt, {8, 1024}).to(Device::cuda())},
+                 {"pos", demo::positions(1024).to(Device::cuda())}};
+    auto st = bench::measure(
+        [&] {
+          trainer.step(in);
+          cuda::synchronize();
+        },
+        2, std::max(runs / 4, 3));
+    row("gpt2 AMP-bf16 train step 8x1024", st.median * 1e3, t, "train_bf16", "");
   }
   return 0;
 }

@@ -53,8 +53,9 @@ def chain(x):
 both("chain", chain, x)
 del x
 
-q, k, v = (torch.rand(8, 12, 1024, 64, device=dev, dtype=torch.bfloat16) for _ in range(3))
-print("attention", median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), flush=True)
+for key, dt in (("attention", torch.bfloat16), ("attention_f32", torch.float32)):
+    q, k, v = (torch.rand(8, 12, 1024, 64, device=dev, dtype=dt) for _ in range(3))
+    print(key, median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), flush=True)
 
 
 # GPT-2 small as examples/demo builds it: pre-norm blocks, separate q / k / v projections
@@ -101,3 +102,28 @@ with torch.no_grad():
             return model(t)
 
     both("gpt2_bf16", bf16, tokens)
+
+
+# The AMP-bf16 train step with AdamW: forward and backward under autocast, the optimizer
+# step outside it (torch.compile compiles the model; the optimizer runs eager either way).
+def train_step_fn(m):
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    targets = torch.randint(0, 50304, (8, 1024), device=dev)
+
+    def step(t):
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = m(t)
+            loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.view(-1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        return loss
+
+    return step
+
+
+print("train_bf16", median_ms(train_step_fn(model), tokens), flush=True)
+try:
+    print("train_bf16_compiled", median_ms(train_step_fn(torch.compile(model)), tokens), flush=True)
+except Exception as ex:
+    print(f"# train: torch.compile failed: {ex}", file=sys.stderr)

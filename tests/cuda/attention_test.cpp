@@ -1,5 +1,5 @@
 // The tensor-core attention (f16 / bf16, head dims 64 and 128) against the CPU kernel, over
-// masks, ragged lengths (Sq != Sk, lengths that are not multiples of the 64-row tiles) and
+// masks, additive biases, ragged lengths (Sq != Sk, lengths that are not multiples of the 64-row tiles) and
 // broadcast batch dims. P is rounded to 16 bits before P V (as FlashAttention does), so the
 // tolerance is a 16-bit one.
 #include <gtest/gtest.h>
@@ -18,6 +18,7 @@ struct Case {
   std::vector<int64_t> q, k;  // q [..., Sq, D], k = v [..., Sk, D]
   const char* mask;
   int64_t window;
+  std::vector<int64_t> bias = {};  // additive bias, broadcast to [..., Sq, Sk]
 };
 
 TEST(CudaAttention, TensorCorePathMatchesTheCpu) {
@@ -29,14 +30,21 @@ TEST(CudaAttention, TensorCorePathMatchesTheCpu) {
       {DType::f16, {2, 1, 200, 64}, {2, 1, 200, 64}, "sliding_window", 48},
       {DType::bf16, {3, 4, 17, 64}, {1, 4, 65, 64}, "none", 0},      // k, v broadcast over batch
       {DType::bf16, {1, 1, 1, 128}, {1, 1, 300, 128}, "causal", 0},  // one decoding step
+      {DType::bf16, {2, 3, 90, 64}, {2, 3, 90, 64}, "causal", 0, {2, 1, 90, 90}},
+      {DType::f16, {1, 2, 64, 128}, {1, 2, 130, 128}, "none", 0, {130}},  // a key padding bias
   };
   for (const Case& c : cases) {
     Graph g("attn");
     Value q = g.input("q", {c.dt, to_shape(c.q)}), k = g.input("k", {c.dt, to_shape(c.k)}),
           v = g.input("v", {c.dt, to_shape(c.k)});
-    g.output(g.apply("attention", {q, k, v}, {{"mask", c.mask}, {"window", c.window}})[0]);
+    std::vector<Value> args{q, k, v};
     std::vector<Tensor> in{random_tensor(c.dt, c.q, 1), random_tensor(c.dt, c.k, 2),
                            random_tensor(c.dt, c.k, 3)};
+    if (!c.bias.empty()) {
+      args.push_back(g.input("bias", {c.dt, to_shape(c.bias)}));
+      in.push_back(random_tensor(c.dt, c.bias, 4, -3, 1));
+    }
+    g.output(g.apply("attention", args, {{"mask", c.mask}, {"window", c.window}})[0]);
     std::vector<double> want = values(Session().compile(g).run(in)[0]);
     std::vector<double> got = values(Session(Device::cuda()).compile(g).run(in)[0]);
     ASSERT_EQ(got.size(), want.size());

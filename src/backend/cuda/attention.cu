@@ -4,14 +4,14 @@
 // q and of the output. Masks are aligned bottom-right as on the CPU (backend/cpu/
 // attention.cpp): query i sits at key position p = i + Sk - Sq, "causal" sees j <= p,
 // "sliding_window" p - window < j <= p; a row that sees no key (or only -inf scores)
-// gives 0. f16 / bf16 compute in f32. Head dims up to 256.
-#include <mma.h>
-
+// gives 0. f16 / bf16 compute in f32. Head dims up to 256. f16 / bf16 with head dims 64
+// and 128 take the tensor-core path instead (flash.cuh).
 #include <cmath>
 #include <cuda/std/limits>
 
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
+#include "backend/cuda/flash.cuh"
 
 namespace rlx::gpu {
 
@@ -86,165 +86,16 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, const T* bias
   }
 }
 
-// ---- the tensor-core path (f16 / bf16, head dim 64 or 128, no bias) ----------------------
-// FlashAttention's tiling: a block of 4 warps takes 64 query rows, walks the keys it can
-// see in tiles of 64 (K and V tiles in shared memory), and keeps a running max and sum per
-// row. S = Q K^T and P V are WMMA products (16x16x16, f32 accumulate); P is rounded to
-// the input type for the second product, as FlashAttention does. The output accumulator
-// lives in shared memory (f32) because WMMA hides which lane holds which row, and the
-// per-row rescaling needs rows.
-
-namespace wmma = nvcuda::wmma;
-constexpr int kBM = 64, kBN = 64, kFlashWarps = 4;
-
-template <int D>
-constexpr size_t flash_smem(size_t elem) {
-  return elem * (kBM * D + 2 * kBN * D + kBM * kBN) +
-         sizeof(float) * (kBM * kBN + 2 * kBM * D + 3 * kBM);
-}
-
-template <class T, int D>
-__global__ void __launch_bounds__(kFlashWarps * 32)
-    flash_forward(const T* q, const T* k, const T* v, T* out, Geometry g) {
-  extern __shared__ __align__(16) unsigned char smem[];
-  T* sQ = reinterpret_cast<T*>(smem);
-  T* sK = sQ + kBM * D;
-  T* sV = sK + kBN * D;
-  T* sP = sV + kBN * D;
-  float* sS = reinterpret_cast<float*>(sP + kBM * kBN);
-  float* sO = sS + kBM * kBN;
-  float* sT = sO + kBM * D;
-  float* sM = sT + kBM * D;  // running max, sum and this tile's rescale, per row
-  float* sL = sM + kBM;
-  float* sC = sL + kBM;
-  const float inf = __int_as_float(0x7f800000);
-
-  int64_t qtiles = (g.sq + kBM - 1) / kBM;
-  int64_t b = blockIdx.x / qtiles, q0 = (blockIdx.x % qtiles) * kBM;
-  int64_t off[5];
-  g.batch.offsets(b, off);
-  int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  for (int e = tid; e < kBM * D; e += kFlashWarps * 32) {
-    int64_t row = q0 + e / D;
-    sQ[e] = row < g.sq ? q[off[1] + row * g.q_row + e % D] : store<T>(0.0f);
-    sO[e] = 0;
+// The tensor-core path: head dims 64 and 128, rows of 16-byte aligned contiguous elements.
+bool flash_fits(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g) {
+  if (g.d != g.dv || (g.d != 64 && g.d != 128)) return false;
+  for (const Tensor* t : {&q, &k, &v}) {
+    const auto& st = t->strides();
+    size_t r = st.size();
+    if (st[r - 1] != 1 || st[r - 2] % 8 != 0 || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0)
+      return false;
   }
-  for (int r = tid; r < kBM; r += kFlashWarps * 32) {
-    sM[r] = -inf;
-    sL[r] = 0;
-  }
-  // The keys some row of this block sees.
-  int64_t lo = 0, hi = g.sk;
-  if (g.causal) {
-    int64_t last = std::min(q0 + kBM, g.sq) - 1 + g.sk - g.sq;  // the last row's position
-    hi = std::max<int64_t>(0, std::min<int64_t>(g.sk, last + 1));
-    if (g.window) lo = std::max<int64_t>(0, q0 + g.sk - g.sq - g.window + 1);
-  }
-  lo = lo / kBN * kBN;
-  const float scale = float(g.scale);
-  for (int64_t k0 = lo; k0 < hi; k0 += kBN) {
-    __syncthreads();  // every warp is done with the last tiles
-    for (int e = tid; e < kBN * D; e += kFlashWarps * 32) {
-      int64_t key = k0 + e / D;
-      sK[e] = key < g.sk ? k[off[2] + key * g.k_row + e % D] : store<T>(0.0f);
-      sV[e] = key < g.sk ? v[off[3] + key * g.v_row + e % D] : store<T>(0.0f);
-    }
-    __syncthreads();
-    // S (this warp's 16 rows x 64 keys) = Q K^T.
-    {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kBN / 16];
-      for (auto& a : acc) wmma::fill_fragment(a, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::load_matrix_sync(fa, sQ + warp * 16 * D + kk * 16, D);
-#pragma unroll
-        for (int j = 0; j < kBN / 16; ++j) {
-          wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::col_major> fb;
-          wmma::load_matrix_sync(fb, sK + j * 16 * D + kk * 16, D);
-          wmma::mma_sync(acc[j], fa, fb, acc[j]);
-        }
-      }
-#pragma unroll
-      for (int j = 0; j < kBN / 16; ++j)
-        wmma::store_matrix_sync(sS + warp * 16 * kBN + j * 16, acc[j], kBN, wmma::mem_row_major);
-    }
-    __syncwarp();
-    // Online softmax: two lanes per row, 32 keys each.
-    {
-      int rl = warp * 16 + lane / 2, half = lane % 2;
-      int64_t row = q0 + rl, p = row + g.sk - g.sq;
-      float* srow = sS + rl * kBN;
-      float m = -inf;
-      for (int c = half * 32; c < half * 32 + 32; ++c) {
-        int64_t key = k0 + c;
-        bool seen = key < g.sk && (!g.causal || (key <= p && (!g.window || key > p - g.window)));
-        float sv = seen ? srow[c] * scale : -inf;
-        srow[c] = sv;
-        m = fmaxf(m, sv);
-      }
-      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
-      float m_old = sM[rl], m_new = fmaxf(m_old, m);
-      float corr = m_new == -inf ? 1.0f : __expf(m_old - m_new);
-      float sum = 0;
-      for (int c = half * 32; c < half * 32 + 32; ++c) {
-        float e = srow[c] == -inf ? 0.0f : __expf(srow[c] - m_new);
-        T pe = store<T>(e);
-        sP[rl * kBN + c] = pe;
-        sum += float(load(pe));
-      }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      __syncwarp();
-      if (half == 0) {
-        sM[rl] = m_new;
-        sL[rl] = sL[rl] * corr + sum;
-        sC[rl] = corr;
-      }
-    }
-    __syncwarp();
-    // T = P V for this warp's rows, then O = O * corr + T.
-#pragma unroll
-    for (int j = 0; j < D / 16; ++j) {
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.0f);
-#pragma unroll
-      for (int kk = 0; kk < kBN / 16; ++kk) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, T, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, sP + warp * 16 * kBN + kk * 16, kBN);
-        wmma::load_matrix_sync(fb, sV + kk * 16 * D + j * 16, D);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(sT + warp * 16 * D + j * 16, acc, D, wmma::mem_row_major);
-    }
-    __syncwarp();
-    for (int e = lane; e < 16 * D; e += 32) {
-      int at = warp * 16 * D + e;
-      sO[at] = sO[at] * sC[warp * 16 + e / D] + sT[at];
-    }
-  }
-  __syncwarp();
-  for (int e = lane; e < 16 * D; e += 32) {
-    int rl = warp * 16 + e / D;
-    int64_t row = q0 + rl;
-    if (row >= g.sq) continue;
-    float l = sL[rl];
-    out[off[0] + row * g.dv + e % D] = store<T>(l > 0 ? sO[warp * 16 * D + e] / l : 0.0f);
-  }
-}
-
-template <class T, int D>
-void launch_flash(const T* q, const T* k, const T* v, T* y, const Geometry& g, int64_t entries,
-                  cudaStream_t s) {
-  size_t smem = flash_smem<D>(sizeof(T));
-  static bool raised = [&] {
-    RLX_CUDA(cudaFuncSetAttribute(flash_forward<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(smem)));
-    return true;
-  }();
-  (void)raised;
-  int64_t blocks = entries * ((g.sq + kBM - 1) / kBM);
-  flash_forward<T, D><<<unsigned(blocks), kFlashWarps * 32, smem, s>>>(q, k, v, y, g);
+  return true;
 }
 
 void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
@@ -296,15 +147,16 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
       auto p = [](const Tensor& t) {
         return t.defined() ? static_cast<const T*>(t.data()) : nullptr;
       };
-      bool flash = is_half_v<T> && !bb.defined() && g.d == g.dv && (g.d == 64 || g.d == 128) &&
-                   qb.strides()[r - 1] == 1 && kb.strides()[r - 1] == 1 && vb.strides()[r - 1] == 1;
       if constexpr (is_half_v<T>) {
-        if (flash) {
-          T* yp = static_cast<T*>(y.data());
+        if (flash_fits(qb, kb, vb, g)) {
+          flash::Params fp{qb.data(), kb.data(), vb.data(), bb.defined() ? bb.data() : nullptr,
+                           y.data(), g.sq, g.sk, entries, g.q_row, g.k_row, g.v_row, g.b_row,
+                           g.b_col, g.batch, float(g.scale * 1.4426950408889634), g.window,
+                           g.causal};
           if (g.d == 64)
-            launch_flash<T, 64>(p(qb), p(kb), p(vb), yp, g, entries, s);
+            flash::launch<T, 64>(fp, s);
           else
-            launch_flash<T, 128>(p(qb), p(kb), p(vb), yp, g, entries, s);
+            flash::launch<T, 128>(fp, s);
           return;
         }
       }

@@ -1,0 +1,283 @@
+// The tensor-core attention forward (f16 / bf16, head dim 64 or 128), FlashAttention-2's
+// scheme on mma.sync m16n8k16:
+//   - a block of kWarps warps takes 16 * kWarps query rows; each warp owns 16 rows and
+//     keeps their Q fragments, the output accumulator (f32), the running max and sum in
+//     registers for the whole walk over the keys;
+//   - K and V tiles of 64 keys come into shared memory through cp.async (rows padded by 16
+//     bytes so that ldmatrix reads are free of bank conflicts); V's load overlaps S = Q K^T
+//     and the next K's load overlaps O += P V;
+//   - S's accumulator layout is P's operand layout, so P never leaves registers; it is
+//     rounded to the input type for P V, as FlashAttention does; the row sums add the
+//     unrounded f32 values.
+// Masks align bottom-right as on the CPU: query i sits at key position p = i + Sk - Sq.
+// Included by attention.cu only.
+#pragma once
+
+#include <cstdint>
+
+namespace rlx::gpu::flash {
+
+constexpr int kBN = 64;  // keys per tile
+
+struct Params {
+  const void *q, *k, *v, *bias;
+  void* out;
+  int64_t sq, sk, entries;
+  int64_t q_row, k_row, v_row, b_row, b_col;  // row strides (elements)
+  Indexer<5> batch;                           // out, q, k, v, bias offsets per batch entry
+  float scale_log2;                           // the scores' scale times log2(e)
+  int64_t window;                             // 0: no lower limit
+  bool causal;
+};
+
+template <class T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __half>) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+}
+
+// c += a b for one 16x8x16 tile: a row-major 16x16, b column-major 16x8, c f32.
+template <class T>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                    uint32_t b1) {
+  if constexpr (std::is_same_v<T, __half>)
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Four 8x8 matrices of 16-bit elements from shared memory; lane t names row t % 8 of
+// matrix t / 8. With trans each lane gets a column pair instead of a row pair.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix4(uint32_t (&r)[4], const void* p) {
+  uint32_t a = uint32_t(__cvta_generic_to_shared(p));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+// 16 bytes global -> shared, zero-filled when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
+  int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+
+// rows x D elements from global (row stride `ld`, rows at or past `limit` zero) into shared
+// memory with row stride D + 8.
+template <class T, int D, int kThreads>
+__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int rows,
+                                          int64_t first, int64_t limit) {
+  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  for (int c = threadIdx.x; c < rows * kChunks; c += kThreads) {
+    int r = c / kChunks, e = (c % kChunks) * 8;
+    bool valid = first + r < limit;
+    const T* s = valid ? src + (first + r) * ld + e : src;
+    cp_async16(dst + r * (D + 8) + e, s, valid);
+  }
+}
+
+template <int D>
+constexpr size_t smem_bytes(int warps) {
+  return size_t(16 * warps + 2 * kBN) * (D + 8) * 2;
+}
+
+template <class T, int D, int kWarps>
+__global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
+  constexpr int kBM = 16 * kWarps, kS = D + 8, kThreads = kWarps * 32;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* sQ = reinterpret_cast<T*>(smem);
+  T* sK = sQ + kBM * kS;
+  T* sV = sK + kBN * kS;
+  const float inf = __int_as_float(0x7f800000);
+
+  // Heavy (late, under a causal mask) query tiles first, so that the last wave is short.
+  int64_t qtiles = (p.sq + kBM - 1) / kBM;
+  int64_t qt = qtiles - 1 - int64_t(blockIdx.x) / p.entries, b = int64_t(blockIdx.x) % p.entries;
+  int64_t q0 = qt * kBM;
+  int64_t off[5];
+  p.batch.offsets(b, off);
+  const T* q = static_cast<const T*>(p.q) + off[1];
+  const T* k = static_cast<const T*>(p.k) + off[2];
+  const T* v = static_cast<const T*>(p.v) + off[3];
+  const T* bias = p.bias ? static_cast<const T*>(p.bias) + off[4] : nullptr;
+  int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, tig = lane % 4;
+
+  // The keys some row of this block sees, whole tiles.
+  int64_t shift = p.sk - p.sq, lo = 0, hi = p.sk;
+  if (p.causal) {
+    hi = max(int64_t(0), min(p.sk, min(q0 + kBM, p.sq) + shift));
+    if (p.window) lo = max(int64_t(0), q0 + shift - p.window + 1) / kBN * kBN;
+  }
+
+  load_tile<T, D, kThreads>(sQ, q, p.q_row, kBM, q0, p.sq);
+  if (lo < hi) load_tile<T, D, kThreads>(sK, k, p.k_row, kBN, lo, p.sk);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+
+  // This warp's Q fragments: row (lane % 8) + 8 * (lane / 8 % 2), column 8 * (lane / 16).
+  uint32_t qa[D / 16][4];
+  {
+    const T* base = sQ + (warp * 16 + lane % 8 + 8 * (lane / 8 % 2)) * kS + 8 * (lane / 16);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix4<false>(qa[kk], base + kk * 16);
+  }
+
+  float o[D / 8][4] = {};
+  float m[2] = {-inf, -inf}, l[2] = {0, 0};
+  // Rows of this thread: r0 = q0 + warp * 16 + group and r0 + 8.
+  int64_t r0 = q0 + warp * 16 + group;
+  int64_t p_first = q0 + warp * 16 + shift, p_last = p_first + 15;
+
+  for (int64_t k0 = lo; k0 < hi; k0 += kBN) {
+    load_tile<T, D, kThreads>(sV, v, p.v_row, kBN, k0, p.sk);
+    cp_async_commit();
+
+    float s[kBN / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int jp = 0; jp < kBN / 16; ++jp) {
+        // Keys jp * 16 + lane % 8 + 8 * (lane / 16), head columns kk * 16 + 8 * (lane / 8 % 2).
+        uint32_t kb[4];
+        ldmatrix4<false>(kb, sK + (jp * 16 + lane % 8 + 8 * (lane / 16)) * kS + kk * 16 +
+                                 8 * (lane / 8 % 2));
+        mma<T>(s[2 * jp], qa[kk], kb[0], kb[1]);
+        mma<T>(s[2 * jp + 1], qa[kk], kb[2], kb[3]);
+      }
+    }
+
+    // Scale (log2 domain), bias, mask.
+    bool masked = k0 + kBN > p.sk ||
+                  (p.causal && (k0 + kBN - 1 > p_first || (p.window && k0 <= p_last - p.window)));
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int64_t row = r0 + 8 * (e / 2), key = k0 + j * 8 + tig * 2 + e % 2;
+        float x = s[j][e] * p.scale_log2;
+        if (masked) {
+          int64_t pos = row + shift;
+          bool seen = key < p.sk &&
+                      (!p.causal || (key <= pos && (!p.window || key > pos - p.window)));
+          if (!seen) x = -inf;
+        }
+        if (bias && x != -inf && row < p.sq && key < p.sk)
+          x += load(bias[row * p.b_row + key * p.b_col]) * 1.4426950408889634f;
+        s[j][e] = x;
+      }
+    }
+
+    // Online softmax for rows r0 (e = 0, 1) and r0 + 8 (e = 2, 3); the four lanes of a
+    // quad share a row.
+    float corr[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      float mx = m[h];
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) mx = fmaxf(mx, fmaxf(s[j][2 * h], s[j][2 * h + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      float use = mx == -inf ? 0.0f : mx;  // a row that has seen nothing stays at 0
+      corr[h] = exp2f(m[h] - use);
+      m[h] = mx;
+      float sum = 0;
+#pragma unroll
+      for (int j = 0; j < kBN / 8; ++j) {
+        s[j][2 * h] = exp2f(s[j][2 * h] - use);
+        s[j][2 * h + 1] = exp2f(s[j][2 * h + 1] - use);
+        sum += s[j][2 * h] + s[j][2 * h + 1];
+      }
+      l[h] = l[h] * corr[h] + sum;
+    }
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      o[n][0] *= corr[0];
+      o[n][1] *= corr[0];
+      o[n][2] *= corr[1];
+      o[n][3] *= corr[1];
+    }
+
+    cp_async_wait_all();  // V is in
+    __syncthreads();      // and every warp is done with K
+    if (k0 + kBN < hi) {
+      load_tile<T, D, kThreads>(sK, k, p.k_row, kBN, k0 + kBN, p.sk);
+      cp_async_commit();
+    }
+
+    // O += P V, P straight from S's registers.
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                        pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                        pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        // Keys kk * 16 + lane % 8 + 8 * (lane / 8 % 2), head columns np * 16 + 8 * (lane / 16).
+        uint32_t vb[4];
+        ldmatrix4<true>(vb, sV + (kk * 16 + lane % 8 + 8 * (lane / 8 % 2)) * kS + np * 16 +
+                                8 * (lane / 16));
+        mma<T>(o[2 * np], pa, vb[0], vb[1]);
+        mma<T>(o[2 * np + 1], pa, vb[2], vb[3]);
+      }
+    }
+    cp_async_wait_all();  // the next K is in
+    __syncthreads();      // and every warp is done with V
+  }
+
+  // Divide by the row sums (summed over the quad) and store pairs.
+  T* out = static_cast<T*>(p.out) + off[0];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float sum = l[h];
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    float inv = sum > 0 ? 1.0f / sum : 0.0f;
+    int64_t row = r0 + 8 * h;
+    if (row >= p.sq) continue;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      uint32_t pair = pack2<T>(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+      *reinterpret_cast<uint32_t*>(out + row * D + n * 8 + tig * 2) = pair;
+    }
+  }
+}
+
+template <class T, int D>
+void launch(const Params& p, cudaStream_t s) {
+  constexpr int kWarps = 4;
+  size_t smem = smem_bytes<D>(kWarps);
+  static bool raised = [&] {
+    RLX_CUDA(cudaFuncSetAttribute(forward<T, D, kWarps>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    return true;
+  }();
+  (void)raised;
+  int64_t blocks = p.entries * ((p.sq + 16 * kWarps - 1) / (16 * kWarps));
+  forward<T, D, kWarps><<<unsigned(blocks), kWarps * 32, smem, s>>>(p);
+}
+
+}  // namespace rlx::gpu::flash
