@@ -2,7 +2,8 @@
 //
 // Each node resolves, in order, to:
 //   native      the device has a kernel whose supports() accepts the node;
-//   decomposed  the op has a decompose rule: its sub-ops are resolved in turn;
+//   decomposed  the device has a composite kernel for the node, or else the op has a
+//               decompose rule: the ops it emits are resolved in turn;
 //   host        (devices other than the CPU) the CPU has a kernel: inputs are staged to
 //               host memory, the CPU kernel runs, the results are copied back;
 //   missing     none of the above: compilation fails with one error listing every

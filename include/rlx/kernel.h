@@ -84,6 +84,9 @@ struct Kernel {
   KernelFn fn;
   SupportsFn supports;  // empty: supports every node of the op
   KernelFlags flags;
+  // A composite kernel has no fn: on its device the node becomes the ops this emits (as
+  // a decomposition does, but chosen per device), each resolved in turn.
+  DecomposeFn composite;
 
   bool accepts(const KernelQuery& q) const { return !supports || supports(q); }
 };
@@ -96,6 +99,9 @@ class KernelRegistry {
   // so register specialised kernels before general ones.
   void add(std::string op, DeviceKind device, KernelFn fn, SupportsFn supports = {},
            KernelFlags flags = {});
+  // A composite kernel: on `device`, nodes of `op` that `supports` accepts are built from
+  // other ops (those the device runs best) rather than run by one kernel.
+  void add_composite(std::string op, DeviceKind device, DecomposeFn fn, SupportsFn supports = {});
   const Kernel* find(const KernelQuery& q, DeviceKind device) const;
   bool has(std::string_view op, DeviceKind device) const;
 

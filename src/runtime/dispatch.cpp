@@ -78,14 +78,21 @@ struct Lowerer {
     for (Value v : inputs) in_types.push_back(v.type());
     std::vector<TensorType> out_types = infer_types(op, in_types, attrs, subgraphs);
     KernelQuery q{op, attrs, in_types, out_types, subgraphs};
-    if (const Kernel* k = kernels.find(q, device.kind))
-      return place(op, inputs, attrs, subgraphs, k, DispatchPath::native);
+    const Kernel* k = kernels.find(q, device.kind);
+    if (k && k->composite && depth < kMaxDecomposeDepth) {
+      counts[op.name][size_t(DispatchPath::decomposed)]++;
+      return inline_decomposition(op, k->composite, inputs, in_types, out_types, attrs, subgraphs,
+                                  depth);
+    }
+    if (k && !k->composite) return place(op, inputs, attrs, subgraphs, k, DispatchPath::native);
     const Kernel* cpu = device.is_cpu() ? nullptr : kernels.find(q, DeviceKind::cpu);
+    if (cpu && cpu->composite) cpu = nullptr;  // the host path needs a kernel that runs
     if (cpu && cpu->flags.any_device)
       return place(op, inputs, attrs, subgraphs, cpu, DispatchPath::native);
     if (op.decompose && depth < kMaxDecomposeDepth) {
       counts[op.name][size_t(DispatchPath::decomposed)]++;
-      return inline_decomposition(op, inputs, in_types, out_types, attrs, subgraphs, depth);
+      return inline_decomposition(op, op.decompose, inputs, in_types, out_types, attrs, subgraphs,
+                                  depth);
     }
     if (cpu) return place(op, inputs, attrs, subgraphs, cpu, DispatchPath::host);
     missing.insert(cat("(", op.name, ", ", dtypes_str(in_types.empty() ? out_types : in_types),
@@ -95,7 +102,8 @@ struct Lowerer {
 
   // Builds the decomposition in a scratch graph, then emits its nodes one by one, so
   // each sub-op is resolved in turn.
-  std::vector<Value> inline_decomposition(const OpDef& op, const std::vector<Value>& inputs,
+  std::vector<Value> inline_decomposition(const OpDef& op, const DecomposeFn& decompose,
+                                          const std::vector<Value>& inputs,
                                           const std::vector<TensorType>& in_types,
                                           const std::vector<TensorType>& out_types,
                                           const Attrs& attrs,
@@ -104,7 +112,7 @@ struct Lowerer {
     std::vector<Value> args;
     for (size_t i = 0; i < in_types.size(); ++i)
       args.push_back(scratch.input(cat("x", i), in_types[i]));
-    std::vector<Value> results = op.decompose(RuleArgs{scratch, attrs, args, {}, subgraphs});
+    std::vector<Value> results = decompose(RuleArgs{scratch, attrs, args, {}, subgraphs});
     if (results.size() != out_types.size())
       fail<ValueError>(op.name, "expected the decomposition to return ", out_types.size(),
                        " values, got ", results.size());

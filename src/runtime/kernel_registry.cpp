@@ -40,6 +40,17 @@ void KernelRegistry::add(std::string op, DeviceKind device, KernelFn fn, Support
   g_registrations.fetch_add(1);
 }
 
+void KernelRegistry::add_composite(std::string op, DeviceKind device, DecomposeFn fn,
+                                   SupportsFn supports) {
+  if (!fn)
+    fail<ValueError>("KernelRegistry", "expected a composite function for '", op, "', got none");
+  std::unique_lock lock(impl_->mu);
+  auto k = std::make_unique<Kernel>(Kernel{op, device, {}, std::move(supports), {}});
+  k->composite = std::move(fn);
+  impl_->kernels[{std::move(op), device}].push_back(std::move(k));
+  g_registrations.fetch_add(1);
+}
+
 const Kernel* KernelRegistry::find(const KernelQuery& q, DeviceKind device) const {
   std::shared_lock lock(impl_->mu);
   auto it = impl_->kernels.find(std::pair{q.op.name, device});

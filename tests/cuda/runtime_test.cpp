@@ -159,5 +159,59 @@ TEST(CudaCustomKernel, NativeKernelRunsOnTheDevice) {
   EXPECT_EQ(values(out[0]), want);
 }
 
+// A composite CUDA kernel: test.softplus has a CPU kernel only, and on cuda a composite
+// that builds it from core ops (log1p(exp(x))), so the GPU runs it natively, with no host
+// node, where without the composite it would take the host path.
+TEST(CudaCustomKernel, CompositeKernelBecomesCoreOps) {
+  static bool registered = [] {
+    OpDef d;
+    d.name = "test.softplus";
+    d.arity(1);
+    d.infer = [](const InferContext& ctx) { return std::vector<TensorType>{ctx.input(0)}; };
+    OpRegistry::global().add(std::move(d));
+    KernelRegistry::global().add(
+        "test.softplus", DeviceKind::cpu,
+        [](const KernelContext&, std::span<const Tensor> in, std::span<Tensor> out) {
+          const float* x = in[0].data_as<float>();
+          float* y = out[0].data_as<float>();
+          for (int64_t i = 0; i < in[0].numel(); ++i) y[i] = std::log1p(std::exp(x[i]));
+        },
+        [](const KernelQuery& q) { return q.inputs[0].dtype == DType::f32; });
+    return true;
+  }();
+  ASSERT_TRUE(registered);
+  register_cpu_kernels();
+  register_cuda_kernels();
+  Graph g("composite");
+  Value x = g.input("x", TensorType::parse("f32[64]"));
+  g.output(g.apply("test.softplus", {x})[0]);
+  EXPECT_EQ(lower_for_device(g, Device::cuda()).report.count("test.softplus", DispatchPath::host),
+            1);  // no composite yet: the host path
+  static bool composite = [] {
+    KernelRegistry::global().add_composite(
+        "test.softplus", DeviceKind::cuda, [](const RuleArgs& a) {
+          Graph& sg = a.g;
+          return std::vector<Value>{sg.apply("log1p", {sg.apply("exp", {a.inputs[0]})[0]})[0]};
+        });
+    return true;
+  }();
+  ASSERT_TRUE(composite);
+  LoweredGraph l = lower_for_device(g, Device::cuda());
+  EXPECT_EQ(l.report.count("test.softplus", DispatchPath::decomposed), 1);
+  EXPECT_EQ(l.report.count("exp", DispatchPath::native), 1);
+  EXPECT_EQ(l.report.count("log1p", DispatchPath::native), 1);
+  EXPECT_EQ(l.report.total(DispatchPath::host), 0);
+  // The CPU keeps its own kernel.
+  EXPECT_EQ(lower_for_device(g, Device::cpu()).report.count("test.softplus", DispatchPath::native),
+            1);
+  NEED_GPU();
+  Tensor in = random_tensor(DType::f32, {64}, 6, -5, 5);
+  std::vector<double> want = values(Session().compile(g).run(std::vector<Tensor>{in})[0]);
+  std::vector<double> got =
+      values(Session(Device::cuda()).compile(g).run(std::vector<Tensor>{in})[0]);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-6 * (1 + want[i]));
+}
+
 }  // namespace
 }  // namespace rlx::test
