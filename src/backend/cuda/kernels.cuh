@@ -219,6 +219,17 @@ __device__ A block_fold(A v) {
   return result;
 }
 
+// --- index checks ----------------------------------------------------------------------
+
+// A kernel's bad-index slot (deferred_check): the first thread to meet a bad index takes the
+// flag and records the index and its axis.
+__device__ __forceinline__ void report_bad(unsigned long long* slot, int64_t value, int64_t axis) {
+  if (atomicCAS(slot, 0ull, 1ull) == 0ull) {
+    slot[1] = (unsigned long long)(value);
+    slot[2] = (unsigned long long)(axis);
+  }
+}
+
 // --- launches --------------------------------------------------------------------------
 
 constexpr int kThreads = 256;

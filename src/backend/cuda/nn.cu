@@ -210,9 +210,7 @@ void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
   RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
 }
 
-constexpr unsigned long long kNoBad = 1ull << 63;  // INT64_MIN: no index is that
-
-// Rows of the table picked by indices; an index out of range is recorded in *bad (the
+// Rows of the table picked by indices; an index out of range is reported in *bad (the
 // first one seen wins) and its row left unwritten.
 template <class E, class I>
 __global__ void embedding_rows(const E* table, const I* idx, E* out, int64_t n, int64_t d,
@@ -220,21 +218,21 @@ __global__ void embedding_rows(const E* table, const I* idx, E* out, int64_t n, 
   RLX_GRID_STRIDE(t, n * d) {
     int64_t i = t / d, c = t - i * d, j = int64_t(idx[i]);
     if (j < 0 || j >= vocab) {
-      atomicCAS(bad, kNoBad, (unsigned long long)(j));
+      report_bad(bad, j, 0);
       continue;
     }
     out[t] = table[j * d + c];
   }
 }
 
-// The index check needs the result on the host: one small copy and a wait per call.
 void embedding_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &table = in[0], &idx = in[1];
   int64_t n = idx.numel(), d = table.shape()[1], vocab = table.shape()[0];
   if (n * d == 0) return;
   cudaStream_t s = stream_of(ctx);
-  Tensor flag = Tensor::from_vector(std::vector<int64_t>{int64_t(kNoBad)}, {1}).to(table.device());
-  auto* bad = static_cast<unsigned long long*>(flag.data());
+  unsigned long long* bad = deferred_check(ctx.device, s, [vocab](int64_t j, int64_t) {
+    fail<ValueError>("embedding", "expected indices in [0, ", vocab, "), got ", j);
+  });
   visit_bytes(dtype_size(table.dtype()), [&](auto etag) {
     using E = typename decltype(etag)::type;
     visit(idx.dtype(), [&](auto itag) {
@@ -246,9 +244,6 @@ void embedding_kernel(const KernelContext& ctx, Ins in, Outs out) {
     });
   });
   RLX_CUDA_LAUNCHED("embedding");
-  int64_t j = flag.to(Device::cpu()).to_vector<int64_t>()[0];
-  if (j != int64_t(kNoBad))
-    fail<ValueError>("embedding", "expected indices in [0, ", vocab, "), got ", j);
 }
 
 // ---- cross_entropy ---------------------------------------------------------------------
@@ -283,7 +278,7 @@ __global__ void xent_rows(const T* x0, const I* labels, const T* p0, double* los
     } else {
       int64_t y = int64_t(labels[r]);
       if (y < 0 || y >= classes) {
-        if (g.lane() == 0) atomicCAS(bad, 1ull << 63, (unsigned long long)(y));
+        if (g.lane() == 0) report_bad(bad, y, 0);
       } else {
         l = (C(1) - C(eps)) * (lse - C(load(x[y])));
       }
@@ -326,11 +321,14 @@ void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const std::string& reduction = ctx.attrs.get_string("reduction");
   Tensor loss = Tensor::empty(DType::f64, {rows}, x.device());
   Tensor counted = Tensor::empty(DType::f64, {rows}, x.device());
-  Tensor flag = Tensor::from_vector(std::vector<int64_t>{int64_t(kNoBad)}, {1}).to(x.device());
-  auto* bad = static_cast<unsigned long long*>(flag.data());
   bool probs = is_float(t.dtype());
   double eps = ctx.attrs.get_float("label_smoothing");
   int64_t ignore = ctx.attrs.get_int("ignore_index");
+  unsigned long long* bad =
+      probs ? nullptr : deferred_check(ctx.device, s, [classes, ignore](int64_t y, int64_t) {
+        fail<ValueError>("cross_entropy", "expected class labels in [0, ", classes,
+                         ") or ignore_index ", ignore, ", got ", y);
+      });
   visit(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_float_v<T>) {
@@ -365,11 +363,6 @@ void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
     }
   });
   RLX_CUDA_LAUNCHED("cross_entropy");
-  if (probs) return;
-  int64_t y = flag.to(Device::cpu()).to_vector<int64_t>()[0];
-  if (y != int64_t(kNoBad))
-    fail<ValueError>("cross_entropy", "expected class labels in [0, ", classes,
-                     ") or ignore_index ", ignore, ", got ", y);
 }
 
 }  // namespace

@@ -15,31 +15,28 @@ using Ins = std::span<const Tensor>;
 using Outs = std::span<Tensor>;
 using ull = unsigned long long;
 
-constexpr ull kNoBad = 1ull << 63;
-
-// The first bad index a kernel meets ([0]: its value, [1]: its axis), checked after it.
+// The first bad index a kernel meets, reported after the run (deferred_check).
 class BadIndex {
  public:
-  explicit BadIndex(Device d)
-      : t_(Tensor::from_vector(std::vector<int64_t>{int64_t(kNoBad), 0}, {2}).to(d)) {}
-  ull* ptr() const { return static_cast<ull*>(t_.data()); }
-  void check(const std::string& op, const std::vector<int64_t>& data) const {
-    std::vector<int64_t> v = t_.to(Device::cpu()).to_vector<int64_t>();
-    if (v[0] == int64_t(kNoBad)) return;
-    int64_t size = data[size_t(v[1])];
-    fail<ValueError>(op, "expected indices in [", -size, ", ", size, ") for axis ", v[1],
-                     " of data ", ints_str(data), ", got ", v[0]);
-  }
+  BadIndex(const KernelContext& ctx, std::vector<int64_t> data)
+      : slot_(deferred_check(ctx.device, stream_of(ctx),
+                             [op = ctx.op.name, data = std::move(data)](int64_t v, int64_t axis) {
+                               int64_t size = data[size_t(axis)];
+                               fail<ValueError>(op, "expected indices in [", -size, ", ", size,
+                                                ") for axis ", axis, " of data ", ints_str(data),
+                                                ", got ", v);
+                             })) {}
+  ull* ptr() const { return slot_; }
 
  private:
-  Tensor t_;
+  ull* slot_;
 };
 
-// v wrapped once into [0, n); -1 (and the value recorded) when out of range.
+// v wrapped once into [0, n); -1 (and the value reported) when out of range.
 __device__ __forceinline__ int64_t checked(int64_t v, int64_t n, int64_t axis, ull* bad) {
   int64_t w = v < 0 ? v + n : v;
   if (w >= 0 && w < n) return w;
-  if (atomicCAS(bad, kNoBad, ull(v)) == kNoBad) bad[1] = ull(axis);
+  report_bad(bad, v, axis);
   return -1;
 }
 
@@ -76,7 +73,7 @@ void gather_kernel(const KernelContext& ctx, Ins in, Outs out) {
   int64_t outer = product(x.shape(), 0, size_t(axis)), n = x.shape()[size_t(axis)];
   int64_t inner = product(x.shape(), size_t(axis) + 1, x.shape().size()), m = idx.numel();
   int64_t total = outer * m * inner;
-  BadIndex bad(x.device());
+  BadIndex bad(ctx, x.shape());
   if (total > 0)
     visit_bytes(dtype_size(x.dtype()), [&](auto etag) {
       using E = typename decltype(etag)::type;
@@ -88,7 +85,6 @@ void gather_kernel(const KernelContext& ctx, Ins in, Outs out) {
       });
     });
   RLX_CUDA_LAUNCHED("gather");
-  bad.check(ctx.op.name, x.shape());
 }
 
 // y[p] = x[p with its axis coordinate replaced by idx[p]]; base: x's offset of p with
@@ -111,7 +107,7 @@ void gather_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
   int64_t axis_stride = xs[axis];
   xs[axis] = 0;
   int64_t total = idx.numel();
-  BadIndex bad(x.device());
+  BadIndex bad(ctx, x.shape());
   if (total > 0) {
     Indexer<1> base = make_indexer<1>(idx.shape(), {&xs});
     visit_bytes(dtype_size(x.dtype()), [&](auto etag) {
@@ -126,7 +122,6 @@ void gather_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
     });
   }
   RLX_CUDA_LAUNCHED("gather_elements");
-  bad.check(ctx.op.name, x.shape());
 }
 
 // Index tuples of m components address x from dim b on; tuple offsets first.
@@ -190,7 +185,7 @@ void gather_nd_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const auto& ish = idx.shape();
   int64_t b = ctx.attrs.get_int("batch_dims"), m = ish.back();
   cudaStream_t s = stream_of(ctx);
-  BadIndex bad(x.device());
+  BadIndex bad(ctx, xsh);
   Tensor offs = tuple_offsets_of(idx, xsh, b, bad, s);
   int64_t rows = product(ish, 0, ish.size() - 1), len = product(xsh, size_t(b + m), xsh.size());
   int64_t per_batch = product(ish, size_t(b), ish.size() - 1);
@@ -203,7 +198,6 @@ void gather_nd_kernel(const KernelContext& ctx, Ins in, Outs out) {
           static_cast<E*>(out[0].data()), rows, len, std::max<int64_t>(per_batch, 1), batch_stride);
     });
   RLX_CUDA_LAUNCHED("gather_nd");
-  bad.check(ctx.op.name, xsh);
 }
 
 // ---- scatter ------------------------------------------------------------------------------
@@ -265,7 +259,7 @@ void scatter_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
   std::vector<int64_t> lshape = idx.shape(), is = ics, ys = ycs;
   lshape[axis] = 1;  // the axis runs inside a thread
   int64_t lines = product(lshape, 0, lshape.size());
-  BadIndex bad(x.device());
+  BadIndex bad(ctx, x.shape());
   if (idx.numel() > 0) {
     Indexer<2> line = make_indexer<2>(lshape, {&is, &ys});
     Reduce red = reduction(ctx, x.dtype());
@@ -281,7 +275,6 @@ void scatter_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
     });
   }
   RLX_CUDA_LAUNCHED("scatter_elements");
-  bad.check(ctx.op.name, x.shape());
 }
 
 // One thread per slice element: every tuple's update to it, in order.
@@ -301,9 +294,8 @@ void scatter_nd_kernel(const KernelContext& ctx, Ins in, Outs out) {
   Tensor& y = out[0];
   cudaStream_t s = stream_of(ctx);
   const auto& xsh = x.shape();
-  BadIndex bad(x.device());
+  BadIndex bad(ctx, xsh);  // a bad tuple addresses offset 0: in bounds, and the run fails
   Tensor offs = tuple_offsets_of(idx, xsh, 0, bad, s);
-  bad.check(ctx.op.name, xsh);  // before anything is written
   copy_strided(x, y, s);
   int64_t tuples = offs.numel(), len = product(xsh, size_t(idx.shape().back()), xsh.size());
   if (tuples == 0 || len == 0) return;
