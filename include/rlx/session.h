@@ -52,6 +52,11 @@ struct CompileOptions {
   // Reuse an earlier compile of an equal graph with equal options (RLX_COMPILE_CACHE=0
   // turns it off everywhere). The program is shared; params are per CompiledGraph.
   bool cache = true;
+  // On a GPU, capture runs with static shapes as CUDA Graphs and replay them (one launch
+  // per run). A capture belongs to the storage of its arguments: runs over the same
+  // tensors (weights set once, a training loop feeding each step the last one's outputs)
+  // replay it. RLX_CUDA_GRAPHS=0 turns it off everywhere.
+  bool cuda_graphs = true;
 };
 
 // The pipeline compile() runs for these options on a device.
@@ -109,6 +114,10 @@ class CompiledGraph {
 
   // Number of distinct symbol bindings whose plans are cached.
   size_t cached_plans() const;
+  // Runs that were launches of a captured CUDA Graph (CompileOptions::cuda_graphs), and
+  // the captures made; 0 on the CPU.
+  size_t graph_launches() const;
+  size_t graph_captures() const;
 
   // The memory plan for a binding of every symbolic dim of the inputs (and params), by
   // name; a ValueError names a symbol left unbound. The plan is cached as a run's is.

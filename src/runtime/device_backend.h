@@ -22,6 +22,18 @@ class DeviceBackend {
   // The stream kernels for `device` run on (cudaStream_t for CUDA).
   virtual void* stream(Device device) = 0;
   virtual void synchronize(Device device) = 0;
+
+  // Graphs (CUDA Graphs): between begin_capture and end_capture the work queued on the
+  // device's stream is recorded, not run. end_capture returns the recorded work ready to
+  // replay (checks included), or null when the capture failed: a call that cannot be recorded (a wait for
+  // the device, a copy to pageable memory) or memory allocated during it and not freed
+  // in it. Either way the stream runs normally again afterwards.
+  virtual bool begin_capture(Device) { return false; }
+  virtual std::shared_ptr<void> end_capture(Device) { return nullptr; }
+  virtual void replay(const void* graph, Device device) = 0;
+  // Reads the checks kernels left for the end of the run (bad indices met on the device)
+  // and throws the first failure; with !report it only forgets them (a run that failed).
+  virtual void finish_checks(Device, bool report) { (void)report; }
 };
 
 // The backend of a non-CPU device; throws NotSupported when this build has none or the

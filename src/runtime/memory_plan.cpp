@@ -181,7 +181,8 @@ size_t pack_blocks(std::vector<Block>& blocks, Packing packing) {
 MemoryPlan plan_memory(const Graph& g, std::span<const Kernel* const> kernels, const Liveness& live,
                        std::span<const TensorType> args,
                        const std::vector<std::vector<std::vector<int64_t>>>& shapes,
-                       const std::vector<bool>& dynamic, Packing packing) {
+                       const std::vector<bool>& dynamic, Packing packing,
+                       bool outputs_in_arena) {
   const auto& nodes = g.nodes();
   size_t nv = g.num_values();
   MemoryPlan p;
@@ -259,7 +260,8 @@ MemoryPlan plan_memory(const Graph& g, std::span<const Kernel* const> kernels, c
         if (!n.op->has(Trait::control)) ++s.views;
         continue;
       }
-      if (!shape[v] || live.escapes[v]) continue;
+      // Escaping values live to the end of the run (their liveness says so).
+      if (!shape[v] || (live.escapes[v] && !outputs_in_arena)) continue;
       s.intermediate_bytes += bytes[v];
       if (bytes[v] == 0) continue;
       ++s.intermediates;

@@ -63,9 +63,13 @@ struct MemoryPlan {
 
 // `shapes` and `dynamic` are the per-node output shapes of the binding (Plan's); a
 // dynamic node's outputs are sized at run time. `args` are the arguments' types.
+// `outputs_in_arena` places the values that escape the run (its outputs) in the arena
+// too, in blocks of their own that nothing reuses (for a CUDA Graph, whose addresses are
+// fixed when it is captured).
 MemoryPlan plan_memory(const Graph& g, std::span<const Kernel* const> kernels, const Liveness& live,
                        std::span<const TensorType> args,
                        const std::vector<std::vector<std::vector<int64_t>>>& shapes,
-                       const std::vector<bool>& dynamic, Packing packing = Packing::by_size);
+                       const std::vector<bool>& dynamic, Packing packing = Packing::by_size,
+                       bool outputs_in_arena = false);
 
 }  // namespace rlx::detail

@@ -74,7 +74,8 @@ std::vector<Tensor> SubgraphPrograms::run(size_t index, std::span<const Tensor> 
   return programs[index]->run(args);
 }
 
-Program::Program(const Graph& g, Device device, const KernelRegistry& kernels, int threads)
+Program::Program(const Graph& g, Device device, const KernelRegistry& kernels, int threads,
+                 bool graphs)
     : lowered_(lower_for_device(g, device, kernels)), device_(device), threads_(threads) {
   if (!device.is_cpu()) backend_ = &device_backend(device);
   const Graph& lg = *lowered_.graph;
@@ -107,6 +108,11 @@ Program::Program(const Graph& g, Device device, const KernelRegistry& kernels, i
   for (size_t v = 0; v < last_use.size(); ++v)
     if (last_use[v] >= 0 && !is_output_[v])
       release_after_[size_t(last_use[v])].push_back(int32_t(v));
+  // A CUDA Graph records launches on the device's stream: a node on the host path or with
+  // subgraph programs of its own does more than that.
+  graphs_ = graphs && backend_ && use_arena_ && !profiling();
+  for (size_t i = 0; i < nodes.size(); ++i)
+    if (lowered_.paths[i] == DispatchPath::host || subgraphs_[i]) graphs_ = false;
 }
 
 Program::~Program() = default;
@@ -200,6 +206,8 @@ std::shared_ptr<const Plan> Program::plan_for(
   }
   plan->memory = plan_memory(g, lowered_.kernels, liveness_, args, plan->shapes, plan->dynamic,
                              packing_from_env());
+  if (graphs_ && std::none_of(plan->dynamic.begin(), plan->dynamic.end(), [](bool d) { return d; }))
+    plan->graphs = make_graph_runs(*plan, args);
   std::unique_lock lock(cache_mu_);
   if (cache_.size() >= kMaxPlans) cache_.clear();
   return cache_.emplace(key, std::move(plan)).first->second;
@@ -215,19 +223,35 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
     return types;
   });
   if (threads_ > 0) omp_set_num_threads(threads_);
+  if (plan->graphs)
+    if (std::optional<std::vector<Tensor>> out = run_graph(*plan, args)) return std::move(*out);
+  DeviceRunGuard guard(backend_ != nullptr);
+  std::vector<Tensor> vals(g.num_values());
+  for (size_t i = 0; i < args.size(); ++i) vals[size_t(g.args()[i].value.id)] = args[i].to(device_);
   // This run's arena: each planned intermediate is a slice of it, and each slice keeps it
   // alive. A run of its own, so runs on several threads never share one.
   std::shared_ptr<Buffer> arena;
   if (use_arena_ && plan->memory.arena_bytes > 0)
     arena = Buffer::allocate(plan->memory.arena_bytes, device_);
+  try {
+    execute(*plan, plan->memory, arena, vals, /*release=*/true);
+  } catch (...) {
+    if (backend_) backend_->finish_checks(device_, false);
+    throw;
+  }
+  if (backend_) backend_->finish_checks(device_, true);
+  return collect(vals);
+}
+
+void Program::execute(const Plan& plan, const MemoryPlan& memory,
+                      const std::shared_ptr<Buffer>& arena, std::vector<Tensor>& vals,
+                      bool release) const {
+  const Graph& g = graph();
   auto in_arena = [&](const Tensor& t) {
     const auto* p = static_cast<const uint8_t*>(t.data());
     const auto* base = static_cast<const uint8_t*>(arena->data());
     return p >= base && p < base + arena->size();
   };
-
-  std::vector<Tensor> vals(g.num_values());
-  for (size_t i = 0; i < args.size(); ++i) vals[size_t(g.args()[i].value.id)] = args[i].to(device_);
   void* stream = backend_ ? backend_->stream(device_) : nullptr;
   std::vector<Tensor> ins, outs;
   std::vector<const Buffer*> handed;  // per output: the storage the kernel was given
@@ -243,11 +267,11 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
         std::vector<Tensor> kept(n.outputs.size());
         if (!k.flags.makes_outputs)
           for (size_t j = 0; j < n.outputs.size(); ++j)
-            kept[j] = Tensor::empty(n.outputs[j].dtype(), plan->shapes[i][j], device_);
+            kept[j] = Tensor::empty(n.outputs[j].dtype(), plan.shapes[i][j], device_);
         if (lowered_.paths[i] == DispatchPath::host) {
-          run_on_host(i, k, {}, plan->shapes[i], kept);
+          run_on_host(i, k, {}, plan.shapes[i], kept);
         } else {
-          KernelContext ctx{*n.op, n.attrs, device_, stream, nullptr, plan->shapes[i], {}};
+          KernelContext ctx{*n.op, n.attrs, device_, stream, nullptr, plan.shapes[i], {}};
           k.fn(ctx, {}, kept);
         }
         kept_[i] = std::move(kept);
@@ -261,8 +285,8 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
       ins.push_back(k.flags.strided_inputs || t.is_contiguous() ? t : t.contiguous());
     }
     // Output shapes: from the plan, or (dynamic nodes) from the tensors now at hand.
-    std::span<const std::vector<int64_t>> shapes = plan->shapes[i];
-    if (plan->dynamic[i]) {
+    std::span<const std::vector<int64_t>> shapes = plan.shapes[i];
+    if (plan.dynamic[i]) {
       dyn_shapes.clear();
       std::vector<TensorType> in;
       for (const Tensor& t : ins) in.push_back(t.type());
@@ -283,9 +307,9 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
     handed.assign(n.outputs.size(), nullptr);
     if (!k.flags.makes_outputs)
       for (size_t j = 0; j < outs.size(); ++j) {
-        if (plan->dynamic[i] && !dyn_known[j]) continue;
-        outs[j] = plan->dynamic[i] ? Tensor::empty(n.outputs[j].dtype(), shapes[j], device_)
-                                   : output_storage(*plan, i, j, ins, arena);
+        if (plan.dynamic[i] && !dyn_known[j]) continue;
+        outs[j] = plan.dynamic[i] ? Tensor::empty(n.outputs[j].dtype(), shapes[j], device_)
+                                   : output_storage(plan, memory, i, j, ins, arena);
         handed[j] = outs[j].buffer().get();
       }
     KernelContext ctx{*n.op, n.attrs, device_, stream, subgraphs_[i].get(), shapes, n.subgraphs};
@@ -311,8 +335,13 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
         outs[j] = outs[j].clone();
       vals[size_t(n.outputs[j].id)] = std::move(outs[j]);
     }
-    for (int32_t v : release_after_[i]) vals[size_t(v)] = Tensor();
+    if (release)
+      for (int32_t v : release_after_[i]) vals[size_t(v)] = Tensor();
   }
+}
+
+std::vector<Tensor> Program::collect(const std::vector<Tensor>& vals) const {
+  const Graph& g = graph();
   std::vector<Tensor> result;
   for (const Output& o : g.outputs()) {
     // A constant's tensor is its literal's bytes, a kept node's is reused by every run: the
@@ -327,15 +356,16 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
 
 // Node i's output j: its arena slice (taking over a dying input's storage where the plan
 // says so and the input is still laid out as planned), else fresh memory.
-Tensor Program::output_storage(const Plan& plan, size_t node, size_t j, std::span<const Tensor> ins,
+Tensor Program::output_storage(const Plan& plan, const MemoryPlan& memory, size_t node, size_t j,
+                               std::span<const Tensor> ins,
                                const std::shared_ptr<Buffer>& arena) const {
   const Node& n = graph().nodes()[node];
   Value o = n.outputs[j];
   const std::vector<int64_t>& shape = plan.shapes[node][j];
-  int64_t off = arena ? plan.memory.offset[size_t(o.id)] : -1;
+  int64_t off = arena ? memory.offset[size_t(o.id)] : -1;
   if (off < 0) return Tensor::empty(o.dtype(), shape, device_);
   uint8_t* p = static_cast<uint8_t*>(arena->data()) + off;
-  int32_t k = plan.memory.inplace[size_t(o.id)];
+  int32_t k = memory.inplace[size_t(o.id)];
   if (k >= 0) {
     size_t bytes = size_t(checked_numel(shape, "run")) * dtype_size(o.dtype());
     if (!can_overwrite(ins, n.inputs, size_t(k), p, bytes))

@@ -2,10 +2,12 @@
 // used for the subgraphs of control ops.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <span>
 #include <vector>
@@ -24,6 +26,21 @@ class DeviceBackend;
 uint64_t kernel_registrations();
 
 class Program;
+struct GraphRuns;  // program_graphs.cpp
+
+// Held by a run on a device (once per thread, however deeply runs nest): a CUDA Graph
+// capture waits for the runs in flight and holds the others off.
+class DeviceRunGuard {
+ public:
+  explicit DeviceRunGuard(bool device);
+  ~DeviceRunGuard();
+  DeviceRunGuard(const DeviceRunGuard&) = delete;
+  DeviceRunGuard& operator=(const DeviceRunGuard&) = delete;
+
+ private:
+  std::shared_lock<std::shared_mutex> lock_;
+  bool counted_ = false;
+};
 
 // The concrete output shapes of every node for one binding of the symbolic dims, and
 // where each value lives.
@@ -31,6 +48,8 @@ struct Plan {
   std::vector<std::vector<std::vector<int64_t>>> shapes;  // per node, per output
   std::vector<bool> dynamic;  // per node: shapes known only once its inputs exist
   MemoryPlan memory;
+  // Set when runs of this binding may be captured as CUDA Graphs and replayed.
+  std::shared_ptr<GraphRuns> graphs;
 };
 
 // Runs a node's subgraphs through their own Programs.
@@ -42,7 +61,9 @@ class SubgraphPrograms final : public SubgraphRunner {
 
 class Program {
  public:
-  Program(const Graph& g, Device device, const KernelRegistry& kernels, int threads);
+  // `graphs`: capture runs as CUDA Graphs where the device and the graph allow.
+  Program(const Graph& g, Device device, const KernelRegistry& kernels, int threads,
+          bool graphs = false);
   ~Program();
 
   const LoweredGraph& lowered() const { return lowered_; }
@@ -52,6 +73,8 @@ class Program {
   // outputs in order. `arg_names` says what to call an argument in errors.
   std::vector<Tensor> run(std::span<const Tensor> args) const;
   size_t cached_plans() const;
+  size_t graph_launches() const { return graph_launches_; }
+  size_t graph_captures() const { return graph_captures_; }
   // The memory plan's numbers with every symbolic dim bound by name.
   MemoryStats memory_stats(const std::map<std::string, int64_t>& dims) const;
 
@@ -61,8 +84,20 @@ class Program {
   std::shared_ptr<const Plan> plan_for(
       const std::vector<int64_t>& key,
       const std::function<std::vector<TensorType>()>& arg_types) const;
-  Tensor output_storage(const Plan& plan, size_t node, size_t j, std::span<const Tensor> ins,
-                        const std::shared_ptr<Buffer>& arena) const;
+  // Runs the nodes over `vals` (the arguments set), intermediates in `arena` as `memory`
+  // places them; `release` drops each value after its last use.
+  void execute(const Plan& plan, const MemoryPlan& memory, const std::shared_ptr<Buffer>& arena,
+               std::vector<Tensor>& vals, bool release) const;
+  // The graph's outputs from `vals` (copies of the ones the program keeps).
+  std::vector<Tensor> collect(const std::vector<Tensor>& vals) const;
+  // The run as a CUDA Graph (program_graphs.cpp): a replay of an earlier capture with the
+  // same argument storage, else a new capture; nothing when it cannot be captured.
+  std::optional<std::vector<Tensor>> run_graph(const Plan& plan,
+                                               std::span<const Tensor> args) const;
+  std::shared_ptr<GraphRuns> make_graph_runs(const Plan& plan,
+                                             std::span<const TensorType> args) const;
+  Tensor output_storage(const Plan& plan, const MemoryPlan& memory, size_t node, size_t j,
+                        std::span<const Tensor> ins, const std::shared_ptr<Buffer>& arena) const;
   // A node on the host path of a device program: its inputs staged to the host, the CPU
   // kernel run there, its results copied into `outs` (device storage, or undefined).
   void run_on_host(size_t node, const Kernel& k, std::span<const Tensor> ins,
@@ -80,6 +115,8 @@ class Program {
   std::vector<bool> is_output_;                               // per value
   Liveness liveness_;
   bool use_arena_ = true;  // RLX_ARENA=0: every output from Tensor::empty
+  bool graphs_ = false;    // runs may be captured as CUDA Graphs
+  mutable std::atomic<size_t> graph_launches_{0}, graph_captures_{0};
 
   mutable std::mutex kept_mu_;
   mutable std::vector<std::vector<Tensor>> kept_;  // per node, for kept_on_device nodes

@@ -79,6 +79,8 @@ std::vector<std::string> CompiledGraph::input_names() const { return impl().inpu
 std::vector<std::string> CompiledGraph::param_names() const { return impl().params; }
 std::vector<std::string> CompiledGraph::output_names() const { return impl().outputs; }
 size_t CompiledGraph::cached_plans() const { return impl().program->cached_plans(); }
+size_t CompiledGraph::graph_launches() const { return impl().program->graph_launches(); }
+size_t CompiledGraph::graph_captures() const { return impl().program->graph_captures(); }
 MemoryStats CompiledGraph::memory_stats(const std::map<std::string, int64_t>& dims) const {
   return impl().program->memory_stats(dims);
 }
@@ -220,6 +222,12 @@ bool cache_enabled(const CompileOptions& options) {
          (!options.kernels || options.kernels == &KernelRegistry::global());
 }
 
+// CUDA Graphs: on unless the options or RLX_CUDA_GRAPHS=0 turn them off.
+bool graphs_on(const CompileOptions& options) {
+  const char* env = std::getenv("RLX_CUDA_GRAPHS");
+  return options.cuda_graphs && !(env && std::string_view(env) == "0");
+}
+
 // Everything that decides the compiled program: the graph, the device, the kernels (by
 // how many have been registered), the pipeline and its context, the thread count, the
 // bound dims and the runtime's environment switches.
@@ -230,7 +238,7 @@ std::string cache_key(const Graph& g, Device device,
                     std::to_string(detail::kernel_registrations()) + "|" +
                     std::to_string(ctx.opt_level) + "|" +
                     std::string(precision_name(ctx.precision)) + "|" +
-                    std::to_string(options.threads) + "|";
+                    std::to_string(options.threads) + "|" + (graphs_on(options) ? "g" : "-") + "|";
   for (const auto& p : pipeline) key += p + ",";
   key += "|";
   for (const auto& [name, size] : options.dims) key += name + "=" + std::to_string(size) + ",";
@@ -250,7 +258,8 @@ std::shared_ptr<const CacheEntry> build(const Graph& g, Device device,
   PipelineResult opt = run_pipeline(bound ? *bound : g, pipeline, ctx);
   auto e = std::make_shared<CacheEntry>();
   e->pass_stats = std::move(opt.stats);
-  e->program = std::make_shared<detail::Program>(*opt.graph, device, kernels, options.threads);
+  e->program = std::make_shared<detail::Program>(*opt.graph, device, kernels, options.threads,
+                                                 graphs_on(options));
   return e;
 }
 

@@ -6,6 +6,7 @@
 // caching allocator is CUDA's, and nothing calls cudaMalloc on the hot path. A failed
 // allocation gives the pool's unused memory back and tries once more before OutOfMemory.
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -39,7 +40,42 @@ struct DeviceState {
   std::mutex staging_mu;
   void* staging = nullptr;  // 2 * kStagingChunk pinned bytes
   std::array<cudaEvent_t, 2> done{};
+  // Bad-index slots (deferred_check): 3 words each on the device, read back into the
+  // pinned mirror. Handed out round-robin.
+  std::once_flag checks_once;
+  unsigned long long* check_slots = nullptr;
+  unsigned long long* check_host = nullptr;
+  std::atomic<int64_t> next_slot{0};
 };
+
+constexpr int64_t kCheckSlots = int64_t(1) << 14;
+
+// The checks this thread queued and has not read yet.
+struct PendingCheck {
+  int device;
+  int64_t slot;
+  BadIndexReport report;
+};
+thread_local std::vector<PendingCheck> t_checks;
+
+// This thread's pending checks on `device`, taken out of t_checks.
+std::vector<PendingCheck> take_checks(int device) {
+  std::vector<PendingCheck> mine, rest;
+  for (PendingCheck& c : t_checks) (c.device == device ? mine : rest).push_back(std::move(c));
+  t_checks = std::move(rest);
+  return mine;
+}
+
+// A captured graph and the index checks to read after each replay.
+struct Captured {
+  cudaGraphExec_t exec = nullptr;
+  std::vector<PendingCheck> checks;
+  ~Captured() { cudaGraphExecDestroy(exec); }
+};
+
+// Set on the thread that is capturing a graph: the allocations made during the capture
+// that are still live.
+thread_local std::shared_ptr<std::atomic<int>> t_captured;
 
 class CudaBackend final : public detail::DeviceBackend {
  public:
@@ -78,7 +114,81 @@ class CudaBackend final : public detail::DeviceBackend {
       throw_cuda(e, "cudaMallocAsync");
     }
     cudaStream_t stream = s.stream;
+    if (std::shared_ptr<std::atomic<int>> live = t_captured) {  // counted until freed
+      ++*live;
+      return Buffer::wrap(p, bytes, d, [stream, live](void* q) {
+        // Memory of a capture that failed was never made: its free fails, harmlessly.
+        if (cudaFreeAsync(q, stream) != cudaSuccess) cudaGetLastError();
+        --*live;
+      });
+    }
     return Buffer::wrap(p, bytes, d, [stream](void* q) { cudaFreeAsync(q, stream); });
+  }
+
+  // CUDA Graphs. Capture is thread-local: a call from this thread that would wait for the
+  // device fails the capture instead of breaking it silently.
+  bool begin_capture(Device d) override {
+    DeviceState& s = state(d);
+    if (cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal) != cudaSuccess) {
+      cudaGetLastError();
+      return false;
+    }
+    t_captured = std::make_shared<std::atomic<int>>(0);
+    return true;
+  }
+
+  std::shared_ptr<void> end_capture(Device d) override {
+    DeviceState& s = state(d);
+    cudaGraph_t g = nullptr;
+    cudaError_t e = cudaStreamEndCapture(s.stream, &g);
+    std::shared_ptr<std::atomic<int>> live = std::move(t_captured);
+    std::vector<PendingCheck> checks = take_checks(d.index);
+    cudaGraphExec_t exec = nullptr;
+    // Memory allocated in the graph and still held would be the graph's to free on
+    // every replay: such a run is not one to replay.
+    if (e == cudaSuccess && g && *live == 0) e = cudaGraphInstantiate(&exec, g, 0);
+    if (g) cudaGraphDestroy(g);
+    cudaGetLastError();
+    if (!exec || e != cudaSuccess) return nullptr;
+    return std::make_shared<Captured>(Captured{exec, std::move(checks)});
+  }
+
+  void replay(const void* graph, Device d) override {
+    const auto* c = static_cast<const Captured*>(graph);
+    RLX_CUDA(cudaGraphLaunch(c->exec, state(d).stream));
+    read_checks(state(d), c->checks);
+  }
+
+  unsigned long long* check_slot(Device d, cudaStream_t stream, BadIndexReport report) {
+    DeviceState& s = state(d);
+    std::call_once(s.checks_once, [&] {
+      RLX_CUDA(cudaMalloc(&s.check_slots, 3 * sizeof(unsigned long long) * kCheckSlots));
+      RLX_CUDA(cudaMallocHost(&s.check_host, 3 * sizeof(unsigned long long) * kCheckSlots));
+    });
+    int64_t slot = s.next_slot.fetch_add(1) % kCheckSlots;
+    unsigned long long* p = s.check_slots + 3 * slot;
+    RLX_CUDA(cudaMemsetAsync(p, 0, 3 * sizeof(unsigned long long), stream));
+    t_checks.push_back({d.index, slot, std::move(report)});
+    return p;
+  }
+
+  void finish_checks(Device d, bool report) override {
+    std::vector<PendingCheck> mine = take_checks(d.index);
+    if (report) read_checks(state(d), mine);
+  }
+
+  // Copies the slots back, waits, and reports the first that was set.
+  static void read_checks(DeviceState& s, const std::vector<PendingCheck>& checks) {
+    if (checks.empty()) return;
+    constexpr size_t kBytes = 3 * sizeof(unsigned long long);
+    for (const PendingCheck& c : checks)
+      RLX_CUDA(cudaMemcpyAsync(s.check_host + 3 * c.slot, s.check_slots + 3 * c.slot, kBytes,
+                               cudaMemcpyDeviceToHost, s.stream));
+    RLX_CUDA(cudaStreamSynchronize(s.stream));
+    for (const PendingCheck& c : checks) {
+      const unsigned long long* h = s.check_host + 3 * c.slot;
+      if (h[0]) c.report(int64_t(h[1]), int64_t(h[2]));
+    }
   }
 
   void copy(const Tensor& src, const Tensor& dst) override {
@@ -195,6 +305,10 @@ CudaBackend& backend() {
 }  // namespace
 
 int sm_count() { return backend().sms(); }
+
+unsigned long long* deferred_check(Device device, cudaStream_t stream, BadIndexReport report) {
+  return backend().check_slot(device, stream, std::move(report));
+}
 
 }  // namespace rlx::gpu
 
