@@ -85,8 +85,34 @@ TEST(CudaDemo, TrainerStepsFollowTheCpu) {
     EXPECT_NEAR(gpu, cpu, 1e-4 * std::abs(cpu)) << "step " << step;
   }
   EXPECT_EQ(trainers[1]->param("tok_emb").device(), Device::cuda());
-  for (const auto& [name, t] : init)
-    EXPECT_LE(rel_error(trainers[1]->param(name), trainers[0]->param(name)), 1e-4) << name;
+  // AdamW's step is lr * m / (sqrt(v) + eps): for a gradient near 0 it magnifies the last
+  // bits in which the GPU's sums differ from the CPU's (the gradients themselves agree to
+  // 1e-4, above). So the params are compared by their updates (new - initial): each
+  // param's update agrees with the CPU's to 1% of its largest element.
+  for (const auto& [name, t] : init) {
+    std::vector<double> a = t.to_doubles(), g = trainers[1]->param(name).to_doubles(),
+                        c = trainers[0]->param(name).to_doubles();
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      diff = std::max(diff, std::abs(g[i] - c[i]));
+      norm = std::max(norm, std::abs(c[i] - a[i]));
+    }
+    EXPECT_GT(norm, 0) << name << " did not move";
+    EXPECT_LE(diff, 1e-2 * norm) << name;
+  }
+}
+
+// The train step of the demo's GPT (grad of the loss, every core op of a transformer)
+// resolves on cuda with no node on the host path and no core op decomposed. Lowering
+// needs no GPU, so this runs everywhere.
+TEST(CudaDemo, TrainStepResolvesNativelyOnCuda) {
+  register_cuda_kernels();
+  demo::GptConfig cfg{.vocab = 65, .d_model = 64, .heads = 4, .layers = 2, .context = 32};
+  auto model = demo::build_gpt(cfg, /*with_loss=*/true);
+  auto vg = value_and_grad(*model);
+  LoweredGraph l = lower_for_device(*vg, Device::cuda());
+  EXPECT_EQ(l.report.total(DispatchPath::host), 0) << l.report.str();
+  EXPECT_EQ(l.report.total(DispatchPath::decomposed), 0) << l.report.str();
 }
 
 }  // namespace

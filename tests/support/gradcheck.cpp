@@ -80,12 +80,19 @@ std::unique_ptr<Graph> loss_graph(const GradCheck& c) {
   return g;
 }
 
+Device& check_device() {
+  static Device d = Device::cpu();
+  return d;
+}
+
+// Host inputs go over to the device; the outputs come back.
 Tensors run(const CompiledGraph& cg, const Tensors& inputs) {
   std::vector<Tensor> out = cg.run(std::span<const Tensor>(inputs));
+  for (Tensor& t : out) t = t.to(Device::cpu());
   return out;
 }
 
-CompiledGraph compile(const Graph& g) { return Session(Device::cpu()).compile(g); }
+CompiledGraph compile(const Graph& g) { return Session(check_device()).compile(g); }
 
 // x + s * d elementwise (float tensors of one shape).
 Tensor axpy(const Tensor& x, double s, const Tensor& d) {
@@ -311,6 +318,8 @@ Tensor away_from_zero(std::vector<int64_t> shape, uint64_t seed, double gap, dou
   for (double& x : v) x = (x < 0 ? -1 : 1) * (gap + std::abs(x) * (hi - gap));
   return Tensor::from_doubles(DType::f64, std::move(shape), v);
 }
+
+void set_grad_check_device(Device d) { check_device() = d; }
 
 std::vector<std::string> run_grad_check(const GradCheck& c) {
   std::vector<std::string> fails;

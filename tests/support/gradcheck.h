@@ -59,6 +59,9 @@ GradCheck with_inputs(std::string op, Tensors inputs, Attrs attrs = {}, std::str
 // Random f64 values in [lo, hi] whose magnitude is at least `gap` (away from kinks at 0).
 Tensor away_from_zero(std::vector<int64_t> shape, uint64_t seed, double gap = 0.1, double hi = 1);
 
+// The device the checks compile for (default the CPU); inputs and outputs stay on the host.
+void set_grad_check_device(Device d);
+
 // Runs the enabled checks; returns the failures (empty: passed).
 std::vector<std::string> run_grad_check(const GradCheck& c);
 std::string grad_label(const GradCheck& c);

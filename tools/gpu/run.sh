@@ -7,7 +7,10 @@ tar -xJf .gpuz/gpu.tar.xz && . .gpu/env.sh || exit 1
 B=.gpu/bin
 nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv,noheader
 {
-  $B/cuda_all_tests --gtest_brief=1 2>&1; echo "== cuda_all_tests rc=$?"
+  timeout 400 $B/cuda_all_tests --gtest_brief=1 --gtest_filter=-CudaGradCheck.* 2>&1
+  echo "== cuda_all_tests rc=$?"
+  timeout 300 $B/cuda_all_tests --gtest_brief=1 --gtest_filter=CudaGradCheck.* 2>&1
+  echo "== cuda_all_tests (grad checks) rc=$?"
 } > $OUT/tests.log 2>&1
 grep "== \|FAILED\|Failure" $OUT/tests.log | head -40
 {
@@ -23,3 +26,10 @@ grep "== \|FAILED\|Failure" $OUT/tests.log | head -40
 grep "== \|time:\|max abs\|error" $OUT/models.log | head -40
 $B/rlx-bench-gpu --runs 20 > $OUT/bench.log 2>&1; echo "== bench rc=$?"
 cat $OUT/bench.log
+# CUDA Graphs off, and where the time goes (RLX_PROFILE syncs after every kernel).
+RLX_CUDA_GRAPHS=0 $B/rlx-bench-gpu --no-torch --only gpt2 --runs 12 > $OUT/bench_nographs.log 2>&1
+RLX_CUDA_GRAPHS=0 $B/rlx-bench-gpu --no-torch --only train --runs 12 >> $OUT/bench_nographs.log 2>&1
+echo "== without CUDA Graphs:"; cat $OUT/bench_nographs.log
+RLX_PROFILE=1 $B/rlx-bench-gpu --no-torch --only gpt2 --runs 4 > $OUT/profile.log 2>&1
+RLX_PROFILE=1 $B/rlx-bench-gpu --no-torch --only train --runs 4 > $OUT/profile_train.log 2>&1
+echo "== profile written"

@@ -1,0 +1,47 @@
+// The gradient-check harness on cuda: every op's vjp / jvp / hvp / vmap rules, compiled
+// for the GPU (rules, decompositions and CUDA kernels in f64), against finite differences
+// and unbatched loops run on the GPU as well — the same tables as tests/autodiff.
+#include <gtest/gtest.h>
+
+#include "rlx/cuda.h"
+#include "support/gradcheck.h"
+
+namespace rlx::test {
+namespace {
+
+const GradTable& table() {
+  static const GradTable t = all_grads();
+  return t;
+}
+
+std::vector<std::string> op_names() {
+  std::vector<std::string> names;
+  for (const OpDef* d : OpRegistry::global().all()) names.push_back(d->name);
+  return names;
+}
+
+class CudaGradCheck : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CudaGradCheck, MatchesFiniteDifferences) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
+  set_grad_check_device(Device::cuda());
+  int n = 0;
+  for (const GradCheck& c : table().checks) {
+    if (c.op != GetParam()) continue;
+    ++n;
+    for (const auto& f : run_grad_check(c)) ADD_FAILURE() << grad_label(c) << ": " << f;
+  }
+  set_grad_check_device(Device::cpu());
+  if (n == 0) GTEST_SKIP() << "no grad checks for op '" << GetParam() << "' (see tests/autodiff)";
+}
+
+INSTANTIATE_TEST_SUITE_P(Ops, CudaGradCheck, ::testing::ValuesIn(op_names()),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace rlx::test
