@@ -1,15 +1,23 @@
 """Transforms over Python functions, in the JAX style: rlx.grad(fn), value_and_grad,
 jvp, vjp and vmap. Each traces fn (like @rlx.jit, once per input signature) into a
-graph, applies the graph transform, compiles the result and runs it on NumPy arrays.
+graph and applies the graph transform to it.
 
     def loss(w, x):
         return rlx.sum(rlx.tanh(x @ w))
 
     dw = rlx.grad(loss)(w, x)                     # d loss / d w (argnums=0)
     ys = rlx.vmap(f, in_axes=(0, None))(xs, w)    # f over the rows of xs
+    hess = rlx.grad(rlx.grad(f))(x)               # they nest, in any order
+    per_example = rlx.vmap(rlx.grad(loss), in_axes=(None, 0))(w, xs)
 
-These transforms do not nest yet (rlx.vmap(rlx.grad(fn)) raises NotImplementedError):
-transform graphs for that, rlx.vmap(rlx.grad(g)), which do compose.
+Called with arrays, a transformed function compiles the transformed graph and runs
+it. Called with rlx.Values (inside another transform, @rlx.jit or a graph being
+built), it inlines the transformed graph into the values' graph and returns Values:
+that is how the transforms compose, since graph transforms compose.
+
+A function's Values live in the graph its own trace builds: a nested function may not
+use Values it closes over from an outer trace (pass them as arguments instead; the
+error says "expected values of one graph").
 """
 import numpy as np
 
@@ -17,12 +25,17 @@ from . import _rlx
 from ._rlx import Graph, Session, Value, dtype as _dtype
 
 
-def _arrays(name, args):
-    if any(isinstance(a, Value) for a in args):
-        raise NotImplementedError(
-            f"[{name}] function transforms and jit do not nest yet: build a graph and "
-            f"transform it instead (graph transforms compose: rlx.vmap(rlx.grad(g)))")
-    return [a if isinstance(a, np.ndarray) else np.asarray(a) for a in args]
+def _outer(items):
+    """The graph being built when one of items is a Value (a nested call), else None."""
+    for a in items:
+        if isinstance(a, Value):
+            return a.graph
+    return None
+
+
+def _arrays(args):
+    """args as Values (kept) and NumPy arrays."""
+    return [a if isinstance(a, (np.ndarray, Value)) else np.asarray(a) for a in args]
 
 
 def _trace(fn, specs, name):
@@ -56,8 +69,23 @@ def _pack(kind, names, values):
     return tuple(values)
 
 
-def _specs(arrays):
-    return tuple((a.shape, a.dtype.str) for a in arrays)
+def _specs(items):
+    """The signature of arrays and Values: ((shape, rlx dtype), ...); a symbolic dim is
+    its name."""
+    return tuple((tuple(a.shape), a.dtype if isinstance(a, Value) else _dtype(a.dtype))
+                 for a in items)
+
+
+def _call(graph, items, compiled=None):
+    """graph's outputs {name: array or Value} with its args (inputs, in order) bound to
+    items: inlined into the graph being built when an item is a Value, else compiled (or
+    `compiled`, graph's compiled form) and run."""
+    outer = _outer(items)
+    if outer is not None:
+        return dict(zip(graph.output_names, outer.inline(graph, list(items))))
+    if compiled is None:
+        compiled = Session("cpu").compile(graph)
+    return compiled.run(dict(zip(graph.input_names, items)))
 
 
 def _argnums(argnums, n, name):
@@ -69,39 +97,49 @@ def _argnums(argnums, n, name):
 
 
 class _Cached:
-    """Compiled graphs of one transformed function, by input signature."""
+    """The transformed graphs of one function by signature, and their compiled forms."""
 
-    def __init__(self, fn, name):
-        self.fn, self.name, self.cache, self.session = fn, name, {}, Session("cpu")
-        self.traces = 0
+    def __init__(self, fn, name, session=None, compile_args=None):
+        self.fn, self.name, self.graphs, self.compiled = fn, name, {}, {}
+        self.session, self.compile_args = session or Session("cpu"), compile_args or {}
+        self.traces = 0  # how many times fn was traced (one per signature)
 
     def get(self, key, build):
-        entry = self.cache.get(key)
+        """(graph, extra) for key; build() makes them the first time."""
+        entry = self.graphs.get(key)
         if entry is None:
-            g, extra = build()
-            entry = self.session.compile(g), extra
-            self.cache[key] = entry
+            entry = self.graphs[key] = build()
             self.traces += 1
         return entry
+
+    def call(self, key, graph, items):
+        """_call with graph compiled once per key."""
+        if _outer(items) is not None:
+            return _call(graph, items)
+        compiled = self.compiled.get(key)
+        if compiled is None:
+            compiled = self.compiled[key] = self.session.compile(graph, **self.compile_args)
+        return _call(graph, items, compiled)
 
 
 def _grad_fn(fn, argnums, with_value, name):
     cached = _Cached(fn, name)
 
     def transformed(*args):
-        arrays = _arrays(name, args)
-        nums = _argnums(argnums, len(arrays), name)
+        items = _arrays(args)
+        nums = _argnums(argnums, len(items), name)
+        key = (_specs(items), nums)
 
         def build():
-            g, kind, _ = _trace(fn, _specs(arrays), name)
+            g, kind, _ = _trace(fn, key[0], name)
             if kind != "value":
                 raise TypeError(f"[{name}] expected fn to return one scalar rlx.Value")
             wrt = [f"a{k}" for k in nums]
-            tg = (_rlx.value_and_grad if with_value else _rlx.grad)(g, wrt=wrt, output="out")
-            return tg, None
+            transform = _rlx.value_and_grad if with_value else _rlx.grad
+            return transform(g, wrt=wrt, output="out"), None
 
-        compiled, _ = cached.get((_specs(arrays), nums), build)
-        out = compiled.run({f"a{i}": a for i, a in enumerate(arrays)})
+        graph, _ = cached.get(key, build)
+        out = cached.call(key, graph, items)
         grads = [out[f"grad.a{k}"] for k in nums]
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
         return (out["out"], g) if with_value else g
@@ -118,7 +156,7 @@ def grad(fn, argnums=0):
 
 
 def value_and_grad(fn, argnums=0):
-    """(fn(*args), grad(fn, argnums)(*args)) from one compiled graph."""
+    """(fn(*args), grad(fn, argnums)(*args)) from one graph."""
     return _grad_fn(fn, argnums, True, "value_and_grad")
 
 
@@ -129,26 +167,28 @@ def vmap(fn, in_axes=0, out_axes=0):
     cached = _Cached(fn, "vmap")
 
     def transformed(*args):
-        arrays = _arrays("vmap", args)
-        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(arrays)
-        if len(axes) != len(arrays):
-            raise ValueError(f"[vmap] expected {len(arrays)} in_axes, got {len(axes)}")
-        axes = tuple(None if ax is None else ax % max(a.ndim, 1) for ax, a in zip(axes, arrays))
-        sizes = {a.shape[ax] for ax, a in zip(axes, arrays) if ax is not None}
+        items = _arrays(args)
+        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(items)
+        if len(axes) != len(items):
+            raise ValueError(f"[vmap] expected {len(items)} in_axes, got {len(axes)}")
+        axes = tuple(None if ax is None else ax % max(a.ndim, 1) for ax, a in zip(axes, items))
+        sizes = {a.shape[ax] for ax, a in zip(axes, items) if ax is not None}
         if len(sizes) != 1:
             raise ValueError(f"[vmap] expected one batch size over the batched arguments, got "
-                             f"{sorted(sizes) if sizes else 'no batched argument'}")
-        specs = tuple((a.shape if ax is None else a.shape[:ax] + a.shape[ax + 1:], a.dtype.str)
-                      for ax, a in zip(axes, arrays))
+                             f"{sorted(sizes, key=str) if sizes else 'no batched argument'}")
+        size = sizes.pop()
+        specs = tuple((shape if ax is None else shape[:ax] + shape[ax + 1:], dt)
+                      for ax, (shape, dt) in zip(axes, _specs(items)))
+        key = (specs, axes, out_axes, size)
 
         def build():
             g, kind, names = _trace(fn, specs, "vmap")
             bg = _rlx.vmap(g, in_axes={f"a{i}": ax for i, ax in enumerate(axes)},
-                           out_axes={n: out_axes for n in names}, size=sizes.pop())
+                           out_axes={n: out_axes for n in names}, size=size)
             return bg, (kind, names)
 
-        compiled, (kind, names) = cached.get((specs, axes, out_axes), build)
-        out = compiled.run({f"a{i}": a for i, a in enumerate(arrays)})
+        graph, (kind, names) = cached.get(key, build)
+        out = cached.call(key, graph, items)
         return _pack(kind, names, [out[n] for n in names])
 
     transformed.__wrapped__ = fn
@@ -158,15 +198,13 @@ def vmap(fn, in_axes=0, out_axes=0):
 
 def jvp(fn, primals, tangents):
     """(fn(*primals), the directional derivative of fn at primals along tangents)."""
-    primals, tangents = _arrays("jvp", primals), _arrays("jvp", tangents)
+    primals, tangents = _arrays(primals), _arrays(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"[jvp] expected one tangent per primal ({len(primals)}), got "
                          f"{len(tangents)}")
     g, kind, names = _trace(fn, _specs(primals), "jvp")
     jg = _rlx.jvp(g, wrt=[f"a{i}" for i in range(len(primals))])
-    feed = {f"a{i}": a for i, a in enumerate(primals)}
-    feed.update({f"tan.a{i}": t for i, t in enumerate(tangents)})
-    out = Session("cpu").compile(jg).run(feed)
+    out = _call(jg, primals + tangents)
     return (_pack(kind, names, [out[n] for n in names]),
             _pack(kind, names, [out[f"tan.{n}"] for n in names]))
 
@@ -174,19 +212,20 @@ def jvp(fn, primals, tangents):
 def vjp(fn, *primals):
     """(fn(*primals), vjp_fn): vjp_fn(cotangent) gives the tuple of cotangents of the
     primals (the cotangent has fn's output structure)."""
-    primals = _arrays("vjp", primals)
+    primals = _arrays(primals)
     g, kind, names = _trace(fn, _specs(primals), "vjp")
     vg = _rlx.vjp(g, wrt=[f"a{i}" for i in range(len(primals))])
-    compiled = Session("cpu").compile(vg)
-    feed = {f"a{i}": a for i, a in enumerate(primals)}
+    compiled = None if _outer(primals) is not None else Session("cpu").compile(vg)
+    value = _call(g, primals)
 
     def cotangents(ct):
         cts = [ct] if kind == "value" else (
             [ct[n] for n in names] if kind == "dict" else list(ct))
-        out = compiled.run({**feed, **{f"ct.{n}": c for n, c in zip(names, cts)}})
+        by_name = dict(zip(names, _arrays(cts)))
+        # vg's inputs: the primals, then a cotangent per float output.
+        items = primals + [by_name[n[len("ct."):]] for n in vg.input_names[len(primals):]]
+        nested = _outer(items) is not None
+        out = _call(vg, items, None if nested else compiled)
         return tuple(out[f"grad.a{i}"] for i in range(len(primals)))
 
-    zero = {f"ct.{n}": np.zeros(s.shape, s.dtype) for n, s in
-            zip(names, Session("cpu").compile(g).run(feed).values())}
-    value = compiled.run({**feed, **zero})
     return _pack(kind, names, [value[n] for n in names]), cotangents

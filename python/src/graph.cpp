@@ -3,6 +3,7 @@
 #include "common.h"
 #include "rlx/ops.h"
 #include "rlx/text.h"
+#include "rlx/transforms.h"
 
 namespace rlx::py {
 
@@ -158,6 +159,25 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
             return d;
           },
           "The outputs as a dict {name: Value}.")
+      .def(
+          "inline",
+          [](const GraphPtr& g, const GraphPtr& callee, const pyb::sequence& args) {
+            const auto& params = callee->args();
+            if (args.size() != params.size())
+              fail<ValueError>("inline", "expected ", params.size(), " args for graph '",
+                               callee->name(), "', got ", args.size());
+            std::vector<Value> vals;
+            for (size_t i = 0; i < params.size(); ++i)
+              vals.push_back(as_value(g, args[i], callee->type(params[i].value).dtype));
+            std::vector<Value> outs = inline_call(*callee, *g, vals);
+            pyb::list out;
+            for (Value v : outs) out.append(wrap(g, v));
+            return out;
+          },
+          pyb::arg("graph").none(false), pyb::arg("args"),
+          "Emits a copy of graph's nodes into this graph with graph's args bound to args "
+          "(Values of this graph, numbers or arrays, in graph's arg order); returns graph's "
+          "outputs as a list of Values of this graph (an inlined call).")
       .def_property_readonly("num_nodes", [](const Graph& g) { return g.nodes().size(); })
       .def("clone", [](const Graph& g) { return GraphPtr(g.clone()); })
       .def("__str__", [](const Graph& g) { return print_graph(g); })
