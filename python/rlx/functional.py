@@ -39,34 +39,70 @@ def _arrays(args):
 
 
 def _trace(fn, specs, name):
-    """(graph, kind, output names): the graph fn builds for inputs a0, a1, ... of
-    (shape, dtype) specs; kind says how fn returned its outputs."""
+    """(graph, tree, output names): the graph fn builds for inputs a0, a1, ... of
+    (shape, dtype) specs; tree is fn's result with each Value replaced by the index of
+    its output (see _flatten)."""
     g = Graph(name)
     inputs = [g.input(f"a{i}", shape, _dtype(dt)) for i, (shape, dt) in enumerate(specs)]
-    result = fn(*inputs)
-    if isinstance(result, Value):
-        kind, names, values = "value", ["out"], [result]
-    elif isinstance(result, (tuple, list)):
-        kind, names, values = "tuple", [f"out{i}" for i in range(len(result))], list(result)
-    elif isinstance(result, dict) and all(isinstance(k, str) and k.isidentifier() for k in result):
-        kind, names, values = "dict", list(result), list(result.values())
-    else:
-        raise TypeError(f"[{name}] expected fn to return an rlx.Value, a tuple / list or a dict "
-                        f"of them, got {type(result).__name__}")
-    for n, v in zip(names, values):
-        if not isinstance(v, Value):
-            raise TypeError(f"[{name}] expected output '{n}' to be an rlx.Value, got "
-                            f"{type(v).__name__}")
+    tree, leaves, names = _flatten(fn(*inputs), name)
+    for n, v in zip(names, leaves):
         g.output(v, n)
-    return g, kind, names
+    return g, tree, names
 
 
-def _pack(kind, names, values):
-    if kind == "value":
-        return values[0]
-    if kind == "dict":
-        return dict(zip(names, values))
-    return tuple(values)
+def _flatten(result, name):
+    """(tree, leaves, names) of a function's result: a Value, or tuples / lists / dicts of
+    them, nested. tree has each Value replaced by its leaf index (lists become tuples);
+    names are the leaves' output names, by path: "out" for a lone Value, "out1" for the
+    second of a tuple, the key of a dict, "out1_w" for a nested one."""
+    leaves, names = [], []
+
+    def walk(x, path):
+        if isinstance(x, Value):
+            leaves.append(x)
+            names.append(path or "out")
+            return len(leaves) - 1
+        if isinstance(x, (tuple, list)):
+            return tuple(walk(v, f"{path}_{i}" if path else f"out{i}") for i, v in enumerate(x))
+        if isinstance(x, dict) and all(isinstance(k, str) for k in x):
+            return {k: walk(v, f"{path}_{k}" if path else k) for k, v in x.items()}
+        raise TypeError(f"[{name}] expected fn to return an rlx.Value, or tuples / lists / "
+                        f"dicts (with str keys) of them, got {type(x).__name__}"
+                        + (f" at '{path}'" if path else ""))
+
+    tree = walk(result, "")
+    if len(set(names)) != len(names):  # dict keys that clash with generated names
+        names = [f"out{i}" for i in range(len(leaves))]
+    return tree, leaves, names
+
+
+def _pack(tree, values):
+    """tree (from _flatten) with its leaf indices replaced by values."""
+    if isinstance(tree, int):
+        return values[tree]
+    if isinstance(tree, tuple):
+        return tuple(_pack(t, values) for t in tree)
+    return {k: _pack(t, values) for k, t in tree.items()}
+
+
+def _leaves_like(tree, x, name):
+    """The leaves of x, which has tree's structure (a cotangent of fn's result)."""
+    if isinstance(tree, int):
+        return [x]
+    if isinstance(tree, tuple) and isinstance(x, (tuple, list)) and len(x) == len(tree):
+        return [leaf for t, v in zip(tree, x) for leaf in _leaves_like(t, v, name)]
+    if isinstance(tree, dict) and isinstance(x, dict) and set(x) == set(tree):
+        return [leaf for k, t in tree.items() for leaf in _leaves_like(t, x[k], name)]
+    raise ValueError(f"[{name}] expected a cotangent with the structure of fn's result, got "
+                     f"{type(x).__name__} where the result has {_describe(tree)}")
+
+
+def _describe(tree):
+    if isinstance(tree, int):
+        return "a Value"
+    if isinstance(tree, tuple):
+        return f"a tuple of {len(tree)}"
+    return f"a dict with keys {sorted(tree)}"
 
 
 def _specs(items):
@@ -131,8 +167,8 @@ def _grad_fn(fn, argnums, with_value, name):
         key = (_specs(items), nums)
 
         def build():
-            g, kind, _ = _trace(fn, key[0], name)
-            if kind != "value":
+            g, tree, _ = _trace(fn, key[0], name)
+            if tree != 0:
                 raise TypeError(f"[{name}] expected fn to return one scalar rlx.Value")
             wrt = [f"a{k}" for k in nums]
             transform = _rlx.value_and_grad if with_value else _rlx.grad
@@ -182,14 +218,14 @@ def vmap(fn, in_axes=0, out_axes=0):
         key = (specs, axes, out_axes, size)
 
         def build():
-            g, kind, names = _trace(fn, specs, "vmap")
+            g, tree, names = _trace(fn, specs, "vmap")
             bg = _rlx.vmap(g, in_axes={f"a{i}": ax for i, ax in enumerate(axes)},
                            out_axes={n: out_axes for n in names}, size=size)
-            return bg, (kind, names)
+            return bg, (tree, names)
 
-        graph, (kind, names) = cached.get(key, build)
+        graph, (tree, names) = cached.get(key, build)
         out = cached.call(key, graph, items)
-        return _pack(kind, names, [out[n] for n in names])
+        return _pack(tree, [out[n] for n in names])
 
     transformed.__wrapped__ = fn
     transformed._cached = cached
@@ -202,25 +238,24 @@ def jvp(fn, primals, tangents):
     if len(primals) != len(tangents):
         raise ValueError(f"[jvp] expected one tangent per primal ({len(primals)}), got "
                          f"{len(tangents)}")
-    g, kind, names = _trace(fn, _specs(primals), "jvp")
+    g, tree, names = _trace(fn, _specs(primals), "jvp")
     jg = _rlx.jvp(g, wrt=[f"a{i}" for i in range(len(primals))])
     out = _call(jg, primals + tangents)
-    return (_pack(kind, names, [out[n] for n in names]),
-            _pack(kind, names, [out[f"tan.{n}"] for n in names]))
+    return (_pack(tree, [out[n] for n in names]),
+            _pack(tree, [out[f"tan.{n}"] for n in names]))
 
 
 def vjp(fn, *primals):
     """(fn(*primals), vjp_fn): vjp_fn(cotangent) gives the tuple of cotangents of the
     primals (the cotangent has fn's output structure)."""
     primals = _arrays(primals)
-    g, kind, names = _trace(fn, _specs(primals), "vjp")
+    g, tree, names = _trace(fn, _specs(primals), "vjp")
     vg = _rlx.vjp(g, wrt=[f"a{i}" for i in range(len(primals))])
     compiled = None if _outer(primals) is not None else Session("cpu").compile(vg)
     value = _call(g, primals)
 
     def cotangents(ct):
-        cts = [ct] if kind == "value" else (
-            [ct[n] for n in names] if kind == "dict" else list(ct))
+        cts = _leaves_like(tree, ct, "vjp")
         by_name = dict(zip(names, _arrays(cts)))
         # vg's inputs: the primals, then a cotangent per float output.
         items = primals + [by_name[n[len("ct."):]] for n in vg.input_names[len(primals):]]
@@ -228,4 +263,4 @@ def vjp(fn, *primals):
         out = _call(vg, items, None if nested else compiled)
         return tuple(out[f"grad.a{i}"] for i in range(len(primals)))
 
-    return _pack(kind, names, [value[n] for n in names]), cotangents
+    return _pack(tree, [value[n] for n in names]), cotangents

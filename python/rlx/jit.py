@@ -9,8 +9,8 @@
     print(f.trace(x, w))   # the traced rlx.Graph
 
 The function sees rlx.Values (one graph input per argument, named a0, a1, ...) and
-returns a Value, a tuple / list of Values or a dict {name: Value}; the call returns
-NumPy arrays in the same structure (a tuple for a list). Arguments are arrays (or
+returns a Value, or tuples / lists / dicts {str: ...} of Values, nested; the call
+returns NumPy arrays in the same structure (tuples for lists). Arguments are arrays (or
 anything numpy.asarray takes); bf16 data is not accepted here (a uint16 array is
 ambiguous): build a Graph for that.
 
@@ -42,13 +42,13 @@ class _Jitted:
     def __call__(self, *args):
         items = _arrays(args)
         key = _specs(items)
-        g, (kind, names) = self._cached.get(key, lambda: self._build(key))
+        g, (tree, names) = self._cached.get(key, lambda: self._build(key))
         out = self._cached.call(key, g, items)
-        return _pack(kind, names, [out[n] for n in names])
+        return _pack(tree, [out[n] for n in names])
 
     def _build(self, specs):
-        g, kind, names = _trace(self._fn, specs, "jit")
-        return g, (kind, names)
+        g, tree, names = _trace(self._fn, specs, "jit")
+        return g, (tree, names)
 
 
 def jit(fn=None, *, device="cpu", opt_level=-1, threads=0):

@@ -170,3 +170,30 @@ def _graph_of(fn, *shapes):
     g = rlx.Graph("f")
     g.output(fn(*[g.input(f"a{i}", s, rlx.f64) for i, s in enumerate(shapes)]), "out")
     return g
+
+
+def test_nested_results_keep_their_structure(rng):
+    # jit of value_and_grad returns (value, (dw, dx)); vjp's cotangent mirrors the result
+    w, x = rng.standard_normal((4, 2)), rng.standard_normal((3, 4))
+    value, (dw, dx) = rlx.jit(rlx.value_and_grad(loss, argnums=(0, 1)))(w, x)
+    np.testing.assert_allclose(value, rlx.jit(loss)(w, x), rtol=1e-12)
+    np.testing.assert_allclose(dw, rlx.grad(loss)(w, x), rtol=1e-12)
+    np.testing.assert_allclose(dx, rlx.grad(loss, argnums=1)(w, x), rtol=1e-12)
+
+    def f(a):
+        return {"sq": a * a, "pair": [rlx.sum(a), (rlx.tanh(a),)]}
+
+    out = rlx.jit(f)(x)
+    assert set(out) == {"sq", "pair"} and isinstance(out["pair"], tuple)
+    np.testing.assert_allclose(out["pair"][1][0], np.tanh(x), rtol=1e-12)
+    assert rlx.jit(f).trace(x).output_names == ["sq", "pair_0", "pair_1_0"]
+    value, pullback = rlx.vjp(f, x)
+    ct = {"sq": np.ones_like(x), "pair": (2.0, (np.full_like(x, 3.0),))}
+    (gx,) = pullback(ct)
+    np.testing.assert_allclose(gx, 2 * x + 2.0 + 3.0 * (1 - np.tanh(x) ** 2), rtol=1e-12)
+    _, tan = rlx.jvp(f, (x,), (np.ones_like(x),))
+    np.testing.assert_allclose(tan["pair"][0], np.sum(np.ones_like(x)), rtol=1e-12)
+    with pytest.raises(ValueError, match="structure of fn's result"):
+        pullback({"sq": np.ones_like(x)})
+    with pytest.raises(TypeError, match="at 'pair_1'"):
+        rlx.jit(lambda a: {"pair": (a, 3)})(x)
