@@ -15,9 +15,10 @@ it. Called with rlx.Values (inside another transform, @rlx.jit or a graph being
 built), it inlines the transformed graph into the values' graph and returns Values:
 that is how the transforms compose, since graph transforms compose.
 
-A function's Values live in the graph its own trace builds: a nested function may not
-use Values it closes over from an outer trace (pass them as arguments instead; the
-error says "expected values of one graph").
+A nested function may use Values of an outer trace it closes over, as in
+rlx.grad(lambda w: loss(w, x))(w) inside another transform: the inner trace takes each
+as an extra input (c0, c1, ...: constants to the inner transform; the outer transforms
+see through them) and the call binds it to the outer Value.
 """
 import numpy as np
 
@@ -26,11 +27,9 @@ from ._rlx import Graph, Session, Value, dtype as _dtype
 
 
 def _outer(items):
-    """The graph being built when one of items is a Value (a nested call), else None."""
-    for a in items:
-        if isinstance(a, Value):
-            return a.graph
-    return None
+    """The graph being built when one of items is a Value (a nested call: the innermost
+    trace among their graphs), else None."""
+    return _rlx._op_graph(*items)
 
 
 def _arrays(args):
@@ -39,15 +38,20 @@ def _arrays(args):
 
 
 def _trace(fn, specs, name):
-    """(graph, tree, output names): the graph fn builds for inputs a0, a1, ... of
-    (shape, dtype) specs; tree is fn's result with each Value replaced by the index of
-    its output (see _flatten)."""
+    """(graph, tree, output names, captured): the graph fn builds for inputs a0, a1, ...
+    of (shape, dtype) specs; tree is fn's result with each Value replaced by the index of
+    its output (see _flatten); captured, the outer Values fn closes over, which the graph
+    takes as inputs c0, c1, ... after the a's."""
     g = Graph(name)
     inputs = [g.input(f"a{i}", shape, _dtype(dt)) for i, (shape, dt) in enumerate(specs)]
-    tree, leaves, names = _flatten(fn(*inputs), name)
-    for n, v in zip(names, leaves):
-        g.output(v, n)
-    return g, tree, names
+    g._trace_push()
+    try:
+        tree, leaves, names = _flatten(fn(*inputs), name)
+        for n, v in zip(names, leaves):
+            g.output(v, n)
+    finally:
+        captured = g._trace_pop()
+    return g, tree, names, captured
 
 
 def _flatten(result, name):
@@ -141,11 +145,14 @@ class _Cached:
         self.traces = 0  # how many times fn was traced (one per signature)
 
     def get(self, key, build):
-        """(graph, extra) for key; build() makes them the first time."""
+        """(graph, extra, captured) for key; build() makes them the first time. A graph
+        that captured outer Values is particular to this call: it is not kept."""
         entry = self.graphs.get(key)
         if entry is None:
-            entry = self.graphs[key] = build()
+            entry = build()
             self.traces += 1
+            if not entry[2]:
+                self.graphs[key] = entry
         return entry
 
     def call(self, key, graph, items):
@@ -167,15 +174,15 @@ def _grad_fn(fn, argnums, with_value, name):
         key = (_specs(items), nums)
 
         def build():
-            g, tree, _ = _trace(fn, key[0], name)
+            g, tree, _, captured = _trace(fn, key[0], name)
             if tree != 0:
                 raise TypeError(f"[{name}] expected fn to return one scalar rlx.Value")
             wrt = [f"a{k}" for k in nums]
             transform = _rlx.value_and_grad if with_value else _rlx.grad
-            return transform(g, wrt=wrt, output="out"), None
+            return transform(g, wrt=wrt, output="out"), None, captured
 
-        graph, _ = cached.get(key, build)
-        out = cached.call(key, graph, items)
+        graph, _, captured = cached.get(key, build)
+        out = cached.call(key, graph, items + captured)
         grads = [out[f"grad.a{k}"] for k in nums]
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
         return (out["out"], g) if with_value else g
@@ -218,13 +225,14 @@ def vmap(fn, in_axes=0, out_axes=0):
         key = (specs, axes, out_axes, size)
 
         def build():
-            g, tree, names = _trace(fn, specs, "vmap")
-            bg = _rlx.vmap(g, in_axes={f"a{i}": ax for i, ax in enumerate(axes)},
-                           out_axes={n: out_axes for n in names}, size=size)
-            return bg, (tree, names)
+            g, tree, names, captured = _trace(fn, specs, "vmap")
+            in_ax = {f"a{i}": ax for i, ax in enumerate(axes)}
+            in_ax.update({f"c{k}": None for k in range(len(captured))})  # not batched here
+            bg = _rlx.vmap(g, in_axes=in_ax, out_axes={n: out_axes for n in names}, size=size)
+            return bg, (tree, names), captured
 
-        graph, (tree, names) = cached.get(key, build)
-        out = cached.call(key, graph, items)
+        graph, (tree, names), captured = cached.get(key, build)
+        out = cached.call(key, graph, items + captured)
         return _pack(tree, [out[n] for n in names])
 
     transformed.__wrapped__ = fn
@@ -238,9 +246,9 @@ def jvp(fn, primals, tangents):
     if len(primals) != len(tangents):
         raise ValueError(f"[jvp] expected one tangent per primal ({len(primals)}), got "
                          f"{len(tangents)}")
-    g, tree, names = _trace(fn, _specs(primals), "jvp")
+    g, tree, names, captured = _trace(fn, _specs(primals), "jvp")
     jg = _rlx.jvp(g, wrt=[f"a{i}" for i in range(len(primals))])
-    out = _call(jg, primals + tangents)
+    out = _call(jg, primals + captured + tangents)
     return (_pack(tree, [out[n] for n in names]),
             _pack(tree, [out[f"tan.{n}"] for n in names]))
 
@@ -249,16 +257,17 @@ def vjp(fn, *primals):
     """(fn(*primals), vjp_fn): vjp_fn(cotangent) gives the tuple of cotangents of the
     primals (the cotangent has fn's output structure)."""
     primals = _arrays(primals)
-    g, tree, names = _trace(fn, _specs(primals), "vjp")
+    g, tree, names, captured = _trace(fn, _specs(primals), "vjp")
     vg = _rlx.vjp(g, wrt=[f"a{i}" for i in range(len(primals))])
-    compiled = None if _outer(primals) is not None else Session("cpu").compile(vg)
-    value = _call(g, primals)
+    args = primals + captured
+    compiled = None if _outer(args) is not None else Session("cpu").compile(vg)
+    value = _call(g, args)
 
     def cotangents(ct):
         cts = _leaves_like(tree, ct, "vjp")
         by_name = dict(zip(names, _arrays(cts)))
-        # vg's inputs: the primals, then a cotangent per float output.
-        items = primals + [by_name[n[len("ct."):]] for n in vg.input_names[len(primals):]]
+        # vg's inputs: g's args, then a cotangent per float output.
+        items = args + [by_name[n[len("ct."):]] for n in vg.input_names if n.startswith("ct.")]
         nested = _outer(items) is not None
         out = _call(vg, items, None if nested else compiled)
         return tuple(out[f"grad.a{i}"] for i in range(len(primals)))

@@ -42,13 +42,13 @@ class _Jitted:
     def __call__(self, *args):
         items = _arrays(args)
         key = _specs(items)
-        g, (tree, names) = self._cached.get(key, lambda: self._build(key))
-        out = self._cached.call(key, g, items)
+        g, (tree, names), captured = self._cached.get(key, lambda: self._build(key))
+        out = self._cached.call(key, g, items + captured)
         return _pack(tree, [out[n] for n in names])
 
     def _build(self, specs):
-        g, tree, names = _trace(self._fn, specs, "jit")
-        return g, (tree, names)
+        g, tree, names, captured = _trace(self._fn, specs, "jit")
+        return g, (tree, names), captured
 
 
 def jit(fn=None, *, device="cpu", opt_level=-1, threads=0):
