@@ -7,6 +7,10 @@ BUILD_TYPE ?= Release
 RLX_CUDA ?= AUTO
 JOBS ?= $(shell nproc)
 CMAKE_ARGS ?=
+# ccache keys objects by paths relative to the build dir, so a clone elsewhere (and the
+# pip-install test's copy of the tree) reuses this build's objects.
+export CCACHE_BASEDIR ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
 
 # Debian packages the build needs (checked with dpkg; only the missing ones are installed).
 DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clang-format \

@@ -99,4 +99,11 @@ std::unique_ptr<Graph> vmap(const Graph& g, const std::vector<int>& in_axes,
 // it on their results; it is public because graph builders often want it too.
 std::unique_ptr<Graph> prune(const Graph& g);
 
+// Emits a copy of src's nodes into dst with src's args bound to `args` (values of dst, one
+// per arg of src in order, each of the arg's type); returns src's outputs as values of
+// dst. This is a call inlined: how a transformed graph is used inside another graph being
+// built (Python's function transforms nest this way). TypeError / ValueError on a
+// mismatch.
+std::vector<Value> inline_call(const Graph& src, Graph& dst, const std::vector<Value>& args);
+
 }  // namespace rlx

@@ -13,7 +13,8 @@ Graphs are built from Values (operators + - * / @ ** < <= > >= and unary -, Pyth
 numbers as constants, NumPy basic indexing x[0, 1:3, None]), rlx.<core op> functions,
 rlx.op(name, ...) and rlx.ops.<name> for every registered op. @rlx.jit traces a Python
 function over arrays into a compiled graph. Transforms (grad, value_and_grad, vjp, jvp,
-vmap, ...) take a graph and return a graph. rlx.optim trains graphs (SGD, Adam, AdamW,
+vmap, ...) take a graph and return a graph, or take a Python function and return the
+JAX-style transformed function; those nest in any order, with jit too. rlx.optim trains graphs (SGD, Adam, AdamW,
 a Trainer); rlx.onnx imports ONNX models. rlx's errors raise ValueError, TypeError,
 NotImplementedError or OSError with rlx's message.
 """

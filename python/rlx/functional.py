@@ -1,15 +1,24 @@
 """Transforms over Python functions, in the JAX style: rlx.grad(fn), value_and_grad,
 jvp, vjp and vmap. Each traces fn (like @rlx.jit, once per input signature) into a
-graph, applies the graph transform, compiles the result and runs it on NumPy arrays.
+graph and applies the graph transform to it.
 
     def loss(w, x):
         return rlx.sum(rlx.tanh(x @ w))
 
     dw = rlx.grad(loss)(w, x)                     # d loss / d w (argnums=0)
     ys = rlx.vmap(f, in_axes=(0, None))(xs, w)    # f over the rows of xs
+    hess = rlx.grad(rlx.grad(f))(x)               # they nest, in any order
+    per_example = rlx.vmap(rlx.grad(loss), in_axes=(None, 0))(w, xs)
 
-These transforms do not nest yet (rlx.vmap(rlx.grad(fn)) raises NotImplementedError):
-transform graphs for that, rlx.vmap(rlx.grad(g)), which do compose.
+Called with arrays, a transformed function compiles the transformed graph and runs
+it. Called with rlx.Values (inside another transform, @rlx.jit or a graph being
+built), it inlines the transformed graph into the values' graph and returns Values:
+that is how the transforms compose, since graph transforms compose.
+
+A nested function may use Values of an outer trace it closes over, as in
+rlx.grad(lambda w: loss(w, x))(w) inside another transform: the inner trace takes each
+as an extra input (c0, c1, ...: constants to the inner transform; the outer transforms
+see through them) and the call binds it to the outer Value.
 """
 import numpy as np
 
@@ -17,47 +26,106 @@ from . import _rlx
 from ._rlx import Graph, Session, Value, dtype as _dtype
 
 
-def _arrays(name, args):
-    if any(isinstance(a, Value) for a in args):
-        raise NotImplementedError(
-            f"[{name}] function transforms and jit do not nest yet: build a graph and "
-            f"transform it instead (graph transforms compose: rlx.vmap(rlx.grad(g)))")
-    return [a if isinstance(a, np.ndarray) else np.asarray(a) for a in args]
+def _outer(items):
+    """The graph being built when one of items is a Value (a nested call: the innermost
+    trace among their graphs), else None."""
+    return _rlx._op_graph(*items)
+
+
+def _arrays(args):
+    """args as Values (kept) and NumPy arrays."""
+    return [a if isinstance(a, (np.ndarray, Value)) else np.asarray(a) for a in args]
 
 
 def _trace(fn, specs, name):
-    """(graph, kind, output names): the graph fn builds for inputs a0, a1, ... of
-    (shape, dtype) specs; kind says how fn returned its outputs."""
+    """(graph, tree, output names, captured): the graph fn builds for inputs a0, a1, ...
+    of (shape, dtype) specs; tree is fn's result with each Value replaced by the index of
+    its output (see _flatten); captured, the outer Values fn closes over, which the graph
+    takes as inputs c0, c1, ... after the a's."""
     g = Graph(name)
     inputs = [g.input(f"a{i}", shape, _dtype(dt)) for i, (shape, dt) in enumerate(specs)]
-    result = fn(*inputs)
-    if isinstance(result, Value):
-        kind, names, values = "value", ["out"], [result]
-    elif isinstance(result, (tuple, list)):
-        kind, names, values = "tuple", [f"out{i}" for i in range(len(result))], list(result)
-    elif isinstance(result, dict) and all(isinstance(k, str) and k.isidentifier() for k in result):
-        kind, names, values = "dict", list(result), list(result.values())
-    else:
-        raise TypeError(f"[{name}] expected fn to return an rlx.Value, a tuple / list or a dict "
-                        f"of them, got {type(result).__name__}")
-    for n, v in zip(names, values):
-        if not isinstance(v, Value):
-            raise TypeError(f"[{name}] expected output '{n}' to be an rlx.Value, got "
-                            f"{type(v).__name__}")
-        g.output(v, n)
-    return g, kind, names
+    g._trace_push()
+    try:
+        tree, leaves, names = _flatten(fn(*inputs), name)
+        for n, v in zip(names, leaves):
+            g.output(v, n)
+    finally:
+        captured = g._trace_pop()
+    return g, tree, names, captured
 
 
-def _pack(kind, names, values):
-    if kind == "value":
-        return values[0]
-    if kind == "dict":
-        return dict(zip(names, values))
-    return tuple(values)
+def _flatten(result, name):
+    """(tree, leaves, names) of a function's result: a Value, or tuples / lists / dicts of
+    them, nested. tree has each Value replaced by its leaf index (lists become tuples);
+    names are the leaves' output names, by path: "out" for a lone Value, "out1" for the
+    second of a tuple, the key of a dict, "out1_w" for a nested one."""
+    leaves, names = [], []
+
+    def walk(x, path):
+        if isinstance(x, Value):
+            leaves.append(x)
+            names.append(path or "out")
+            return len(leaves) - 1
+        if isinstance(x, (tuple, list)):
+            return tuple(walk(v, f"{path}_{i}" if path else f"out{i}") for i, v in enumerate(x))
+        if isinstance(x, dict) and all(isinstance(k, str) for k in x):
+            return {k: walk(v, f"{path}_{k}" if path else k) for k, v in x.items()}
+        raise TypeError(f"[{name}] expected fn to return an rlx.Value, or tuples / lists / "
+                        f"dicts (with str keys) of them, got {type(x).__name__}"
+                        + (f" at '{path}'" if path else ""))
+
+    tree = walk(result, "")
+    if len(set(names)) != len(names):  # dict keys that clash with generated names
+        names = [f"out{i}" for i in range(len(leaves))]
+    return tree, leaves, names
 
 
-def _specs(arrays):
-    return tuple((a.shape, a.dtype.str) for a in arrays)
+def _pack(tree, values):
+    """tree (from _flatten) with its leaf indices replaced by values."""
+    if isinstance(tree, int):
+        return values[tree]
+    if isinstance(tree, tuple):
+        return tuple(_pack(t, values) for t in tree)
+    return {k: _pack(t, values) for k, t in tree.items()}
+
+
+def _leaves_like(tree, x, name):
+    """The leaves of x, which has tree's structure (a cotangent of fn's result)."""
+    if isinstance(tree, int):
+        return [x]
+    if isinstance(tree, tuple) and isinstance(x, (tuple, list)) and len(x) == len(tree):
+        return [leaf for t, v in zip(tree, x) for leaf in _leaves_like(t, v, name)]
+    if isinstance(tree, dict) and isinstance(x, dict) and set(x) == set(tree):
+        return [leaf for k, t in tree.items() for leaf in _leaves_like(t, x[k], name)]
+    raise ValueError(f"[{name}] expected a cotangent with the structure of fn's result, got "
+                     f"{type(x).__name__} where the result has {_describe(tree)}")
+
+
+def _describe(tree):
+    if isinstance(tree, int):
+        return "a Value"
+    if isinstance(tree, tuple):
+        return f"a tuple of {len(tree)}"
+    return f"a dict with keys {sorted(tree)}"
+
+
+def _specs(items):
+    """The signature of arrays and Values: ((shape, rlx dtype), ...); a symbolic dim is
+    its name."""
+    return tuple((tuple(a.shape), a.dtype if isinstance(a, Value) else _dtype(a.dtype))
+                 for a in items)
+
+
+def _call(graph, items, compiled=None):
+    """graph's outputs {name: array or Value} with its args (inputs, in order) bound to
+    items: inlined into the graph being built when an item is a Value, else compiled (or
+    `compiled`, graph's compiled form) and run."""
+    outer = _outer(items)
+    if outer is not None:
+        return dict(zip(graph.output_names, outer.inline(graph, list(items))))
+    if compiled is None:
+        compiled = Session("cpu").compile(graph)
+    return compiled.run(dict(zip(graph.input_names, items)))
 
 
 def _argnums(argnums, n, name):
@@ -69,39 +137,52 @@ def _argnums(argnums, n, name):
 
 
 class _Cached:
-    """Compiled graphs of one transformed function, by input signature."""
+    """The transformed graphs of one function by signature, and their compiled forms."""
 
-    def __init__(self, fn, name):
-        self.fn, self.name, self.cache, self.session = fn, name, {}, Session("cpu")
-        self.traces = 0
+    def __init__(self, fn, name, session=None, compile_args=None):
+        self.fn, self.name, self.graphs, self.compiled = fn, name, {}, {}
+        self.session, self.compile_args = session or Session("cpu"), compile_args or {}
+        self.traces = 0  # how many times fn was traced (one per signature)
 
     def get(self, key, build):
-        entry = self.cache.get(key)
+        """(graph, extra, captured) for key; build() makes them the first time. A graph
+        that captured outer Values is particular to this call: it is not kept."""
+        entry = self.graphs.get(key)
         if entry is None:
-            g, extra = build()
-            entry = self.session.compile(g), extra
-            self.cache[key] = entry
+            entry = build()
             self.traces += 1
+            if not entry[2]:
+                self.graphs[key] = entry
         return entry
+
+    def call(self, key, graph, items):
+        """_call with graph compiled once per key."""
+        if _outer(items) is not None:
+            return _call(graph, items)
+        compiled = self.compiled.get(key)
+        if compiled is None:
+            compiled = self.compiled[key] = self.session.compile(graph, **self.compile_args)
+        return _call(graph, items, compiled)
 
 
 def _grad_fn(fn, argnums, with_value, name):
     cached = _Cached(fn, name)
 
     def transformed(*args):
-        arrays = _arrays(name, args)
-        nums = _argnums(argnums, len(arrays), name)
+        items = _arrays(args)
+        nums = _argnums(argnums, len(items), name)
+        key = (_specs(items), nums)
 
         def build():
-            g, kind, _ = _trace(fn, _specs(arrays), name)
-            if kind != "value":
+            g, tree, _, captured = _trace(fn, key[0], name)
+            if tree != 0:
                 raise TypeError(f"[{name}] expected fn to return one scalar rlx.Value")
             wrt = [f"a{k}" for k in nums]
-            tg = (_rlx.value_and_grad if with_value else _rlx.grad)(g, wrt=wrt, output="out")
-            return tg, None
+            transform = _rlx.value_and_grad if with_value else _rlx.grad
+            return transform(g, wrt=wrt, output="out"), None, captured
 
-        compiled, _ = cached.get((_specs(arrays), nums), build)
-        out = compiled.run({f"a{i}": a for i, a in enumerate(arrays)})
+        graph, _, captured = cached.get(key, build)
+        out = cached.call(key, graph, items + captured)
         grads = [out[f"grad.a{k}"] for k in nums]
         g = grads[0] if isinstance(argnums, int) else tuple(grads)
         return (out["out"], g) if with_value else g
@@ -118,7 +199,7 @@ def grad(fn, argnums=0):
 
 
 def value_and_grad(fn, argnums=0):
-    """(fn(*args), grad(fn, argnums)(*args)) from one compiled graph."""
+    """(fn(*args), grad(fn, argnums)(*args)) from one graph."""
     return _grad_fn(fn, argnums, True, "value_and_grad")
 
 
@@ -129,27 +210,30 @@ def vmap(fn, in_axes=0, out_axes=0):
     cached = _Cached(fn, "vmap")
 
     def transformed(*args):
-        arrays = _arrays("vmap", args)
-        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(arrays)
-        if len(axes) != len(arrays):
-            raise ValueError(f"[vmap] expected {len(arrays)} in_axes, got {len(axes)}")
-        axes = tuple(None if ax is None else ax % max(a.ndim, 1) for ax, a in zip(axes, arrays))
-        sizes = {a.shape[ax] for ax, a in zip(axes, arrays) if ax is not None}
+        items = _arrays(args)
+        axes = tuple(in_axes) if isinstance(in_axes, (tuple, list)) else (in_axes,) * len(items)
+        if len(axes) != len(items):
+            raise ValueError(f"[vmap] expected {len(items)} in_axes, got {len(axes)}")
+        axes = tuple(None if ax is None else ax % max(a.ndim, 1) for ax, a in zip(axes, items))
+        sizes = {a.shape[ax] for ax, a in zip(axes, items) if ax is not None}
         if len(sizes) != 1:
             raise ValueError(f"[vmap] expected one batch size over the batched arguments, got "
-                             f"{sorted(sizes) if sizes else 'no batched argument'}")
-        specs = tuple((a.shape if ax is None else a.shape[:ax] + a.shape[ax + 1:], a.dtype.str)
-                      for ax, a in zip(axes, arrays))
+                             f"{sorted(sizes, key=str) if sizes else 'no batched argument'}")
+        size = sizes.pop()
+        specs = tuple((shape if ax is None else shape[:ax] + shape[ax + 1:], dt)
+                      for ax, (shape, dt) in zip(axes, _specs(items)))
+        key = (specs, axes, out_axes, size)
 
         def build():
-            g, kind, names = _trace(fn, specs, "vmap")
-            bg = _rlx.vmap(g, in_axes={f"a{i}": ax for i, ax in enumerate(axes)},
-                           out_axes={n: out_axes for n in names}, size=sizes.pop())
-            return bg, (kind, names)
+            g, tree, names, captured = _trace(fn, specs, "vmap")
+            in_ax = {f"a{i}": ax for i, ax in enumerate(axes)}
+            in_ax.update({f"c{k}": None for k in range(len(captured))})  # not batched here
+            bg = _rlx.vmap(g, in_axes=in_ax, out_axes={n: out_axes for n in names}, size=size)
+            return bg, (tree, names), captured
 
-        compiled, (kind, names) = cached.get((specs, axes, out_axes), build)
-        out = compiled.run({f"a{i}": a for i, a in enumerate(arrays)})
-        return _pack(kind, names, [out[n] for n in names])
+        graph, (tree, names), captured = cached.get(key, build)
+        out = cached.call(key, graph, items + captured)
+        return _pack(tree, [out[n] for n in names])
 
     transformed.__wrapped__ = fn
     transformed._cached = cached
@@ -158,35 +242,34 @@ def vmap(fn, in_axes=0, out_axes=0):
 
 def jvp(fn, primals, tangents):
     """(fn(*primals), the directional derivative of fn at primals along tangents)."""
-    primals, tangents = _arrays("jvp", primals), _arrays("jvp", tangents)
+    primals, tangents = _arrays(primals), _arrays(tangents)
     if len(primals) != len(tangents):
         raise ValueError(f"[jvp] expected one tangent per primal ({len(primals)}), got "
                          f"{len(tangents)}")
-    g, kind, names = _trace(fn, _specs(primals), "jvp")
+    g, tree, names, captured = _trace(fn, _specs(primals), "jvp")
     jg = _rlx.jvp(g, wrt=[f"a{i}" for i in range(len(primals))])
-    feed = {f"a{i}": a for i, a in enumerate(primals)}
-    feed.update({f"tan.a{i}": t for i, t in enumerate(tangents)})
-    out = Session("cpu").compile(jg).run(feed)
-    return (_pack(kind, names, [out[n] for n in names]),
-            _pack(kind, names, [out[f"tan.{n}"] for n in names]))
+    out = _call(jg, primals + captured + tangents)
+    return (_pack(tree, [out[n] for n in names]),
+            _pack(tree, [out[f"tan.{n}"] for n in names]))
 
 
 def vjp(fn, *primals):
     """(fn(*primals), vjp_fn): vjp_fn(cotangent) gives the tuple of cotangents of the
     primals (the cotangent has fn's output structure)."""
-    primals = _arrays("vjp", primals)
-    g, kind, names = _trace(fn, _specs(primals), "vjp")
+    primals = _arrays(primals)
+    g, tree, names, captured = _trace(fn, _specs(primals), "vjp")
     vg = _rlx.vjp(g, wrt=[f"a{i}" for i in range(len(primals))])
-    compiled = Session("cpu").compile(vg)
-    feed = {f"a{i}": a for i, a in enumerate(primals)}
+    args = primals + captured
+    compiled = None if _outer(args) is not None else Session("cpu").compile(vg)
+    value = _call(g, args)
 
     def cotangents(ct):
-        cts = [ct] if kind == "value" else (
-            [ct[n] for n in names] if kind == "dict" else list(ct))
-        out = compiled.run({**feed, **{f"ct.{n}": c for n, c in zip(names, cts)}})
+        cts = _leaves_like(tree, ct, "vjp")
+        by_name = dict(zip(names, _arrays(cts)))
+        # vg's inputs: g's args, then a cotangent per float output.
+        items = args + [by_name[n[len("ct."):]] for n in vg.input_names if n.startswith("ct.")]
+        nested = _outer(items) is not None
+        out = _call(vg, items, None if nested else compiled)
         return tuple(out[f"grad.a{i}"] for i in range(len(primals)))
 
-    zero = {f"ct.{n}": np.zeros(s.shape, s.dtype) for n, s in
-            zip(names, Session("cpu").compile(g).run(feed).values())}
-    value = compiled.run({**feed, **zero})
-    return _pack(kind, names, [value[n] for n in names]), cotangents
+    return _pack(tree, [value[n] for n in names]), cotangents

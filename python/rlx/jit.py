@@ -9,42 +9,46 @@
     print(f.trace(x, w))   # the traced rlx.Graph
 
 The function sees rlx.Values (one graph input per argument, named a0, a1, ...) and
-returns a Value, a tuple / list of Values or a dict {name: Value}; the call returns
-NumPy arrays in the same structure (a tuple for a list). Arguments are arrays (or
+returns a Value, or tuples / lists / dicts {str: ...} of Values, nested; the call
+returns NumPy arrays in the same structure (tuples for lists). Arguments are arrays (or
 anything numpy.asarray takes); bf16 data is not accepted here (a uint16 array is
 ambiguous): build a Graph for that.
+
+Called with rlx.Values (inside a transform, another jit or a graph being built), a
+jitted function inlines its traced graph there and returns Values: rlx.grad(f) of a
+jitted f and rlx.jit(rlx.grad(f)) both work.
 """
 import functools
 
 from ._rlx import Session
-from .functional import _arrays, _pack, _specs, _trace
+from .functional import _arrays, _Cached, _pack, _specs, _trace
 
 
 class _Jitted:
     def __init__(self, fn, device, compile_args):
         functools.update_wrapper(self, fn)
         self._fn = fn
-        self._session = Session(device)
-        self._compile_args = compile_args
-        self._cache = {}
-        self.traces = 0  # how many times the function was traced (one per signature)
+        self._cached = _Cached(fn, "jit", Session(device), compile_args)
+
+    @property
+    def traces(self):
+        """How many times the function was traced (one per signature)."""
+        return self._cached.traces
 
     def trace(self, *args):
         """The graph the function builds for these arguments' shapes and dtypes."""
-        return _trace(self._fn, _specs(_arrays("jit", args)), "jit")[0]
+        return _trace(self._fn, _specs(_arrays(args)), "jit")[0]
 
     def __call__(self, *args):
-        arrays = _arrays("jit", args)
-        key = _specs(arrays)
-        entry = self._cache.get(key)
-        if entry is None:
-            g, kind, names = _trace(self._fn, key, "jit")
-            self.traces += 1
-            entry = self._session.compile(g, **self._compile_args), kind, names
-            self._cache[key] = entry
-        compiled, kind, names = entry
-        out = compiled.run({f"a{i}": a for i, a in enumerate(arrays)})
-        return _pack(kind, names, [out[n] for n in names])
+        items = _arrays(args)
+        key = _specs(items)
+        g, (tree, names), captured = self._cached.get(key, lambda: self._build(key))
+        out = self._cached.call(key, g, items + captured)
+        return _pack(tree, [out[n] for n in names])
+
+    def _build(self, specs):
+        g, tree, names, captured = _trace(self._fn, specs, "jit")
+        return g, (tree, names), captured
 
 
 def jit(fn=None, *, device="cpu", opt_level=-1, threads=0):

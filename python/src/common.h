@@ -48,8 +48,24 @@ Tensor to_tensor(pyb::handle obj, std::optional<DType> want = std::nullopt);
 Literal to_literal(pyb::handle obj, std::optional<DType> want = std::nullopt);
 
 // obj as a value of g: a Value of g as is; a Python number as a scalar constant of
-// dtype `like`; an array or rlx.Tensor as a constant of its own dtype.
+// dtype `like`; an array or rlx.Tensor as a constant of its own dtype. A Value of another
+// graph is lifted into g when g is being traced (below), else a ValueError.
 Value as_value(const GraphPtr& g, pyb::handle obj, DType like);
+// The graph an op over these operands goes in: of their Values' graphs, the innermost one
+// being traced, else the first Value's (null when there is no Value).
+GraphPtr op_graph(std::initializer_list<pyb::handle> operands);
+GraphPtr op_graph(const pyb::args& operands);
+
+// The graphs rlx.jit and the function transforms are tracing, innermost last. A function
+// traced inside another may use Values of the outer trace it closes over: each is lifted
+// into the inner graph as a new input "c<k>" and recorded, and the caller binds it to the
+// outer Value when it inlines the inner graph (functional.py).
+struct Trace {
+  GraphPtr graph;
+  std::vector<PyValue> captured;  // outer Values, in the order of their inputs
+  std::vector<Value> lifted;      // their inputs in graph
+};
+std::vector<Trace>& traces();
 PyValue wrap(const GraphPtr& g, Value v);
 // A Python object as an attribute of spec's kind (guessed from the Python type when spec
 // is null); TypeError naming op and key when it does not fit.

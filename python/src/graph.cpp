@@ -3,18 +3,64 @@
 #include "common.h"
 #include "rlx/ops.h"
 #include "rlx/text.h"
+#include "rlx/transforms.h"
 
 namespace rlx::py {
 
 PyValue wrap(const GraphPtr& g, Value v) { return PyValue{g, v}; }
 
+std::vector<Trace>& traces() {
+  thread_local std::vector<Trace> stack;  // per thread: each traces its own functions
+  return stack;
+}
+
+namespace {
+
+// g's position on the trace stack, or -1.
+int trace_depth(const Graph* g) {
+  const auto& t = traces();
+  for (size_t i = t.size(); i-- > 0;)
+    if (t[i].graph.get() == g) return int(i);
+  return -1;
+}
+
+// pv as an input of the traced graph of t (one input per outer Value).
+Value lift(Trace& t, const PyValue& pv) {
+  for (size_t i = 0; i < t.captured.size(); ++i)
+    if (t.captured[i].graph == pv.graph && t.captured[i].value.id == pv.value.id)
+      return t.lifted[i];
+  Value v = t.graph->input("c" + std::to_string(t.captured.size()), pv.value.type());
+  t.captured.push_back(pv);
+  t.lifted.push_back(v);
+  return v;
+}
+
+template <class Range>
+GraphPtr innermost(const Range& operands) {
+  GraphPtr first, best;
+  int best_depth = -1;
+  for (pyb::handle h : operands) {
+    if (!pyb::isinstance<PyValue>(h)) continue;
+    const GraphPtr& g = h.cast<const PyValue&>().graph;
+    if (!first) first = g;
+    int d = trace_depth(g.get());
+    if (d > best_depth) best = g, best_depth = d;
+  }
+  return best ? best : first;
+}
+
+}  // namespace
+
+GraphPtr op_graph(std::initializer_list<pyb::handle> operands) { return innermost(operands); }
+GraphPtr op_graph(const pyb::args& operands) { return innermost(operands); }
+
 Value as_value(const GraphPtr& g, pyb::handle obj, DType like) {
   if (pyb::isinstance<PyValue>(obj)) {
     const auto& pv = obj.cast<const PyValue&>();
-    if (pv.graph != g)
-      fail<ValueError>("Value", "expected values of one graph, got one of graph '",
-                       pv.graph->name(), "' with one of graph '", g->name(), "'");
-    return pv.value;
+    if (pv.graph == g) return pv.value;
+    if (int d = trace_depth(g.get()); d >= 0) return lift(traces()[size_t(d)], pv);
+    fail<ValueError>("Value", "expected values of one graph, got one of graph '", pv.graph->name(),
+                     "' with one of graph '", g->name(), "'");
   }
   if (PyBool_Check(obj.ptr()) || pyb::isinstance<pyb::int_>(obj) ||
       pyb::isinstance<pyb::float_>(obj))
@@ -75,16 +121,21 @@ Value promoted(std::string_view op, Value a, Value b) {
   return rlx::op(op, {x, y});
 }
 
+// Operators: the operands' innermost traced graph (a closed-over outer Value is lifted).
 template <class F>
 auto binary(F f) {
-  return [f](const PyValue& a, pyb::handle b) {
-    return wrap(a.graph, f(a.value, as_value(a.graph, b, a.value.dtype())));
+  return [f](const pyb::object& self, pyb::handle b) {
+    const auto& a = self.cast<const PyValue&>();
+    GraphPtr g = op_graph({self, b});
+    return wrap(g, f(as_value(g, self, a.value.dtype()), as_value(g, b, a.value.dtype())));
   };
 }
 template <class F>
 auto rbinary(F f) {
-  return [f](const PyValue& a, pyb::handle b) {
-    return wrap(a.graph, f(as_value(a.graph, b, a.value.dtype()), a.value));
+  return [f](const pyb::object& self, pyb::handle b) {
+    const auto& a = self.cast<const PyValue&>();
+    GraphPtr g = op_graph({self, b});
+    return wrap(g, f(as_value(g, b, a.value.dtype()), as_value(g, self, a.value.dtype())));
   };
 }
 
@@ -132,11 +183,12 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
           "A constant holding a copy of an array (or a number, a list; dtype converts those).")
       .def(
           "output",
-          [](const GraphPtr& g, const PyValue& v, const std::string& name) {
-            if (v.graph != g)
+          [](const GraphPtr& g, const pyb::object& v, const std::string& name) {
+            const auto& pv = v.cast<const PyValue&>();
+            if (pv.graph != g && trace_depth(g.get()) < 0)
               fail<ValueError>("output", "expected a value of graph '", g->name(),
-                               "', got one of graph '", v.graph->name(), "'");
-            g->output(v.value, name);
+                               "', got one of graph '", pv.graph->name(), "'");
+            g->output(as_value(g, v, pv.value.dtype()), name);
           },
           pyb::arg("value"), pyb::arg("name") = "", "Marks a value as an output ('out<N>').")
       .def("arg", &arg_value, pyb::arg("name"), "The value of an input or param, by name.")
@@ -158,6 +210,44 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
             return d;
           },
           "The outputs as a dict {name: Value}.")
+      .def(
+          "inline",
+          [](const GraphPtr& g, const GraphPtr& callee, const pyb::sequence& args) {
+            const auto& params = callee->args();
+            if (args.size() != params.size())
+              fail<ValueError>("inline", "expected ", params.size(), " args for graph '",
+                               callee->name(), "', got ", args.size());
+            std::vector<Value> vals;
+            for (size_t i = 0; i < params.size(); ++i)
+              vals.push_back(as_value(g, args[i], callee->type(params[i].value).dtype));
+            std::vector<Value> outs = inline_call(*callee, *g, vals);
+            pyb::list out;
+            for (Value v : outs) out.append(wrap(g, v));
+            return out;
+          },
+          pyb::arg("graph").none(false), pyb::arg("args"),
+          "Emits a copy of graph's nodes into this graph with graph's args bound to args "
+          "(Values of this graph, numbers or arrays, in graph's arg order); returns graph's "
+          "outputs as a list of Values of this graph (an inlined call).")
+      .def(
+          "_trace_push",
+          [](const GraphPtr& g) {
+            traces().push_back(Trace{g, {}, {}});
+          },
+          "Starts tracing into this graph (rlx.jit and the function transforms).")
+      .def(
+          "_trace_pop",
+          [](const GraphPtr& g) {
+            auto& t = traces();
+            if (t.empty() || t.back().graph != g)
+              fail<ValueError>("trace", "expected graph '", g->name(),
+                               "' to be the innermost trace, got another");
+            std::vector<PyValue> captured = std::move(t.back().captured);
+            t.pop_back();
+            return captured;
+          },
+          "Ends tracing into this graph; returns the outer Values it lifted, in the order of "
+          "their inputs c0, c1, ...")
       .def_property_readonly("num_nodes", [](const Graph& g) { return g.nodes().size(); })
       .def("clone", [](const Graph& g) { return GraphPtr(g.clone()); })
       .def("__str__", [](const Graph& g) { return print_graph(g); })
@@ -222,6 +312,9 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
           pyb::arg("axes") = pyb::none(), pyb::arg("keepdims") = false,
           "Mean over axes (an int or a list; None: all).");
 
+  m.def(
+      "_op_graph", [](const pyb::args& values) { return op_graph(values); },
+      "The graph an op over these operands goes in (None without a Value).");
   m.def(
       "parse_graph", [](const std::string& text) { return GraphPtr(parse_graph(text)); },
       pyb::arg("text"), "Parses a graph in the text format print(g) writes.");

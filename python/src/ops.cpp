@@ -42,12 +42,11 @@ pyb::object apply_op(const std::string& name, pyb::args inputs, pyb::kwargs kwar
   const OpDef& def = OpRegistry::global().get(name);
   GraphPtr g;
   if (kwargs.contains("graph")) g = kwargs["graph"].cast<GraphPtr>();
+  if (!g) g = op_graph(inputs);
   DType like = DType::f32;
   for (pyb::handle h : inputs)
     if (pyb::isinstance<PyValue>(h)) {
-      const auto& pv = h.cast<const PyValue&>();
-      if (!g) g = pv.graph;
-      like = pv.value.dtype();
+      like = h.cast<const PyValue&>().value.dtype();
       break;
     }
   if (!g) fail<ValueError>(name, "expected an rlx.Value among the inputs (or graph=), got none");
@@ -191,8 +190,10 @@ the graph for ops without inputs.
 
   m.def(
       "matmul",
-      [](const PyValue& a, pyb::handle b) {
-        return wrap(a.graph, matmul(a.value, as_value(a.graph, b, a.value.dtype())));
+      [](const pyb::object& self, pyb::handle b) {
+        const auto& a = self.cast<const PyValue&>();
+        GraphPtr g = op_graph({self, b});
+        return wrap(g, matmul(as_value(g, self, a.value.dtype()), as_value(g, b, a.value.dtype())));
       },
       pyb::arg("a"), pyb::arg("b"),
       "Matrix product a @ b with NumPy's rules (batched over leading dims; dtypes promoted).");

@@ -109,3 +109,24 @@ std::unique_ptr<Graph> prune(const Graph& g) {
 }
 
 }  // namespace rlx
+
+namespace rlx {
+
+std::vector<Value> inline_call(const Graph& src, Graph& dst, const std::vector<Value>& args) {
+  const auto& params = src.args();
+  if (args.size() != params.size())
+    fail<ValueError>("inline_call", "expected ", params.size(), " args for graph '", src.name(),
+                     "', got ", args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i].graph != &dst)
+      fail<ValueError>("inline_call", "expected arg '", params[i].name,
+                       "' to be a value of the graph being built, got one of another graph");
+    const TensorType& want = src.type(params[i].value);
+    if (dst.type(args[i]) != want)
+      fail<TypeError>("inline_call", "expected arg '", params[i].name, "' of type ", want.str(),
+                      ", got ", dst.type(args[i]).str());
+  }
+  return detail::inline_graph(src, dst, args);
+}
+
+}  // namespace rlx

@@ -99,8 +99,17 @@ def test_device_errors():
 
 
 def test_io_errors_are_os_errors(tmp_path):
-    with pytest.raises(OSError):
-        rlx.onnx.load(str(tmp_path / "missing.onnx"))
+    missing = tmp_path / "missing.onnx"
+    with pytest.raises(OSError) as e:
+        rlx.onnx.load(str(missing))
+    assert str(e.value) == f"[onnx] cannot open '{missing}'"
+    with pytest.raises(OSError, match=r"^\[onnx\] cannot open '.*input_9\.pb'$"):
+        rlx.onnx.read_tensor(tmp_path / "input_9.pb")
+    g = rlx.Graph()
+    g.output(rlx.sum(g.input("x", (2,)) * g.param("w", (2,))), "loss")
+    trainer = rlx.optim.Trainer(g, rlx.optim.SGD(), lr=0.1)
+    with pytest.raises(OSError, match=r"^\[safetensors\] .*ck\.safetensors: expected a readable"):
+        trainer.load(str(tmp_path / "ck.safetensors"))
 
 
 def test_not_supported_is_not_implemented_error():
@@ -110,6 +119,11 @@ def test_not_supported_is_not_implemented_error():
     g.output(rlx.ops.nonzero(x), "idx")
     with pytest.raises(NotImplementedError, match=r"^\[nonzero\] vmap"):
         rlx.vmap(g)
+    # the same error from a function transform, nested in another
+    with pytest.raises(NotImplementedError) as e:
+        rlx.jit(rlx.vmap(lambda a: rlx.ops.nonzero(a)))(np.ones((2, 4), np.float32))
+    assert str(e.value) == ("[nonzero] vmap: the number of nonzeros, and so the output's shape, "
+                            "differs between batch elements")
 
 
 def test_wrong_python_types_are_type_errors():
