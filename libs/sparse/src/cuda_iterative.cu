@@ -425,6 +425,26 @@ struct Matrix {
   Tensor val, col, rp;  // A, or A^T for transpose
 };
 
+// The blocks the device holds at once of the solvers' kernels (the fewest of any): a grid
+// of that many runs in one wave, its grid-stride loops with no tail of late blocks.
+template <class T, class I>
+int resident_blocks(Device dev) {
+  int fewest = 8;
+  auto occ = [&](const void* fn) {
+    int b = 0;
+    RLX_SP_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fn, kBlock, 0));
+    fewest = std::min(fewest, std::max(b, 1));
+  };
+  occ((const void*)cg_spmv<1, T, I>);
+  occ((const void*)cg_spmv<32, T, I>);
+  occ((const void*)cg_update<T>);
+  occ((const void*)bi_spmv_t<1, T, I>);
+  occ((const void*)bi_spmv_t<32, T, I>);
+  occ((const void*)bi_update<T>);
+  occ((const void*)residual_kernel<32, T, I>);
+  return fewest * sm_count(dev);
+}
+
 // A^T as CSR (cusparseCsr2cscEx2: 32-bit indices, which supports() asks for).
 template <class T>
 Matrix transposed(const KernelContext& ctx, std::span<const Tensor> in, int64_t n, cudaStream_t s) {
@@ -477,7 +497,8 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
   int64_t max_iter = at.get_int("max_iter");
   if (max_iter < 0) max_iter = 10 * n;
   const int tpr = lanes_for(n, m.col.numel());
-  const int grid = int(std::clamp<int64_t>((n * tpr + kBlock - 1) / kBlock, 1, 8 * sm_count(dev)));
+  const int grid =
+      int(std::clamp<int64_t>((n * tpr + kBlock - 1) / kBlock, 1, resident_blocks<T, I>(dev)));
 
   // Device memory: the state, the block partials (3 a block), and the vectors.
   Tensor state = scratch(DType::u8, sizeof(State), dev), part = scratch(DType::f64, 3 * grid, dev);

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <tuple>
 
 #include "rlx/cuda.h"
 #include "sparse_test_util.h"
@@ -121,6 +122,19 @@ TEST(SparseCudaProducts, MatchTheCpu) {
       check("sparse.spmm_t", dense(d, {300, 3}, 5), t);
       check("sparse.spmm_t", dense(d, {2, 300, 1}, 6), t);
     }
+  // Not canonical: columns out of order and repeated within a row, an empty row.
+  SparseMatrix nc;
+  nc.rows = 3, nc.cols = 4;
+  nc.col_idx = Tensor::from_vector<int32_t>({3, 0, 0, 2, 1, 1}, {6});
+  nc.row_ptr = Tensor::from_vector<int32_t>({0, 3, 3, 6}, {4});
+  nc.values = Tensor::from_doubles(DType::f64, {6}, {1, 2, 3, 4, 5, 6});
+  for (auto [op, x, at] : std::vector<std::tuple<const char*, Tensor, rlx::Attrs>>{
+           {"sparse.spmv", dense(DType::f64, {4}, 1), {}},
+           {"sparse.spmv_t", dense(DType::f64, {3}, 2), {{"cols", int64_t(4)}}},
+           {"sparse.spmm", dense(DType::f64, {4, 2}, 3), {}},
+           {"sparse.spmm_t", dense(DType::f64, {3, 2}, 4), {{"cols", int64_t(4)}}}})
+    expect_near(run_on(Device::cuda(), op, nc, x, at)[0], run_on(Device::cpu(), op, nc, x, at)[0],
+                1e-12, std::string(op) + " (not canonical)");
   // Empty rows, no entries at all.
   SparseMatrix e = SparseMatrix::from_triplets(4, 3, {}, {}, {});
   EXPECT_EQ(run_on(Device::cuda(), "sparse.spmv", e, dense(DType::f64, {3}, 1))[0].to_doubles(),
@@ -188,7 +202,7 @@ TEST(SparseCudaSolve, ManyRightHandSidesF32AndMaxIter) {
         b[size_t(i)] = bs[size_t((bi * 400 + i) * 3 + j)];
       }
       EXPECT_LE(rel_residual(a, x, b), 3e-5) << "column " << c;
-      EXPECT_LE(res[size_t(c)], 1e-5) << "column " << c;
+      EXPECT_LE(res[size_t(c)], 3e-5) << "column " << c;
     }
     expect_near(gpu[0], cpu[0], 1e-3, "x");
     // max_iter stops it, and says so in the iteration count.
