@@ -153,12 +153,27 @@ void spmm_k(bool transpose, const KernelContext& ctx, std::span<const Tensor> in
   const T alpha = 1, beta = 0;
   Handle h = cusparse(ctx.device, s);
   Tensor buf;
+  // Batch elements whose rows do not keep 16-byte alignment go through aligned staging
+  // copies (the pool's buffers are aligned; an element inside one need not be).
+  const bool stage =
+      nb > 1 && ((xr * k * int64_t(sizeof(T))) % 16 || (yr * k * int64_t(sizeof(T))) % 16);
+  Tensor xs, ys;
+  if (stage) {
+    xs = scratch(X.dtype(), xr * k, ctx.device);
+    ys = scratch(X.dtype(), yr * k, ctx.device);
+  }
   for (int64_t b = 0; b < nb; ++b) {
+    const T* xb = X.data_as<T>() + b * xr * k;
+    T* yb = Y.data_as<T>() + b * yr * k;
+    if (stage) {
+      RLX_SP_CHECK(
+          cudaMemcpyAsync(xs.data(), xb, size_t(xr * k) * sizeof(T), cudaMemcpyDeviceToDevice, s));
+      xb = xs.data_as<T>();
+    }
     DnMat x;
     DnMatOut y;
-    RLX_SP_CHECK(cusparseCreateConstDnMat(&x.d, xr, k, k, X.data_as<T>() + b * xr * k,
-                                          value_type<T>(), CUSPARSE_ORDER_ROW));
-    RLX_SP_CHECK(cusparseCreateDnMat(&y.d, yr, k, k, Y.data_as<T>() + b * yr * k, value_type<T>(),
+    RLX_SP_CHECK(cusparseCreateConstDnMat(&x.d, xr, k, k, xb, value_type<T>(), CUSPARSE_ORDER_ROW));
+    RLX_SP_CHECK(cusparseCreateDnMat(&y.d, yr, k, k, stage ? ys.data() : yb, value_type<T>(),
                                      CUSPARSE_ORDER_ROW));
     cusparseDnMatDescr_t yd = y.d;
     if (b == 0) {  // one workspace serves every batch element (same sizes)
@@ -170,6 +185,9 @@ void spmm_k(bool transpose, const KernelContext& ctx, std::span<const Tensor> in
     }
     RLX_SP_CHECK(cusparseSpMM(h.h, opA, CUSPARSE_OPERATION_NON_TRANSPOSE, &alpha, a.d, x.d, &beta,
                               yd, value_type<T>(), CUSPARSE_SPMM_ALG_DEFAULT, buf.data()));
+    if (stage)
+      RLX_SP_CHECK(
+          cudaMemcpyAsync(yb, ys.data(), size_t(yr * k) * sizeof(T), cudaMemcpyDeviceToDevice, s));
   }
 }
 

@@ -122,6 +122,15 @@ TEST(SparseCudaProducts, MatchTheCpu) {
       check("sparse.spmm_t", dense(d, {300, 3}, 5), t);
       check("sparse.spmm_t", dense(d, {2, 300, 1}, 6), t);
     }
+  // Batch elements 20 and 28 bytes apart: not 16-byte aligned.
+  for (bool t : {false, true}) {
+    SparseMatrix small = random_sparse(7, 5, 3, 9, DType::f32);
+    const char* op = t ? "sparse.spmm_t" : "sparse.spmm";
+    Tensor x = dense(DType::f32, {3, t ? 7 : 5, 1}, 10);
+    rlx::Attrs at = t ? rlx::Attrs{{"cols", int64_t(5)}} : rlx::Attrs{};
+    expect_near(run_on(Device::cuda(), op, small, x, at)[0],
+                run_on(Device::cpu(), op, small, x, at)[0], 1e-5, std::string(op) + " unaligned");
+  }
   // Not canonical: columns out of order and repeated within a row, an empty row.
   SparseMatrix nc;
   nc.rows = 3, nc.cols = 4;
