@@ -1,7 +1,7 @@
 #!/bin/bash
 # tools/gpu/run.sh — the GPU machine's half of a GPU run (DEVELOPERS.md): unpack the bundle
 # (tools/gpu/bundle.sh), run the GPU tests, the reference models on cuda and the
-# benchmarks; logs under $OUT (tests.log, models.log, bench.log).
+# benchmarks; logs under $OUT (tests.log, models.log, bench.log, sparse_bench.log).
 cd "$(dirname "$0")/../.."
 tar -xJf .gpuz/gpu.tar.xz && . .gpu/env.sh || exit 1
 B=.gpu/bin
@@ -26,6 +26,8 @@ grep "== \|FAILED\|Failure" $OUT/tests.log | head -40
 grep "== \|time:\|max abs\|error" $OUT/models.log | head -40
 $B/rlx-bench-gpu --runs 20 > $OUT/bench.log 2>&1; echo "== bench rc=$?"
 cat $OUT/bench.log
+$B/rlx-bench-sparse-gpu > $OUT/sparse_bench.log 2>&1; echo "== sparse bench rc=$?"
+cat $OUT/sparse_bench.log
 # CUDA Graphs off, and where the time goes (RLX_PROFILE syncs after every kernel).
 RLX_CUDA_GRAPHS=0 $B/rlx-bench-gpu --no-torch --only gpt2 --runs 12 > $OUT/bench_nographs.log 2>&1
 RLX_CUDA_GRAPHS=0 $B/rlx-bench-gpu --no-torch --only train --runs 12 >> $OUT/bench_nographs.log 2>&1

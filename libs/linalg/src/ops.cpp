@@ -9,6 +9,9 @@
 namespace rlx::linalg {
 
 void register_cpu_kernels();  // cpu_kernels.cpp
+#ifdef RLX_HAVE_CUDA
+void register_cuda_kernels();  // cuda_kernels.cu
+#endif
 
 namespace {
 
@@ -470,6 +473,9 @@ void register_ops() {
         "singular values below rcond * max are treated as zero, rcond < 0: machine eps).",
         {{"rcond", AttrKind::Float, AttrValue(-1.0), {}}});
     register_cpu_kernels();
+#ifdef RLX_HAVE_CUDA
+    register_cuda_kernels();
+#endif
   });
 }
 

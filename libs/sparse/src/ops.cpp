@@ -12,6 +12,9 @@ namespace rlx::sparse {
 void register_product_kernels();    // cpu_products.cpp
 void register_direct_kernels();     // cpu_direct.cpp
 void register_iterative_kernels();  // cpu_iterative.cpp
+#ifdef RLX_HAVE_CUDA
+void register_cuda_kernels();  // cuda_products.cu (and cuda_iterative.cu)
+#endif
 
 namespace {
 
@@ -342,6 +345,9 @@ void register_ops() {
     register_product_kernels();
     register_direct_kernels();
     register_iterative_kernels();
+#ifdef RLX_HAVE_CUDA
+    register_cuda_kernels();
+#endif
   });
 }
 

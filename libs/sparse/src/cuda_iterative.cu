@@ -1,0 +1,587 @@
+// Iterative solves on the GPU: Jacobi-preconditioned CG and BiCGSTAB, the same recurrences
+// as cpu_iterative.cpp, entirely on the device. Each iteration is a few fused kernels (CG:
+// q = A p with p.q and p.p; x, r updates with r.z and r.r; the new direction). The scalars
+// (alpha, beta, ...) never leave the device: every dot product is reduced by the grid's last
+// block to finish (a fixed order, so runs repeat bit for bit), which also updates the
+// solver's state and sets `done` on convergence or breakdown; later kernels of a finished
+// solve return at once. The host queues iterations in chunks (8, 16, 32, 64, ...) and reads
+// the state only between chunks: no round trip per iteration. gmres_solve keeps the host
+// delegate (its small least-squares problem per step is host work anyway).
+#include <cfloat>
+#include <cstdlib>
+
+#include "cuda_common.h"
+
+namespace rlx::sparse::gpu {
+
+void check_pattern(const std::string& op, const Tensor& col_idx, const Tensor& row_ptr,
+                   int64_t cols, cudaStream_t s);  // cuda_products.cu
+
+namespace {
+
+constexpr int kBlock = 256;
+
+enum Status : int { kRunning = 0, kNotSpd = 1 };
+
+// The solver's scalars, in device memory.
+struct State {
+  double rz, rr, stop, alpha, beta, pq, pp;  // CG
+  double rho, omega, ss;                     // BiCGSTAB (alpha, beta shared)
+  unsigned long long norm_inf_bits;          // max row sum of |a_ij| (a non-negative double)
+  int iter, done, status, s_conv;
+  unsigned ticket;
+};
+
+template <class T, class I>
+struct Csr {
+  const I* rp;
+  const I* col;
+  const T* val;
+  int64_t n;
+};
+
+// ---- reductions ----------------------------------------------------------------------
+
+// Sums v over the block in a fixed order; the result is in thread 0's v.
+template <int NV>
+__device__ void block_sum(double (&v)[NV]) {
+  __shared__ double sh[kBlock / 32][NV];
+  for (int j = 0; j < NV; ++j)
+    for (int o = 16; o > 0; o /= 2) v[j] += __shfl_down_sync(0xffffffffu, v[j], o);
+  const int w = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0)
+    for (int j = 0; j < NV; ++j) sh[w][j] = v[j];
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int j = 0; j < NV; ++j) {
+      double s = 0;
+      for (int k = 0; k < kBlock / 32; ++k) s += sh[k][j];
+      v[j] = s;
+    }
+  __syncthreads();
+}
+
+// The grid's sums of v: each block leaves its partial, the last block to arrive adds them
+// (in block order) and calls fin(sums) on one thread. Every thread of every block calls it.
+template <int NV, class Fin>
+__device__ void grid_sum(double (&v)[NV], double* partials, State* st, Fin fin) {
+  __shared__ bool last;
+  block_sum<NV>(v);
+  if (threadIdx.x == 0) {
+    for (int j = 0; j < NV; ++j) partials[blockIdx.x * NV + j] = v[j];
+    __threadfence();
+    last = atomicAdd(&st->ticket, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  double s[NV] = {};
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x)
+    for (int j = 0; j < NV; ++j) s[j] += __ldcg(&partials[b * NV + j]);
+  block_sum<NV>(s);
+  if (threadIdx.x == 0) {
+    fin(s);
+    st->ticket = 0;
+  }
+}
+
+// y_i = (A x)_i for the rows of this thread's warp, TPR lanes a row; calls f(i, y_i) on the
+// row's first lane. The loop bound is the warp's, so every lane reaches the shuffles.
+template <int TPR, class T, class I, class F>
+__device__ void rows_of(const Csr<T, I>& a, const T* x, F f) {
+  const int lane = threadIdx.x % TPR;
+  const int64_t total = int64_t(gridDim.x) * blockDim.x;
+  const int64_t warp0 = int64_t(blockIdx.x) * blockDim.x + (threadIdx.x & ~31);
+  for (int64_t t0 = warp0; t0 / TPR < a.n; t0 += total) {
+    const int64_t i = (t0 + (threadIdx.x & 31)) / TPR;
+    const bool ok = i < a.n;
+    T acc = 0;
+    if (ok)
+      for (int64_t e = int64_t(a.rp[i]) + lane, end = a.rp[i + 1]; e < end; e += TPR)
+        acc += a.val[e] * x[a.col[e]];
+    if constexpr (TPR > 1)
+      for (int o = TPR / 2; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffffu, acc, o, TPR);
+    if (ok && lane == 0) f(i, acc);
+  }
+}
+
+#define RLX_GRID_LOOP(i, n)                                                 \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
+       i += int64_t(gridDim.x) * blockDim.x)
+
+// ---- setup and the true residual -----------------------------------------------------
+
+// dinv = 1 / diag(A) (1 where 0, or everywhere without the preconditioner); the max row sum.
+template <class T, class I>
+__global__ void setup_kernel(Csr<T, I> a, bool jacobi, T* dinv, State* st) {
+  double m = 0;
+  RLX_GRID_LOOP(i, a.n) {
+    T d = 0;
+    double row = 0;
+    for (int64_t e = a.rp[i]; e < a.rp[i + 1]; ++e) {
+      row += ::fabs(double(a.val[e]));
+      if (int64_t(a.col[e]) == i) d += a.val[e];
+    }
+    dinv[i] = jacobi && d != T(0) ? T(1) / d : T(1);
+    m = ::fmax(m, row);
+  }
+  for (int o = 16; o > 0; o /= 2) m = ::fmax(m, __shfl_down_sync(0xffffffffu, m, o));
+  if (threadIdx.x % 32 == 0 && m > 0)  // one atomic a warp; non-negative doubles order as bits
+    atomicMax(&st->norm_inf_bits, (unsigned long long)__double_as_longlong(m));
+}
+
+// column c of b [..., n, k] <-> a contiguous vector.
+template <class T>
+__global__ void gather_kernel(const T* b, T* v, int64_t n, int64_t k, int64_t c) {
+  const int64_t bi = c / k, j = c % k;
+  RLX_GRID_LOOP(i, n) v[i] = b[(bi * n + i) * k + j];
+}
+template <class T>
+__global__ void scatter_kernel(const T* v, T* x, int64_t n, int64_t k, int64_t c) {
+  const int64_t bi = c / k, j = c % k;
+  RLX_GRID_LOOP(i, n) x[(bi * n + i) * k + j] = v[i];
+}
+
+// ||b - A x|| / ||b||, and the iteration count, into the outputs.
+template <int TPR, class T, class I>
+__global__ void residual_kernel(Csr<T, I> a, const T* x, const T* b, double* part, State* st,
+                                int32_t* iters, T* resid) {
+  double v[2] = {0, 0};
+  rows_of<TPR>(a, x, [&](int64_t i, T y) {
+    double d = double(b[i]) - double(y);
+    v[0] += d * d;
+    v[1] += double(b[i]) * double(b[i]);
+  });
+  grid_sum<2>(v, part, st, [&](double* s) {
+    *iters = st->iter;
+    *resid = T(s[1] > 0 ? ::sqrt(s[0]) / ::sqrt(s[1]) : 0);
+  });
+}
+
+// ---- CG ------------------------------------------------------------------------------
+
+template <class T>
+struct CgVecs {
+  T *x, *r, *p, *q;
+  const T *b, *dinv;
+  double* part;
+  State* st;
+};
+
+// x = 0, r = b, p = M b; rz, rr.
+template <class T>
+__global__ void cg_init(CgVecs<T> v, int64_t n, double tol) {
+  double s[2] = {0, 0};
+  RLX_GRID_LOOP(i, n) {
+    T bi = v.b[i], z = v.dinv[i] * bi;
+    v.x[i] = 0;
+    v.r[i] = bi;
+    v.p[i] = z;
+    s[0] += double(bi) * double(z);
+    s[1] += double(bi) * double(bi);
+  }
+  grid_sum<2>(s, v.part, v.st, [&](double* t) {
+    State* st = v.st;
+    st->rz = t[0];
+    st->rr = t[1];
+    st->stop = tol * ::sqrt(t[1]);
+    st->iter = 0;
+    st->status = kRunning;
+    st->done = !(::sqrt(st->rr) > st->stop);
+  });
+}
+
+// q = A p; p.q, p.p; alpha = rz / p.q, or done when p.q <= 0 (not SPD, or a breakdown).
+template <int TPR, class T, class I>
+__global__ void cg_spmv(Csr<T, I> a, CgVecs<T> v) {
+  if (v.st->done) return;
+  double s[2] = {0, 0};
+  rows_of<TPR>(a, v.p, [&](int64_t i, T y) {
+    v.q[i] = y;
+    double pi = v.p[i];
+    s[0] += pi * double(y);
+    s[1] += pi * pi;
+  });
+  grid_sum<2>(s, v.part, v.st, [&](double* t) {
+    State* st = v.st;
+    st->pq = t[0];
+    st->pp = t[1];
+    if (t[0] <= 0) {
+      double eps = sizeof(T) == 4 ? double(FLT_EPSILON) : DBL_EPSILON;
+      if (t[0] < -64 * eps * __longlong_as_double(st->norm_inf_bits) * t[1]) st->status = kNotSpd;
+      st->done = 1;
+    } else {
+      st->alpha = st->rz / t[0];
+    }
+  });
+}
+
+// x += alpha p, r -= alpha q; r.z, r.r; beta, the iteration count, convergence.
+template <class T>
+__global__ void cg_update(CgVecs<T> v, int64_t n) {
+  State* st = v.st;
+  if (st->done) return;
+  const T alpha = T(st->alpha);
+  double s[2] = {0, 0};
+  RLX_GRID_LOOP(i, n) {
+    v.x[i] += alpha * v.p[i];
+    T ri = v.r[i] - alpha * v.q[i];
+    v.r[i] = ri;
+    s[0] += double(ri) * double(v.dinv[i] * ri);
+    s[1] += double(ri) * double(ri);
+  }
+  grid_sum<2>(s, v.part, st, [&](double* t) {
+    st->beta = t[0] / st->rz;
+    st->rz = t[0];
+    st->rr = t[1];
+    st->iter += 1;
+    if (!(::sqrt(t[1]) > st->stop)) st->done = 1;
+  });
+}
+
+// p = M r + beta p.
+template <class T>
+__global__ void cg_direction(CgVecs<T> v, int64_t n) {
+  if (v.st->done) return;
+  const T beta = T(v.st->beta);
+  RLX_GRID_LOOP(i, n) v.p[i] = v.dinv[i] * v.r[i] + beta * v.p[i];
+}
+
+// ---- BiCGSTAB (right preconditioned) -------------------------------------------------
+
+template <class T>
+struct BiVecs {
+  T *x, *r, *rhat, *p, *v, *t, *phat, *shat;
+  const T *b, *dinv;
+  double* part;
+  State* st;
+};
+
+// x = 0, r = rhat = b, p = v = 0; rho = alpha = omega = 1; beta for the first p.
+template <class T>
+__global__ void bi_init(BiVecs<T> v, int64_t n, double tol) {
+  double s[1] = {0};
+  RLX_GRID_LOOP(i, n) {
+    T bi = v.b[i];
+    v.x[i] = 0;
+    v.r[i] = bi;
+    v.rhat[i] = bi;
+    v.p[i] = 0;
+    v.v[i] = 0;
+    s[0] += double(bi) * double(bi);
+  }
+  grid_sum<1>(s, v.part, v.st, [&](double* t) {
+    State* st = v.st;
+    st->rr = t[0];
+    st->stop = tol * ::sqrt(t[0]);
+    st->iter = 0;
+    st->s_conv = 0;
+    st->status = kRunning;
+    st->alpha = st->omega = 1;
+    st->rho = t[0];  // rho_new = rhat . r = b . b; beta = (rho_new / 1) * (1 / 1)
+    st->beta = t[0];
+    st->done = !(::sqrt(t[0]) > st->stop) || t[0] == 0;
+  });
+}
+
+// p = r + beta (p - omega v); phat = M p.
+template <class T>
+__global__ void bi_direction(BiVecs<T> v, int64_t n) {
+  if (v.st->done) return;
+  const T beta = T(v.st->beta), om = T(v.st->omega);
+  RLX_GRID_LOOP(i, n) {
+    T pi = v.r[i] + beta * (v.p[i] - om * v.v[i]);
+    v.p[i] = pi;
+    v.phat[i] = v.dinv[i] * pi;
+  }
+}
+
+// v = A phat; rhat.v; alpha = rho / rhat.v (done on a zero).
+template <int TPR, class T, class I>
+__global__ void bi_spmv_v(Csr<T, I> a, BiVecs<T> v) {
+  if (v.st->done) return;
+  double s[1] = {0};
+  rows_of<TPR>(a, v.phat, [&](int64_t i, T y) {
+    v.v[i] = y;
+    s[0] += double(v.rhat[i]) * double(y);
+  });
+  grid_sum<1>(s, v.part, v.st, [&](double* t) {
+    if (t[0] == 0)
+      v.st->done = 1;
+    else
+      v.st->alpha = v.st->rho / t[0];
+  });
+}
+
+// s = r - alpha v (kept in r), shat = M s; s.s: converged already?
+template <class T>
+__global__ void bi_s(BiVecs<T> v, int64_t n) {
+  State* st = v.st;
+  if (st->done) return;
+  const T al = T(st->alpha);
+  double s[1] = {0};
+  RLX_GRID_LOOP(i, n) {
+    T si = v.r[i] - al * v.v[i];
+    v.r[i] = si;
+    v.shat[i] = v.dinv[i] * si;
+    s[0] += double(si) * double(si);
+  }
+  grid_sum<1>(s, v.part, st, [&](double* t) {
+    st->ss = t[0];
+    st->iter += 1;
+    st->s_conv = !(::sqrt(t[0]) > st->stop);
+  });
+}
+
+// t = A shat; t.t, t.s; omega. When s converged: x += alpha phat instead, and done.
+template <int TPR, class T, class I>
+__global__ void bi_spmv_t(Csr<T, I> a, BiVecs<T> v) {
+  State* st = v.st;
+  if (st->done) return;
+  double s[2] = {0, 0};
+  const bool conv = st->s_conv;
+  if (conv) {
+    const T al = T(st->alpha);
+    RLX_GRID_LOOP(i, a.n) v.x[i] += al * v.phat[i];
+  } else {
+    rows_of<TPR>(a, v.shat, [&](int64_t i, T y) {
+      v.t[i] = y;
+      s[0] += double(y) * double(y);
+      s[1] += double(y) * double(v.r[i]);
+    });
+  }
+  grid_sum<2>(s, v.part, st, [&](double* t) {
+    if (conv) {
+      st->rr = st->ss;
+      st->done = 1;
+    } else {
+      st->omega = t[0] > 0 ? t[1] / t[0] : 0;
+    }
+  });
+}
+
+// x += alpha phat + omega shat; r = s - omega t; r.r, rhat.r; the next beta.
+template <class T>
+__global__ void bi_update(BiVecs<T> v, int64_t n) {
+  State* st = v.st;
+  if (st->done) return;
+  const T al = T(st->alpha), w = T(st->omega);
+  double s[2] = {0, 0};
+  RLX_GRID_LOOP(i, n) {
+    v.x[i] += al * v.phat[i] + w * v.shat[i];
+    T ri = v.r[i] - w * v.t[i];
+    v.r[i] = ri;
+    s[0] += double(ri) * double(ri);
+    s[1] += double(v.rhat[i]) * double(ri);
+  }
+  grid_sum<2>(s, v.part, st, [&](double* t) {
+    st->rr = t[0];
+    if (st->omega == 0 || !(::sqrt(t[0]) > st->stop) || t[1] == 0) {
+      st->done = 1;
+      return;
+    }
+    st->beta = double(T((t[1] / st->rho) * (st->alpha / st->omega)));
+    st->rho = t[1];
+  });
+}
+
+// ---- the host side ---------------------------------------------------------------------
+
+enum class Method { cg, bicgstab };
+
+// Rows a CSR row is given lanes by: about one lane per two entries, up to a warp.
+int lanes_for(int64_t n, int64_t nnz) {
+  const int64_t avg = n > 0 ? nnz / n : 0;
+  if (const char* e = std::getenv("RLX_SPARSE_LANES")) return std::atoi(e);
+  int t = 1;
+  while (t < 32 && 2 * t < avg) t *= 2;
+  return t;
+}
+
+// Launches K<TPR> for the chosen lane count.
+#define RLX_LANES(tpr, launch) \
+  switch (tpr) {               \
+    case 1:                    \
+      launch(1);               \
+      break;                   \
+    case 2:                    \
+      launch(2);               \
+      break;                   \
+    case 4:                    \
+      launch(4);               \
+      break;                   \
+    case 8:                    \
+      launch(8);               \
+      break;                   \
+    case 16:                   \
+      launch(16);              \
+      break;                   \
+    default:                   \
+      launch(32);              \
+      break;                   \
+  }
+
+struct Matrix {
+  Tensor val, col, rp;  // A, or A^T for transpose
+};
+
+// The blocks the device holds at once of the solvers' kernels (the fewest of any): a grid
+// of that many runs in one wave, its grid-stride loops with no tail of late blocks.
+template <class T, class I>
+int resident_blocks(Device dev) {
+  int fewest = 8;
+  auto occ = [&](const void* fn) {
+    int b = 0;
+    RLX_SP_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fn, kBlock, 0));
+    fewest = std::min(fewest, std::max(b, 1));
+  };
+  occ((const void*)cg_spmv<1, T, I>);
+  occ((const void*)cg_spmv<32, T, I>);
+  occ((const void*)cg_update<T>);
+  occ((const void*)bi_spmv_t<1, T, I>);
+  occ((const void*)bi_spmv_t<32, T, I>);
+  occ((const void*)bi_update<T>);
+  occ((const void*)residual_kernel<32, T, I>);
+  return fewest * sm_count(dev);
+}
+
+// A^T as CSR (cusparseCsr2cscEx2: 32-bit indices, which supports() asks for).
+template <class T>
+Matrix transposed(const KernelContext& ctx, std::span<const Tensor> in, int64_t n, cudaStream_t s) {
+  const int64_t nnz = in[1].numel();
+  Matrix m{scratch(in[0].dtype(), nnz, ctx.device), scratch(DType::i32, nnz, ctx.device),
+           scratch(DType::i32, n + 1, ctx.device)};
+  Handle h = cusparse(ctx.device, s);
+  size_t bytes = 0;
+  auto call = [&](void* buf, bool size_only) {
+    if (size_only)
+      return cusparseCsr2cscEx2_bufferSize(
+          h.h, int(n), int(n), int(nnz), in[0].data(), in[2].data_as<int>(), in[1].data_as<int>(),
+          m.val.data(), m.rp.data_as<int>(), m.col.data_as<int>(), value_type<T>(),
+          CUSPARSE_ACTION_NUMERIC, CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_CSR2CSC_ALG1, &bytes);
+    return cusparseCsr2cscEx2(h.h, int(n), int(n), int(nnz), in[0].data(), in[2].data_as<int>(),
+                              in[1].data_as<int>(), m.val.data(), m.rp.data_as<int>(),
+                              m.col.data_as<int>(), value_type<T>(), CUSPARSE_ACTION_NUMERIC,
+                              CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_CSR2CSC_ALG1, buf);
+  };
+  RLX_SP_CHECK(call(nullptr, true));
+  Tensor buf = scratch(DType::u8, int64_t(bytes), ctx.device);
+  RLX_SP_CHECK(call(buf.data(), false));
+  return m;
+}
+
+template <class T, class I>
+void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor> in,
+                 std::span<Tensor> out) {
+  const std::string& op = ctx.op.name;
+  const Attrs& at = ctx.attrs;
+  cudaStream_t s = stream_of(ctx);
+  const Device dev = ctx.device;
+  const Tensor& B = in[3];
+  const int64_t n = in[2].numel() - 1;
+  check_pattern(op, in[1], in[2], n, s);
+  const int64_t k = B.rank() >= 2 ? B.shape().back() : 1;
+  const int64_t cols = n == 0 ? out[1].numel() : B.numel() / n;
+  if (cols == 0) return;
+  int32_t* iters = out[1].data_as<int32_t>();
+  T* resid = out[2].data_as<T>();
+  if (n == 0) {  // nothing to solve: 0 iterations, residual 0
+    RLX_SP_CHECK(cudaMemsetAsync(iters, 0, out[1].nbytes(), s));
+    RLX_SP_CHECK(cudaMemsetAsync(resid, 0, out[2].nbytes(), s));
+    return;
+  }
+  Matrix m{in[0], in[1], in[2]};
+  if (at.has("transpose") && at.get_bool("transpose")) m = transposed<T>(ctx, in, n, s);
+  const Csr<T, I> a{m.rp.data_as<I>(), m.col.data_as<I>(), m.val.data_as<T>(), n};
+  const double tol = at.get_float("tol");
+  int64_t max_iter = at.get_int("max_iter");
+  if (max_iter < 0) max_iter = 10 * n;
+  const int tpr = lanes_for(n, m.col.numel());
+  const int grid =
+      int(std::clamp<int64_t>((n * tpr + kBlock - 1) / kBlock, 1, resident_blocks<T, I>(dev)));
+
+  // Device memory: the state, the block partials (3 a block), and the vectors.
+  Tensor state = scratch(DType::u8, sizeof(State), dev), part = scratch(DType::f64, 3 * grid, dev);
+  State* st = static_cast<State*>(state.data());
+  RLX_SP_CHECK(cudaMemsetAsync(st, 0, sizeof(State), s));
+  const int nvec = method == Method::cg ? 6 : 11;  // dinv, x, b, then the solver's
+  Tensor vecs = scratch(B.dtype(), nvec * n, dev);
+  auto vec = [&](int i) { return vecs.data_as<T>() + i * n; };
+  T *dinv = vec(0), *x = vec(1), *b = vec(2);
+  setup_kernel<<<grid, kBlock, 0, s>>>(a, at.get_string("preconditioner") == "jacobi", dinv, st);
+  RLX_SP_LAUNCHED("sparse iterative setup");
+  CgVecs<T> cv{x, vec(3), vec(4), vec(5), b, dinv, part.data_as<double>(), st};
+  BiVecs<T> bv{
+      x, vec(3), vec(4), vec(5), vec(6), vec(7), vec(8), vec(9), b, dinv, part.data_as<double>(),
+      st};
+
+  for (int64_t c = 0; c < cols; ++c) {
+    gather_kernel<<<grid, kBlock, 0, s>>>(B.data_as<T>(), b, n, k, c);
+    if (method == Method::cg)
+      cg_init<<<grid, kBlock, 0, s>>>(cv, n, tol);
+    else
+      bi_init<<<grid, kBlock, 0, s>>>(bv, n, tol);
+    RLX_SP_LAUNCHED("sparse iterative init");
+    State host{};
+    for (int64_t done = 0, chunk = 8; done < max_iter;
+         done += chunk, chunk = std::min<int64_t>(2 * chunk, 64)) {
+      chunk = std::min(chunk, max_iter - done);
+      for (int64_t j = 0; j < chunk; ++j) {
+        if (method == Method::cg) {
+#define RLX_CG_SPMV(L) cg_spmv<L><<<grid, kBlock, 0, s>>>(a, cv)
+          RLX_LANES(tpr, RLX_CG_SPMV);
+          cg_update<<<grid, kBlock, 0, s>>>(cv, n);
+          cg_direction<<<grid, kBlock, 0, s>>>(cv, n);
+        } else {
+#define RLX_BI_V(L) bi_spmv_v<L><<<grid, kBlock, 0, s>>>(a, bv)
+#define RLX_BI_T(L) bi_spmv_t<L><<<grid, kBlock, 0, s>>>(a, bv)
+          bi_direction<<<grid, kBlock, 0, s>>>(bv, n);
+          RLX_LANES(tpr, RLX_BI_V);
+          bi_s<<<grid, kBlock, 0, s>>>(bv, n);
+          RLX_LANES(tpr, RLX_BI_T);
+          bi_update<<<grid, kBlock, 0, s>>>(bv, n);
+        }
+      }
+      RLX_SP_LAUNCHED("sparse iterative step");
+      RLX_SP_CHECK(cudaMemcpyAsync(&host, st, sizeof(State), cudaMemcpyDeviceToHost, s));
+      RLX_SP_CHECK(cudaStreamSynchronize(s));
+      if (host.status == kNotSpd)
+        fail<ValueError>(op,
+                         "expected a symmetric positive definite matrix, got p^T A p = ", host.pq,
+                         " < 0 at iteration ", host.iter);
+      if (host.done) break;
+    }
+#define RLX_RESID(L) \
+  residual_kernel<L> \
+      <<<grid, kBlock, 0, s>>>(a, x, b, part.data_as<double>(), st, iters + c, resid + c)
+    RLX_LANES(tpr, RLX_RESID);
+    scatter_kernel<<<grid, kBlock, 0, s>>>(x, out[0].data_as<T>(), n, k, c);
+    RLX_SP_LAUNCHED("sparse iterative residual");
+  }
+  // The scratch above is freed stream-ordered; nothing here waits for the last column.
+}
+
+template <Method method>
+void add(const char* op) {
+  KernelRegistry::global().add(
+      op, DeviceKind::cuda,
+      [](const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+        dispatch(in[0].dtype(), in[1].dtype(), [&](auto t, auto i) {
+          iterative_k<decltype(t), decltype(i)>(method, ctx, in, out);
+        });
+      },
+      [](const KernelQuery& q) {
+        // A^T is made by cusparseCsr2cscEx2, which takes 32-bit indices only.
+        bool t = q.attrs.has("transpose") && q.attrs.get_bool("transpose");
+        return !t || q.inputs[1].dtype == DType::i32;
+      });
+}
+
+}  // namespace
+
+void register_iterative_cuda_kernels() {
+  add<Method::cg>("sparse.cg_solve");
+  add<Method::bicgstab>("sparse.bicgstab_solve");
+}
+
+}  // namespace rlx::sparse::gpu
