@@ -13,7 +13,8 @@ DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clan
   libopenblas-openmp-dev libdnnl-dev libcli11-dev nlohmann-json3-dev \
   ocl-icd-opencl-dev libonnx-dev libprotobuf-dev libonnx-testdata \
   python3-torch python3-numpy gnuplot-nox \
-  pybind11-dev python3-pytest python3-onnx libsuitesparse-dev python3-scipy
+  pybind11-dev python3-pytest python3-onnx libsuitesparse-dev python3-scipy \
+  libopenmpi-dev openmpi-bin
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
