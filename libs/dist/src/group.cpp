@@ -64,6 +64,10 @@ void check_mpi(int rc, const char* call) {
     } catch (...) {
       what = "an unknown exception";
     }
+  if (!initialized()) {  // after finalize(): nothing left to end but this process
+    std::fprintf(stderr, "%s\n", what.c_str());
+    std::abort();
+  }
   world().abort(what, 1);
 }
 
