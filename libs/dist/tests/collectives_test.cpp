@@ -172,6 +172,22 @@ TEST(Collectives, GradientOfAllGather) {
   EXPECT_DOUBLE_EQ(gx[1], n * cv[size_t(2 * rank() + 1)]);
 }
 
+// broadcast's vjp is reduce onto root: with c_r = r + 1 on rank r, d/dx of
+// sum(c_r * broadcast(x, root)) is the sum of every rank's c_r on root, zero elsewhere.
+TEST(Collectives, GradientOfBroadcast) {
+  const int n = size(), root = n - 1;
+  Graph g("t");
+  Value x = g.param("x", {DType::f64, {2}});
+  Value c = g.input("c", {DType::f64, {2}});
+  g.output(sum(c * dist::broadcast(x, root)), "loss");
+  auto dg = grad(g, {.wrt = {"x"}});
+  CompiledGraph cg = Session(Device::cpu()).compile(*dg);
+  cg.set_param("x", Tensor::full(DType::f64, {2}, 1.0));
+  auto gx = cg.run({{"c", Tensor::full(DType::f64, {2}, rank() + 1.0)}}).at("grad.x").to_doubles();
+  const double want = rank() == root ? n * (n + 1) / 2.0 : 0.0;
+  EXPECT_EQ(gx, std::vector<double>(2, want));
+}
+
 // vmap over a batch axis: the same as the collective of the batched tensor.
 TEST(Collectives, VmapOfAllReduceAndAllGather) {
   Graph g("t");
@@ -198,6 +214,10 @@ TEST(Collectives, BadInputsAreTypedErrors) {
   if (size() > 1) {
     EXPECT_THROW(dist::reduce_scatter(g.input("odd", {DType::f32, {size() + 1}})), ValueError);
   }
+  // MPI cannot add bf16: no CPU kernel, one NotSupported at compile time.
+  Graph b("t");
+  b.output(dist::all_reduce(b.input("x", {DType::bf16, {4}})), "y");
+  EXPECT_THROW(Session(Device::cpu()).compile(b), NotSupported);
   // A graph built for another world size is refused by the kernel, on every rank alike.
   Graph h("t");
   Value x = h.input("x", {DType::f32, {2}});
