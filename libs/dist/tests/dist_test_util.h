@@ -19,8 +19,9 @@ inline rlx::Tensor run1(const rlx::Tensor& x, const std::function<rlx::Value(rlx
 
 }  // namespace dist_test
 
-// Every rank runs every test; gtest's output is prefixed with the rank by mpirun's
-// --tag-output when asked. Exit code: this rank's.
+// Every rank runs every test (mpirun --tag-output prefixes each line with its rank). A
+// failure on any rank aborts the whole job, non-zero, rather than leaving the other ranks
+// waiting in the next collective.
 #define RLX_DIST_TEST_MAIN()                                                         \
   int main(int argc, char** argv) {                                                  \
     ::testing::InitGoogleTest(&argc, argv);                                          \
