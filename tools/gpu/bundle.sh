@@ -11,8 +11,8 @@ targets=(cuda_all_tests rlx-cli rlx-bench-gpu)
 bins=(tests/cuda_all_tests tools/rlx bench/rlx-bench-gpu)
 # rlx::dist's NCCL tests, when the build has them (MPI and NCCL found).
 if grep -q '^dist_nccl:' <(ninja -C "$build" -t targets all 2>/dev/null); then
-  targets+=(dist_nccl)
-  bins+=(libs/dist/dist_nccl)
+  targets+=(dist_nccl rlx-bench-dist)
+  bins+=(libs/dist/dist_nccl libs/dist/rlx-bench-dist)
 fi
 cmake --build "$build" --target "${targets[@]}"
 rm -rf .gpu && mkdir -p .gpuz

@@ -41,9 +41,11 @@ if [ -x $B/dist_nccl ]; then (
       done
       rc=0; for p in "${pids[@]}"; do wait $p || rc=1; done
       cat $OUT/dist_rank0.log; echo "== dist_nccl env $ngpu ranks rc=$rc (every rank: dist_rank*.log)"
+      # GPT-2-small AMP step scaling, 1 -> ngpu GPUs, rlx next to PyTorch DDP.
+      bash libs/dist/bench/scaling.sh $B/rlx-bench-dist $ngpu; echo "== dist scaling rc=$?"
     fi
   } > $OUT/dist.log 2>&1
-  grep "== \|FAILED\|Failure" $OUT/dist.log | head -20
+  grep "== \|FAILED\|Failure\|^impl\|^rlx \|^torch " $OUT/dist.log | head -30
 ) fi
 $B/rlx-bench-gpu --runs 20 > $OUT/bench.log 2>&1; echo "== bench rc=$?"
 cat $OUT/bench.log
