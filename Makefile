@@ -17,11 +17,12 @@ DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clan
   libopenblas-openmp-dev libdnnl-dev libcli11-dev nlohmann-json3-dev \
   ocl-icd-opencl-dev libonnx-dev libprotobuf-dev libonnx-testdata \
   python3-torch python3-numpy gnuplot-nox \
-  pybind11-dev python3-pytest python3-onnx libsuitesparse-dev python3-scipy
+  pybind11-dev python3-pytest python3-onnx libsuitesparse-dev python3-scipy \
+  libopenmpi-dev openmpi-bin
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build demo test bench bench-train bench-compile bench-fusion bench-sparse bench-onnx format clean
+.PHONY: all deps configure build demo demo-dp test bench bench-train bench-compile bench-fusion bench-sparse bench-onnx format clean
 
 all: build
 
@@ -44,6 +45,11 @@ build: configure
 
 demo: build
 	./$(BUILD)/examples/rlx-demo
+
+# The demo's GPT trained data-parallel on 2 processes (rlx::dist, OpenMPI).
+demo-dp: build
+	mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x OMP_NUM_THREADS=1 \
+	  ./$(BUILD)/libs/dist/rlx-demo-dp $(DEMO_DP_STEPS)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

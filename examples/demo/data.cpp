@@ -49,9 +49,22 @@ CharData::Batch CharData::sample(bool train, int64_t batch, int64_t seq,
                                  std::mt19937_64& rng) const {
   const std::vector<int64_t>& src = train ? train_ : val_;
   std::uniform_int_distribution<size_t> start(0, src.size() - size_t(seq) - 1);
+  std::vector<int64_t> starts(static_cast<size_t>(batch));
+  for (int64_t& s : starts) s = int64_t(start(rng));
+  return windows(train, starts, seq);
+}
+
+int64_t CharData::num_windows(bool train, int64_t seq) const {
+  return int64_t(((train ? train_ : val_).size() - 1) / size_t(seq));
+}
+
+CharData::Batch CharData::windows(bool train, const std::vector<int64_t>& starts,
+                                  int64_t seq) const {
+  const std::vector<int64_t>& src = train ? train_ : val_;
+  const int64_t batch = int64_t(starts.size());
   std::vector<int64_t> tokens(size_t(batch * seq)), targets(tokens.size());
   for (int64_t b = 0; b < batch; ++b) {
-    size_t s = start(rng);
+    size_t s = size_t(starts[size_t(b)]);
     for (int64_t t = 0; t < seq; ++t) {
       tokens[size_t(b * seq + t)] = src[s + size_t(t)];
       targets[size_t(b * seq + t)] = src[s + size_t(t) + 1];

@@ -29,6 +29,10 @@ class CharData {
     rlx::Tensor tokens, targets;  // i64 [batch, seq]; targets are tokens shifted by one
   };
   Batch sample(bool train, int64_t batch, int64_t seq, std::mt19937_64& rng) const;
+  // The windows starting at `starts` (each < size - seq). Window k of a split starts at
+  // k * seq: num_windows of them fit without overlap (a dataset of windows to shard).
+  Batch windows(bool train, const std::vector<int64_t>& starts, int64_t seq) const;
+  int64_t num_windows(bool train, int64_t seq) const;
 
  private:
   std::string chars_;           // id -> char, sorted

@@ -153,6 +153,13 @@ struct TrainerOptions {
   // Where the step runs; params and optimizer state are kept there (set_param copies
   // them over), outputs are that device's tensors.
   Device device = Device::cpu();
+  // Data parallelism (rlx::dist::data_parallel fills these in). grad_transform rewrites
+  // the gradients inside the train graph, before clipping and the update: it gets the
+  // graph, the trained params' names and their gradients, and returns one new gradient
+  // of the same type per param (all-reduced across ranks, say).
+  std::function<std::vector<Value>(Graph&, const std::vector<std::string>&, std::vector<Value>)>
+      grad_transform;
+  bool writes_checkpoints = true;  // false: save() writes nothing (ranks other than 0)
 };
 
 // Train-graph names: inputs "train.lr", "train.step"; outputs the model's outputs,
@@ -186,6 +193,7 @@ class Trainer {
   const std::vector<std::string>& state_names() const;  // optimizer state params
 
   // Params, optimizer state and the step count ("train.step" metadata) as safetensors.
+  // Nothing is written when TrainerOptions::writes_checkpoints is false.
   void save(const std::string& path) const;
   // Strict: every param and state must be in the file with its dtype and shape, and
   // nothing else. Errors name the tensor: ValueError (missing, unknown, shape, metadata),

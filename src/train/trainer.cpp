@@ -131,6 +131,17 @@ void Trainer::Impl::build(const Graph& model) {
     if (!o) bad("expected value_and_grad to output 'grad.", p, "', got none");
     grads.push_back(o->value);
   }
+  if (options.grad_transform) {
+    std::vector<Value> out = options.grad_transform(*g, trained, grads);
+    if (out.size() != grads.size())
+      bad("expected grad_transform to return ", grads.size(), " gradients, got ", out.size());
+    for (size_t i = 0; i < out.size(); ++i)
+      if (!out[i].valid() || out[i].graph != g.get() || !(out[i].type() == grads[i].type()))
+        bad("expected grad_transform to return gradient '", trained[i], "' of type ",
+            grads[i].type().str(), " in the train graph, got ",
+            out[i].valid() ? out[i].type().str() : "none");
+    grads = std::move(out);
+  }
   Value norm = global_norm(grads);
   if (options.clip_norm > 0) {
     // torch.nn.utils.clip_grad_norm_: scale by min(max_norm / (norm + 1e-6), 1).
@@ -245,6 +256,7 @@ const CompiledGraph& Trainer::compiled() const { return impl_->compiled; }
 
 void Trainer::save(const std::string& path) const {
   const Impl& m = *impl_;
+  if (!m.options.writes_checkpoints) return;
   TensorMap tensors;
   for (const auto* names : {&m.model_params, &m.states})
     for (const std::string& n : *names) {

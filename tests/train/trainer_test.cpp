@@ -224,6 +224,51 @@ TEST(Trainer, SaveLoadGivesTheIdenticalNextStep) {
     EXPECT_EQ(a.param(n).to_vector<float>(), b.param(n).to_vector<float>()) << n;
 }
 
+// The data-parallel hook (rlx::dist fills it in): the gradients it returns are the ones
+// clipped and applied. Doubling them doubles plain SGD's first step.
+TEST(Trainer, GradTransformRewritesTheGradients) {
+  auto g = quadratic();
+  TrainerOptions o;
+  o.optimizer = std::make_shared<SGD>();
+  o.schedule = constant_lr(0.1);
+  std::vector<std::string> seen;
+  o.grad_transform = [&](Graph&, const std::vector<std::string>& names, std::vector<Value> gr) {
+    seen = names;
+    for (Value& v : gr) v = v * 2.0;
+    return gr;
+  };
+  Trainer t(*g, o);
+  EXPECT_EQ(seen, std::vector<std::string>{"w"});
+  t.set_param("w", Tensor::from_doubles(DType::f64, {4}, kW0));
+  TensorMap out = t.step({{"t", Tensor::from_doubles(DType::f64, {4}, kTarget)}});
+  Vec w = t.param("w").to_doubles();
+  double norm = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    double grad = 2 * 2 * (kW0[i] - kTarget[i]);  // twice d/dw (w - t)^2
+    EXPECT_NEAR(w[i], kW0[i] - 0.1 * grad, 1e-12) << i;
+    norm += grad * grad;
+  }
+  EXPECT_NEAR(out.at("train.grad_norm").to_doubles()[0], std::sqrt(norm), 1e-12);
+  // A hook that returns the wrong gradients is refused at construction.
+  o.grad_transform = [](Graph&, const std::vector<std::string>&, std::vector<Value> gr) {
+    gr[0] = cast(gr[0], DType::f32);
+    return gr;
+  };
+  EXPECT_THROW(Trainer(*g, o), ValueError);
+}
+
+TEST(Trainer, SaveWritesNothingWhenNotTheWriter) {
+  auto g = quadratic();
+  TrainerOptions o;
+  o.writes_checkpoints = false;
+  Trainer t(*g, o);
+  t.set_param("w", Tensor::from_doubles(DType::f64, {4}, kW0));
+  fs::path p = fs::temp_directory_path() / "rlx_trainer_not_writer.safetensors";
+  fs::remove(p);
+  t.save(p.string());
+  EXPECT_FALSE(fs::exists(p));
+}
+
 TEST(TrainerErrors, Construction) {
   LeastSquares ls;
   TrainerOptions unknown;

@@ -8,8 +8,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 build=${1:-build}
-cmake --build "$build" --target cuda_all_tests rlx-cli rlx-bench-gpu rlx-bench-sparse-gpu
+targets=(cuda_all_tests rlx-cli rlx-bench-gpu rlx-bench-sparse-gpu)
 bins=(tests/cuda_all_tests tools/rlx bench/rlx-bench-gpu bench/rlx-bench-sparse-gpu)
+# rlx::dist's NCCL tests, when the build has them (MPI and NCCL found).
+if grep -q '^dist_nccl:' <(ninja -C "$build" -t targets all 2>/dev/null); then
+  targets+=(dist_nccl rlx-bench-dist)
+  bins+=(libs/dist/dist_nccl libs/dist/rlx-bench-dist)
+fi
+cmake --build "$build" --target "${targets[@]}"
 rm -rf .gpu && mkdir -p .gpuz
 ../shared/tools/gpu-bundle .gpu "${bins[@]/#/$build/}"
 strip .gpu/bin/*

@@ -24,6 +24,32 @@ grep "== \|FAILED\|Failure" $OUT/tests.log | head -40
   fi
 } > $OUT/models.log 2>&1
 grep "== \|time:\|max abs\|error" $OUT/models.log | head -40
+# rlx::dist over NCCL (NVLink multicast off): one rank as torchrun starts it, one under the
+# machine's mpirun (its own OpenMPI, not the bundled one), then one rank per GPU.
+if [ -x $B/dist_nccl ]; then (
+  export NCCL_NVLS_ENABLE=0
+  ngpu=$(nvidia-smi -L | wc -l)
+  {
+    RANK=0 WORLD_SIZE=1 timeout 120 $B/dist_nccl --gtest_brief=1; echo "== dist_nccl env 1 rank rc=$?"
+    if command -v mpirun >/dev/null; then
+      ldconfig -p | grep -q libmpi.so.40 && rm -f .gpu/lib/libmpi.so.40 .gpu/lib/libopen-*.so.40
+      timeout 120 mpirun --allow-run-as-root -np 1 -x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE \
+        $B/dist_nccl --gtest_brief=1; echo "== dist_nccl mpirun -np 1 rc=$?"
+    fi
+    if [ "$ngpu" -ge 2 ]; then
+      pids=()
+      for r in $(seq 0 $((ngpu - 1))); do
+        WORLD_SIZE=$ngpu MASTER_ADDR=127.0.0.1 MASTER_PORT=29511 RANK=$r LOCAL_RANK=$r \
+          timeout 120 $B/dist_nccl --gtest_brief=1 > $OUT/dist_rank$r.log 2>&1 & pids+=($!)
+      done
+      rc=0; for p in "${pids[@]}"; do wait $p || rc=1; done
+      cat $OUT/dist_rank0.log; echo "== dist_nccl env $ngpu ranks rc=$rc (every rank: dist_rank*.log)"
+      # GPT-2-small AMP step scaling, 1 -> ngpu GPUs, rlx next to PyTorch DDP.
+      bash libs/dist/bench/scaling.sh $B/rlx-bench-dist $ngpu; echo "== dist scaling rc=$?"
+    fi
+  } > $OUT/dist.log 2>&1
+  grep "== \|FAILED\|Failure\|^impl\|^rlx \|^torch " $OUT/dist.log | head -30
+) fi
 $B/rlx-bench-gpu --runs 20 > $OUT/bench.log 2>&1; echo "== bench rc=$?"
 cat $OUT/bench.log
 $B/rlx-bench-sparse-gpu > $OUT/sparse_bench.log 2>&1; echo "== sparse bench rc=$?"
