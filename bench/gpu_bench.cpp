@@ -151,8 +151,8 @@ int main(int argc, char** argv) {
       double flops = 4.0 * 8 * 12 * 1024 * 1024 * 64 / 2;  // causal: half the scores
       std::snprintf(extra, sizeof extra, "   %.0f TFLOP/s", flops / (ms * 1e-3) / 1e12);
       bool bf = dt == DType::bf16;
-      row(bf ? "attention causal 8x12x1024x64 bf16" : "attention causal 8x12x1024x64 f32", ms,
-          t, bf ? "attention" : "attention_f32", extra);
+      row(bf ? "attention causal 8x12x1024x64 bf16" : "attention causal 8x12x1024x64 f32", ms, t,
+          bf ? "attention" : "attention_f32", extra);
     }
   }
 

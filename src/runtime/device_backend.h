@@ -25,9 +25,9 @@ class DeviceBackend {
 
   // Graphs (CUDA Graphs): between begin_capture and end_capture the work queued on the
   // device's stream is recorded, not run. end_capture returns the recorded work ready to
-  // replay (checks included), or null when the capture failed: a call that cannot be recorded (a wait for
-  // the device, a copy to pageable memory) or memory allocated during it and not freed
-  // in it. Either way the stream runs normally again afterwards.
+  // replay (checks included), or null when the capture failed: a call that cannot be recorded (a
+  // wait for the device, a copy to pageable memory) or memory allocated during it and not freed in
+  // it. Either way the stream runs normally again afterwards.
   virtual bool begin_capture(Device) { return false; }
   virtual std::shared_ptr<void> end_capture(Device) { return nullptr; }
   virtual void replay(const void* graph, Device device) = 0;

@@ -1,8 +1,7 @@
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
-
-#include <atomic>
 
 #include "rlx/kernel.h"
 #include "runtime/program.h"

@@ -181,8 +181,7 @@ size_t pack_blocks(std::vector<Block>& blocks, Packing packing) {
 MemoryPlan plan_memory(const Graph& g, std::span<const Kernel* const> kernels, const Liveness& live,
                        std::span<const TensorType> args,
                        const std::vector<std::vector<std::vector<int64_t>>>& shapes,
-                       const std::vector<bool>& dynamic, Packing packing,
-                       bool outputs_in_arena) {
+                       const std::vector<bool>& dynamic, Packing packing, bool outputs_in_arena) {
   const auto& nodes = g.nodes();
   size_t nv = g.num_values();
   MemoryPlan p;

@@ -309,7 +309,7 @@ void Program::execute(const Plan& plan, const MemoryPlan& memory,
       for (size_t j = 0; j < outs.size(); ++j) {
         if (plan.dynamic[i] && !dyn_known[j]) continue;
         outs[j] = plan.dynamic[i] ? Tensor::empty(n.outputs[j].dtype(), shapes[j], device_)
-                                   : output_storage(plan, memory, i, j, ins, arena);
+                                  : output_storage(plan, memory, i, j, ins, arena);
         handed[j] = outs[j].buffer().get();
       }
     KernelContext ctx{*n.op, n.attrs, device_, stream, subgraphs_[i].get(), shapes, n.subgraphs};

@@ -115,8 +115,8 @@ std::optional<std::vector<Tensor>> Program::run_graph(const Plan& plan,
         result.push_back(o.tensor.clone());
         continue;
       }
-      const Tensor* arg = o.kind == GraphRuns::Out::arg ? &vals[size_t(g.args()[o.index].value.id)]
-                                                        : nullptr;
+      const Tensor* arg =
+          o.kind == GraphRuns::Out::arg ? &vals[size_t(g.args()[o.index].value.id)] : nullptr;
       std::shared_ptr<Buffer> holder = arg ? arg->buffer() : gr.arenas[r.arena];
       auto* base = static_cast<uint8_t*>(arg ? arg->data() : holder->data());
       Tensor t = Tensor::wrap(o.dtype, o.shape, base + o.offset, device_, [holder](void*) {});

@@ -231,9 +231,8 @@ bool graphs_on(const CompileOptions& options) {
 // Everything that decides the compiled program: the graph, the device, the kernels (by
 // how many have been registered), the pipeline and its context, the thread count, the
 // bound dims and the runtime's environment switches.
-std::string cache_key(const Graph& g, Device device,
-                      const std::vector<std::string>& pipeline, const PassContext& ctx,
-                      const CompileOptions& options) {
+std::string cache_key(const Graph& g, Device device, const std::vector<std::string>& pipeline,
+                      const PassContext& ctx, const CompileOptions& options) {
   std::string key = std::to_string(graph_hash(g)) + "|" + device.str() + "|" +
                     std::to_string(detail::kernel_registrations()) + "|" +
                     std::to_string(ctx.opt_level) + "|" +

@@ -1,7 +1,7 @@
 // The tensor-core attention (f16 / bf16, head dims 64 and 128) against the CPU kernel, over
-// masks, additive biases, ragged lengths (Sq != Sk, lengths that are not multiples of the 64-row tiles) and
-// broadcast batch dims. P is rounded to 16 bits before P V (as FlashAttention does), so the
-// tolerance is a 16-bit one.
+// masks, additive biases, ragged lengths (Sq != Sk, lengths that are not multiples of the 64-row
+// tiles) and broadcast batch dims. P is rounded to 16 bits before P V (as FlashAttention does), so
+// the tolerance is a 16-bit one.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,10 +1,11 @@
 // The gradient-check harness on cuda: every op's vjp / jvp / hvp / vmap rules, compiled
 // for the GPU (rules, decompositions and CUDA kernels in f64), against finite differences
 // and unbatched loops run on the GPU as well — the same tables as tests/autodiff.
+#include "support/gradcheck.h"
+
 #include <gtest/gtest.h>
 
 #include "rlx/cuda.h"
-#include "support/gradcheck.h"
 
 namespace rlx::test {
 namespace {
@@ -35,13 +36,12 @@ TEST_P(CudaGradCheck, MatchesFiniteDifferences) {
   if (n == 0) GTEST_SKIP() << "no grad checks for op '" << GetParam() << "' (see tests/autodiff)";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, CudaGradCheck, ::testing::ValuesIn(op_names()),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Ops, CudaGradCheck, ::testing::ValuesIn(op_names()), [](const auto& info) {
+  std::string s = info.param;
+  for (char& ch : s)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return s;
+});
 
 }  // namespace
 }  // namespace rlx::test

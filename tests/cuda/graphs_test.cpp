@@ -89,8 +89,8 @@ TEST(CudaGraphs, UncapturableRunsStayEager) {
   CompiledGraph on = compile(g, true);
   Tensor tab = random_tensor(DType::f32, {10, 4}, 5).to(Device::cuda());
   Tensor idx = Tensor::from_vector(std::vector<int64_t>{0, 9, 3, 3, 1, 2}, {6}).to(Device::cuda());
-  std::vector<double> want =
-      values(Session().compile(g).run(std::vector<Tensor>{tab.to(Device::cpu()), idx.to(Device::cpu())})[0]);
+  std::vector<double> want = values(Session().compile(g).run(
+      std::vector<Tensor>{tab.to(Device::cpu()), idx.to(Device::cpu())})[0]);
   for (int run = 0; run < 4; ++run)
     EXPECT_EQ(values(on.run(std::vector<Tensor>{tab, idx})[0]), want) << "run " << run;
   Tensor bad = Tensor::from_vector(std::vector<int64_t>{0, 10, 0, 0, 0, 0}, {6}).to(Device::cuda());

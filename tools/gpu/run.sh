@@ -2,14 +2,17 @@
 # tools/gpu/run.sh — the GPU machine's half of a GPU run (DEVELOPERS.md): unpack the bundle
 # (tools/gpu/bundle.sh), run the GPU tests, the reference models on cuda and the
 # benchmarks; logs under $OUT (tests.log, models.log, bench.log, sparse_bench.log).
+# `run.sh tests` or `run.sh bench` runs one half (each well inside a 10-minute call).
 cd "$(dirname "$0")/../.."
+stage=${1:-all}
 tar -xJf .gpuz/gpu.tar.xz && . .gpu/env.sh || exit 1
 B=.gpu/bin
 nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv,noheader
+if [ "$stage" != bench ]; then
 {
-  timeout 400 $B/cuda_all_tests --gtest_brief=1 --gtest_filter=-CudaGradCheck.* 2>&1
+  timeout 240 $B/cuda_all_tests --gtest_brief=1 --gtest_filter=-CudaGradCheck.* 2>&1
   echo "== cuda_all_tests rc=$?"
-  timeout 300 $B/cuda_all_tests --gtest_brief=1 --gtest_filter=CudaGradCheck.* 2>&1
+  timeout 150 $B/cuda_all_tests --gtest_brief=1 --gtest_filter=CudaGradCheck.* 2>&1
   echo "== cuda_all_tests (grad checks) rc=$?"
 } > $OUT/tests.log 2>&1
 grep "== \|FAILED\|Failure" $OUT/tests.log | head -40
@@ -50,14 +53,16 @@ if [ -x $B/dist_nccl ]; then (
   } > $OUT/dist.log 2>&1
   grep "== \|FAILED\|Failure\|^impl\|^rlx \|^torch " $OUT/dist.log | head -30
 ) fi
-$B/rlx-bench-gpu --runs 20 > $OUT/bench.log 2>&1; echo "== bench rc=$?"
+fi
+[ "$stage" = tests ] && exit 0
+timeout 300 $B/rlx-bench-gpu --runs 20 > $OUT/bench.log 2>&1; echo "== bench rc=$?"
 cat $OUT/bench.log
-$B/rlx-bench-sparse-gpu > $OUT/sparse_bench.log 2>&1; echo "== sparse bench rc=$?"
+timeout 60 $B/rlx-bench-sparse-gpu > $OUT/sparse_bench.log 2>&1; echo "== sparse bench rc=$?"
 cat $OUT/sparse_bench.log
 # CUDA Graphs off, and where the time goes (RLX_PROFILE syncs after every kernel).
-RLX_CUDA_GRAPHS=0 $B/rlx-bench-gpu --no-torch --only gpt2 --runs 12 > $OUT/bench_nographs.log 2>&1
-RLX_CUDA_GRAPHS=0 $B/rlx-bench-gpu --no-torch --only train --runs 12 >> $OUT/bench_nographs.log 2>&1
+export RLX_CUDA_GRAPHS=0
+timeout 60 $B/rlx-bench-gpu --no-torch --only gpt2 --runs 12 > $OUT/bench_nographs.log 2>&1
+timeout 60 $B/rlx-bench-gpu --no-torch --only train --runs 12 >> $OUT/bench_nographs.log 2>&1
 echo "== without CUDA Graphs:"; cat $OUT/bench_nographs.log
-RLX_PROFILE=1 $B/rlx-bench-gpu --no-torch --only gpt2 --runs 4 > $OUT/profile.log 2>&1
-RLX_PROFILE=1 $B/rlx-bench-gpu --no-torch --only train --runs 4 > $OUT/profile_train.log 2>&1
+RLX_PROFILE=1 timeout 60 $B/rlx-bench-gpu --no-torch --only gpt2 --runs 4 > $OUT/profile.log 2>&1
 echo "== profile written"

@@ -10,8 +10,8 @@
 #include <cuda/std/limits>
 
 #include "backend/cuda/families.h"
-#include "backend/cuda/kernels.cuh"
 #include "backend/cuda/flash.cuh"
+#include "backend/cuda/kernels.cuh"
 
 namespace rlx::gpu {
 
@@ -149,9 +149,22 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
       };
       if constexpr (is_half_v<T>) {
         if (flash_fits(qb, kb, vb, g)) {
-          flash::Params fp{qb.data(), kb.data(), vb.data(), bb.defined() ? bb.data() : nullptr,
-                           y.data(), g.sq, g.sk, entries, g.q_row, g.k_row, g.v_row, g.b_row,
-                           g.b_col, g.batch, float(g.scale * 1.4426950408889634), g.window,
+          flash::Params fp{qb.data(),
+                           kb.data(),
+                           vb.data(),
+                           bb.defined() ? bb.data() : nullptr,
+                           y.data(),
+                           g.sq,
+                           g.sk,
+                           entries,
+                           g.q_row,
+                           g.k_row,
+                           g.v_row,
+                           g.b_row,
+                           g.b_col,
+                           g.batch,
+                           float(g.scale * 1.4426950408889634),
+                           g.window,
                            g.causal};
           if (g.d == 64)
             flash::launch<T, 64>(fp, s);

@@ -88,8 +88,8 @@ __device__ __forceinline__ void cp_async_wait_all() {
 // rows x D elements from global (row stride `ld`, rows at or past `limit` zero) into shared
 // memory with row stride D + 8.
 template <class T, int D, int kThreads>
-__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int rows,
-                                          int64_t first, int64_t limit) {
+__device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int rows, int64_t first,
+                                          int64_t limit) {
   constexpr int kChunks = D / 8;  // 16-byte chunks per row
   for (int c = threadIdx.x; c < rows * kChunks; c += kThreads) {
     int r = c / kChunks, e = (c % kChunks) * 8;
@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
       for (int jp = 0; jp < kBN / 16; ++jp) {
         // Keys jp * 16 + lane % 8 + 8 * (lane / 16), head columns kk * 16 + 8 * (lane / 8 % 2).
         uint32_t kb[4];
-        ldmatrix4<false>(kb, sK + (jp * 16 + lane % 8 + 8 * (lane / 16)) * kS + kk * 16 +
-                                 8 * (lane / 8 % 2));
+        ldmatrix4<false>(
+            kb, sK + (jp * 16 + lane % 8 + 8 * (lane / 16)) * kS + kk * 16 + 8 * (lane / 8 % 2));
         mma<T>(s[2 * jp], qa[kk], kb[0], kb[1]);
         mma<T>(s[2 * jp + 1], qa[kk], kb[2], kb[3]);
       }
@@ -181,8 +181,8 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
         float x = s[j][e] * p.scale_log2;
         if (masked) {
           int64_t pos = row + shift;
-          bool seen = key < p.sk &&
-                      (!p.causal || (key <= pos && (!p.window || key > pos - p.window)));
+          bool seen =
+              key < p.sk && (!p.causal || (key <= pos && (!p.window || key > pos - p.window)));
           if (!seen) x = -inf;
         }
         if (bias && x != -inf && row < p.sq && key < p.sk)
@@ -238,8 +238,8 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
       for (int np = 0; np < D / 16; ++np) {
         // Keys kk * 16 + lane % 8 + 8 * (lane / 8 % 2), head columns np * 16 + 8 * (lane / 16).
         uint32_t vb[4];
-        ldmatrix4<true>(vb, sV + (kk * 16 + lane % 8 + 8 * (lane / 8 % 2)) * kS + np * 16 +
-                                8 * (lane / 16));
+        ldmatrix4<true>(
+            vb, sV + (kk * 16 + lane % 8 + 8 * (lane / 8 % 2)) * kS + np * 16 + 8 * (lane / 16));
         mma<T>(o[2 * np], pa, vb[0], vb[1]);
         mma<T>(o[2 * np + 1], pa, vb[2], vb[3]);
       }
