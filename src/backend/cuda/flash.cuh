@@ -15,6 +15,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels.cuh"
+
 namespace rlx::gpu::flash {
 
 constexpr int kBN = 64;  // keys per tile
