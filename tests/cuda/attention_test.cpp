@@ -1,7 +1,7 @@
-// The tensor-core attention (f16 / bf16, head dims 64 and 128) against the CPU kernel, over
-// masks, additive biases, ragged lengths (Sq != Sk, lengths that are not multiples of the 64-row
-// tiles) and broadcast batch dims. P is rounded to 16 bits before P V (as FlashAttention does), so
-// the tolerance is a 16-bit one.
+// The tensor-core attention (f16 / bf16, head dims 64 and 128; f32, 64) against the CPU kernel,
+// over masks, additive biases, ragged lengths (Sq != Sk, lengths that are not multiples of the
+// 64-row tiles) and broadcast batch dims. P is rounded to 16 bits before P V (as FlashAttention
+// does), so the tolerance is a 16-bit one.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,6 +32,10 @@ TEST(CudaAttention, TensorCorePathMatchesTheCpu) {
       {DType::bf16, {1, 1, 1, 128}, {1, 1, 300, 128}, "causal", 0},  // one decoding step
       {DType::bf16, {2, 3, 90, 64}, {2, 3, 90, 64}, "causal", 0, {2, 1, 90, 90}},
       {DType::f16, {1, 2, 64, 128}, {1, 2, 130, 128}, "none", 0, {130}},  // a key padding bias
+      // f32 (3xTF32)
+      {DType::f32, {2, 3, 130, 64}, {2, 3, 130, 64}, "causal", 0},
+      {DType::f32, {1, 2, 70, 64}, {1, 2, 150, 64}, "sliding_window", 33, {1, 1, 70, 150}},
+      {DType::f32, {3, 1, 40, 64}, {1, 1, 90, 64}, "none", 0},
   };
   for (const Case& c : cases) {
     Graph g("attn");
@@ -53,7 +57,9 @@ TEST(CudaAttention, TensorCorePathMatchesTheCpu) {
       worst = std::max(worst, std::abs(got[i] - want[i]));
       scale = std::max(scale, std::abs(want[i]));
     }
-    EXPECT_LE(worst, 2e-2 * std::max(scale, 1.0))
+    // 3xTF32 keeps f32's accuracy up to the rounding of ~21-bit products.
+    double tol = c.dt == DType::f32 ? 2e-5 : 2e-2;
+    EXPECT_LE(worst, tol * std::max(scale, 1.0))
         << dtype_name(c.dt) << " q " << ints_str(c.q) << " k " << ints_str(c.k) << " " << c.mask;
   }
 }

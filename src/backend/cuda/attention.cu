@@ -5,7 +5,7 @@
 // attention.cpp): query i sits at key position p = i + Sk - Sq, "causal" sees j <= p,
 // "sliding_window" p - window < j <= p; a row that sees no key (or only -inf scores)
 // gives 0. f16 / bf16 compute in f32. Head dims up to 256. f16 / bf16 with head dims 64
-// and 128 take the tensor-core path instead (flash.cuh).
+// and 128, and f32 with 64, take the tensor-core path instead (flash.cuh).
 #include <cmath>
 #include <cuda/std/limits>
 
@@ -86,13 +86,16 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, const T* bias
   }
 }
 
-// The tensor-core path: head dims 64 and 128, rows of 16-byte aligned contiguous elements.
+// The tensor-core path: f16 / bf16 with head dims 64 and 128, f32 with 64, rows of 16-byte
+// aligned contiguous elements.
 bool flash_fits(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g) {
-  if (g.d != g.dv || (g.d != 64 && g.d != 128)) return false;
+  bool f32 = q.dtype() == DType::f32;
+  if (g.d != g.dv || (g.d != 64 && (f32 || g.d != 128))) return false;
   for (const Tensor* t : {&q, &k, &v}) {
     const auto& st = t->strides();
     size_t r = st.size();
-    if (st[r - 1] != 1 || st[r - 2] % 8 != 0 || reinterpret_cast<uintptr_t>(t->data()) % 16 != 0)
+    if (st[r - 1] != 1 || st[r - 2] % (16 / int64_t(dtype_size(t->dtype()))) != 0 ||
+        reinterpret_cast<uintptr_t>(t->data()) % 16 != 0)
       return false;
   }
   return true;
@@ -147,7 +150,7 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
       auto p = [](const Tensor& t) {
         return t.defined() ? static_cast<const T*>(t.data()) : nullptr;
       };
-      if constexpr (is_half_v<T>) {
+      if constexpr (is_half_v<T> || std::is_same_v<T, float>) {
         if (flash_fits(qb, kb, vb, g)) {
           flash::Params fp{qb.data(),
                            kb.data(),
@@ -168,7 +171,7 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
                            g.causal};
           if (g.d == 64)
             flash::launch<T, 64>(fp, s);
-          else
+          else if constexpr (is_half_v<T>)
             flash::launch<T, 128>(fp, s);
           return;
         }

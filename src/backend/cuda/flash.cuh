@@ -1,5 +1,5 @@
-// The tensor-core attention forward (f16 / bf16, head dim 64 or 128), FlashAttention-2's
-// scheme on mma.sync m16n8k16:
+// The tensor-core attention forward (f16 / bf16 with head dim 64 or 128, f32 with 64),
+// FlashAttention-2's scheme on mma.sync (m16n8k16; f32 as 3xTF32 on m16n8k8, Tf32Mma):
 //   - a block of kWarps warps takes 16 * kWarps query rows; each warp owns 16 rows and
 //     keeps their Q fragments, the output accumulator (f32), the running max and sum in
 //     registers for the whole walk over the keys;
@@ -88,27 +88,181 @@ __device__ __forceinline__ void cp_async_wait_all() {
 }
 
 // rows x D elements from global (row stride `ld`, rows at or past `limit` zero) into shared
-// memory with row stride D + 8.
-template <class T, int D, int kThreads>
+// memory with row stride kS, 16 bytes at a time.
+template <class T, int D, int kS, int kThreads>
 __device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int rows, int64_t first,
                                           int64_t limit) {
-  constexpr int kChunks = D / 8;  // 16-byte chunks per row
+  constexpr int kVec = 16 / sizeof(T), kChunks = D / kVec;  // 16-byte chunks per row
   for (int c = threadIdx.x; c < rows * kChunks; c += kThreads) {
-    int r = c / kChunks, e = (c % kChunks) * 8;
+    int r = c / kChunks, e = (c % kChunks) * kVec;
     bool valid = first + r < limit;
     const T* s = valid ? src + (first + r) * ld + e : src;
-    cp_async16(dst + r * (D + 8) + e, s, valid);
+    cp_async16(dst + r * kS + e, s, valid);
   }
 }
 
+// ---- the products, per element type ------------------------------------------------------
+// Each policy holds a warp's Q fragments (16 rows) and does S = Q K^T for a tile of kBN keys
+// and O += P V, with S, P and O in the m16n8 accumulator layout: lane (group = lane / 4,
+// tig = lane % 4) holds rows group and group + 8, columns 2 tig and 2 tig + 1 of each
+// 8-column tile.
+
+// f16 / bf16: m16n8k16, fragments through ldmatrix (rows padded by 8 elements).
+template <class T, int D>
+struct HalfMma {
+  static constexpr int kS = D + 8;
+  uint32_t qa[D / 16][4];
+
+  __device__ void load_q(const T* sQ, int warp, int lane) {
+    // Row (lane % 8) + 8 * (lane / 8 % 2), column 8 * (lane / 16).
+    const T* base = sQ + (warp * 16 + lane % 8 + 8 * (lane / 8 % 2)) * kS + 8 * (lane / 16);
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldmatrix4<false>(qa[kk], base + kk * 16);
+  }
+
+  __device__ void scores(float (&s)[kBN / 8][4], const T* sK, int lane) const {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+      for (int jp = 0; jp < kBN / 16; ++jp) {
+        // Keys jp * 16 + lane % 8 + 8 * (lane / 16), head columns kk * 16 + 8 * (lane / 8 % 2).
+        uint32_t kb[4];
+        ldmatrix4<false>(
+            kb, sK + (jp * 16 + lane % 8 + 8 * (lane / 16)) * kS + kk * 16 + 8 * (lane / 8 % 2));
+        mma<T>(s[2 * jp], qa[kk], kb[0], kb[1]);
+        mma<T>(s[2 * jp + 1], qa[kk], kb[2], kb[3]);
+      }
+    }
+  }
+
+  // P is rounded to T (as FlashAttention does).
+  __device__ void accumulate(float (&o)[D / 8][4], const float (&s)[kBN / 8][4], const T* sV,
+                             int lane) const {
+#pragma unroll
+    for (int kk = 0; kk < kBN / 16; ++kk) {
+      uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
+                        pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
+                        pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
+#pragma unroll
+      for (int np = 0; np < D / 16; ++np) {
+        // Keys kk * 16 + lane % 8 + 8 * (lane / 8 % 2), head columns np * 16 + 8 * (lane / 16).
+        uint32_t vb[4];
+        ldmatrix4<true>(
+            vb, sV + (kk * 16 + lane % 8 + 8 * (lane / 8 % 2)) * kS + np * 16 + 8 * (lane / 16));
+        mma<T>(o[2 * np], pa, vb[0], vb[1]);
+        mma<T>(o[2 * np + 1], pa, vb[2], vb[3]);
+      }
+    }
+  }
+
+  __device__ static void store2(T* p, float a, float b) {
+    *reinterpret_cast<uint32_t*>(p) = pack2<T>(a, b);
+  }
+};
+
+// f32: m16n8k8 on TF32 with each operand split in a TF32 head and a TF32 tail (3xTF32:
+// head*head + head*tail + tail*head), which keeps about 21 bits of every product: f32
+// results at tensor-core speed. Rows padded by 4 floats.
+__device__ __forceinline__ void split_tf32(float x, uint32_t& head, uint32_t& tail) {
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(head) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(tail) : "f"(x - __uint_as_float(head)));
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c += a b with a = (ah + at), b = (bh + bt), the tail x tail term dropped.
+__device__ __forceinline__ void mma_3xtf32(float (&c)[4], const uint32_t (&ah)[4],
+                                           const uint32_t (&at)[4], float b0, float b1) {
+  uint32_t b0h, b0t, b1h, b1t;
+  split_tf32(b0, b0h, b0t);
+  split_tf32(b1, b1h, b1t);
+  mma_tf32(c, at, b0h, b1h);
+  mma_tf32(c, ah, b0t, b1t);
+  mma_tf32(c, ah, b0h, b1h);
+}
+
 template <int D>
+struct Tf32Mma {
+  static constexpr int kS = D + 4;
+  uint32_t qh[D / 8][4], qt[D / 8][4];
+
+  // A fragment of a 16 x 8 tile: (group, tig), (group + 8, tig), (group, tig + 4),
+  // (group + 8, tig + 4).
+  __device__ void load_q(const float* sQ, int warp, int lane) {
+    int group = lane / 4, tig = lane % 4;
+    const float* base = sQ + (warp * 16 + group) * kS + tig;
+#pragma unroll
+    for (int kk = 0; kk < D / 8; ++kk) {
+      const float* q = base + kk * 8;
+      float x[4] = {q[0], q[8 * kS], q[4], q[8 * kS + 4]};
+#pragma unroll
+      for (int e = 0; e < 4; ++e) split_tf32(x[e], qh[kk][e], qt[kk][e]);
+    }
+  }
+
+  // B fragment (8 head columns x 8 keys): (k = tig, n = group), (k = tig + 4, n = group).
+  __device__ void scores(float (&s)[kBN / 8][4], const float* sK, int lane) const {
+    int group = lane / 4, tig = lane % 4;
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j) {
+      const float* k = sK + (j * 8 + group) * kS + tig;
+#pragma unroll
+      for (int kk = 0; kk < D / 8; ++kk) mma_3xtf32(s[j], qh[kk], qt[kk], k[kk * 8], k[kk * 8 + 4]);
+    }
+  }
+
+  // P's A fragments come from S's accumulators: column c of a row sits in lane
+  // (group, c / 2), element c % 2, so four shuffles per register pair.
+  __device__ void accumulate(float (&o)[D / 8][4], const float (&s)[kBN / 8][4], const float* sV,
+                             int lane) const {
+    int group = lane / 4, tig = lane % 4, src = (lane & ~3) | (tig >> 1);
+    bool odd = tig & 1;
+#pragma unroll
+    for (int kk = 0; kk < kBN / 8; ++kk) {
+      float a[4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {  // rows group (h = 0) and group + 8
+        float x0 = __shfl_sync(0xffffffffu, s[kk][2 * h], src);
+        float x1 = __shfl_sync(0xffffffffu, s[kk][2 * h + 1], src);
+        float y0 = __shfl_sync(0xffffffffu, s[kk][2 * h], src + 2);
+        float y1 = __shfl_sync(0xffffffffu, s[kk][2 * h + 1], src + 2);
+        a[h] = odd ? x1 : x0;      // column tig
+        a[h + 2] = odd ? y1 : y0;  // column tig + 4
+      }
+      uint32_t ph[4], pt[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) split_tf32(a[e], ph[e], pt[e]);
+      // B fragment (8 keys x 8 head columns): (k = tig, n = group), (k = tig + 4, n = group).
+      const float* v = sV + (kk * 8 + tig) * kS + group;
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) mma_3xtf32(o[n], ph, pt, v[n * 8], v[4 * kS + n * 8]);
+    }
+  }
+
+  __device__ static void store2(float* p, float a, float b) {
+    *reinterpret_cast<float2*>(p) = make_float2(a, b);
+  }
+};
+
+template <class T, int D>
+using MmaFor = std::conditional_t<std::is_same_v<T, float>, Tf32Mma<D>, HalfMma<T, D>>;
+
+template <class T, int D>
 constexpr size_t smem_bytes(int warps) {
-  return size_t(16 * warps + 2 * kBN) * (D + 8) * 2;
+  return size_t(16 * warps + 2 * kBN) * MmaFor<T, D>::kS * sizeof(T);
 }
 
 template <class T, int D, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
-  constexpr int kBM = 16 * kWarps, kS = D + 8, kThreads = kWarps * 32;
+  using Mma = MmaFor<T, D>;
+  constexpr int kBM = 16 * kWarps, kS = Mma::kS, kThreads = kWarps * 32;
   extern __shared__ __align__(16) unsigned char smem[];
   T* sQ = reinterpret_cast<T*>(smem);
   T* sK = sQ + kBM * kS;
@@ -134,19 +288,14 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
     if (p.window) lo = max(int64_t(0), q0 + shift - p.window + 1) / kBN * kBN;
   }
 
-  load_tile<T, D, kThreads>(sQ, q, p.q_row, kBM, q0, p.sq);
-  if (lo < hi) load_tile<T, D, kThreads>(sK, k, p.k_row, kBN, lo, p.sk);
+  load_tile<T, D, kS, kThreads>(sQ, q, p.q_row, kBM, q0, p.sq);
+  if (lo < hi) load_tile<T, D, kS, kThreads>(sK, k, p.k_row, kBN, lo, p.sk);
   cp_async_commit();
   cp_async_wait_all();
   __syncthreads();
 
-  // This warp's Q fragments: row (lane % 8) + 8 * (lane / 8 % 2), column 8 * (lane / 16).
-  uint32_t qa[D / 16][4];
-  {
-    const T* base = sQ + (warp * 16 + lane % 8 + 8 * (lane / 8 % 2)) * kS + 8 * (lane / 16);
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) ldmatrix4<false>(qa[kk], base + kk * 16);
-  }
+  Mma mma;
+  mma.load_q(sQ, warp, lane);
 
   float o[D / 8][4] = {};
   float m[2] = {-inf, -inf}, l[2] = {0, 0};
@@ -155,22 +304,11 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
   int64_t p_first = q0 + warp * 16 + shift, p_last = p_first + 15;
 
   for (int64_t k0 = lo; k0 < hi; k0 += kBN) {
-    load_tile<T, D, kThreads>(sV, v, p.v_row, kBN, k0, p.sk);
+    load_tile<T, D, kS, kThreads>(sV, v, p.v_row, kBN, k0, p.sk);
     cp_async_commit();
 
     float s[kBN / 8][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-      for (int jp = 0; jp < kBN / 16; ++jp) {
-        // Keys jp * 16 + lane % 8 + 8 * (lane / 16), head columns kk * 16 + 8 * (lane / 8 % 2).
-        uint32_t kb[4];
-        ldmatrix4<false>(
-            kb, sK + (jp * 16 + lane % 8 + 8 * (lane / 16)) * kS + kk * 16 + 8 * (lane / 8 % 2));
-        mma<T>(s[2 * jp], qa[kk], kb[0], kb[1]);
-        mma<T>(s[2 * jp + 1], qa[kk], kb[2], kb[3]);
-      }
-    }
+    mma.scores(s, sK, lane);
 
     // Scale (log2 domain), bias, mask.
     bool masked = k0 + kBN > p.sk ||
@@ -226,26 +364,12 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
     cp_async_wait_all();  // V is in
     __syncthreads();      // and every warp is done with K
     if (k0 + kBN < hi) {
-      load_tile<T, D, kThreads>(sK, k, p.k_row, kBN, k0 + kBN, p.sk);
+      load_tile<T, D, kS, kThreads>(sK, k, p.k_row, kBN, k0 + kBN, p.sk);
       cp_async_commit();
     }
 
     // O += P V, P straight from S's registers.
-#pragma unroll
-    for (int kk = 0; kk < kBN / 16; ++kk) {
-      uint32_t pa[4] = {pack2<T>(s[2 * kk][0], s[2 * kk][1]), pack2<T>(s[2 * kk][2], s[2 * kk][3]),
-                        pack2<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
-                        pack2<T>(s[2 * kk + 1][2], s[2 * kk + 1][3])};
-#pragma unroll
-      for (int np = 0; np < D / 16; ++np) {
-        // Keys kk * 16 + lane % 8 + 8 * (lane / 8 % 2), head columns np * 16 + 8 * (lane / 16).
-        uint32_t vb[4];
-        ldmatrix4<true>(
-            vb, sV + (kk * 16 + lane % 8 + 8 * (lane / 8 % 2)) * kS + np * 16 + 8 * (lane / 16));
-        mma<T>(o[2 * np], pa, vb[0], vb[1]);
-        mma<T>(o[2 * np + 1], pa, vb[2], vb[3]);
-      }
-    }
+    mma.accumulate(o, s, sV, lane);
     cp_async_wait_all();  // the next K is in
     __syncthreads();      // and every warp is done with V
   }
@@ -262,8 +386,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
     if (row >= p.sq) continue;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
-      uint32_t pair = pack2<T>(o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
-      *reinterpret_cast<uint32_t*>(out + row * D + n * 8 + tig * 2) = pair;
+      Mma::store2(out + row * D + n * 8 + tig * 2, o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
     }
   }
 }
@@ -271,7 +394,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
 template <class T, int D>
 void launch(const Params& p, cudaStream_t s) {
   constexpr int kWarps = 4;
-  size_t smem = smem_bytes<D>(kWarps);
+  size_t smem = smem_bytes<T, D>(kWarps);
   static bool raised = [&] {
     RLX_CUDA(cudaFuncSetAttribute(forward<T, D, kWarps>,
                                   cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
