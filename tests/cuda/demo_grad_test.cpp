@@ -106,6 +106,7 @@ TEST(CudaDemo, TrainerStepsFollowTheCpu) {
 // resolves on cuda with no node on the host path and no core op decomposed. Lowering
 // needs no GPU, so this runs everywhere.
 TEST(CudaDemo, TrainStepResolvesNativelyOnCuda) {
+  register_cpu_kernels();  // the view kernels every device shares
   register_cuda_kernels();
   demo::GptConfig cfg{.vocab = 65, .d_model = 64, .heads = 4, .layers = 2, .context = 32};
   auto model = demo::build_gpt(cfg, /*with_loss=*/true);
