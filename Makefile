@@ -18,7 +18,7 @@ DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clan
   ocl-icd-opencl-dev libonnx-dev libprotobuf-dev libonnx-testdata \
   python3-torch python3-numpy gnuplot-nox \
   pybind11-dev python3-pytest python3-onnx libsuitesparse-dev python3-scipy \
-  libopenmpi-dev openmpi-bin
+  libopenmpi-dev openmpi-bin python3-venv python3-pip python3-setuptools python3-wheel
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
