@@ -14,12 +14,6 @@ const GradTable& table() {
   return t;
 }
 
-std::vector<std::string> op_names() {
-  std::vector<std::string> names;
-  for (const OpDef* d : OpRegistry::global().all()) names.push_back(d->name);
-  return names;
-}
-
 bool exempt(const std::string& op) {
   for (const auto& e : table().exempt)
     if (e.first == op) return true;
@@ -39,12 +33,8 @@ TEST_P(GradCheckTest, MatchesFiniteDifferences) {
   EXPECT_GT(n, 0) << "no grad checks for op '" << GetParam() << "'";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, GradCheckTest, ::testing::ValuesIn(op_names()), [](const auto& info) {
-  std::string s = info.param;
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
-});
+INSTANTIATE_TEST_SUITE_P(Ops, GradCheckTest, ::testing::ValuesIn(registered_op_names()),
+                         [](const auto& info) { return test_name_of(info.param); });
 
 // Differentiable ops need a vjp check (jvp and hvp come with it unless turned off with a
 // reason); every op with inputs needs a vmap check.

@@ -13,12 +13,6 @@ const CheckTable& table() {
   return t;
 }
 
-std::vector<std::string> op_names() {
-  std::vector<std::string> names;
-  for (const OpDef* d : OpRegistry::global().all()) names.push_back(d->name);
-  return names;
-}
-
 class CpuConsistency : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CpuConsistency, MatchesReference) {
@@ -32,13 +26,8 @@ TEST_P(CpuConsistency, MatchesReference) {
   EXPECT_GT(n, 0) << "no consistency checks for op '" << GetParam() << "'";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, CpuConsistency, ::testing::ValuesIn(op_names()),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Ops, CpuConsistency, ::testing::ValuesIn(registered_op_names()),
+                         [](const auto& info) { return test_name_of(info.param); });
 
 // The dtypes an op's own type rules accept must all be checked: take the op's first
 // check, swap its main dtype (in the inputs and in a `dtype` attribute) for each dtype in

@@ -16,12 +16,6 @@ const CheckTable& table() {
   return t;
 }
 
-std::vector<std::string> op_names() {
-  std::vector<std::string> names;
-  for (const OpDef* d : OpRegistry::global().all()) names.push_back(d->name);
-  return names;
-}
-
 class CudaConsistency : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaConsistency, MatchesReference) {
@@ -36,13 +30,8 @@ TEST_P(CudaConsistency, MatchesReference) {
   EXPECT_GT(n, 0) << "no consistency checks for op '" << GetParam() << "'";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, CudaConsistency, ::testing::ValuesIn(op_names()),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& ch : s)
-                             if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(Ops, CudaConsistency, ::testing::ValuesIn(registered_op_names()),
+                         [](const auto& info) { return test_name_of(info.param); });
 
 // The path each check's node takes on cuda, from the kernels alone (no GPU needed).
 DispatchPath path_on_cuda(const OpCheck& c) {

@@ -15,12 +15,6 @@ const GradTable& table() {
   return t;
 }
 
-std::vector<std::string> op_names() {
-  std::vector<std::string> names;
-  for (const OpDef* d : OpRegistry::global().all()) names.push_back(d->name);
-  return names;
-}
-
 class CudaGradCheck : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(CudaGradCheck, MatchesFiniteDifferences) {
@@ -36,12 +30,8 @@ TEST_P(CudaGradCheck, MatchesFiniteDifferences) {
   if (n == 0) GTEST_SKIP() << "no grad checks for op '" << GetParam() << "' (see tests/autodiff)";
 }
 
-INSTANTIATE_TEST_SUITE_P(Ops, CudaGradCheck, ::testing::ValuesIn(op_names()), [](const auto& info) {
-  std::string s = info.param;
-  for (char& ch : s)
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  return s;
-});
+INSTANTIATE_TEST_SUITE_P(Ops, CudaGradCheck, ::testing::ValuesIn(registered_op_names()),
+                         [](const auto& info) { return test_name_of(info.param); });
 
 }  // namespace
 }  // namespace rlx::test

@@ -17,12 +17,6 @@ namespace {
 #define NEED_GPU() \
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one"
 
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor h = t.to(Device::cpu()).contiguous();
-  const auto* p = static_cast<const uint8_t*>(h.data());
-  return {p, p + h.nbytes()};
-}
-
 std::unique_ptr<Graph> mlp() {
   auto g = std::make_unique<Graph>("mlp");
   Value x = g->input("x", TensorType::parse("f32[64,32]"));

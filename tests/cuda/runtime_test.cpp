@@ -17,12 +17,6 @@ namespace {
 #define NEED_GPU() \
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one"
 
-std::vector<uint8_t> bytes_of(const Tensor& t) {
-  Tensor h = t.to(Device::cpu()).contiguous();
-  const auto* p = static_cast<const uint8_t*>(h.data());
-  return {p, p + h.nbytes()};
-}
-
 TEST(CudaRuntime, WithoutADeviceSessionsSayWhatIsMissing) {
   if (cuda::available()) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_THROW(Session(Device::cuda()), NotSupported);

@@ -1,5 +1,6 @@
 #include "support/consistency.h"
 
+#include <cctype>
 #include <cmath>
 #include <cstring>
 
@@ -19,9 +20,9 @@ OpCheck ref_check(std::string op, DType dtype, Tensors inputs, Attrs attrs, RefF
 
 CheckTable all_checks() {
   CheckTable t;
-  for (auto* f : {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv,
-                  checks_pool, checks_nn, checks_random, checks_control, checks_autodiff,
-                  checks_fused, checks_region})
+  for (auto* f :
+       {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv, checks_pool,
+        checks_nn, checks_random, checks_control, checks_autodiff, checks_fused, checks_region})
     t.append(f());
   return t;
 }
@@ -264,6 +265,24 @@ std::vector<std::string> run_op_check(const OpCheck& c, Device device) {
     failures.push_back(cat("threw: ", e.what()));
   }
   return failures;
+}
+
+std::vector<std::string> registered_op_names() {
+  std::vector<std::string> names;
+  for (const OpDef* d : OpRegistry::global().all()) names.push_back(d->name);
+  return names;
+}
+
+std::string test_name_of(std::string param) {
+  for (char& ch : param)
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  return param;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& t) {
+  Tensor h = t.to(Device::cpu()).contiguous();
+  const auto* p = static_cast<const uint8_t*>(h.data());
+  return {p, p + h.nbytes()};
 }
 
 }  // namespace rlx::test

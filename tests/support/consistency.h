@@ -69,8 +69,16 @@ CheckTable checks_control();
 CheckTable checks_autodiff();  // reshape_like, broadcast_like, stop_gradient, checkpoint
 CheckTable checks_fused();     // fused_matmul, fused_conv
 
-CheckTable checks_region();    // fused_elementwise
+CheckTable checks_region();  // fused_elementwise
 CheckTable all_checks();
+
+// --- the op tables as gtest parameters ------------------------------------------------
+// Every registered op's name (one test per op), and a test name for a parameter
+// (characters gtest does not take become '_').
+std::vector<std::string> registered_op_names();
+std::string test_name_of(std::string param);
+// A tensor's elements as bytes, from any device: for bit-exact comparisons.
+std::vector<uint8_t> bytes_of(const Tensor& t);
 
 // --- inputs ---------------------------------------------------------------------------
 // Deterministic pseudo-random values in [lo, hi] (integers for integer dtypes, 0/1 for
