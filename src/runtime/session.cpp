@@ -222,10 +222,11 @@ bool cache_enabled(const CompileOptions& options) {
          (!options.kernels || options.kernels == &KernelRegistry::global());
 }
 
-// CUDA Graphs: on unless the options or RLX_CUDA_GRAPHS=0 turn them off.
+// CUDA Graphs: as the options say, unless RLX_CUDA_GRAPHS (0 / 1) says otherwise.
 bool graphs_on(const CompileOptions& options) {
   const char* env = std::getenv("RLX_CUDA_GRAPHS");
-  return options.cuda_graphs && !(env && std::string_view(env) == "0");
+  if (env && std::string_view(env) == "0") return false;
+  return options.cuda_graphs || (env && std::string_view(env) == "1");
 }
 
 // Everything that decides the compiled program: the graph, the device, the kernels (by

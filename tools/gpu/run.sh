@@ -54,7 +54,7 @@ if [ -x $B/dist_nccl ]; then (
 fi
 [ "$stage" = tests ] && exit 0
 # rlx first, then PyTorch's side on its own (torch.compile takes minutes).
-timeout 140 $B/rlx-bench-gpu --no-torch --runs 20 > $OUT/bench.log 2>&1; echo "== bench rc=$?"
+RLX_CUDA_GRAPHS=1 timeout 140 $B/rlx-bench-gpu --no-torch --runs 20 > $OUT/bench.log 2>&1; echo "== bench rc=$?"
 cat $OUT/bench.log
 timeout 150 python3 bench/gpu_torch.py --runs 10 > $OUT/torch.log 2>&1; echo "== torch rc=$?"
 cat $OUT/torch.log
