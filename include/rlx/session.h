@@ -55,9 +55,8 @@ struct CompileOptions {
   // On a GPU, capture runs with static shapes as CUDA Graphs and replay them (one launch
   // per run). A capture belongs to the storage of its arguments: runs over the same
   // tensors (weights set once, a training loop feeding each step the last one's outputs)
-  // replay it. Off by default until it has run on a GPU (tests/cuda/graphs_test.cpp);
-  // RLX_CUDA_GRAPHS=1 turns it on everywhere, RLX_CUDA_GRAPHS=0 off.
-  bool cuda_graphs = false;
+  // replay it. RLX_CUDA_GRAPHS=0 turns it off everywhere, RLX_CUDA_GRAPHS=1 on.
+  bool cuda_graphs = true;
 };
 
 // The pipeline compile() runs for these options on a device.

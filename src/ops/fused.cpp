@@ -80,7 +80,7 @@ Types infer_fused_matmul(const InferContext& ctx) {
                ctx.input(2).str());
     out = broadcast_shapes(ctx, out, bias);
   }
-  return {{ctx.dtype(0), out}};
+  return {{ctx.attrs().get_string("out_dtype") == "f32" ? DType::f32 : ctx.dtype(0), out}};
 }
 
 Value swap_last2(Value x) {
@@ -96,7 +96,10 @@ Values decompose_fused_matmul(const RuleArgs& a) {
   if (a.attrs.get_bool("transpose_b")) y = swap_last2(y);
   Value out = matmul(x, y);
   if (a.inputs.size() > 2) out = op("add", {out, a.inputs[2]});
-  return {apply_activation(out, a.attrs.get_string("activation"))};
+  out = apply_activation(out, a.attrs.get_string("activation"));
+  if (a.attrs.get_string("out_dtype") == "f32" && out.dtype() != DType::f32)
+    out = cast(out, DType::f32);
+  return {out};
 }
 
 // ---- fused_conv --------------------------------------------------------------------
@@ -205,10 +208,12 @@ void register_fused_ops(OpRegistry& r) {
   mm.arity(2, 3)
       .attr("transpose_a", AttrKind::Bool, AttrValue(false))
       .attr("transpose_b", AttrKind::Bool, AttrValue(false))
-      .attr("activation", AttrKind::String, AttrValue("none"), fused_activations());
+      .attr("activation", AttrKind::String, AttrValue("none"), fused_activations())
+      .attr("out_dtype", AttrKind::String, AttrValue("same"), {"same", "f32"});
   mm.doc =
       "act(matmul(a, b) + bias), a / b read with their last two dims swapped where "
-      "transpose_a / transpose_b; bias broadcasts onto the product.";
+      "transpose_a / transpose_b; bias broadcasts onto the product; out_dtype f32 stores "
+      "the f32 result of 16-bit operands (a cast folded into the GEMM).";
   mm.infer = infer_fused_matmul;
   mm.decompose = decompose_fused_matmul;
   set_rules(mm);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/families.h"
+#include "ops/fused.h"
 #include "ops/infer_util.h"
 #include "ops/nn_rules.h"
 #include "ops/window_rules.h"
@@ -169,7 +170,8 @@ void expect_broadcastable_to(const InferContext& ctx, size_t i, const Shape& tar
              ctx.input(i).str());
 }
 
-std::vector<TensorType> infer_attention(const InferContext& ctx) {
+// attention's output type; input 3 is a bias only where `bias` says so.
+TensorType attention_type(const InferContext& ctx, bool bias) {
   expect_all_float(ctx);
   for (size_t i = 0; i < 3; ++i) expect_min_rank(ctx, i, 2);
   const Attrs& a = ctx.attrs();
@@ -186,7 +188,7 @@ std::vector<TensorType> infer_attention(const InferContext& ctx) {
   Dim sk = unify_dims(ctx, k[k.size() - 2], v[v.size() - 2], "key lengths of k and v");
   auto lead = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
   Shape batch = broadcast_shapes(ctx, broadcast_shapes(ctx, lead(q), lead(k)), lead(v));
-  if (ctx.num_inputs() == 4) {
+  if (bias && ctx.num_inputs() == 4) {
     Shape scores = batch;
     scores.push_back(q[q.size() - 2]);
     scores.push_back(sk);
@@ -195,7 +197,30 @@ std::vector<TensorType> infer_attention(const InferContext& ctx) {
   Shape out = batch;
   out.push_back(q[q.size() - 2]);
   out.push_back(v.back());
-  return one({ctx.dtype(0), out});
+  return {ctx.dtype(0), out};
+}
+
+std::vector<TensorType> infer_attention(const InferContext& ctx) {
+  return one(attention_type(ctx, true));
+}
+
+std::vector<TensorType> infer_attention_grad(const InferContext& ctx) {
+  TensorType y = attention_type(ctx, false);
+  expect_same_dtype(ctx, 0, 3);
+  const Shape& dy = ctx.shape(3);
+  bool ok = dy.size() == y.shape.size();
+  for (size_t d = 0; ok && d < dy.size(); ++d)
+    ok = !dy[d].is_static() || !y.shape[d].is_static() || dy[d].value() == y.shape[d].value();
+  if (!ok)
+    ctx.fail("expected dy of attention's output type ", y.str(), ", got ", ctx.input(3).str());
+  Shape batch(y.shape.begin(), y.shape.end() - 2);
+  auto with = [&](size_t i) {
+    Shape s = batch;
+    const Shape& in = ctx.shape(i);
+    s.insert(s.end(), in.end() - 2, in.end());
+    return TensorType{ctx.dtype(0), s};
+  };
+  return {with(0), with(1), with(2)};
 }
 
 void register_attention(OpRegistry& r) {
@@ -212,7 +237,22 @@ void register_attention(OpRegistry& r) {
   d.vjp = attention_vjp;
   d.jvp = attention_jvp;
   d.vmap = attention_vmap;
+  const std::vector<AttrSpec> specs = d.attrs;
   r.add(std::move(d));
+
+  // attention's vjp without a bias, as one op: a device with a kernel for it (cuda) runs
+  // the backward without building the score masks and probabilities op by op.
+  OpDef g;
+  g.name = "attention_grad";
+  g.arity(4, 4);
+  g.attrs = specs;
+  g.doc =
+      "(dq, dk, dv) of attention(q, k, v) (no bias) for the output cotangent dy, each in the "
+      "broadcast batch shape of q, k and v; the attributes are attention's.";
+  g.infer = infer_attention_grad;
+  g.decompose = attention_grad_decomposed;
+  set_rules_by_decomposition(g);
+  r.add(std::move(g));
 }
 
 // ---- embedding, dropout ------------------------------------------------------------
@@ -281,6 +321,19 @@ std::vector<TensorType> infer_cross_entropy(const InferContext& ctx) {
   return one({ctx.dtype(0), rows});
 }
 
+std::vector<TensorType> infer_cross_entropy_grad(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  expect_min_rank(ctx, 0, 1);
+  if (!is_integer(ctx.dtype(1)))
+    ctx.fail_type("expected integer class labels for input 1, got ", ctx.input(1).str());
+  const Shape& logits = ctx.shape(0);
+  Shape rows(logits.begin(), logits.end() - 1);
+  rows = unify_shape(ctx, 1, rows, "class labels", "logits.shape[:-1]");
+  expect_same_dtype(ctx, 0, 2);
+  expect_broadcastable_to(ctx, 2, rows);
+  return one(ctx.input(0));
+}
+
 void register_cross_entropy(OpRegistry& r) {
   OpDef d;
   d.name = "cross_entropy";
@@ -296,6 +349,22 @@ void register_cross_entropy(OpRegistry& r) {
   d.jvp = cross_entropy_jvp;
   d.vmap = cross_entropy_vmap;
   r.add(std::move(d));
+
+  // cross_entropy's vjp for class labels, as one op: a device with a kernel for it (cuda)
+  // writes the logits' gradient in one pass, without the softmax and one-hot tensors.
+  OpDef g;
+  g.name = "cross_entropy_grad";
+  g.arity(3)
+      .attr("label_smoothing", AttrKind::Float, AttrValue(0.0))
+      .attr("ignore_index", AttrKind::Int, AttrValue(-100));
+  g.doc =
+      "Gradient of softmax cross entropy with respect to logits [..., C] for integer labels "
+      "[...]: w (per row, broadcasting, or one value) times (softmax - smoothed one-hot), 0 on "
+      "rows labelled ignore_index.";
+  g.infer = infer_cross_entropy_grad;
+  g.decompose = cross_entropy_grad_decomposed;
+  set_rules_by_decomposition(g);
+  r.add(std::move(g));
 }
 
 // ---- sliding windows on [N, C, D1..Dk]: shared helpers ------------------------------

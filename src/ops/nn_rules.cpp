@@ -357,15 +357,38 @@ Probs attention_probs(const RuleArgs& a) {
 
 }  // namespace
 
-Values attention_vjp(const RuleArgs& a, ValueSpan ct) {
+namespace {
+
+// The gradients in the broadcast batch shape, and ds (the scores' cotangent).
+Values attention_grads(const RuleArgs& a, Value dy) {
   Value q = a.inputs[0], k = a.inputs[1], v = a.inputs[2];
   Probs pr = attention_probs(a);
-  Value dp = matmul(ct[0], swap_last2(v));
+  Value dp = matmul(dy, swap_last2(v));
   Value ds = pr.p * (dp - sum_keep(dp * pr.p, {-1}));  // 0 where masked (p is)
-  Values out{rules::unbroadcast(matmul(ds, k) * pr.scale, q),
-             rules::unbroadcast(matmul(swap_last2(ds), q) * pr.scale, k),
-             rules::unbroadcast(matmul(swap_last2(pr.p), ct[0]), v)};
-  if (a.inputs.size() > 3) out.push_back(rules::unbroadcast(ds, a.inputs[3]));
+  return {matmul(ds, k) * pr.scale, matmul(swap_last2(ds), q) * pr.scale,
+          matmul(swap_last2(pr.p), dy), ds};
+}
+
+}  // namespace
+
+Values attention_grad_decomposed(const RuleArgs& a) {
+  RuleArgs qkv{a.g, a.attrs, a.inputs.first(3), {}, a.subgraphs, a.op};  // dy is no bias
+  Values g = attention_grads(qkv, a.inputs[3]);
+  g.pop_back();
+  return g;
+}
+
+Values attention_vjp(const RuleArgs& a, ValueSpan ct) {
+  Values g;
+  if (a.inputs.size() == 3) {
+    std::vector<Value> in(a.inputs.begin(), a.inputs.end());
+    in.push_back(ct[0]);
+    g = op_n("attention_grad", in, a.attrs);
+  } else {
+    g = attention_grads(a, ct[0]);
+  }
+  Values out;
+  for (size_t i = 0; i < a.inputs.size(); ++i) out.push_back(rules::unbroadcast(g[i], a.inputs[i]));
   return out;
 }
 
@@ -466,7 +489,7 @@ CrossEntropy read_cross_entropy(const RuleArgs& a, const char* transform) {
                  a.inputs[1],
                  is_float(a.inputs[1].dtype()),
                  a.attrs.get_float("label_smoothing"),
-                 a.attrs.get_string("reduction"),
+                 a.attrs.has("reduction") ? a.attrs.get_string("reduction") : "none",
                  a.attrs.get_int("ignore_index"),
                  0};
   const Dim& d = c.x.shape().back();
@@ -508,13 +531,24 @@ Value logit_grad(const CrossEntropy& c) {
 
 Values cross_entropy_vjp(const RuleArgs& a, ValueSpan ct) {
   CrossEntropy c = read_cross_entropy(a, "vjp");
-  Value w = ct[0];  // each row's cotangent, broadcasting against [..., C]
-  if (c.reduction == "none") w = expand_dims(w, {w.rank()});
+  Value w = ct[0];  // each row's cotangent (reduction none), else one for all rows
   if (c.reduction == "mean") w = w / row_count(c);
+  if (!c.probs) {  // one op, which a device may run without the one-hot and the softmax
+    Attrs attrs{{"label_smoothing", c.eps}, {"ignore_index", c.ignore}};
+    return {op("cross_entropy_grad", {c.x, c.labels, w}, attrs), Value{}};
+  }
+  if (c.reduction == "none") w = expand_dims(w, {w.rank()});
   Value dx = w * logit_grad(c);
-  if (c.probs) return {dx, w * op("log_softmax", {c.x}) * (c.eps - 1)};
+  return {dx, w * op("log_softmax", {c.x}) * (c.eps - 1)};
+}
+
+Values cross_entropy_grad_decomposed(const RuleArgs& a) {
+  CrossEntropy c = read_cross_entropy(a, "decompose");
+  Value w = a.inputs[2];
+  w = expand_dims(w, {w.rank()});  // against [..., C]
+  Value dx = w * logit_grad(c);
   Value keep = expand_dims(kept_rows(c), {c.labels.rank()});
-  return {select(keep, dx, scalar_like(dx, 0)), Value{}};
+  return {select(keep, dx, scalar_like(dx, 0))};
 }
 
 Values cross_entropy_jvp(const RuleArgs& a, ValueSpan t) {

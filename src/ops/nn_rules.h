@@ -38,6 +38,8 @@ VmapResult batch_norm_vmap(const RuleArgs& a, AxisSpan in_axes);
 Values attention_vjp(const RuleArgs& a, ValueSpan ct);
 Values attention_jvp(const RuleArgs& a, ValueSpan t);
 VmapResult attention_vmap(const RuleArgs& a, AxisSpan in_axes);
+// attention_grad(q, k, v, dy) in core ops: the probabilities recomputed, then the products.
+Values attention_grad_decomposed(const RuleArgs& a);
 
 Values embedding_vjp(const RuleArgs& a, ValueSpan ct);
 Values embedding_jvp(const RuleArgs& a, ValueSpan t);
@@ -50,5 +52,8 @@ VmapResult dropout_vmap(const RuleArgs& a, AxisSpan in_axes);
 Values cross_entropy_vjp(const RuleArgs& a, ValueSpan ct);
 Values cross_entropy_jvp(const RuleArgs& a, ValueSpan t);
 VmapResult cross_entropy_vmap(const RuleArgs& a, AxisSpan in_axes);
+// cross_entropy_grad(logits, labels, w): w (per row, or one for all) times the row loss's
+// gradient, 0 on ignored rows.
+Values cross_entropy_grad_decomposed(const RuleArgs& a);
 
 }  // namespace rlx::detail

@@ -5,6 +5,8 @@
 //   -> add(·, bias)      bias: any tensor that broadcasts onto the product without
 //                        growing it (the add's type is the product's)
 //   -> activation        relu, gelu (either form), silu, sigmoid, tanh
+//   -> cast to f32       of a 16-bit product (mixed precision's; out_dtype "f32": the
+//                        pass runs again after mixed_precision for these)
 //
 // Only when each intermediate has no other reader (else it is computed anyway) and only
 // for float dtypes on a device with a native fused_matmul kernel.
@@ -65,7 +67,8 @@ std::optional<Product> product_of(const Node& n) {
   const std::string& op = n.op_name();
   if (op == "matmul") return Product{n.inputs[0], n.inputs[1], {}};
   if (op == "dot_general") return dot_as_matmul(n);
-  if (op == "fused_matmul" && n.attrs.get_string("activation") == "none")
+  if (op == "fused_matmul" && n.attrs.get_string("activation") == "none" &&
+      n.attrs.get_string("out_dtype") == "same")
     return Product{n.inputs[0], n.inputs[1], n.inputs.size() > 2 ? n.inputs[2] : Value{},
                    n.attrs.get_bool("transpose_a"), n.attrs.get_bool("transpose_b")};
   return std::nullopt;
@@ -83,17 +86,42 @@ std::unique_ptr<Graph> matmul_fusion(const Graph& g, const PassContext& ctx) {
     std::optional<Product> p = product_of(n);
     if (!p) continue;
     bool has_bias = p->bias.valid();
-    Epilogue e = grow_epilogue(g, uses, plan, int32_t(i), [&](Value) { return !has_bias; });
+    // Under a mixed precision the fused op will run in 16 bits, its bias too: only a bias
+    // of one value per column joins (as autocast's linear takes it), not a residual
+    // stream, whose add stays in f32.
+    auto bias_ok = [&](Value b) {
+      if (has_bias) return false;
+      if (ctx.precision == Precision::f32) return true;
+      for (size_t d = 0; d + 1 < b.shape().size(); ++d)
+        if (!b.shape()[d].is(1)) return false;
+      return true;
+    };
+    Epilogue e = grow_epilogue(g, uses, plan, int32_t(i), bias_ok);
     if (e.bias.valid()) p->bias = e.bias;
-    const std::vector<int32_t>& chain = e.chain;
+    std::vector<int32_t>& chain = e.chain;
     const std::string& act = e.activation;
     Value cur = e.out;
+    // Mixed precision's cast of a 16-bit product back to f32 folds in too: the GEMM
+    // stores its f32 accumulators instead of rounding them first.
+    std::string out_dtype = "same";
+    if ((cur.dtype() == DType::bf16 || cur.dtype() == DType::f16) && uses.single_use(cur)) {
+      int32_t u = uses.users[size_t(cur.id)][0];
+      const Node& c = nodes[size_t(u)];
+      if (!plan.taken(u) && c.op_name() == "cast" && c.attrs.get_dtype("dtype") == DType::f32) {
+        chain.push_back(u);
+        cur = c.outputs[0];
+        out_dtype = "f32";
+      }
+    }
     if (chain.size() == 1) continue;
     std::vector<Value> in{p->a, p->b};
     if (p->bias.valid()) in.push_back(p->bias);
     std::vector<TensorType> types;
     for (Value v : in) types.push_back(v.type());
-    Attrs attrs{{"transpose_a", p->ta}, {"transpose_b", p->tb}, {"activation", act}};
+    Attrs attrs{{"transpose_a", p->ta},
+                {"transpose_b", p->tb},
+                {"activation", act},
+                {"out_dtype", out_dtype}};
     auto t = native_type(ctx, "fused_matmul", types, attrs);
     if (!t || *t != cur.type()) continue;
     for (size_t k = 0; k + 1 < chain.size(); ++k) plan.claim(chain[k]);

@@ -77,16 +77,19 @@ std::vector<std::string> default_pipeline(Device device, int opt_level, Precisio
                           "conv_fusion", "nchwc_layout", "conv_prologue"})
       want.push_back(p);
   }
-  if (opt_level >= 1 && precision != Precision::f32) want.push_back("mixed_precision");
+  if (opt_level >= 1 && precision != Precision::f32) {
+    want.push_back("mixed_precision");
+    // Again, for the casts back to f32 after 16-bit products (a GEMM can store f32).
+    if (opt_level >= 2) want.push_back("matmul_fusion");
+  }
   if (opt_level >= 2) {
     for (const char* p : {"simplify", "cse", "elementwise_fusion"}) want.push_back(p);
   }
   if (opt_level >= 1) want.push_back("dce");
   // The CPU's own layouts (blocked conv, fused conv prologues) mean nothing elsewhere.
   if (!device.is_cpu())
-    std::erase_if(want, [](const std::string& p) {
-      return p == "nchwc_layout" || p == "conv_prologue";
-    });
+    std::erase_if(want,
+                  [](const std::string& p) { return p == "nchwc_layout" || p == "conv_prologue"; });
   // A build without some pass (a backend that registers its own later) leaves it out.
   std::vector<std::string> out;
   for (auto& p : want)
@@ -138,7 +141,8 @@ PipelineResult run_pipeline(const Graph& g, std::span<const std::string> passes,
     PassStat st{p->name, cur->nodes().size(), cur->nodes().size(), 0, false};
     auto t0 = std::chrono::steady_clock::now();
     std::unique_ptr<Graph> next = p->run(*cur, ctx);
-    st.ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    st.ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (next) {
       st.changed = true;
       st.nodes_after = next->nodes().size();
@@ -146,8 +150,8 @@ PipelineResult run_pipeline(const Graph& g, std::span<const std::string> passes,
         try {
           verify(*next);
         } catch (const Error& e) {
-          fail<ValueError>("passes", "expected pass '", p->name, "' to leave a valid graph, got: ",
-                           e.what());
+          fail<ValueError>("passes", "expected pass '", p->name,
+                           "' to leave a valid graph, got: ", e.what());
         }
       }
       owned = std::move(next);

@@ -9,6 +9,7 @@
 
 #include "model.h"
 #include "rlx/cuda.h"
+#include "rlx/passes.h"
 #include "rlx/rlx.h"
 #include "rlx/train.h"
 
@@ -114,6 +115,29 @@ TEST(CudaDemo, TrainStepResolvesNativelyOnCuda) {
   LoweredGraph l = lower_for_device(*vg, Device::cuda());
   EXPECT_EQ(l.report.total(DispatchPath::host), 0) << l.report.str();
   EXPECT_EQ(l.report.total(DispatchPath::decomposed), 0) << l.report.str();
+  // Attention's backward is one kernel per layer, not the scores' ops one by one.
+  EXPECT_EQ(l.report.count("attention_grad", DispatchPath::native), cfg.layers) << l.report.str();
+}
+
+// Under auto-bf16 the casts of 16-bit products back to f32 (the logits, the attention and
+// MLP outputs before their residual adds) fold into the GEMMs, which store f32.
+TEST(CudaDemo, AutoBf16ProductsStoreF32FromTheGemm) {
+  register_cpu_kernels();
+  register_cuda_kernels();
+  demo::GptConfig cfg{.vocab = 65, .d_model = 64, .heads = 4, .layers = 2, .context = 32};
+  auto model = demo::build_gpt(cfg, /*with_loss=*/false);
+  PassContext ctx{.device = Device::cuda(), .precision = Precision::auto_bf16};
+  auto passes = default_pipeline(Device::cuda(), 2, Precision::auto_bf16);
+  PipelineResult r = run_pipeline(*model, passes, ctx);
+  int widened = 0, casts_up = 0;
+  for (const Node& n : r.graph->nodes()) {
+    if (n.op_name() == "fused_matmul" && n.attrs.get_string("out_dtype") == "f32") ++widened;
+    if (n.op_name() == "cast" && n.inputs[0].dtype() == DType::bf16 &&
+        n.outputs[0].dtype() == DType::f32)
+      ++casts_up;
+  }
+  EXPECT_EQ(widened, 1 + 2 * cfg.layers) << print_graph(*r.graph);
+  EXPECT_EQ(casts_up, 0) << print_graph(*r.graph);
 }
 
 }  // namespace

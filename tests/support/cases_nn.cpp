@@ -313,6 +313,17 @@ void attention_cases(Cases& c) {
   c.push_back(bad("attention", {"f32[64]", q, q}, {}, V, "input 0 of rank >= 2"));
   c.push_back(bad("attention", {"i32[4,4]", "i32[4,4]", "i32[4,4]"}, {}, T, "float dtype"));
   c.push_back(bad("attention", {q, q, "f16[2,8,16,64]"}, {}, T, "same dtype"));
+  // attention_grad: the gradients in the broadcast batch shape.
+  c.push_back(ok("attention_grad", {q, q, q, q}, {{"mask", "causal"}}, {q, q, q}));
+  c.push_back(ok("attention_grad",
+                 {"f32[8,10,32]", "f32[2,1,12,32]", "f32[12,16]", "f32[2,8,10,16]"}, {},
+                 {"f32[2,8,10,32]", "f32[2,8,12,32]", "f32[2,8,12,16]"}));
+  c.push_back(ok("attention_grad", {"bf16[b,s,64]", "bf16[b,t,64]", "bf16[b,t,64]", "bf16[b,s,64]"},
+                 {}, {"bf16[b,s,64]", "bf16[b,t,64]", "bf16[b,t,64]"}));
+  c.push_back(
+      bad("attention_grad", {q, q, q, "f32[2,8,16,32]"}, {}, V, "dy of attention's output"));
+  c.push_back(bad("attention_grad", {q, q, q, "f16[2,8,16,64]"}, {}, T, "same dtype"));
+  c.push_back(bad("attention_grad", {q, q, q}, {}, V, "expected 4 inputs"));
   c.push_back(
       bad("attention", {q, q, q, "f32[16,15]"}, {}, V, "input 3 broadcastable to [2,8,16,16]"));
   c.push_back(bad("attention", {q, q, q, "f32[2,2,8,16,16]"}, {}, V, "broadcastable to"));
@@ -361,6 +372,13 @@ void misc_cases(Cases& c) {
   c.push_back(bad("cross_entropy", {lg, "i64[8,10]"}, {}, V, "of shape [8]"));
   c.push_back(bad("cross_entropy", {lg, "f32[8]"}, {}, V, "of shape [8,10]"));
   c.push_back(bad("cross_entropy", {lg, "f16[8,10]"}, {}, T, "same dtype"));
+  c.push_back(ok("cross_entropy_grad", {lg, "i64[8]", "f32[]"}, {}, {lg}));
+  c.push_back(ok("cross_entropy_grad", {"bf16[b,s,V]", "i32[b,s]", "bf16[b,s]"},
+                 {{"label_smoothing", 0.1}}, {"bf16[b,s,V]"}));
+  c.push_back(bad("cross_entropy_grad", {lg, "f32[8,10]", "f32[]"}, {}, T, "integer class labels"));
+  c.push_back(bad("cross_entropy_grad", {lg, "i64[7]", "f32[]"}, {}, V, "got 8 and 7"));
+  c.push_back(bad("cross_entropy_grad", {lg, "i64[8]", "f32[3]"}, {}, V, "broadcastable to [8]"));
+  c.push_back(bad("cross_entropy_grad", {lg, "i64[8]", "f16[]"}, {}, T, "same dtype"));
   c.push_back(bad("cross_entropy", {lg, "bool[8]"}, {}, T, "integer class labels"));
   c.push_back(bad("cross_entropy", {"i32[8,10]", "i64[8]"}, {}, T, "float dtype"));
   c.push_back(bad("cross_entropy", {lg, "i64[8]"}, {{"label_smoothing", 1.5}}, V,

@@ -302,6 +302,106 @@ Tensors attention_ref(const Tensors& in, const Attrs& a) {
   return one(in[0].dtype(), os, out);
 }
 
+// attention_grad(q, k, v, dy): the probabilities as attention_ref makes them, then
+// dv = P^T dy, dS = P (dy v^T - rowsum(P dy v^T)), dq = scale dS k, dk = scale dS^T q.
+Tensors attention_grad_ref(const Tensors& in, const Attrs& a) {
+  const Shape &qs = in[0].shape(), &ks = in[1].shape(), &vs = in[2].shape(), &ys = in[3].shape();
+  auto q = values(in[0]), k = values(in[1]), v = values(in[2]), dy = values(in[3]);
+  Shape batch(ys.begin(), ys.end() - 2);
+  int64_t nq = qs[qs.size() - 2], nk = ks[ks.size() - 2], d = qs.back(), dv = vs.back();
+  double scale = a.get_float("scale");
+  if (scale == 0) scale = d > 0 ? 1 / std::sqrt(double(d)) : 1;
+  const std::string& mask = a.get_string("mask");
+  int64_t window = a.get_int("window");
+  auto with = [&](int64_t r, int64_t c) {
+    Shape s = batch;
+    s.push_back(r);
+    s.push_back(c);
+    return s;
+  };
+  Shape qo = with(nq, d), ko = with(nk, d), vo = with(nk, dv);
+  std::vector<double> gq(size_t(numel(qo))), gk(size_t(numel(ko))), gv(size_t(numel(vo)));
+  auto at = [](const Shape& s, const Shape& bi, int64_t r, int64_t c) {
+    Shape idx = bi;
+    idx.push_back(r);
+    idx.push_back(c);
+    return size_t(broadcast_index(idx, s));
+  };
+  for (int64_t b = 0; b < numel(batch); ++b) {
+    Shape bi = unravel(b, batch);
+    for (int64_t i = 0; i < nq; ++i) {
+      std::vector<double> p(size_t(nk), 0.0), dp(size_t(nk), 0.0);
+      double m = -kInf, sum = 0;
+      int64_t pos = i + nk - nq;
+      auto visible = [&](int64_t j) {
+        return mask == "none" || (j <= pos && (window == 0 || pos - j < window));
+      };
+      for (int64_t j = 0; j < nk; ++j) {
+        if (!visible(j)) continue;
+        double acc = 0;
+        for (int64_t e = 0; e < d; ++e) acc += q[at(qs, bi, i, e)] * k[at(ks, bi, j, e)];
+        p[size_t(j)] = acc * scale;
+        m = std::max(m, p[size_t(j)]);
+      }
+      for (int64_t j = 0; j < nk; ++j)
+        if (visible(j)) sum += p[size_t(j)] = std::exp(p[size_t(j)] - m);
+      double dot = 0;
+      for (int64_t j = 0; j < nk; ++j) {
+        if (!visible(j)) continue;
+        p[size_t(j)] /= sum;
+        for (int64_t e = 0; e < dv; ++e)
+          dp[size_t(j)] += dy[at(ys, bi, i, e)] * v[at(vs, bi, j, e)];
+        dot += p[size_t(j)] * dp[size_t(j)];
+      }
+      for (int64_t j = 0; j < nk; ++j) {
+        double ds = p[size_t(j)] * (dp[size_t(j)] - dot) * scale;
+        for (int64_t e = 0; e < d; ++e) {
+          gq[size_t((b * nq + i) * d + e)] += ds * k[at(ks, bi, j, e)];
+          gk[size_t((b * nk + j) * d + e)] += ds * q[at(qs, bi, i, e)];
+        }
+        for (int64_t e = 0; e < dv; ++e)
+          gv[size_t((b * nk + j) * dv + e)] += p[size_t(j)] * dy[at(ys, bi, i, e)];
+      }
+    }
+  }
+  DType dt = in[0].dtype();
+  return {one(dt, qo, gq)[0], one(dt, ko, gk)[0], one(dt, vo, gv)[0]};
+}
+
+void attention_grad_checks(CheckTable& t) {
+  struct Case {
+    Shape q, k, v;
+    Attrs attrs;
+    const char* note;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 4}, {2, 5, 4}, {2, 5, 6}, {}, "Sq != Sk, Dv != D"},
+      {{1, 2, 6, 8}, {1, 2, 6, 8}, {1, 2, 6, 8}, {{"mask", "causal"}}, "causal"},
+      {{2, 5, 4}, {2, 3, 4}, {2, 3, 2}, {{"mask", "causal"}}, "causal, masked rows"},
+      {{2, 6, 4}, {2, 6, 4}, {2, 6, 3}, {{"mask", "sliding_window"}, {"window", 2}}, "window"},
+      {{2, 2, 3, 4}, {2, 1, 5, 4}, {1, 5, 4}, {{"scale", 0.3}}, "broadcast batch, scale"},
+      {{1, 2, 70, 32}, {1, 2, 70, 32}, {1, 2, 70, 32}, {{"mask", "causal"}}, "rows past a warp"},
+      {{1, 0, 8}, {1, 3, 8}, {1, 3, 8}, {}, "no queries"},
+      {{2, 3, 4}, {2, 0, 4}, {2, 0, 3}, {}, "no keys"},
+  };
+  uint64_t seed = 700;
+  for (DType dt : kFloats)
+    for (const Case& c : cases) {
+      Shape y = c.q;  // q carries the batch in every case
+      y[y.size() - 2] = c.q[c.q.size() - 2];
+      y.back() = c.v.back();
+      OpCheck check = ref_check("attention_grad", dt,
+                                {random_tensor(dt, c.q, ++seed), random_tensor(dt, c.k, ++seed),
+                                 random_tensor(dt, c.v, ++seed), random_tensor(dt, y, ++seed)},
+                                c.attrs, attention_grad_ref, c.note);
+      // In 16 bits P, dP and dS are each rounded and dS cancels (dP - rowsum): the
+      // error grows with the keys summed, beyond one op's default tolerance.
+      if (dt == DType::bf16) check.atol = 3e-2, check.rtol = 5e-2;
+      if (dt == DType::f16) check.atol = 4e-3, check.rtol = 2e-2;
+      t.add(std::move(check));
+    }
+}
+
 void attention_checks(CheckTable& t) {
   struct Case {
     Shape q, k, v, bias;  // bias empty: none
@@ -546,6 +646,53 @@ void cross_entropy_checks(CheckTable& t) {
                   {}, cross_entropy_ref, "wide"));
 }
 
+// w[row] * (softmax(x) - (1 - eps) onehot(y) - eps / C), 0 on ignored rows.
+Tensors cross_entropy_grad_ref(const Tensors& in, const Attrs& a) {
+  const Shape& s = in[0].shape();
+  auto x = values(in[0]), lab = values(in[1]);
+  Shape rows_shape(s.begin(), s.end() - 1);
+  auto w = values(in[2].broadcast_to(rows_shape).contiguous());
+  int64_t classes = s.back(), rows = prod(s, 0, s.size() - 1);
+  double eps = a.get_float("label_smoothing");
+  int64_t ignore = a.get_int("ignore_index");
+  std::vector<double> dx(x.size(), 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t y = int64_t(lab[size_t(r)]);
+    if (y == ignore) continue;
+    const double* row = x.data() + r * classes;
+    double m = -kInf, sum = 0;
+    for (int64_t c = 0; c < classes; ++c) m = std::max(m, row[c]);
+    for (int64_t c = 0; c < classes; ++c) sum += std::exp(row[c] - m);
+    for (int64_t c = 0; c < classes; ++c)
+      dx[size_t(r * classes + c)] = w[size_t(r)] * (std::exp(row[c] - m) / sum -
+                                                    eps / double(classes) - (c == y ? 1 - eps : 0));
+  }
+  return one(in[0].dtype(), s, dx);
+}
+
+void cross_entropy_grad_checks(CheckTable& t) {
+  uint64_t seed = 900;
+  for (DType dt : kFloats) {
+    auto add = [&](Tensors in, Attrs attrs, const char* note) {
+      t.add(ref_check("cross_entropy_grad", dt, std::move(in), std::move(attrs),
+                      cross_entropy_grad_ref, note));
+    };
+    auto logits = [&](Shape s) { return random_tensor(dt, std::move(s), ++seed, -4, 4); };
+    add({logits({4, 5}), tensor_of(DType::i64, {4}, {1, 0, 4, 2}), tensor_of(dt, {}, {0.25})}, {},
+        "one weight");
+    add({logits({4, 5}), tensor_of(DType::i32, {4}, {1, 2, 4, 2}), random_tensor(dt, {4}, ++seed)},
+        {{"ignore_index", 2}, {"label_smoothing", 0.1}}, "row weights, ignored rows, smoothing");
+    add({logits({2, 3, 4}), tensor_of(DType::u8, {2, 3}, {0, 1, 2, 3, 3, 0}),
+         random_tensor(dt, {2, 1}, ++seed)},
+        {}, "rank 3, broadcast weights");
+    add({logits({0, 5}), tensor_of(DType::i64, {0}, {}), tensor_of(dt, {}, {1})}, {}, "no rows");
+  }
+  t.add(ref_check("cross_entropy_grad", DType::f32,
+                  {random_tensor(DType::f32, {64, 3000}, 990, -6, 6),
+                   random_tensor(DType::i64, {64}, 991, 0, 2999), tensor_of(DType::f32, {}, {0.5})},
+                  {}, cross_entropy_grad_ref, "wide rows"));
+}
+
 }  // namespace
 
 CheckTable checks_nn() {
@@ -554,9 +701,11 @@ CheckTable checks_nn() {
   trailing_norm_checks(t);
   channel_norm_checks(t);
   attention_checks(t);
+  attention_grad_checks(t);
   embedding_checks(t);
   dropout_checks(t);
   cross_entropy_checks(t);
+  cross_entropy_grad_checks(t);
   return t;
 }
 

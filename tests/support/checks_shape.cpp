@@ -751,6 +751,16 @@ void add_scatters(CheckTable& t, uint64_t& seed) {
                   {data(DType::f64, {6, 100000}, seed++), tensor_of(DType::i64, {3, 1}, {1, -1, 1}),
                    data(DType::f64, {3, 100000}, seed++)},
                   {{"reduction", "add"}}, scatter_nd_ref, "large"));
+  // Many tuples into a table with repeats (an embedding's gradient): on cuda the tuples
+  // sorted by destination, applied in index order still ("none": the last one wins).
+  for (const char* red : {"add", "none", "max"}) {
+    t.add(ref_check("scatter_nd", DType::f32,
+                    {data(DType::f32, {2000, 96}, seed++),
+                     random_tensor(DType::i64, {40, 100, 1}, seed++, -2000, 1999),
+                     data(DType::f32, {40, 100, 96}, seed++)},
+                    {{"reduction", red}}, scatter_nd_ref, "many tuples, repeats"));
+    t.checks.back().atol = 1e-4;  // f32 sums of values up to 100
+  }
 }
 
 void add_sorts(CheckTable& t, uint64_t& seed) {

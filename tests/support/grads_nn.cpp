@@ -62,6 +62,9 @@ GradTable grads_nn() {
                    1, "broadcast lead dims and bias, Sq < Sk"));
   t.add(grad_check("attention", {{4, 2}, {2, 2}, {2, 2}}, {{"mask", "causal"}}, -1, 1,
                    "rows that see no key"));
+  t.add(grad_check("attention_grad", {{3, 2}, {4, 2}, {4, 3}, {3, 3}}, {}, -1, 1, "no mask"));
+  t.add(grad_check("attention_grad", {{2, 3, 2}, {1, 3, 2}, {3, 2}, {2, 3, 2}},
+                   {{"mask", "causal"}}, -1, 1, "causal, broadcast lead dims"));
 
   t.add(with_inputs("embedding", {f64({5, 3}, 31), i64({4}, {0, 2, 2, 4})}, {}, "repeated rows"));
   t.add(with_inputs("embedding", {f64({4, 2}, 32), i64({2, 3}, {3, 1, 0, 1, 2, 3})}, {}, "rank 2"));
@@ -78,6 +81,11 @@ GradTable grads_nn() {
                     {{"reduction", "none"}, {"ignore_index", 1}}, "none, ignore_index 1"));
   t.add(with_inputs("cross_entropy", {f64({4}, 44), i64({}, {2})}, {{"reduction", "sum"}},
                     "rank 1 logits"));
+  t.add(with_inputs("cross_entropy_grad", {f64({3, 4}, 51), i64({3}, {0, -100, 2}), f64({3}, 52)},
+                    {{"label_smoothing", 0.1}}, "per-row weights, ignored row"));
+  t.add(with_inputs("cross_entropy_grad",
+                    {f64({2, 2, 3}, 53), i64({2, 2}, {0, 1, 2, 1}), f64({}, 54)},
+                    {{"ignore_index", 1}}, "one weight"));
   t.add(with_inputs("cross_entropy", {f64({2, 3}, 45), f64({2, 3}, 46, 0, 1)},
                     {{"reduction", "sum"}, {"label_smoothing", 0.2}}, "probabilities, sum"));
   t.add(with_inputs("cross_entropy", {f64({3, 3}, 47), f64({3, 3}, 48, 0, 1)},

@@ -149,7 +149,11 @@ void epilogue(Tensor& y, const Tensor* bias, Act a) {
 }
 
 void register_fused(KernelRegistry& r) {
-  add_kernel(r, "fused_matmul", fused_matmul_kernel, dtype_in(kFloat), {.strided_inputs = true});
+  // The product's dtype is the operands' (out_dtype "same", or f32 operands).
+  SupportsFn same = [float_in = dtype_in(kFloat)](const KernelQuery& q) {
+    return float_in(q) && q.outputs[0].dtype == q.inputs[0].dtype;
+  };
+  add_kernel(r, "fused_matmul", fused_matmul_kernel, same, {.strided_inputs = true});
   add_kernel(r, "fused_conv", fused_conv_kernel, dtype_in(kFloat));
 }
 

@@ -9,9 +9,11 @@
 #include <cmath>
 #include <cuda/std/limits>
 
+#include "backend/cuda/copy.h"
 #include "backend/cuda/families.h"
 #include "backend/cuda/flash.cuh"
 #include "backend/cuda/kernels.cuh"
+#include "backend/cuda/linalg.h"
 
 namespace rlx::gpu {
 
@@ -194,8 +196,149 @@ bool fits(const KernelQuery& q) {
   return d.is_static() && dv.is_static() && d.value() <= 32 * kMaxPer && dv.value() <= 32 * kMaxPer;
 }
 
+// ---- attention_grad -------------------------------------------------------------------
+// The backward without a bias, FlashAttention's equations over stored scores: per chunk of
+// batch entries, S = q kᵀ (f32), P = softmax(masked S * scale) (stored in T), dv = Pᵀ dy,
+// dP = dy vᵀ (f32, over S), dS = P (dP - rowsum(P dP)) (over P), dq = scale dS k,
+// dk = scale dSᵀ q. Five cuBLASLt GEMMs and two row kernels; no mask tensor is built.
+
+// Which keys query i sees: [lo, hi).
+struct Visible {
+  int64_t sq, sk, window;
+  bool causal;
+  __device__ void range(int64_t i, int64_t& lo, int64_t& hi) const {
+    int64_t p = i + sk - sq;
+    lo = 0;
+    hi = sk;
+    if (!causal) return;
+    hi = p + 1 < sk ? (p + 1 > 0 ? p + 1 : 0) : sk;
+    if (window) lo = p - window + 1 > 0 ? p - window + 1 : 0;
+  }
+};
+
+// P = softmax over the visible keys of s * scale (scale2 = scale * log2(e)), 0 elsewhere;
+// one warp per row.
+template <class T>
+__global__ void probs_rows(const float* s, T* p, int64_t rows, float scale2, Visible vis) {
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
+       row += warps) {
+    const float* sr = s + row * vis.sk;
+    T* pr = p + row * vis.sk;
+    int64_t lo, hi;
+    vis.range(row % vis.sq, lo, hi);
+    float m = -cuda::std::numeric_limits<float>::infinity();
+    for (int64_t j = lo + lane; j < hi; j += 32) m = fmaxf(m, sr[j] * scale2);
+    for (int d = 16; d > 0; d /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
+    float l = 0;
+    for (int64_t j = lo + lane; j < hi; j += 32) l += exp2f(sr[j] * scale2 - m);
+    for (int d = 16; d > 0; d /= 2) l += __shfl_xor_sync(0xffffffffu, l, d);
+    float inv = l > 0 && isfinite(m) ? 1.0f / l : 0.0f;
+    for (int64_t j = lane; j < vis.sk; j += 32)
+      pr[j] = store<T>(j >= lo && j < hi ? exp2f(sr[j] * scale2 - m) * inv : 0.0f);
+  }
+}
+
+// dS = P (dP - rowsum(P dP)), written over P; one warp per row.
+template <class T>
+__global__ void dscores_rows(const float* dp, T* p, int64_t rows, int64_t sk) {
+  int lane = threadIdx.x % 32;
+  int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
+  for (int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; row < rows;
+       row += warps) {
+    const float* dr = dp + row * sk;
+    T* pr = p + row * sk;
+    float sum = 0;
+    for (int64_t j = lane; j < sk; j += 32) sum += float(load(pr[j])) * dr[j];
+    for (int d = 16; d > 0; d /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+    for (int64_t j = lane; j < sk; j += 32) {
+      float pj = float(load(pr[j]));
+      pr[j] = store<T>(pj * (dr[j] - sum));
+    }
+  }
+}
+
+// x broadcast to `shape`, contiguous (a copy only when it is not already).
+Tensor dense(const Tensor& x, const std::vector<int64_t>& shape, cudaStream_t s) {
+  Tensor b = x.broadcast_to(shape);
+  if (b.is_contiguous()) return b;
+  Tensor c = Tensor::empty(x.dtype(), shape, x.device());
+  copy_strided(b, c, s);
+  return c;
+}
+
+void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                           std::span<Tensor> out) {
+  cudaStream_t s = stream_of(ctx);
+  const Tensor &q = in[0], &k = in[1], &v = in[2], &dy = in[3];
+  std::vector<int64_t> batch(out[0].shape().begin(), out[0].shape().end() - 2);
+  int64_t sq = q.shape()[q.rank() - 2], sk = k.shape()[k.rank() - 2];
+  int64_t d = q.shape().back(), dv = v.shape().back(), entries = 1;
+  for (int64_t n : batch) entries *= n;
+  if (entries == 0) return;
+  if (sq == 0 || sk == 0) {  // no query or no key: nothing flows back
+    for (Tensor& t : out) fill(t, 0, s);
+    return;
+  }
+  auto flat = [&](const Tensor& x, int64_t rows, int64_t cols) {
+    std::vector<int64_t> shape = batch;
+    shape.insert(shape.end(), {rows, cols});
+    return dense(x, shape, s).reshape({entries, rows, cols});
+  };
+  Tensor q3 = flat(q, sq, d), k3 = flat(k, sk, d), v3 = flat(v, sk, dv), dy3 = flat(dy, sq, dv);
+  Tensor dq3 = out[0].reshape({entries, sq, d}), dk3 = out[1].reshape({entries, sk, d}),
+         dv3 = out[2].reshape({entries, sk, dv});
+  double scale = ctx.attrs.get_float("scale");
+  if (scale <= 0) scale = 1.0 / std::sqrt(double(d));
+  const std::string& mask = ctx.attrs.get_string("mask");
+  Visible vis{sq, sk, mask == "sliding_window" ? ctx.attrs.get_int("window") : 0, mask != "none"};
+  // Scores of up to 512 MiB at a time.
+  int64_t per_entry = sq * sk * int64_t(sizeof(float) + dtype_size(q.dtype()));
+  int64_t chunk = std::clamp<int64_t>((int64_t(512) << 20) / per_entry, 1, entries);
+  Tensor scores = Tensor::empty(DType::f32, {chunk, sq, sk}, q.device());
+  Tensor probs = Tensor::empty(q.dtype(), {chunk, sq, sk}, q.device());
+  constexpr int kWarps = kThreads / 32;
+  for (int64_t e0 = 0; e0 < entries; e0 += chunk) {
+    int64_t n = std::min(chunk, entries - e0);
+    auto part = [&](const Tensor& t) { return t.slice(0, e0, e0 + n); };
+    Tensor sc = scores.slice(0, 0, n), pc = probs.slice(0, 0, n);
+    int64_t rows = n * sq;
+    int grid = int(std::min<int64_t>((rows + kWarps - 1) / kWarps, int64_t(sm_count()) * 32));
+    batched_gemm(part(q3), false, part(k3), true, sc, 1.0, s);
+    visit(q.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (is_half_v<T> || std::is_same_v<T, float>)
+        probs_rows<T><<<grid, kThreads, 0, s>>>(static_cast<const float*>(sc.data()),
+                                                static_cast<T*>(pc.data()), rows,
+                                                float(scale * 1.4426950408889634), vis);
+    });
+    batched_gemm(pc, true, part(dy3), false, part(dv3), 1.0, s);
+    batched_gemm(part(dy3), false, part(v3), true, sc, 1.0, s);
+    visit(q.dtype(), [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (is_half_v<T> || std::is_same_v<T, float>)
+        dscores_rows<T><<<grid, kThreads, 0, s>>>(static_cast<const float*>(sc.data()),
+                                                  static_cast<T*>(pc.data()), rows, sk);
+    });
+    batched_gemm(pc, false, part(k3), false, part(dq3), scale, s);
+    batched_gemm(pc, true, part(q3), false, part(dk3), scale, s);
+  }
+  RLX_CUDA_LAUNCHED("attention_grad");
+}
+
+bool grad_fits(const KernelQuery& q) {
+  DType t = q.inputs[0].dtype;
+  if (t != DType::f32 && t != DType::f16 && t != DType::bf16) return false;
+  const Dim &d = q.inputs[0].shape.back(), &dv = q.inputs[2].shape.back();
+  return d.is_static() && dv.is_static() && d.value() > 0 && dv.value() > 0;
+}
+
 }  // namespace
 
-void register_attention(KernelRegistry& r) { add_kernel(r, "attention", attention_kernel, fits); }
+void register_attention(KernelRegistry& r) {
+  add_kernel(r, "attention", attention_kernel, fits);
+  add_kernel(r, "attention_grad", attention_grad_kernel, grad_fits);
+}
 
 }  // namespace rlx::gpu

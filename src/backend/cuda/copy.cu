@@ -1,3 +1,5 @@
+#include <algorithm>
+
 #include "backend/cuda/copy.h"
 #include "backend/cuda/kernels.cuh"
 
@@ -14,6 +16,47 @@ __global__ void copy_kernel(const T* src, T* dst, int64_t n, Indexer<2> ix) {
   }
 }
 
+// Rows contiguous on both sides (a permutation that keeps the last dim, a slice, a
+// broadcast of rows): each thread moves one W-byte word, the row's place found once per
+// word instead of once per element. `rows` maps a row to its byte offsets.
+template <class W>
+__global__ void copy_rows(const char* src, char* dst, int64_t words, int64_t per_row,
+                          Indexer<2> rows) {
+  RLX_GRID_STRIDE(i, words) {
+    int64_t r = i / per_row, w = i - r * per_row;
+    int64_t off[2];
+    rows.offsets(r, off);
+    reinterpret_cast<W*>(dst + off[0])[w] = reinterpret_cast<const W*>(src + off[1])[w];
+  }
+}
+
+// A transpose of the innermost dims (dst's dim a is contiguous, src's dim b is): 32 x 32
+// tiles through shared memory, so reads and writes are both coalesced. `batch` maps the
+// other dims to element offsets.
+constexpr int kTile = 32, kTileRows = 8;
+template <class T>
+__global__ void transpose_tiles(const T* src, T* dst, int64_t na, int64_t nb, int64_t src_a,
+                                int64_t dst_b, Indexer<2> batch, int64_t count) {
+  __shared__ T tile[kTile][kTile + 1];
+  int64_t ta = (na + kTile - 1) / kTile, tb = (nb + kTile - 1) / kTile;
+  for (int64_t t = blockIdx.x; t < count * ta * tb; t += gridDim.x) {
+    int64_t bt = t / (ta * tb), rest = t - bt * ta * tb;
+    int64_t a0 = rest / tb * kTile, b0 = rest % tb * kTile;
+    int64_t off[2];
+    batch.offsets(bt, off);
+    for (int j = threadIdx.y; j < kTile; j += kTileRows) {
+      int64_t a = a0 + j, b = b0 + threadIdx.x;
+      if (a < na && b < nb) tile[j][threadIdx.x] = src[off[1] + a * src_a + b];
+    }
+    __syncthreads();
+    for (int j = threadIdx.y; j < kTile; j += kTileRows) {
+      int64_t a = a0 + threadIdx.x, b = b0 + j;
+      if (a < na && b < nb) dst[off[0] + b * dst_b + a] = tile[threadIdx.x][j];
+    }
+    __syncthreads();
+  }
+}
+
 template <class T>
 __global__ void fill_kernel(T* dst, int64_t n, Indexer<1> ix, T value) {
   RLX_GRID_STRIDE(i, n) {
@@ -21,6 +64,83 @@ __global__ void fill_kernel(T* dst, int64_t n, Indexer<1> ix, T value) {
     ix.offsets(i, off);
     dst[off[0]] = value;
   }
+}
+
+// copy_raw's fast paths over the merged layout ix (strides in elements); false when
+// neither applies.
+bool copy_fast(void* dst, const void* src, const Indexer<2>& ix, size_t elem, int64_t n,
+               cudaStream_t stream) {
+  int last = ix.rank - 1;
+  if (last < 1) return false;
+  if (ix.stride[0][last] == 1 && ix.stride[1][last] == 1) {
+    int64_t row = ix.size[last] * int64_t(elem);
+    Indexer<2> rows;
+    rows.rank = last;
+    std::vector<int64_t> all{row, int64_t(reinterpret_cast<uintptr_t>(dst)),
+                             int64_t(reinterpret_cast<uintptr_t>(src))};
+    for (int d = 0; d < last; ++d) {
+      rows.size[d] = ix.size[d];
+      for (int k = 0; k < 2; ++k) {
+        rows.stride[k][d] = ix.stride[k][d] * int64_t(elem);
+        all.push_back(rows.stride[k][d]);
+      }
+    }
+    int w = 16;  // the widest word that every offset and the row length allow
+    for (int64_t v : all)
+      while (v % w) w /= 2;
+    int64_t per_row = row / w, words = n * int64_t(elem) / w;
+    auto go = [&](auto word) {
+      using W = decltype(word);
+      copy_rows<W><<<blocks_for(words), kThreads, 0, stream>>>(
+          static_cast<const char*>(src), static_cast<char*>(dst), words, per_row, rows);
+    };
+    switch (w) {
+      case 16:
+        go(uint4{});
+        break;
+      case 8:
+        go(uint2{});
+        break;
+      case 4:
+        go(uint32_t{});
+        break;
+      case 2:
+        go(uint16_t{});
+        break;
+      default:
+        go(uint8_t{});
+        break;
+    }
+    RLX_CUDA_LAUNCHED("copy_rows");
+    return true;
+  }
+  // dst's innermost dim is contiguous in dst; another dim b is contiguous in src.
+  if (ix.stride[0][last] != 1) return false;
+  int b = -1;
+  for (int d = 0; d < last; ++d)
+    if (ix.stride[1][d] == 1) b = d;
+  if (b < 0 || ix.size[last] < kTile / 2 || ix.size[b] < kTile / 2) return false;
+  Indexer<2> batch;
+  batch.rank = 0;
+  int64_t count = 1;
+  for (int d = 0; d < last; ++d) {
+    if (d == b) continue;
+    batch.size[batch.rank] = ix.size[d];
+    for (int k = 0; k < 2; ++k) batch.stride[k][batch.rank] = ix.stride[k][d];
+    ++batch.rank;
+    count *= ix.size[d];
+  }
+  int64_t tiles =
+      count * ((ix.size[last] + kTile - 1) / kTile) * ((ix.size[b] + kTile - 1) / kTile);
+  int grid = int(std::min<int64_t>(tiles, int64_t(sm_count()) * 16));
+  visit_bytes(elem, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    transpose_tiles<T><<<grid, dim3(kTile, kTileRows), 0, stream>>>(
+        static_cast<const T*>(src), static_cast<T*>(dst), ix.size[last], ix.size[b],
+        ix.stride[1][last], ix.stride[0][b], batch, count);
+  });
+  RLX_CUDA_LAUNCHED("transpose_tiles");
+  return true;
 }
 
 }  // namespace
@@ -37,6 +157,7 @@ void copy_raw(void* dst, const std::vector<int64_t>& dst_strides, const void* sr
     RLX_CUDA(cudaMemcpyAsync(dst, src, size_t(n) * elem, cudaMemcpyDeviceToDevice, stream));
     return;
   }
+  if (copy_fast(dst, src, ix, elem, n, stream)) return;
   visit_bytes(elem, [&](auto tag) {
     using T = typename decltype(tag)::type;
     copy_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<const T*>(src),

@@ -3,6 +3,7 @@
 // shape contiguous operands take a flat loop; the rest go through an Indexer.
 #include <algorithm>
 
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/elementwise_ops.cuh"
 #include "backend/cuda/families.h"
 
@@ -234,6 +235,27 @@ struct Entry {
 };
 
 }  // namespace
+
+bool activation_inplace_supported(std::string_view act) {
+  for (const char* a : {"none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"})
+    if (act == a) return true;
+  return false;
+}
+
+void activation_inplace(const Tensor& y, std::string_view act, cudaStream_t s) {
+  visit(y.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (in_set<T>(kFloat)) {
+      auto go = [&](auto op) { unary_apply<T, T>(y, y, op, s); };
+      if (act == "relu") go(Relu{});
+      if (act == "gelu") go(GeluErf{});
+      if (act == "gelu_tanh") go(GeluTanh{});
+      if (act == "silu") go(Silu{});
+      if (act == "sigmoid") go(Sigmoid{});
+      if (act == "tanh") go(Tanh{});
+    }
+  });
+}
 
 SupportsFn dtype_in(unsigned set, size_t index) {
   return [set, index](const KernelQuery& q) {

@@ -3,6 +3,8 @@
 // become cuBLAS transposes, not copies. A batch that an operand broadcasts over (a weight
 // shared by every row of x) folds into M when x's rows are evenly spaced, so it is one
 // GEMM. f16 / bf16 accumulate in f32; f32 is exact f32 unless RLX_CUDA_TF32=1.
+#include "backend/cuda/linalg.h"
+
 #include <cublasLt.h>
 
 #include <algorithm>
@@ -12,7 +14,9 @@
 #include <mutex>
 #include <string_view>
 
+#include "backend/cuda/copy.h"
 #include "backend/cuda/cuda_util.h"
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/families.h"
 
 namespace rlx::gpu {
@@ -128,11 +132,16 @@ struct Gemm {
   const Operand* b;        // our A
   void* c;
   int64_t ldc, c_stride;
+  DType out = DType::f32;  // c's dtype where it differs from the operands' (f32 from 16 bits)
+  bool own_out = false;
+  double alpha = 1, beta = 0;  // beta 1: c holds a term to add
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;  // one value per row of the column-major product (our columns)
 };
 
 void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
   LtState& st = lt_state(dev);
-  cudaDataType_t dt = data_type(g.dtype);
+  cudaDataType_t dt = data_type(g.dtype), ct = g.own_out ? data_type(g.out) : dt;
   bool f64 = g.dtype == DType::f64;
   cublasComputeType_t compute =
       f64 ? CUBLAS_COMPUTE_64F
@@ -145,10 +154,17 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
   cublasOperation_t tb = g.b->transposed ? CUBLAS_OP_T : CUBLAS_OP_N;
   RLX_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
   RLX_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+  if (g.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    RLX_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &g.epilogue,
+                                          sizeof g.epilogue));
+    if (g.bias)
+      RLX_LT(cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias,
+                                            sizeof g.bias));
+  }
   // Stored shapes: op(A) is m x k, op(B) is k x n.
-  auto make = [&](int64_t rows, int64_t cols, int64_t ld, int64_t stride) {
+  auto make = [&](int64_t rows, int64_t cols, int64_t ld, int64_t stride, cudaDataType_t type) {
     cublasLtMatrixLayout_t l;
-    RLX_LT(cublasLtMatrixLayoutCreate(&l, dt, uint64_t(rows), uint64_t(cols), ld));
+    RLX_LT(cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld));
     if (g.batch > 1) {
       int32_t count = int32_t(g.batch);
       RLX_LT(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count,
@@ -158,15 +174,15 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
     }
     return l;
   };
-  cublasLtMatrixLayout_t la = g.a->transposed ? make(g.k, g.m, g.a->ld, g.a->batch_stride)
-                                              : make(g.m, g.k, g.a->ld, g.a->batch_stride);
-  cublasLtMatrixLayout_t lb = g.b->transposed ? make(g.n, g.k, g.b->ld, g.b->batch_stride)
-                                              : make(g.k, g.n, g.b->ld, g.b->batch_stride);
-  cublasLtMatrixLayout_t lc = make(g.m, g.n, g.ldc, g.c_stride);
+  cublasLtMatrixLayout_t la = g.a->transposed ? make(g.k, g.m, g.a->ld, g.a->batch_stride, dt)
+                                              : make(g.m, g.k, g.a->ld, g.a->batch_stride, dt);
+  cublasLtMatrixLayout_t lb = g.b->transposed ? make(g.n, g.k, g.b->ld, g.b->batch_stride, dt)
+                                              : make(g.k, g.n, g.b->ld, g.b->batch_stride, dt);
+  cublasLtMatrixLayout_t lc = make(g.m, g.n, g.ldc, g.c_stride, ct);
 
-  std::string key =
-      cat(int(g.dtype), ta, tb, ':', g.m, ',', g.n, ',', g.k, ',', g.batch, ',', g.a->ld, ',',
-          g.b->ld, ',', g.ldc, ',', g.a->batch_stride, ',', g.b->batch_stride, ',', int(compute));
+  std::string key = cat(int(g.dtype), ta, tb, ':', g.m, ',', g.n, ',', g.k, ',', g.batch, ',',
+                        g.a->ld, ',', g.b->ld, ',', g.ldc, ',', g.a->batch_stride, ',',
+                        g.b->batch_stride, ',', int(compute), ',', int(ct), ',', int(g.epilogue));
   cublasLtMatmulAlgo_t algo;
   {
     std::lock_guard lock(st.mu);
@@ -191,8 +207,8 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
       st.algos.emplace(key, algo);
     }
   }
-  double one64 = 1, zero64 = 0;
-  float one32 = 1, zero32 = 0;
+  double one64 = g.alpha, zero64 = g.beta;
+  float one32 = float(g.alpha), zero32 = float(g.beta);
   const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
   const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
   RLX_LT(cublasLtMatmul(st.handle, desc, alpha, g.a->t.data(), la, g.b->t.data(), lb, beta, g.c, lc,
@@ -203,9 +219,28 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
   cublasLtMatmulDescDestroy(desc);
 }
 
-void matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-  cudaStream_t s = stream_of(ctx);
-  Tensor a = in[0], b = in[1], y = out[0];
+}  // namespace
+
+void batched_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& y, double alpha,
+                  cudaStream_t s) {
+  auto view = [](const Tensor& t, bool trans) {
+    int64_t r = t.shape()[1], c = t.shape()[2];
+    return Operand{t, trans, c, r * c};  // stored row-major: transposed reads it as c x r
+  };
+  int64_t batch = a.shape()[0];
+  int64_t m = a.shape()[ta ? 2 : 1], k = a.shape()[ta ? 1 : 2], n = b.shape()[tb ? 1 : 2];
+  Operand oa = view(a, ta), ob = view(b, tb);
+  Gemm g{a.dtype(), n, m, k, batch, &ob, &oa, y.data(), n, m * n};
+  g.own_out = y.dtype() != a.dtype();
+  g.out = y.dtype();
+  g.alpha = alpha;
+  run_gemm(g, y.device(), s);
+}
+
+namespace {
+
+// y = a @ b (NumPy matmul), through `g`'s epilogue fields when set.
+void matmul_into(Tensor a, Tensor b, const Tensor& y, cudaStream_t s, Gemm g = {}) {
   if (a.rank() == 1) a = a.reshape({1, a.shape()[0]});
   if (b.rank() == 1) b = b.reshape({b.shape()[0], 1});
   size_t ra = size_t(a.rank()), rb = size_t(b.rank());
@@ -220,11 +255,10 @@ void matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
   int64_t count = 1;
   for (int64_t d : batch) count *= d;
   if (y.numel() == 0) return;
-  std::vector<int64_t> ashape = batch, bshape = batch, yshape = batch;
+  std::vector<int64_t> ashape = batch, bshape = batch;
   ashape.insert(ashape.end(), {m, k});
   bshape.insert(bshape.end(), {k, n});
-  yshape.insert(yshape.end(), {m, n});
-  if (k == 0) return fill(y, 0, s);
+  if (k == 0 && g.epilogue == CUBLASLT_EPILOGUE_DEFAULT && g.beta == 0) return fill(y, 0, s);
   Tensor av = a.broadcast_to(ashape), bv = b.broadcast_to(bshape);
   // A weight shared across the batch, over rows of x spaced evenly: one GEMM of
   // count * m rows.
@@ -233,8 +267,96 @@ void matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
     m *= count;
     count = 1;
   }
-  Gemm g{a.dtype(), n, m, k, count, &ob, &oa, y.data(), n, m * n};
+  g.dtype = a.dtype();
+  g.own_out = y.dtype() != a.dtype();  // f32 from 16-bit operands
+  g.out = y.dtype();
+  g.m = n;
+  g.n = m;
+  g.k = k;
+  g.batch = count;
+  g.a = &ob;
+  g.b = &oa;
+  g.c = y.data();
+  g.ldc = n;
+  g.c_stride = m * n;
   run_gemm(g, y.device(), s);
+}
+
+void matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  matmul_into(in[0], in[1], out[0], stream_of(ctx));
+}
+
+Tensor swap_last2(const Tensor& t) {
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < t.rank(); ++i) perm.push_back(i);
+  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+  return t.permute(perm);
+}
+
+// fused_matmul: a bias of one value per output column and relu / gelu_tanh go into
+// cuBLASLt's epilogue; another bias is copied into y and added by the GEMM (beta 1); the
+// other activations run over y afterwards.
+void fused_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                         std::span<Tensor> out) {
+  cudaStream_t s = stream_of(ctx);
+  Tensor a = in[0], b = in[1];
+  const Tensor& y = out[0];
+  if (ctx.attrs.get_bool("transpose_a")) a = swap_last2(a);
+  if (ctx.attrs.get_bool("transpose_b")) b = swap_last2(b);
+  std::string act = ctx.attrs.get_string("activation");
+  if (y.numel() == 0) return;
+  Gemm g{};
+  Tensor keep;  // a widened bias, alive until the GEMM is queued
+  int64_t n = y.rank() > 0 ? y.shape().back() : 1;  // a product of two vectors is a scalar
+  bool vec = false;
+  if (in.size() > 2) {
+    const Tensor& bias = in[2];
+    vec =
+        bias.numel() == n && (bias.rank() == 0 || bias.shape().back() == n) && bias.is_contiguous();
+    if (vec && bias.dtype() != y.dtype()) {  // the epilogue's bias has the product's dtype
+      Tensor wide = Tensor::empty(y.dtype(), {n}, y.device());
+      cast_into(bias.reshape({n}), wide, s);
+      g.bias = wide.data();
+      keep = wide;
+    } else if (vec) {
+      g.bias = bias.data();
+    } else {
+      cast_into(bias.broadcast_to(y.shape()), y, s);
+      g.beta = 1;
+    }
+  }
+  auto pick = [&](cublasLtEpilogue_t plain, cublasLtEpilogue_t with_bias) {
+    g.epilogue = vec ? with_bias : plain;
+    act = "none";
+  };
+  // cuBLASLt's activations in f64 are not computed in f64: there they run afterwards.
+  bool f64 = y.dtype() == DType::f64;
+  if (act == "relu" && !f64)
+    pick(CUBLASLT_EPILOGUE_RELU, CUBLASLT_EPILOGUE_RELU_BIAS);
+  else if (act == "gelu_tanh" && !f64)  // cuBLASLt's GELU is the tanh form
+    pick(CUBLASLT_EPILOGUE_GELU, CUBLASLT_EPILOGUE_GELU_BIAS);
+  else if (vec)
+    g.epilogue = CUBLASLT_EPILOGUE_BIAS;
+  int64_t k = a.rank() > 0 ? a.shape().back() : 0;
+  if (k == 0) {  // no products: the epilogue alone
+    if (!vec && g.beta == 0) fill(y, 0, s);
+    if (vec) cast_into(in[2].reshape({n}).broadcast_to(y.shape()), y, s);
+    if (g.epilogue == CUBLASLT_EPILOGUE_RELU || g.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS)
+      act = "relu";
+    if (g.epilogue == CUBLASLT_EPILOGUE_GELU || g.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS)
+      act = "gelu_tanh";
+  } else {
+    matmul_into(a, b, y, s, g);
+  }
+  activation_inplace(y, act, s);
+}
+
+bool fused_fits(const KernelQuery& q) {
+  DType t = q.inputs[0].dtype;
+  bool widen = q.outputs[0].dtype != t;  // an f32 product of 16-bit operands
+  return (t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16) &&
+         (!widen || t == DType::f16 || t == DType::bf16) &&
+         activation_inplace_supported(q.attrs.get_string("activation"));
 }
 
 // dot_general: each operand permuted to [batch, free, contracting] (lhs) / [batch,
@@ -294,6 +416,7 @@ void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
 void register_linalg(KernelRegistry& r) {
   add_kernel(r, "matmul", matmul_kernel, dtype_in(kFloat), {.strided_inputs = true});
   add_kernel(r, "dot_general", dot_general_kernel, dtype_in(kFloat), {.strided_inputs = true});
+  add_kernel(r, "fused_matmul", fused_matmul_kernel, fused_fits, {.strided_inputs = true});
 }
 
 }  // namespace rlx::gpu

@@ -365,10 +365,73 @@ void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
   RLX_CUDA_LAUNCHED("cross_entropy");
 }
 
+// cross_entropy_grad: per row w * (softmax(x) - (1 - eps) onehot(y) - eps / C), 0 where
+// y is ignore_index (a label out of range was the forward's error; here it has no one-hot).
+template <bool kBlock, class T, class I>
+__global__ void xent_grad_rows(const T* x0, const I* labels, const T* w, bool w_rows, T* dx0,
+                               int64_t rows, int64_t classes, double eps, int64_t ignore) {
+  using C = compute_t<T>;
+  Group<kBlock> g;
+  for (int64_t r = g.first(); r < rows; r += g.stride()) {
+    const T* x = x0 + r * classes;
+    T* dx = dx0 + r * classes;
+    int64_t y = int64_t(labels[r]);
+    if (y == ignore) {
+      for (int64_t i = g.lane(); i < classes; i += g.width()) dx[i] = store<T>(C(0));
+      continue;
+    }
+    C m = MaxF::init<C>();
+    for (int64_t i = g.lane(); i < classes; i += g.width()) m = MaxF::combine(m, C(load(x[i])));
+    m = g.template fold<MaxF>(m);
+    C se = 0;
+    for (int64_t i = g.lane(); i < classes; i += g.width()) se += exp(C(load(x[i])) - m);
+    C inv = C(1) / g.template fold<SumF>(se), u = C(eps) / C(classes), hit = C(1) - C(eps);
+    C wr = C(load(w[w_rows ? r : 0]));
+    for (int64_t i = g.lane(); i < classes; i += g.width())
+      dx[i] = store<T>(wr * (exp(C(load(x[i])) - m) * inv - u - (i == y ? hit : C(0))));
+  }
+}
+
+void cross_entropy_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor &x = in[0], &t = in[1];
+  const Tensor& dx = out[0];
+  int64_t classes = x.shape().back();
+  int64_t rows = prod(x.shape(), 0, x.shape().size() - 1);
+  if (rows == 0 || classes == 0) return;
+  cudaStream_t s = stream_of(ctx);
+  std::vector<int64_t> row_shape(x.shape().begin(), x.shape().end() - 1);
+  Tensor w = in[2];
+  bool w_rows = w.numel() != 1;
+  if (w_rows) {
+    Tensor b = w.broadcast_to(row_shape);
+    w = Tensor::empty(w.dtype(), row_shape, w.device());
+    copy_strided(b, w, s);
+  }
+  double eps = ctx.attrs.get_float("label_smoothing");
+  int64_t ignore = ctx.attrs.get_int("ignore_index");
+  visit(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T>) {
+      visit(t.dtype(), [&](auto itag) {
+        using I = typename decltype(itag)::type;
+        if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>)
+          launch_rows(rows, classes, [&](auto block, int grid, int threads) {
+            xent_grad_rows<decltype(block)::value, T, I><<<grid, threads, 0, s>>>(
+                static_cast<const T*>(x.data()), static_cast<const I*>(t.data()),
+                static_cast<const T*>(w.data()), w_rows, static_cast<T*>(dx.data()), rows, classes,
+                eps, ignore);
+          });
+      });
+    }
+  });
+  RLX_CUDA_LAUNCHED("cross_entropy_grad");
+}
+
 }  // namespace
 
 void register_nn(KernelRegistry& r) {
   add_kernel(r, "cross_entropy", cross_entropy_kernel, dtype_in(kFloat));
+  add_kernel(r, "cross_entropy_grad", cross_entropy_grad_kernel, dtype_in(kFloat));
   add_kernel(r, "embedding", embedding_kernel);
   register_attention(r);
   add_kernel(r, "softmax", softmax_kernel<false>, dtype_in(kFloat));

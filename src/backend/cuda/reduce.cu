@@ -5,6 +5,7 @@
 // The input is seen as [outer, r, inner] with the reduced axes in the middle (a
 // permuted copy when they are not adjacent). inner == 1 reduces rows (a warp, or a block
 // for long rows); inner > 1 reduces columns, one thread each, coalesced along inner.
+#include <algorithm>
 #include <cuda/std/limits>
 #include <numeric>
 
@@ -188,6 +189,56 @@ __global__ void columns(const T* x, T* y, int64_t outer, int64_t r, int64_t inne
   }
 }
 
+// Split folds (not for kShift ops): the reduced run r of each output cut into `splits`
+// slices folded by separate blocks into partials, which fold_partials finishes. So a
+// reduction with few outputs (a bias gradient, a full sum) still fills the device.
+
+// [outer, r, inner], inner > 1: a block is 32 columns x 8 threads along r, coalesced along
+// inner; blockIdx.y picks the slice of `chunk` rows.
+template <class Op, class T, class A = typename Op::template acc<T>>
+__global__ void columns_split(const T* x, T* y, A* part, int64_t outer, int64_t r, int64_t inner,
+                              int64_t chunk) {
+  __shared__ A tile[8][33];
+  int64_t n = outer * inner, c = int64_t(blockIdx.x) * 32 + threadIdx.x;
+  int64_t lo = int64_t(blockIdx.y) * chunk, hi = lo + chunk < r ? lo + chunk : r;
+  A acc = Op::template init<A>();
+  if (c < n) {
+    int64_t o = c / inner, i = c - o * inner;
+    const T* p = x + o * r * inner + i;
+    for (int64_t k = lo + threadIdx.y; k < hi; k += 8)
+      acc = Op::combine(acc, Op::template map<A>(load(p[k * inner]), A{}));
+  }
+  tile[threadIdx.y][threadIdx.x] = acc;
+  __syncthreads();
+  if (threadIdx.y != 0 || c >= n) return;
+  for (int j = 1; j < 8; ++j) acc = Op::combine(acc, tile[j][threadIdx.x]);
+  if (gridDim.y == 1)
+    y[c] = Op::template finish<T>(acc, A{}, r);
+  else
+    part[int64_t(blockIdx.y) * n + c] = acc;
+}
+
+// Rows (inner == 1), few and long: block (slice, row) folds `chunk` elements of its row.
+template <class Op, class T, class A = typename Op::template acc<T>>
+__global__ void rows_split(const T* x, A* part, int64_t r, int64_t chunk) {
+  int64_t row = blockIdx.y, lo = int64_t(blockIdx.x) * chunk;
+  int64_t len = lo + chunk < r ? chunk : r - lo;
+  A acc =
+      block_fold<Op>(fold_part<Op, T, A>(x + row * r + lo, len, 1, threadIdx.x, blockDim.x, A{}));
+  if (threadIdx.x == 0) part[row * gridDim.x + blockIdx.x] = acc;
+}
+
+// Output c = the fold of part[c * c_step + k * k_step], k < splits.
+template <class Op, class T, class A = typename Op::template acc<T>>
+__global__ void fold_partials(const A* part, T* y, int64_t n, int64_t splits, int64_t c_step,
+                              int64_t k_step, int64_t r) {
+  RLX_GRID_STRIDE(c, n) {
+    A acc = Op::template init<A>();
+    for (int64_t k = 0; k < splits; ++k) acc = Op::combine(acc, part[c * c_step + k * k_step]);
+    y[c] = Op::template finish<T>(acc, A{}, r);
+  }
+}
+
 // The input as [outer, r, inner]: the reduced axes adjacent (else permuted to the end and
 // made contiguous).
 struct Blocks {
@@ -247,8 +298,34 @@ void reduce_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
     if constexpr (in_set<T>(Set)) {
       auto x = static_cast<const T*>(b.x.data());
       auto y = static_cast<T*>(out[0].data());
-      if (b.inner > 1) {
+      using A = typename Op::template acc<T>;
+      static_assert(sizeof(A) <= 8);
+      const int64_t fill = int64_t(sm_count()) * 4;  // blocks that keep the device busy
+      auto partials = [&](int64_t count) {
+        return Tensor::empty(DType::f64, {count}, in[0].device());  // 8 bytes per partial
+      };
+      if (b.inner > 1 && !Op::kShift) {
+        int64_t tiles = (n + 31) / 32;
+        int64_t most = std::clamp<int64_t>((b.r + 63) / 64, 1, 65535);  // r may be 0
+        int64_t splits = std::clamp<int64_t>(fill / tiles, 1, most);
+        int64_t chunk = std::max<int64_t>((b.r + splits - 1) / splits, 1);
+        splits = std::max<int64_t>((b.r + chunk - 1) / chunk, 1);
+        Tensor part = splits > 1 ? partials(splits * n) : Tensor();
+        A* pp = splits > 1 ? static_cast<A*>(part.data()) : nullptr;
+        columns_split<Op, T><<<dim3(unsigned(tiles), unsigned(splits)), dim3(32, 8), 0, s>>>(
+            x, y, pp, b.outer, b.r, b.inner, chunk);
+        if (splits > 1)
+          fold_partials<Op, T><<<blocks_for(n), kThreads, 0, s>>>(pp, y, n, splits, 1, n, b.r);
+      } else if (b.inner > 1) {
         columns<Op, T><<<blocks_for(n), kThreads, 0, s>>>(x, y, b.outer, b.r, b.inner);
+      } else if (!Op::kShift && b.r >= 8192 && n < fill / 2 && n <= 65535) {
+        int64_t splits = std::min<int64_t>((b.r + 4095) / 4096, (fill + n - 1) / n);
+        int64_t chunk = (b.r + splits - 1) / splits;
+        splits = (b.r + chunk - 1) / chunk;
+        Tensor part = partials(splits * n);
+        A* pp = static_cast<A*>(part.data());
+        rows_split<Op, T><<<dim3(unsigned(splits), unsigned(n)), 512, 0, s>>>(x, pp, b.r, chunk);
+        fold_partials<Op, T><<<blocks_for(n), kThreads, 0, s>>>(pp, y, n, splits, splits, 1, b.r);
       } else if (b.r >= 4096) {
         int grid = int(std::min<int64_t>(n, int64_t(sm_count()) * 8));
         rows_block<Op, T><<<grid, 512, 0, s>>>(x, y, n, b.r);

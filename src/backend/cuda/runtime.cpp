@@ -70,6 +70,9 @@ std::vector<PendingCheck> take_checks(int device) {
 struct Captured {
   cudaGraphExec_t exec = nullptr;
   std::vector<PendingCheck> checks;
+  Captured(cudaGraphExec_t e, std::vector<PendingCheck> c) : exec(e), checks(std::move(c)) {}
+  Captured(const Captured&) = delete;  // one owner of the exec
+  Captured& operator=(const Captured&) = delete;
   ~Captured() { cudaGraphExecDestroy(exec); }
 };
 
@@ -150,7 +153,7 @@ class CudaBackend final : public detail::DeviceBackend {
     if (g) cudaGraphDestroy(g);
     cudaGetLastError();
     if (!exec || e != cudaSuccess) return nullptr;
-    return std::make_shared<Captured>(Captured{exec, std::move(checks)});
+    return std::make_shared<Captured>(exec, std::move(checks));
   }
 
   void replay(const void* graph, Device d) override {

@@ -4,6 +4,8 @@
 // after the kernel: one small copy and a wait); scatters apply duplicate updates in index
 // order, each output element owned by one thread, so results are deterministic and equal
 // the CPU's.
+#include <cub/device/device_radix_sort.cuh>
+
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
 
@@ -289,6 +291,54 @@ __global__ void scatter_nd_k(T* y, const int64_t* offs, const T* upd, int64_t tu
   }
 }
 
+// Many tuples: sorted by destination (a stable sort, so equal destinations keep their
+// index order), each run of equal destinations is applied by the thread at its head, one
+// per slice element. The same order as above, with every destination in parallel (an
+// embedding's gradient: a row per token into the vocabulary table).
+template <class T>
+__global__ void scatter_sorted_k(T* y, const int64_t* offs, const int64_t* order, const T* upd,
+                                 int64_t tuples, int64_t len, Reduce red) {
+  RLX_GRID_STRIDE(i, tuples * len) {
+    int64_t t = i / len, e = i - t * len;
+    int64_t o = offs[t];
+    if (t > 0 && offs[t - 1] == o) continue;  // not the head of its run
+    T& d = y[o + e];
+    T acc = d;
+    for (int64_t u = t; u < tuples && offs[u] == o; ++u)
+      acc = combine(red, acc, upd[order[u] * len + e]);
+    d = acc;
+  }
+}
+
+__global__ void iota_k(int64_t* v, int64_t n) { RLX_GRID_STRIDE(i, n) v[i] = i; }
+
+void scatter_sorted(const Tensor& y, const Tensor& offs, const Tensor& upd, int64_t len, Reduce red,
+                    cudaStream_t s) {
+  int64_t n = offs.numel();
+  Device dev = y.device();
+  Tensor keys = Tensor::empty(DType::i64, {n}, dev), order_in = Tensor::empty(DType::i64, {n}, dev),
+         order = Tensor::empty(DType::i64, {n}, dev);
+  iota_k<<<blocks_for(n), kThreads, 0, s>>>(static_cast<int64_t*>(order_in.data()), n);
+  int bits = 1;
+  while (bits < 63 && (int64_t(1) << bits) < y.numel()) ++bits;
+  auto sort = [&](void* temp, size_t& bytes) {
+    return cub::DeviceRadixSort::SortPairs(temp, bytes, static_cast<const int64_t*>(offs.data()),
+                                           static_cast<int64_t*>(keys.data()),
+                                           static_cast<const int64_t*>(order_in.data()),
+                                           static_cast<int64_t*>(order.data()), int(n), 0, bits, s);
+  };
+  size_t bytes = 0;
+  RLX_CUDA(sort(nullptr, bytes));
+  Tensor temp = Tensor::empty(DType::u8, {int64_t(std::max<size_t>(bytes, 1))}, dev);
+  RLX_CUDA(sort(temp.data(), bytes));
+  visit(y.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    scatter_sorted_k<T><<<blocks_for(n * len), kThreads, 0, s>>>(
+        static_cast<T*>(y.data()), static_cast<const int64_t*>(keys.data()),
+        static_cast<const int64_t*>(order.data()), static_cast<const T*>(upd.data()), n, len, red);
+  });
+}
+
 void scatter_nd_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &x = in[0], &idx = in[1], &upd = in[2];
   Tensor& y = out[0];
@@ -300,6 +350,13 @@ void scatter_nd_kernel(const KernelContext& ctx, Ins in, Outs out) {
   int64_t tuples = offs.numel(), len = product(xsh, size_t(idx.shape().back()), xsh.size());
   if (tuples == 0 || len == 0) return;
   Reduce red = reduction(ctx, x.dtype());
+  // Few slice elements, many tuples: the serial loop would leave the device idle.
+  if (tuples >= 64 && tuples * len >= 4 * int64_t(kThreads) * sm_count() &&
+      len < 16 * int64_t(kThreads) * sm_count() && tuples < (int64_t(1) << 31)) {
+    scatter_sorted(y, offs, upd, len, red, s);
+    RLX_CUDA_LAUNCHED("scatter_nd");
+    return;
+  }
   visit(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     scatter_nd_k<T><<<blocks_for(len), kThreads, 0, s>>>(
