@@ -122,6 +122,7 @@ class Tensor {
   // Views share the buffer; contiguous() copies only when needed.
   Tensor reshape(std::vector<int64_t> shape) const;  // a view when contiguous
   Tensor permute(const std::vector<int64_t>& perm) const;
+  Tensor swap_last2() const;  // the last two dims swapped (a view); rank >= 2
   Tensor slice(int64_t axis, int64_t start, int64_t stop, int64_t step = 1) const;
   Tensor broadcast_to(const std::vector<int64_t>& shape) const;  // stride-0 view
   Tensor contiguous() const;

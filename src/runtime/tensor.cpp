@@ -209,6 +209,14 @@ Tensor Tensor::reshape(std::vector<int64_t> shape) const {
   return t;
 }
 
+Tensor Tensor::swap_last2() const {
+  if (rank() < 2) fail<ValueError>("Tensor::swap_last2", "expected rank >= 2, got ", rank());
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < rank(); ++i) perm.push_back(i);
+  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
+  return permute(perm);
+}
+
 Tensor Tensor::permute(const std::vector<int64_t>& perm) const {
   if (int64_t(perm.size()) != rank())
     fail<ValueError>("Tensor::permute", "expected ", rank(), " axes, got ", perm.size());

@@ -242,6 +242,31 @@ void channel_norm_checks(CheckTable& t) {
 
 // ---- attention ---------------------------------------------------------------------
 
+// Flat index of a tensor of shape s at batch index bi and matrix position (r, c), with
+// broadcasting.
+size_t matrix_at(const Shape& s, const Shape& bi, int64_t r, int64_t c) {
+  Shape idx = bi;
+  idx.push_back(r);
+  idx.push_back(c);
+  return size_t(broadcast_index(idx, s));
+}
+
+// attention's scale and mask as the references read them. Masks align bottom-right: query
+// i sits at key position i + Sk - Sq.
+struct AttentionMask {
+  double scale;
+  std::string mask;
+  int64_t window;
+  AttentionMask(const Attrs& a, int64_t d)
+      : scale(a.get_float("scale")), mask(a.get_string("mask")), window(a.get_int("window")) {
+    if (scale == 0) scale = d > 0 ? 1 / std::sqrt(double(d)) : 1;
+  }
+  bool sees(int64_t i, int64_t j, int64_t nq, int64_t nk) const {
+    int64_t pos = i + nk - nq;
+    return mask == "none" || (j <= pos && (window == 0 || pos - j < window));
+  }
+};
+
 // softmax(q k^T * scale + bias) v per broadcast batch index, with bottom-right aligned
 // masks (query i sits at key position i + Sk - Sq). A row whose visible scores are all
 // -inf (or that sees no key) gives 0; the weighted sum runs over every key (masked ones
@@ -254,21 +279,12 @@ Tensors attention_ref(const Tensors& in, const Attrs& a) {
       broadcast_shape(Shape(qs.begin(), qs.end() - 2), Shape(ks.begin(), ks.end() - 2)),
       Shape(vs.begin(), vs.end() - 2));
   int64_t nq = qs[qs.size() - 2], nk = ks[ks.size() - 2], d = qs.back(), dv = vs.back();
-  double scale = a.get_float("scale");
-  if (scale == 0) scale = d > 0 ? 1 / std::sqrt(double(d)) : 1;
-  const std::string& mask = a.get_string("mask");
-  int64_t window = a.get_int("window");
+  const AttentionMask mask(a, d);
   Shape os = batch;
   os.push_back(nq);
   os.push_back(dv);
   std::vector<double> out(size_t(numel(os)));
-  // Flat index of input `s` at batch index bi and matrix position (r, c).
-  auto at = [](const Shape& s, const Shape& bi, int64_t r, int64_t c) {
-    Shape idx = bi;
-    idx.push_back(r);
-    idx.push_back(c);
-    return size_t(broadcast_index(idx, s));
-  };
+  const auto& at = matrix_at;
   for (int64_t b = 0; b < numel(batch); ++b) {
     Shape bi = unravel(b, batch);
     for (int64_t i = 0; i < nq; ++i) {
@@ -277,12 +293,11 @@ Tensors attention_ref(const Tensors& in, const Attrs& a) {
       double m = -kInf;
       bool nan = false;
       for (int64_t j = 0; j < nk; ++j) {
-        int64_t pos = i + nk - nq;
-        if (mask != "none") visible[size_t(j)] = j <= pos && (window == 0 || pos - j < window);
+        visible[size_t(j)] = mask.sees(i, j, nq, nk);
         if (!visible[size_t(j)]) continue;
         double acc = 0;
         for (int64_t e = 0; e < d; ++e) acc += q[at(qs, bi, i, e)] * k[at(ks, bi, j, e)];
-        s[size_t(j)] = acc * scale + (bias.empty() ? 0 : bias[at(in[3].shape(), bi, i, j)]);
+        s[size_t(j)] = acc * mask.scale + (bias.empty() ? 0 : bias[at(in[3].shape(), bi, i, j)]);
         nan |= std::isnan(s[size_t(j)]);
         m = std::max(m, s[size_t(j)]);
       }
@@ -309,10 +324,8 @@ Tensors attention_grad_ref(const Tensors& in, const Attrs& a) {
   auto q = values(in[0]), k = values(in[1]), v = values(in[2]), dy = values(in[3]);
   Shape batch(ys.begin(), ys.end() - 2);
   int64_t nq = qs[qs.size() - 2], nk = ks[ks.size() - 2], d = qs.back(), dv = vs.back();
-  double scale = a.get_float("scale");
-  if (scale == 0) scale = d > 0 ? 1 / std::sqrt(double(d)) : 1;
-  const std::string& mask = a.get_string("mask");
-  int64_t window = a.get_int("window");
+  const AttentionMask mask(a, d);
+  const double scale = mask.scale;
   auto with = [&](int64_t r, int64_t c) {
     Shape s = batch;
     s.push_back(r);
@@ -321,21 +334,13 @@ Tensors attention_grad_ref(const Tensors& in, const Attrs& a) {
   };
   Shape qo = with(nq, d), ko = with(nk, d), vo = with(nk, dv);
   std::vector<double> gq(size_t(numel(qo))), gk(size_t(numel(ko))), gv(size_t(numel(vo)));
-  auto at = [](const Shape& s, const Shape& bi, int64_t r, int64_t c) {
-    Shape idx = bi;
-    idx.push_back(r);
-    idx.push_back(c);
-    return size_t(broadcast_index(idx, s));
-  };
+  const auto& at = matrix_at;
   for (int64_t b = 0; b < numel(batch); ++b) {
     Shape bi = unravel(b, batch);
     for (int64_t i = 0; i < nq; ++i) {
       std::vector<double> p(size_t(nk), 0.0), dp(size_t(nk), 0.0);
       double m = -kInf, sum = 0;
-      int64_t pos = i + nk - nq;
-      auto visible = [&](int64_t j) {
-        return mask == "none" || (j <= pos && (window == 0 || pos - j < window));
-      };
+      auto visible = [&](int64_t j) { return mask.sees(i, j, nq, nk); };
       for (int64_t j = 0; j < nk; ++j) {
         if (!visible(j)) continue;
         double acc = 0;

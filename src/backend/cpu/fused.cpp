@@ -106,18 +106,11 @@ void epilogue_typed(Tensor& y, const Tensor* bias, const F& f) {
   });
 }
 
-Tensor swap_last2(const Tensor& t) {
-  std::vector<int64_t> perm;
-  for (int64_t i = 0; i < t.rank(); ++i) perm.push_back(i);
-  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
-  return t.permute(perm);
-}
-
 void fused_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
                          std::span<Tensor> out) {
   Tensor a = in[0], b = in[1];
-  if (ctx.attrs.get_bool("transpose_a")) a = swap_last2(a);
-  if (ctx.attrs.get_bool("transpose_b")) b = swap_last2(b);
+  if (ctx.attrs.get_bool("transpose_a")) a = a.swap_last2();
+  if (ctx.attrs.get_bool("transpose_b")) b = b.swap_last2();
   Act act = parse_act(ctx.attrs.get_string("activation"));
   const Tensor* bias = in.size() > 2 ? &in[2] : nullptr;
   if (!bias && act == Act::none) {

@@ -299,31 +299,28 @@ void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   Tensor scores = Tensor::empty(DType::f32, {chunk, sq, sk}, q.device());
   Tensor probs = Tensor::empty(q.dtype(), {chunk, sq, sk}, q.device());
   constexpr int kWarps = kThreads / 32;
-  for (int64_t e0 = 0; e0 < entries; e0 += chunk) {
-    int64_t n = std::min(chunk, entries - e0);
-    auto part = [&](const Tensor& t) { return t.slice(0, e0, e0 + n); };
-    Tensor sc = scores.slice(0, 0, n), pc = probs.slice(0, 0, n);
-    int64_t rows = n * sq;
-    int grid = int(std::min<int64_t>((rows + kWarps - 1) / kWarps, int64_t(sm_count()) * 32));
-    batched_gemm(part(q3), false, part(k3), true, sc, 1.0, s);
-    visit(q.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (is_half_v<T> || std::is_same_v<T, float>)
-        probs_rows<T><<<grid, kThreads, 0, s>>>(static_cast<const float*>(sc.data()),
-                                                static_cast<T*>(pc.data()), rows,
-                                                float(scale * 1.4426950408889634), vis);
-    });
-    batched_gemm(pc, true, part(dy3), false, part(dv3), 1.0, s);
-    batched_gemm(part(dy3), false, part(v3), true, sc, 1.0, s);
-    visit(q.dtype(), [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (is_half_v<T> || std::is_same_v<T, float>)
-        dscores_rows<T><<<grid, kThreads, 0, s>>>(static_cast<const float*>(sc.data()),
-                                                  static_cast<T*>(pc.data()), rows, sk);
-    });
-    batched_gemm(pc, false, part(k3), false, part(dq3), scale, s);
-    batched_gemm(pc, true, part(q3), false, part(dk3), scale, s);
-  }
+  visit(q.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_half_v<T> || std::is_same_v<T, float>) {
+      for (int64_t e0 = 0; e0 < entries; e0 += chunk) {
+        int64_t n = std::min(chunk, entries - e0);
+        auto part = [&](const Tensor& t) { return t.slice(0, e0, e0 + n); };
+        Tensor sc = scores.slice(0, 0, n), pc = probs.slice(0, 0, n);
+        auto sp = static_cast<float*>(sc.data());
+        auto pp = static_cast<T*>(pc.data());
+        int64_t rows = n * sq;
+        int grid = int(std::min<int64_t>((rows + kWarps - 1) / kWarps, int64_t(sm_count()) * 32));
+        batched_gemm(part(q3), false, part(k3), true, sc, 1.0, s);
+        probs_rows<T>
+            <<<grid, kThreads, 0, s>>>(sp, pp, rows, float(scale * 1.4426950408889634), vis);
+        batched_gemm(pc, true, part(dy3), false, part(dv3), 1.0, s);
+        batched_gemm(part(dy3), false, part(v3), true, sc, 1.0, s);
+        dscores_rows<T><<<grid, kThreads, 0, s>>>(sp, pp, rows, sk);
+        batched_gemm(pc, false, part(k3), false, part(dq3), scale, s);
+        batched_gemm(pc, true, part(q3), false, part(dk3), scale, s);
+      }
+    }
+  });
   RLX_CUDA_LAUNCHED("attention_grad");
 }
 

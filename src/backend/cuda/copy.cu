@@ -94,23 +94,10 @@ bool copy_fast(void* dst, const void* src, const Indexer<2>& ix, size_t elem, in
       copy_rows<W><<<blocks_for(words), kThreads, 0, stream>>>(
           static_cast<const char*>(src), static_cast<char*>(dst), words, per_row, rows);
     };
-    switch (w) {
-      case 16:
-        go(uint4{});
-        break;
-      case 8:
-        go(uint2{});
-        break;
-      case 4:
-        go(uint32_t{});
-        break;
-      case 2:
-        go(uint16_t{});
-        break;
-      default:
-        go(uint8_t{});
-        break;
-    }
+    if (w == 16)
+      go(uint4{});
+    else
+      visit_bytes(size_t(w), [&](auto tag) { go(typename decltype(tag)::type{}); });
     RLX_CUDA_LAUNCHED("copy_rows");
     return true;
   }

@@ -286,13 +286,6 @@ void matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
   matmul_into(in[0], in[1], out[0], stream_of(ctx));
 }
 
-Tensor swap_last2(const Tensor& t) {
-  std::vector<int64_t> perm;
-  for (int64_t i = 0; i < t.rank(); ++i) perm.push_back(i);
-  std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
-  return t.permute(perm);
-}
-
 // fused_matmul: a bias of one value per output column and relu / gelu_tanh go into
 // cuBLASLt's epilogue; another bias is copied into y and added by the GEMM (beta 1); the
 // other activations run over y afterwards.
@@ -301,53 +294,42 @@ void fused_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   cudaStream_t s = stream_of(ctx);
   Tensor a = in[0], b = in[1];
   const Tensor& y = out[0];
-  if (ctx.attrs.get_bool("transpose_a")) a = swap_last2(a);
-  if (ctx.attrs.get_bool("transpose_b")) b = swap_last2(b);
+  if (ctx.attrs.get_bool("transpose_a")) a = a.swap_last2();
+  if (ctx.attrs.get_bool("transpose_b")) b = b.swap_last2();
   std::string act = ctx.attrs.get_string("activation");
   if (y.numel() == 0) return;
+  const Tensor* bias = in.size() > 2 ? &in[2] : nullptr;
+  if (a.rank() == 0 || a.shape().back() == 0) {  // no products: act(bias), or act(0)
+    if (bias)
+      cast_into(bias->broadcast_to(y.shape()), y, s);
+    else
+      fill(y, 0, s);
+    return activation_inplace(y, act, s);
+  }
   Gemm g{};
-  Tensor keep;  // a widened bias, alive until the GEMM is queued
+  Tensor wide;  // a bias widened to the product's dtype, alive until the GEMM is queued
   int64_t n = y.rank() > 0 ? y.shape().back() : 1;  // a product of two vectors is a scalar
-  bool vec = false;
-  if (in.size() > 2) {
-    const Tensor& bias = in[2];
-    vec =
-        bias.numel() == n && (bias.rank() == 0 || bias.shape().back() == n) && bias.is_contiguous();
-    if (vec && bias.dtype() != y.dtype()) {  // the epilogue's bias has the product's dtype
-      Tensor wide = Tensor::empty(y.dtype(), {n}, y.device());
-      cast_into(bias.reshape({n}), wide, s);
-      g.bias = wide.data();
-      keep = wide;
-    } else if (vec) {
-      g.bias = bias.data();
-    } else {
-      cast_into(bias.broadcast_to(y.shape()), y, s);
-      g.beta = 1;
-    }
+  bool vec = bias && bias->numel() == n && (bias->rank() == 0 || bias->shape().back() == n) &&
+             bias->is_contiguous();
+  if (vec && bias->dtype() != y.dtype()) {  // the epilogue's bias has the product's dtype
+    wide = Tensor::empty(y.dtype(), {n}, y.device());
+    cast_into(bias->reshape({n}), wide, s);
+    g.bias = wide.data();
+  } else if (vec) {
+    g.bias = bias->data();
+  } else if (bias) {
+    cast_into(bias->broadcast_to(y.shape()), y, s);
+    g.beta = 1;
   }
-  auto pick = [&](cublasLtEpilogue_t plain, cublasLtEpilogue_t with_bias) {
-    g.epilogue = vec ? with_bias : plain;
-    act = "none";
-  };
+  g.epilogue = vec ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   // cuBLASLt's activations in f64 are not computed in f64: there they run afterwards.
-  bool f64 = y.dtype() == DType::f64;
-  if (act == "relu" && !f64)
-    pick(CUBLASLT_EPILOGUE_RELU, CUBLASLT_EPILOGUE_RELU_BIAS);
-  else if (act == "gelu_tanh" && !f64)  // cuBLASLt's GELU is the tanh form
-    pick(CUBLASLT_EPILOGUE_GELU, CUBLASLT_EPILOGUE_GELU_BIAS);
-  else if (vec)
-    g.epilogue = CUBLASLT_EPILOGUE_BIAS;
-  int64_t k = a.rank() > 0 ? a.shape().back() : 0;
-  if (k == 0) {  // no products: the epilogue alone
-    if (!vec && g.beta == 0) fill(y, 0, s);
-    if (vec) cast_into(in[2].reshape({n}).broadcast_to(y.shape()), y, s);
-    if (g.epilogue == CUBLASLT_EPILOGUE_RELU || g.epilogue == CUBLASLT_EPILOGUE_RELU_BIAS)
-      act = "relu";
-    if (g.epilogue == CUBLASLT_EPILOGUE_GELU || g.epilogue == CUBLASLT_EPILOGUE_GELU_BIAS)
-      act = "gelu_tanh";
-  } else {
-    matmul_into(a, b, y, s, g);
+  if (y.dtype() != DType::f64) {
+    if (act == "relu") g.epilogue = vec ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_RELU;
+    if (act == "gelu_tanh")  // cuBLASLt's GELU is the tanh form
+      g.epilogue = vec ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU;
+    if (act == "relu" || act == "gelu_tanh") act = "none";
   }
+  matmul_into(a, b, y, s, g);
   activation_inplace(y, act, s);
 }
 
