@@ -121,7 +121,9 @@ Program generate(const Graph& body, const std::string& layout = {}) {
       return n;
     }
     n = cat("v", tmp++, "[k]");
-    std::string at = kind == 'f' ? "ix[k]" : cat("site_off(a, ", s, ", ix[k])");
+    std::string at = kind == 'f'   ? std::string("ix[k]")
+                     : kind == 'x' ? cat("soff(a.stride[", s, "], c[k])")
+                                   : cat("site_off(a, ", s, ", ix[k])");
     code += cat("    ", ctype(v.dtype()), " ", n.substr(0, n.size() - 3), "[kU];\n", kUnroll, n,
                 " = ", ld, at, ");\n");
     return n;
@@ -232,19 +234,41 @@ Program generate(const Graph& body, const std::string& layout = {}) {
     Value v = body.outputs()[j].value;
     std::string n = use(v);
     size_t at = p.sites.size() + j;  // outputs follow the sites in the layout
-    bool flat = at < layout.size() && layout[at] == 'f';
-    code += cat(kUnroll, "if (i + k * T < a.n) st_", suffix(v.dtype()), "(a.out[", j, "], ",
-                flat ? std::string("ix[k]") : cat("out_off(a, ", j, ", ix[k])"), ", ", n, ");\n");
+    char kind = at < layout.size() ? layout[at] : '?';
+    std::string to = kind == 'f'   ? std::string("ix[k]")
+                     : kind == 'x' ? cat("soff(a.ostride[", j, "], c[k])")
+                                   : cat("out_off(a, ", j, ", ix[k])");
+    code += cat(kUnroll, "if (i + k * T < a.n) st_", suffix(v.dtype()), "(a.out[", j, "], ", to,
+                ", ", n, ");\n");
+  }
+  // Strided sites and outputs share each element's coordinates, found once per element
+  // over the merged dims (a compile-time count), in 32 bits when the region allows.
+  size_t bar = layout.find('|');
+  int rank = bar == std::string::npos ? 0 : layout[bar + 1] - '0';
+  bool strided = rank > 0 && layout.find('x') < bar;
+  std::string coords, helpers;
+  if (strided) {
+    helpers =
+        cat("#define RLX_RANK ", rank, "\ntypedef ", layout[bar + 2] == 'w' ? "i64" : "unsigned",
+            " ix_t;\n",
+            "__device__ __forceinline__ i64 soff(const i64* st, const i64 (&c)[RLX_RANK]) {\n"
+            "  i64 o = 0;\n  _Pragma(\"unroll\") for (int d = 0; d < RLX_RANK; ++d) o += c[d] "
+            "* st[d];\n  return o;\n}\n");
+    coords =
+        cat("    i64 c[kU][RLX_RANK];\n", kUnroll,
+            "{\n      ix_t r = (ix_t)ix[k];\n      _Pragma(\"unroll\") for (int d = RLX_RANK - 1; "
+            "d >= 0; --d) {\n        ix_t s = (ix_t)a.size[d], q = r / s;\n        c[k][d] = "
+            "(i64)(r - q * s);\n        r = q;\n      }\n    }\n");
   }
   // kU elements per thread and iteration, T apart (coalesced): every load of the kU
   // comes before any store, so they are all in flight together.
   p.source =
-      cat(kRegionPrelude, "#define kU ", kU,
-          "\nextern \"C\" __global__ void rlx_region(const Args a) {\n", pre,
+      cat(kRegionPrelude, "#define kU ", kU, "\n", helpers,
+          "extern \"C\" __global__ void rlx_region(const Args a) {\n", pre,
           "  const i64 T = i64(blockDim.x) * gridDim.x;\n",
           "  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += kU * T) {\n",
-          "    i64 ix[kU];\n", kUnroll, "ix[k] = i + k * T < a.n ? i + k * T : a.n - 1;\n", code,
-          "  }\n}\n");
+          "    i64 ix[kU];\n", kUnroll, "ix[k] = i + k * T < a.n ? i + k * T : a.n - 1;\n", coords,
+          code, "  }\n}\n");
   return p;
 }
 
@@ -380,32 +404,51 @@ void region_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
   for (int64_t d : region) a.n *= d;
   if (a.n == 0) return;
   auto shape = body_shapes(body, in);
-  // Size-1 dims drop out of the index arithmetic.
-  std::vector<size_t> dims;
-  for (size_t d = 0; d < region.size(); ++d)
-    if (region[d] != 1) dims.push_back(d);
-  if (dims.size() > size_t(kDims))
-    fail<NotSupported>("fused_elementwise", "expected at most ", kDims, " dims, got ", dims.size());
-  a.rank = int(dims.size());
-  for (size_t d = 0; d < dims.size(); ++d) a.size[d] = region[dims[d]];
   std::string layout;
-  for (size_t s = 0; s < sites.program.sites.size(); ++s) {
+  std::vector<Tensor> views;
+  size_t nsites = sites.program.sites.size();
+  for (size_t s = 0; s < nsites; ++s) {
     Value v{const_cast<Graph*>(&body), sites.program.sites[s]};
-    Tensor t = site_view(body, v, in, shape).broadcast_to(region);
+    Tensor t = views.emplace_back(site_view(body, v, in, shape).broadcast_to(region));
     a.in[s] = t.data();
     bool scalar =
         std::all_of(t.strides().begin(), t.strides().end(), [](int64_t x) { return x == 0; });
     a.flat[s] = scalar ? 2 : t.is_contiguous() ? 1 : 0;
     layout += scalar ? 's' : t.is_contiguous() ? 'f' : 'x';
-    for (size_t d = 0; d < dims.size(); ++d) a.stride[s][d] = t.strides()[dims[d]];
   }
   for (size_t j = 0; j < out.size(); ++j) {
-    Tensor t = out[j].broadcast_to(region);
+    Tensor t = views.emplace_back(out[j].broadcast_to(region));
     a.out[j] = out[j].data();
     a.oflat[j] = t.is_contiguous();
     layout += t.is_contiguous() ? 'f' : 'x';
-    for (size_t d = 0; d < dims.size(); ++d) a.ostride[j][d] = t.strides()[dims[d]];
   }
+  // Size-1 dims drop out of the index arithmetic, and neighbouring dims merge where every
+  // site and output allows.
+  std::vector<int64_t> size;
+  std::vector<std::vector<int64_t>> st(views.size());
+  for (size_t d = 0; d < region.size(); ++d) {
+    if (region[d] == 1) continue;
+    bool merge = !size.empty();
+    for (size_t o = 0; o < views.size() && merge; ++o)
+      merge = st[o].back() == views[o].strides()[d] * region[d];
+    if (merge) size.back() *= region[d];
+    if (!merge) size.push_back(region[d]);
+    for (size_t o = 0; o < views.size(); ++o) {
+      if (merge)
+        st[o].back() = views[o].strides()[d];
+      else
+        st[o].push_back(views[o].strides()[d]);
+    }
+  }
+  if (size.size() > size_t(kDims))
+    fail<NotSupported>("fused_elementwise", "expected at most ", kDims, " dims, got ", size.size());
+  a.rank = int(size.size());
+  for (size_t d = 0; d < size.size(); ++d) {
+    a.size[d] = size[d];
+    for (size_t s = 0; s < nsites; ++s) a.stride[s][d] = st[s][d];
+    for (size_t j = 0; j < out.size(); ++j) a.ostride[j][d] = st[nsites + j][d];
+  }
+  layout += cat('|', a.rank, a.n < (int64_t(1) << 31) ? 'n' : 'w');
   const Compiled& c = compiled(body, layout);
   void* params[] = {&a};
   int blocks = int(std::min<int64_t>((a.n + 256 * kU - 1) / (256 * kU), int64_t(sm_count()) * 16));
