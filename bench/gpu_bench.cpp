@@ -5,7 +5,7 @@
 //             bandwidth limit (one device copy of the bytes a fused kernel must move,
 //             measured here) — unfused until the NVRTC regions land
 //   attention causal, [8, 12, 1024, 64] bf16 forward
-//   attention also in f32 (what the f32 GPT-2 forward runs)
+//   attention also in f32 (what the f32 GPT-2 forward runs), and its bf16 backward
 //   train     GPT-2 small's AMP-bf16 train step with AdamW on 8 x 1024 tokens
 //   gpt2      GPT-2 small (12 layers, d 768, 12 heads, vocab 50304; the demo's model,
 //             examples/demo) forward on 8 x 1024 tokens to logits, f32 and auto-bf16
@@ -14,12 +14,15 @@
 // --runs runs after warm-up, synchronised. PyTorch's numbers come from bench/gpu_torch.py
 // (eager and torch.compile) when python3 with torch and CUDA is there.
 // Usage: rlx-bench-gpu [--runs N] [--no-torch] [--only gemm|chain|attention|gpt2|train]
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "bench.h"
 #include "model.h"
@@ -154,6 +157,19 @@ int main(int argc, char** argv) {
       row(bf ? "attention causal 8x12x1024x64 bf16" : "attention causal 8x12x1024x64 f32", ms, t,
           bf ? "attention" : "attention_f32", extra);
     }
+    // The backward (attention_grad: dq, dk, dv from q, k, v, dy), bf16.
+    Graph g("attn_grad");
+    TensorType ty{DType::bf16, to_shape({8, 12, 1024, 64})};
+    Value q = g.input("q", ty), k = g.input("k", ty), v = g.input("v", ty), dy = g.input("dy", ty);
+    for (Value o : g.apply("attention_grad", {q, k, v, dy}, {{"mask", "causal"}})) g.output(o);
+    CompiledGraph cg = s.compile(g);
+    std::vector<Tensor> in;
+    for (uint64_t i = 0; i < 4; ++i)
+      in.push_back(random_on_gpu(DType::bf16, {8, 12, 1024, 64}, 20 + i));
+    double ms = median_ms(cg, in, runs);
+    double flops = 2.5 * 4.0 * 8 * 12 * 1024 * 1024 * 64 / 2;  // FlashAttention's count
+    std::snprintf(extra, sizeof extra, "   %.0f TFLOP/s", flops / (ms * 1e-3) / 1e12);
+    row("attention_grad causal bf16", ms, t, "attention_grad", extra);
   }
 
   if (want("gpt2")) {  // GPT-2 small forward
@@ -199,13 +215,23 @@ int main(int argc, char** argv) {
     TensorMap in{{"tokens", Tensor::from_vector(tok, {8, 1024}).to(Device::cuda())},
                  {"targets", Tensor::from_vector(tgt, {8, 1024}).to(Device::cuda())},
                  {"pos", demo::positions(1024).to(Device::cuda())}};
+    std::vector<double> issue;  // the host's time in step(), before waiting for the device
     auto st = bench::measure(
         [&] {
+          auto t0 = std::chrono::steady_clock::now();
           trainer.step(in);
+          issue.push_back(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
           cuda::synchronize();
         },
         2, std::max(runs / 4, 3));
-    row("gpt2 AMP-bf16 train step 8x1024", st.median * 1e3, t, "train_bf16", "");
+    std::sort(issue.begin(), issue.end());
+    // Whether the steps replayed CUDA Graphs (captures alternate between two arenas).
+    char graphs[128];
+    std::snprintf(graphs, sizeof graphs, "   (CUDA Graph replays: %zu; host %.1f ms a step)",
+                  trainer.compiled().graph_launches() - trainer.compiled().graph_captures(),
+                  issue[issue.size() / 2] * 1e3);
+    row("gpt2 AMP-bf16 train step 8x1024", st.median * 1e3, t, "train_bf16", graphs);
   }
   return 0;
 }

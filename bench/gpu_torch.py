@@ -8,7 +8,9 @@ import torch.nn.functional as F
 
 p = argparse.ArgumentParser()
 p.add_argument("--runs", type=int, default=20)
-runs = p.parse_args().runs
+p.add_argument("--only", default="", help="'attention': stop after the attention cases")
+args = p.parse_args()
+runs = args.runs
 if not torch.cuda.is_available():
     sys.exit(1)
 dev = "cuda"
@@ -56,6 +58,17 @@ del x
 for key, dt in (("attention", torch.bfloat16), ("attention_f32", torch.float32)):
     q, k, v = (torch.rand(8, 12, 1024, 64, device=dev, dtype=dt) for _ in range(3))
     print(key, median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), flush=True)
+
+# The backward alone: dq, dk, dv of SDPA for a given dy (the forward is not timed).
+q, k, v = (torch.rand(8, 12, 1024, 64, device=dev, dtype=torch.bfloat16, requires_grad=True)
+           for _ in range(3))
+out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+dy = torch.rand_like(out)
+print("attention_grad",
+      median_ms(lambda: torch.autograd.grad(out, (q, k, v), dy, retain_graph=True)), flush=True)
+del q, k, v, out, dy
+if args.only == "attention":
+    sys.exit(0)
 
 
 # GPT-2 small as examples/demo builds it: pre-norm blocks, separate q / k / v projections

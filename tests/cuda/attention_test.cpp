@@ -64,5 +64,49 @@ TEST(CudaAttention, TensorCorePathMatchesTheCpu) {
   }
 }
 
+// attention_grad with f16 / bf16 and head dim 64 takes the tensor-core passes
+// (flash_grad.cuh): against the CPU's attention_grad over the same masks and raggedness,
+// rows that see no key, broadcast k / v and the dispatch to that path's shapes.
+TEST(CudaAttention, TensorCoreBackwardMatchesTheCpu) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
+  const Case cases[] = {
+      {DType::bf16, {2, 3, 128, 64}, {2, 3, 128, 64}, "causal", 0},
+      {DType::f16, {2, 3, 100, 64}, {2, 3, 100, 64}, "none", 0},
+      {DType::bf16, {1, 2, 70, 64}, {1, 2, 150, 64}, "causal", 0},
+      {DType::f16, {2, 1, 200, 64}, {2, 1, 200, 64}, "sliding_window", 48},
+      {DType::bf16, {3, 4, 17, 64}, {1, 4, 65, 64}, "none", 0},    // k, v broadcast over batch
+      {DType::bf16, {2, 2, 64, 64}, {2, 2, 40, 64}, "causal", 0},  // 24 rows see no key
+      {DType::f16, {1, 1, 300, 64}, {1, 1, 300, 64}, "sliding_window", 100},
+  };
+  for (const Case& c : cases) {
+    Graph g("attn_grad");
+    std::vector<int64_t> y = c.q;
+    Value q = g.input("q", {c.dt, to_shape(c.q)}), k = g.input("k", {c.dt, to_shape(c.k)}),
+          v = g.input("v", {c.dt, to_shape(c.k)}), dy = g.input("dy", {c.dt, to_shape(y)});
+    auto grads = g.apply("attention_grad", {q, k, v, dy}, {{"mask", c.mask}, {"window", c.window}});
+    for (Value t : grads) g.output(t);
+    std::vector<Tensor> in{random_tensor(c.dt, c.q, 1), random_tensor(c.dt, c.k, 2),
+                           random_tensor(c.dt, c.k, 3), random_tensor(c.dt, y, 4)};
+    auto want = Session().compile(g).run(in);
+    auto gpu = Session(Device::cuda()).compile(g);
+    auto got = gpu.run(in);
+    EXPECT_EQ(gpu.report().count("attention_grad", DispatchPath::native), 1u);
+    const char* names[] = {"dq", "dk", "dv"};
+    for (size_t o = 0; o < 3; ++o) {
+      std::vector<double> a = values(got[o]), b = values(want[o]);
+      ASSERT_EQ(a.size(), b.size());
+      double worst = 0, scale = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        worst = std::max(worst, std::abs(a[i] - b[i]));
+        scale = std::max(scale, std::abs(b[i]));
+      }
+      // P and dS are rounded to 16 bits for their products, and dS cancels (dP - delta).
+      EXPECT_LE(worst, 3e-2 * std::max(scale, 1.0))
+          << names[o] << " " << dtype_name(c.dt) << " q " << ints_str(c.q) << " k " << ints_str(c.k)
+          << " " << c.mask;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace rlx::test

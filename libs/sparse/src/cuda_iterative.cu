@@ -1,14 +1,16 @@
-// Iterative solves on the GPU: Jacobi-preconditioned CG and BiCGSTAB, the same recurrences
-// as cpu_iterative.cpp, entirely on the device. Each iteration is a few fused kernels (CG:
-// q = A p with p.q and p.p; x, r updates with r.z and r.r; the new direction). The scalars
+// Iterative solves on the GPU: Jacobi-preconditioned CG and BiCGSTAB, entirely on the
+// device. CG is one kernel an iteration (the step, the new direction and q = A p, below);
+// BiCGSTAB is a few fused kernels with the recurrences of cpu_iterative.cpp. The scalars
 // (alpha, beta, ...) never leave the device: every dot product is reduced by the grid's last
 // block to finish (a fixed order, so runs repeat bit for bit), which also updates the
 // solver's state and sets `done` on convergence or breakdown; later kernels of a finished
-// solve return at once. The host queues iterations in chunks (8, 16, 32, 64, ...) and reads
-// the state only between chunks: no round trip per iteration. gmres_solve keeps the host
-// delegate (its small least-squares problem per step is host work anyway).
+// solve return at once. The host queues iterations in chunks and reads the state a chunk
+// behind (below): no round trip per iteration, and no wait for the host between chunks.
+// gmres_solve keeps the host delegate (its small least-squares problem per step is host
+// work anyway).
 #include <cfloat>
 #include <cstdlib>
+#include <initializer_list>
 
 #include "cuda_common.h"
 
@@ -42,6 +44,8 @@ struct Csr {
 
 // ---- reductions ----------------------------------------------------------------------
 
+constexpr int kMaxSums = 6;  // the most sums one grid_sum takes
+
 // Sums v over the block in a fixed order; the result is in thread 0's v.
 template <int NV>
 __device__ void block_sum(double (&v)[NV]) {
@@ -65,6 +69,7 @@ __device__ void block_sum(double (&v)[NV]) {
 // (in block order) and calls fin(sums) on one thread. Every thread of every block calls it.
 template <int NV, class Fin>
 __device__ void grid_sum(double (&v)[NV], double* partials, State* st, Fin fin) {
+  static_assert(NV <= kMaxSums);
   __shared__ bool last;
   block_sum<NV>(v);
   if (threadIdx.x == 0) {
@@ -85,25 +90,56 @@ __device__ void grid_sum(double (&v)[NV], double* partials, State* st, Fin fin) 
   }
 }
 
-// y_i = (A x)_i for the rows of this thread's warp, TPR lanes a row; calls f(i, y_i) on the
-// row's first lane. The loop bound is the warp's, so every lane reaches the shuffles.
-template <int TPR, class T, class I, class F>
-__device__ void rows_of(const Csr<T, I>& a, const T* x, F f) {
-  const int lane = threadIdx.x % TPR;
+// y_i = (A x)_i for the rows of this thread's warp, TPR lanes a row, x_j read as xat(j);
+// calls f(i, y_i) on the row's first lane. The loop bound is the warp's, so every lane
+// reaches the shuffles. With one lane a row, a thread takes two rows at once, their
+// entries interleaved: twice the loads in flight for the same number of threads (each row
+// still sums its entries in order). (Issuing a row's loads in chunks before adding was
+// slower on the H200: the 5-point rows then take two chunks.)
+template <int TPR, class T, class I, class X, class F>
+__device__ void rows_of(const Csr<T, I>& a, X xat, F f) {
   const int64_t total = int64_t(gridDim.x) * blockDim.x;
+  auto entry = [&](int64_t e) { return __ldg(&a.val[e]) * xat(int64_t(__ldg(&a.col[e]))); };
+  if constexpr (TPR == 1) {
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += 2 * total) {
+      const int64_t j = i + total;
+      const bool two = j < a.n;
+      int64_t e0 = __ldg(&a.rp[i]), end0 = __ldg(&a.rp[i + 1]);
+      int64_t e1 = two ? int64_t(__ldg(&a.rp[j])) : 0,
+              end1 = two ? int64_t(__ldg(&a.rp[j + 1])) : 0;
+      T acc0 = 0, acc1 = 0;
+      for (; e0 < end0 && e1 < end1; ++e0, ++e1) {
+        acc0 += entry(e0);
+        acc1 += entry(e1);
+      }
+      for (; e0 < end0; ++e0) acc0 += entry(e0);
+      for (; e1 < end1; ++e1) acc1 += entry(e1);
+      f(i, acc0);
+      if (two) f(j, acc1);
+    }
+    return;
+  }
+  const int lane = threadIdx.x % TPR;
   const int64_t warp0 = int64_t(blockIdx.x) * blockDim.x + (threadIdx.x & ~31);
   for (int64_t t0 = warp0; t0 / TPR < a.n; t0 += total) {
     const int64_t i = (t0 + (threadIdx.x & 31)) / TPR;
     const bool ok = i < a.n;
     T acc = 0;
     if (ok)
-      for (int64_t e = int64_t(a.rp[i]) + lane, end = a.rp[i + 1]; e < end; e += TPR)
-        acc += a.val[e] * x[a.col[e]];
-    if constexpr (TPR > 1)
-      for (int o = TPR / 2; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffffu, acc, o, TPR);
+      for (int64_t e = int64_t(__ldg(&a.rp[i])) + lane, end = __ldg(&a.rp[i + 1]); e < end;
+           e += TPR)
+        acc += entry(e);
+    for (int o = TPR / 2; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffffu, acc, o, TPR);
     if (ok && lane == 0) f(i, acc);
   }
 }
+
+// Reads x_j of a vector.
+template <class T>
+struct At {
+  const T* x;
+  __device__ T operator()(int64_t j) const { return x[j]; }
+};
 
 #define RLX_GRID_LOOP(i, n)                                                 \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
@@ -147,7 +183,7 @@ template <int TPR, class T, class I>
 __global__ void residual_kernel(Csr<T, I> a, const T* x, const T* b, double* part, State* st,
                                 int32_t* iters, T* resid) {
   double v[2] = {0, 0};
-  rows_of<TPR>(a, x, [&](int64_t i, T y) {
+  rows_of<TPR>(a, At<T>{x}, [&](int64_t i, T y) {
     double d = double(b[i]) - double(y);
     v[0] += d * d;
     v[1] += double(b[i]) * double(b[i]);
@@ -158,93 +194,127 @@ __global__ void residual_kernel(Csr<T, I> a, const T* x, const T* b, double* par
   });
 }
 
-// ---- CG ------------------------------------------------------------------------------
+// ---- CG: one kernel an iteration -------------------------------------------------------
+// Kernel k applies step k-1 (x += alpha p, r -= alpha q), makes the direction
+// p = M r + beta p and q = A p. A's rows read the new p at the columns they name, so each
+// kernel computes it there from the step before's r, q, p (double-buffered: read old, write
+// new), through one function that gives the same bits wherever it runs. beta needs the new
+// r.z before any block has it: the identity r'.Mr' = r.Mr - 2 alpha q.Mr + alpha^2 q.Mq
+// (r' = r - alpha q) gives it from sums over the old vectors that the kernel before took;
+// the exact r.z and r.r of every new r are summed too, and anchor each step, so no rounding
+// accumulates. One grid-wide sum an iteration, and the vectors pass DRAM once.
+
+// r and q of a row side by side, and p with the Jacobi diagonal: the reads at A's columns
+// take two loads, not four.
+template <class T>
+using Pair = std::conditional_t<sizeof(T) == 4, float2, double2>;
 
 template <class T>
 struct CgVecs {
-  T *x, *r, *p, *q;
+  T* x;
+  const Pair<T>*rq0, *pd0;  // the step before, read at any row
+  Pair<T>*rq1, *pd1;        // this step's, written at the block's rows
   const T *b, *dinv;
   double* part;
   State* st;
 };
 
-// x = 0, r = b, p = M b; rz, rr.
+template <class T>
+__device__ __forceinline__ T fma_rn(T a, T b, T c) {
+  if constexpr (sizeof(T) == 4)
+    return __fmaf_rn(a, b, c);
+  else
+    return __fma_rn(a, b, c);
+}
+template <class T>
+__device__ __forceinline__ T mul_rn(T a, T b) {
+  if constexpr (sizeof(T) == 4)
+    return __fmul_rn(a, b);
+  else
+    return __dmul_rn(a, b);
+}
+
+// A row's new residual and direction from its old (r, q) and (p, d), with rounding fixed
+// by the intrinsics (no contraction a compiler may choose differently at two call sites).
+template <class T>
+__device__ __forceinline__ T next_r(Pair<T> rq, T alpha) {
+  return fma_rn(-alpha, rq.y, rq.x);
+}
+template <class T>
+__device__ __forceinline__ T next_p(Pair<T> pd, T r, T beta) {
+  return fma_rn(beta, pd.x, mul_rn(pd.y, r));
+}
+
+// x = 0; the old r = b, q = p = 0 (next to the diagonal), so the first kernel makes r = b,
+// p = M b, q = A p.
 template <class T>
 __global__ void cg_init(CgVecs<T> v, int64_t n, double tol) {
-  double s[2] = {0, 0};
+  double s[1] = {0};
+  auto* rq = const_cast<Pair<T>*>(v.rq0);
+  auto* pd = const_cast<Pair<T>*>(v.pd0);
   RLX_GRID_LOOP(i, n) {
-    T bi = v.b[i], z = v.dinv[i] * bi;
+    T bi = v.b[i];
     v.x[i] = 0;
-    v.r[i] = bi;
-    v.p[i] = z;
-    s[0] += double(bi) * double(z);
-    s[1] += double(bi) * double(bi);
+    rq[i] = {bi, T(0)};
+    pd[i] = {T(0), v.dinv[i]};
+    s[0] += double(bi) * double(bi);
   }
-  grid_sum<2>(s, v.part, v.st, [&](double* t) {
+  grid_sum<1>(s, v.part, v.st, [&](double* t) {
     State* st = v.st;
-    st->rz = t[0];
-    st->rr = t[1];
-    st->stop = tol * ::sqrt(t[1]);
-    st->iter = 0;
+    st->rr = t[0];
+    st->stop = tol * ::sqrt(t[0]);
+    st->alpha = st->beta = 0;
     st->status = kRunning;
-    st->done = !(::sqrt(st->rr) > st->stop);
+    st->done = !(::sqrt(t[0]) > st->stop);
+    st->iter = st->done ? 0 : -1;  // the first kernel applies no step
   });
 }
 
-// q = A p; p.q, p.p; alpha = rz / p.q, or done when p.q <= 0 (not SPD, or a breakdown).
+// One iteration (above). Sums r.z, r.r, p.q, p.p, q.z, q.Mq of the new vectors (z = M r);
+// the last block sets alpha, the next beta, the iteration count and `done` (converged,
+// max_iter, or p.q <= 0: not SPD, or a breakdown).
 template <int TPR, class T, class I>
-__global__ void cg_spmv(Csr<T, I> a, CgVecs<T> v) {
-  if (v.st->done) return;
-  double s[2] = {0, 0};
-  rows_of<TPR>(a, v.p, [&](int64_t i, T y) {
-    v.q[i] = y;
-    double pi = v.p[i];
-    s[0] += pi * double(y);
-    s[1] += pi * pi;
-  });
-  grid_sum<2>(s, v.part, v.st, [&](double* t) {
-    State* st = v.st;
-    st->pq = t[0];
-    st->pp = t[1];
-    if (t[0] <= 0) {
-      double eps = sizeof(T) == 4 ? double(FLT_EPSILON) : DBL_EPSILON;
-      if (t[0] < -64 * eps * __longlong_as_double(st->norm_inf_bits) * t[1]) st->status = kNotSpd;
-      st->done = 1;
-    } else {
-      st->alpha = st->rz / t[0];
-    }
-  });
-}
-
-// x += alpha p, r -= alpha q; r.z, r.r; beta, the iteration count, convergence.
-template <class T>
-__global__ void cg_update(CgVecs<T> v, int64_t n) {
+__global__ void cg_step(Csr<T, I> a, CgVecs<T> v, int64_t max_iter) {
   State* st = v.st;
   if (st->done) return;
-  const T alpha = T(st->alpha);
-  double s[2] = {0, 0};
-  RLX_GRID_LOOP(i, n) {
-    v.x[i] += alpha * v.p[i];
-    T ri = v.r[i] - alpha * v.q[i];
-    v.r[i] = ri;
-    s[0] += double(ri) * double(v.dinv[i] * ri);
-    s[1] += double(ri) * double(ri);
-  }
-  grid_sum<2>(s, v.part, st, [&](double* t) {
-    st->beta = t[0] / st->rz;
+  const T alpha = T(st->alpha), beta = T(st->beta);
+  double s[6] = {0, 0, 0, 0, 0, 0};
+  auto p_at = [&](int64_t j) {
+    return next_p(__ldg(&v.pd0[j]), next_r(__ldg(&v.rq0[j]), alpha), beta);
+  };
+  rows_of<TPR>(a, p_at, [&](int64_t i, T q) {
+    const Pair<T> rq = __ldg(&v.rq0[i]), pd = __ldg(&v.pd0[i]);
+    const T r = next_r(rq, alpha), p = next_p(pd, r, beta), d = pd.y;
+    v.x[i] += alpha * pd.x;
+    v.rq1[i] = {r, q};
+    v.pd1[i] = {p, d};
+    const double z = double(d * r), qd = double(q);
+    s[0] += double(r) * z;
+    s[1] += double(r) * double(r);
+    s[2] += double(p) * qd;
+    s[3] += double(p) * double(p);
+    s[4] += qd * z;
+    s[5] += qd * double(d * q);
+  });
+  grid_sum<6>(s, v.part, st, [&](double* t) {
+    st->iter += 1;
     st->rz = t[0];
     st->rr = t[1];
-    st->iter += 1;
-    if (!(::sqrt(t[1]) > st->stop)) st->done = 1;
+    st->pq = t[2];
+    st->pp = t[3];
+    if (!(::sqrt(t[1]) > st->stop) || st->iter >= max_iter) {
+      st->done = 1;
+    } else if (t[2] <= 0) {
+      double eps = sizeof(T) == 4 ? double(FLT_EPSILON) : DBL_EPSILON;
+      if (t[2] < -64 * eps * __longlong_as_double(st->norm_inf_bits) * t[3]) st->status = kNotSpd;
+      st->done = 1;
+    } else {
+      const double al = double(T(t[0] / t[2]));
+      const double rz_next = t[0] - 2 * al * t[4] + al * al * t[5];
+      st->alpha = al;
+      st->beta = rz_next > 0 ? rz_next / t[0] : 0;
+    }
   });
-}
-
-// p = M r + beta p.
-template <class T>
-__global__ void cg_direction(CgVecs<T> v, int64_t n) {
-  if (v.st->done) return;
-  const T beta = T(v.st->beta);
-  RLX_GRID_LOOP(i, n) v.p[i] = v.dinv[i] * v.r[i] + beta * v.p[i];
 }
 
 // ---- BiCGSTAB (right preconditioned) -------------------------------------------------
@@ -301,7 +371,7 @@ template <int TPR, class T, class I>
 __global__ void bi_spmv_v(Csr<T, I> a, BiVecs<T> v) {
   if (v.st->done) return;
   double s[1] = {0};
-  rows_of<TPR>(a, v.phat, [&](int64_t i, T y) {
+  rows_of<TPR>(a, At<T>{v.phat}, [&](int64_t i, T y) {
     v.v[i] = y;
     s[0] += double(v.rhat[i]) * double(y);
   });
@@ -344,7 +414,7 @@ __global__ void bi_spmv_t(Csr<T, I> a, BiVecs<T> v) {
     const T al = T(st->alpha);
     RLX_GRID_LOOP(i, a.n) v.x[i] += al * v.phat[i];
   } else {
-    rows_of<TPR>(a, v.shat, [&](int64_t i, T y) {
+    rows_of<TPR>(a, At<T>{v.shat}, [&](int64_t i, T y) {
       v.t[i] = y;
       s[0] += double(y) * double(y);
       s[1] += double(y) * double(v.r[i]);
@@ -389,12 +459,14 @@ __global__ void bi_update(BiVecs<T> v, int64_t n) {
 
 enum class Method { cg, bicgstab };
 
-// Rows a CSR row is given lanes by: about one lane per two entries, up to a warp.
-int lanes_for(int64_t n, int64_t nnz) {
+// The lanes a CSR row is given: one a `per` entries, up to a warp. CG's kernel reads four
+// vectors at each entry's column, BiCGSTAB's products one: CG wants fewer lanes (on the
+// 5-point Poisson matrix, one lane a row ran its iteration in 0.040 ms, four in 0.055).
+int lanes_for(int64_t n, int64_t nnz, int per) {
   const int64_t avg = n > 0 ? nnz / n : 0;
   if (const char* e = std::getenv("RLX_SPARSE_LANES")) return std::atoi(e);
   int t = 1;
-  while (t < 32 && 2 * t < avg) t *= 2;
+  while (t < 32 && per * t < avg) t *= 2;
   return t;
 }
 
@@ -425,23 +497,15 @@ struct Matrix {
   Tensor val, col, rp;  // A, or A^T for transpose
 };
 
-// The blocks the device holds at once of the solvers' kernels (the fewest of any): a grid
-// of that many runs in one wave, its grid-stride loops with no tail of late blocks.
-template <class T, class I>
-int resident_blocks(Device dev) {
+// The blocks the device holds at once of the fewest-resident of these kernels: a grid of
+// that many runs in one wave, its grid-stride loops with no tail of late blocks.
+int resident_blocks(Device dev, std::initializer_list<const void*> kernels) {
   int fewest = 8;
-  auto occ = [&](const void* fn) {
+  for (const void* fn : kernels) {
     int b = 0;
     RLX_SP_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fn, kBlock, 0));
     fewest = std::min(fewest, std::max(b, 1));
-  };
-  occ((const void*)cg_spmv<1, T, I>);
-  occ((const void*)cg_spmv<32, T, I>);
-  occ((const void*)cg_update<T>);
-  occ((const void*)bi_spmv_t<1, T, I>);
-  occ((const void*)bi_spmv_t<32, T, I>);
-  occ((const void*)bi_update<T>);
-  occ((const void*)residual_kernel<32, T, I>);
+  }
   return fewest * sm_count(dev);
 }
 
@@ -470,6 +534,28 @@ Matrix transposed(const KernelContext& ctx, std::span<const Tensor> in, int64_t 
   return m;
 }
 
+// Two solver states in pinned host memory (the device copies into them asynchronously),
+// one pair per host thread, kept for the thread's life.
+State* pinned_states() {
+  thread_local State* p = [] {
+    void* q = nullptr;
+    RLX_SP_CHECK(cudaMallocHost(&q, 2 * sizeof(State)));
+    return static_cast<State*>(q);
+  }();
+  return p;
+}
+
+struct Events {
+  cudaEvent_t e[2] = {};
+  Events() {
+    for (cudaEvent_t& x : e) RLX_SP_CHECK(cudaEventCreateWithFlags(&x, cudaEventDisableTiming));
+  }
+  ~Events() {
+    for (cudaEvent_t x : e)
+      if (x) cudaEventDestroy(x);
+  }
+};
+
 template <class T, class I>
 void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor> in,
                  std::span<Tensor> out) {
@@ -496,21 +582,37 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
   const double tol = at.get_float("tol");
   int64_t max_iter = at.get_int("max_iter");
   if (max_iter < 0) max_iter = 10 * n;
-  const int tpr = lanes_for(n, m.col.numel());
-  const int grid =
-      int(std::clamp<int64_t>((n * tpr + kBlock - 1) / kBlock, 1, resident_blocks<T, I>(dev)));
+  const int tpr = lanes_for(n, m.col.numel(), method == Method::cg ? 8 : 2);
+  // CG's step has a grid of its own: it holds more blocks than BiCGSTAB's kernels (on the
+  // H200 6 a multiprocessor against 5), and a one-wave grid of 5 ran 0.83 waves of it.
+  const int64_t need = (n * tpr + kBlock - 1) / kBlock;
+  const int grid = int(std::clamp<int64_t>(
+      need, 1,
+      resident_blocks(dev, {(const void*)bi_spmv_t<1, T, I>, (const void*)bi_spmv_t<32, T, I>,
+                            (const void*)bi_update<T>, (const void*)residual_kernel<32, T, I>})));
+  const int step_grid = int(std::clamp<int64_t>(
+      need, 1,
+      resident_blocks(dev, {(const void*)cg_step<1, T, I>, (const void*)cg_step<32, T, I>})));
 
-  // Device memory: the state, the block partials (3 a block), and the vectors.
-  Tensor state = scratch(DType::u8, sizeof(State), dev), part = scratch(DType::f64, 3 * grid, dev);
+  // Device memory: the state, the block partials (kMaxSums a block), and the vectors.
+  Tensor state = scratch(DType::u8, sizeof(State), dev);
+  Tensor part = scratch(DType::f64, kMaxSums * std::max(grid, step_grid), dev);
   State* st = static_cast<State*>(state.data());
   RLX_SP_CHECK(cudaMemsetAsync(st, 0, sizeof(State), s));
-  const int nvec = method == Method::cg ? 6 : 11;  // dinv, x, b, then the solver's
-  Tensor vecs = scratch(B.dtype(), nvec * n, dev);
+  // dinv, x, b, then the solver's (BiCGSTAB: 8 vectors; CG: 4 pairs at an even offset).
+  Tensor vecs = scratch(B.dtype(), 11 * n + 2, dev);
   auto vec = [&](int i) { return vecs.data_as<T>() + i * n; };
   T *dinv = vec(0), *x = vec(1), *b = vec(2);
   setup_kernel<<<grid, kBlock, 0, s>>>(a, at.get_string("preconditioner") == "jacobi", dinv, st);
   RLX_SP_LAUNCHED("sparse iterative setup");
-  CgVecs<T> cv{x, vec(3), vec(4), vec(5), b, dinv, part.data_as<double>(), st};
+  // CG's (r, q) and (p, d) pairs in two buffers each: kernel k reads cv[k % 2] and writes
+  // the other.
+  auto pair = [&](int i) {
+    return reinterpret_cast<Pair<T>*>(vecs.data_as<T>() + ((3 * n + 1) & ~int64_t(1)) + 2 * i * n);
+  };
+  const CgVecs<T> cv[2] = {
+      {x, pair(0), pair(1), pair(2), pair(3), b, dinv, part.data_as<double>(), st},
+      {x, pair(2), pair(3), pair(0), pair(1), b, dinv, part.data_as<double>(), st}};
   BiVecs<T> bv{
       x, vec(3), vec(4), vec(5), vec(6), vec(7), vec(8), vec(9), b, dinv, part.data_as<double>(),
       st};
@@ -518,20 +620,34 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
   for (int64_t c = 0; c < cols; ++c) {
     gather_kernel<<<grid, kBlock, 0, s>>>(B.data_as<T>(), b, n, k, c);
     if (method == Method::cg)
-      cg_init<<<grid, kBlock, 0, s>>>(cv, n, tol);
+      cg_init<<<grid, kBlock, 0, s>>>(cv[0], n, tol);
     else
       bi_init<<<grid, kBlock, 0, s>>>(bv, n, tol);
     RLX_SP_LAUNCHED("sparse iterative init");
-    State host{};
-    for (int64_t done = 0, chunk = 8; done < max_iter;
-         done += chunk, chunk = std::min<int64_t>(2 * chunk, 64)) {
-      chunk = std::min(chunk, max_iter - done);
-      for (int64_t j = 0; j < chunk; ++j) {
+    // Kernels in chunks (8, 16, 32, 32, ...), the state copied back after each. The host
+    // looks at a chunk's state only once the next chunk is queued: the device never waits
+    // for the host, and a finished solve costs at most one chunk of kernels that return
+    // at once (and cannot change the state).
+    State* seen = pinned_states();
+    Events ev;
+    // CG runs one kernel more than its steps: the first makes the first direction.
+    const int64_t kernels = method == Method::cg ? max_iter + 1 : max_iter;
+    auto finished = [&](int64_t chunk_index) {
+      RLX_SP_CHECK(cudaEventSynchronize(ev.e[chunk_index % 2]));
+      const State& h = seen[chunk_index % 2];
+      if (h.status == kNotSpd)
+        fail<ValueError>(op, "expected a symmetric positive definite matrix, got p^T A p = ", h.pq,
+                         " < 0 at iteration ", h.iter);
+      return h.done != 0;
+    };
+    int64_t queued = 0, chunks = 0;
+    bool done = false;
+    for (int64_t chunk = 8; queued < kernels; chunk = std::min<int64_t>(2 * chunk, 32)) {
+      chunk = std::min(chunk, kernels - queued);
+      for (int64_t j = queued; j < queued + chunk; ++j) {
         if (method == Method::cg) {
-#define RLX_CG_SPMV(L) cg_spmv<L><<<grid, kBlock, 0, s>>>(a, cv)
-          RLX_LANES(tpr, RLX_CG_SPMV);
-          cg_update<<<grid, kBlock, 0, s>>>(cv, n);
-          cg_direction<<<grid, kBlock, 0, s>>>(cv, n);
+#define RLX_CG_STEP(L) cg_step<L><<<step_grid, kBlock, 0, s>>>(a, cv[j % 2], max_iter)
+          RLX_LANES(tpr, RLX_CG_STEP);
         } else {
 #define RLX_BI_V(L) bi_spmv_v<L><<<grid, kBlock, 0, s>>>(a, bv)
 #define RLX_BI_T(L) bi_spmv_t<L><<<grid, kBlock, 0, s>>>(a, bv)
@@ -543,13 +659,11 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
         }
       }
       RLX_SP_LAUNCHED("sparse iterative step");
-      RLX_SP_CHECK(cudaMemcpyAsync(&host, st, sizeof(State), cudaMemcpyDeviceToHost, s));
-      RLX_SP_CHECK(cudaStreamSynchronize(s));
-      if (host.status == kNotSpd)
-        fail<ValueError>(op,
-                         "expected a symmetric positive definite matrix, got p^T A p = ", host.pq,
-                         " < 0 at iteration ", host.iter);
-      if (host.done) break;
+      queued += chunk;
+      RLX_SP_CHECK(
+          cudaMemcpyAsync(&seen[chunks % 2], st, sizeof(State), cudaMemcpyDeviceToHost, s));
+      RLX_SP_CHECK(cudaEventRecord(ev.e[chunks % 2], s));
+      if (++chunks >= 2 && (done = finished(chunks - 2))) break;
     }
 #define RLX_RESID(L) \
   residual_kernel<L> \
@@ -557,6 +671,8 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
     RLX_LANES(tpr, RLX_RESID);
     scatter_kernel<<<grid, kBlock, 0, s>>>(x, out[0].data_as<T>(), n, k, c);
     RLX_SP_LAUNCHED("sparse iterative residual");
+    // A breakdown in the last chunk throws too (looked at once the residual is queued).
+    if (!done && chunks > 0) finished(chunks - 1);
   }
   // The scratch above is freed stream-ordered; nothing here waits for the last column.
 }

@@ -12,6 +12,7 @@
 #include "backend/cuda/copy.h"
 #include "backend/cuda/families.h"
 #include "backend/cuda/flash.cuh"
+#include "backend/cuda/flash_grad.cuh"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/linalg.h"
 
@@ -197,7 +198,8 @@ bool fits(const KernelQuery& q) {
 }
 
 // ---- attention_grad -------------------------------------------------------------------
-// The backward without a bias, FlashAttention's equations over stored scores: per chunk of
+// The backward without a bias. f16 / bf16 with head dim 64 take the tensor-core passes of
+// flash_grad.cuh. Otherwise FlashAttention's equations over stored scores: per chunk of
 // batch entries, S = q kᵀ (f32), P = softmax(masked S * scale) (stored in T), dv = Pᵀ dy,
 // dP = dy vᵀ (f32, over S), dS = P (dP - rowsum(P dP)) (over P), dq = scale dS k,
 // dk = scale dSᵀ q. Five cuBLASLt GEMMs and two row kernels; no mask tensor is built.
@@ -268,6 +270,46 @@ Tensor dense(const Tensor& x, const std::vector<int64_t>& shape, cudaStream_t s)
   return c;
 }
 
+// The tensor-core passes (flash_grad.cuh) on dense [entries, s, 64] tensors.
+void flash_grad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dy,
+                const Tensor& dq, const Tensor& dk, const Tensor& dv, float scale,
+                const Visible& vis, cudaStream_t s) {
+  const int64_t entries = q.shape()[0], sq = vis.sq, sk = vis.sk, d = 64;
+  Tensor lse = Tensor::empty(DType::f32, {entries, sq}, q.device());
+  Tensor delta = Tensor::empty(DType::f32, {entries, sq}, q.device());
+  const std::vector<int64_t> rows_q{sq * d}, rows_k{sk * d}, none{0};
+  flash::Params fp{q.data(),
+                   k.data(),
+                   v.data(),
+                   nullptr,
+                   nullptr,
+                   sq,
+                   sk,
+                   entries,
+                   d,
+                   d,
+                   d,
+                   0,
+                   0,
+                   make_indexer<5>({entries}, {&rows_q, &rows_q, &rows_k, &rows_k, &none}),
+                   float(scale * 1.4426950408889634),
+                   vis.window,
+                   vis.causal};
+  fp.lse = static_cast<float*>(lse.data());
+  fp.delta = static_cast<float*>(delta.data());
+  fp.dy = dy.data();
+  flash::GradParams gp{q.data(),  k.data(),      v.data(),   dy.data(), dq.data(), dk.data(),
+                       dv.data(), fp.lse,        fp.delta,   sq,        sk,        entries,
+                       scale,     fp.scale_log2, vis.window, vis.causal};
+  visit(q.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_half_v<T>) {
+      flash::launch<T, 64>(fp, s);
+      flash::launch_grad<T, 64>(gp, s);
+    }
+  });
+}
+
 void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
                            std::span<Tensor> out) {
   cudaStream_t s = stream_of(ctx);
@@ -293,6 +335,14 @@ void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   if (scale <= 0) scale = 1.0 / std::sqrt(double(d));
   const std::string& mask = ctx.attrs.get_string("mask");
   Visible vis{sq, sk, mask == "sliding_window" ? ctx.attrs.get_int("window") : 0, mask != "none"};
+  bool aligned = true;
+  for (const Tensor* t : {&q3, &k3, &v3, &dy3, &dq3, &dk3, &dv3})
+    aligned = aligned && reinterpret_cast<uintptr_t>(t->data()) % 16 == 0;
+  const bool half = q.dtype() == DType::f16 || q.dtype() == DType::bf16;
+  if (half && d == 64 && dv == 64 && aligned) {
+    flash_grad(q3, k3, v3, dy3, dq3, dk3, dv3, float(scale), vis, s);
+    return;
+  }
   // Scores of up to 512 MiB at a time.
   int64_t per_entry = sq * sk * int64_t(sizeof(float) + dtype_size(q.dtype()));
   int64_t chunk = std::clamp<int64_t>((int64_t(512) << 20) / per_entry, 1, entries);

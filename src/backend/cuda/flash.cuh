@@ -30,6 +30,11 @@ struct Params {
   float scale_log2;                           // the scores' scale times log2(e)
   int64_t window;                             // 0: no lower limit
   bool causal;
+  // The backward's statistics instead of the output (flash_grad.cuh): per row the
+  // log-sum-exp of the scaled scores in the log2 domain (-inf for a row that sees
+  // nothing), and delta = rowsum(dy * out) with out rounded to T; dy laid out as out.
+  float *lse = nullptr, *delta = nullptr;
+  const void* dy = nullptr;
 };
 
 template <class T>
@@ -374,8 +379,9 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
     __syncthreads();      // and every warp is done with V
   }
 
-  // Divide by the row sums (summed over the quad) and store pairs.
+  // Divide by the row sums (summed over the quad) and store pairs, or the statistics.
   T* out = static_cast<T*>(p.out) + off[0];
+  const T* dy = static_cast<const T*>(p.dy) + off[0];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sum = l[h];
@@ -383,6 +389,24 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
     float inv = sum > 0 ? 1.0f / sum : 0.0f;
     int64_t row = r0 + 8 * h;
+    if (p.lse) {
+      float dot = 0;
+      if (row < p.sq)
+#pragma unroll
+        for (int n = 0; n < D / 8; ++n) {
+          const T* g = dy + row * D + n * 8 + tig * 2;
+          dot += float(load(store<T>(o[n][2 * h] * inv))) * float(load(g[0])) +
+                 float(load(store<T>(o[n][2 * h + 1] * inv))) * float(load(g[1]));
+        }
+      dot += __shfl_xor_sync(0xffffffffu, dot, 1);
+      dot += __shfl_xor_sync(0xffffffffu, dot, 2);
+      if (row < p.sq && tig == 0) {
+        int64_t at = b * p.sq + row;
+        p.lse[at] = sum > 0 ? m[h] + log2f(sum) : -inf;
+        p.delta[at] = dot;
+      }
+      continue;
+    }
     if (row >= p.sq) continue;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {

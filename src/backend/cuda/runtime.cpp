@@ -150,6 +150,8 @@ class CudaBackend final : public detail::DeviceBackend {
     // Memory allocated in the graph and still held would be the graph's to free on
     // every replay: such a run is not one to replay.
     if (e == cudaSuccess && g && *live == 0) e = cudaGraphInstantiate(&exec, g, 0);
+    // Its upload now, not in the first replay.
+    if (e == cudaSuccess && exec) e = cudaGraphUpload(exec, s.stream);
     if (g) cudaGraphDestroy(g);
     cudaGetLastError();
     if (!exec || e != cudaSuccess) return nullptr;

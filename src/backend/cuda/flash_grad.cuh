@@ -1,0 +1,270 @@
+// The tensor-core attention backward (f16 / bf16, head dim 64, no bias): FlashAttention-2's
+// equations, scores never stored. Three passes over dense [entries, s, 64] tensors:
+//   1. the forward (flash.cuh) with its statistics instead of its output: per query row the
+//      log-sum-exp L of the scaled scores (log2 domain) and delta = rowsum(dy * out);
+//   2. dk_dv: a block of 4 warps takes 64 keys (16 a warp, their K and V fragments kept in
+//      registers) and walks the query tiles that see them: Sᵀ = K Qᵀ, Pᵀ = exp2(Sᵀ - L),
+//      dV += Pᵀ dY, dPᵀ = V dYᵀ, dSᵀ = Pᵀ (dPᵀ - delta), dK += dSᵀ Q;
+//   3. dq: a block takes 64 queries (their Q and dY fragments in registers) and walks the
+//      key tiles they see: S, P, dP as above, dS, dQ += dS K.
+// dQ gets its own pass (recomputing S and dP) instead of FlashAttention-2's atomic adds
+// across key tiles, so every sum has a fixed order and runs repeat bit for bit. Query and
+// key tiles come into shared memory through cp.async, the next tile's load overlapping this
+// one's products. P and dS are rounded to T for their products, as FlashAttention does.
+// Included by attention.cu only, after flash.cuh.
+#pragma once
+
+#include "backend/cuda/flash.cuh"
+
+namespace rlx::gpu::flash {
+
+struct GradParams {
+  const void *q, *k, *v, *dy;  // dense [entries, s, D]
+  void *dq, *dk, *dv;
+  const float *lse, *delta;  // [entries, sq]
+  int64_t sq, sk, entries;
+  float scale, scale_log2;
+  int64_t window;  // 0: no lower limit
+  bool causal;
+
+  // Whether query row i sees key j (bottom-right aligned, as the forward).
+  __device__ bool seen(int64_t i, int64_t j) const {
+    int64_t pos = i + sk - sq;
+    return i < sq && j < sk && (!causal || (j <= pos && (!window || j > pos - window)));
+  }
+  // Whether every (row, key) of the tiles at q0 and k0 is seen.
+  __device__ bool all_seen(int64_t q0, int64_t k0) const {
+    int64_t shift = sk - sq;
+    return q0 + kBN <= sq && k0 + kBN <= sk &&
+           (!causal ||
+            (k0 + kBN - 1 <= q0 + shift && (!window || k0 > q0 + kBN - 1 + shift - window)));
+  }
+  // L for the backward: a row that sees nothing (L = -inf) gets +inf, so its P is 0.
+  __device__ float lse_at(int64_t at) const {
+    float l = lse[at];
+    return l == -__int_as_float(0x7f800000) ? __int_as_float(0x7f800000) : l;
+  }
+};
+
+__device__ __forceinline__ void cp_async_wait_one() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+
+template <class T, int D>
+constexpr size_t grad_smem_bytes() {
+  return size_t(4 * kBN) * HalfMma<T, D>::kS * sizeof(T);  // two buffers of two tiles
+}
+
+// The block's own tiles (rows `at` of x and y: 64 rows, `x_rows` in all) into fragments
+// fx, fy through buffer 1, and the first streamed pair (rows `first` of u and w, `u_rows`
+// in all; none when !any) into buffer 0.
+template <class T, int D>
+__device__ __forceinline__ void prologue(T* buf, HalfMma<T, D>& fx, HalfMma<T, D>& fy, const T* x,
+                                         const T* y, int64_t at, int64_t x_rows, const T* u,
+                                         const T* w, int64_t first, int64_t u_rows, bool any) {
+  constexpr int kS = HalfMma<T, D>::kS, kTile = kBN * kS;
+  load_tile<T, D, kS, 128>(buf + 2 * kTile, x, D, kBN, at, x_rows);
+  load_tile<T, D, kS, 128>(buf + 3 * kTile, y, D, kBN, at, x_rows);
+  if (any) {
+    load_tile<T, D, kS, 128>(buf, u, D, kBN, first, u_rows);
+    load_tile<T, D, kS, 128>(buf + kTile, w, D, kBN, first, u_rows);
+  }
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  fx.load_q(buf + 2 * kTile, threadIdx.x / 32, threadIdx.x % 32);
+  fy.load_q(buf + 3 * kTile, threadIdx.x / 32, threadIdx.x % 32);
+  __syncthreads();  // buffer 1 is free
+}
+
+// Step t of the stream: queues the pair at rows `next` into the other buffer and returns
+// this step's pair (buffer t % 2).
+template <class T, int D>
+__device__ __forceinline__ const T* stream_step(T* buf, int64_t t, const T* u, const T* w,
+                                                int64_t next, int64_t u_rows, bool more) {
+  constexpr int kS = HalfMma<T, D>::kS, kTile = kBN * kS;
+  if (more) {
+    T* n = buf + ((t + 1) % 2) * 2 * kTile;
+    load_tile<T, D, kS, 128>(n, u, D, kBN, next, u_rows);
+    load_tile<T, D, kS, 128>(n + kTile, w, D, kBN, next, u_rows);
+    cp_async_commit();
+  }
+  return buf + (t % 2) * 2 * kTile;
+}
+
+// Pass 2 (above). Shared memory: buffers 0 and 1, each a Q (or K) tile and a dY (or V) tile.
+template <class T, int D>
+__global__ void __launch_bounds__(128) dk_dv(GradParams p) {
+  using Mma = HalfMma<T, D>;
+  constexpr int kS = Mma::kS, kTile = kBN * kS;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* buf = reinterpret_cast<T*>(smem);  // [2][Q, dY]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, tig = lane % 4;
+  const int64_t b = int64_t(blockIdx.x) % p.entries, k0 = int64_t(blockIdx.x) / p.entries * kBN;
+  const T* q = static_cast<const T*>(p.q) + b * p.sq * D;
+  const T* dy = static_cast<const T*>(p.dy) + b * p.sq * D;
+  const T* k = static_cast<const T*>(p.k) + b * p.sk * D;
+  const T* v = static_cast<const T*>(p.v) + b * p.sk * D;
+  const float* delta = p.delta + b * p.sq;
+
+  // The query tiles that see some key of this tile: [lo, hi).
+  const int64_t shift = p.sk - p.sq, k_last = min(k0 + kBN, p.sk) - 1;
+  int64_t lo = 0, hi = p.sq;
+  if (p.causal) {
+    lo = max(int64_t(0), k0 - shift) / kBN * kBN;
+    if (p.window) hi = max(int64_t(0), min(p.sq, k_last + p.window - shift));
+  }
+
+  Mma kf, vf;
+  prologue<T, D>(buf, kf, vf, k, v, k0, p.sk, q, dy, lo, p.sq, lo < hi);
+
+  float dk[D / 8][4] = {}, dv[D / 8][4] = {};
+  const int64_t key0 = k0 + warp * 16 + group;  // this thread's keys: key0 and key0 + 8
+  for (int64_t q0 = lo, t = 0; q0 < hi; q0 += kBN, ++t) {
+    const bool next = q0 + kBN < hi;
+    const T* sQ = stream_step<T, D>(buf, t, q, dy, q0 + kBN, p.sq, next);
+    const T* sY = sQ + kTile;
+    // This thread's queries: q0 + j * 8 + 2 tig + (e % 2).
+    float lq[kBN / 8][2], dl[kBN / 8][2];
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        int64_t i = q0 + j * 8 + 2 * tig + c;
+        lq[j][c] = i < p.sq ? p.lse_at(b * p.sq + i) : 0.0f;
+        dl[j][c] = i < p.sq ? delta[i] : 0.0f;
+      }
+
+    float s[kBN / 8][4] = {};
+    kf.scores(s, sQ, lane);  // Sᵀ: rows keys, columns queries
+    const bool full = p.all_seen(q0, k0);
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int64_t i = q0 + j * 8 + 2 * tig + e % 2, key = key0 + 8 * (e / 2);
+        bool ok = full || p.seen(i, key);
+        s[j][e] = ok ? exp2f(s[j][e] * p.scale_log2 - lq[j][e % 2]) : 0.0f;
+      }
+    kf.accumulate(dv, s, sY, lane);  // dV += Pᵀ dY
+
+    float dp[kBN / 8][4] = {};
+    vf.scores(dp, sY, lane);  // dPᵀ = V dYᵀ
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - dl[j][e % 2]);
+    kf.accumulate(dk, dp, sQ, lane);  // dK += dSᵀ Q
+
+    if (next) cp_async_wait_one();
+    __syncthreads();  // the next tile is in, and every warp is done with this one
+  }
+
+  T* dko = static_cast<T*>(p.dk) + b * p.sk * D;
+  T* dvo = static_cast<T*>(p.dv) + b * p.sk * D;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int64_t key = key0 + 8 * h;
+    if (key >= p.sk) continue;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n) {
+      Mma::store2(dko + key * D + n * 8 + tig * 2, dk[n][2 * h] * p.scale,
+                  dk[n][2 * h + 1] * p.scale);
+      Mma::store2(dvo + key * D + n * 8 + tig * 2, dv[n][2 * h], dv[n][2 * h + 1]);
+    }
+  }
+}
+
+// Pass 3 (above). Shared memory: buffers 0 and 1, each a K tile and a V tile.
+template <class T, int D>
+__global__ void __launch_bounds__(128) dq_rows(GradParams p) {
+  using Mma = HalfMma<T, D>;
+  constexpr int kS = Mma::kS, kTile = kBN * kS;
+  extern __shared__ __align__(16) unsigned char smem[];
+  T* buf = reinterpret_cast<T*>(smem);  // [2][K, V]
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, tig = lane % 4;
+  // Heavy (late, under a causal mask) query tiles first, so that the last wave is short.
+  const int64_t qtiles = (p.sq + kBN - 1) / kBN;
+  const int64_t b = int64_t(blockIdx.x) % p.entries;
+  const int64_t q0 = (qtiles - 1 - int64_t(blockIdx.x) / p.entries) * kBN;
+  const T* q = static_cast<const T*>(p.q) + b * p.sq * D;
+  const T* dy = static_cast<const T*>(p.dy) + b * p.sq * D;
+  const T* k = static_cast<const T*>(p.k) + b * p.sk * D;
+  const T* v = static_cast<const T*>(p.v) + b * p.sk * D;
+
+  // The key tiles some row of this block sees: [lo, hi).
+  const int64_t shift = p.sk - p.sq;
+  int64_t lo = 0, hi = p.sk;
+  if (p.causal) {
+    hi = max(int64_t(0), min(p.sk, min(q0 + kBN, p.sq) + shift));
+    if (p.window) lo = max(int64_t(0), q0 + shift - p.window + 1) / kBN * kBN;
+  }
+
+  Mma qf, yf;
+  prologue<T, D>(buf, qf, yf, q, dy, q0, p.sq, k, v, lo, p.sk, lo < hi);
+
+  const int64_t r0 = q0 + warp * 16 + group;  // this thread's rows: r0 and r0 + 8
+  float lr[2], dr[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int64_t i = r0 + 8 * h;
+    lr[h] = i < p.sq ? p.lse_at(b * p.sq + i) : 0.0f;
+    dr[h] = i < p.sq ? p.delta[b * p.sq + i] : 0.0f;
+  }
+  float dq[D / 8][4] = {};
+  for (int64_t k0 = lo, t = 0; k0 < hi; k0 += kBN, ++t) {
+    const bool next = k0 + kBN < hi;
+    const T* sK = stream_step<T, D>(buf, t, k, v, k0 + kBN, p.sk, next);
+    const T* sV = sK + kTile;
+    float s[kBN / 8][4] = {};
+    qf.scores(s, sK, lane);  // S: rows queries, columns keys
+    const bool full = p.all_seen(q0, k0);
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        int64_t i = r0 + 8 * (e / 2), key = k0 + j * 8 + 2 * tig + e % 2;
+        bool ok = full || p.seen(i, key);
+        s[j][e] = ok ? exp2f(s[j][e] * p.scale_log2 - lr[e / 2]) : 0.0f;
+      }
+    float dp[kBN / 8][4] = {};
+    yf.scores(dp, sV, lane);  // dP = dY Vᵀ
+#pragma unroll
+    for (int j = 0; j < kBN / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - dr[e / 2]);
+    qf.accumulate(dq, dp, sK, lane);  // dQ += dS K
+
+    if (next) cp_async_wait_one();
+    __syncthreads();
+  }
+
+  T* dqo = static_cast<T*>(p.dq) + b * p.sq * D;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int64_t row = r0 + 8 * h;
+    if (row >= p.sq) continue;
+#pragma unroll
+    for (int n = 0; n < D / 8; ++n)
+      Mma::store2(dqo + row * D + n * 8 + tig * 2, dq[n][2 * h] * p.scale,
+                  dq[n][2 * h + 1] * p.scale);
+  }
+}
+
+template <class T, int D>
+void launch_grad(const GradParams& p, cudaStream_t s) {
+  constexpr size_t smem = grad_smem_bytes<T, D>();
+  static bool raised = [&] {
+    RLX_CUDA(
+        cudaFuncSetAttribute(dk_dv<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    RLX_CUDA(cudaFuncSetAttribute(dq_rows<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(smem)));
+    return true;
+  }();
+  (void)raised;
+  int64_t ktiles = (p.sk + kBN - 1) / kBN, qtiles = (p.sq + kBN - 1) / kBN;
+  dk_dv<T, D><<<unsigned(p.entries * ktiles), 128, smem, s>>>(p);
+  dq_rows<T, D><<<unsigned(p.entries * qtiles), 128, smem, s>>>(p);
+}
+
+}  // namespace rlx::gpu::flash
