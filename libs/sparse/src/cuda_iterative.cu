@@ -459,9 +459,10 @@ __global__ void bi_update(BiVecs<T> v, int64_t n) {
 
 enum class Method { cg, bicgstab };
 
-// The lanes a CSR row is given: one a `per` entries, up to a warp. CG's kernel reads four
-// vectors at each entry's column, BiCGSTAB's products one: CG wants fewer lanes (on the
-// 5-point Poisson matrix, one lane a row ran its iteration in 0.040 ms, four in 0.055).
+// The lanes a CSR row is given: one a `per` entries, up to a warp. CG's kernel reads the
+// step before's vectors (two pairs) at each entry's column, BiCGSTAB's products one vector:
+// CG wants fewer lanes (on the 5-point Poisson matrix, one lane a row ran its iteration in
+// 0.040 ms on the H200, four lanes in 0.055).
 int lanes_for(int64_t n, int64_t nnz, int per) {
   const int64_t avg = n > 0 ? nnz / n : 0;
   if (const char* e = std::getenv("RLX_SPARSE_LANES")) return std::atoi(e);
