@@ -46,10 +46,6 @@ struct GradParams {
   }
 };
 
-__device__ __forceinline__ void cp_async_wait_one() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
-}
-
 template <class T, int D>
 constexpr size_t grad_smem_bytes() {
   return size_t(4 * kBN) * HalfMma<T, D>::kS * sizeof(T);  // two buffers of two tiles
@@ -156,7 +152,7 @@ __global__ void __launch_bounds__(128) dk_dv(GradParams p) {
       for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - dl[j][e % 2]);
     kf.accumulate(dk, dp, sQ, lane);  // dK += dSᵀ Q
 
-    if (next) cp_async_wait_one();
+    cp_async_wait_all();  // the next tile's group, issued at this step's start
     __syncthreads();  // the next tile is in, and every warp is done with this one
   }
 
@@ -235,7 +231,7 @@ __global__ void __launch_bounds__(128) dq_rows(GradParams p) {
       for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - dr[e / 2]);
     qf.accumulate(dq, dp, sK, lane);  // dQ += dS K
 
-    if (next) cp_async_wait_one();
+    cp_async_wait_all();  // the next tile's group, issued at this step's start
     __syncthreads();
   }
 
