@@ -6,6 +6,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "rlx/error.h"
 #include "rlx/kernel.h"
@@ -41,6 +42,16 @@ unsigned long long* deferred_check(Device device, cudaStream_t stream, BadIndexR
 
 // The multiprocessors of the current device (for grid sizes).
 int sm_count();
+
+// The dims of `shape` with size-1 dims dropped and neighbours merged wherever every
+// operand's strides allow (row-major): the merged sizes, and each operand's strides over
+// them. Index arithmetic then runs over as few dims as the operands permit.
+struct MergedDims {
+  std::vector<int64_t> size;
+  std::vector<std::vector<int64_t>> stride;  // per operand
+};
+MergedDims merge_dims(const std::vector<int64_t>& shape,
+                      const std::vector<const std::vector<int64_t>*>& strides);
 
 inline void add_kernel(KernelRegistry& r, std::string op, KernelFn fn, SupportsFn supports = {},
                        KernelFlags flags = {}) {

@@ -14,6 +14,8 @@
 // Included by attention.cu only, after flash.cuh.
 #pragma once
 
+#include <array>
+
 #include "backend/cuda/flash.cuh"
 
 namespace rlx::gpu::flash {
@@ -27,6 +29,12 @@ struct GradParams {
   int64_t window;  // 0: no lower limit
   bool causal;
 
+  // q, dy, k, v of batch entry b.
+  template <class T, int D>
+  __device__ std::array<const T*, 4> entry(int64_t b) const {
+    return {static_cast<const T*>(q) + b * sq * D, static_cast<const T*>(dy) + b * sq * D,
+            static_cast<const T*>(k) + b * sk * D, static_cast<const T*>(v) + b * sk * D};
+  }
   // Whether query row i sees key j (bottom-right aligned, as the forward).
   __device__ bool seen(int64_t i, int64_t j) const {
     int64_t pos = i + sk - sq;
@@ -97,10 +105,7 @@ __global__ void __launch_bounds__(128) dk_dv(GradParams p) {
   T* buf = reinterpret_cast<T*>(smem);  // [2][Q, dY]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, tig = lane % 4;
   const int64_t b = int64_t(blockIdx.x) % p.entries, k0 = int64_t(blockIdx.x) / p.entries * kBN;
-  const T* q = static_cast<const T*>(p.q) + b * p.sq * D;
-  const T* dy = static_cast<const T*>(p.dy) + b * p.sq * D;
-  const T* k = static_cast<const T*>(p.k) + b * p.sk * D;
-  const T* v = static_cast<const T*>(p.v) + b * p.sk * D;
+  const auto [q, dy, k, v] = p.entry<T, D>(b);
   const float* delta = p.delta + b * p.sq;
 
   // The query tiles that see some key of this tile: [lo, hi).
@@ -153,7 +158,7 @@ __global__ void __launch_bounds__(128) dk_dv(GradParams p) {
     kf.accumulate(dk, dp, sQ, lane);  // dK += dSᵀ Q
 
     cp_async_wait_all();  // the next tile's group, issued at this step's start
-    __syncthreads();  // the next tile is in, and every warp is done with this one
+    __syncthreads();      // the next tile is in, and every warp is done with this one
   }
 
   T* dko = static_cast<T*>(p.dk) + b * p.sk * D;
@@ -183,10 +188,7 @@ __global__ void __launch_bounds__(128) dq_rows(GradParams p) {
   const int64_t qtiles = (p.sq + kBN - 1) / kBN;
   const int64_t b = int64_t(blockIdx.x) % p.entries;
   const int64_t q0 = (qtiles - 1 - int64_t(blockIdx.x) / p.entries) * kBN;
-  const T* q = static_cast<const T*>(p.q) + b * p.sq * D;
-  const T* dy = static_cast<const T*>(p.dy) + b * p.sq * D;
-  const T* k = static_cast<const T*>(p.k) + b * p.sk * D;
-  const T* v = static_cast<const T*>(p.v) + b * p.sk * D;
+  const auto [q, dy, k, v] = p.entry<T, D>(b);
 
   // The key tiles some row of this block sees: [lo, hi).
   const int64_t shift = p.sk - p.sq;

@@ -146,28 +146,15 @@ struct Indexer {
 template <int N>
 Indexer<N> make_indexer(const std::vector<int64_t>& shape,
                         const std::array<const std::vector<int64_t>*, N>& strides) {
-  std::vector<int64_t> sz;
-  std::array<std::vector<int64_t>, N> st;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1) continue;
-    bool merge = !sz.empty();
-    for (int k = 0; k < N && merge; ++k) merge = st[k].back() == (*strides[k])[d] * shape[d];
-    if (merge) {
-      sz.back() *= shape[d];
-      for (int k = 0; k < N; ++k) st[k].back() = (*strides[k])[d];
-    } else {
-      sz.push_back(shape[d]);
-      for (int k = 0; k < N; ++k) st[k].push_back((*strides[k])[d]);
-    }
-  }
-  if (sz.size() > size_t(kMaxDims))
+  MergedDims m = merge_dims(shape, {strides.begin(), strides.end()});
+  if (m.size.size() > size_t(kMaxDims))
     fail<NotSupported>("cuda", "expected at most ", kMaxDims, " dims after merging, got ",
-                       sz.size());
+                       m.size.size());
   Indexer<N> ix;
-  ix.rank = int(sz.size());
-  for (size_t d = 0; d < sz.size(); ++d) {
-    ix.size[d] = sz[d];
-    for (int k = 0; k < N; ++k) ix.stride[k][d] = st[k][d];
+  ix.rank = int(m.size.size());
+  for (size_t d = 0; d < m.size.size(); ++d) {
+    ix.size[d] = m.size[d];
+    for (int k = 0; k < N; ++k) ix.stride[k][d] = m.stride[size_t(k)][d];
   }
   return ix;
 }

@@ -424,29 +424,17 @@ void region_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
   }
   // Size-1 dims drop out of the index arithmetic, and neighbouring dims merge where every
   // site and output allows.
-  std::vector<int64_t> size;
-  std::vector<std::vector<int64_t>> st(views.size());
-  for (size_t d = 0; d < region.size(); ++d) {
-    if (region[d] == 1) continue;
-    bool merge = !size.empty();
-    for (size_t o = 0; o < views.size() && merge; ++o)
-      merge = st[o].back() == views[o].strides()[d] * region[d];
-    if (merge) size.back() *= region[d];
-    if (!merge) size.push_back(region[d]);
-    for (size_t o = 0; o < views.size(); ++o) {
-      if (merge)
-        st[o].back() = views[o].strides()[d];
-      else
-        st[o].push_back(views[o].strides()[d]);
-    }
-  }
-  if (size.size() > size_t(kDims))
-    fail<NotSupported>("fused_elementwise", "expected at most ", kDims, " dims, got ", size.size());
-  a.rank = int(size.size());
-  for (size_t d = 0; d < size.size(); ++d) {
-    a.size[d] = size[d];
-    for (size_t s = 0; s < nsites; ++s) a.stride[s][d] = st[s][d];
-    for (size_t j = 0; j < out.size(); ++j) a.ostride[j][d] = st[nsites + j][d];
+  std::vector<const std::vector<int64_t>*> strides;
+  for (const Tensor& t : views) strides.push_back(&t.strides());
+  MergedDims m = merge_dims(region, strides);
+  if (m.size.size() > size_t(kDims))
+    fail<NotSupported>("fused_elementwise", "expected at most ", kDims, " dims, got ",
+                       m.size.size());
+  a.rank = int(m.size.size());
+  for (size_t d = 0; d < m.size.size(); ++d) {
+    a.size[d] = m.size[d];
+    for (size_t s = 0; s < nsites; ++s) a.stride[s][d] = m.stride[s][d];
+    for (size_t j = 0; j < out.size(); ++j) a.ostride[j][d] = m.stride[nsites + j][d];
   }
   layout += cat('|', a.rank, a.n < (int64_t(1) << 31) ? 'n' : 'w');
   const Compiled& c = compiled(body, layout);

@@ -311,6 +311,26 @@ CudaBackend& backend() {
 
 int sm_count() { return backend().sms(); }
 
+MergedDims merge_dims(const std::vector<int64_t>& shape,
+                      const std::vector<const std::vector<int64_t>*>& strides) {
+  MergedDims m;
+  m.stride.resize(strides.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1) continue;
+    bool merge = !m.size.empty();
+    for (size_t k = 0; k < strides.size() && merge; ++k)
+      merge = m.stride[k].back() == (*strides[k])[d] * shape[d];
+    if (merge) {
+      m.size.back() *= shape[d];
+      for (size_t k = 0; k < strides.size(); ++k) m.stride[k].back() = (*strides[k])[d];
+    } else {
+      m.size.push_back(shape[d]);
+      for (size_t k = 0; k < strides.size(); ++k) m.stride[k].push_back((*strides[k])[d]);
+    }
+  }
+  return m;
+}
+
 unsigned long long* deferred_check(Device device, cudaStream_t stream, BadIndexReport report) {
   return backend().check_slot(device, stream, std::move(report));
 }
