@@ -57,6 +57,27 @@ struct Group {
   }
 };
 
+// One pass over a row for its max m and sum of exp(x - m): each lane keeps its own running
+// max and rescales its sum when the max grows (the online softmax), then the lanes' sums
+// are brought to the row's max. A lane that has seen only -inf adds nothing; a NaN
+// anywhere makes the sum NaN (as the two-pass form does).
+template <class C, class G, class T>
+__device__ void max_and_sumexp(G& g, const T* x, int64_t classes, C& m, C& sum) {
+  const C none = MaxF::init<C>();
+  C lm = none, ls = 0;
+  for (int64_t i = g.lane(); i < classes; i += g.width()) {
+    C v = C(load(x[i]));
+    if (v > lm) {
+      ls = ls * exp(lm - v) + C(1);
+      lm = v;
+    } else if (lm > none || v != v) {  // a NaN makes the sum NaN
+      ls += exp(v - lm);
+    }
+  }
+  m = g.template fold<MaxF>(lm);
+  sum = g.template fold<SumF>(lm > none || ls != ls ? ls * exp(lm - m) : C(0));
+}
+
 template <bool kLog, bool kBlock, class T>
 __global__ void softmax_rows(const T* x0, T* y0, int64_t rows, int64_t n) {
   using C = compute_t<T>;
@@ -64,12 +85,8 @@ __global__ void softmax_rows(const T* x0, T* y0, int64_t rows, int64_t n) {
   for (int64_t r = g.first(); r < rows; r += g.stride()) {
     const T* x = x0 + r * n;
     T* y = y0 + r * n;
-    C m = MaxF::init<C>();
-    for (int64_t i = g.lane(); i < n; i += g.width()) m = MaxF::combine(m, C(load(x[i])));
-    m = g.template fold<MaxF>(m);
-    C s = 0;
-    for (int64_t i = g.lane(); i < n; i += g.width()) s += exp(C(load(x[i])) - m);
-    s = g.template fold<SumF>(s);
+    C m, s;
+    max_and_sumexp(g, x, n, m, s);
     C ls = log(s), inv = C(1) / s;
     for (int64_t i = g.lane(); i < n; i += g.width()) {
       C v = C(load(x[i])) - m;
@@ -260,12 +277,9 @@ __global__ void xent_rows(const T* x0, const I* labels, const T* p0, double* los
   Group<kBlock> g;
   for (int64_t r = g.first(); r < rows; r += g.stride()) {
     const T* x = x0 + r * classes;
-    C m = MaxF::init<C>();
-    for (int64_t i = g.lane(); i < classes; i += g.width()) m = MaxF::combine(m, C(load(x[i])));
-    m = g.template fold<MaxF>(m);
-    C se = 0;
-    for (int64_t i = g.lane(); i < classes; i += g.width()) se += exp(C(load(x[i])) - m);
-    C lse = m + log(g.template fold<SumF>(se));
+    C m, se;
+    max_and_sumexp(g, x, classes, m, se);
+    C lse = m + log(se);
     C l = 0, count = 1;
     if (p0) {
       const T* p = p0 + r * classes;
@@ -380,12 +394,9 @@ __global__ void xent_grad_rows(const T* x0, const I* labels, const T* w, bool w_
       for (int64_t i = g.lane(); i < classes; i += g.width()) dx[i] = store<T>(C(0));
       continue;
     }
-    C m = MaxF::init<C>();
-    for (int64_t i = g.lane(); i < classes; i += g.width()) m = MaxF::combine(m, C(load(x[i])));
-    m = g.template fold<MaxF>(m);
-    C se = 0;
-    for (int64_t i = g.lane(); i < classes; i += g.width()) se += exp(C(load(x[i])) - m);
-    C inv = C(1) / g.template fold<SumF>(se), u = C(eps) / C(classes), hit = C(1) - C(eps);
+    C m, se;
+    max_and_sumexp(g, x, classes, m, se);
+    C inv = C(1) / se, u = C(eps) / C(classes), hit = C(1) - C(eps);
     C wr = C(load(w[w_rows ? r : 0]));
     for (int64_t i = g.lane(); i < classes; i += g.width())
       dx[i] = store<T>(wr * (exp(C(load(x[i])) - m) * inv - u - (i == y ? hit : C(0))));
