@@ -31,8 +31,9 @@ struct Params {
   int64_t window;                             // 0: no lower limit
   bool causal;
   // The backward's statistics instead of the output (flash_grad.cuh): per row the
-  // log-sum-exp of the scaled scores in the log2 domain (-inf for a row that sees
-  // nothing), and delta = rowsum(dy * out) with out rounded to T; dy laid out as out.
+  // log-sum-exp of the scaled scores in the log2 domain (+inf for a row that sees
+  // nothing, so that the backward's P is 0), and delta = rowsum(dy * out) with out
+  // rounded to T; dy laid out as out.
   float *lse = nullptr, *delta = nullptr;
   const void* dy = nullptr;
 };
@@ -402,7 +403,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
       dot += __shfl_xor_sync(0xffffffffu, dot, 2);
       if (row < p.sq && tig == 0) {
         int64_t at = b * p.sq + row;
-        p.lse[at] = sum > 0 ? m[h] + log2f(sum) : -inf;
+        p.lse[at] = sum > 0 ? m[h] + log2f(sum) : inf;  // +inf: P = 0 in the backward
         p.delta[at] = dot;
       }
       continue;

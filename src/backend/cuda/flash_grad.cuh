@@ -1,7 +1,8 @@
 // The tensor-core attention backward (f16 / bf16, head dim 64, no bias): FlashAttention-2's
 // equations, scores never stored. Three passes over dense [entries, s, 64] tensors:
 //   1. the forward (flash.cuh) with its statistics instead of its output: per query row the
-//      log-sum-exp L of the scaled scores (log2 domain) and delta = rowsum(dy * out);
+//      log-sum-exp L of the scaled scores (log2 domain; +inf for a row that sees no key, so
+//      that its P is 0) and delta = rowsum(dy * out);
 //   2. dk_dv: a block of 4 warps takes 64 keys (16 a warp, their K and V fragments kept in
 //      registers) and walks the query tiles that see them: Sᵀ = K Qᵀ, Pᵀ = exp2(Sᵀ - L),
 //      dV += Pᵀ dY, dPᵀ = V dYᵀ, dSᵀ = Pᵀ (dPᵀ - delta), dK += dSᵀ Q;
@@ -47,16 +48,29 @@ struct GradParams {
            (!causal ||
             (k0 + kBN - 1 <= q0 + shift && (!window || k0 > q0 + kBN - 1 + shift - window)));
   }
-  // L for the backward: a row that sees nothing (L = -inf) gets +inf, so its P is 0.
-  __device__ float lse_at(int64_t at) const {
-    float l = lse[at];
-    return l == -__int_as_float(0x7f800000) ? __int_as_float(0x7f800000) : l;
-  }
 };
+
+// 4 bytes global -> shared, zero-filled when !valid.
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
+  uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
+  int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+
+// L and delta of the 64 queries at q0 (of one batch entry's) into dst[0..63], dst[64..127]:
+// one 4-byte copy a thread of the block's 128.
+__device__ __forceinline__ void load_stats(float* dst, const float* lse, const float* delta,
+                                           int64_t q0, int64_t sq) {
+  const int c = threadIdx.x % kBN;
+  const bool valid = q0 + c < sq;
+  const float* src = threadIdx.x < kBN ? lse : delta;
+  cp_async4(dst + threadIdx.x, valid ? src + q0 + c : src, valid);
+}
 
 template <class T, int D>
 constexpr size_t grad_smem_bytes() {
-  return size_t(4 * kBN) * HalfMma<T, D>::kS * sizeof(T);  // two buffers of two tiles
+  // Two buffers of two tiles, and dk_dv's two buffers of 64 L and 64 delta values.
+  return size_t(4 * kBN) * HalfMma<T, D>::kS * sizeof(T) + 2 * 2 * kBN * sizeof(float);
 }
 
 // The block's own tiles (rows `at` of x and y: 64 rows, `x_rows` in all) into fragments
@@ -98,7 +112,7 @@ __device__ __forceinline__ const T* stream_step(T* buf, int64_t t, const T* u, c
 
 // Pass 2 (above). Shared memory: buffers 0 and 1, each a Q (or K) tile and a dY (or V) tile.
 template <class T, int D>
-__global__ void __launch_bounds__(128) dk_dv(GradParams p) {
+__global__ void __launch_bounds__(128, 3) dk_dv(GradParams p) {
   using Mma = HalfMma<T, D>;
   constexpr int kS = Mma::kS, kTile = kBN * kS;
   extern __shared__ __align__(16) unsigned char smem[];
@@ -106,7 +120,9 @@ __global__ void __launch_bounds__(128) dk_dv(GradParams p) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, tig = lane % 4;
   const int64_t b = int64_t(blockIdx.x) % p.entries, k0 = int64_t(blockIdx.x) / p.entries * kBN;
   const auto [q, dy, k, v] = p.entry<T, D>(b);
+  const float* lse = p.lse + b * p.sq;
   const float* delta = p.delta + b * p.sq;
+  float* stats = reinterpret_cast<float*>(buf + 4 * kTile);  // [2][L, delta][64]
 
   // The query tiles that see some key of this tile: [lo, hi).
   const int64_t shift = p.sk - p.sq, k_last = min(k0 + kBN, p.sk) - 1;
@@ -117,24 +133,20 @@ __global__ void __launch_bounds__(128) dk_dv(GradParams p) {
   }
 
   Mma kf, vf;
+  if (lo < hi) load_stats(stats, lse, delta, lo, p.sq);  // in the prologue's group
   prologue<T, D>(buf, kf, vf, k, v, k0, p.sk, q, dy, lo, p.sq, lo < hi);
 
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   const int64_t key0 = k0 + warp * 16 + group;  // this thread's keys: key0 and key0 + 8
   for (int64_t q0 = lo, t = 0; q0 < hi; q0 += kBN, ++t) {
     const bool next = q0 + kBN < hi;
+    if (next) load_stats(stats + ((t + 1) % 2) * 2 * kBN, lse, delta, q0 + kBN, p.sq);
     const T* sQ = stream_step<T, D>(buf, t, q, dy, q0 + kBN, p.sq, next);
     const T* sY = sQ + kTile;
-    // This thread's queries: q0 + j * 8 + 2 tig + (e % 2).
-    float lq[kBN / 8][2], dl[kBN / 8][2];
-#pragma unroll
-    for (int j = 0; j < kBN / 8; ++j)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        int64_t i = q0 + j * 8 + 2 * tig + c;
-        lq[j][c] = i < p.sq ? p.lse_at(b * p.sq + i) : 0.0f;
-        dl[j][c] = i < p.sq ? delta[i] : 0.0f;
-      }
+    // This thread's queries: q0 + j * 8 + 2 tig + (e % 2); their L and delta in shared
+    // memory (registers for them kept the block at 2 a multiprocessor).
+    const float* sL = stats + (t % 2) * 2 * kBN + 2 * tig;
+    const float* sD = sL + kBN;
 
     float s[kBN / 8][4] = {};
     kf.scores(s, sQ, lane);  // Sᵀ: rows keys, columns queries
@@ -145,7 +157,7 @@ __global__ void __launch_bounds__(128) dk_dv(GradParams p) {
       for (int e = 0; e < 4; ++e) {
         int64_t i = q0 + j * 8 + 2 * tig + e % 2, key = key0 + 8 * (e / 2);
         bool ok = full || p.seen(i, key);
-        s[j][e] = ok ? exp2f(s[j][e] * p.scale_log2 - lq[j][e % 2]) : 0.0f;
+        s[j][e] = ok ? exp2f(s[j][e] * p.scale_log2 - sL[j * 8 + e % 2]) : 0.0f;
       }
     kf.accumulate(dv, s, sY, lane);  // dV += Pᵀ dY
 
@@ -154,7 +166,7 @@ __global__ void __launch_bounds__(128) dk_dv(GradParams p) {
 #pragma unroll
     for (int j = 0; j < kBN / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - dl[j][e % 2]);
+      for (int e = 0; e < 4; ++e) dp[j][e] = s[j][e] * (dp[j][e] - sD[j * 8 + e % 2]);
     kf.accumulate(dk, dp, sQ, lane);  // dK += dSᵀ Q
 
     cp_async_wait_all();  // the next tile's group, issued at this step's start
@@ -206,7 +218,7 @@ __global__ void __launch_bounds__(128) dq_rows(GradParams p) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     int64_t i = r0 + 8 * h;
-    lr[h] = i < p.sq ? p.lse_at(b * p.sq + i) : 0.0f;
+    lr[h] = i < p.sq ? p.lse[b * p.sq + i] : 0.0f;
     dr[h] = i < p.sq ? p.delta[b * p.sq + i] : 0.0f;
   }
   float dq[D / 8][4] = {};
