@@ -1,9 +1,11 @@
-// Reductions over `axes` (sum … l2_norm), index reductions over one `axis` (argmax,
-// argmin), and the scan cumsum; with their vjp / jvp / vmap rules.
+// Reductions over `axes` (sum … l2_norm), sum_squares over many tensors, index reductions
+// over one `axis` (argmax, argmin), and the scan cumsum; with their vjp / jvp / vmap rules.
 #include <algorithm>
 
 #include "ops/families.h"
+#include "ops/fused.h"
 #include "ops/infer_util.h"
+#include "rlx/ops.h"
 #include "rlx/rules.h"
 
 namespace rlx::detail {
@@ -258,9 +260,38 @@ void register_cumsum(OpRegistry& r) {
   r.add(std::move(d));
 }
 
+// sum_squares: one value for many tensors (a global gradient norm's square). A device may
+// read every input in one launch; elsewhere it is a sum per input.
+std::vector<Value> sum_squares_decomposed(const RuleArgs& a) {
+  Value total;
+  for (Value x : a.inputs) {
+    if (dtype_size(x.dtype()) == 2) x = cast(x, DType::f32);  // squares of 16-bit in f32
+    Value s = cast(sum(x * x), DType::f64);
+    total = total.valid() ? total + s : s;
+  }
+  return {total};
+}
+
+void register_sum_squares(OpRegistry& r) {
+  OpDef d;
+  d.name = "sum_squares";
+  d.arity(1, kVariadic);
+  d.doc =
+      "Sum of the squares of every element of every input (float tensors of any shapes and "
+      "dtypes), as one f64 value: the square of a global gradient norm.";
+  d.infer = [](const InferContext& ctx) {
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) expect_float(ctx, i);
+    return std::vector<TensorType>{{DType::f64, {}}};
+  };
+  d.decompose = sum_squares_decomposed;
+  set_rules_by_decomposition(d);
+  r.add(std::move(d));
+}
+
 }  // namespace
 
 void register_reduce_ops(OpRegistry& r) {
+  register_sum_squares(r);
   for (const auto& s : reduce_specs()) register_reduce(r, s);
   register_arg_reduce(r, "argmax", "Index of the maximum along axis, as i64.");
   register_arg_reduce(r, "argmin", "Index of the minimum along axis, as i64.");

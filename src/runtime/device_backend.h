@@ -34,6 +34,14 @@ class DeviceBackend {
   // Reads the checks kernels left for the end of the run (bad indices met on the device)
   // and throws the first failure; with !report it only forgets them (a run that failed).
   virtual void finish_checks(Device, bool report) { (void)report; }
+  // Profiling (RLX_PROFILE): a mark queued on the device's stream, and the seconds between
+  // two marks once the later has passed. Timing on the device, not the host, lets the
+  // host queue ahead as it does in a real run (no wait after each kernel).
+  virtual std::shared_ptr<void> mark(Device) { return nullptr; }
+  virtual double seconds_between(const void* from, const void* to) {
+    (void)from, (void)to;
+    return 0;
+  }
 };
 
 // The backend of a non-CPU device; throws NotSupported when this build has none or the

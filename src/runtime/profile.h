@@ -1,5 +1,6 @@
-// RLX_PROFILE=1: time every kernel call, summed per op (and per input shape), printed to
-// stderr at exit, slowest first. Off by default: one getenv read at start.
+// RLX_PROFILE=1: time every kernel call (on a device, between events on its stream), summed
+// per op (and per input shape), printed to stderr at exit, slowest first. Off by default:
+// one getenv read at start.
 #pragma once
 
 #include "rlx/graph.h"

@@ -257,6 +257,11 @@ void Program::execute(const Plan& plan, const MemoryPlan& memory,
   std::vector<const Buffer*> handed;  // per output: the storage the kernel was given
   std::vector<std::vector<int64_t>> dyn_shapes;
   std::vector<bool> dyn_known;
+  struct Marks {
+    size_t node;
+    std::shared_ptr<void> from, to;
+  };
+  std::vector<Marks> marks;  // profiling on a device: read once the run is queued
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -314,15 +319,16 @@ void Program::execute(const Plan& plan, const MemoryPlan& memory,
       }
     KernelContext ctx{*n.op, n.attrs, device_, stream, subgraphs_[i].get(), shapes, n.subgraphs};
     auto t0 = std::chrono::steady_clock::now();
+    std::shared_ptr<void> m0 = profiling() && backend_ ? backend_->mark(device_) : nullptr;
     if (lowered_.paths[i] == DispatchPath::host)
       run_on_host(i, k, ins, shapes, outs);
     else
       k.fn(ctx, ins, outs);
-    if (profiling()) {
-      if (backend_) backend_->synchronize(device_);
+    if (m0)
+      marks.push_back({i, std::move(m0), backend_->mark(device_)});
+    else if (profiling())
       record_op_time(n,
                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    }
     for (size_t j = 0; j < outs.size(); ++j) {
       if (!outs[j].defined() || outs[j].dtype() != n.outputs[j].dtype())
         fail<ValueError>(n.op->name, "expected the kernel to produce output ", j, " of dtype ",
@@ -338,6 +344,8 @@ void Program::execute(const Plan& plan, const MemoryPlan& memory,
     if (release)
       for (int32_t v : release_after_[i]) vals[size_t(v)] = Tensor();
   }
+  for (const Marks& m : marks)
+    record_op_time(nodes[m.node], backend_->seconds_between(m.from.get(), m.to.get()));
 }
 
 std::vector<Tensor> Program::collect(const std::vector<Tensor>& vals) const {

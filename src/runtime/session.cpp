@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 
@@ -16,14 +17,21 @@ struct CompiledGraph::Impl {
   Device device;
   std::shared_ptr<const detail::Program> program;
   std::vector<std::string> inputs, params, outputs;
+  std::map<std::string, size_t, std::less<>> param_index;  // a train step sets hundreds
   std::vector<size_t> input_slot, param_slot;  // argument index of each input / param
   std::vector<PassStat> pass_stats;
   bool from_cache = false;
 
   // Params are swapped as a whole, so a run sees one consistent set while another thread
-  // calls set_param.
+  // calls set_param; with no run holding the set, set_param writes it in place (a train
+  // step rebinds every param and state: copying the set each time was quadratic).
   mutable std::shared_mutex mu;
-  std::shared_ptr<const std::vector<Tensor>> param_values;
+  std::shared_ptr<std::vector<Tensor>> param_values;
+
+  size_t param_at(std::string_view name) const {
+    auto it = param_index.find(name);
+    return it == param_index.end() ? params.size() : it->second;
+  }
 };
 
 CompiledGraph::CompiledGraph() = default;
@@ -87,7 +95,7 @@ MemoryStats CompiledGraph::memory_stats(const std::map<std::string, int64_t>& di
 
 void CompiledGraph::set_param(std::string_view name, Tensor value) {
   const Impl& im = impl();
-  size_t i = index_of(im.params, name);
+  size_t i = im.param_at(name);
   if (i == im.params.size())
     fail<ValueError>("set_param", "expected one of the params ", names_str(im.params), ", got '",
                      name, "'");
@@ -100,14 +108,14 @@ void CompiledGraph::set_param(std::string_view name, Tensor value) {
     fail<TypeError>("set_param", "expected param '", name, "' of type ", want.str(), ", got ",
                     value.type().str());
   std::unique_lock lock(impl_->mu);
-  auto next = std::make_shared<std::vector<Tensor>>(*impl_->param_values);
-  (*next)[i] = std::move(value);
-  impl_->param_values = std::move(next);
+  if (impl_->param_values.use_count() > 1)  // a run holds this set: a new one
+    impl_->param_values = std::make_shared<std::vector<Tensor>>(*impl_->param_values);
+  (*impl_->param_values)[i] = std::move(value);
 }
 
 Tensor CompiledGraph::param(std::string_view name) const {
   const Impl& im = impl();
-  size_t i = index_of(im.params, name);
+  size_t i = im.param_at(name);
   if (i == im.params.size()) return {};
   std::shared_lock lock(im.mu);
   return (*im.param_values)[i];
@@ -299,6 +307,7 @@ CompiledGraph Session::compile(const Graph& g, const CompileOptions& options) co
       im->inputs.push_back(a.name);
       im->input_slot.push_back(i);
     } else {
+      im->param_index.emplace(a.name, im->params.size());
       im->params.push_back(a.name);
       im->param_slot.push_back(i);
     }

@@ -65,7 +65,7 @@ const char* const kNative[] = {
     "scatter_elements", "scatter_nd", "one_hot", "iota",
     // reduce.cu
     "sum", "prod", "reduce_max", "reduce_min", "mean", "logsumexp", "l1_norm", "l2_norm", "argmax",
-    "argmin", "cumsum",
+    "argmin", "cumsum", "sum_squares",
     // nn.cu, attention.cu
     "softmax", "log_softmax", "layer_norm", "rms_norm", "embedding", "attention", "cross_entropy",
     // pool.cu, resize.cu, window_grad.cu

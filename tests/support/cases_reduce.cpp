@@ -83,6 +83,12 @@ void add_index_cases(std::vector<InferCase>& v) {
   v.push_back(bad("cumsum", {"bool[3]"}, {}, kType, "a numeric dtype"));
   v.push_back(bad("cumsum", {"f32[3]"}, {{"exclusive", "yes"}}, kType, "of kind"));
   v.push_back(bad("cumsum", {"f32[3]"}, {{"keepdims", true}}, kValue, "unknown 'keepdims'"));
+
+  v.push_back(ok("sum_squares", {"f32[2,3]"}, {}, {"f64[]"}));
+  v.push_back(ok("sum_squares", {"bf16[batch,4]", "f32[]", "f64[0]"}, {}, {"f64[]"}));
+  v.push_back(bad("sum_squares", {"f32[2]", "i32[2]"}, {}, kType,
+                  "expected a float dtype for input 1, got i32"));
+  v.push_back(bad("sum_squares", {}, {}, kValue, "expected at least 1 inputs, got 0"));
 }
 
 }  // namespace

@@ -318,6 +318,37 @@ void add_cumsum(CheckTable& t) {
   add(random_tensor(DType::i16, {3, 600}, ++seed, -32768, 32767), 1, false, true, "wraps");
 }
 
+// sum_squares: many inputs, mixed dtypes, one f64 value. The device squares in the inputs'
+// compute type (f32 for 16-bit) before summing in f64, hence rtol 1e-6 against exact.
+void add_sum_squares(CheckTable& t) {
+  uint64_t seed = 1300;
+  auto add = [&](DType dt, Tensors in, std::string note) {
+    t.add({.op = "sum_squares",
+           .dtype = dt,
+           .inputs = std::move(in),
+           .ref = [](const Tensors& in, const Attrs&) -> Tensors {
+             double s = 0;
+             for (const Tensor& x : in)
+               for (double v : values(x)) s += v * v;
+             return {tensor_of(DType::f64, {}, {s})};
+           },
+           .rtol = 1e-6,
+           .atol = 1e-9,
+           .note = std::move(note)});
+  };
+  for (DType dt : kFloats)
+    add(dt, {random_tensor(dt, {3, 4}, ++seed), random_tensor(dt, {5}, ++seed)}, "two inputs");
+  add(DType::f32, {random_tensor(DType::f32, {}, ++seed)}, "rank 0");
+  add(DType::f32,
+      {random_tensor(DType::f32, {700, 600}, ++seed), random_tensor(DType::bf16, {0, 3}, ++seed),
+       random_tensor(DType::bf16, {33, 7}, ++seed), random_tensor(DType::f64, {2}, ++seed)},
+      "large, empty, mixed dtypes");
+  Tensors many;  // more inputs than one launch takes
+  for (int i = 0; i < 150; ++i) many.push_back(random_tensor(DType::f32, {i % 7 + 1, 3}, ++seed));
+  add(DType::f32, std::move(many), "150 inputs");
+  add(DType::f32, {random_tensor(DType::f32, {0}, ++seed)}, "no elements");
+}
+
 }  // namespace
 
 CheckTable checks_reduce() {
@@ -325,6 +356,7 @@ CheckTable checks_reduce() {
   add_reductions(t);
   add_arg_reductions(t);
   add_cumsum(t);
+  add_sum_squares(t);
   return t;
 }
 

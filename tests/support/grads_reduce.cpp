@@ -37,6 +37,7 @@ void extreme_reduction(GradTable& t, const std::string& op) {
 GradTable grads_reduce() {
   GradTable t;
   smooth_reduction(t, "sum", -1, 1);
+  t.add(grad_check("sum_squares", {{3, 4}, {5}, {}}, {}, -1, 1, "three inputs"));
   smooth_reduction(t, "mean", -1, 1);
   smooth_reduction(t, "logsumexp", -1, 1);
   extreme_reduction(t, "reduce_max");

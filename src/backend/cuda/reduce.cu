@@ -1,6 +1,7 @@
-// Reductions (sum, prod, reduce_max / reduce_min, mean, logsumexp, l1_norm, l2_norm) with
-// the CPU's folds (backend/cpu/reduce.cpp): floats accumulate in f64, integers in wrapping
-// 64-bit arithmetic, max / min propagate NaN, logsumexp shifts by the maximum first.
+// Reductions (sum, prod, reduce_max / reduce_min, mean, logsumexp, l1_norm, l2_norm,
+// sum_squares) with the CPU's folds (backend/cpu/reduce.cpp): floats accumulate in f64,
+// integers in wrapping 64-bit arithmetic, max / min propagate NaN, logsumexp shifts by the
+// maximum first.
 //
 // The input is seen as [outer, r, inner] with the reduced axes in the middle (a
 // permuted copy when they are not adjacent). inner == 1 reduces rows (a warp, or a block
@@ -440,9 +441,120 @@ void cumsum_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
   RLX_CUDA_LAUNCHED("cumsum");
 }
 
+// ---- sum_squares ------------------------------------------------------------------------
+// Every input in one launch (a train step's gradient norm reads ~150 tensors): each input
+// gets blocks for its size, a block finds its input by a search over the block offsets in
+// the kernel's parameters, and strides over its share 8 loads a thread at a time. Block
+// partials in f64, then one block folds them in a fixed order (the same result every run).
+
+constexpr int kSquareSegs = 96;  // inputs per launch: the parameters stay under 4 KB
+constexpr int kSquareUnroll = 8;
+constexpr int64_t kSquareTile = int64_t(kThreads) * kSquareUnroll;
+
+struct SquareSegs {
+  const void* data[kSquareSegs];
+  int64_t numel[kSquareSegs];
+  int32_t first_block[kSquareSegs + 1];  // blocks of input i: [first_block[i], first_block[i+1])
+  uint8_t dtype[kSquareSegs];
+  int count;
+};
+
+template <class T>
+__device__ double square_share(const T* x, int64_t n, int64_t start, int64_t stride) {
+  double acc = 0;
+  for (int64_t base = start; base < n; base += stride) {
+    compute_t<T> v[kSquareUnroll];
+#pragma unroll
+    for (int u = 0; u < kSquareUnroll; ++u) {
+      int64_t i = base + u * kThreads + threadIdx.x;
+      v[u] = i < n ? load(x[i]) : compute_t<T>(0);
+    }
+#pragma unroll
+    for (int u = 0; u < kSquareUnroll; ++u) acc += double(v[u] * v[u]);
+  }
+  return acc;
+}
+
+__global__ void __launch_bounds__(kThreads) square_parts(SquareSegs s, double* part) {
+  int lo = 0, hi = s.count - 1;  // the input whose blocks hold blockIdx.x
+  while (lo < hi) {
+    int mid = (lo + hi + 1) / 2;
+    if (s.first_block[mid] <= int(blockIdx.x))
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  int64_t blocks = s.first_block[lo + 1] - s.first_block[lo];
+  int64_t start = (int64_t(blockIdx.x) - s.first_block[lo]) * kSquareTile,
+          stride = blocks * kSquareTile;
+  double acc = 0;
+  switch (DType(s.dtype[lo])) {
+    case DType::f64:
+      acc = square_share(static_cast<const double*>(s.data[lo]), s.numel[lo], start, stride);
+      break;
+    case DType::f16:
+      acc = square_share(static_cast<const __half*>(s.data[lo]), s.numel[lo], start, stride);
+      break;
+    case DType::bf16:
+      acc = square_share(static_cast<const __nv_bfloat16*>(s.data[lo]), s.numel[lo], start,
+                         stride);
+      break;
+    default:
+      acc = square_share(static_cast<const float*>(s.data[lo]), s.numel[lo], start, stride);
+  }
+  acc = block_fold<SumOp>(acc);
+  if (threadIdx.x == 0) part[blockIdx.x] = acc;
+}
+
+// y = (add ? y : 0) + the sum of part[0..n), in a fixed order.
+__global__ void __launch_bounds__(1024) square_total(const double* part, int n, bool add,
+                                                     double* y) {
+  double acc = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) acc += part[i];
+  acc = block_fold<SumOp>(acc);
+  if (threadIdx.x == 0) y[0] = (add ? y[0] : 0.0) + acc;
+}
+
+void sum_squares_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                        std::span<Tensor> out) {
+  cudaStream_t st = stream_of(ctx);
+  auto* y = static_cast<double*>(out[0].data());
+  // Blocks an input gets: one a tile, at most a few waves' worth for the largest.
+  const int64_t cap = int64_t(sm_count()) * 8;
+  bool added = false;
+  for (size_t at = 0; at < in.size() || !added;) {
+    SquareSegs s{};
+    int32_t blocks = 0;
+    for (; at < in.size() && s.count < kSquareSegs; ++at) {
+      if (in[at].numel() == 0) continue;
+      int i = s.count++;
+      s.data[i] = in[at].data();
+      s.numel[i] = in[at].numel();
+      s.dtype[i] = uint8_t(in[at].dtype());
+      s.first_block[i] = blocks;
+      blocks += int32_t(std::min(cap, (in[at].numel() + kSquareTile - 1) / kSquareTile));
+    }
+    s.first_block[s.count] = blocks;
+    if (s.count == 0) {  // no elements at all: the sum is 0
+      if (!added) RLX_CUDA(cudaMemsetAsync(y, 0, sizeof(double), st));
+      break;
+    }
+    Tensor part = Tensor::empty(DType::f64, {blocks}, ctx.device);
+    auto* p = static_cast<double*>(part.data());
+    square_parts<<<blocks, kThreads, 0, st>>>(s, p);
+    square_total<<<1, 1024, 0, st>>>(p, blocks, added, y);
+    added = true;
+  }
+  RLX_CUDA_LAUNCHED("sum_squares");
+}
+
 }  // namespace
 
 void register_reduce(KernelRegistry& r) {
+  add_kernel(r, "sum_squares", sum_squares_kernel, [](const KernelQuery& q) {
+    return std::all_of(q.inputs.begin(), q.inputs.end(),
+                       [](const TensorType& t) { return is_float(t.dtype); });
+  });
   add_kernel(r, "argmax", arg_kernel<true>, dtype_in(kNumeric));
   add_kernel(r, "argmin", arg_kernel<false>, dtype_in(kNumeric));
   add_kernel(r, "cumsum", cumsum_kernel, dtype_in(kNumeric));

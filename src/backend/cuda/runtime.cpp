@@ -227,6 +227,20 @@ class CudaBackend final : public detail::DeviceBackend {
   }
 
   void* stream(Device d) override { return state(d).stream; }
+  std::shared_ptr<void> mark(Device d) override {
+    cudaEvent_t e = nullptr;
+    RLX_CUDA(cudaEventCreate(&e));
+    RLX_CUDA(cudaEventRecord(e, state(d).stream));
+    return {e, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); }};
+  }
+  double seconds_between(const void* from, const void* to) override {
+    auto a = static_cast<cudaEvent_t>(const_cast<void*>(from)),
+         b = static_cast<cudaEvent_t>(const_cast<void*>(to));
+    RLX_CUDA(cudaEventSynchronize(b));
+    float ms = 0;
+    RLX_CUDA(cudaEventElapsedTime(&ms, a, b));
+    return ms * 1e-3;
+  }
   void synchronize(Device d) override { RLX_CUDA(cudaStreamSynchronize(state(d).stream)); }
 
   int sms() { return state(Device::cuda(current())).sms; }
