@@ -318,7 +318,8 @@ std::vector<TensorType> infer_cross_entropy(const InferContext& ctx) {
                   ctx.input(1).str());
   }
   if (ctx.attrs().get_string("reduction") != "none") rows.clear();
-  return one({ctx.dtype(0), rows});
+  bool wide = ctx.attrs().get_bool("f32_loss") && dtype_size(ctx.dtype(0)) == 2;
+  return one({wide ? DType::f32 : ctx.dtype(0), rows});
 }
 
 std::vector<TensorType> infer_cross_entropy_grad(const InferContext& ctx) {
@@ -329,7 +330,7 @@ std::vector<TensorType> infer_cross_entropy_grad(const InferContext& ctx) {
   const Shape& logits = ctx.shape(0);
   Shape rows(logits.begin(), logits.end() - 1);
   rows = unify_shape(ctx, 1, rows, "class labels", "logits.shape[:-1]");
-  expect_same_dtype(ctx, 0, 2);
+  expect_float(ctx, 2);  // any float: an f32 loss's cotangent for 16-bit logits
   expect_broadcastable_to(ctx, 2, rows);
   return one(ctx.input(0));
 }
@@ -340,10 +341,13 @@ void register_cross_entropy(OpRegistry& r) {
   d.arity(2)
       .attr("reduction", AttrKind::String, AttrValue("mean"), {"mean", "sum", "none"})
       .attr("label_smoothing", AttrKind::Float, AttrValue(0.0))
-      .attr("ignore_index", AttrKind::Int, AttrValue(-100));
+      .attr("ignore_index", AttrKind::Int, AttrValue(-100))
+      .attr("f32_loss", AttrKind::Bool, AttrValue(false));
   d.doc =
       "Softmax cross entropy of logits [..., C] against integer labels [...] or "
-      "probabilities [..., C]; reduced by mean, sum or none.";
+      "probabilities [..., C]; reduced by mean, sum or none. The math is f32 or wider; "
+      "f32_loss gives 16-bit logits an f32 loss (mixed precision reads the logits as they "
+      "are).";
   d.infer = infer_cross_entropy;
   d.vjp = cross_entropy_vjp;
   d.jvp = cross_entropy_jvp;
@@ -359,8 +363,8 @@ void register_cross_entropy(OpRegistry& r) {
       .attr("ignore_index", AttrKind::Int, AttrValue(-100));
   g.doc =
       "Gradient of softmax cross entropy with respect to logits [..., C] for integer labels "
-      "[...]: w (per row, broadcasting, or one value) times (softmax - smoothed one-hot), 0 on "
-      "rows labelled ignore_index.";
+      "[...]: w (per row, broadcasting, or one value; any float dtype) times (softmax - "
+      "smoothed one-hot), 0 on rows labelled ignore_index; in the logits' dtype.";
   g.infer = infer_cross_entropy_grad;
   g.decompose = cross_entropy_grad_decomposed;
   set_rules_by_decomposition(g);

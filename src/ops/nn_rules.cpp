@@ -482,6 +482,7 @@ struct CrossEntropy {
   double eps;  // label_smoothing
   std::string reduction;
   int64_t ignore, classes;
+  DType loss;  // the loss's dtype (f32 for 16-bit logits under f32_loss)
 };
 
 CrossEntropy read_cross_entropy(const RuleArgs& a, const char* transform) {
@@ -491,7 +492,10 @@ CrossEntropy read_cross_entropy(const RuleArgs& a, const char* transform) {
                  a.attrs.get_float("label_smoothing"),
                  a.attrs.has("reduction") ? a.attrs.get_string("reduction") : "none",
                  a.attrs.get_int("ignore_index"),
-                 0};
+                 0,
+                 a.inputs[0].dtype()};
+  if (a.attrs.has("f32_loss") && a.attrs.get_bool("f32_loss") && dtype_size(c.loss) == 2)
+    c.loss = DType::f32;
   const Dim& d = c.x.shape().back();
   if (!d.is_static())
     fail<NotSupported>("cross_entropy", transform, ": expected a static class count, got ",
@@ -506,10 +510,11 @@ Value kept_rows(const CrossEntropy& c) {
   return op("ne", {l, scalar_like(l, double(c.ignore))});
 }
 
-// The rows that the mean divides by (non-ignored ones for labels), counted exactly in i64.
-Value row_count(const CrossEntropy& c) {
+// The rows that the mean divides by (non-ignored ones for labels), counted exactly in i64,
+// as `dt`.
+Value row_count(const CrossEntropy& c, DType dt) {
   Value rows = c.probs ? rules::ones_like(rules::sum(c.x, {-1})) : kept_rows(c);
-  return to(sum_all(to(rows, DType::i64)), c.x.dtype());
+  return to(sum_all(to(rows, DType::i64)), dt);
 }
 
 // d loss_row / d logits: softmax minus the smoothed target distribution.
@@ -532,23 +537,27 @@ Value logit_grad(const CrossEntropy& c) {
 Values cross_entropy_vjp(const RuleArgs& a, ValueSpan ct) {
   CrossEntropy c = read_cross_entropy(a, "vjp");
   Value w = ct[0];  // each row's cotangent (reduction none), else one for all rows
-  if (c.reduction == "mean") w = w / row_count(c);
+  if (c.reduction == "mean") w = w / row_count(c, w.dtype());
   if (!c.probs) {  // one op, which a device may run without the one-hot and the softmax
     Attrs attrs{{"label_smoothing", c.eps}, {"ignore_index", c.ignore}};
     return {op("cross_entropy_grad", {c.x, c.labels, w}, attrs), Value{}};
   }
+  w = to(w, c.x.dtype());  // an f32_loss cotangent, for 16-bit logits
   if (c.reduction == "none") w = expand_dims(w, {w.rank()});
   Value dx = w * logit_grad(c);
   return {dx, w * op("log_softmax", {c.x}) * (c.eps - 1)};
 }
 
+// 16-bit logits in f32, as the device kernels compute them; the result in the logits' dtype.
 Values cross_entropy_grad_decomposed(const RuleArgs& a) {
   CrossEntropy c = read_cross_entropy(a, "decompose");
-  Value w = a.inputs[2];
+  DType dt = c.x.dtype(), math = dtype_size(dt) == 2 ? DType::f32 : dt;
+  c.x = to(c.x, math);
+  Value w = to(a.inputs[2], math);
   w = expand_dims(w, {w.rank()});  // against [..., C]
   Value dx = w * logit_grad(c);
   Value keep = expand_dims(kept_rows(c), {c.labels.rank()});
-  return {select(keep, dx, scalar_like(dx, 0))};
+  return {to(select(keep, dx, scalar_like(dx, 0)), dt)};
 }
 
 Values cross_entropy_jvp(const RuleArgs& a, ValueSpan t) {
@@ -558,9 +567,10 @@ Values cross_entropy_jvp(const RuleArgs& a, ValueSpan t) {
   if (!c.probs && dl.valid()) dl = select(kept_rows(c), dl, scalar_like(dl, 0));
   if (c.probs && t[1].valid())
     dl = add_any(dl, rules::sum(op("log_softmax", {c.x}) * t[1], {-1}) * (c.eps - 1));
+  if (dl.valid()) dl = to(dl, c.loss);
   if (!dl.valid() || c.reduction == "none") return {dl};
   Value total = sum_all(dl);
-  return {c.reduction == "mean" ? total / row_count(c) : total};
+  return {c.reduction == "mean" ? total / row_count(c, total.dtype()) : total};
 }
 
 // Per-row losses of the batch (reduction none), then each batch element's sum or mean.

@@ -5,7 +5,9 @@
 //                         softmax, norms, exp / log, losses) stay f32; every other op follows
 //                         its inputs: 16 bits when its float inputs already are (constants
 //                         adapt), f32 when any is f32 (the widest wins, as in PyTorch's
-//                         autocast, so a bias or a residual add stays f32).
+//                         autocast, so a bias or a residual add stays f32). A loss whose
+//                         kernels compute in f32 anyway (cross_entropy) reads 16-bit
+//                         logits as they are and still returns an f32 loss.
 //   bf16 / f16            every f32 op runs in 16 bits except the keep-f32 ones.
 //
 // Args and outputs keep their declared dtypes: casts sit at the boundaries. Each value has
@@ -27,13 +29,16 @@ namespace rlx::passes {
 
 namespace {
 
-// What an op does under a mixed precision: run in 16 bits, stay f32, or follow its inputs.
-enum class Role : uint8_t { follow, low, keep_f32 };
+// What an op does under a mixed precision: run in 16 bits, stay f32, or follow its inputs;
+// or (wide) read its 16-bit inputs as they are and keep its f32 outputs, through a bool
+// attribute of the op that says so (its math is f32 either way: the cast is saved).
+enum class Role : uint8_t { follow, low, keep_f32, wide };
 
 // The policy as data. Ops named here that no one registered are simply never met.
 struct PolicyEntry {
   std::string_view op;
   Role role;
+  std::string_view wide_attr = {};  // Role::wide: the attribute set to true
 };
 constexpr PolicyEntry kPolicy[] = {
     // Compute-bound: 16-bit inputs, f32 accumulation in the kernels.
@@ -58,19 +63,21 @@ constexpr PolicyEntry kPolicy[] = {
     {"rms_norm", Role::keep_f32},
     {"batch_norm", Role::keep_f32},
     {"group_norm", Role::keep_f32},
-    {"cross_entropy", Role::keep_f32},
+    {"cross_entropy", Role::wide, "f32_loss"},
+    // One pass over the logits; its output is their gradient, in their dtype.
+    {"cross_entropy_grad", Role::low},
     {"cumsum", Role::keep_f32},
 };
 
-Role role_of(const OpDef& op) {
+PolicyEntry policy_of(const OpDef& op) {
   static const auto* table = [] {
-    auto* t = new std::unordered_map<std::string_view, Role>();
-    for (const PolicyEntry& e : kPolicy) t->emplace(e.op, e.role);
+    auto* t = new std::unordered_map<std::string_view, PolicyEntry>();
+    for (const PolicyEntry& e : kPolicy) t->emplace(e.op, e);
     return t;
   }();
   auto it = table->find(op.name);
   if (it != table->end()) return it->second;
-  return op.has(Trait::reduction) ? Role::keep_f32 : Role::follow;
+  return {op.name, op.has(Trait::reduction) ? Role::keep_f32 : Role::follow};
 }
 
 DType half_of(Precision p) {
@@ -161,7 +168,9 @@ class MixedPrecision {
   // the op in f32. An input whose dtype the op ignores (the shape donor of reshape_like or
   // broadcast_like) neither blocks the op nor gets a cast of its own.
   bool emit_low(const Node& n) {
-    Role role = role_of(*n.op);
+    PolicyEntry policy = policy_of(*n.op);
+    Role role = policy.role;
+    if (role == Role::wide) return emit_wide(n, policy.wide_attr);
     if (role == Role::keep_f32) return false;
     const bool follow = auto_ && role == Role::follow;
     if (follow && !may_follow(n)) return false;
@@ -226,6 +235,38 @@ class MixedPrecision {
         rw_.replace(v, res[i]);
       }
     }
+    changed_ = true;
+    return true;
+  }
+
+  // A wide op whose f32 inputs were computed in 16 bits reads those as they are; its other
+  // inputs and its outputs keep their dtypes (the inference must agree).
+  bool emit_wide(const Node& n, std::string_view attr) {
+    std::vector<TensorType> in;
+    bool any = false;
+    for (Value v : n.inputs) {
+      in.push_back(v.type());
+      if (is_f32(v) && native_[id(v)]) in.back().dtype = half_, any = true;
+    }
+    if (!any) return false;
+    Attrs attrs = n.attrs;
+    attrs.set(std::string(attr), true);
+    std::optional<std::vector<TensorType>> out;
+    try {
+      out = infer_types(*n.op, in, attrs, n.subgraphs);
+    } catch (const Error&) {
+      return false;
+    }
+    for (size_t i = 0; i < out->size(); ++i)
+      if ((*out)[i].dtype != n.outputs[i].dtype()) return false;
+    DeviceKind dev = ctx_.device.kind;
+    if (kernels_.has(n.op->name, dev) && !kernels_.find({*n.op, attrs, in, *out}, dev))
+      return false;
+    std::vector<Value> inputs;
+    for (Value v : n.inputs)
+      inputs.push_back(!is_f32(v) ? rw_(v) : native_[id(v)] ? low(v) : full(v));
+    std::vector<Value> res = rw_.dst().apply(*n.op, std::move(inputs), std::move(attrs));
+    for (size_t i = 0; i < res.size(); ++i) rw_.replace(n.outputs[i], res[i]);
     changed_ = true;
     return true;
   }

@@ -229,7 +229,9 @@ TEST(MixedPrecision, NormsSoftmaxReductionsAndLossesStayF32) {
   auto out = run_amp(*g, Precision::auto_bf16);
   ASSERT_NE(out, nullptr);
   for (const Node& n : out->nodes()) {
-    if (n.op_name() == "matmul" || n.op_name() == "cast") continue;
+    // (cross_entropy reads the 16-bit logits as they are: its own test, below.)
+    if (n.op_name() == "matmul" || n.op_name() == "cast" || n.op_name() == "cross_entropy")
+      continue;
     for (Value v : n.outputs) EXPECT_EQ(v.dtype(), DType::f32) << n.op_name();
     for (Value v : n.inputs) {
       if (is_float(v.dtype())) {
@@ -246,6 +248,43 @@ TEST(MixedPrecision, NormsSoftmaxReductionsAndLossesStayF32) {
   for (const char* op : {"layer_norm", "rms_norm", "softmax", "log_softmax", "exp", "log", "mean",
                          "reduce_max", "logsumexp", "cumsum", "cross_entropy"})
     EXPECT_EQ(count(*all, op, DType::f32), 1) << op;
+}
+
+// cross_entropy computes in f32 whatever its logits: it reads 16-bit logits as they are
+// (no f32 copy of a [tokens, vocab] tensor) and still returns an f32 loss; its gradient
+// op runs in 16 bits (its w, an f32 cotangent, stays f32), feeding the matmuls' backward.
+TEST(MixedPrecision, CrossEntropyReadsSixteenBitLogits) {
+  auto g = parse_graph(R"(
+    graph main(%x: f32[6,16], %w: f32[16,40], %d: f32[]) {
+      %a = matmul(%x, %w) : f32[6,40]
+      %t = argmin(%x) {axis=1} : i64[6]
+      %k = cross_entropy(%a, %t) {label_smoothing=0.1} : f32[]
+      %r = cross_entropy(%a, %t) {reduction="none"} : f32[6]
+      %g = cross_entropy_grad(%a, %t, %d) : f32[6,40]
+      %v = transpose(%w) {perm=[1, 0]} : f32[40,16]
+      %y = matmul(%g, %v) : f32[6,16]
+      return k=%k, r=%r, y=%y
+    })");
+  auto out = run_amp(*g, Precision::auto_bf16);
+  ASSERT_NE(out, nullptr);
+  for (const Node& n : out->nodes()) {
+    if (n.op_name() == "cross_entropy") {
+      EXPECT_EQ(n.inputs[0].dtype(), DType::bf16);
+      EXPECT_EQ(n.outputs[0].dtype(), DType::f32);
+      EXPECT_TRUE(n.attrs.get_bool("f32_loss"));
+    }
+    if (n.op_name() == "cross_entropy_grad") {
+      EXPECT_EQ(n.inputs[0].dtype(), DType::bf16);
+      EXPECT_EQ(n.inputs[2].dtype(), DType::f32);
+      EXPECT_EQ(n.outputs[0].dtype(), DType::bf16);
+    }
+  }
+  EXPECT_EQ(count(*out, "cross_entropy", DType::f32), 2);
+  EXPECT_EQ(count(*out, "cross_entropy_grad", DType::bf16), 1);
+  // Casts: x, w and w's transpose (an f32 arg's) down, y up; none of the logits or their
+  // gradient.
+  EXPECT_EQ(count(*out, "cast"), 4) << print_graph(*out);
+  test::expect_same_outputs(*g, *out, 1, 3e-2, 0.1);
 }
 
 TEST(MixedPrecision, ConvAndAttentionRunIn16Bits) {

@@ -378,7 +378,13 @@ void misc_cases(Cases& c) {
   c.push_back(bad("cross_entropy_grad", {lg, "f32[8,10]", "f32[]"}, {}, T, "integer class labels"));
   c.push_back(bad("cross_entropy_grad", {lg, "i64[7]", "f32[]"}, {}, V, "got 8 and 7"));
   c.push_back(bad("cross_entropy_grad", {lg, "i64[8]", "f32[3]"}, {}, V, "broadcastable to [8]"));
-  c.push_back(bad("cross_entropy_grad", {lg, "i64[8]", "f16[]"}, {}, T, "same dtype"));
+  c.push_back(ok("cross_entropy_grad", {"bf16[8,10]", "i64[8]", "f32[]"}, {}, {"bf16[8,10]"}));
+  c.push_back(bad("cross_entropy_grad", {lg, "i64[8]", "i32[]"}, {}, T, "float dtype"));
+  c.push_back(ok("cross_entropy", {"bf16[8,10]", "i64[8]"}, {{"f32_loss", true}}, {"f32[]"}));
+  c.push_back(ok("cross_entropy", {"f16[8,10]", "i64[8]"}, {{"reduction", "none"}, {"f32_loss", true}},
+                 {"f32[8]"}));
+  c.push_back(ok("cross_entropy", {"f64[8,10]", "i64[8]"}, {{"f32_loss", true}}, {"f64[]"}));
+  c.push_back(bad("cross_entropy", {lg, "i64[8]"}, {{"f32_loss", 1}}, T, "'f32_loss' of kind"));
   c.push_back(bad("cross_entropy", {lg, "bool[8]"}, {}, T, "integer class labels"));
   c.push_back(bad("cross_entropy", {"i32[8,10]", "i64[8]"}, {}, T, "float dtype"));
   c.push_back(bad("cross_entropy", {lg, "i64[8]"}, {{"label_smoothing", 1.5}}, V,

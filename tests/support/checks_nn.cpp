@@ -614,8 +614,9 @@ Tensors cross_entropy_ref(const Tensors& in, const Attrs& a) {
     count += 1;
   }
   const std::string& red = a.get_string("reduction");
-  if (red == "none") return one(in[0].dtype(), Shape(s.begin(), s.end() - 1), loss);
-  return one(in[0].dtype(), {}, {red == "sum" ? total : total / count});
+  DType out = a.get_bool("f32_loss") && dtype_size(in[0].dtype()) == 2 ? DType::f32 : in[0].dtype();
+  if (red == "none") return one(out, Shape(s.begin(), s.end() - 1), loss);
+  return one(out, {}, {red == "sum" ? total : total / count});
 }
 
 void cross_entropy_checks(CheckTable& t) {
@@ -644,6 +645,11 @@ void cross_entropy_checks(CheckTable& t) {
     Tensor p = random_tensor(dt, {3, 5}, ++seed, 0, 1);
     add({logits({3, 5}), p}, {{"label_smoothing", 0.2}}, "probabilities");
     add({logits({3, 5}), p}, {{"reduction", "none"}}, "probabilities, none");
+    // An f32 loss (16-bit logits read as they are; no change for f32 / f64).
+    add({logits({4, 5}), tensor_of(DType::i64, {4}, {1, 0, 4, 2})},
+        {{"f32_loss", true}, {"label_smoothing", 0.1}}, "f32 loss");
+    add({logits({4, 5}), tensor_of(DType::i32, {4}, {1, 2, 4, 2})},
+        {{"f32_loss", true}, {"reduction", "none"}}, "f32 loss, none");
   }
   t.add(ref_check("cross_entropy", DType::f32,
                   {random_tensor(DType::f32, {300, 1000}, 890, -6, 6),
@@ -691,6 +697,12 @@ void cross_entropy_grad_checks(CheckTable& t) {
          random_tensor(dt, {2, 1}, ++seed)},
         {}, "rank 3, broadcast weights");
     add({logits({0, 5}), tensor_of(DType::i64, {0}, {}), tensor_of(dt, {}, {1})}, {}, "no rows");
+    // An f32 loss's cotangent (any float w), one value and per row.
+    add({logits({4, 5}), tensor_of(DType::i64, {4}, {1, 0, 4, 2}),
+         tensor_of(DType::f32, {}, {0.125})},
+        {}, "f32 weight");
+    add({logits({3, 6}), tensor_of(DType::i64, {3}, {5, 0, 2}), random_tensor(DType::f64, {3}, ++seed)},
+        {{"label_smoothing", 0.2}}, "f64 row weights");
   }
   t.add(ref_check("cross_entropy_grad", DType::f32,
                   {random_tensor(DType::f32, {64, 3000}, 990, -6, 6),

@@ -371,15 +371,21 @@ void cross_entropy(const KernelContext& ctx, std::span<const Tensor> in, Tensor&
       loss[size_t(r)] = double(l);
     }
   });
-  T* y = out.data_as<T>();
+  // The loss in T, or in f32 (f32_loss on 16-bit logits).
+  auto put = [&, f32 = out.dtype() != in[0].dtype()](int64_t i, double v) {
+    if (f32)
+      out.data_as<float>()[i] = float(v);
+    else
+      out.data_as<T>()[i] = store<T>(C(v));
+  };
   const std::string& reduction = ctx.attrs.get_string("reduction");
   if (reduction == "none") {
-    for (int64_t r = 0; r < rows; ++r) y[r] = store<T>(C(loss[size_t(r)]));
+    for (int64_t r = 0; r < rows; ++r) put(r, loss[size_t(r)]);
     return;
   }
   double total = 0, count = 0;
   for (int64_t r = 0; r < rows; ++r) total += loss[size_t(r)], count += counted[size_t(r)];
-  y[0] = store<T>(C(reduction == "sum" ? total : total / count));
+  put(0, reduction == "sum" ? total : total / count);
 }
 
 void cross_entropy_kernel(const KernelContext& ctx, std::span<const Tensor> in,

@@ -5,6 +5,7 @@
 // cancels. f16 / bf16 compute in float. A row is a warp's when short, a block's when long.
 #include <cuda/std/limits>
 
+#include "backend/cuda/elementwise.h"
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
 
@@ -364,16 +365,24 @@ void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
           if constexpr (std::is_integral_v<I> && !std::is_same_v<I, bool>) rows_with(itag);
         });
       }
-      T* y = static_cast<T*>(out[0].data());
-      if (reduction == "none") {
-        if (rows)
-          xent_store<T><<<blocks_for(rows), kThreads, 0, s>>>(
-              static_cast<const double*>(loss.data()), y, rows);
-      } else {
-        xent_total<T><<<1, 1024, 0, s>>>(static_cast<const double*>(loss.data()),
-                                         static_cast<const double*>(counted.data()), rows,
-                                         reduction == "mean", y);
-      }
+      // The loss in T, or in f32 (f32_loss on 16-bit logits).
+      auto finish = [&](auto otag) {
+        using O = typename decltype(otag)::type;
+        O* y = static_cast<O*>(out[0].data());
+        if (reduction == "none") {
+          if (rows)
+            xent_store<O><<<blocks_for(rows), kThreads, 0, s>>>(
+                static_cast<const double*>(loss.data()), y, rows);
+        } else {
+          xent_total<O><<<1, 1024, 0, s>>>(static_cast<const double*>(loss.data()),
+                                           static_cast<const double*>(counted.data()), rows,
+                                           reduction == "mean", y);
+        }
+      };
+      if (out[0].dtype() == x.dtype())
+        finish(tag);
+      else
+        finish(Tag<float>{});
     }
   });
   RLX_CUDA_LAUNCHED("cross_entropy");
@@ -382,7 +391,8 @@ void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
 // cross_entropy_grad: per row w * (softmax(x) - (1 - eps) onehot(y) - eps / C), 0 where
 // y is ignore_index (a label out of range was the forward's error; here it has no one-hot).
 template <bool kBlock, class T, class I>
-__global__ void xent_grad_rows(const T* x0, const I* labels, const T* w, bool w_rows, T* dx0,
+__global__ void xent_grad_rows(const T* x0, const I* labels, const compute_t<T>* w, bool w_rows,
+                               T* dx0,
                                int64_t rows, int64_t classes, double eps, int64_t ignore) {
   using C = compute_t<T>;
   Group<kBlock> g;
@@ -397,7 +407,7 @@ __global__ void xent_grad_rows(const T* x0, const I* labels, const T* w, bool w_
     C m, se;
     max_and_sumexp(g, x, classes, m, se);
     C inv = C(1) / se, u = C(eps) / C(classes), hit = C(1) - C(eps);
-    C wr = C(load(w[w_rows ? r : 0]));
+    C wr = w[w_rows ? r : 0];
     for (int64_t i = g.lane(); i < classes; i += g.width())
       dx[i] = store<T>(wr * (exp(C(load(x[i])) - m) * inv - u - (i == y ? hit : C(0))));
   }
@@ -410,13 +420,16 @@ void cross_entropy_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
   int64_t rows = prod(x.shape(), 0, x.shape().size() - 1);
   if (rows == 0 || classes == 0) return;
   cudaStream_t s = stream_of(ctx);
+  // w per row (or one value) in the compute type: it may come in another float dtype (an
+  // f32 loss's cotangent for 16-bit logits).
   std::vector<int64_t> row_shape(x.shape().begin(), x.shape().end() - 1);
   Tensor w = in[2];
   bool w_rows = w.numel() != 1;
-  if (w_rows) {
-    Tensor b = w.broadcast_to(row_shape);
-    w = Tensor::empty(w.dtype(), row_shape, w.device());
-    copy_strided(b, w, s);
+  DType wt = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  if (w_rows || w.dtype() != wt) {
+    Tensor b = w_rows ? w.broadcast_to(row_shape) : w.reshape({});
+    w = Tensor::empty(wt, b.shape(), w.device());
+    cast_into(b, w, s);
   }
   double eps = ctx.attrs.get_float("label_smoothing");
   int64_t ignore = ctx.attrs.get_int("ignore_index");
@@ -429,7 +442,7 @@ void cross_entropy_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
           launch_rows(rows, classes, [&](auto block, int grid, int threads) {
             xent_grad_rows<decltype(block)::value, T, I><<<grid, threads, 0, s>>>(
                 static_cast<const T*>(x.data()), static_cast<const I*>(t.data()),
-                static_cast<const T*>(w.data()), w_rows, static_cast<T*>(dx.data()), rows, classes,
+                static_cast<const compute_t<T>*>(w.data()), w_rows, static_cast<T*>(dx.data()), rows, classes,
                 eps, ignore);
           });
       });
