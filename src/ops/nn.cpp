@@ -107,6 +107,33 @@ void register_trailing_norms(OpRegistry& r) {
   rms.jvp = rms_norm_jvp;
   rms.vmap = trailing_norm_vmap;
   r.add(std::move(rms));
+
+  // Both norms' vjp as one op: a device with a kernel for it (cuda) reads x and dy once
+  // for all three gradients, instead of a dozen reductions and elementwise passes.
+  OpDef g;
+  g.name = "layer_norm_grad";
+  g.arity(2, 3)
+      .attr("axis", AttrKind::Int, AttrValue(-1))
+      .attr("epsilon", AttrKind::Float, AttrValue(1e-5))
+      .attr("center", AttrKind::Bool, AttrValue(true));
+  g.doc =
+      "(dx, dscale, dbias) of layer_norm (center) or rms_norm (not center) over [axis, rank) "
+      "for x, the output cotangent dy and the optional scale (of x.shape[axis:]); dscale and "
+      "dbias have x.shape[axis:].";
+  g.infer = [](const InferContext& ctx) {
+    expect_all_float(ctx);
+    expect_at_least(ctx, "epsilon", ctx.attrs().get_float("epsilon"), 0.0);
+    int64_t axis = normalize_axis(ctx, ctx.attrs().get_int("axis"), ctx.rank(0));
+    for (size_t i = 1; i < ctx.num_inputs(); ++i) expect_same_dtype(ctx, 0, i);
+    Shape x = unify_shape(ctx, 1, ctx.shape(0), "dy", "x");
+    Shape tail(x.begin() + axis, x.end());
+    if (ctx.num_inputs() == 3) tail = unify_shape(ctx, 2, tail, "scale", "x.shape[axis:]");
+    std::copy(tail.begin(), tail.end(), x.begin() + axis);
+    return std::vector<TensorType>{{ctx.dtype(0), x}, {ctx.dtype(0), tail}, {ctx.dtype(0), tail}};
+  };
+  g.decompose = layer_norm_grad_decomposed;
+  set_rules_by_decomposition(g);
+  r.add(std::move(g));
 }
 
 // ---- group_norm, batch_norm --------------------------------------------------------

@@ -109,9 +109,31 @@ Trailing trailing(const RuleArgs& a, bool center) {
   return {std::move(axes), n};
 }
 
+// scale and bias of the normalised dims' shape exactly, or absent: layer_norm_grad's case.
+bool plain_params(const RuleArgs& a) {
+  Value x = a.inputs[0];
+  int64_t axis = norm_axis(a.attrs.get_int("axis"), x.rank());
+  Shape tail(x.shape().begin() + axis, x.shape().end());
+  for (size_t i = 1; i < a.inputs.size(); ++i)
+    if (!(a.inputs[i].shape() == tail) || a.inputs[i].dtype() != x.dtype()) return false;
+  return true;
+}
+
 Values trailing_vjp(const RuleArgs& a, ValueSpan ct, bool center) {
-  Trailing tr = trailing(a, center);
   Value scale = input_or_none(a, 1), bias = input_or_none(a, 2);
+  if (plain_params(a) && ct[0].dtype() == a.inputs[0].dtype()) {
+    std::vector<Value> in{a.inputs[0], ct[0]};
+    if (scale.valid()) in.push_back(scale);
+    Values g = op_n("layer_norm_grad", in,
+                    {{"axis", a.attrs.get_int("axis")},
+                     {"epsilon", a.attrs.get_float("epsilon")},
+                     {"center", center}});
+    Values out{g[0]};
+    if (scale.valid()) out.push_back(g[1]);
+    if (bias.valid()) out.push_back(g[2]);
+    return out;
+  }
+  Trailing tr = trailing(a, center);
   Value g = scale.valid() ? ct[0] * scale : ct[0];
   Values out{normalize_dot(g, tr.n, tr.axes, center)};
   if (scale.valid()) out.push_back(rules::unbroadcast(ct[0] * tr.n.xhat, scale));
@@ -157,6 +179,22 @@ Value sum_but_channels(Value x) {
 // ---- layer_norm, rms_norm ----------------------------------------------------------
 
 Values layer_norm_vjp(const RuleArgs& a, ValueSpan ct) { return trailing_vjp(a, ct, true); }
+
+// 16-bit inputs in f32, as the device kernels compute them; the results in their dtype.
+Values layer_norm_grad_decomposed(const RuleArgs& a) {
+  DType dt = a.inputs[0].dtype(), math = dtype_size(dt) == 2 ? DType::f32 : dt;
+  Value x = to(a.inputs[0], math), dy = to(a.inputs[1], math), scale = input_or_none(a, 2);
+  if (scale.valid()) scale = to(scale, math);
+  bool center = a.attrs.get_bool("center");
+  IntList axes = range(norm_axis(a.attrs.get_int("axis"), x.rank()), x.rank());
+  Normed n = normalize(x, axes, a.attrs.get_float("epsilon"), center);
+  Value g = scale.valid() ? dy * scale : dy;
+  Value dx = normalize_dot(g, n, axes, center);
+  // Over the leading axes (none: the per-element values themselves).
+  IntList lead = range(0, axes.empty() ? x.rank() : axes.front());
+  auto over_lead = [&](Value v) { return to(lead.empty() ? v : rules::sum(v, lead), dt); };
+  return {to(dx, dt), over_lead(dy * n.xhat), over_lead(dy)};
+}
 Values layer_norm_jvp(const RuleArgs& a, ValueSpan t) { return trailing_jvp(a, t, true); }
 Values rms_norm_vjp(const RuleArgs& a, ValueSpan ct) { return trailing_vjp(a, ct, false); }
 Values rms_norm_jvp(const RuleArgs& a, ValueSpan t) { return trailing_jvp(a, t, false); }

@@ -22,6 +22,7 @@ VmapResult softmax_vmap(const RuleArgs& a, AxisSpan in_axes);  // both softmaxes
 
 // layer_norm (centred) and rms_norm over [axis, rank).
 Values layer_norm_vjp(const RuleArgs& a, ValueSpan ct);
+Values layer_norm_grad_decomposed(const RuleArgs& a);
 Values layer_norm_jvp(const RuleArgs& a, ValueSpan t);
 Values rms_norm_vjp(const RuleArgs& a, ValueSpan ct);
 Values rms_norm_jvp(const RuleArgs& a, ValueSpan t);

@@ -60,6 +60,7 @@ constexpr PolicyEntry kPolicy[] = {
     {"softmax", Role::keep_f32},
     {"log_softmax", Role::keep_f32},
     {"layer_norm", Role::keep_f32},
+    {"layer_norm_grad", Role::keep_f32},
     {"rms_norm", Role::keep_f32},
     {"batch_norm", Role::keep_f32},
     {"group_norm", Role::keep_f32},

@@ -68,6 +68,7 @@ const char* const kNative[] = {
     "argmin", "cumsum", "sum_squares",
     // nn.cu, attention.cu
     "softmax", "log_softmax", "layer_norm", "rms_norm", "embedding", "attention", "cross_entropy",
+    "layer_norm_grad",
     // pool.cu, resize.cu, window_grad.cu
     "max_pool", "avg_pool", "global_max_pool", "global_avg_pool", "resize", "max_pool_grad",
     "avg_pool_grad", "max_pool_gather", "resize_grad"};

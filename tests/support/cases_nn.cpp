@@ -25,6 +25,13 @@ void softmax_cases(Cases& c) {
 void norm_cases(Cases& c) {
   // layer_norm / rms_norm: scale and bias have x.shape[axis:].
   c.push_back(ok("layer_norm", {"f32[2,3,4]"}, {}, {"f32[2,3,4]"}));
+  c.push_back(ok("layer_norm_grad", {"f32[2,3,4]", "f32[2,3,4]", "f32[4]"}, {},
+                 {"f32[2,3,4]", "f32[4]", "f32[4]"}));
+  c.push_back(ok("layer_norm_grad", {"bf16[b,s,8]", "bf16[b,s,?]"}, {{"axis", 1}, {"center", false}},
+                 {"bf16[b,s,8]", "bf16[s,8]", "bf16[s,8]"}));
+  c.push_back(bad("layer_norm_grad", {"f32[2,4]", "f32[2,5]"}, {}, V, "got 4 and 5"));
+  c.push_back(bad("layer_norm_grad", {"f32[2,4]", "f32[2,4]", "f32[3]"}, {}, V, "scale"));
+  c.push_back(bad("layer_norm_grad", {"f32[2,4]", "f16[2,4]"}, {}, T, "same dtype"));
   c.push_back(ok("layer_norm", {"f32[2,3,4]", "f32[4]", "f32[4]"}, {}, {"f32[2,3,4]"}));
   c.push_back(ok("layer_norm", {"f32[2,3,4]", "f32[3,4]"}, {{"axis", 1}}, {"f32[2,3,4]"}));
   c.push_back(ok("layer_norm", {"f16[2,3,4]", "f16[3,4]", "f16[3,4]"},

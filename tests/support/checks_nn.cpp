@@ -162,6 +162,77 @@ void trailing_norm_checks(CheckTable& t) {
   }
 }
 
+// layer_norm_grad: (dx, dscale, dbias) for x, dy and the optional scale over [axis, rank):
+// dx = inv (g - mean(g) - xhat mean(g xhat)) with g = dy scale (no mean(g) for rms);
+// dscale = sum over rows of dy xhat, dbias of dy.
+Tensors norm_grad_ref(const Tensors& in, const Attrs& a) {
+  const Shape& s = in[0].shape();
+  auto x = values(in[0]), dy = values(in[1]);
+  size_t ax = axis_of(a, s.size());
+  int64_t rows = prod(s, 0, ax), n = prod(s, ax, s.size());
+  std::vector<double> sc = in.size() > 2 ? values(in[2]) : std::vector<double>(size_t(n), 1.0);
+  bool center = a.get_bool("center");
+  double eps = a.get_float("epsilon");
+  std::vector<double> dx(x.size()), ds(static_cast<size_t>(n)), db(static_cast<size_t>(n));
+  for (int64_t r = 0; r < rows; ++r) {
+    const double* row = x.data() + r * n;
+    const double* d = dy.data() + r * n;
+    double mean = 0, var = 0, mg = 0, mgx = 0;
+    if (center) {
+      for (int64_t i = 0; i < n; ++i) mean += row[i];
+      mean /= double(n);
+    }
+    for (int64_t i = 0; i < n; ++i) var += (row[i] - mean) * (row[i] - mean);
+    double inv = 1 / std::sqrt(var / double(n) + eps);
+    for (int64_t i = 0; i < n; ++i) {
+      double xh = (row[i] - mean) * inv, g = d[i] * sc[size_t(i)];
+      mg += g / double(n);
+      mgx += g * xh / double(n);
+      ds[size_t(i)] += d[i] * xh;
+      db[size_t(i)] += d[i];
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      double xh = (row[i] - mean) * inv, g = d[i] * sc[size_t(i)];
+      dx[size_t(r * n + i)] = inv * (g - (center ? mg : 0) - xh * mgx);
+    }
+  }
+  Shape tail(s.begin() + int64_t(ax), s.end());
+  DType dt = in[0].dtype();
+  return {Tensor::from_doubles(dt, s, dx), Tensor::from_doubles(dt, tail, ds),
+          Tensor::from_doubles(dt, tail, db)};
+}
+
+void norm_grad_checks(CheckTable& t) {
+  uint64_t seed = 400;
+  struct Case {
+    Shape shape;
+    int64_t axis;
+    bool scale;
+    const char* note;
+  };
+  const Case cases[] = {
+      {{2, 3, 4}, -1, true, "last axis, scale"},
+      {{5, 6}, -1, false, "no scale"},
+      {{2, 3, 4}, 1, true, "two axes"},
+      {{3, 4}, 0, true, "all axes"},
+      {{0, 4}, 1, true, "no rows"},
+      {{37, 768}, -1, true, "rows of 768, blocks"},
+      {{9, 1000}, -1, true, "rows of 1000"},
+      {{3, 1030}, -1, true, "rows past the kernel's (decomposed on cuda)"},
+  };
+  for (bool center : {true, false})
+    for (DType dt : kFloats)
+      for (const Case& c : cases) {
+        Shape tail(c.shape.begin() + int64_t(axis_of({{"axis", c.axis}}, c.shape.size())),
+                   c.shape.end());
+        Tensors in{random_tensor(dt, c.shape, ++seed, -3, 5), random_tensor(dt, c.shape, ++seed)};
+        if (c.scale) in.push_back(random_tensor(dt, tail, ++seed, -2, 2));
+        t.add(ref_check("layer_norm_grad", dt, in,
+                        {{"axis", c.axis}, {"epsilon", 1e-5}, {"center", center}}, norm_grad_ref,
+                        c.note));
+      }
+}
+
 // ---- group_norm, batch_norm --------------------------------------------------------
 
 // x [N, C, S...]; statistics per (n, group of C/G channels), affine per channel.
@@ -716,6 +787,7 @@ CheckTable checks_nn() {
   CheckTable t;
   softmax_checks(t);
   trailing_norm_checks(t);
+  norm_grad_checks(t);
   channel_norm_checks(t);
   attention_checks(t);
   attention_grad_checks(t);

@@ -36,6 +36,9 @@ GradTable grads_nn() {
   t.add(grad_check("layer_norm", {{2, 5}, {5}}, {{"axis", -1}, {"epsilon", 0.1}}, -1, 1,
                    "scale only, epsilon"));
   t.add(grad_check("layer_norm", {{3, 2}, {3, 2}, {3, 2}}, {{"axis", 0}}, -1, 1, "all axes"));
+  t.add(grad_check("layer_norm_grad", {{3, 4}, {3, 4}, {4}}, {}, -1, 1, "scale"));
+  t.add(grad_check("layer_norm_grad", {{2, 3, 2}, {2, 3, 2}}, {{"axis", 1}, {"center", false}}, -1,
+                   1, "rms, two axes"));
   t.add(grad_check("rms_norm", {{3, 4}}, {}, -1, 1, "no scale"));
   t.add(grad_check("rms_norm", {{2, 3, 4}, {3, 4}}, {{"axis", -2}}, -1, 1, "negative axis"));
   t.add(grad_check("rms_norm", {{2, 5}, {5}}, {{"epsilon", 0.1}}, -1, 1, "epsilon"));

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string_view>
 
 #include "backend/cuda/copy.h"
@@ -52,6 +53,17 @@ LtState& lt_state(Device d) {
     states[size_t(d.index)] = s;
   });
   return *states[size_t(d.index)];
+}
+
+// Time cuBLASLt's candidate algorithms on a problem's first call and keep the fastest
+// (RLX_GEMM_TUNE=0: its first choice). Its first choice can be far off for some shapes: a
+// weight gradient (768 x 768, k = 8192) ran at a third of the bf16 peak.
+bool tune_gemms() {
+  static const bool on = [] {
+    const char* e = std::getenv("RLX_GEMM_TUNE");
+    return !(e && std::string_view(e) == "0");
+  }();
+  return on;
 }
 
 bool tf32() {
@@ -125,6 +137,34 @@ cudaDataType_t data_type(DType t) {
   }
 }
 
+// Of `count` candidates (candidate(i): an algorithm, or none), the one whose launches
+// run fastest on the stream: one warm-up and three timed launches each. None when no
+// candidate launches.
+template <class Candidate, class Launch>
+std::optional<cublasLtMatmulAlgo_t> fastest(int count, Candidate candidate, Launch launch,
+                                            cudaStream_t stream) {
+  cudaEvent_t start, stop;
+  RLX_CUDA(cudaEventCreate(&start));
+  RLX_CUDA(cudaEventCreate(&stop));
+  std::optional<cublasLtMatmulAlgo_t> best;
+  float best_ms = 0;
+  for (int i = 0; i < count; ++i) {
+    std::optional<cublasLtMatmulAlgo_t> a = candidate(i);
+    if (!a || launch(*a) != CUBLAS_STATUS_SUCCESS) continue;
+    RLX_CUDA(cudaEventRecord(start, stream));
+    bool ok = true;
+    for (int r = 0; r < 3 && ok; ++r) ok = launch(*a) == CUBLAS_STATUS_SUCCESS;
+    RLX_CUDA(cudaEventRecord(stop, stream));
+    RLX_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    RLX_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    if (ok && (!best || ms < best_ms)) best = a, best_ms = ms;
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
 struct Gemm {
   DType dtype;
   int64_t m, n, k, batch;  // column-major m x n = (m x k) (k x n)
@@ -195,15 +235,34 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
       size_t ws = kWorkspace;
       RLX_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &ws, sizeof ws));
-      cublasLtMatmulHeuristicResult_t res{};
+      constexpr int kCandidates = 8;
+      std::array<cublasLtMatmulHeuristicResult_t, kCandidates> res{};
       int found = 0;
-      RLX_LT(
-          cublasLtMatmulAlgoGetHeuristic(st.handle, desc, la, lb, lc, lc, pref, 1, &res, &found));
+      RLX_LT(cublasLtMatmulAlgoGetHeuristic(st.handle, desc, la, lb, lc, lc, pref, kCandidates,
+                                            res.data(), &found));
       cublasLtMatmulPreferenceDestroy(pref);
       if (found == 0)
         fail<NotSupported>("matmul", "expected cuBLASLt to have an algorithm for ",
                            dtype_name(g.dtype), " m=", g.m, " n=", g.n, " k=", g.k, ", got none");
-      algo = res.algo;
+      algo = res[0].algo;
+      // Timing writes c: only where c holds no term of the result (beta 0), and not while
+      // the stream is being captured into a graph (no waiting then).
+      cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+      RLX_CUDA(cudaStreamIsCapturing(stream, &capturing));
+      if (found > 1 && g.beta == 0 && tune_gemms() && capturing == cudaStreamCaptureStatusNone) {
+        float zero = 0, one = float(g.alpha);
+        double zero_d = 0, one_d = g.alpha;
+        const void* al = f64 ? static_cast<const void*>(&one_d) : &one;
+        const void* be = f64 ? static_cast<const void*>(&zero_d) : &zero;
+        auto launch = [&](const cublasLtMatmulAlgo_t& a) {
+          return cublasLtMatmul(st.handle, desc, al, g.a->t.data(), la, g.b->t.data(), lb, be,
+                                g.c, lc, g.c, lc, &a, st.workspace.data(), kWorkspace, stream);
+        };
+        algo = fastest(found, [&](int i) -> std::optional<cublasLtMatmulAlgo_t> {
+          if (res[size_t(i)].state != CUBLAS_STATUS_SUCCESS) return std::nullopt;
+          return res[size_t(i)].algo;
+        }, launch, stream).value_or(algo);
+      }
       st.algos.emplace(key, algo);
     }
   }

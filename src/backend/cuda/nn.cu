@@ -228,6 +228,157 @@ void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
   RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
 }
 
+// ---- layer_norm_grad --------------------------------------------------------------------
+// A warp a row (n <= 32 kPer), the row's x and dy in registers: mean and 1/std, then
+//   dx = inv (dy w - mean(dy w) - xhat mean(dy w xhat))   (no mean(dy w) term for rms),
+// while each warp sums dy xhat (dscale) and dy (dbias) per column in registers. A block's
+// warps add theirs in order in shared memory; norm_grad_columns adds the blocks' in order:
+// the same result every run.
+
+constexpr int kNormGradWarps = kThreads / 32;
+
+template <bool kCenter, int kPer, class T>
+__global__ void __launch_bounds__(kThreads)
+    norm_grad_rows(const T* x0, const T* dy0, const T* scale, T* dx0, compute_t<T>* part,
+                   int64_t rows, int n, double eps) {
+  using C = compute_t<T>;
+  extern __shared__ __align__(16) unsigned char norm_smem[];
+  C* acc = reinterpret_cast<C*>(norm_smem);  // [dscale, dbias][n]
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  C ds[kPer] = {}, db[kPer] = {};
+  for (int64_t r = int64_t(blockIdx.x) * kNormGradWarps + warp; r < rows;
+       r += int64_t(gridDim.x) * kNormGradWarps) {
+    const T* x = x0 + r * n;
+    const T* dy = dy0 + r * n;
+    C xv[kPer], dv[kPer], sum = 0;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      int i = lane + 32 * k;
+      xv[k] = i < n ? C(load(x[i])) : C(0);
+      dv[k] = i < n ? C(load(dy[i])) : C(0);
+      sum += xv[k];
+    }
+    C mean = kCenter ? shfl(warp_fold<SumF>(sum), 0, false) / C(n) : C(0), ss = 0;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k)
+      if (lane + 32 * k < n) ss += (xv[k] - mean) * (xv[k] - mean);
+    C inv = C(1) / sqrt(shfl(warp_fold<SumF>(ss), 0, false) / C(n) + C(eps));
+    C sg = 0, sgx = 0;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      int i = lane + 32 * k;
+      C xh = (xv[k] - mean) * inv, g = dv[k] * (scale && i < n ? C(load(scale[i])) : C(1));
+      sg += g;
+      sgx += g * xh;
+      ds[k] += dv[k] * xh;  // 0 past n: dv is
+      db[k] += dv[k];
+      xv[k] = xh;
+      dv[k] = g;
+    }
+    sg = kCenter ? shfl(warp_fold<SumF>(sg), 0, false) / C(n) : C(0);
+    sgx = shfl(warp_fold<SumF>(sgx), 0, false) / C(n);
+    T* dx = dx0 + r * n;
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      int i = lane + 32 * k;
+      if (i < n) dx[i] = store<T>(inv * (dv[k] - sg - xv[k] * sgx));
+    }
+  }
+  for (int w = 0; w < kNormGradWarps; ++w) {
+    if (warp == w)
+#pragma unroll
+      for (int k = 0; k < kPer; ++k) {
+        int i = lane + 32 * k;
+        if (i >= n) continue;
+        acc[i] = w ? acc[i] + ds[k] : ds[k];
+        acc[n + i] = w ? acc[n + i] + db[k] : db[k];
+      }
+    __syncthreads();
+  }
+  for (int j = threadIdx.x; j < 2 * n; j += blockDim.x) part[int64_t(blockIdx.x) * 2 * n + j] = acc[j];
+}
+
+// dscale, dbias: column j of part [blocks, 2n] summed over the blocks, 32 columns a block
+// (coalesced), 8 row groups folded in order in shared memory.
+template <class T>
+__global__ void norm_grad_columns(const compute_t<T>* part, int blocks, int n, T* dscale,
+                                  T* dbias) {
+  using C = compute_t<T>;
+  __shared__ C sums[8][32];
+  const int j = blockIdx.x * 32 + threadIdx.x;
+  C s = 0;
+  if (j < 2 * n)
+    for (int b = threadIdx.y; b < blocks; b += 8) s += part[int64_t(b) * 2 * n + j];
+  sums[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < 2 * n) {
+    for (int y = 1; y < 8; ++y) s += sums[y][threadIdx.x];
+    if (j < n)
+      dscale[j] = store<T>(s);
+    else
+      dbias[j - n] = store<T>(s);
+  }
+}
+
+// The largest row layer_norm_grad's kernel takes in registers.
+constexpr int64_t kNormGradMax = 1024;
+
+void layer_norm_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor &x = in[0], &dy = in[1];
+  const auto& shape = x.shape();
+  int64_t a = ctx.attrs.get_int("axis");
+  size_t axis = size_t(a < 0 ? a + x.rank() : a);
+  int64_t rows = prod(shape, 0, axis), n = prod(shape, axis, shape.size());
+  cudaStream_t s = stream_of(ctx);
+  if (n == 0) return;
+  if (rows == 0) {
+    fill(out[1], 0, s);
+    fill(out[2], 0, s);
+    return;
+  }
+  bool center = ctx.attrs.get_bool("center");
+  double eps = ctx.attrs.get_float("epsilon");
+  int blocks = int(std::min<int64_t>((rows + kNormGradWarps - 1) / kNormGradWarps,
+                                     int64_t(sm_count()) * 2));
+  visit(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T>) {
+      using C = compute_t<T>;
+      Tensor part = Tensor::empty(std::is_same_v<C, double> ? DType::f64 : DType::f32,
+                                  {blocks, 2 * n}, x.device());
+      auto pp = static_cast<C*>(part.data());
+      auto rows_with = [&](auto per) {
+        constexpr int kPer = decltype(per)::value;
+        auto launch = [&](auto kern) {
+          kern<<<blocks, kThreads, size_t(2 * n) * sizeof(C), s>>>(
+              static_cast<const T*>(x.data()), static_cast<const T*>(dy.data()),
+              in.size() > 2 ? static_cast<const T*>(in[2].data()) : nullptr,
+              static_cast<T*>(out[0].data()), pp, rows, int(n), eps);
+        };
+        if (center)
+          launch(norm_grad_rows<true, kPer, T>);
+        else
+          launch(norm_grad_rows<false, kPer, T>);
+      };
+      if (n <= 64)
+        rows_with(std::integral_constant<int, 2>{});
+      else if (n <= 128)
+        rows_with(std::integral_constant<int, 4>{});
+      else if (n <= 256)
+        rows_with(std::integral_constant<int, 8>{});
+      else if (n <= 512)
+        rows_with(std::integral_constant<int, 16>{});
+      else if (n <= 768)
+        rows_with(std::integral_constant<int, 24>{});
+      else
+        rows_with(std::integral_constant<int, 32>{});
+      norm_grad_columns<T><<<int((2 * n + 31) / 32), dim3(32, 8), 0, s>>>(
+          pp, blocks, int(n), static_cast<T*>(out[1].data()), static_cast<T*>(out[2].data()));
+    }
+  });
+  RLX_CUDA_LAUNCHED("layer_norm_grad");
+}
+
 // Rows of the table picked by indices; an index out of range is reported in *bad (the
 // first one seen wins) and its row left unwritten.
 template <class E, class I>
@@ -462,6 +613,15 @@ void register_nn(KernelRegistry& r) {
   add_kernel(r, "log_softmax", softmax_kernel<true>, dtype_in(kFloat));
   add_kernel(r, "layer_norm", norm_kernel<false>, dtype_in(kFloat));
   add_kernel(r, "rms_norm", norm_kernel<true>, dtype_in(kFloat));
+  add_kernel(r, "layer_norm_grad", layer_norm_grad_kernel, [](const KernelQuery& q) {
+    const TensorType& x = q.inputs[0];
+    int64_t a = q.attrs.get_int("axis"), n = 1;
+    for (size_t i = size_t(a < 0 ? a + x.rank() : a); i < x.shape.size(); ++i) {
+      if (!x.shape[i].is_static()) return false;
+      n *= x.shape[i].value();
+    }
+    return is_float(x.dtype) && n <= kNormGradMax;
+  });
 }
 
 }  // namespace rlx::gpu
