@@ -68,7 +68,6 @@ const char* const kNative[] = {
     "argmin", "cumsum", "sum_squares",
     // nn.cu, attention.cu
     "softmax", "log_softmax", "layer_norm", "rms_norm", "embedding", "attention", "cross_entropy",
-    "layer_norm_grad",
     // pool.cu, resize.cu, window_grad.cu
     "max_pool", "avg_pool", "global_max_pool", "global_avg_pool", "resize", "max_pool_grad",
     "avg_pool_grad", "max_pool_gather", "resize_grad"};
@@ -103,6 +102,26 @@ TEST(CudaDispatch, FloatMatmulIsNativeIntegerMatmulRunsOnTheHost) {
     EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), dispatch_path_name(want))
         << check_label(c) << " " << dtype_name(c.dtype);
   }
+}
+
+// layer_norm_grad's kernel holds a row in registers: rows up to 1024 values are native,
+// longer ones decompose.
+TEST(CudaDispatch, LayerNormGradIsNativeUpTo1024) {
+  int native = 0, decomposed = 0;
+  for (const OpCheck& c : table().checks) {
+    if (c.op != "layer_norm_grad") continue;
+    const auto& shape = c.inputs[0].shape();
+    int64_t a = c.attrs.get_int("axis"), n = 1;
+    for (size_t i = size_t(a < 0 ? a + int64_t(shape.size()) : a); i < shape.size(); ++i)
+      n *= shape[i];
+    DispatchPath p = path_on_cuda(c);
+    EXPECT_EQ(dispatch_path_name(p),
+              dispatch_path_name(n <= 1024 ? DispatchPath::native : DispatchPath::decomposed))
+        << check_label(c);
+    (p == DispatchPath::native ? native : decomposed)++;
+  }
+  EXPECT_GT(native, 0);
+  EXPECT_GT(decomposed, 0);
 }
 
 // Regions of float and bool values compile to one NVRTC kernel; the others (integer
