@@ -18,7 +18,7 @@ struct CompiledGraph::Impl {
   std::shared_ptr<const detail::Program> program;
   std::vector<std::string> inputs, params, outputs;
   std::map<std::string, size_t, std::less<>> param_index;  // a train step sets hundreds
-  std::vector<size_t> input_slot, param_slot;  // argument index of each input / param
+  std::vector<size_t> input_slot, param_slot;              // argument index of each input / param
   std::vector<PassStat> pass_stats;
   bool from_cache = false;
 

@@ -27,8 +27,8 @@ void norm_cases(Cases& c) {
   c.push_back(ok("layer_norm", {"f32[2,3,4]"}, {}, {"f32[2,3,4]"}));
   c.push_back(ok("layer_norm_grad", {"f32[2,3,4]", "f32[2,3,4]", "f32[4]"}, {},
                  {"f32[2,3,4]", "f32[4]", "f32[4]"}));
-  c.push_back(ok("layer_norm_grad", {"bf16[b,s,8]", "bf16[b,s,?]"}, {{"axis", 1}, {"center", false}},
-                 {"bf16[b,s,8]", "bf16[s,8]", "bf16[s,8]"}));
+  c.push_back(ok("layer_norm_grad", {"bf16[b,s,8]", "bf16[b,s,?]"},
+                 {{"axis", 1}, {"center", false}}, {"bf16[b,s,8]", "bf16[s,8]", "bf16[s,8]"}));
   c.push_back(bad("layer_norm_grad", {"f32[2,4]", "f32[2,5]"}, {}, V, "got 4 and 5"));
   c.push_back(bad("layer_norm_grad", {"f32[2,4]", "f32[2,4]", "f32[3]"}, {}, V, "scale"));
   c.push_back(bad("layer_norm_grad", {"f32[2,4]", "f16[2,4]"}, {}, T, "same dtype"));
@@ -388,8 +388,8 @@ void misc_cases(Cases& c) {
   c.push_back(ok("cross_entropy_grad", {"bf16[8,10]", "i64[8]", "f32[]"}, {}, {"bf16[8,10]"}));
   c.push_back(bad("cross_entropy_grad", {lg, "i64[8]", "i32[]"}, {}, T, "float dtype"));
   c.push_back(ok("cross_entropy", {"bf16[8,10]", "i64[8]"}, {{"f32_loss", true}}, {"f32[]"}));
-  c.push_back(ok("cross_entropy", {"f16[8,10]", "i64[8]"}, {{"reduction", "none"}, {"f32_loss", true}},
-                 {"f32[8]"}));
+  c.push_back(ok("cross_entropy", {"f16[8,10]", "i64[8]"},
+                 {{"reduction", "none"}, {"f32_loss", true}}, {"f32[8]"}));
   c.push_back(ok("cross_entropy", {"f64[8,10]", "i64[8]"}, {{"f32_loss", true}}, {"f64[]"}));
   c.push_back(bad("cross_entropy", {lg, "i64[8]"}, {{"f32_loss", 1}}, T, "'f32_loss' of kind"));
   c.push_back(bad("cross_entropy", {lg, "bool[8]"}, {}, T, "integer class labels"));

@@ -772,7 +772,8 @@ void cross_entropy_grad_checks(CheckTable& t) {
     add({logits({4, 5}), tensor_of(DType::i64, {4}, {1, 0, 4, 2}),
          tensor_of(DType::f32, {}, {0.125})},
         {}, "f32 weight");
-    add({logits({3, 6}), tensor_of(DType::i64, {3}, {5, 0, 2}), random_tensor(DType::f64, {3}, ++seed)},
+    add({logits({3, 6}), tensor_of(DType::i64, {3}, {5, 0, 2}),
+         random_tensor(DType::f64, {3}, ++seed)},
         {{"label_smoothing", 0.2}}, "f64 row weights");
   }
   t.add(ref_check("cross_entropy_grad", DType::f32,

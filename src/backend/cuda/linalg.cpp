@@ -255,13 +255,17 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
         const void* al = f64 ? static_cast<const void*>(&one_d) : &one;
         const void* be = f64 ? static_cast<const void*>(&zero_d) : &zero;
         auto launch = [&](const cublasLtMatmulAlgo_t& a) {
-          return cublasLtMatmul(st.handle, desc, al, g.a->t.data(), la, g.b->t.data(), lb, be,
-                                g.c, lc, g.c, lc, &a, st.workspace.data(), kWorkspace, stream);
+          return cublasLtMatmul(st.handle, desc, al, g.a->t.data(), la, g.b->t.data(), lb, be, g.c,
+                                lc, g.c, lc, &a, st.workspace.data(), kWorkspace, stream);
         };
-        algo = fastest(found, [&](int i) -> std::optional<cublasLtMatmulAlgo_t> {
-          if (res[size_t(i)].state != CUBLAS_STATUS_SUCCESS) return std::nullopt;
-          return res[size_t(i)].algo;
-        }, launch, stream).value_or(algo);
+        algo = fastest(
+                   found,
+                   [&](int i) -> std::optional<cublasLtMatmulAlgo_t> {
+                     if (res[size_t(i)].state != CUBLAS_STATUS_SUCCESS) return std::nullopt;
+                     return res[size_t(i)].algo;
+                   },
+                   launch, stream)
+                   .value_or(algo);
       }
       st.algos.emplace(key, algo);
     }

@@ -295,7 +295,8 @@ __global__ void __launch_bounds__(kThreads)
       }
     __syncthreads();
   }
-  for (int j = threadIdx.x; j < 2 * n; j += blockDim.x) part[int64_t(blockIdx.x) * 2 * n + j] = acc[j];
+  for (int j = threadIdx.x; j < 2 * n; j += blockDim.x)
+    part[int64_t(blockIdx.x) * 2 * n + j] = acc[j];
 }
 
 // dscale, dbias: column j of part [blocks, 2n] summed over the blocks, 32 columns a block
@@ -338,8 +339,8 @@ void layer_norm_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
   }
   bool center = ctx.attrs.get_bool("center");
   double eps = ctx.attrs.get_float("epsilon");
-  int blocks = int(std::min<int64_t>((rows + kNormGradWarps - 1) / kNormGradWarps,
-                                     int64_t(sm_count()) * 2));
+  int blocks =
+      int(std::min<int64_t>((rows + kNormGradWarps - 1) / kNormGradWarps, int64_t(sm_count()) * 2));
   visit(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_float_v<T>) {
@@ -543,8 +544,7 @@ void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
 // y is ignore_index (a label out of range was the forward's error; here it has no one-hot).
 template <bool kBlock, class T, class I>
 __global__ void xent_grad_rows(const T* x0, const I* labels, const compute_t<T>* w, bool w_rows,
-                               T* dx0,
-                               int64_t rows, int64_t classes, double eps, int64_t ignore) {
+                               T* dx0, int64_t rows, int64_t classes, double eps, int64_t ignore) {
   using C = compute_t<T>;
   Group<kBlock> g;
   for (int64_t r = g.first(); r < rows; r += g.stride()) {
@@ -593,8 +593,8 @@ void cross_entropy_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
           launch_rows(rows, classes, [&](auto block, int grid, int threads) {
             xent_grad_rows<decltype(block)::value, T, I><<<grid, threads, 0, s>>>(
                 static_cast<const T*>(x.data()), static_cast<const I*>(t.data()),
-                static_cast<const compute_t<T>*>(w.data()), w_rows, static_cast<T*>(dx.data()), rows, classes,
-                eps, ignore);
+                static_cast<const compute_t<T>*>(w.data()), w_rows, static_cast<T*>(dx.data()),
+                rows, classes, eps, ignore);
           });
       });
     }

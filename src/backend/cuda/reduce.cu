@@ -496,8 +496,7 @@ __global__ void __launch_bounds__(kThreads) square_parts(SquareSegs s, double* p
       acc = square_share(static_cast<const __half*>(s.data[lo]), s.numel[lo], start, stride);
       break;
     case DType::bf16:
-      acc = square_share(static_cast<const __nv_bfloat16*>(s.data[lo]), s.numel[lo], start,
-                         stride);
+      acc = square_share(static_cast<const __nv_bfloat16*>(s.data[lo]), s.numel[lo], start, stride);
       break;
     default:
       acc = square_share(static_cast<const float*>(s.data[lo]), s.numel[lo], start, stride);
@@ -507,8 +506,8 @@ __global__ void __launch_bounds__(kThreads) square_parts(SquareSegs s, double* p
 }
 
 // y = (add ? y : 0) + the sum of part[0..n), in a fixed order.
-__global__ void __launch_bounds__(1024) square_total(const double* part, int n, bool add,
-                                                     double* y) {
+__global__ void __launch_bounds__(1024)
+    square_total(const double* part, int n, bool add, double* y) {
   double acc = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) acc += part[i];
   acc = block_fold<SumOp>(acc);
