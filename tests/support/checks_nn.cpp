@@ -227,9 +227,13 @@ void norm_grad_checks(CheckTable& t) {
                    c.shape.end());
         Tensors in{random_tensor(dt, c.shape, ++seed, -3, 5), random_tensor(dt, c.shape, ++seed)};
         if (c.scale) in.push_back(random_tensor(dt, tail, ++seed, -2, 2));
-        t.add(ref_check("layer_norm_grad", dt, in,
-                        {{"axis", c.axis}, {"epsilon", 1e-5}, {"center", center}}, norm_grad_ref,
-                        c.note));
+        OpCheck check = ref_check("layer_norm_grad", dt, in,
+                                  {{"axis", c.axis}, {"epsilon", 1e-5}, {"center", center}},
+                                  norm_grad_ref, c.note);
+        // dscale sums dy xhat over rows (terms up to ~10, cancelling): f32 sums in another
+        // order differ by a few ulps of the terms (seen on the H200: 1.7e-6 of 0.0384).
+        if (dt == DType::f32) check.rtol = 1e-4, check.atol = 2e-5;
+        t.add(std::move(check));
       }
 }
 
