@@ -38,6 +38,8 @@ Value sum_all(Value x) { return x.rank() == 0 ? x : sum(x); }
 Value expand(Value x, const IntList& axes) { return axes.empty() ? x : expand_dims(x, axes); }
 Value swap_last2(Value x) { return moveaxis(x, -1, -2); }
 Value to(Value x, DType dt) { return x.dtype() == dt ? x : cast(x, dt); }
+// The dtype the device kernels compute a float dtype in: f32 for 16-bit ones.
+DType math_of(DType dt) { return dtype_size(dt) == 2 ? DType::f32 : dt; }
 Value select(Value cond, Value a, Value b) { return op("select", {cond, a, b}); }
 
 Value input_or_none(const RuleArgs& a, size_t i) {
@@ -182,7 +184,7 @@ Values layer_norm_vjp(const RuleArgs& a, ValueSpan ct) { return trailing_vjp(a, 
 
 // 16-bit inputs in f32, as the device kernels compute them; the results in their dtype.
 Values layer_norm_grad_decomposed(const RuleArgs& a) {
-  DType dt = a.inputs[0].dtype(), math = dtype_size(dt) == 2 ? DType::f32 : dt;
+  DType dt = a.inputs[0].dtype(), math = math_of(dt);
   Value x = to(a.inputs[0], math), dy = to(a.inputs[1], math), scale = input_or_none(a, 2);
   if (scale.valid()) scale = to(scale, math);
   bool center = a.attrs.get_bool("center");
@@ -589,7 +591,7 @@ Values cross_entropy_vjp(const RuleArgs& a, ValueSpan ct) {
 // 16-bit logits in f32, as the device kernels compute them; the result in the logits' dtype.
 Values cross_entropy_grad_decomposed(const RuleArgs& a) {
   CrossEntropy c = read_cross_entropy(a, "decompose");
-  DType dt = c.x.dtype(), math = dtype_size(dt) == 2 ? DType::f32 : dt;
+  DType dt = c.x.dtype(), math = math_of(dt);
   c.x = to(c.x, math);
   Value w = to(a.inputs[2], math);
   w = expand_dims(w, {w.rank()});  // against [..., C]

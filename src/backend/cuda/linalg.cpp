@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <optional>
+#include <span>
 #include <string_view>
 
 #include "backend/cuda/copy.h"
@@ -137,28 +137,26 @@ cudaDataType_t data_type(DType t) {
   }
 }
 
-// Of `count` candidates (candidate(i): an algorithm, or none), the one whose launches
-// run fastest on the stream: one warm-up and three timed launches each. None when no
-// candidate launches.
-template <class Candidate, class Launch>
-std::optional<cublasLtMatmulAlgo_t> fastest(int count, Candidate candidate, Launch launch,
-                                            cudaStream_t stream) {
+// Of the heuristic's usable results, the algorithm whose launches run fastest on the
+// stream (one warm-up and three timed launches each); `fallback` when none launches.
+template <class Launch>
+cublasLtMatmulAlgo_t fastest(std::span<const cublasLtMatmulHeuristicResult_t> results,
+                             cublasLtMatmulAlgo_t fallback, Launch launch, cudaStream_t stream) {
   cudaEvent_t start, stop;
   RLX_CUDA(cudaEventCreate(&start));
   RLX_CUDA(cudaEventCreate(&stop));
-  std::optional<cublasLtMatmulAlgo_t> best;
-  float best_ms = 0;
-  for (int i = 0; i < count; ++i) {
-    std::optional<cublasLtMatmulAlgo_t> a = candidate(i);
-    if (!a || launch(*a) != CUBLAS_STATUS_SUCCESS) continue;
+  cublasLtMatmulAlgo_t best = fallback;
+  float best_ms = -1;
+  for (const cublasLtMatmulHeuristicResult_t& r : results) {
+    if (r.state != CUBLAS_STATUS_SUCCESS || launch(r.algo) != CUBLAS_STATUS_SUCCESS) continue;
     RLX_CUDA(cudaEventRecord(start, stream));
     bool ok = true;
-    for (int r = 0; r < 3 && ok; ++r) ok = launch(*a) == CUBLAS_STATUS_SUCCESS;
+    for (int i = 0; i < 3 && ok; ++i) ok = launch(r.algo) == CUBLAS_STATUS_SUCCESS;
     RLX_CUDA(cudaEventRecord(stop, stream));
     RLX_CUDA(cudaEventSynchronize(stop));
     float ms = 0;
     RLX_CUDA(cudaEventElapsedTime(&ms, start, stop));
-    if (ok && (!best || ms < best_ms)) best = a, best_ms = ms;
+    if (ok && (best_ms < 0 || ms < best_ms)) best = r.algo, best_ms = ms;
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
@@ -223,6 +221,14 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
   std::string key = cat(int(g.dtype), ta, tb, ':', g.m, ',', g.n, ',', g.k, ',', g.batch, ',',
                         g.a->ld, ',', g.b->ld, ',', g.ldc, ',', g.a->batch_stride, ',',
                         g.b->batch_stride, ',', int(compute), ',', int(ct), ',', int(g.epilogue));
+  double one64 = g.alpha, zero64 = g.beta;
+  float one32 = float(g.alpha), zero32 = float(g.beta);
+  const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
+  const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
+  auto launch = [&](const cublasLtMatmulAlgo_t& a) {
+    return cublasLtMatmul(st.handle, desc, alpha, g.a->t.data(), la, g.b->t.data(), lb, beta, g.c,
+                          lc, g.c, lc, &a, st.workspace.data(), kWorkspace, stream);
+  };
   cublasLtMatmulAlgo_t algo;
   {
     std::lock_guard lock(st.mu);
@@ -249,33 +255,12 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
       // the stream is being captured into a graph (no waiting then).
       cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
       RLX_CUDA(cudaStreamIsCapturing(stream, &capturing));
-      if (found > 1 && g.beta == 0 && tune_gemms() && capturing == cudaStreamCaptureStatusNone) {
-        float zero = 0, one = float(g.alpha);
-        double zero_d = 0, one_d = g.alpha;
-        const void* al = f64 ? static_cast<const void*>(&one_d) : &one;
-        const void* be = f64 ? static_cast<const void*>(&zero_d) : &zero;
-        auto launch = [&](const cublasLtMatmulAlgo_t& a) {
-          return cublasLtMatmul(st.handle, desc, al, g.a->t.data(), la, g.b->t.data(), lb, be, g.c,
-                                lc, g.c, lc, &a, st.workspace.data(), kWorkspace, stream);
-        };
-        algo = fastest(
-                   found,
-                   [&](int i) -> std::optional<cublasLtMatmulAlgo_t> {
-                     if (res[size_t(i)].state != CUBLAS_STATUS_SUCCESS) return std::nullopt;
-                     return res[size_t(i)].algo;
-                   },
-                   launch, stream)
-                   .value_or(algo);
-      }
+      if (found > 1 && g.beta == 0 && tune_gemms() && capturing == cudaStreamCaptureStatusNone)
+        algo = fastest({res.data(), size_t(found)}, algo, launch, stream);
       st.algos.emplace(key, algo);
     }
   }
-  double one64 = g.alpha, zero64 = g.beta;
-  float one32 = float(g.alpha), zero32 = float(g.beta);
-  const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
-  const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
-  RLX_LT(cublasLtMatmul(st.handle, desc, alpha, g.a->t.data(), la, g.b->t.data(), lb, beta, g.c, lc,
-                        g.c, lc, &algo, st.workspace.data(), kWorkspace, stream));
+  RLX_LT(launch(algo));
   cublasLtMatrixLayoutDestroy(la);
   cublasLtMatrixLayoutDestroy(lb);
   cublasLtMatrixLayoutDestroy(lc);

@@ -505,23 +505,23 @@ __global__ void __launch_bounds__(kThreads) square_parts(SquareSegs s, double* p
   if (threadIdx.x == 0) part[blockIdx.x] = acc;
 }
 
-// y = (add ? y : 0) + the sum of part[0..n), in a fixed order.
-__global__ void __launch_bounds__(1024)
-    square_total(const double* part, int n, bool add, double* y) {
+// y += the sum of part[0..n), in a fixed order.
+__global__ void __launch_bounds__(1024) square_total(const double* part, int n, double* y) {
   double acc = 0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) acc += part[i];
   acc = block_fold<SumOp>(acc);
-  if (threadIdx.x == 0) y[0] = (add ? y[0] : 0.0) + acc;
+  if (threadIdx.x == 0) y[0] += acc;
 }
 
 void sum_squares_kernel(const KernelContext& ctx, std::span<const Tensor> in,
                         std::span<Tensor> out) {
   cudaStream_t st = stream_of(ctx);
   auto* y = static_cast<double*>(out[0].data());
+  // Each launch adds to y; y starts at 0 (also the sum of no elements).
+  RLX_CUDA(cudaMemsetAsync(y, 0, sizeof(double), st));
   // Blocks an input gets: one a tile, at most a few waves' worth for the largest.
   const int64_t cap = int64_t(sm_count()) * 8;
-  bool added = false;
-  for (size_t at = 0; at < in.size() || !added;) {
+  for (size_t at = 0; at < in.size();) {
     SquareSegs s{};
     int32_t blocks = 0;
     for (; at < in.size() && s.count < kSquareSegs; ++at) {
@@ -534,15 +534,11 @@ void sum_squares_kernel(const KernelContext& ctx, std::span<const Tensor> in,
       blocks += int32_t(std::min(cap, (in[at].numel() + kSquareTile - 1) / kSquareTile));
     }
     s.first_block[s.count] = blocks;
-    if (s.count == 0) {  // no elements at all: the sum is 0
-      if (!added) RLX_CUDA(cudaMemsetAsync(y, 0, sizeof(double), st));
-      break;
-    }
+    if (s.count == 0) break;  // only empty inputs were left
     Tensor part = Tensor::empty(DType::f64, {blocks}, ctx.device);
     auto* p = static_cast<double*>(part.data());
     square_parts<<<blocks, kThreads, 0, st>>>(s, p);
-    square_total<<<1, 1024, 0, st>>>(p, blocks, added, y);
-    added = true;
+    square_total<<<1, 1024, 0, st>>>(p, blocks, y);
   }
   RLX_CUDA_LAUNCHED("sum_squares");
 }
