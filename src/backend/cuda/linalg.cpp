@@ -252,10 +252,14 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
                            dtype_name(g.dtype), " m=", g.m, " n=", g.n, " k=", g.k, ", got none");
       algo = res[0].algo;
       // Timing writes c: only where c holds no term of the result (beta 0), and not while
-      // the stream is being captured into a graph (no waiting then).
+      // the stream is being captured into a graph (no waiting then). Not with an activation
+      // epilogue: the algorithms differ there (on the H200 one took relu(NaN) to 0, where
+      // the first choice keeps NaN, as the CPU does).
       cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
       RLX_CUDA(cudaStreamIsCapturing(stream, &capturing));
-      if (found > 1 && g.beta == 0 && tune_gemms() && capturing == cudaStreamCaptureStatusNone)
+      bool plain = g.epilogue == CUBLASLT_EPILOGUE_DEFAULT || g.epilogue == CUBLASLT_EPILOGUE_BIAS;
+      if (found > 1 && g.beta == 0 && plain && tune_gemms() &&
+          capturing == cudaStreamCaptureStatusNone)
         algo = fastest({res.data(), size_t(found)}, algo, launch, stream);
       st.algos.emplace(key, algo);
     }
