@@ -8,6 +8,7 @@
 
 #include "passes/families.h"
 #include "rlx/error.h"
+#include "rlx/text.h"
 #include "rlx/verify.h"
 
 namespace rlx {
@@ -161,6 +162,8 @@ PipelineResult run_pipeline(const Graph& g, std::span<const std::string> passes,
   }
   result.graph = owned ? std::move(owned) : g.clone();
   if (debug) std::fprintf(stderr, "%s", result.str().c_str());
+  if (env_has("RLX_DEBUG", "graph"))  // the graph the pipeline leaves, as text
+    std::fprintf(stderr, "%s", print_graph(*result.graph).c_str());
   return result;
 }
 

@@ -155,10 +155,14 @@ TEST(CudaRegion, GeneratedKernelsCompile) {
     std::string src = gpu::region_source(body);
     if (src.empty()) continue;
     // The run-time layout, and every input scalar / every input and output flat / every
-    // one strided (coordinates over 3 dims in 32 bits, over 1 in 64).
+    // one strided (coordinates over 3 dims in 32 bits, over 1 in 64) / vectorised, flat
+    // and scalar inputs in turn.
     size_t n = body.args().size() + body.outputs().size() + 8;
-    for (std::string layout : {std::string(), std::string(n, 's'), std::string(n, 'f'),
-                               std::string(n, 'x') + "|3n", std::string(n, 'x') + "|1w"}) {
+    std::string mixed;
+    for (size_t k = 0; k < n; ++k) mixed += k % 2 ? 's' : 'f';
+    for (std::string layout :
+         {std::string(), std::string(n, 's'), std::string(n, 'f'), std::string(n, 'x') + "|3n",
+          std::string(n, 'x') + "|1w", std::string(n, 'f') + "|1nv", mixed + "|1wv"}) {
       src = gpu::region_source(body, layout);
       EXPECT_NO_THROW(EXPECT_FALSE(gpu::region_cubin(src, "sm_90").empty()))
           << check_label(c) << " layout '" << layout << "'";

@@ -241,7 +241,7 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
       size_t ws = kWorkspace;
       RLX_LT(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                   &ws, sizeof ws));
-      constexpr int kCandidates = 8;
+      constexpr int kCandidates = 16;
       std::array<cublasLtMatmulHeuristicResult_t, kCandidates> res{};
       int found = 0;
       RLX_LT(cublasLtMatmulAlgoGetHeuristic(st.handle, desc, la, lb, lc, lc, pref, kCandidates,
@@ -412,24 +412,46 @@ void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
         f.push_back(d);
     return f;
   };
-  // t's dims in groups g0, g1, g2 as [size g0, size g1, size g2].
+  // t's dims in groups g0, g1, g2 as [size g0, size g1, size g2]: a view where t is
+  // contiguous and each group is a run of t's axes in order (a weight gradient's [b, s, d]
+  // contracted over b and s is [d, b*s] with strides [1, d], which cuBLAS reads
+  // transposed), else a copy.
   auto as3 = [&](const Tensor& t, const std::vector<int64_t>& g0, const std::vector<int64_t>& g1,
                  const std::vector<int64_t>& g2) {
-    std::vector<int64_t> perm = g0, shape;
-    perm.insert(perm.end(), g1.begin(), g1.end());
-    perm.insert(perm.end(), g2.begin(), g2.end());
-    for (const auto* g : {&g0, &g1, &g2}) {
+    std::array<const std::vector<int64_t>*, 3> groups{&g0, &g1, &g2};
+    std::vector<int64_t> perm, shape;
+    for (const auto* g : groups) {
+      perm.insert(perm.end(), g->begin(), g->end());
       int64_t n = 1;
       for (int64_t d : *g) n *= t.shape()[size_t(d)];
       shape.push_back(n);
     }
     Tensor p = t.permute(perm);
-    if (!p.is_contiguous()) {
-      Tensor c = Tensor::empty(p.dtype(), p.shape(), p.device());
-      copy_strided(p, c, s);
-      p = c;
+    if (p.is_contiguous()) return p.reshape(shape);
+    auto runs = [&] {
+      for (const auto* g : groups)
+        for (size_t i = 1; i < g->size(); ++i)
+          if ((*g)[i] != (*g)[i - 1] + 1) return false;
+      return true;
+    };
+    if (t.is_contiguous() && runs()) {
+      // The groups in t's memory order (an empty one first), then permuted back.
+      std::array<int64_t, 3> order{0, 1, 2};
+      auto first = [&](int64_t k) {
+        return groups[size_t(k)]->empty() ? -1 : groups[size_t(k)]->front();
+      };
+      std::sort(order.begin(), order.end(),
+                [&](int64_t a, int64_t b) { return first(a) < first(b); });
+      std::vector<int64_t> stored, back(3);
+      for (size_t i = 0; i < 3; ++i) {
+        stored.push_back(shape[size_t(order[i])]);
+        back[size_t(order[i])] = int64_t(i);
+      }
+      return t.reshape(stored).permute(back);
     }
-    return p.reshape(shape);
+    Tensor c = Tensor::empty(p.dtype(), p.shape(), p.device());
+    copy_strided(p, c, s);
+    return c.reshape(shape);
   };
   const Tensor &lhs = in[0], &rhs = in[1];
   auto lb = axes("lhs_batch", lhs.rank()), lc = axes("lhs_contracting", lhs.rank());

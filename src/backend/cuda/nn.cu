@@ -58,23 +58,73 @@ struct Group {
   }
 };
 
+// The elements of a row as g's lanes share it: f(i, run, count) gets `count` values of x
+// from i on, in the compute type. Where x is 16-byte aligned each lane takes runs of 16
+// bytes (one vector load: a bf16 row moves 8 times the bytes per load), the tail and an
+// unaligned row one element at a time.
+template <class G, class T, class F>
+__device__ __forceinline__ void row_runs(const G& g, const T* x, int64_t n, F&& f) {
+  using C = compute_t<T>;
+  constexpr int V = 16 / sizeof(T);
+  int64_t head = 0;
+  if (V > 1 && (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
+    head = n / V * V;
+    for (int64_t i = int64_t(g.lane()) * V; i < head; i += int64_t(g.width()) * V) {
+      uint4 raw = *reinterpret_cast<const uint4*>(x + i);
+      const T* e = reinterpret_cast<const T*>(&raw);
+      C v[V];
+#pragma unroll
+      for (int j = 0; j < V; ++j) v[j] = C(load(e[j]));
+      f(i, v, V);
+    }
+  }
+  for (int64_t i = head + g.lane(); i < n; i += g.width()) {
+    C v[1] = {C(load(x[i]))};
+    f(i, v, 1);
+  }
+}
+
+// y[i] = f(i, x[i]) over a row, with row_runs' loads and the stores as wide where y is
+// aligned too.
+template <class G, class T, class F>
+__device__ __forceinline__ void map_row(const G& g, const T* x, T* y, int64_t n, F&& f) {
+  using C = compute_t<T>;
+  constexpr int V = 16 / sizeof(T);
+  if ((reinterpret_cast<uintptr_t>(y) & 15) != 0) {
+    for (int64_t i = g.lane(); i < n; i += g.width()) y[i] = store<T>(f(i, C(load(x[i]))));
+    return;
+  }
+  row_runs(g, x, n, [&](int64_t i, const C* v, int count) {
+    if (count == V) {
+      uint4 raw;
+      T* e = reinterpret_cast<T*>(&raw);
+#pragma unroll
+      for (int j = 0; j < V; ++j) e[j] = store<T>(f(i + j, v[j]));
+      *reinterpret_cast<uint4*>(y + i) = raw;
+    } else {
+      for (int j = 0; j < count; ++j) y[i + j] = store<T>(f(i + j, v[j]));
+    }
+  });
+}
+
 // One pass over a row for its max m and sum of exp(x - m): each lane keeps its own running
-// max and rescales its sum when the max grows (the online softmax), then the lanes' sums
-// are brought to the row's max. A lane that has seen only -inf adds nothing; a NaN
-// anywhere makes the sum NaN (as the two-pass form does).
+// max, rescaling its sum when a run of values raises it (the online softmax), then the
+// lanes' sums are brought to the row's max. -inf adds nothing; a NaN anywhere makes the
+// sum NaN (as the two-pass form does), and so does +inf (exp(inf - inf)).
 template <class C, class G, class T>
 __device__ void max_and_sumexp(G& g, const T* x, int64_t classes, C& m, C& sum) {
   const C none = MaxF::init<C>();
   C lm = none, ls = 0;
-  for (int64_t i = g.lane(); i < classes; i += g.width()) {
-    C v = C(load(x[i]));
-    if (v > lm) {
-      ls = ls * exp(lm - v) + C(1);
-      lm = v;
-    } else if (lm > none || v != v) {  // a NaN makes the sum NaN
-      ls += exp(v - lm);
+  row_runs(g, x, classes, [&](int64_t, const C* v, int count) {
+    C cm = lm;
+    for (int j = 0; j < count; ++j) cm = MaxF::combine(cm, v[j]);
+    if (cm > lm) {
+      ls *= exp(lm - cm);  // 0 from -inf; a NaN sum stays NaN
+      lm = cm;
     }
-  }
+    for (int j = 0; j < count; ++j)
+      if (lm > none || v[j] != v[j]) ls += exp(v[j] - lm);
+  });
   m = g.template fold<MaxF>(lm);
   sum = g.template fold<SumF>(lm > none || ls != ls ? ls * exp(lm - m) : C(0));
 }
@@ -89,10 +139,7 @@ __global__ void softmax_rows(const T* x0, T* y0, int64_t rows, int64_t n) {
     C m, s;
     max_and_sumexp(g, x, n, m, s);
     C ls = log(s), inv = C(1) / s;
-    for (int64_t i = g.lane(); i < n; i += g.width()) {
-      C v = C(load(x[i])) - m;
-      y[i] = store<T>(kLog ? v - ls : exp(v) * inv);
-    }
+    map_row(g, x, y, n, [&](int64_t, C v) { return kLog ? v - m - ls : exp(v - m) * inv; });
   }
 }
 
@@ -125,7 +172,9 @@ int64_t prod(const std::vector<int64_t>& s, size_t b, size_t e) {
 template <class Launch>
 void launch_rows(int64_t rows, int64_t n, Launch&& launch) {
   if (n > 1024) {
-    int grid = int(std::min<int64_t>(rows, int64_t(sm_count()) * 8));
+    // Few rows at once (~4 per SM): a row read twice (its max and sum, then the output)
+    // is still in L2 the second time.
+    int grid = int(std::min<int64_t>(rows, int64_t(sm_count()) * 4));
     launch(std::true_type{}, grid, 512);
   } else {
     constexpr int kWarps = kThreads / 32;
@@ -173,21 +222,22 @@ __global__ void norm_rows(const T* x0, T* y0, const T* scale, const T* bias, int
     T* y = y0 + r * n;
     C mean = 0;
     if constexpr (!kRms) {
-      for (int64_t i = g.lane(); i < n; i += g.width()) mean += C(load(x[i]));
+      row_runs(g, x, n, [&](int64_t, const C* v, int count) {
+        for (int j = 0; j < count; ++j) mean += v[j];
+      });
       mean = g.template fold<SumF>(mean) / C(n);
     }
     C ss = 0;
-    for (int64_t i = g.lane(); i < n; i += g.width()) {
-      C d = C(load(x[i])) - mean;
-      ss += d * d;
-    }
+    row_runs(g, x, n, [&](int64_t, const C* v, int count) {
+      for (int j = 0; j < count; ++j) ss += (v[j] - mean) * (v[j] - mean);
+    });
     C inv = C(1) / sqrt(g.template fold<SumF>(ss) / C(n) + C(eps));
-    for (int64_t i = g.lane(); i < n; i += g.width()) {
-      C v = (C(load(x[i])) - mean) * inv;
+    map_row(g, x, y, n, [&](int64_t i, C v) {
+      v = (v - mean) * inv;
       if (scale) v *= C(load(scale[i]));
       if (bias) v += C(load(bias[i]));
-      y[i] = store<T>(v);
-    }
+      return v;
+    });
   }
 }
 
@@ -451,7 +501,9 @@ __global__ void xent_rows(const T* x0, const I* labels, const T* p0, double* los
       }
       if (eps > 0) {
         C sum = 0;
-        for (int64_t i = g.lane(); i < classes; i += g.width()) sum += C(load(x[i]));
+        row_runs(g, x, classes, [&](int64_t, const C* v, int count) {
+          for (int j = 0; j < count; ++j) sum += v[j];
+        });
         l += C(eps) * (lse - g.template fold<SumF>(sum) / C(classes));
       }
     }
@@ -552,15 +604,15 @@ __global__ void xent_grad_rows(const T* x0, const I* labels, const compute_t<T>*
     T* dx = dx0 + r * classes;
     int64_t y = int64_t(labels[r]);
     if (y == ignore) {
-      for (int64_t i = g.lane(); i < classes; i += g.width()) dx[i] = store<T>(C(0));
+      map_row(g, x, dx, classes, [](int64_t, C) { return C(0); });
       continue;
     }
     C m, se;
     max_and_sumexp(g, x, classes, m, se);
     C inv = C(1) / se, u = C(eps) / C(classes), hit = C(1) - C(eps);
     C wr = w[w_rows ? r : 0];
-    for (int64_t i = g.lane(); i < classes; i += g.width())
-      dx[i] = store<T>(wr * (exp(C(load(x[i])) - m) * inv - u - (i == y ? hit : C(0))));
+    map_row(g, x, dx, classes,
+            [&](int64_t i, C v) { return wr * (exp(v - m) * inv - u - (i == y ? hit : C(0))); });
   }
 }
 

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -30,7 +31,7 @@ namespace rlx::gpu {
 namespace {
 
 constexpr int kMaxSites = 24, kMaxOuts = 8, kDims = 8;
-constexpr int kU = 4;  // elements per thread and loop iteration
+constexpr int kU = 4;  // elements per thread and loop iteration (the prelude's ldv / stv take 4)
 constexpr const char* kUnroll = "    _Pragma(\"unroll\") for (int k = 0; k < kU; ++k) ";
 
 // Must match the prelude's struct Args.
@@ -92,6 +93,10 @@ struct Program {
 // through strides. Empty: every site and output through the runtime flags (site_off).
 Program generate(const Graph& body, const std::string& layout = {}) {
   Program p;
+  // 'v' after the '|': every site and output flat or scalar, their buffers 16-byte
+  // aligned; each thread then takes kU consecutive elements, loaded and stored as vectors.
+  const size_t bar = layout.find('|');
+  const bool vec = bar != std::string::npos && layout.find('v', bar) != std::string::npos;
   std::string pre;  // before the loop: the scalar sites
   std::vector<std::string> name(body.num_values());
   std::vector<int32_t> arg_of(body.num_values(), -1);  // the arg an arg / view reads
@@ -120,12 +125,17 @@ Program generate(const Graph& body, const std::string& layout = {}) {
       pre += cat("  const ", ctype(v.dtype()), " ", n, " = ", ld, "0);\n");
       return n;
     }
-    n = cat("v", tmp++, "[k]");
+    std::string arr = cat("v", tmp++);
+    n = arr + "[k]";
     std::string at = kind == 'f'   ? std::string("ix[k]")
                      : kind == 'x' ? cat("soff(a.stride[", s, "], c[k])")
                                    : cat("site_off(a, ", s, ", ix[k])");
-    code += cat("    ", ctype(v.dtype()), " ", n.substr(0, n.size() - 3), "[kU];\n", kUnroll, n,
-                " = ", ld, at, ");\n");
+    code += cat("    ", ctype(v.dtype()), " ", arr, "[kU];\n");
+    std::string each = cat(kUnroll, n, " = ", ld, at, ");\n");
+    if (vec)
+      each = cat("    if (full) ldv_", suffix(v.dtype()), "(a.in[", s, "], i, ", arr,
+                 ");\n    else {\n", each, "    }\n");
+    code += each;
     return n;
   };
   for (const Node& node : body.nodes()) {
@@ -238,12 +248,22 @@ Program generate(const Graph& body, const std::string& layout = {}) {
     std::string to = kind == 'f'   ? std::string("ix[k]")
                      : kind == 'x' ? cat("soff(a.ostride[", j, "], c[k])")
                                    : cat("out_off(a, ", j, ", ix[k])");
-    code += cat(kUnroll, "if (i + k * T < a.n) st_", suffix(v.dtype()), "(a.out[", j, "], ", to,
-                ", ", n, ");\n");
+    std::string each = cat(kUnroll, "if (i + k * S < a.n) st_", suffix(v.dtype()), "(a.out[", j,
+                           "], ", to, ", ", n, ");\n");
+    if (vec) {  // the values as an array (a scalar or a literal copied into one)
+      std::string arr = n.substr(0, n.size() - 3);
+      if (n.size() < 3 || n.compare(n.size() - 3, 3, "[k]") != 0) {
+        arr = cat("v", tmp++);
+        code +=
+            cat("    ", ctype(v.dtype()), " ", arr, "[kU];\n", kUnroll, arr, "[k] = ", n, ";\n");
+      }
+      each = cat("    if (full) stv_", suffix(v.dtype()), "(a.out[", j, "], i, ", arr,
+                 ");\n    else {\n", each, "    }\n");
+    }
+    code += each;
   }
   // Strided sites and outputs share each element's coordinates, found once per element
   // over the merged dims (a compile-time count), in 32 bits when the region allows.
-  size_t bar = layout.find('|');
   int rank = bar == std::string::npos ? 0 : layout[bar + 1] - '0';
   bool strided = rank > 0 && layout.find('x') < bar;
   std::string coords, helpers;
@@ -260,15 +280,19 @@ Program generate(const Graph& body, const std::string& layout = {}) {
             "d >= 0; --d) {\n        ix_t s = (ix_t)a.size[d], q = r / s;\n        c[k][d] = "
             "(i64)(r - q * s);\n        r = q;\n      }\n    }\n");
   }
-  // kU elements per thread and iteration, T apart (coalesced): every load of the kU
-  // comes before any store, so they are all in flight together.
+  // kU elements per thread and iteration, S apart: T apart (coalesced) or, vectorised,
+  // consecutive. Every load of the kU comes before any store, so they are all in flight
+  // together.
+  std::string loop =
+      vec ? "  for (i64 i = (i64(blockIdx.x) * blockDim.x + threadIdx.x) * kU; i < a.n; i += kU * "
+            "T) {\n    const i64 S = 1;\n    const bool full = i + kU <= a.n;\n"
+          : "  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += kU * T) {\n"
+            "    const i64 S = T;\n";
   p.source =
       cat(kRegionPrelude, "#define kU ", kU, "\n", helpers,
           "extern \"C\" __global__ void rlx_region(const Args a) {\n", pre,
-          "  const i64 T = i64(blockDim.x) * gridDim.x;\n",
-          "  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += kU * T) {\n",
-          "    i64 ix[kU];\n", kUnroll, "ix[k] = i + k * T < a.n ? i + k * T : a.n - 1;\n", coords,
-          code, "  }\n}\n");
+          "  const i64 T = i64(blockDim.x) * gridDim.x;\n", loop, "    i64 ix[kU];\n", kUnroll,
+          "ix[k] = i + k * S < a.n ? i + k * S : a.n - 1;\n", coords, code, "  }\n}\n");
   return p;
 }
 
@@ -437,6 +461,11 @@ void region_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
     for (size_t j = 0; j < out.size(); ++j) a.ostride[j][d] = m.stride[nsites + j][d];
   }
   layout += cat('|', a.rank, a.n < (int64_t(1) << 31) ? 'n' : 'w');
+  auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
+  bool vec = layout.find('x') == std::string::npos;
+  for (size_t k = 0; k < nsites; ++k) vec = vec && (a.flat[k] == 2 || aligned(a.in[k]));
+  for (size_t j = 0; j < out.size(); ++j) vec = vec && aligned(a.out[j]);
+  if (vec) layout += 'v';
   const Compiled& c = compiled(body, layout);
   void* params[] = {&a};
   int blocks = int(std::min<int64_t>((a.n + 256 * kU - 1) / (256 * kU), int64_t(sm_count()) * 16));

@@ -80,6 +80,24 @@ __device__ __forceinline__ float q_f16(float f) {
   return r;
 }
 __device__ __forceinline__ float q_bf16(float f) { return __uint_as_float(((unsigned)to_bf16(f)) << 16); }
+// Four consecutive elements from / to element o of a 16-byte-aligned buffer (o a multiple
+// of 4): one or two vector loads or stores instead of four narrow ones.
+template <class R, int N> struct Raw { R r[N]; };
+#define RLX_VEC(sfx, C, E, R, N)                                                       \
+  __device__ __forceinline__ void ldv_##sfx(const void* p, i64 o, C (&v)[4]) {       \
+    Raw<R, N> w = *(const Raw<R, N>*)((const E*)p + o);                                \
+    _Pragma("unroll") for (int k = 0; k < 4; ++k) v[k] = ld_##sfx(w.r, k);             \
+  }                                                                                    \
+  __device__ __forceinline__ void stv_##sfx(void* p, i64 o, const C (&v)[4]) {       \
+    Raw<R, N> w;                                                                       \
+    _Pragma("unroll") for (int k = 0; k < 4; ++k) st_##sfx(w.r, k, v[k]);              \
+    *(Raw<R, N>*)((E*)p + o) = w;                                                      \
+  }
+RLX_VEC(f32, float, float, float4, 1)
+RLX_VEC(f64, double, double, double2, 2)
+RLX_VEC(f16, float, unsigned short, uint2, 1)
+RLX_VEC(bf16, float, unsigned short, uint2, 1)
+RLX_VEC(bool, bool, unsigned char, unsigned, 1)
 
 __device__ __forceinline__ float m_exp(float x) { return expf(x); }
 __device__ __forceinline__ double m_exp(double x) { return exp(x); }
