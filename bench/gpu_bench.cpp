@@ -157,19 +157,28 @@ int main(int argc, char** argv) {
       row(bf ? "attention causal 8x12x1024x64 bf16" : "attention causal 8x12x1024x64 f32", ms, t,
           bf ? "attention" : "attention_f32", extra);
     }
-    // The backward (attention_grad: dq, dk, dv from q, k, v, dy), bf16.
-    Graph g("attn_grad");
-    TensorType ty{DType::bf16, to_shape({8, 12, 1024, 64})};
-    Value q = g.input("q", ty), k = g.input("k", ty), v = g.input("v", ty), dy = g.input("dy", ty);
-    for (Value o : g.apply("attention_grad", {q, k, v, dy}, {{"mask", "causal"}})) g.output(o);
-    CompiledGraph cg = s.compile(g);
-    std::vector<Tensor> in;
-    for (uint64_t i = 0; i < 4; ++i)
-      in.push_back(random_on_gpu(DType::bf16, {8, 12, 1024, 64}, 20 + i));
-    double ms = median_ms(cg, in, runs);
-    double flops = 2.5 * 4.0 * 8 * 12 * 1024 * 1024 * 64 / 2;  // FlashAttention's count
-    std::snprintf(extra, sizeof extra, "   %.0f TFLOP/s", flops / (ms * 1e-3) / 1e12);
-    row("attention_grad causal bf16", ms, t, "attention_grad", extra);
+    // The backward (attention_grad: dq, dk, dv from q, k, v, dy), bf16, on [b, h, s, d]
+    // and on [b, s, h, d] as projections leave them (layout bshd, the GPT-2 train step's).
+    for (const char* layout : {"bhsd", "bshd"}) {
+      bool bshd = std::string(layout) == "bshd";
+      std::vector<int64_t> shape =
+          bshd ? std::vector<int64_t>{8, 1024, 12, 64} : std::vector<int64_t>{8, 12, 1024, 64};
+      Graph g("attn_grad");
+      TensorType ty{DType::bf16, to_shape(shape)};
+      Value q = g.input("q", ty), k = g.input("k", ty), v = g.input("v", ty),
+            dy = g.input("dy", ty);
+      for (Value o :
+           g.apply("attention_grad", {q, k, v, dy}, {{"mask", "causal"}, {"layout", layout}}))
+        g.output(o);
+      CompiledGraph cg = s.compile(g);
+      std::vector<Tensor> in;
+      for (uint64_t i = 0; i < 4; ++i) in.push_back(random_on_gpu(DType::bf16, shape, 20 + i));
+      double ms = median_ms(cg, in, runs);
+      double flops = 2.5 * 4.0 * 8 * 12 * 1024 * 1024 * 64 / 2;  // FlashAttention's count
+      std::snprintf(extra, sizeof extra, "   %.0f TFLOP/s", flops / (ms * 1e-3) / 1e12);
+      row(bshd ? "attention_grad causal bf16 bshd" : "attention_grad causal bf16", ms, t,
+          bshd ? "" : "attention_grad", extra);
+    }
   }
 
   if (want("gpt2")) {  // GPT-2 small forward

@@ -227,11 +227,29 @@ TensorType attention_type(const InferContext& ctx, bool bias) {
   return {ctx.dtype(0), out};
 }
 
-std::vector<TensorType> infer_attention(const InferContext& ctx) {
-  return one(attention_type(ctx, true));
+// Layout "bshd": q, k, v (dy, and the outputs) are [..., s, h, d], the "bhsd" form with
+// the sequence and head axes swapped (as projections leave them: no transposes); a bias
+// stays [..., h, sq, sk]. Types are inferred on the swapped form, then swapped back.
+template <class F>
+std::vector<TensorType> on_bhsd(const InferContext& ctx, size_t swapped, F infer) {
+  if (ctx.attrs().get_string("layout") != "bshd") return infer(ctx);
+  auto swap_sh = [](Shape& s) { std::swap(s[s.size() - 3], s[s.size() - 2]); };
+  std::vector<TensorType> in(ctx.inputs().begin(), ctx.inputs().end());
+  for (size_t i = 0; i < swapped; ++i) {
+    expect_min_rank(ctx, i, 3);
+    swap_sh(in[i].shape);
+  }
+  std::vector<SubgraphPtr> none;
+  std::vector<TensorType> out = infer(InferContext(ctx.op(), in, ctx.attrs(), none));
+  for (TensorType& t : out) swap_sh(t.shape);
+  return out;
 }
 
-std::vector<TensorType> infer_attention_grad(const InferContext& ctx) {
+std::vector<TensorType> infer_attention(const InferContext& ctx) {
+  return on_bhsd(ctx, 3, [](const InferContext& c) { return one(attention_type(c, true)); });
+}
+
+std::vector<TensorType> infer_attention_grad_bhsd(const InferContext& ctx) {
   TensorType y = attention_type(ctx, false);
   expect_same_dtype(ctx, 0, 3);
   const Shape& dy = ctx.shape(3);
@@ -250,16 +268,22 @@ std::vector<TensorType> infer_attention_grad(const InferContext& ctx) {
   return {with(0), with(1), with(2)};
 }
 
+std::vector<TensorType> infer_attention_grad(const InferContext& ctx) {
+  return on_bhsd(ctx, 4, infer_attention_grad_bhsd);
+}
+
 void register_attention(OpRegistry& r) {
   OpDef d;
   d.name = "attention";
   d.arity(3, 4)
       .attr("mask", AttrKind::String, AttrValue("none"), {"none", "causal", "sliding_window"})
       .attr("window", AttrKind::Int, AttrValue(0))
-      .attr("scale", AttrKind::Float, AttrValue(0.0));
+      .attr("scale", AttrKind::Float, AttrValue(0.0))
+      .attr("layout", AttrKind::String, AttrValue("bhsd"), {"bhsd", "bshd"});
   d.doc =
       "softmax(q k^T * scale + bias, masked) v; q [..., Sq, D], k [..., Sk, D], "
-      "v [..., Sk, Dv]; scale 0 means 1/sqrt(D).";
+      "v [..., Sk, Dv]; scale 0 means 1/sqrt(D). layout bshd: q, k, v and the output are "
+      "[..., S, H, D] (the heads' axis after the sequence's), a bias [..., H, Sq, Sk].";
   d.infer = infer_attention;
   d.vjp = attention_vjp;
   d.jvp = attention_jvp;

@@ -411,7 +411,40 @@ Values attention_grads(const RuleArgs& a, Value dy) {
 
 }  // namespace
 
+namespace {
+
+// Layout bshd is bhsd with the sequence and head axes of q, k, v (dy, the outputs)
+// swapped: its rules swap them, run bhsd's, and swap the results back. A bias is [..., H,
+// Sq, Sk] in both.
+bool bshd(const Attrs& a) { return a.get_string("layout") == "bshd"; }
+
+Value swap_sh(Value x) {
+  IntList perm = range(0, x.rank());
+  std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
+  return op("transpose", {x}, {{"perm", perm}});
+}
+
+Attrs bhsd_attrs(const Attrs& a) {
+  Attrs b = a;
+  b.set("layout", std::string("bhsd"));
+  return b;
+}
+
+// a's inputs with the first `n` swapped.
+Values swapped_inputs(const RuleArgs& a, size_t n) {
+  Values in(a.inputs.begin(), a.inputs.end());
+  for (size_t i = 0; i < n && i < in.size(); ++i) in[i] = swap_sh(in[i]);
+  return in;
+}
+
+}  // namespace
+
 Values attention_grad_decomposed(const RuleArgs& a) {
+  if (bshd(a.attrs)) {  // the bhsd op between swaps (its own kernel or decomposition)
+    Values g = op_n("attention_grad", swapped_inputs(a, 4), bhsd_attrs(a.attrs));
+    for (Value& x : g) x = swap_sh(x);
+    return g;
+  }
   RuleArgs qkv{a.g, a.attrs, a.inputs.first(3), {}, a.subgraphs, a.op};  // dy is no bias
   Values g = attention_grads(qkv, a.inputs[3]);
   g.pop_back();
@@ -420,7 +453,12 @@ Values attention_grad_decomposed(const RuleArgs& a) {
 
 Values attention_vjp(const RuleArgs& a, ValueSpan ct) {
   Values g;
-  if (a.inputs.size() == 3) {
+  if (bshd(a.attrs) && a.inputs.size() > 3) {  // with a bias: through bhsd
+    Values in = swapped_inputs(a, 3);
+    Attrs attrs = bhsd_attrs(a.attrs);
+    g = attention_grads(RuleArgs{a.g, attrs, in, {}, a.subgraphs, a.op}, swap_sh(ct[0]));
+    for (size_t i = 0; i < 3; ++i) g[i] = swap_sh(g[i]);
+  } else if (a.inputs.size() == 3) {
     std::vector<Value> in(a.inputs.begin(), a.inputs.end());
     in.push_back(ct[0]);
     g = op_n("attention_grad", in, a.attrs);
@@ -433,6 +471,13 @@ Values attention_vjp(const RuleArgs& a, ValueSpan ct) {
 }
 
 Values attention_jvp(const RuleArgs& a, ValueSpan t) {
+  if (bshd(a.attrs)) {
+    Values in = swapped_inputs(a, 3), ts(t.begin(), t.end());
+    for (size_t i = 0; i < 3; ++i)
+      if (ts[i].valid()) ts[i] = swap_sh(ts[i]);
+    Attrs attrs = bhsd_attrs(a.attrs);
+    return {swap_sh(attention_jvp(RuleArgs{a.g, attrs, in, {}, a.subgraphs, a.op}, ts)[0])};
+  }
   Value q = a.inputs[0], k = a.inputs[1], v = a.inputs[2];
   Probs pr = attention_probs(a);
   Value ts;  // tangent of the scores; masked entries do not matter (p is 0 there)
@@ -450,6 +495,17 @@ Values attention_jvp(const RuleArgs& a, ValueSpan t) {
 VmapResult attention_vmap(const RuleArgs& a, AxisSpan in_axes) {
   Values in(a.inputs.begin(), a.inputs.end());
   std::vector<int> axes(in_axes.begin(), in_axes.end());
+  if (bshd(a.attrs)) {  // batches in front, then through bhsd
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (axes[i] > 0) in[i] = moveaxis(in[i], axes[i], 0);
+      axes[i] = std::min(axes[i], 0);
+      if (i < 3) in[i] = swap_sh(in[i]);
+    }
+    Attrs attrs = bhsd_attrs(a.attrs);
+    VmapResult r = attention_vmap(RuleArgs{a.g, attrs, in, {}, a.subgraphs, a.op}, axes);
+    r.outputs[0] = swap_sh(r.outputs[0]);
+    return r;
+  }
   if (axes[0] < 0 && axes[1] < 0 && axes[2] < 0) {  // only the bias: q carries the batch
     in[0] = rules::materialize_batch(in[0], in[3], axes[3]);
     axes[0] = 0;

@@ -8,8 +8,9 @@
 
 namespace rlx::passes {
 
-std::optional<TensorType> native_type(const PassContext& ctx, std::string_view op,
-                                      const std::vector<TensorType>& inputs, const Attrs& attrs) {
+std::optional<std::vector<TensorType>> native_types(const PassContext& ctx, std::string_view op,
+                                                    const std::vector<TensorType>& inputs,
+                                                    const Attrs& attrs) {
   const OpDef* d = OpRegistry::global().find(op);
   if (!d) return std::nullopt;
   Attrs full;
@@ -23,9 +24,15 @@ std::optional<TensorType> native_type(const PassContext& ctx, std::string_view o
   // Without a registry the CPU's own kernels are meant; they register on first use.
   if (!ctx.kernels && ctx.device.is_cpu()) register_cpu_kernels();
   const KernelRegistry& reg = ctx.kernels ? *ctx.kernels : KernelRegistry::global();
-  if (outs.size() != 1 || !reg.find(KernelQuery{*d, full, inputs, outs}, ctx.device.kind))
-    return std::nullopt;
-  return outs[0];
+  if (!reg.find(KernelQuery{*d, full, inputs, outs}, ctx.device.kind)) return std::nullopt;
+  return outs;
+}
+
+std::optional<TensorType> native_type(const PassContext& ctx, std::string_view op,
+                                      const std::vector<TensorType>& inputs, const Attrs& attrs) {
+  auto outs = native_types(ctx, op, inputs, attrs);
+  if (!outs || outs->size() != 1) return std::nullopt;
+  return (*outs)[0];
 }
 
 bool has_any_op(const Graph& g, std::initializer_list<std::string_view> ops) {
@@ -81,8 +88,8 @@ void register_fusion_passes(PassRegistry& r) {
 
 // clamp(x, 0, 6) with constant scalar bounds (what exporters write for ReLU6).
 bool is_relu6(const Graph& g, const Node& n, Value x) {
-  if (n.op_name() != "clamp" || n.inputs.size() != 3 || n.inputs[0] != x ||
-      !is_float(x.dtype()) || n.outputs[0].type() != x.type())
+  if (n.op_name() != "clamp" || n.inputs.size() != 3 || n.inputs[0] != x || !is_float(x.dtype()) ||
+      n.outputs[0].type() != x.type())
     return false;
   auto lo = splat_value(g, n.inputs[1]), hi = splat_value(g, n.inputs[2]);
   return lo && hi && *lo == 0 && *hi == 6;

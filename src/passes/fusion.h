@@ -26,6 +26,10 @@ void register_attention_fusion(PassRegistry& r);  // attention_fusion.cpp
 // the inputs. A fused op without a native kernel would only be decomposed again.
 std::optional<TensorType> native_type(const PassContext& ctx, std::string_view op,
                                       const std::vector<TensorType>& inputs, const Attrs& attrs);
+// The same for an op of any number of outputs.
+std::optional<std::vector<TensorType>> native_types(const PassContext& ctx, std::string_view op,
+                                                    const std::vector<TensorType>& inputs,
+                                                    const Attrs& attrs);
 
 // Whether any node of g is one of `ops`: a pass with nothing to match returns at once.
 bool has_any_op(const Graph& g, std::initializer_list<std::string_view> ops);

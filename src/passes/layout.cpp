@@ -5,12 +5,25 @@
 //    op's transpose_a / transpose_b: the GEMM reads the operand through its transpose
 //    flag instead of a copy (float dtypes; the transpose goes when nothing else reads it).
 // 2. transpose(transpose(x, p), q) becomes one transpose, or x when the two cancel.
+//    Also through a cast (cast(transpose(w)) -> cast(w), as mixed precision leaves a
+//    transposed weight's copy): the cast then matches the weight's other cast for cse.
+// 2b. A transpose swapping the free dims of a dot_general without batch dims (lhs free
+//    first, then rhs free: the weight gradient of x W^T is transpose(x^T dy)) becomes the
+//    dot_general with its operands swapped.
 // 3. transpose(f(transpose(x, p)), q) where p and q cancel and f is a chain of
 //    single-user elementwise ops whose other inputs are scalars (rank 0) becomes f(x):
 //    both copies go (the pattern of layout conversions around activations in imported
 //    models). Elementwise ops with full-size second operands are left alone: sinking the
 //    transpose into them would move, not remove, a copy.
+//
+// attention_layout: an attention / attention_grad whose q, k, v (and dy) are each
+// transpose(x) swapping the sequence and head axes ([b, s, h, d] -> [b, h, s, d], as
+// multi-head projections are split) reads the x's with layout bshd where the device has a
+// kernel for it; its results come back through the same transpose, which simplify then
+// cancels against the transposes that read them. The head transposes go, forward and
+// backward.
 #include <algorithm>
+#include <optional>
 
 #include "passes/families.h"
 #include "passes/fusion.h"
@@ -71,7 +84,7 @@ class LayoutSinking {
       const Node& n = nodes[i];
       if (n.op_name() == "matmul" || n.op_name() == "fused_matmul")
         fold_into_matmul(int32_t(i));
-      else if (n.op_name() == "transpose")
+      else if (n.op_name() == "transpose" && !swap_dot_operands(int32_t(i)))
         cancel(int32_t(i));
     }
     return plan_.apply(g_);
@@ -88,8 +101,19 @@ class LayoutSinking {
     if (n.op_name() == "matmul") attrs = {{"transpose_a", false}, {"transpose_b", false}};
     std::vector<Value> in = n.inputs;  // source values
     bool any = false;
+    std::vector<std::optional<DType>> cast_to(2);  // operands read through a cast
     for (size_t k = 0; k < 2; ++k) {
       const Node* t = producer(in[k]);
+      if (t && t->op_name() == "cast" && uses_.single_use(in[k]) && !plan_.taken(index(t)) &&
+          is_float(t->inputs[0].dtype())) {
+        const Node* under = producer(t->inputs[0]);
+        if (under && swaps_last2(*under) && uses_.single_use(t->inputs[0]) &&
+            !plan_.taken(index(under))) {
+          cast_to[k] = t->outputs[0].dtype();
+          plan_.claim(index(t));
+          t = under;
+        }
+      }
       if (!t || !swaps_last2(*t) || plan_.taken(index(t))) continue;
       const char* flag = k == 0 ? "transpose_a" : "transpose_b";
       attrs.set(flag, !attrs.get_bool(flag));
@@ -98,19 +122,48 @@ class LayoutSinking {
     }
     if (!any) return;
     std::vector<TensorType> types;
-    for (Value v : in) types.push_back(v.type());
+    for (size_t k = 0; k < in.size(); ++k)
+      types.push_back(k < 2 && cast_to[k] ? TensorType{*cast_to[k], in[k].shape()} : in[k].type());
     // Flags that cancel out with nothing else fused leave a plain matmul.
     bool plain = in.size() == 2 && !attrs.get_bool("transpose_a") &&
                  !attrs.get_bool("transpose_b") &&
-                 (!attrs.has("activation") || attrs.get_string("activation") == "none");
+                 (!attrs.has("activation") || attrs.get_string("activation") == "none") &&
+                 (!attrs.has("out_dtype") || attrs.get_string("out_dtype") == "same");
     std::string op = plain ? "matmul" : "fused_matmul";
     if (plain) attrs = {};
     auto t = native_type(ctx_, op, types, attrs);
     if (!t || *t != n.outputs[0].type()) return;
     // A transpose goes with its last reader (FusionPlan drops what nothing reads).
-    plan_.root(i, in, [in, attrs, op](Rewriter& rw) {
-      return std::vector<Value>{rw.dst().apply1(op, rw(in), attrs)};
+    plan_.root(i, in, [in, attrs, op, cast_to](Rewriter& rw) {
+      std::vector<Value> args = rw(in);
+      for (size_t k = 0; k < 2; ++k)
+        if (cast_to[k]) args[k] = rw.dst().apply1("cast", {args[k]}, {{"dtype", *cast_to[k]}});
+      return std::vector<Value>{rw.dst().apply1(op, args, attrs)};
     });
+  }
+
+  // Rule 2b, rooted at the transpose `i`: true when it applied.
+  bool swap_dot_operands(int32_t i) {
+    const Node& t = g_.nodes()[size_t(i)];
+    const Node* d = producer(t.inputs[0]);
+    if (!d || d->op_name() != "dot_general" || plan_.taken(index(d)) ||
+        !uses_.single_use(t.inputs[0]) || !d->attrs.get_ints("lhs_batch").empty())
+      return false;
+    int64_t lf = d->inputs[0].rank() - int64_t(d->attrs.get_ints("lhs_contracting").size());
+    int64_t rank = t.inputs[0].rank();
+    IntList want;  // rhs free dims, then lhs free dims
+    for (int64_t k = lf; k < rank; ++k) want.push_back(k);
+    for (int64_t k = 0; k < lf; ++k) want.push_back(k);
+    if (perm_of(t) != want) return false;
+    Attrs attrs = d->attrs;
+    attrs.set("lhs_contracting", d->attrs.get_ints("rhs_contracting"));
+    attrs.set("rhs_contracting", d->attrs.get_ints("lhs_contracting"));
+    std::vector<Value> in{d->inputs[1], d->inputs[0]};
+    plan_.claim(index(d));
+    plan_.root(i, in, [in, attrs](Rewriter& rw) {
+      return std::vector<Value>{rw.dst().apply1("dot_general", rw(in), attrs)};
+    });
+    return true;
   }
 
   // Rules 2 and 3, rooted at the outer transpose `i`.
@@ -157,9 +210,58 @@ class LayoutSinking {
   FusionPlan plan_;
 };
 
+// The perm that swaps the axes -3 and -2 of rank r.
+IntList seq_head_swap(int64_t r) {
+  IntList p;
+  for (int64_t i = 0; i < r; ++i) p.push_back(i);
+  std::swap(p[size_t(r - 3)], p[size_t(r - 2)]);
+  return p;
+}
+
+std::unique_ptr<Graph> attention_layout(const Graph& g, const PassContext& ctx) {
+  FusionPlan plan(g);
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    bool grad = n.op_name() == "attention_grad";
+    if ((n.op_name() != "attention" && !grad) || n.attrs.get_string("layout") != "bhsd") continue;
+    size_t swapped = grad ? 4 : 3;  // q, k, v (, dy); a bias stays
+    std::vector<Value> in = n.inputs;
+    std::vector<TensorType> types;
+    bool all = true;
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (k < swapped) {
+        const Node* t = g.producer(in[k]);
+        all = all && t && t->op_name() == "transpose" && in[k].rank() >= 3 &&
+              perm_of(*t) == seq_head_swap(in[k].rank());
+        if (!all) break;
+        in[k] = t->inputs[0];
+      }
+      types.push_back(in[k].type());
+    }
+    if (!all) continue;
+    Attrs attrs = n.attrs;
+    attrs.set("layout", std::string("bshd"));
+    if (!native_types(ctx, n.op_name(), types, attrs)) continue;
+    plan.root(int32_t(i), in, [&n, in, attrs](Rewriter& rw) {
+      std::vector<Value> out = rw.dst().apply(*n.op, rw(in), attrs), back;
+      for (Value y : out)
+        back.push_back(rw.dst().apply1("transpose", {y}, {{"perm", seq_head_swap(y.rank())}}));
+      return back;
+    });
+  }
+  return plan.apply(g);
+}
+
 }  // namespace
 
 void register_layout_passes(PassRegistry& r) {
+  r.add({"attention_layout",
+         [](const Graph& g, const PassContext& ctx) -> std::unique_ptr<Graph> {
+           if (!has_any_op(g, {"attention", "attention_grad"})) return nullptr;
+           return attention_layout(g, ctx);
+         },
+         "attention reads [b, s, h, d] (layout bshd) instead of head transposes"});
   r.add({"layout_sinking",
          [](const Graph& g, const PassContext& ctx) -> std::unique_ptr<Graph> {
            if (!has_any_op(g, {"transpose"})) return nullptr;

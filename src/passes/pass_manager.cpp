@@ -74,23 +74,28 @@ std::vector<std::string> default_pipeline(Device device, int opt_level, Precisio
     // Epilogue fusions first (they see plain matmul / conv nodes), then precision (so the
     // fused ops compute in 16 bits), then the clean-up its casts need, and elementwise
     // fusion last, over everything that is left.
-    for (const char* p : {"bn_folding", "layout_sinking", "attention_fusion", "matmul_fusion",
-                          "conv_fusion", "nchwc_layout", "conv_prologue"})
+    for (const char* p : {"bn_folding", "layout_sinking", "attention_fusion", "attention_layout",
+                          "matmul_fusion", "conv_fusion", "nchwc_layout", "conv_prologue"})
       want.push_back(p);
   }
   if (opt_level >= 1 && precision != Precision::f32) {
     want.push_back("mixed_precision");
-    // Again, for the casts back to f32 after 16-bit products (a GEMM can store f32).
-    if (opt_level >= 2) want.push_back("matmul_fusion");
+    // Again, for the casts back to f32 after 16-bit products (a GEMM can store f32), and
+    // for transposed weights now read through a cast.
+    if (opt_level >= 2) {
+      want.push_back("matmul_fusion");
+      want.push_back("layout_sinking");
+    }
   }
   if (opt_level >= 2) {
     for (const char* p : {"simplify", "cse", "elementwise_fusion"}) want.push_back(p);
   }
   if (opt_level >= 1) want.push_back("dce");
-  // The CPU's own layouts (blocked conv, fused conv prologues) mean nothing elsewhere.
-  if (!device.is_cpu())
-    std::erase_if(want,
-                  [](const std::string& p) { return p == "nchwc_layout" || p == "conv_prologue"; });
+  // The CPU's own layouts (blocked conv, fused conv prologues) mean nothing elsewhere; its
+  // attention kernel reads bshd through copies, no better than the transposes.
+  std::erase_if(want, [&](const std::string& p) {
+    return device.is_cpu() ? p == "attention_layout" : p == "nchwc_layout" || p == "conv_prologue";
+  });
   // A build without some pass (a backend that registers its own later) leaves it out.
   std::vector<std::string> out;
   for (auto& p : want)

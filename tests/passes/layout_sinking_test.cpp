@@ -141,6 +141,47 @@ TEST(LayoutSinking, NegativeCases) {
               "");
 }
 
+TEST(LayoutSinking, TransposedWeightThroughACast) {
+  // Mixed precision leaves cast(transpose(w)): the cast moves onto w (where cse can merge
+  // it with w's other casts) and the transpose becomes the flag.
+  expect_pass("layout_sinking", R"(
+    graph main(%x: bf16[4,8], %w: f32[16,8]) {
+      %0 = transpose(%w) {perm=[1, 0]} : f32[8,16]
+      %1 = cast(%0) {dtype=bf16} : bf16[8,16]
+      %2 = matmul(%x, %1) : bf16[4,16]
+      return out=%2
+    })",
+              R"(
+    graph main(%x: bf16[4,8], %w: f32[16,8]) {
+      %0 = cast(%w) {dtype=bf16} : bf16[16,8]
+      %1 = fused_matmul(%x, %0) {transpose_b=true} : bf16[4,16]
+      return out=%1
+    })");
+}
+
+TEST(LayoutSinking, TransposedDotGeneralSwapsItsOperands) {
+  // A weight gradient transposed after the product: the product with its operands swapped.
+  expect_pass("layout_sinking", R"(
+    graph main(%x: f32[2,3,4], %dy: f32[2,3,5]) {
+      %0 = dot_general(%x, %dy) {lhs_contracting=[0, 1], rhs_contracting=[0, 1]} : f32[4,5]
+      %1 = transpose(%0) {perm=[1, 0]} : f32[5,4]
+      return out=%1
+    })",
+              R"(
+    graph main(%x: f32[2,3,4], %dy: f32[2,3,5]) {
+      %0 = dot_general(%dy, %x) {lhs_contracting=[0, 1], rhs_contracting=[0, 1]} : f32[5,4]
+      return out=%0
+    })");
+  // The product read elsewhere too: it stays, and so does the transpose.
+  expect_pass("layout_sinking", R"(
+    graph main(%x: f32[2,3,4], %dy: f32[2,3,5]) {
+      %0 = dot_general(%x, %dy) {lhs_contracting=[0, 1], rhs_contracting=[0, 1]} : f32[4,5]
+      %1 = transpose(%0) {perm=[1, 0]} : f32[5,4]
+      return out=%1, g=%0
+    })",
+              "");
+}
+
 TEST(LayoutSinking, SymbolicShapes) {
   test::PassCheckOptions o;
   o.compare_outputs = false;
@@ -156,6 +197,73 @@ TEST(LayoutSinking, SymbolicShapes) {
       return out=%0
     })",
               o);
+}
+
+// attention_layout: q, k, v split into heads by transposes are read as [b, s, h, d].
+TEST(AttentionLayout, HeadTransposesBecomeLayoutBshd) {
+  // The CPU's attention kernel takes bshd (through copies): the pass applies there too,
+  // and both graphs run.
+  expect_pass("attention_layout", R"(
+    graph main(%q: f32[2,5,3,8], %k: f32[2,6,3,8], %v: f32[2,6,3,4], %b: f32[3,5,6]) {
+      %0 = transpose(%q) {perm=[0, 2, 1, 3]} : f32[2,3,5,8]
+      %1 = transpose(%k) {perm=[0, 2, 1, 3]} : f32[2,3,6,8]
+      %2 = transpose(%v) {perm=[0, 2, 1, 3]} : f32[2,3,6,4]
+      %3 = attention(%0, %1, %2, %b) {mask="causal"} : f32[2,3,5,4]
+      %4 = transpose(%3) {perm=[0, 2, 1, 3]} : f32[2,5,3,4]
+      return out=%4
+    })",
+              R"(
+    graph main(%q: f32[2,5,3,8], %k: f32[2,6,3,8], %v: f32[2,6,3,4], %b: f32[3,5,6]) {
+      %0 = attention(%q, %k, %v, %b) {layout="bshd", mask="causal"} : f32[2,5,3,4]
+      %1 = transpose(%0) {perm=[0, 2, 1, 3]} : f32[2,3,5,4]
+      %2 = transpose(%1) {perm=[0, 2, 1, 3]} : f32[2,5,3,4]
+      return out=%2
+    })");
+}
+
+#ifdef RLX_HAVE_CUDA
+TEST(AttentionLayout, GradOnADeviceWithItsKernel) {
+  // attention_grad has a kernel on cuda only (the CPU decomposes it): the pass is asked
+  // for cuda's kernels (registered here, no GPU needed); both graphs run on the CPU.
+  KernelRegistry cuda;
+  register_cuda_kernels(cuda);
+  test::PassCheckOptions o;
+  o.ctx.device = Device::cuda();
+  o.ctx.kernels = &cuda;
+  const char* before = R"(
+    graph main(%q: f32[1,4,2,8], %k: f32[1,4,2,8], %v: f32[1,4,2,8], %dy: f32[1,4,2,8]) {
+      %0 = transpose(%q) {perm=[0, 2, 1, 3]} : f32[1,2,4,8]
+      %1 = transpose(%k) {perm=[0, 2, 1, 3]} : f32[1,2,4,8]
+      %2 = transpose(%v) {perm=[0, 2, 1, 3]} : f32[1,2,4,8]
+      %3 = transpose(%dy) {perm=[0, 2, 1, 3]} : f32[1,2,4,8]
+      %4, %5, %6 = attention_grad(%0, %1, %2, %3) {mask="causal"} : f32[1,2,4,8], f32[1,2,4,8], f32[1,2,4,8]
+      return dq=%4, dk=%5, dv=%6
+    })";
+  expect_pass("attention_layout", before, R"(
+    graph main(%q: f32[1,4,2,8], %k: f32[1,4,2,8], %v: f32[1,4,2,8], %dy: f32[1,4,2,8]) {
+      %0, %1, %2 = attention_grad(%q, %k, %v, %dy) {layout="bshd", mask="causal"} : f32[1,4,2,8], f32[1,4,2,8], f32[1,4,2,8]
+      %3 = transpose(%0) {perm=[0, 2, 1, 3]} : f32[1,2,4,8]
+      %4 = transpose(%1) {perm=[0, 2, 1, 3]} : f32[1,2,4,8]
+      %5 = transpose(%2) {perm=[0, 2, 1, 3]} : f32[1,2,4,8]
+      return dq=%3, dk=%4, dv=%5
+    })",
+              o);
+  // On the CPU (no attention_grad kernel) nothing changes.
+  expect_pass("attention_layout", before, "");
+}
+#endif
+
+TEST(AttentionLayout, OtherTransposesStay) {
+  // k is transposed another way (keys and features): no layout reads it, nothing changes.
+  expect_pass("attention_layout", R"(
+    graph main(%q: f32[2,5,3,8], %k: f32[2,3,8,5], %v: f32[2,5,3,8]) {
+      %0 = transpose(%q) {perm=[0, 2, 1, 3]} : f32[2,3,5,8]
+      %1 = transpose(%k) {perm=[0, 1, 3, 2]} : f32[2,3,5,8]
+      %2 = transpose(%v) {perm=[0, 2, 1, 3]} : f32[2,3,5,8]
+      %3 = attention(%0, %1, %2) : f32[2,3,5,8]
+      return out=%3
+    })",
+              "");
 }
 
 }  // namespace

@@ -448,6 +448,24 @@ Tensors attention_grad_ref(const Tensors& in, const Attrs& a) {
   return {one(dt, qo, gq)[0], one(dt, ko, gk)[0], one(dt, vo, gv)[0]};
 }
 
+// Layout bshd: `ref` on inputs with the sequence and head axes swapped (the first
+// `swapped`: q, k, v, and dy; a bias stays), its results swapped back.
+RefFn bshd_ref(RefFn ref, size_t swapped) {
+  auto swap_sh = [](const Tensor& x) {
+    std::vector<int64_t> perm;
+    for (int64_t d = 0; d < x.rank(); ++d) perm.push_back(d);
+    std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
+    return x.permute(perm).contiguous();
+  };
+  return [ref, swapped, swap_sh](const Tensors& in, const Attrs& a) {
+    Tensors b = in;
+    for (size_t i = 0; i < swapped && i < b.size(); ++i) b[i] = swap_sh(b[i]);
+    Tensors out = ref(b, a);
+    for (Tensor& y : out) y = swap_sh(y);
+    return out;
+  };
+}
+
 void attention_grad_checks(CheckTable& t) {
   struct Case {
     Shape q, k, v;
@@ -476,6 +494,25 @@ void attention_grad_checks(CheckTable& t) {
                                 c.attrs, attention_grad_ref, c.note);
       // In 16 bits P, dP and dS are each rounded and dS cancels (dP - rowsum): the
       // error grows with the keys summed, beyond one op's default tolerance.
+      if (dt == DType::bf16) check.atol = 3e-2, check.rtol = 5e-2;
+      if (dt == DType::f16) check.atol = 4e-3, check.rtol = 2e-2;
+      t.add(std::move(check));
+    }
+  // Layout bshd ([b, s, h, d]): dense (the tensor-core path on cuda for 16 bits), and k / v
+  // shared by the heads (broadcast: through bhsd copies).
+  const std::vector<Case> bshd = {
+      {{1, 70, 2, 64}, {1, 70, 2, 64}, {1, 70, 2, 64}, {{"mask", "causal"}}, "bshd, tiles"},
+      {{2, 5, 3, 4}, {2, 6, 1, 4}, {2, 6, 1, 4}, {{"mask", "causal"}}, "bshd, shared k v"},
+  };
+  for (DType dt : kFloats)
+    for (Case c : bshd) {
+      c.attrs.set("layout", std::string("bshd"));
+      Shape y = c.q;
+      y.back() = c.v.back();
+      OpCheck check = ref_check("attention_grad", dt,
+                                {random_tensor(dt, c.q, ++seed), random_tensor(dt, c.k, ++seed),
+                                 random_tensor(dt, c.v, ++seed), random_tensor(dt, y, ++seed)},
+                                c.attrs, bshd_ref(attention_grad_ref, 4), c.note);
       if (dt == DType::bf16) check.atol = 3e-2, check.rtol = 5e-2;
       if (dt == DType::f16) check.atol = 4e-3, check.rtol = 2e-2;
       t.add(std::move(check));
@@ -546,6 +583,22 @@ void attention_checks(CheckTable& t) {
         ref_check("attention", dt,
                   {random_tensor(dt, s, 596), random_tensor(dt, s, 597), random_tensor(dt, s, 598)},
                   {{"mask", "causal"}}, attention_ref, "register blocks"));
+  }
+  // Layout bshd ([..., s, h, d]): with a bias [h, sq, sk], k / v shared by the heads, and
+  // the tensor-core path's sizes (its output rows h * d apart).
+  for (DType dt : kFloats) {
+    const std::vector<Case> bshd = {
+        {{2, 5, 3, 4}, {2, 6, 3, 4}, {2, 6, 3, 2}, {3, 5, 6}, {{"mask", "causal"}}, "bshd, bias"},
+        {{1, 4, 3, 4}, {1, 4, 1, 4}, {1, 4, 1, 4}, {}, {}, "bshd, shared k v"},
+        {{1, 70, 2, 64}, {1, 70, 2, 64}, {1, 70, 2, 64}, {}, {{"mask", "causal"}}, "bshd, tiles"},
+    };
+    for (Case c : bshd) {
+      c.attrs.set("layout", std::string("bshd"));
+      Tensors in{random_tensor(dt, c.q, ++seed), random_tensor(dt, c.k, ++seed),
+                 random_tensor(dt, c.v, ++seed)};
+      if (!c.bias.empty()) in.push_back(random_tensor(dt, c.bias, ++seed));
+      t.add(ref_check("attention", dt, in, c.attrs, bshd_ref(attention_ref, 3), c.note));
+    }
   }
   Shape s{1, 200, 8};
   t.add(ref_check("attention", DType::f16,

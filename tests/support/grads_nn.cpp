@@ -65,7 +65,13 @@ GradTable grads_nn() {
                    1, "broadcast lead dims and bias, Sq < Sk"));
   t.add(grad_check("attention", {{4, 2}, {2, 2}, {2, 2}}, {{"mask", "causal"}}, -1, 1,
                    "rows that see no key"));
+  t.add(grad_check("attention", {{1, 3, 2, 2}, {1, 4, 2, 2}, {1, 4, 2, 3}},
+                   {{"mask", "causal"}, {"layout", "bshd"}}, -1, 1, "layout bshd"));
+  t.add(grad_check("attention", {{3, 2, 2}, {4, 2, 2}, {4, 2, 2}, {2, 3, 4}}, {{"layout", "bshd"}},
+                   -1, 1, "layout bshd, bias"));
   t.add(grad_check("attention_grad", {{3, 2}, {4, 2}, {4, 3}, {3, 3}}, {}, -1, 1, "no mask"));
+  t.add(grad_check("attention_grad", {{1, 3, 2, 2}, {1, 3, 2, 2}, {1, 3, 2, 2}, {1, 3, 2, 2}},
+                   {{"mask", "causal"}, {"layout", "bshd"}}, -1, 1, "layout bshd"));
   t.add(grad_check("attention_grad", {{2, 3, 2}, {1, 3, 2}, {3, 2}, {2, 3, 2}},
                    {{"mask", "causal"}}, -1, 1, "causal, broadcast lead dims"));
 

@@ -15,6 +15,7 @@
 // thread; f16/bf16 compute in f32.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_util.h"
@@ -219,7 +220,7 @@ void run_attention(const Problem& pb, std::span<const Tensor> in, Tensor& out) {
   });
 }
 
-void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+void attention_bhsd(const Attrs& attrs, std::span<const Tensor> in, std::span<Tensor> out) {
   Problem pb;
   const auto& os = out[0].shape();
   pb.batch.assign(os.begin(), os.end() - 2);
@@ -233,14 +234,36 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
   pb.dv = os[rank - 1];
   pb.nk = in[1].shape()[in[1].shape().size() - 2];
   pb.d = in[0].shape().back();
-  const std::string& mask = ctx.attrs.get_string("mask");
+  const std::string& mask = attrs.get_string("mask");
   pb.causal = mask != "none";
-  pb.window = mask == "sliding_window" ? ctx.attrs.get_int("window") : 0;
-  double scale = ctx.attrs.get_float("scale");
+  pb.window = mask == "sliding_window" ? attrs.get_int("window") : 0;
+  double scale = attrs.get_float("scale");
   // scale 0: 1/sqrt(D); with D = 0 every score is 0 anyway, so use 1 (not inf * 0).
   pb.scale = scale != 0 ? scale : pb.d > 0 ? 1.0 / std::sqrt(double(pb.d)) : 1.0;
   visit_float(in[0].dtype(), "attention",
               [&](auto tag) { run_attention<typename decltype(tag)::type>(pb, in, out[0]); });
+}
+
+// Layout bshd through bhsd copies (the CPU's pipeline leaves attention in bhsd; this is
+// for graphs that ask for bshd).
+void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  if (ctx.attrs.get_string("layout") != "bshd") return attention_bhsd(ctx.attrs, in, out);
+  auto swap_sh = [](const Tensor& t) {
+    std::vector<int64_t> perm;
+    for (int64_t d = 0; d < t.rank(); ++d) perm.push_back(d);
+    std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
+    return t.permute(perm);
+  };
+  std::vector<Tensor> bin{swap_sh(in[0]).contiguous(), swap_sh(in[1]).contiguous(),
+                          swap_sh(in[2]).contiguous()};
+  if (in.size() > 3) bin.push_back(in[3]);
+  Tensor y = swap_sh(out[0]);
+  std::vector<Tensor> bout{Tensor::empty(y.dtype(), y.shape())};
+  Attrs attrs = ctx.attrs;
+  attrs.set("layout", std::string("bhsd"));
+  attention_bhsd(attrs, bin, bout);
+  Tensor back = swap_sh(bout[0]).contiguous();
+  if (back.nbytes()) std::memcpy(out[0].data(), back.data(), back.nbytes());
 }
 
 }  // namespace

@@ -25,6 +25,7 @@ constexpr int kMaxPer = 8;  // head dim up to 32 * 8
 struct Geometry {
   int64_t rows, sq, sk, d, dv;  // rows: batch entries * sq
   int64_t q_row, k_row, v_row;  // row strides
+  int64_t o_row;                // the output's row stride
   int64_t b_row, b_col;         // bias strides over (i, j), 0 when broadcast
   Indexer<5> batch;             // out, q, k, v, bias offsets per batch entry
   double scale;
@@ -79,7 +80,7 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, const T* bias
       }
       m = mn;
     }
-    T* o = out + off[0] + i * g.dv;
+    T* o = out + off[0] + i * g.o_row;
     C inv = l > 0 ? C(1) / l : C(0);
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
@@ -93,7 +94,7 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, const T* bias
 // aligned contiguous elements.
 bool flash_fits(const Tensor& q, const Tensor& k, const Tensor& v, const Geometry& g) {
   bool f32 = q.dtype() == DType::f32;
-  if (g.d != g.dv || (g.d != 64 && (f32 || g.d != 128))) return false;
+  if (g.d != g.dv || (g.d != 64 && (f32 || g.d != 128)) || g.o_row % 2 != 0) return false;
   for (const Tensor* t : {&q, &k, &v}) {
     const auto& st = t->strides();
     size_t r = st.size();
@@ -104,10 +105,23 @@ bool flash_fits(const Tensor& q, const Tensor& k, const Tensor& v, const Geometr
   return true;
 }
 
+// Layout bshd ([..., s, h, d]) seen as bhsd: the sequence and head axes swapped, a view.
+Tensor swap_sh(const Tensor& t) {
+  std::vector<int64_t> perm;
+  for (int64_t d = 0; d < t.rank(); ++d) perm.push_back(d);
+  std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
+  return t.permute(perm);
+}
+
+bool is_bshd(const Attrs& a) { return a.get_string("layout") == "bshd"; }
+
 void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-  const Tensor& y = out[0];
+  // The kernels read q, k, v and write y through strides: bshd is bhsd views.
+  const bool bshd = is_bshd(ctx.attrs);
+  auto view = [&](const Tensor& t) { return bshd ? swap_sh(t) : t; };
+  const Tensor y = view(out[0]);
   if (y.numel() == 0) return;
-  const Tensor &q = in[0], &k = in[1], &v = in[2];
+  const Tensor q = view(in[0]), k = view(in[1]), v = view(in[2]);
   size_t r = size_t(y.rank());
   std::vector<int64_t> batch(y.shape().begin(), y.shape().end() - 2);
   Geometry g{};
@@ -129,6 +143,7 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
   g.q_row = qb.strides()[r - 2];
   g.k_row = kb.strides()[r - 2];
   g.v_row = vb.strides()[r - 2];
+  g.o_row = y.strides()[r - 2];
   std::vector<int64_t> zeros(r, 0);
   const std::vector<int64_t>& bs = bb.defined() ? bb.strides() : zeros;
   g.b_row = bs[r - 2];
@@ -172,6 +187,7 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
                            float(g.scale * 1.4426950408889634),
                            g.window,
                            g.causal};
+          fp.o_row = g.o_row;
           if (g.d == 64)
             flash::launch<T, 64>(fp, s);
           else if constexpr (is_half_v<T>)
@@ -270,14 +286,15 @@ Tensor dense(const Tensor& x, const std::vector<int64_t>& shape, cudaStream_t s)
   return c;
 }
 
-// The tensor-core passes (flash_grad.cuh) on dense [entries, s, 64] tensors.
+// The tensor-core passes (flash_grad.cuh) on [entries / heads, s, heads, 64] tensors with
+// rows ld apart: dense [entries, s, 64] (heads 1, ld 64) or bshd.
 void flash_grad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dy,
-                const Tensor& dq, const Tensor& dk, const Tensor& dv, float scale,
-                const Visible& vis, cudaStream_t s) {
-  const int64_t entries = q.shape()[0], sq = vis.sq, sk = vis.sk, d = 64;
+                const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t entries,
+                int64_t heads, float scale, const Visible& vis, cudaStream_t s) {
+  const int64_t sq = vis.sq, sk = vis.sk, d = 64, ld = heads * d;
   Tensor lse = Tensor::empty(DType::f32, {entries, sq}, q.device());
   Tensor delta = Tensor::empty(DType::f32, {entries, sq}, q.device());
-  const std::vector<int64_t> rows_q{sq * d}, rows_k{sk * d}, none{0};
+  const std::vector<int64_t> q_at{sq * ld, d}, k_at{sk * ld, d}, none{0, 0};
   flash::Params fp{q.data(),
                    k.data(),
                    v.data(),
@@ -286,21 +303,24 @@ void flash_grad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
                    sq,
                    sk,
                    entries,
-                   d,
-                   d,
-                   d,
+                   ld,
+                   ld,
+                   ld,
                    0,
                    0,
-                   make_indexer<5>({entries}, {&rows_q, &rows_q, &rows_k, &rows_k, &none}),
+                   make_indexer<5>({entries / heads, heads}, {&q_at, &q_at, &k_at, &k_at, &none}),
                    float(scale * 1.4426950408889634),
                    vis.window,
                    vis.causal};
   fp.lse = static_cast<float*>(lse.data());
   fp.delta = static_cast<float*>(delta.data());
   fp.dy = dy.data();
+  fp.o_row = ld;
   flash::GradParams gp{q.data(),  k.data(),      v.data(),   dy.data(), dq.data(), dk.data(),
                        dv.data(), fp.lse,        fp.delta,   sq,        sk,        entries,
                        scale,     fp.scale_log2, vis.window, vis.causal};
+  gp.heads = heads;
+  gp.ld = ld;
   visit(q.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_half_v<T>) {
@@ -313,8 +333,11 @@ void flash_grad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
 void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
                            std::span<Tensor> out) {
   cudaStream_t s = stream_of(ctx);
-  const Tensor &q = in[0], &k = in[1], &v = in[2], &dy = in[3];
-  std::vector<int64_t> batch(out[0].shape().begin(), out[0].shape().end() - 2);
+  const bool bshd = is_bshd(ctx.attrs);
+  auto view = [&](const Tensor& t) { return bshd ? swap_sh(t) : t; };
+  const Tensor q = view(in[0]), k = view(in[1]), v = view(in[2]), dy = view(in[3]);
+  const Tensor y0 = view(out[0]);
+  std::vector<int64_t> batch(y0.shape().begin(), y0.shape().end() - 2);
   int64_t sq = q.shape()[q.rank() - 2], sk = k.shape()[k.rank() - 2];
   int64_t d = q.shape().back(), dv = v.shape().back(), entries = 1;
   for (int64_t n : batch) entries *= n;
@@ -323,25 +346,49 @@ void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
     for (Tensor& t : out) fill(t, 0, s);
     return;
   }
+  double scale = ctx.attrs.get_float("scale");
+  if (scale <= 0) scale = 1.0 / std::sqrt(double(d));
+  const std::string& mask = ctx.attrs.get_string("mask");
+  Visible vis{sq, sk, mask == "sliding_window" ? ctx.attrs.get_int("window") : 0, mask != "none"};
+  const bool half = q.dtype() == DType::f16 || q.dtype() == DType::bf16;
+  auto aligned = [](std::initializer_list<const Tensor*> ts) {
+    bool ok = true;
+    for (const Tensor* t : ts) ok = ok && reinterpret_cast<uintptr_t>(t->data()) % 16 == 0;
+    return ok;
+  };
+  // bshd read in place: [b, s, h, 64] everywhere, nothing broadcast.
+  if (bshd && half && d == 64 && dv == 64 && in[0].rank() == 4 &&
+      aligned({&in[0], &in[1], &in[2], &in[3], &out[0], &out[1], &out[2]})) {
+    bool same = true;
+    for (const Tensor* t : {&in[0], &in[3]}) same = same && t->shape() == out[0].shape();
+    for (const Tensor* t : {&in[1], &in[2]}) same = same && t->shape() == out[1].shape();
+    if (same) {
+      flash_grad(in[0], in[1], in[2], in[3], out[0], out[1], out[2], entries, out[0].shape()[2],
+                 float(scale), vis, s);
+      return;
+    }
+  }
   auto flat = [&](const Tensor& x, int64_t rows, int64_t cols) {
     std::vector<int64_t> shape = batch;
     shape.insert(shape.end(), {rows, cols});
     return dense(x, shape, s).reshape({entries, rows, cols});
   };
   Tensor q3 = flat(q, sq, d), k3 = flat(k, sk, d), v3 = flat(v, sk, dv), dy3 = flat(dy, sq, dv);
-  Tensor dq3 = out[0].reshape({entries, sq, d}), dk3 = out[1].reshape({entries, sk, d}),
-         dv3 = out[2].reshape({entries, sk, dv});
-  double scale = ctx.attrs.get_float("scale");
-  if (scale <= 0) scale = 1.0 / std::sqrt(double(d));
-  const std::string& mask = ctx.attrs.get_string("mask");
-  Visible vis{sq, sk, mask == "sliding_window" ? ctx.attrs.get_int("window") : 0, mask != "none"};
-  bool aligned = true;
-  for (const Tensor* t : {&q3, &k3, &v3, &dy3, &dq3, &dk3, &dv3})
-    aligned = aligned && reinterpret_cast<uintptr_t>(t->data()) % 16 == 0;
-  const bool half = q.dtype() == DType::f16 || q.dtype() == DType::bf16;
-  if (half && d == 64 && dv == 64 && aligned) {
-    flash_grad(q3, k3, v3, dy3, dq3, dk3, dv3, float(scale), vis, s);
-    return;
+  // The outputs dense [entries, s, d]: bshd ones through a bhsd copy, stored at the end.
+  std::vector<Tensor> dense_out;
+  for (Tensor& o : out) {
+    Tensor b = view(o);
+    dense_out.push_back(bshd ? Tensor::empty(b.dtype(), b.shape(), b.device()) : o);
+  }
+  Tensor dq3 = dense_out[0].reshape({entries, sq, d}), dk3 = dense_out[1].reshape({entries, sk, d}),
+         dv3 = dense_out[2].reshape({entries, sk, dv});
+  auto store_out = [&] {
+    if (bshd)
+      for (size_t i = 0; i < 3; ++i) copy_strided(dense_out[i], view(out[i]), s);
+  };
+  if (half && d == 64 && dv == 64 && aligned({&q3, &k3, &v3, &dy3, &dq3, &dk3, &dv3})) {
+    flash_grad(q3, k3, v3, dy3, dq3, dk3, dv3, entries, 1, float(scale), vis, s);
+    return store_out();
   }
   // Scores of up to 512 MiB at a time.
   int64_t per_entry = sq * sk * int64_t(sizeof(float) + dtype_size(q.dtype()));
@@ -371,6 +418,7 @@ void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
       }
     }
   });
+  store_out();
   RLX_CUDA_LAUNCHED("attention_grad");
 }
 

@@ -36,6 +36,7 @@ struct Params {
   // rounded to T; dy laid out as out.
   float *lse = nullptr, *delta = nullptr;
   const void* dy = nullptr;
+  int64_t o_row = 0;  // the output's (and dy's) row stride; 0: D (dense rows)
 };
 
 template <class T>
@@ -383,6 +384,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
   // Divide by the row sums (summed over the quad) and store pairs, or the statistics.
   T* out = static_cast<T*>(p.out) + off[0];
   const T* dy = static_cast<const T*>(p.dy) + off[0];
+  const int64_t o_row = p.o_row ? p.o_row : D;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     float sum = l[h];
@@ -395,7 +397,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
       if (row < p.sq)
 #pragma unroll
         for (int n = 0; n < D / 8; ++n) {
-          const T* g = dy + row * D + n * 8 + tig * 2;
+          const T* g = dy + row * o_row + n * 8 + tig * 2;
           dot += float(load(store<T>(o[n][2 * h] * inv))) * float(load(g[0])) +
                  float(load(store<T>(o[n][2 * h + 1] * inv))) * float(load(g[1]));
         }
@@ -411,7 +413,7 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
     if (row >= p.sq) continue;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
-      Mma::store2(out + row * D + n * 8 + tig * 2, o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
+      Mma::store2(out + row * o_row + n * 8 + tig * 2, o[n][2 * h] * inv, o[n][2 * h + 1] * inv);
     }
   }
 }

@@ -22,19 +22,33 @@
 namespace rlx::gpu::flash {
 
 struct GradParams {
-  const void *q, *k, *v, *dy;  // dense [entries, s, D]
-  void *dq, *dk, *dv;
-  const float *lse, *delta;  // [entries, sq]
+  const void *q, *k, *v, *dy;  // [entries / heads, s, heads, D], rows ld apart
+  void *dq, *dk, *dv;          // the same
+  const float *lse, *delta;    // [entries, sq]
   int64_t sq, sk, entries;
   float scale, scale_log2;
   int64_t window;  // 0: no lower limit
   bool causal;
+  // Dense [entries, s, D]: heads 1, ld D; bshd [b, s, h, D]: heads h, ld h * D. The
+  // kernels take kStrided false for dense rows, whose stride is then a constant (a
+  // run-time one costs the dense case a quarter of its speed: more spills in dk_dv).
+  int heads = 1, ld = 0;
 
+  template <int D, bool kStrided>
+  __device__ int64_t row_ld() const {
+    return kStrided ? ld : D;
+  }
+  // Where batch entry b's rows start in a tensor of s rows.
+  template <int D, bool kStrided>
+  __device__ int64_t base(int64_t b, int64_t s) const {
+    return kStrided ? b / heads * s * ld + b % heads * D : b * s * D;
+  }
   // q, dy, k, v of batch entry b.
-  template <class T, int D>
+  template <class T, int D, bool kStrided>
   __device__ std::array<const T*, 4> entry(int64_t b) const {
-    return {static_cast<const T*>(q) + b * sq * D, static_cast<const T*>(dy) + b * sq * D,
-            static_cast<const T*>(k) + b * sk * D, static_cast<const T*>(v) + b * sk * D};
+    const int64_t bq = base<D, kStrided>(b, sq), bk = base<D, kStrided>(b, sk);
+    return {static_cast<const T*>(q) + bq, static_cast<const T*>(dy) + bq,
+            static_cast<const T*>(k) + bk, static_cast<const T*>(v) + bk};
   }
   // Whether query row i sees key j (bottom-right aligned, as the forward).
   __device__ bool seen(int64_t i, int64_t j) const {
@@ -75,17 +89,18 @@ constexpr size_t grad_smem_bytes() {
 
 // The block's own tiles (rows `at` of x and y: 64 rows, `x_rows` in all) into fragments
 // fx, fy through buffer 1, and the first streamed pair (rows `first` of u and w, `u_rows`
-// in all; none when !any) into buffer 0.
+// in all; none when !any) into buffer 0. Rows are ld apart.
 template <class T, int D>
 __device__ __forceinline__ void prologue(T* buf, HalfMma<T, D>& fx, HalfMma<T, D>& fy, const T* x,
                                          const T* y, int64_t at, int64_t x_rows, const T* u,
-                                         const T* w, int64_t first, int64_t u_rows, bool any) {
+                                         const T* w, int64_t first, int64_t u_rows, bool any,
+                                         int64_t ld) {
   constexpr int kS = HalfMma<T, D>::kS, kTile = kBN * kS;
-  load_tile<T, D, kS, 128>(buf + 2 * kTile, x, D, kBN, at, x_rows);
-  load_tile<T, D, kS, 128>(buf + 3 * kTile, y, D, kBN, at, x_rows);
+  load_tile<T, D, kS, 128>(buf + 2 * kTile, x, ld, kBN, at, x_rows);
+  load_tile<T, D, kS, 128>(buf + 3 * kTile, y, ld, kBN, at, x_rows);
   if (any) {
-    load_tile<T, D, kS, 128>(buf, u, D, kBN, first, u_rows);
-    load_tile<T, D, kS, 128>(buf + kTile, w, D, kBN, first, u_rows);
+    load_tile<T, D, kS, 128>(buf, u, ld, kBN, first, u_rows);
+    load_tile<T, D, kS, 128>(buf + kTile, w, ld, kBN, first, u_rows);
   }
   cp_async_commit();
   cp_async_wait_all();
@@ -99,19 +114,20 @@ __device__ __forceinline__ void prologue(T* buf, HalfMma<T, D>& fx, HalfMma<T, D
 // this step's pair (buffer t % 2).
 template <class T, int D>
 __device__ __forceinline__ const T* stream_step(T* buf, int64_t t, const T* u, const T* w,
-                                                int64_t next, int64_t u_rows, bool more) {
+                                                int64_t next, int64_t u_rows, bool more,
+                                                int64_t ld) {
   constexpr int kS = HalfMma<T, D>::kS, kTile = kBN * kS;
   if (more) {
     T* n = buf + ((t + 1) % 2) * 2 * kTile;
-    load_tile<T, D, kS, 128>(n, u, D, kBN, next, u_rows);
-    load_tile<T, D, kS, 128>(n + kTile, w, D, kBN, next, u_rows);
+    load_tile<T, D, kS, 128>(n, u, ld, kBN, next, u_rows);
+    load_tile<T, D, kS, 128>(n + kTile, w, ld, kBN, next, u_rows);
     cp_async_commit();
   }
   return buf + (t % 2) * 2 * kTile;
 }
 
 // Pass 2 (above). Shared memory: buffers 0 and 1, each a Q (or K) tile and a dY (or V) tile.
-template <class T, int D>
+template <class T, int D, bool kStrided>
 __global__ void __launch_bounds__(128, 3) dk_dv(GradParams p) {
   using Mma = HalfMma<T, D>;
   constexpr int kS = Mma::kS, kTile = kBN * kS;
@@ -119,7 +135,8 @@ __global__ void __launch_bounds__(128, 3) dk_dv(GradParams p) {
   T* buf = reinterpret_cast<T*>(smem);  // [2][Q, dY]
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, group = lane / 4, tig = lane % 4;
   const int64_t b = int64_t(blockIdx.x) % p.entries, k0 = int64_t(blockIdx.x) / p.entries * kBN;
-  const auto [q, dy, k, v] = p.entry<T, D>(b);
+  const auto [q, dy, k, v] = p.entry<T, D, kStrided>(b);
+  const int64_t ld = p.row_ld<D, kStrided>();
   const float* lse = p.lse + b * p.sq;
   const float* delta = p.delta + b * p.sq;
   float* stats = reinterpret_cast<float*>(buf + 4 * kTile);  // [2][L, delta][64]
@@ -134,14 +151,14 @@ __global__ void __launch_bounds__(128, 3) dk_dv(GradParams p) {
 
   Mma kf, vf;
   if (lo < hi) load_stats(stats, lse, delta, lo, p.sq);  // in the prologue's group
-  prologue<T, D>(buf, kf, vf, k, v, k0, p.sk, q, dy, lo, p.sq, lo < hi);
+  prologue<T, D>(buf, kf, vf, k, v, k0, p.sk, q, dy, lo, p.sq, lo < hi, ld);
 
   float dk[D / 8][4] = {}, dv[D / 8][4] = {};
   const int64_t key0 = k0 + warp * 16 + group;  // this thread's keys: key0 and key0 + 8
   for (int64_t q0 = lo, t = 0; q0 < hi; q0 += kBN, ++t) {
     const bool next = q0 + kBN < hi;
     if (next) load_stats(stats + ((t + 1) % 2) * 2 * kBN, lse, delta, q0 + kBN, p.sq);
-    const T* sQ = stream_step<T, D>(buf, t, q, dy, q0 + kBN, p.sq, next);
+    const T* sQ = stream_step<T, D>(buf, t, q, dy, q0 + kBN, p.sq, next, ld);
     const T* sY = sQ + kTile;
     // This thread's queries: q0 + j * 8 + 2 tig + (e % 2); their L and delta in shared
     // memory (registers for them kept the block at 2 a multiprocessor).
@@ -175,23 +192,23 @@ __global__ void __launch_bounds__(128, 3) dk_dv(GradParams p) {
 
   // dK and dV in one loop (as dq_rows stores dQ): two separate store loops spill more
   // (ptxas: 188 bytes instead of 140 at 168 registers).
-  T* dko = static_cast<T*>(p.dk) + b * p.sk * D;
-  T* dvo = static_cast<T*>(p.dv) + b * p.sk * D;
+  T* dko = static_cast<T*>(p.dk) + p.base<D, kStrided>(b, p.sk);
+  T* dvo = static_cast<T*>(p.dv) + p.base<D, kStrided>(b, p.sk);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     int64_t key = key0 + 8 * h;
     if (key >= p.sk) continue;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n) {
-      Mma::store2(dko + key * D + n * 8 + tig * 2, dk[n][2 * h] * p.scale,
+      Mma::store2(dko + key * ld + n * 8 + tig * 2, dk[n][2 * h] * p.scale,
                   dk[n][2 * h + 1] * p.scale);
-      Mma::store2(dvo + key * D + n * 8 + tig * 2, dv[n][2 * h], dv[n][2 * h + 1]);
+      Mma::store2(dvo + key * ld + n * 8 + tig * 2, dv[n][2 * h], dv[n][2 * h + 1]);
     }
   }
 }
 
 // Pass 3 (above). Shared memory: buffers 0 and 1, each a K tile and a V tile.
-template <class T, int D>
+template <class T, int D, bool kStrided>
 __global__ void __launch_bounds__(128) dq_rows(GradParams p) {
   using Mma = HalfMma<T, D>;
   constexpr int kS = Mma::kS, kTile = kBN * kS;
@@ -202,7 +219,8 @@ __global__ void __launch_bounds__(128) dq_rows(GradParams p) {
   const int64_t qtiles = (p.sq + kBN - 1) / kBN;
   const int64_t b = int64_t(blockIdx.x) % p.entries;
   const int64_t q0 = (qtiles - 1 - int64_t(blockIdx.x) / p.entries) * kBN;
-  const auto [q, dy, k, v] = p.entry<T, D>(b);
+  const auto [q, dy, k, v] = p.entry<T, D, kStrided>(b);
+  const int64_t ld = p.row_ld<D, kStrided>();
 
   // The key tiles some row of this block sees: [lo, hi).
   const int64_t shift = p.sk - p.sq;
@@ -213,7 +231,7 @@ __global__ void __launch_bounds__(128) dq_rows(GradParams p) {
   }
 
   Mma qf, yf;
-  prologue<T, D>(buf, qf, yf, q, dy, q0, p.sq, k, v, lo, p.sk, lo < hi);
+  prologue<T, D>(buf, qf, yf, q, dy, q0, p.sq, k, v, lo, p.sk, lo < hi, ld);
 
   const int64_t r0 = q0 + warp * 16 + group;  // this thread's rows: r0 and r0 + 8
   float lr[2], dr[2];
@@ -226,7 +244,7 @@ __global__ void __launch_bounds__(128) dq_rows(GradParams p) {
   float dq[D / 8][4] = {};
   for (int64_t k0 = lo, t = 0; k0 < hi; k0 += kBN, ++t) {
     const bool next = k0 + kBN < hi;
-    const T* sK = stream_step<T, D>(buf, t, k, v, k0 + kBN, p.sk, next);
+    const T* sK = stream_step<T, D>(buf, t, k, v, k0 + kBN, p.sk, next, ld);
     const T* sV = sK + kTile;
     float s[kBN / 8][4] = {};
     qf.scores(s, sK, lane);  // S: rows queries, columns keys
@@ -251,32 +269,40 @@ __global__ void __launch_bounds__(128) dq_rows(GradParams p) {
     __syncthreads();
   }
 
-  T* dqo = static_cast<T*>(p.dq) + b * p.sq * D;
+  T* dqo = static_cast<T*>(p.dq) + p.base<D, kStrided>(b, p.sq);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     int64_t row = r0 + 8 * h;
     if (row >= p.sq) continue;
 #pragma unroll
     for (int n = 0; n < D / 8; ++n)
-      Mma::store2(dqo + row * D + n * 8 + tig * 2, dq[n][2 * h] * p.scale,
+      Mma::store2(dqo + row * ld + n * 8 + tig * 2, dq[n][2 * h] * p.scale,
                   dq[n][2 * h + 1] * p.scale);
   }
 }
 
-template <class T, int D>
-void launch_grad(const GradParams& p, cudaStream_t s) {
+template <class T, int D, bool kStrided>
+void launch_grad_as(const GradParams& p, cudaStream_t s) {
   constexpr size_t smem = grad_smem_bytes<T, D>();
   static bool raised = [&] {
-    RLX_CUDA(
-        cudaFuncSetAttribute(dk_dv<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    RLX_CUDA(cudaFuncSetAttribute(dq_rows<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(smem)));
+    RLX_CUDA(cudaFuncSetAttribute(dk_dv<T, D, kStrided>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+    RLX_CUDA(cudaFuncSetAttribute(dq_rows<T, D, kStrided>,
+                                  cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     return true;
   }();
   (void)raised;
   int64_t ktiles = (p.sk + kBN - 1) / kBN, qtiles = (p.sq + kBN - 1) / kBN;
-  dk_dv<T, D><<<unsigned(p.entries * ktiles), 128, smem, s>>>(p);
-  dq_rows<T, D><<<unsigned(p.entries * qtiles), 128, smem, s>>>(p);
+  dk_dv<T, D, kStrided><<<unsigned(p.entries * ktiles), 128, smem, s>>>(p);
+  dq_rows<T, D, kStrided><<<unsigned(p.entries * qtiles), 128, smem, s>>>(p);
+}
+
+template <class T, int D>
+void launch_grad(const GradParams& p, cudaStream_t s) {
+  if (p.heads == 1 && p.ld == D)
+    launch_grad_as<T, D, false>(p, s);
+  else
+    launch_grad_as<T, D, true>(p, s);
 }
 
 }  // namespace rlx::gpu::flash

@@ -69,14 +69,25 @@ __device__ __forceinline__ void row_runs(const G& g, const T* x, int64_t n, F&& 
   int64_t head = 0;
   if (V > 1 && (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
     head = n / V * V;
-    for (int64_t i = int64_t(g.lane()) * V; i < head; i += int64_t(g.width()) * V) {
-      uint4 raw = *reinterpret_cast<const uint4*>(x + i);
+    // kU runs loaded before any is used: that many loads in flight per lane.
+    constexpr int kU = 4;
+    const int64_t step = int64_t(g.width()) * V;
+    auto use = [&](int64_t i, const uint4& raw) {
       const T* e = reinterpret_cast<const T*>(&raw);
       C v[V];
 #pragma unroll
       for (int j = 0; j < V; ++j) v[j] = C(load(e[j]));
       f(i, v, V);
+    };
+    int64_t i = int64_t(g.lane()) * V;
+    for (; i + (kU - 1) * step < head; i += kU * step) {
+      uint4 raw[kU];
+#pragma unroll
+      for (int u = 0; u < kU; ++u) raw[u] = *reinterpret_cast<const uint4*>(x + i + u * step);
+#pragma unroll
+      for (int u = 0; u < kU; ++u) use(i + u * step, raw[u]);
     }
+    for (; i < head; i += step) use(i, *reinterpret_cast<const uint4*>(x + i));
   }
   for (int64_t i = head + g.lane(); i < n; i += g.width()) {
     C v[1] = {C(load(x[i]))};
@@ -107,6 +118,17 @@ __device__ __forceinline__ void map_row(const G& g, const T* x, T* y, int64_t n,
   });
 }
 
+// exp in T's compute type. For f16 / bf16 rows the fast form (ex2.approx: a few float ulp,
+// far below the 16-bit rounding of what is stored): the accurate expf made a 50304-class
+// bf16 cross_entropy compute-bound. float and double rows keep the accurate one.
+template <class T, class C>
+__device__ __forceinline__ C exp_for(C x) {
+  if constexpr (is_half_v<T>)
+    return __expf(x);
+  else
+    return exp(x);
+}
+
 // One pass over a row for its max m and sum of exp(x - m): each lane keeps its own running
 // max, rescaling its sum when a run of values raises it (the online softmax), then the
 // lanes' sums are brought to the row's max. -inf adds nothing; a NaN anywhere makes the
@@ -119,14 +141,14 @@ __device__ void max_and_sumexp(G& g, const T* x, int64_t classes, C& m, C& sum) 
     C cm = lm;
     for (int j = 0; j < count; ++j) cm = MaxF::combine(cm, v[j]);
     if (cm > lm) {
-      ls *= exp(lm - cm);  // 0 from -inf; a NaN sum stays NaN
+      ls *= exp_for<T>(lm - cm);  // 0 from -inf; a NaN sum stays NaN
       lm = cm;
     }
     for (int j = 0; j < count; ++j)
-      if (lm > none || v[j] != v[j]) ls += exp(v[j] - lm);
+      if (lm > none || v[j] != v[j]) ls += exp_for<T>(v[j] - lm);
   });
   m = g.template fold<MaxF>(lm);
-  sum = g.template fold<SumF>(lm > none || ls != ls ? ls * exp(lm - m) : C(0));
+  sum = g.template fold<SumF>(lm > none || ls != ls ? ls * exp_for<T>(lm - m) : C(0));
 }
 
 template <bool kLog, bool kBlock, class T>
@@ -139,7 +161,7 @@ __global__ void softmax_rows(const T* x0, T* y0, int64_t rows, int64_t n) {
     C m, s;
     max_and_sumexp(g, x, n, m, s);
     C ls = log(s), inv = C(1) / s;
-    map_row(g, x, y, n, [&](int64_t, C v) { return kLog ? v - m - ls : exp(v - m) * inv; });
+    map_row(g, x, y, n, [&](int64_t, C v) { return kLog ? v - m - ls : exp_for<T>(v - m) * inv; });
   }
 }
 
@@ -611,8 +633,9 @@ __global__ void xent_grad_rows(const T* x0, const I* labels, const compute_t<T>*
     max_and_sumexp(g, x, classes, m, se);
     C inv = C(1) / se, u = C(eps) / C(classes), hit = C(1) - C(eps);
     C wr = w[w_rows ? r : 0];
-    map_row(g, x, dx, classes,
-            [&](int64_t i, C v) { return wr * (exp(v - m) * inv - u - (i == y ? hit : C(0))); });
+    map_row(g, x, dx, classes, [&](int64_t i, C v) {
+      return wr * (exp_for<T>(v - m) * inv - u - (i == y ? hit : C(0)));
+    });
   }
 }
 
