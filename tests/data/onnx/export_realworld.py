@@ -15,6 +15,7 @@ installed there, so their habits are reproduced on torch exports where noted):
   mlp_qdyn        onnxruntime.quantization.quantize_dynamic (DynamicQuantizeLinear, MatMulInteger)
   cnn_qdq         quantize_static, QDQ format (QuantizeLinear / DequantizeLinear around Conv)
   cnn_qop         quantize_static, QOperator format (QLinearConv, QLinearMatMul …)
+paddle_det_style (paddle2onnx's habits) is written by export_paddle_style.py instead.
 """
 import os, sys, json, traceback
 import numpy as np
