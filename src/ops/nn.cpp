@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ops/attention_layout.h"
 #include "ops/families.h"
 #include "ops/fused.h"
 #include "ops/infer_util.h"
@@ -232,7 +233,7 @@ TensorType attention_type(const InferContext& ctx, bool bias) {
 // stays [..., h, sq, sk]. Types are inferred on the swapped form, then swapped back.
 template <class F>
 std::vector<TensorType> on_bhsd(const InferContext& ctx, size_t swapped, F infer) {
-  if (ctx.attrs().get_string("layout") != "bshd") return infer(ctx);
+  if (!detail::is_bshd(ctx.attrs())) return infer(ctx);
   auto swap_sh = [](Shape& s) { std::swap(s[s.size() - 3], s[s.size() - 2]); };
   std::vector<TensorType> in(ctx.inputs().begin(), ctx.inputs().end());
   for (size_t i = 0; i < swapped; ++i) {

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "ops/attention_layout.h"
 #include "rlx/error.h"
 #include "rlx/rules.h"
 
@@ -416,13 +417,9 @@ namespace {
 // Layout bshd is bhsd with the sequence and head axes of q, k, v (dy, the outputs)
 // swapped: its rules swap them, run bhsd's, and swap the results back. A bias is [..., H,
 // Sq, Sk] in both.
-bool bshd(const Attrs& a) { return a.get_string("layout") == "bshd"; }
+using detail::is_bshd;
 
-Value swap_sh(Value x) {
-  IntList perm = range(0, x.rank());
-  std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
-  return op("transpose", {x}, {{"perm", perm}});
-}
+Value swap_sh(Value x) { return op("transpose", {x}, {{"perm", detail::seq_head_swap(x.rank())}}); }
 
 Attrs bhsd_attrs(const Attrs& a) {
   Attrs b = a;
@@ -440,7 +437,7 @@ Values swapped_inputs(const RuleArgs& a, size_t n) {
 }  // namespace
 
 Values attention_grad_decomposed(const RuleArgs& a) {
-  if (bshd(a.attrs)) {  // the bhsd op between swaps (its own kernel or decomposition)
+  if (is_bshd(a.attrs)) {  // the bhsd op between swaps (its own kernel or decomposition)
     Values g = op_n("attention_grad", swapped_inputs(a, 4), bhsd_attrs(a.attrs));
     for (Value& x : g) x = swap_sh(x);
     return g;
@@ -453,7 +450,7 @@ Values attention_grad_decomposed(const RuleArgs& a) {
 
 Values attention_vjp(const RuleArgs& a, ValueSpan ct) {
   Values g;
-  if (bshd(a.attrs) && a.inputs.size() > 3) {  // with a bias: through bhsd
+  if (is_bshd(a.attrs) && a.inputs.size() > 3) {  // with a bias: through bhsd
     Values in = swapped_inputs(a, 3);
     Attrs attrs = bhsd_attrs(a.attrs);
     g = attention_grads(RuleArgs{a.g, attrs, in, {}, a.subgraphs, a.op}, swap_sh(ct[0]));
@@ -471,7 +468,7 @@ Values attention_vjp(const RuleArgs& a, ValueSpan ct) {
 }
 
 Values attention_jvp(const RuleArgs& a, ValueSpan t) {
-  if (bshd(a.attrs)) {
+  if (is_bshd(a.attrs)) {
     Values in = swapped_inputs(a, 3), ts(t.begin(), t.end());
     for (size_t i = 0; i < 3; ++i)
       if (ts[i].valid()) ts[i] = swap_sh(ts[i]);
@@ -495,7 +492,7 @@ Values attention_jvp(const RuleArgs& a, ValueSpan t) {
 VmapResult attention_vmap(const RuleArgs& a, AxisSpan in_axes) {
   Values in(a.inputs.begin(), a.inputs.end());
   std::vector<int> axes(in_axes.begin(), in_axes.end());
-  if (bshd(a.attrs)) {  // batches in front, then through bhsd
+  if (is_bshd(a.attrs)) {  // batches in front, then through bhsd
     for (size_t i = 0; i < in.size(); ++i) {
       if (axes[i] > 0) in[i] = moveaxis(in[i], axes[i], 0);
       axes[i] = std::min(axes[i], 0);

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "ops/attention_layout.h"
 #include "passes/families.h"
 #include "passes/fusion.h"
 
@@ -210,13 +211,7 @@ class LayoutSinking {
   FusionPlan plan_;
 };
 
-// The perm that swaps the axes -3 and -2 of rank r.
-IntList seq_head_swap(int64_t r) {
-  IntList p;
-  for (int64_t i = 0; i < r; ++i) p.push_back(i);
-  std::swap(p[size_t(r - 3)], p[size_t(r - 2)]);
-  return p;
-}
+using detail::seq_head_swap;
 
 std::unique_ptr<Graph> attention_layout(const Graph& g, const PassContext& ctx) {
   FusionPlan plan(g);
@@ -224,7 +219,7 @@ std::unique_ptr<Graph> attention_layout(const Graph& g, const PassContext& ctx) 
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     bool grad = n.op_name() == "attention_grad";
-    if ((n.op_name() != "attention" && !grad) || n.attrs.get_string("layout") != "bhsd") continue;
+    if ((n.op_name() != "attention" && !grad) || detail::is_bshd(n.attrs)) continue;
     size_t swapped = grad ? 4 : 3;  // q, k, v (, dy); a bias stays
     std::vector<Value> in = n.inputs;
     std::vector<TensorType> types;

@@ -20,6 +20,7 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/nn_util.h"
+#include "ops/attention_layout.h"
 
 namespace rlx::cpu {
 
@@ -247,13 +248,8 @@ void attention_bhsd(const Attrs& attrs, std::span<const Tensor> in, std::span<Te
 // Layout bshd through bhsd copies (the CPU's pipeline leaves attention in bhsd; this is
 // for graphs that ask for bshd).
 void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-  if (ctx.attrs.get_string("layout") != "bshd") return attention_bhsd(ctx.attrs, in, out);
-  auto swap_sh = [](const Tensor& t) {
-    std::vector<int64_t> perm;
-    for (int64_t d = 0; d < t.rank(); ++d) perm.push_back(d);
-    std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
-    return t.permute(perm);
-  };
+  if (!detail::is_bshd(ctx.attrs)) return attention_bhsd(ctx.attrs, in, out);
+  auto swap_sh = [](const Tensor& t) { return t.permute(detail::seq_head_swap(t.rank())); };
   std::vector<Tensor> bin{swap_sh(in[0]).contiguous(), swap_sh(in[1]).contiguous(),
                           swap_sh(in[2]).contiguous()};
   if (in.size() > 3) bin.push_back(in[3]);

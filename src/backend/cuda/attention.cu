@@ -15,6 +15,7 @@
 #include "backend/cuda/flash_grad.cuh"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/linalg.h"
+#include "ops/attention_layout.h"
 
 namespace rlx::gpu {
 
@@ -106,14 +107,9 @@ bool flash_fits(const Tensor& q, const Tensor& k, const Tensor& v, const Geometr
 }
 
 // Layout bshd ([..., s, h, d]) seen as bhsd: the sequence and head axes swapped, a view.
-Tensor swap_sh(const Tensor& t) {
-  std::vector<int64_t> perm;
-  for (int64_t d = 0; d < t.rank(); ++d) perm.push_back(d);
-  std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
-  return t.permute(perm);
-}
+Tensor swap_sh(const Tensor& t) { return t.permute(detail::seq_head_swap(t.rank())); }
 
-bool is_bshd(const Attrs& a) { return a.get_string("layout") == "bshd"; }
+using detail::is_bshd;
 
 void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   // The kernels read q, k, v and write y through strides: bshd is bhsd views.
