@@ -9,8 +9,10 @@
 
 namespace rlx {
 
-enum class DType : uint8_t { f32, f64, f16, bf16, i8, i16, i32, i64, u8, boolean };
+// `string`: one handle per element (rlx/strings.h), not a number; no arithmetic takes it.
+enum class DType : uint8_t { f32, f64, f16, bf16, i8, i16, i32, i64, u8, boolean, string };
 
+// The numeric and bool dtypes (every dtype but string).
 inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64,    DType::f16, DType::bf16,
                                        DType::i8,  DType::i16,    DType::i32, DType::i64,
                                        DType::u8,  DType::boolean};
@@ -23,7 +25,8 @@ constexpr bool is_float(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }
 constexpr bool is_bool(DType t) { return t == DType::boolean; }
-constexpr bool is_integer(DType t) { return !is_float(t) && !is_bool(t); }
+constexpr bool is_string(DType t) { return t == DType::string; }
+constexpr bool is_integer(DType t) { return !is_float(t) && !is_bool(t) && !is_string(t); }
 constexpr bool is_signed_integer(DType t) {
   return t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64;
 }
@@ -32,7 +35,7 @@ constexpr bool is_signed(DType t) { return is_float(t) || is_signed_integer(t); 
 
 // The dtype two operands of a binary op are computed in: bool < integers < floats;
 // within a kind the wider wins; u8 with a signed integer gives the next signed width
-// that holds both; f16 with bf16 gives f32.
+// that holds both; f16 with bf16 gives f32. string promotes with string only (TypeError).
 DType promote_types(DType a, DType b);
 
 // Half-precision conversions (round to nearest even), used by constants and kernels.
@@ -42,7 +45,8 @@ float bf16_to_f32(uint16_t h);
 uint16_t f32_to_bf16(float f);
 
 // One element at p of dtype t, read as / written from a double (slow path: constants,
-// tests, conversions; not kernels). Integer stores truncate toward zero.
+// tests, conversions; not kernels). Integer stores truncate toward zero. A string element
+// is no number: loading one throws TypeError, and only 0 (the empty string) is stored.
 double load_double(DType t, const void* p);
 void store_double(DType t, void* p, double v);
 

@@ -63,6 +63,9 @@ class Literal {
   static Literal from_doubles(DType dtype, std::vector<int64_t> shape,
                               const std::vector<double>& values);
 
+  // A string literal (rlx/strings.h) of `values`, row-major.
+  static Literal from_strings(const std::vector<std::string>& values, std::vector<int64_t> shape);
+
   DType dtype() const { return dtype_; }
   const std::vector<int64_t>& shape() const { return shape_; }
   TensorType type() const { return {dtype_, to_shape(shape_)}; }
@@ -75,6 +78,7 @@ class Literal {
   int64_t at_int(int64_t i) const;
   std::vector<double> to_doubles() const;
   std::vector<int64_t> to_ints() const;
+  std::string_view string_at(int64_t i) const;  // element i of a string literal
 
   bool operator==(const Literal& o) const;
 

@@ -75,6 +75,8 @@ class Tensor {
   static Tensor from_doubles(DType dtype, std::vector<int64_t> shape,
                              const std::vector<double>& values);
   static Tensor from_literal(const Literal& lit);
+  // A string tensor (rlx/strings.h) of `values`, row-major.
+  static Tensor from_strings(const std::vector<std::string>& values, std::vector<int64_t> shape);
 
   bool defined() const { return buffer_ != nullptr; }
   DType dtype() const { return dtype_; }
@@ -117,6 +119,7 @@ class Tensor {
     return out;
   }
   std::vector<double> to_doubles() const;
+  std::vector<std::string> to_strings() const;  // a string tensor's elements, row-major
   Literal to_literal() const;
 
   // Views share the buffer; contiguous() copies only when needed.

@@ -55,7 +55,7 @@ from ._rlx import (
     jacrev,
     prune,
 )
-from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_
+from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_, string
 from . import ops, onnx, optim
 from .jit import jit
 from . import functional as _functional

@@ -31,6 +31,8 @@ const char* numpy_name(DType t) {
       return "uint8";
     case DType::boolean:
       return "bool";
+    case DType::string:
+      return "object";  // Python str elements
   }
   return "?";
 }
@@ -58,8 +60,11 @@ const char* buffer_format(DType t) {
       return "B";
     case DType::boolean:
       return "?";
+    case DType::string:
+      break;
   }
-  return "B";
+  fail<NotSupported>("Tensor", "expected a numeric or bool tensor for the buffer protocol, got ",
+                     dtype_name(t));
 }
 
 std::vector<int64_t> shape_of(const pyb::array& a) {
@@ -174,8 +179,9 @@ DType dtype_from_numpy(const pyb::dtype& d, std::optional<DType> want) {
   if (k == 'u' && size == 1) return DType::u8;
   if (k == 'b') return DType::boolean;
   if (k == 'u' && size == 2 && want == DType::bf16) return DType::bf16;
+  if (k == 'U') return DType::string;
   fail<TypeError>("rlx", "expected a NumPy dtype rlx holds (float32, float64, float16, int8, ",
-                  "int16, int32, int64, uint8, bool; uint16 as bf16 bits where bf16 is ",
+                  "int16, int32, int64, uint8, bool, str; uint16 as bf16 bits where bf16 is ",
                   "expected), got ", py_str(d));
 }
 
@@ -201,6 +207,12 @@ pyb::array to_numpy(const Tensor& t) {
   if (!t.defined()) fail<ValueError>("Tensor", "expected a defined tensor, got an empty one");
   if (!t.device().is_cpu())
     fail<NotSupported>("Tensor", "expected a host tensor for NumPy, got one on ", t.device().str());
+  if (t.dtype() == DType::string) {  // an object array of str, not a view of the handles
+    pyb::list items;
+    for (const std::string& s : t.to_strings()) items.append(pyb::str(s));
+    pyb::object a = numpy().attr("array")(items, "object");
+    return a.attr("reshape")(pyb::cast(t.shape())).cast<pyb::array>();
+  }
   auto item = int64_t(dtype_size(t.dtype()));
   std::vector<pyb::ssize_t> shape(t.shape().begin(), t.shape().end());
   std::vector<pyb::ssize_t> strides;
@@ -222,6 +234,16 @@ Tensor to_tensor(pyb::handle obj, std::optional<DType> want) {
   } else {
     a = numpy().attr("asarray")(obj);
   }
+  if (a.dtype().kind() == 'U' || (a.dtype().kind() == 'O' && want == DType::string)) {
+    std::vector<std::string> words;  // str elements, row-major
+    for (pyb::handle e : a.attr("ravel")().attr("tolist")()) {
+      if (!pyb::isinstance<pyb::str>(e))
+        fail<TypeError>("rlx", "expected str elements for a string tensor, got ",
+                        py_str(pyb::type::of(e)));
+      words.push_back(e.cast<std::string>());
+    }
+    return Tensor::from_strings(words, shape_of(a));
+  }
   DType dt = dtype_from_numpy(a.dtype(), want);
   pyb::array c = a;  // (numpy.ascontiguousarray would make a 0-d array 1-d)
   if (!(a.flags() & pyb::array::c_style)) c = a.attr("copy")("C");
@@ -235,7 +257,9 @@ Literal to_literal(pyb::handle obj, std::optional<DType> want) {
 
 void register_tensor(pyb::module_& m) {
   pyb::enum_<DType> dt(m, "DType", "An element type: rlx.f32, rlx.bf16, rlx.bool_, …");
-  for (DType t : kAllDTypes) {
+  std::vector<DType> all(std::begin(kAllDTypes), std::end(kAllDTypes));
+  all.push_back(DType::string);  // rlx.string: str elements (NumPy arrays of str / object)
+  for (DType t : all) {
     std::string name(dtype_name(t));
     if (name == "bool") name = "bool_";
     dt.value(name.c_str(), t);

@@ -103,6 +103,10 @@ struct Encoder {
             byte(uint8_t(x.dtype()));
             u64(x.shape().size());
             for (int64_t d : x.shape()) u64(uint64_t(d));
+            if (is_string(x.dtype())) {  // the text, not the process's handles
+              for (int64_t i = 0; i < x.numel(); ++i) str(x.string_at(i));
+              return;
+            }
             auto b = x.bytes();
             u64(b.size());
             out.insert(out.end(), b.begin(), b.end());

@@ -5,6 +5,8 @@
 #include <cstring>
 #include <limits>
 
+#include "rlx/error.h"
+
 namespace rlx {
 
 namespace {
@@ -14,10 +16,10 @@ struct DTypeInfo {
   size_t size;
 };
 constexpr DTypeInfo kInfo[] = {
-    {DType::f32, "f32", 4},      {DType::f64, "f64", 8}, {DType::f16, "f16", 2},
-    {DType::bf16, "bf16", 2},    {DType::i8, "i8", 1},   {DType::i16, "i16", 2},
-    {DType::i32, "i32", 4},      {DType::i64, "i64", 8}, {DType::u8, "u8", 1},
-    {DType::boolean, "bool", 1},
+    {DType::f32, "f32", 4},      {DType::f64, "f64", 8},       {DType::f16, "f16", 2},
+    {DType::bf16, "bf16", 2},    {DType::i8, "i8", 1},         {DType::i16, "i16", 2},
+    {DType::i32, "i32", 4},      {DType::i64, "i64", 8},       {DType::u8, "u8", 1},
+    {DType::boolean, "bool", 1}, {DType::string, "string", 8},
 };
 
 // Rank within a kind; the wider type has the larger rank.
@@ -40,6 +42,7 @@ int width_rank(DType t) {
     case DType::i64:
       return 4;
     case DType::boolean:
+    case DType::string:
       return 0;
   }
   return 0;
@@ -57,6 +60,9 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
+  if (is_string(a) || is_string(b))
+    fail<TypeError>("promote_types", "expected two numeric or bool dtypes, got ", dtype_name(a),
+                    " and ", dtype_name(b));
   if (is_bool(a)) return b;
   if (is_bool(b)) return a;
   if (is_float(a) != is_float(b)) return is_float(a) ? a : b;
@@ -169,8 +175,10 @@ double load_double(DType t, const void* p) {
       return load<uint8_t>(p);
     case DType::boolean:
       return load<uint8_t>(p) ? 1.0 : 0.0;
+    case DType::string:
+      break;
   }
-  return 0;
+  fail<TypeError>("load_double", "expected a numeric or bool element, got a string");
 }
 
 void store_double(DType t, void* p, double v) {
@@ -195,6 +203,11 @@ void store_double(DType t, void* p, double v) {
       return put(p, saturate<uint8_t>(v));
     case DType::boolean:
       return put(p, uint8_t(v != 0 ? 1 : 0));
+    case DType::string:
+      if (v != 0)
+        fail<TypeError>("store_double", "expected 0 (the empty string) for a string element, got ",
+                        v);
+      return put(p, static_cast<const void*>(nullptr));
   }
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "rlx/error.h"
+#include "rlx/strings.h"
 
 namespace rlx {
 
@@ -36,6 +37,26 @@ Literal Literal::from_doubles(DType dtype, std::vector<int64_t> shape,
   std::vector<uint8_t> buf(size_t(n) * es);
   for (int64_t i = 0; i < n; ++i) store_double(dtype, buf.data() + i * es, values[size_t(i)]);
   return Literal(dtype, std::move(shape), buf);
+}
+
+Literal Literal::from_strings(const std::vector<std::string>& values, std::vector<int64_t> shape) {
+  int64_t n = checked_numel(shape, "Literal");
+  if (int64_t(values.size()) != n)
+    fail<ValueError>("Literal", "expected ", n, " strings for shape ", ints_str(shape), ", got ",
+                     values.size());
+  std::vector<StringHandle> h;
+  for (const std::string& v : values) h.push_back(intern(v));
+  return Literal(DType::string, std::move(shape),
+                 {reinterpret_cast<const uint8_t*>(h.data()), h.size() * sizeof(StringHandle)});
+}
+
+std::string_view Literal::string_at(int64_t i) const {
+  if (dtype_ != DType::string)
+    fail<TypeError>("Literal", "expected a string literal, got ", dtype_name(dtype_));
+  if (i < 0 || i >= numel()) fail<ValueError>("Literal", "expected index < ", numel(), ", got ", i);
+  StringHandle h;
+  std::memcpy(&h, data_->data() + size_t(i) * sizeof h, sizeof h);
+  return string_of(h);
 }
 
 int64_t Literal::numel() const { return checked_numel(shape_, "Literal"); }

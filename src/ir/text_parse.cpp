@@ -8,6 +8,7 @@
 #include <set>
 
 #include "rlx/op.h"
+#include "rlx/strings.h"
 #include "rlx/text.h"
 
 namespace rlx {
@@ -583,6 +584,10 @@ class Parser {
   }
 
   static void element(DType dt, const Token& e, std::vector<uint8_t>& bytes) {
+    if (is_string(dt)) {
+      if (e.kind != Tok::string) error_at(e, cat("expected a quoted string, got ", describe(e)));
+      return append(bytes, intern(e.text));
+    }
     if (is_bool(dt)) {
       if (!e.is_ident("true") && !e.is_ident("false"))
         error_at(e, cat("expected true or false, got ", describe(e)));

@@ -90,11 +90,12 @@ std::string tensor_element(const Literal& t, int64_t i) {
     }
     case DType::boolean:
       return t.at(i) != 0 ? "true" : "false";
+    case DType::string:
+      return quote(t.string_at(i));
     default:
       return std::to_string(t.at_int(i));
   }
 }
-
 
 class Printer {
  public:

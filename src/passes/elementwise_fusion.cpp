@@ -136,10 +136,17 @@ class Fusion {
   int region_of(int node) { return reg_[size_t(node)] < 0 ? -1 : find(reg_[size_t(node)]); }
   int producer(Value v) const { return g_.info(v).node; }
 
+  // Strings (cast to / from text, eq of handles) run in their own kernels.
+  static bool has_strings(const Node& n) {
+    for (Value v : n.inputs)
+      if (is_string(v.dtype())) return true;
+    return is_string(n.outputs[0].dtype());
+  }
+
   bool fusible(const Node& n) {
     return n.op->has(Trait::elementwise) && pure(*n.op) && n.subgraphs.empty() &&
-           n.outputs.size() == 1 && !n.inputs.empty() && !has_unknown_dim(n.outputs[0].shape()) &&
-           support_.node(n);
+           n.outputs.size() == 1 && !n.inputs.empty() && !has_strings(n) &&
+           !has_unknown_dim(n.outputs[0].shape()) && support_.node(n);
   }
 
   void visit(int i) {

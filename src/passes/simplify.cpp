@@ -94,6 +94,8 @@ int digits(DType t) {
       return 63;
     case DType::boolean:
       return 1;
+    case DType::string:
+      return 0;
   }
   return 64;
 }

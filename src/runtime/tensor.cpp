@@ -4,6 +4,7 @@
 #include <new>
 #include <numeric>
 
+#include "rlx/strings.h"
 #include "runtime/device_backend.h"
 
 namespace rlx {
@@ -114,6 +115,14 @@ Tensor Tensor::from_doubles(DType dtype, std::vector<int64_t> shape,
   return t;
 }
 
+Tensor Tensor::from_strings(const std::vector<std::string>& values, std::vector<int64_t> shape) {
+  check_count(values.size(), shape);
+  Tensor t = empty(DType::string, std::move(shape));
+  auto* p = t.data_as<StringHandle>();
+  for (size_t i = 0; i < values.size(); ++i) p[i] = intern(values[i]);
+  return t;
+}
+
 Tensor Tensor::from_literal(const Literal& lit) {
   return from_data(lit.dtype(), lit.shape(), lit.data());
 }
@@ -176,6 +185,16 @@ std::vector<double> Tensor::to_doubles() const {
   const auto* p = static_cast<const uint8_t*>(c.data());
   size_t es = dtype_size(dtype_);
   for (size_t i = 0; i < out.size(); ++i) out[i] = load_double(dtype_, p + i * es);
+  return out;
+}
+
+std::vector<std::string> Tensor::to_strings() const {
+  if (dtype_ != DType::string)
+    fail<TypeError>("Tensor", "expected to_strings of a string tensor, got ", dtype_name(dtype_));
+  Tensor c = to(Device::cpu()).contiguous();
+  std::vector<std::string> out;
+  const auto* p = c.data_as<const StringHandle>();
+  for (int64_t i = 0; i < c.numel(); ++i) out.emplace_back(string_of(p[i]));
   return out;
 }
 

@@ -72,11 +72,19 @@ const char* const kNative[] = {
     "max_pool", "avg_pool", "global_max_pool", "global_avg_pool", "resize", "max_pool_grad",
     "avg_pool_grad", "max_pool_gather", "resize_grad"};
 
+// A check with string operands (inputs, or a cast to strings).
+bool has_strings(const OpCheck& c) {
+  for (const Tensor& t : c.inputs)
+    if (is_string(t.dtype())) return true;
+  const AttrValue* to = c.attrs.find("dtype");
+  return to && to->get_if<DType>() && *to->get_if<DType>() == DType::string;
+}
+
 void expect_native(std::span<const char* const> ops) {
   for (const char* op : ops) {
     int n = 0;
     for (const OpCheck& c : table().checks) {
-      if (c.op != op || !c.error.empty()) continue;
+      if (c.op != op || !c.error.empty() || has_strings(c)) continue;
       ++n;
       EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), "native")
           << check_label(c) << " " << dtype_name(c.dtype);
@@ -86,6 +94,17 @@ void expect_native(std::span<const char* const> ops) {
 }
 
 TEST(CudaDispatch, CoreOpsResolveToNativeKernels) { expect_native(kNative); }
+
+// String tensors hold host pointers: their nodes run on the CPU kernels (host delegate).
+TEST(CudaDispatch, StringsRunOnTheHost) {
+  int n = 0;
+  for (const OpCheck& c : table().checks) {
+    if (!has_strings(c) || !c.error.empty()) continue;
+    ++n;
+    EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), "host") << check_label(c);
+  }
+  EXPECT_GT(n, 0);
+}
 
 // conv.cpp: through cuDNN, where the build found it (else the host path).
 #ifdef RLX_HAVE_CUDNN

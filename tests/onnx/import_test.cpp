@@ -167,8 +167,16 @@ TEST(OnnxImport, RawDataOfTheWrongSizeIsAValueError) {
                ValueError);
 }
 
-TEST(OnnxImport, StringTensorsAreNotSupported) {
-  EXPECT_THROW(import(initializer_model(TensorProto::STRING, {1}, "")), NotSupported);
+TEST(OnnxImport, StringInitializersAndUnsupportedTypes) {
+  ::onnx::ModelProto m = initializer_model(TensorProto::STRING, {2}, "");
+  auto* t = m.mutable_graph()->mutable_initializer(0);
+  t->clear_raw_data();
+  t->add_string_data("naïve");
+  t->add_string_data("");
+  EXPECT_EQ(run(*import(m).graph, {})[0].to_strings(), (std::vector<std::string>{"naïve", ""}));
+  t->clear_string_data();  // 2 elements declared, none given
+  EXPECT_THROW(import(m), ValueError);
+  EXPECT_THROW(import(initializer_model(TensorProto::COMPLEX64, {1}, "")), NotSupported);
 }
 
 TEST(OnnxImport, ExternalData) {
@@ -302,6 +310,53 @@ TEST(OnnxImport, ReadTensorFiles) {
   Tensor t = onnx::read_tensor(dir + "/input_0.pb");
   EXPECT_EQ(t.type().str(), "f32[8,64]");
   EXPECT_THROW(onnx::read_tensor(dir + "/missing.pb"), IoError);
+}
+
+// String inputs, Constant value_strings and TfIdfVectorizer over a pool of strings.
+TEST(OnnxImport, StringTensors) {
+  ::onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  add_io(g->add_input(), "text", TensorProto::STRING, {"6"});
+  auto* tf = add_node(g, "TfIdfVectorizer", {"text"}, {"tf"});
+  auto ints = [&](const char* name, std::vector<int64_t> v) {
+    auto* a = tf->add_attribute();
+    a->set_name(name);
+    if (v.size() == 1 && std::string(name).find("length") != std::string::npos) {
+      a->set_type(::onnx::AttributeProto::INT);
+      a->set_i(v[0]);
+      return;
+    }
+    a->set_type(::onnx::AttributeProto::INTS);
+    for (int64_t x : v) a->add_ints(x);
+  };
+  ints("min_gram_length", {1});
+  ints("max_gram_length", {2});
+  auto* skip = tf->add_attribute();
+  skip->set_name("max_skip_count");
+  skip->set_type(::onnx::AttributeProto::INT);
+  skip->set_i(0);
+  auto* mode = tf->add_attribute();
+  mode->set_name("mode");
+  mode->set_type(::onnx::AttributeProto::STRING);
+  mode->set_s("TF");
+  ints("ngram_counts", {0, 3});
+  ints("ngram_indexes", {0, 1, 2, 3, 4});
+  auto* pool = tf->add_attribute();
+  pool->set_name("pool_strings");
+  pool->set_type(::onnx::AttributeProto::STRINGS);
+  for (const char* w : {"a", "b", "c", "a", "b", "b", "c"}) pool->add_strings(w);
+  auto* c = add_node(g, "Constant", {}, {"labels"})->add_attribute();
+  c->set_name("value_strings");
+  c->set_type(::onnx::AttributeProto::STRINGS);
+  for (const char* w : {"spam", "ham"}) c->add_strings(w);
+  add_io(g->add_output(), "tf", TensorProto::FLOAT, {"5"});
+  add_io(g->add_output(), "labels", TensorProto::STRING, {"2"});
+  onnx::Model mdl = import(m);
+  auto out = run(*mdl.graph, {Tensor::from_strings({"a", "b", "c", "a", "b", "z"}, {6})});
+  // unigrams a, b, c: 2, 2, 1; bigrams (a b), (b c): 2, 1.
+  EXPECT_EQ(out[0].to_vector<float>(), (std::vector<float>{2, 2, 1, 2, 1}));
+  EXPECT_EQ(out[1].to_strings(), (std::vector<std::string>{"spam", "ham"}));
+  EXPECT_THROW(run(*mdl.graph, {Tensor::from_vector<int64_t>({1, 2, 3, 4, 5, 6}, {6})}), Error);
 }
 
 }  // namespace

@@ -176,3 +176,17 @@ def test_dlpack_to_torch(dt, np_dt, rng):
         np.testing.assert_array_equal(tt.float().numpy(), rlx.bf16_to_f32(a))
     else:
         np.testing.assert_array_equal(tt.numpy(), a)
+
+
+def test_string_tensors():
+    words = np.array([["monday", ""], ["naïve", "日本"]])
+    t = rlx.Tensor(words)
+    assert t.dtype == rlx.string and t.shape == (2, 2)
+    g = rlx.Graph()
+    x = g.input("x", (2, 2), rlx.string)
+    g.output(rlx.ops.transpose(x), "y")
+    y = rlx.Session().compile(g).run({"x": words})["y"]
+    assert y.dtype == object and y.shape == (2, 2)
+    assert y.tolist() == [["monday", "naïve"], ["", "日本"]]
+    with pytest.raises(TypeError, match="str elements"):
+        rlx.Tensor(np.array(["a", 1], dtype=object), dtype=rlx.string)

@@ -630,6 +630,75 @@ void add_cast(CheckTable& t) {
       "broadcast view");
 }
 
+// Casts to and from strings against ONNX's spellings: shortest round-trip numbers, "INF",
+// "-INF", "NaN"; parsing accepts a leading '+' and those words in any case.
+void add_string_cast(CheckTable& t) {
+  auto fixed = [](Tensor want) {
+    return [want](const Tensors&, const Attrs&) { return Tensors{want}; };
+  };
+  const double inf = INFINITY, nan = NAN;
+  auto add = [&](Tensor x, Tensor want, const char* note) {
+    DType to = want.dtype(), from = x.dtype();
+    t.add({"cast",
+           from,
+           {std::move(x)},
+           {{"dtype", to}},
+           fixed(std::move(want)),
+           {},
+           {},
+           -1,
+           -1,
+           note});
+  };
+  add(tensor_of(DType::f32, {2, 4}, {0.1, -2.5, 1e-5, 123456789.0, inf, -inf, nan, 0.0}),
+      Tensor::from_strings({"0.1", "-2.5", "1e-05", "123456792", "INF", "-INF", "NaN", "0"},
+                           {2, 4}),
+      "f32 -> string");
+  add(tensor_of(DType::f64, {3}, {0.1, 1.0 / 3, -7}),
+      Tensor::from_strings({"0.1", "0.3333333333333333", "-7"}, {3}), "f64 -> string");
+  add(tensor_of(DType::i64, {3}, {-42, 0, 9007199254740993.0}),
+      Tensor::from_strings({"-42", "0", "9007199254740992"}, {3}), "i64 -> string");
+  add(tensor_of(DType::boolean, {2}, {1, 0}), Tensor::from_strings({"1", "0"}, {2}),
+      "bool -> string");
+  add(Tensor::from_strings({"0.47892547", "+1.5", "-INF", "inf", "NaN", "1e-05"}, {2, 3}),
+      tensor_of(DType::f32, {2, 3}, {0.47892547, 1.5, -inf, inf, nan, 1e-5}), "string -> f32");
+  add(Tensor::from_strings({"0.1", "-3"}, {2}), tensor_of(DType::f64, {2}, {0.1, -3}),
+      "string -> f64");
+  add(Tensor::from_strings({"12", "-7", "300"}, {3}), tensor_of(DType::i32, {3}, {12, -7, 300}),
+      "string -> i32");
+  add(Tensor::from_strings({"a", "", "b"}, {3}), Tensor::from_strings({"a", "", "b"}, {3}),
+      "string -> string");
+  t.add({"cast",
+         DType::string,
+         {Tensor::from_strings({"1.5", "one"}, {2})},
+         {{"dtype", DType::f32}},
+         {},
+         {},
+         {},
+         -1,
+         -1,
+         "not a number",
+         true,
+         "expected a string that is a number"});
+}
+
+// select, eq and ne on strings (equal strings have equal handles).
+void add_string_compare(CheckTable& t) {
+  uint64_t seed = 71;
+  for (const Binary& b : binary_ops())
+    if (std::string_view(b.op) == "eq" || std::string_view(b.op) == "ne")
+      t.add(ref_check(b.op, DType::string, {string_data({3, 4}, seed++), string_data({4}, seed++)},
+                      {}, via_codes(binary_ref(b)), "strings"));
+  FI fi = [](const Ints& a) { return a[0] != 0 ? a[1] : a[2]; };
+  RefFn select = [fi](const Tensors& in, const Attrs& at) {
+    return map_ref(in, at, in[1].dtype(), in[1].dtype(), {}, fi);
+  };
+  t.add(ref_check("select", DType::string,
+                  {random_tensor(DType::boolean, {2, 3}, seed++), string_data({2, 3}, seed++),
+                   string_data({3}, seed++)},
+                  {}, via_codes(select), "strings"));
+}
+
 }  // namespace
 
 CheckTable checks_elementwise() {
@@ -647,6 +716,8 @@ CheckTable checks_elementwise() {
   add_select(t);
   add_clamp(t);
   add_cast(t);
+  add_string_cast(t);
+  add_string_compare(t);
   return t;
 }
 

@@ -863,6 +863,25 @@ void add_generators(CheckTable& t, uint64_t& seed) {
 
 }  // namespace
 
+// String tensors through the data-movement ops (their handles move like 8-byte integers).
+void add_string_moves(CheckTable& t, uint64_t& seed) {
+  auto add = [&](const char* op, Tensors in, Attrs a, RefFn ref, const char* note) {
+    t.add(
+        ref_check(op, DType::string, std::move(in), std::move(a), via_codes(std::move(ref)), note));
+  };
+  add("transpose", {string_data({2, 3, 4}, seed++)}, {{"perm", IntList{1, 0, 2}}}, transpose_ref,
+      "strings");
+  add("broadcast_to", {string_data({1, 3}, seed++)}, {{"shape", IntList{4, 2, 3}}}, broadcast_ref,
+      "strings");
+  add("slice", {string_data({10, 6}, seed++)},
+      {{"starts", Idx{1, 5}}, {"stops", Idx{8, 0}}, {"steps", Idx{2, -2}}, {"axes", Idx{}}},
+      slice_ref, "strings");
+  add("concat", {string_data({2, 3}, seed++), string_data({4, 3}, seed++)}, {{"axis", 0}},
+      concat_ref, "strings");
+  add("gather", {string_data({5, 4}, seed++), tensor_of(DType::i64, {3}, {4, -1, 0})}, {},
+      gather_ref, "strings");
+}
+
 CheckTable checks_shape() {
   CheckTable t;
   uint64_t seed = 1;
@@ -874,6 +893,7 @@ CheckTable checks_shape() {
   add_sorts(t, seed);
   add_generators(t, seed);
   add_dynamic_shapes(t, seed);
+  add_string_moves(t, seed);
   return t;
 }
 

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
+#include <map>
 
 namespace rlx::test {
 
@@ -16,6 +17,43 @@ OpCheck ref_check(std::string op, DType dtype, Tensors inputs, Attrs attrs, RefF
   OpCheck c{std::move(op), dtype, std::move(inputs), std::move(attrs), std::move(ref)};
   c.note = std::move(note);
   return c;
+}
+
+Tensor string_data(std::vector<int64_t> shape, uint64_t seed) {
+  static const char* const kWords[] = {"", "a", "monday", "Tuesday", "naïve", "日本", "x y", "0.5"};
+  Tensor codes = random_tensor(DType::i64, shape, seed, 0, 7);
+  std::vector<std::string> words;
+  for (double c : codes.to_doubles()) words.push_back(kWords[int(c)]);
+  return Tensor::from_strings(words, std::move(shape));
+}
+
+RefFn via_codes(RefFn ref) {
+  return [ref](const Tensors& in, const Attrs& a) {
+    std::vector<std::string> vocab;
+    std::map<std::string, int64_t> code;
+    Tensors coded;
+    for (const Tensor& x : in) {
+      if (!is_string(x.dtype())) {
+        coded.push_back(x);
+        continue;
+      }
+      std::vector<double> v;
+      for (const std::string& s : x.to_strings()) {
+        auto [it, fresh] = code.emplace(s, int64_t(vocab.size()));
+        if (fresh) vocab.push_back(s);
+        v.push_back(double(it->second));
+      }
+      coded.push_back(tensor_of(DType::i64, x.shape(), v));
+    }
+    Tensors out = ref(coded, a);
+    for (Tensor& y : out) {
+      if (y.dtype() != DType::i64) continue;
+      std::vector<std::string> words;
+      for (int64_t c : y.to_vector<int64_t>()) words.push_back(vocab.at(size_t(c)));
+      y = Tensor::from_strings(words, y.shape());
+    }
+    return out;
+  };
 }
 
 CheckTable all_checks() {
@@ -78,6 +116,15 @@ void compare(const OpCheck& c, const Tensors& want, const Tensors& got, const st
     if (want[k].type().str() != got[k].type().str()) {
       failures.push_back(cat(how, ": output ", k, ": expected ", want[k].type().str(), ", got ",
                              got[k].type().str()));
+      continue;
+    }
+    if (is_string(want[k].dtype())) {
+      std::vector<std::string> w = want[k].to_strings(), g = got[k].to_strings();
+      for (size_t i = 0; i < w.size(); ++i)
+        if (w[i] != g[i])
+          failures.push_back(cat(how, ": output ", k, " at ",
+                                 ints_str(unravel(int64_t(i), want[k].shape())), ": expected \"",
+                                 w[i], "\", got \"", g[i], "\""));
       continue;
     }
     auto [rtol, atol] = default_tolerance(want[k].dtype());

@@ -56,6 +56,13 @@ struct CheckTable {
 OpCheck ref_check(std::string op, DType dtype, Tensors inputs, Attrs attrs, RefFn ref,
                   std::string note = {});
 
+// String tensors for the checks: words drawn from a small vocabulary (repeats, "" and
+// non-ASCII text included).
+Tensor string_data(std::vector<int64_t> shape, uint64_t seed);
+// The reference of a data-movement op on strings: string inputs coded as i64 (each
+// string's index in a vocabulary), `ref` run on the codes, i64 outputs decoded again.
+RefFn via_codes(RefFn ref);
+
 // One table per family (tests/support/checks_<family>.cpp).
 CheckTable checks_elementwise();
 CheckTable checks_reduce();

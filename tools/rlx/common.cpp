@@ -99,6 +99,12 @@ std::string preview(const Tensor& t, int count) {
   int64_t n = std::min<int64_t>(t.numel(), std::max(count, 0));
   Tensor head = t.contiguous().reshape({t.numel()}).slice(0, 0, n);
   std::string s = "[";
+  if (is_string(t.dtype())) {
+    for (const std::string& v : head.to_strings())
+      s += cat(s.size() > 1 ? ", " : "", "\"", v, "\"");
+    if (n < t.numel()) s += n ? ", ..." : "...";
+    return s + "]";
+  }
   char buf[48];
   std::vector<double> values = head.to_doubles();
   for (size_t i = 0; i < values.size(); ++i) {

@@ -25,12 +25,22 @@ struct Diff {
   std::string why;
 };
 
-// |got - want| <= atol + rtol * |want| elementwise (NaN matches NaN), same shape and dtype.
+// |got - want| <= atol + rtol * |want| elementwise (NaN matches NaN), same shape and dtype;
+// strings equal exactly.
 Diff compare(const Tensor& got, const Tensor& want, double rtol, double atol) {
   Diff d;
   if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
     d.ok = false;
     d.why = cat("expected ", want.type().str(), ", got ", got.type().str());
+    return d;
+  }
+  if (is_string(got.dtype())) {
+    std::vector<std::string> a = got.to_strings(), b = want.to_strings();
+    for (size_t i = 0; i < a.size() && d.ok; ++i)
+      if (a[i] != b[i]) {
+        d.ok = false;
+        d.why = cat("element ", i, ": expected \"", b[i], "\", got \"", a[i], "\"");
+      }
     return d;
   }
   std::vector<double> a = got.to_doubles(), b = want.to_doubles();

@@ -60,7 +60,7 @@ std::map<std::string, std::string> assignments(const Graph& g, const std::vector
 }
 
 // Floats uniform in [-1, 1); integers in [0, 4) (small enough to index most dims); bools
-// true half the time.
+// true half the time; strings "s0" to "s3".
 Tensor random_tensor(const TensorType& type, const std::map<std::string, int64_t>& dims,
                      std::mt19937_64& rng) {
   std::vector<int64_t> shape;
@@ -70,6 +70,11 @@ Tensor random_tensor(const TensorType& type, const std::map<std::string, int64_t
   std::uniform_int_distribution<int> small(0, 3);
   for (double& v : values)
     v = is_float(type.dtype) ? real(rng) : is_bool(type.dtype) ? small(rng) % 2 : small(rng);
+  if (is_string(type.dtype)) {
+    std::vector<std::string> words;
+    for (double v : values) words.push_back(cat("s", int(v)));
+    return Tensor::from_strings(words, shape);
+  }
   return Tensor::from_doubles(type.dtype, shape, values);
 }
 

@@ -100,9 +100,10 @@ struct Tag {
 };
 
 enum DTypeSet : unsigned {
-  kFloat = 1u << 0,  // f32 f64 f16 bf16
-  kInt = 1u << 1,    // i8 i16 i32 i64 u8
-  kBool = 1u << 2,   // bool (as uint8_t)
+  kFloat = 1u << 0,   // f32 f64 f16 bf16
+  kInt = 1u << 1,     // i8 i16 i32 i64 u8
+  kBool = 1u << 2,    // bool (as uint8_t)
+  kString = 1u << 3,  // string handles (rlx/strings.h): only kernels that name it take them
   kNumeric = kFloat | kInt,
   kAll = kFloat | kInt | kBool,
 };
@@ -135,6 +136,8 @@ decltype(auto) visit(DType t, unsigned allowed, const char* where, F&& f) {
       return allowed & kInt ? f(Tag<uint8_t>{}) : deny();
     case DType::boolean:
       return allowed & kBool ? f(Tag<uint8_t>{}) : deny();
+    case DType::string:
+      return deny();  // handles, not numbers: kernels that take strings say so themselves
   }
   return deny();
 }
@@ -175,6 +178,7 @@ decltype(auto) visit_bytes(size_t bytes, F&& f) {
 inline bool in_set(DType t, unsigned set) {
   if (is_float(t)) return set & kFloat;
   if (is_bool(t)) return set & kBool;
+  if (is_string(t)) return set & kString;
   return set & kInt;
 }
 

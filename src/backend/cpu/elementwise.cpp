@@ -2,10 +2,15 @@
 // and cast, all with NumPy broadcasting and strided inputs read in place
 // (elementwise_loops.h). The ops themselves are the functors of elementwise_ops.h, where
 // their semantics are described.
+#include <charconv>
+#include <cmath>
+#include <string>
+
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_loops.h"
 #include "backend/cpu/elementwise_ops.h"
 #include "backend/cpu/families.h"
+#include "rlx/strings.h"
 
 namespace rlx::cpu {
 
@@ -57,8 +62,74 @@ void clamp_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::spa
   });
 }
 
+// eq / ne of strings compare their handles: interning makes equal strings equal handles.
+template <class Op>
+void compare_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  if (!is_string(in[0].dtype())) return binary_kernel<Op, true>(ctx, in, out);
+  ew::binary_loop<uint64_t, uint8_t>(in[0], in[1], out[0], Op{});
+}
+
+// Casts to and from strings, as ONNX defines them: numbers print in their shortest
+// round-trip form, plain unless scientific is shorter ("0.1", "123456792", "1e-05"),
+// infinities and NaN as "INF", "-INF" and "NaN"; strings parse as numbers (those words in
+// any case, a leading '+' and exponents included; "100.5" to an integer gives 100), where a
+// string that is no number throws ValueError.
+template <class T>
+std::string number_text(T v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(v)) return "NaN";
+    if (std::isinf(v)) return v < 0 ? "-INF" : "INF";
+  }
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, end);
+}
+
+// F: float for f32 targets (parsed straight to the nearest float, no double rounding).
+template <class F>
+F text_number(std::string_view s, const char* where) {
+  std::string_view t = s;
+  if (!t.empty() && t[0] == '+') t.remove_prefix(1);
+  F v = 0;
+  auto [end, ec] = std::from_chars(t.data(), t.data() + t.size(), v);
+  if (ec != std::errc() || end != t.data() + t.size() || t.empty())
+    fail<ValueError>(where, "expected a string that is a number, got \"", s, "\"");
+  return v;
+}
+
+void cast_strings(const KernelContext& ctx, const Tensor& x, Tensor& y) {
+  const char* where = ctx.op.name.c_str();
+  Tensor c = x.contiguous();
+  const int64_t n = c.numel();
+  if (is_string(y.dtype())) {
+    auto* dst = y.data_as<StringHandle>();
+    if (is_bool(x.dtype())) {
+      const auto* b = c.data_as<const uint8_t>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = intern(b[i] ? "1" : "0");
+      return;
+    }
+    visit(x.dtype(), kNumeric, where, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      const T* src = c.data_as<const T>();
+      for (int64_t i = 0; i < n; ++i) dst[i] = intern(number_text(compute_t<T>(load(src[i]))));
+    });
+    return;
+  }
+  const auto* src = c.data_as<const StringHandle>();
+  auto* dst = static_cast<uint8_t*>(y.data());
+  const size_t es = dtype_size(y.dtype());
+  for (int64_t i = 0; i < n; ++i) {
+    std::string_view s = string_of(src[i]);
+    if (y.dtype() == DType::f32)
+      reinterpret_cast<float*>(dst)[i] = text_number<float>(s, where);
+    else
+      store_double(y.dtype(), dst + size_t(i) * es, text_number<double>(s, where));
+  }
+}
+
 void cast_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   DType from = in[0].dtype(), to = out[0].dtype();
+  if (from != to && (is_string(from) || is_string(to))) return cast_strings(ctx, in[0], out[0]);
   if (from == to) {  // a copy that keeps every bit (NaN payloads included)
     visit_bytes(dtype_size(from), [&](auto tag) {
       using T = typename decltype(tag)::type;
@@ -136,22 +207,22 @@ void register_elementwise(KernelRegistry& r) {
       {"bitwise_and", binary_kernel<BitAnd>, kInt | kBool},
       {"bitwise_or", binary_kernel<BitOr>, kInt | kBool},
       {"bitwise_xor", binary_kernel<BitXor>, kInt | kBool},
-      {"eq", binary_kernel<Eq, true>, kAll},
-      {"ne", binary_kernel<Ne, true>, kAll},
+      {"eq", compare_kernel<Eq>, kAll | kString},
+      {"ne", compare_kernel<Ne>, kAll | kString},
       {"lt", binary_kernel<Lt, true>, kAll},
       {"le", binary_kernel<Le, true>, kAll},
       {"gt", binary_kernel<Gt, true>, kAll},
       {"ge", binary_kernel<Ge, true>, kAll},
 
       {"clamp", clamp_kernel, kNumeric},
-      {"cast", cast_kernel, kAll},
+      {"cast", cast_kernel, kAll | kString},
   };
   // Every loop reads element i of each same-shaped input before it writes output element
   // i (whole blocks are loaded before they are stored), so outputs may take over the
   // storage of such an input.
   KernelFlags flags{.strided_inputs = true, .inplace = true};
   for (const Entry& e : entries) add_kernel(r, e.name, e.fn, dtype_in(e.set), flags);
-  add_kernel(r, "select", select_kernel, dtype_in(kAll, 1), flags);
+  add_kernel(r, "select", select_kernel, dtype_in(kAll | kString, 1), flags);
 }
 
 }  // namespace rlx::cpu

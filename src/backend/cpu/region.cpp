@@ -89,7 +89,10 @@ void visit_compute(DType t, F&& f) {
     case DType::u8:
     case DType::boolean:
       return f(Tag<uint8_t>{});
+    case DType::string:
+      break;  // no elementwise op takes strings, so no region holds one
   }
+  fail<NotSupported>(kWhere, "expected a numeric or bool value, got a string");
 }
 
 size_t compute_size(DType t) {

@@ -16,7 +16,10 @@ namespace rlx::gpu {
 // Dtype sets, as the CPU's (cpu_util.h).
 enum : unsigned { kFloat = 1, kInt = 2, kBool = 4, kNumeric = kFloat | kInt, kAll = 7 };
 inline bool dtype_in_set(DType t, unsigned set) {
-  return is_bool(t) ? (set & kBool) : is_float(t) ? (set & kFloat) : (set & kInt);
+  return is_string(t)  ? false
+         : is_bool(t)  ? (set & kBool)
+         : is_float(t) ? (set & kFloat)
+                       : (set & kInt);
 }
 
 // Throws OutOfMemory for an allocation failure, DeviceError otherwise, naming the call.
@@ -53,9 +56,17 @@ struct MergedDims {
 MergedDims merge_dims(const std::vector<int64_t>& shape,
                       const std::vector<const std::vector<int64_t>*>& strides);
 
+// String tensors (rlx/strings.h) hold host pointers: no CUDA kernel takes them, so string
+// nodes of a GPU graph run through the host delegate on the CPU kernels.
 inline void add_kernel(KernelRegistry& r, std::string op, KernelFn fn, SupportsFn supports = {},
                        KernelFlags flags = {}) {
-  r.add(std::move(op), DeviceKind::cuda, std::move(fn), std::move(supports), flags);
+  SupportsFn no_strings = [s = std::move(supports)](const KernelQuery& q) {
+    for (const auto* ts : {&q.inputs, &q.outputs})
+      for (const TensorType& t : *ts)
+        if (is_string(t.dtype)) return false;
+    return !s || s(q);
+  };
+  r.add(std::move(op), DeviceKind::cuda, std::move(fn), std::move(no_strings), flags);
 }
 
 }  // namespace rlx::gpu

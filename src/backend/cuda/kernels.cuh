@@ -100,7 +100,10 @@ void visit(DType dt, F&& f) {
       return f(Tag<uint8_t>{});
     case DType::boolean:
       return f(Tag<bool>{});
+    case DType::string:
+      break;
   }
+  fail<NotSupported>("cuda", "expected a numeric or bool dtype, got string");
 }
 
 // The same over element sizes only (copies, selects).

@@ -5,10 +5,12 @@
 #include <bit>
 #include <cmath>
 #include <functional>
+#include <map>
 #include <numbers>
 
 #include "frontend/onnx/context.h"
 #include "frontend/onnx/ops/misc.h"
+#include "frontend/onnx/ops/text.h"
 
 namespace rlx::onnx_import {
 
@@ -158,20 +160,46 @@ std::vector<Value> convert_nms(NodeContext& ctx) {
                      {{"center_point_box", ctx.attr_int("center_point_box", 0)}})};
 }
 
+// String pools are coded: each pool string becomes the index of its first occurrence in
+// `vocabulary` (the distinct strings), and the kernel codes string tokens the same way.
 std::vector<Value> convert_tfidf(NodeContext& ctx) {
-  if (!ctx.attr_strings("pool_strings").empty())
-    ctx.unsupported("expected pool_int64s (string tensors are not supported), got pool_strings");
+  std::vector<std::string> strings = ctx.attr_strings("pool_strings");
+  std::vector<int64_t> pool = ctx.attr_ints("pool_int64s");
+  std::vector<std::string> vocab;
+  if (!strings.empty()) {
+    std::map<std::string, int64_t> code;
+    pool.clear();
+    for (const std::string& s : strings) {
+      auto [it, fresh] = code.emplace(s, int64_t(vocab.size()));
+      if (fresh) vocab.push_back(s);
+      pool.push_back(it->second);
+    }
+  }
   Value x = ctx.input(0);
-  if (x.dtype() != DType::i64) x = ctx.cast(x, DType::i64);
+  if (is_string(x.dtype()) != !strings.empty())
+    ctx.fail_type("expected ", strings.empty() ? "integer" : "string", " tokens for pool_",
+                  strings.empty() ? "int64s" : "strings", ", got ", x.type().str());
+  if (!is_string(x.dtype()) && x.dtype() != DType::i64) x = ctx.cast(x, DType::i64);
   Attrs a{{"min_gram_length", ctx.need_attr_int("min_gram_length")},
           {"max_gram_length", ctx.need_attr_int("max_gram_length")},
           {"max_skip_count", ctx.need_attr_int("max_skip_count")},
           {"mode", ctx.attr_string("mode", "")},
           {"ngram_counts", ctx.attr_ints("ngram_counts")},
           {"ngram_indexes", ctx.attr_ints("ngram_indexes")},
-          {"pool_int64s", ctx.attr_ints("pool_int64s")},
-          {"weights", FloatList(ctx.attr_floats("weights"))}};
+          {"pool_int64s", IntList(pool)},
+          {"weights", FloatList(ctx.attr_floats("weights"))},
+          {"vocabulary", Literal::from_strings(vocab, {int64_t(vocab.size())})}};
   return {ctx.apply1("onnx.tfidf_vectorizer", {x}, a)};
+}
+
+// StringNormalizer: the stopwords travel as a 1-D string tensor attribute.
+std::vector<Value> convert_string_normalizer(NodeContext& ctx) {
+  std::vector<std::string> stop = ctx.attr_strings("stopwords");
+  Attrs a{{"case_change_action", ctx.attr_string("case_change_action", "NONE")},
+          {"is_case_sensitive", ctx.attr_int("is_case_sensitive", 0)},
+          {"stopwords", Literal::from_strings(stop, {int64_t(stop.size())})},
+          {"locale", ctx.attr_string("locale", "")}};
+  return {ctx.apply1("onnx.string_normalizer", {ctx.input(0)}, a)};
 }
 
 // ---- random ------------------------------------------------------------------------------
@@ -342,6 +370,7 @@ std::vector<Value> adam(NodeContext& ctx) {
 
 void register_misc_converters() {
   register_misc_onnx_ops();
+  register_text_onnx_ops();
   add_converter("", "HannWindow",
                 [](NodeContext& c) { return cosine_window_op(c, 0.5, 0.5, 0.0); });
   add_converter("", "HammingWindow",
@@ -353,6 +382,7 @@ void register_misc_converters() {
   add_converter("", "STFT", convert_stft);
   add_converter("", "NonMaxSuppression", convert_nms);
   add_converter("", "TfIdfVectorizer", convert_tfidf);
+  add_converter("", "StringNormalizer", convert_string_normalizer);
   add_converter("", "RandomUniform", [](NodeContext& c) { return random_op(c, false); });
   add_converter("", "RandomNormal", [](NodeContext& c) { return random_op(c, true); });
   add_converter("", "RandomUniformLike", [](NodeContext& c) { return random_like(c, false); });

@@ -31,8 +31,12 @@ std::vector<Value> convert_constant(imp::NodeContext& ctx) {
   }
   if (ctx.has_attr("value_ints")) return {ctx.ints(ctx.attr_ints("value_ints"))};
   if (ctx.has_attr("sparse_value")) ctx.unsupported("sparse constants are not supported");
-  if (ctx.has_attr("value_string") || ctx.has_attr("value_strings"))
-    ctx.unsupported("string constants are not supported (rlx holds numeric and bool tensors)");
+  if (ctx.has_attr("value_string"))
+    return {ctx.constant(Literal::from_strings({ctx.attr_string("value_string", "")}, {}))};
+  if (ctx.has_attr("value_strings")) {
+    std::vector<std::string> v = ctx.attr_strings("value_strings");
+    return {ctx.constant(Literal::from_strings(v, {int64_t(v.size())}))};
+  }
   ctx.fail("expected one of the attributes value, value_float(s), value_int(s), got none");
 }
 

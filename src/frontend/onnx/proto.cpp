@@ -40,6 +40,8 @@ std::optional<DType> dtype_from_onnx(int32_t elem_type) {
       return DType::u8;
     case TensorProto::BOOL:
       return DType::boolean;
+    case TensorProto::STRING:
+      return DType::string;
     case TensorProto::UINT16:
       return DType::i32;  // widened: every value fits
     case TensorProto::UINT32:
@@ -73,6 +75,8 @@ int32_t onnx_from_dtype(DType dtype) {
       return TensorProto::UINT8;
     case DType::boolean:
       return TensorProto::BOOL;
+    case DType::string:
+      return TensorProto::STRING;
   }
   return TensorProto::UNDEFINED;
 }
@@ -223,6 +227,8 @@ void copy_field(const Field& f, DType dtype, Tensor& out) {
       case DType::bf16:  // stored as their 16 bits in int32_data
         reinterpret_cast<uint16_t*>(dst)[i] = uint16_t(v);
         break;
+      case DType::string:  // string_data: read by tensor_from_proto itself
+        break;
     }
   }
 }
@@ -233,13 +239,19 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, std:
   std::optional<DType> dtype = dtype_from_onnx(t.data_type());
   if (!dtype)
     fail<NotSupported>("onnx", what, ": tensors of type ", onnx_type_name(t.data_type()),
-                       " are not supported (rlx holds numeric and bool tensors)");
+                       " are not supported (rlx holds numeric, bool and string tensors)");
   std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
   int64_t n = 0;
   try {
     n = checked_numel(dims, what);
   } catch (const ValueError&) {
     fail<ValueError>("onnx", what, ": expected dims >= 0, got ", ints_str(dims));
+  }
+  if (*dtype == DType::string) {  // always in string_data (the spec allows no raw form)
+    if (t.string_data_size() != n)
+      fail<ValueError>("onnx", what, ": expected ", n, " elements for dims ", ints_str(dims),
+                       " in string_data, got ", t.string_data_size());
+    return Tensor::from_strings({t.string_data().begin(), t.string_data().end()}, dims);
   }
   Tensor out = Tensor::empty(*dtype, dims);
   size_t want = size_t(n) * onnx_elem_size(t.data_type());

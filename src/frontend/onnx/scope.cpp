@@ -252,7 +252,7 @@ TensorType type_from_value_info(const ImportState& state, const ::onnx::ValueInf
   std::optional<DType> dtype = dtype_from_onnx(tt.elem_type());
   if (!dtype)
     fail<NotSupported>("onnx", what, " '", vi.name(), "' has type ", onnx_type_name(tt.elem_type()),
-                       "; rlx holds numeric and bool tensors");
+                       "; rlx holds numeric, bool and string tensors");
   Shape shape;
   if (!tt.has_shape())
     fail<NotSupported>("onnx", what, " '", vi.name(), "' has no shape (rank unknown)");

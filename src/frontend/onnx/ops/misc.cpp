@@ -10,6 +10,7 @@
 #include <mutex>
 #include <numbers>
 #include <numeric>
+#include <unordered_map>
 #include <vector>
 
 #include "rlx/kernel.h"
@@ -436,8 +437,10 @@ void register_nms() {
 }
 
 // ---- onnx.tfidf_vectorizer --------------------------------------------------------------
-// ONNX TfIdfVectorizer over integer tokens X [N] or [B, N] -> f32 [num_outputs] or
-// [B, num_outputs]. For each start position the n-grams of length min..max with gaps of
+// ONNX TfIdfVectorizer over integer or string tokens X [N] or [B, N] -> f32 [num_outputs] or
+// [B, num_outputs]. String tokens are coded by their index in `vocabulary` (the distinct
+// pool strings, which pool_int64s then holds as codes; a token outside it codes as -1 and
+// matches nothing). For each start position the n-grams of length min..max with gaps of
 // 0..max_skip_count tokens between items are looked up in the pool (a unigram counts once,
 // whatever the gap); counts become TF, IDF (weight where seen) or TFIDF (count * weight).
 
@@ -465,8 +468,11 @@ Pool read_pool(const Attrs& a) {
 std::vector<TensorType> infer_tfidf(const InferContext& ctx) {
   const Attrs& a = ctx.attrs();
   DType t = ctx.dtype(0);
-  if (t != DType::i32 && t != DType::i64)
-    ctx.fail_type("expected integer tokens (i32 or i64), got ", ctx.input(0).str());
+  if (t != DType::i32 && t != DType::i64 && t != DType::string)
+    ctx.fail_type("expected integer or string tokens (i32, i64 or string), got ",
+                  ctx.input(0).str());
+  if (t == DType::string && (!a.has("vocabulary") || a.get_tensor("vocabulary").dtype() != t))
+    ctx.fail_type("expected a string vocabulary attribute for string tokens");
   if (ctx.rank(0) != 1 && ctx.rank(0) != 2)
     ctx.fail("expected X of rank 1 or 2, got ", ctx.input(0).str());
   const IntList &counts = a.get_ints("ngram_counts"), &indexes = a.get_ints("ngram_indexes");
@@ -511,7 +517,18 @@ void tfidf_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::spa
   std::vector<double> wt(size_t(width), 1.0);
   if (!weights.empty())
     for (size_t j = 0; j < indexes.size(); ++j) wt[size_t(indexes[j])] = weights[j];
-  std::vector<double> x = in[0].to_doubles();
+  std::vector<double> x;
+  if (is_string(in[0].dtype())) {
+    const Literal& vocab = a.get_tensor("vocabulary");
+    std::unordered_map<std::string_view, double> code;
+    for (int64_t i = 0; i < vocab.numel(); ++i) code.emplace(vocab.string_at(i), double(i));
+    for (const std::string& s : in[0].to_strings()) {
+      auto it = code.find(s);
+      x.push_back(it == code.end() ? -1.0 : it->second);
+    }
+  } else {
+    x = in[0].to_doubles();
+  }
   int64_t rows = in[0].rank() == 2 ? in[0].shape()[0] : 1, len = in[0].shape().back();
   float* y = out[0].data_as<float>();
   std::fill(y, y + out[0].numel(), 0.0f);
@@ -553,8 +570,11 @@ void register_tfidf() {
       .attr("ngram_counts", AttrKind::Ints)
       .attr("ngram_indexes", AttrKind::Ints)
       .attr("pool_int64s", AttrKind::Ints)
-      .attr("weights", AttrKind::Floats, FloatList{});
-  d.doc = "ONNX TfIdfVectorizer over integer tokens: n-gram counts (TF, IDF or TFIDF) as f32.";
+      .attr("weights", AttrKind::Floats, FloatList{})
+      .attr("vocabulary", AttrKind::Tensor, Literal::from_strings({}, {0}));
+  d.doc =
+      "ONNX TfIdfVectorizer over integer or string tokens: n-gram counts (TF, IDF or TFIDF) "
+      "as f32.";
   d.infer = infer_tfidf;
   OpRegistry::global().add(std::move(d));
   KernelRegistry::global().add("onnx.tfidf_vectorizer", DeviceKind::cpu, tfidf_kernel);
