@@ -18,6 +18,8 @@ namespace rlx::sparse::gpu {
 
 void check_pattern(const std::string& op, const Tensor& col_idx, const Tensor& row_ptr,
                    int64_t cols, cudaStream_t s);  // cuda_products.cu
+void throw_pattern_error(const std::string& op, const Tensor& col_idx, const Tensor& row_ptr,
+                         int64_t cols);  // cuda_common.cpp
 
 namespace {
 
@@ -31,6 +33,7 @@ struct State {
   double rho, omega, ss;                     // BiCGSTAB (alpha, beta shared)
   unsigned long long norm_inf_bits;          // max row sum of |a_ij| (a non-negative double)
   int iter, done, status, s_conv;
+  int bad;  // the pattern is unsound (setup_kernel): every later kernel returns at once
   unsigned ticket;
 };
 
@@ -148,15 +151,27 @@ struct At {
 // ---- setup and the true residual -----------------------------------------------------
 
 // dinv = 1 / diag(A) (1 where 0, or everywhere without the preconditioner); the max row sum.
+// It also checks the pattern, in stream order instead of with a wait for the host: row_ptr
+// starts at 0, ends at nnz and does not decrease, and columns lie in [0, n). A row is read
+// only within [0, nnz); an unsound pattern sets st->bad, which the host finds with the
+// first state it reads (and every later kernel sees, returning at once).
 template <class T, class I>
-__global__ void setup_kernel(Csr<T, I> a, bool jacobi, T* dinv, State* st) {
+__global__ void setup_kernel(Csr<T, I> a, int64_t nnz, bool jacobi, T* dinv, State* st) {
   double m = 0;
+  bool bad = blockIdx.x == 0 && threadIdx.x == 0 && (a.rp[0] != 0 || int64_t(a.rp[a.n]) != nnz);
   RLX_GRID_LOOP(i, a.n) {
     T d = 0;
     double row = 0;
-    for (int64_t e = a.rp[i]; e < a.rp[i + 1]; ++e) {
+    const int64_t b = a.rp[i], e1 = a.rp[i + 1];
+    if (!(0 <= b && b <= e1 && e1 <= nnz)) {
+      bad = true;
+      continue;
+    }
+    for (int64_t e = b; e < e1; ++e) {
+      const int64_t c = int64_t(a.col[e]);
+      bad |= c < 0 || c >= a.n;
       row += ::fabs(double(a.val[e]));
-      if (int64_t(a.col[e]) == i) d += a.val[e];
+      if (c == i) d += a.val[e];
     }
     dinv[i] = jacobi && d != T(0) ? T(1) / d : T(1);
     m = ::fmax(m, row);
@@ -164,6 +179,7 @@ __global__ void setup_kernel(Csr<T, I> a, bool jacobi, T* dinv, State* st) {
   for (int o = 16; o > 0; o /= 2) m = ::fmax(m, __shfl_down_sync(0xffffffffu, m, o));
   if (threadIdx.x % 32 == 0 && m > 0)  // one atomic a warp; non-negative doubles order as bits
     atomicMax(&st->norm_inf_bits, (unsigned long long)__double_as_longlong(m));
+  if (bad) st->bad = 1;
 }
 
 // column c of b [..., n, k] <-> a contiguous vector.
@@ -182,6 +198,7 @@ __global__ void scatter_kernel(const T* v, T* x, int64_t n, int64_t k, int64_t c
 template <int TPR, class T, class I>
 __global__ void residual_kernel(Csr<T, I> a, const T* x, const T* b, double* part, State* st,
                                 int32_t* iters, T* resid) {
+  if (st->bad) return;  // the host throws the pattern's error
   double v[2] = {0, 0};
   rows_of<TPR>(a, At<T>{x}, [&](int64_t i, T y) {
     double d = double(b[i]) - double(y);
@@ -265,19 +282,25 @@ __global__ void cg_init(CgVecs<T> v, int64_t n, double tol) {
     st->stop = tol * ::sqrt(t[0]);
     st->alpha = st->beta = 0;
     st->status = kRunning;
-    st->done = !(::sqrt(t[0]) > st->stop);
+    st->done = st->bad || !(::sqrt(t[0]) > st->stop);
     st->iter = st->done ? 0 : -1;  // the first kernel applies no step
   });
 }
 
 // One iteration (above). Sums r.z, r.r, p.q, p.p, q.z, q.Mq of the new vectors (z = M r);
 // the last block sets alpha, the next beta, the iteration count and `done` (converged,
-// max_iter, or p.q <= 0: not SPD, or a breakdown).
+// max_iter, or p.q <= 0: not SPD, or a breakdown). The kernel of step max_iter only moves
+// x: no direction follows it, so its A p (a pass over A) would go unused.
 template <int TPR, class T, class I>
 __global__ void cg_step(Csr<T, I> a, CgVecs<T> v, int64_t max_iter) {
   State* st = v.st;
   if (st->done) return;
   const T alpha = T(st->alpha), beta = T(st->beta);
+  if (st->iter + 1 >= max_iter && st->iter >= 0) {  // iter only grows: every block agrees
+    RLX_GRID_LOOP(i, a.n) v.x[i] += alpha * __ldg(&v.pd0[i]).x;
+    if (blockIdx.x == 0 && threadIdx.x == 0) st->iter = int(max_iter);
+    return;
+  }
   double s[6] = {0, 0, 0, 0, 0, 0};
   auto p_at = [&](int64_t j) {
     return next_p(__ldg(&v.pd0[j]), next_r(__ldg(&v.rq0[j]), alpha), beta);
@@ -350,7 +373,7 @@ __global__ void bi_init(BiVecs<T> v, int64_t n, double tol) {
     st->alpha = st->omega = 1;
     st->rho = t[0];  // rho_new = rhat . r = b . b; beta = (rho_new / 1) * (1 / 1)
     st->beta = t[0];
-    st->done = !(::sqrt(t[0]) > st->stop) || t[0] == 0;
+    st->done = st->bad || !(::sqrt(t[0]) > st->stop) || t[0] == 0;
   });
 }
 
@@ -566,7 +589,10 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
   const Device dev = ctx.device;
   const Tensor& B = in[3];
   const int64_t n = in[2].numel() - 1;
-  check_pattern(op, in[1], in[2], n, s);
+  const bool transpose = at.has("transpose") && at.get_bool("transpose");
+  // cuSPARSE's transpose reads the pattern first: it is checked before, waiting for the
+  // verdict; otherwise setup_kernel checks it in stream order.
+  if (transpose || n == 0) check_pattern(op, in[1], in[2], n, s);
   const int64_t k = B.rank() >= 2 ? B.shape().back() : 1;
   const int64_t cols = n == 0 ? out[1].numel() : B.numel() / n;
   if (cols == 0) return;
@@ -578,7 +604,7 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
     return;
   }
   Matrix m{in[0], in[1], in[2]};
-  if (at.has("transpose") && at.get_bool("transpose")) m = transposed<T>(ctx, in, n, s);
+  if (transpose) m = transposed<T>(ctx, in, n, s);
   const Csr<T, I> a{m.rp.data_as<I>(), m.col.data_as<I>(), m.val.data_as<T>(), n};
   const double tol = at.get_float("tol");
   int64_t max_iter = at.get_int("max_iter");
@@ -604,7 +630,8 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
   Tensor vecs = scratch(B.dtype(), 11 * n + 2, dev);
   auto vec = [&](int i) { return vecs.data_as<T>() + i * n; };
   T *dinv = vec(0), *x = vec(1), *b = vec(2);
-  setup_kernel<<<grid, kBlock, 0, s>>>(a, at.get_string("preconditioner") == "jacobi", dinv, st);
+  setup_kernel<<<grid, kBlock, 0, s>>>(a, m.col.numel(),
+                                       at.get_string("preconditioner") == "jacobi", dinv, st);
   RLX_SP_LAUNCHED("sparse iterative setup");
   // CG's (r, q) and (p, d) pairs in two buffers each: kernel k reads cv[k % 2] and writes
   // the other.
@@ -636,6 +663,7 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
     auto finished = [&](int64_t chunk_index) {
       RLX_SP_CHECK(cudaEventSynchronize(ev.e[chunk_index % 2]));
       const State& h = seen[chunk_index % 2];
+      if (h.bad) throw_pattern_error(op, in[1], in[2], n);
       if (h.status == kNotSpd)
         fail<ValueError>(op, "expected a symmetric positive definite matrix, got p^T A p = ", h.pq,
                          " < 0 at iteration ", h.iter);
