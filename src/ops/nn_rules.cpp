@@ -410,10 +410,6 @@ Values attention_grads(const RuleArgs& a, Value dy) {
           matmul(swap_last2(pr.p), dy), ds};
 }
 
-}  // namespace
-
-namespace {
-
 // Layout bshd is bhsd with the sequence and head axes of q, k, v (dy, the outputs)
 // swapped: its rules swap them, run bhsd's, and swap the results back. A bias is [..., H,
 // Sq, Sk] in both.

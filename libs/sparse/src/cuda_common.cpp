@@ -51,8 +51,8 @@ Handle cusparse(Device d, cudaStream_t stream) {
 int sm_count(Device d) { return state(d).sms; }
 
 // The device said the pattern is unsound: the host check says how, in the CPU's words.
-void throw_pattern_error(const std::string& op, const Tensor& col_idx, const Tensor& row_ptr,
-                         int64_t cols) {
+[[noreturn]] void throw_pattern_error(const std::string& op, const Tensor& col_idx,
+                                      const Tensor& row_ptr, int64_t cols) {
   Tensor c = col_idx.to(Device::cpu()), r = row_ptr.to(Device::cpu());
   auto run = [&](auto i) {
     using I = decltype(i);

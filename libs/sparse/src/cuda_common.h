@@ -52,6 +52,9 @@ inline Tensor scratch(DType t, int64_t n, Device d) {
 // in [0, cols)); on a bad one throws the CPU's ValueError for it. Syncs the stream.
 void check_pattern(const std::string& op, const Tensor& col_idx, const Tensor& row_ptr,
                    int64_t cols, cudaStream_t s);
+// Throws the CPU's ValueError for a pattern the device found unsound (copies it back).
+[[noreturn]] void throw_pattern_error(const std::string& op, const Tensor& col_idx,
+                                      const Tensor& row_ptr, int64_t cols);
 
 template <class T>
 constexpr cudaDataType value_type() {

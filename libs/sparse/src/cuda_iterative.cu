@@ -16,11 +16,6 @@
 
 namespace rlx::sparse::gpu {
 
-void check_pattern(const std::string& op, const Tensor& col_idx, const Tensor& row_ptr,
-                   int64_t cols, cudaStream_t s);  // cuda_products.cu
-void throw_pattern_error(const std::string& op, const Tensor& col_idx, const Tensor& row_ptr,
-                         int64_t cols);  // cuda_common.cpp
-
 namespace {
 
 constexpr int kBlock = 256;

@@ -7,8 +7,6 @@
 namespace rlx::sparse::gpu {
 
 void register_iterative_cuda_kernels();  // cuda_iterative.cu
-void throw_pattern_error(const std::string& op, const Tensor& col_idx, const Tensor& row_ptr,
-                         int64_t cols);  // cuda_common.cpp
 
 namespace {
 

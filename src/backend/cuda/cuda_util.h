@@ -16,10 +16,7 @@ namespace rlx::gpu {
 // Dtype sets, as the CPU's (cpu_util.h).
 enum : unsigned { kFloat = 1, kInt = 2, kBool = 4, kNumeric = kFloat | kInt, kAll = 7 };
 inline bool dtype_in_set(DType t, unsigned set) {
-  return is_string(t)  ? false
-         : is_bool(t)  ? (set & kBool)
-         : is_float(t) ? (set & kFloat)
-                       : (set & kInt);
+  return is_bool(t) ? (set & kBool) : is_float(t) ? (set & kFloat) : (set & kInt);
 }
 
 // Throws OutOfMemory for an allocation failure, DeviceError otherwise, naming the call.
