@@ -14,6 +14,7 @@
 // --runs runs after warm-up, synchronised. PyTorch's numbers come from bench/gpu_torch.py
 // (eager and torch.compile) when python3 with torch and CUDA is there.
 // Usage: rlx-bench-gpu [--runs N] [--no-torch] [--only gemm|chain|attention|gpt2|train]
+// (RLX_BENCH_DISABLE=pass,... compiles the train step without those passes.)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -215,6 +216,14 @@ int main(int argc, char** argv) {
     opts.schedule = train::constant_lr(1e-4);
     opts.compile.precision = Precision::auto_bf16;
     opts.device = Device::cuda();
+    // RLX_BENCH_DISABLE=pass,pass: the step without those passes (to measure what each
+    // brings).
+    if (const char* off = std::getenv("RLX_BENCH_DISABLE"))
+      for (std::string_view rest = off; !rest.empty();) {
+        size_t comma = std::min(rest.find(','), rest.size());
+        opts.compile.disable_passes.emplace_back(rest.substr(0, comma));
+        rest.remove_prefix(std::min(comma + 1, rest.size()));
+      }
     train::Trainer trainer(*g, opts);
     for (const auto& [name, v] : demo::init_params(*g, cfg.layers, 1)) trainer.set_param(name, v);
     std::vector<int64_t> tok(8 * 1024), tgt(8 * 1024);

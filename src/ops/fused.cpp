@@ -2,7 +2,12 @@
 //   fused_matmul(a, b, [bias]) = act(matmul(op(a), op(b)) + bias), op() swapping the last
 //     two dims where transpose_a / transpose_b say so (the kernel reads the operand
 //     transposed instead of copying it);
-//   fused_conv(x, w, [bias]) = act(conv(x, w, bias)).
+//   fused_conv(x, w, [bias]) = act(conv(x, w, bias));
+//   fused_layer_norm(x, [residual], [scale, [bias]]) = cast(layer_norm(x + residual)) and,
+//     with a residual, x + residual itself (a transformer's residual stream and the norm
+//     of it, read once);
+//   fused_cast(x1, ..., xn) = (cast(x1), ..., cast(xn)): many small casts (the weights'
+//     under a mixed precision) in one kernel.
 // Each has a decomposition into the core ops, which is both the portable path for devices
 // without a native kernel and the source of its vjp / jvp / vmap rules: a rule builds the
 // decomposition as a closed graph, applies the positional transforms to it and inlines the
@@ -116,6 +121,68 @@ Values decompose_fused_conv(const RuleArgs& a) {
   in[0] = apply_activation(in[0], a.attrs.get_string("input_activation"));
   Value y = op("conv", in, without_activation(a.attrs));
   return {apply_activation(y, a.attrs.get_string("activation"))};
+}
+
+// ---- fused_layer_norm ---------------------------------------------------------------
+
+Types infer_fused_layer_norm(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) expect_same_dtype(ctx, 0, i);
+  expect_at_least(ctx, "epsilon", ctx.attrs().get_float("epsilon"), 0.0);
+  const bool residual = ctx.attrs().get_bool("residual");
+  if (residual && ctx.num_inputs() < 2)
+    ctx.fail("expected the residual as input 1 (residual=true), got ", ctx.num_inputs(), " input");
+  const int64_t rank = ctx.rank(0), axis = normalize_axis(ctx, ctx.attrs().get_int("axis"), rank);
+  Shape out = ctx.shape(0);
+  if (residual) {
+    expect_rank(ctx, 1, rank);
+    for (size_t d = 0; d < out.size(); ++d)
+      out[d] = unify_dims(ctx, out[d], ctx.shape(1)[d], "dims of x and the residual");
+  }
+  for (size_t i = residual ? 2 : 1; i < ctx.num_inputs(); ++i) {
+    expect_rank(ctx, i, rank - axis);
+    for (int64_t d = 0; d < rank - axis; ++d)
+      out[size_t(axis + d)] = unify_dims(ctx, out[size_t(axis + d)], ctx.shape(i)[size_t(d)],
+                                         "dims of scale / bias and x.shape[axis:]");
+  }
+  const std::string& od = ctx.attrs().get_string("out_dtype");
+  Types t{{od == "same" ? ctx.dtype(0) : *dtype_from_name(od), out}};
+  if (residual) t.push_back({ctx.dtype(0), out});
+  return t;
+}
+
+Values decompose_fused_layer_norm(const RuleArgs& a) {
+  const bool residual = a.attrs.get_bool("residual");
+  Value x = a.inputs[0];
+  if (residual) x = op("add", {x, a.inputs[1]});
+  Values in{x};
+  in.insert(in.end(), a.inputs.begin() + (residual ? 2 : 1), a.inputs.end());
+  Value y = op("layer_norm", in,
+               {{"axis", a.attrs.get_int("axis")}, {"epsilon", a.attrs.get_float("epsilon")}});
+  const std::string& od = a.attrs.get_string("out_dtype");
+  if (od != "same") y = cast(y, *dtype_from_name(od));
+  if (residual) return {y, x};
+  return {y};
+}
+
+// ---- fused_cast ---------------------------------------------------------------------
+
+Types infer_fused_cast(const InferContext& ctx) {
+  const DType to = ctx.attrs().get_dtype("dtype");
+  expect_float(ctx, 0);
+  if (!is_float(to)) ctx.fail("expected a float dtype to cast to, got ", dtype_name(to));
+  Types t;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    expect_same_dtype(ctx, 0, i);
+    t.push_back({to, ctx.shape(i)});
+  }
+  return t;
+}
+
+Values decompose_fused_cast(const RuleArgs& a) {
+  Values out;
+  for (Value x : a.inputs) out.push_back(cast(x, a.attrs.get_dtype("dtype")));
+  return out;
 }
 
 // ---- rules through the decomposition -------------------------------------------------
@@ -233,6 +300,30 @@ void register_fused_ops(OpRegistry& r) {
   fc.decompose = decompose_fused_conv;
   set_rules(fc);
   r.add(std::move(fc));
+
+  OpDef ln;
+  ln.name = "fused_layer_norm";
+  ln.arity(1, 4)
+      .attr("axis", AttrKind::Int, AttrValue(-1))
+      .attr("epsilon", AttrKind::Float, AttrValue(1e-5))
+      .attr("residual", AttrKind::Bool, AttrValue(false))
+      .attr("out_dtype", AttrKind::String, AttrValue("same"), {"same", "f32", "bf16", "f16"});
+  ln.doc =
+      "layer_norm(x + residual, scale, bias) stored as out_dtype; with residual=true input 1 "
+      "is the residual and x + residual is a second output.";
+  ln.infer = infer_fused_layer_norm;
+  ln.decompose = decompose_fused_layer_norm;
+  set_rules(ln);
+  r.add(std::move(ln));
+
+  OpDef many;
+  many.name = "fused_cast";
+  many.arity(1, kVariadic).attr("dtype", AttrKind::DType);
+  many.doc = "Each input (all of one float dtype) cast to the float dtype, one output each.";
+  many.infer = infer_fused_cast;
+  many.decompose = decompose_fused_cast;
+  set_rules(many);
+  r.add(std::move(many));
 }
 
 }  // namespace rlx::detail

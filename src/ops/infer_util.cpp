@@ -1,6 +1,7 @@
 #include "ops/infer_util.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace rlx::detail {
 
@@ -77,6 +78,11 @@ void expect_integer(const InferContext& ctx, size_t i) {
 void expect_bool(const InferContext& ctx, size_t i) {
   expect_dtype(ctx, i, is_bool(ctx.dtype(i)), "bool");
 }
+void expect_at_least(const InferContext& ctx, std::string_view key, double v, double lo) {
+  if (!(v >= lo) || !std::isfinite(v))
+    ctx.fail("expected attribute '", key, "' >= ", lo, ", got ", v);
+}
+
 void expect_same_dtype(const InferContext& ctx, size_t i, size_t j) {
   if (ctx.dtype(i) != ctx.dtype(j))
     ctx.fail_type("expected inputs ", i, " and ", j, " of the same dtype, got ", ctx.input(i).str(),

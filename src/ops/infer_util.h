@@ -31,6 +31,8 @@ void expect_integer(const InferContext& ctx, size_t i);  // signed or unsigned i
 void expect_bool(const InferContext& ctx, size_t i);
 void expect_dtype(const InferContext& ctx, size_t i, bool ok, std::string_view kind);
 void expect_same_dtype(const InferContext& ctx, size_t i, size_t j);
+// Attribute `key` = v must be a finite number >= lo (NaN fails too).
+void expect_at_least(const InferContext& ctx, std::string_view key, double v, double lo);
 // Rank checks on input i.
 void expect_rank(const InferContext& ctx, size_t i, int64_t rank);
 void expect_min_rank(const InferContext& ctx, size_t i, int64_t rank);

@@ -16,12 +16,6 @@ namespace {
 
 std::vector<TensorType> one(TensorType t) { return {std::move(t)}; }
 
-// Fails unless v is a finite number >= lo (NaN fails too).
-void expect_at_least(const InferContext& ctx, std::string_view key, double v, double lo) {
-  if (!(v >= lo) || !std::isfinite(v))
-    ctx.fail("expected attribute '", key, "' >= ", lo, ", got ", v);
-}
-
 // Input i (`role`) must have the shape `want` (described by `ref`) dim by dim; returns the
 // unified dims so that a static size on one side refines a symbol on the other.
 Shape unify_shape(const InferContext& ctx, size_t i, const Shape& want, std::string_view role,

@@ -84,6 +84,8 @@ void register_fusion_passes(PassRegistry& r) {
   register_matmul_fusion(r);
   register_conv_fusion(r);
   register_nchwc_layout(r);
+  register_norm_fusion(r);
+  register_cast_batching(r);
 }
 
 // clamp(x, 0, 6) with constant scalar bounds (what exporters write for ReLU6).

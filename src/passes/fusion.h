@@ -20,6 +20,8 @@ void register_conv_fusion(PassRegistry& r);       // conv_fusion.cpp
 void register_nchwc_layout(PassRegistry& r);      // nchwc_layout.cpp
 void register_bn_folding(PassRegistry& r);        // bn_folding.cpp
 void register_attention_fusion(PassRegistry& r);  // attention_fusion.cpp
+void register_norm_fusion(PassRegistry& r);       // norm_fusion.cpp
+void register_cast_batching(PassRegistry& r);     // cast_batching.cpp
 
 // The output type of `op` on these inputs when the pass's device has a native kernel for
 // it (asked through the kernel's supports()); nullopt when it has none or the op rejects

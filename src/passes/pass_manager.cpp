@@ -88,7 +88,10 @@ std::vector<std::string> default_pipeline(Device device, int opt_level, Precisio
     }
   }
   if (opt_level >= 2) {
-    for (const char* p : {"simplify", "cse", "elementwise_fusion"}) want.push_back(p);
+    // norm_fusion and cast_batching after the casts settle, before elementwise fusion
+    // takes the adds and casts.
+    for (const char* p : {"simplify", "cse", "norm_fusion", "cast_batching", "elementwise_fusion"})
+      want.push_back(p);
   }
   if (opt_level >= 1) want.push_back("dce");
   // The CPU's own layouts (blocked conv, fused conv prologues) mean nothing elsewhere; its

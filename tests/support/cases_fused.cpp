@@ -36,6 +36,30 @@ std::vector<InferCase> fused_cases() {
       bad("fused_matmul", {"f32[2,3]", "f32[3,4]"}, {{"activation", "softmax"}}, V, "activation"),
       bad("fused_matmul", {"f32[2,3]"}, {}, V, "expected 2 to 3 inputs"),
 
+      // fused_layer_norm: layer_norm's shapes on x (+ the residual, same shape); the norm
+      // stored as out_dtype, the sum second.
+      ok("fused_layer_norm", {"f32[b,s,8]", "f32[b,s,8]", "f32[8]", "f32[8]"},
+         {{"residual", true}, {"out_dtype", "bf16"}}, {"bf16[b,s,8]", "f32[b,s,8]"}),
+      ok("fused_layer_norm", {"f16[2,3,4]", "f16[3,4]"}, {{"axis", 1}}, {"f16[2,3,4]"}),
+      ok("fused_layer_norm", {"f32[2,?]", "f32[2,5]"}, {{"residual", true}},
+         {"f32[2,5]", "f32[2,5]"}),
+      bad("fused_layer_norm", {"f32[2,4]"}, {{"residual", true}}, V, "residual as input 1"),
+      bad("fused_layer_norm", {"f32[2,4]", "f32[4]"}, {{"residual", true}}, V, "rank 2"),
+      bad("fused_layer_norm", {"f32[2,4]", "f32[2,5]"}, {{"residual", true}}, V,
+          "x and the residual"),
+      bad("fused_layer_norm", {"f32[2,4]", "f16[4]"}, {}, T, "same dtype"),
+      bad("fused_layer_norm", {"i32[2,4]"}, {}, T, "float dtype"),
+      bad("fused_layer_norm", {"f32[2,4]"}, {{"out_dtype", "i8"}}, V, "out_dtype"),
+      bad("fused_layer_norm", {"f32[2,4]"}, {{"epsilon", -1.0}}, V, "epsilon"),
+
+      // fused_cast: each input's shape in the new dtype.
+      ok("fused_cast", {"f32[3,4]", "f32[n]", "f32[]"}, {{"dtype", DType::bf16}},
+         {"bf16[3,4]", "bf16[n]", "bf16[]"}),
+      bad("fused_cast", {"f32[3]", "f16[3]"}, {{"dtype", DType::bf16}}, T, "same dtype"),
+      bad("fused_cast", {"f32[3]"}, {}, V, "dtype"),
+      bad("fused_cast", {"i32[3]"}, {{"dtype", DType::f32}}, T, "float dtype"),
+      bad("fused_cast", {"f32[3]"}, {{"dtype", DType::i32}}, V, "float dtype to cast to"),
+
       // fused_conv: conv's rules, naming fused_conv.
       ok("fused_conv", {"f32[1,3,8,8]", "f32[4,3,3,3]", "f32[4]"}, conv, {"f32[1,4,8,8]"}),
       ok("fused_conv", {"bf16[n,4,9]", "bf16[6,2,3]"}, {{"groups", 2}, {"activation", "gelu"}},

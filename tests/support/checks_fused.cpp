@@ -97,7 +97,8 @@ Tensor block_ref(const Tensor& x) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t p = 0; p < hw; ++p)
-        out[size_t(((i * cb + ch / 16) * hw + p) * 16 + ch % 16)] = v[size_t((i * c + ch) * hw + p)];
+        out[size_t(((i * cb + ch / 16) * hw + p) * 16 + ch % 16)] =
+            v[size_t((i * c + ch) * hw + p)];
   return tensor_of(x.dtype(), {n, cb, s[2], s[3], 16}, out);
 }
 
@@ -108,7 +109,8 @@ Tensor unblock_ref(const Tensor& x, int64_t c) {
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t p = 0; p < hw; ++p)
-        out[size_t((i * c + ch) * hw + p)] = v[size_t(((i * cb + ch / 16) * hw + p) * 16 + ch % 16)];
+        out[size_t((i * c + ch) * hw + p)] =
+            v[size_t(((i * cb + ch / 16) * hw + p) * 16 + ch % 16)];
   return tensor_of(x.dtype(), {n, c, s[2], s[3]}, out);
 }
 
@@ -134,6 +136,23 @@ OpCheck mm(Tensors in, Attrs attrs, std::string note) {
     c.atol = 1e-6 + double(k) * 4 * 0x1p-23;
   }
   return c;
+}
+
+// fused_layer_norm: the sum rounded to the inputs' dtype (as the add stores it), then
+// layer_norm's reference, stored as out_dtype.
+Tensors fused_norm_ref(const Tensors& in, const Attrs& a) {
+  const bool res = a.get_bool("residual");
+  Tensors args(in.begin() + (res ? 1 : 0), in.end());
+  if (res) {
+    std::vector<double> x = values(in[0]), r = values(in[1]);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += r[i];
+    args[0] = tensor_of(in[0].dtype(), in[0].shape(), x);
+  }
+  Tensor y = trailing_norm_ref(false)(args, a)[0];
+  const std::string& od = a.get_string("out_dtype");
+  if (od != "same") y = tensor_of(*dtype_from_name(od), y.shape(), values(y));
+  if (res) return {y, args[0]};
+  return {y};
 }
 
 }  // namespace
@@ -178,6 +197,64 @@ CheckTable checks_fused() {
       mm({tensor_of(DType::f32, {2, 2}, {NAN, 1, 1, 1}),
           tensor_of(DType::f32, {2, 2}, {1, 2, 3, 4}), tensor_of(DType::f32, {2}, {-INFINITY, 0})},
          A{{"activation", "relu"}}, "NaN and -inf pass through"));
+
+  // fused_layer_norm: with and without a residual, stored as itself or in 16 bits, rows
+  // the CUDA kernel keeps in registers and one it does not (the decomposition).
+  for (DType dt : kFloats) {
+    using Dims = std::vector<int64_t>;
+    auto ln = [&](Dims shape, int64_t axis, bool res, int params, std::string od,
+                  std::string note) {
+      Dims tail(shape.begin() + int64_t(axis < 0 ? axis + int64_t(shape.size()) : axis),
+                shape.end());
+      Tensors in{r(dt, shape)};
+      if (res) in.push_back(r(dt, shape));
+      for (int p = 0; p < params; ++p) in.push_back(r(dt, tail));
+      OpCheck c =
+          ref_check("fused_layer_norm", dt, std::move(in),
+                    A{{"axis", axis}, {"epsilon", 1e-5}, {"residual", res}, {"out_dtype", od}},
+                    fused_norm_ref, std::move(note));
+      if (od == "bf16" || od == "f16") c.rtol = c.atol = 1e-2;
+      t.add(std::move(c));
+    };
+    ln({4, 6}, -1, true, 2, "same", "residual, scale, bias");
+    ln({2, 3, 5}, 1, false, 1, "same", "two axes, scale, no residual");
+    ln({3, 40}, -1, true, 0, "same", "residual, no params");
+    ln({0, 8}, -1, true, 2, "same", "no rows");
+    if (dt == DType::f32) {
+      ln({5, 768}, -1, true, 2, "bf16", "a GPT-2 row, stored as bf16");
+      ln({3, 33}, -1, false, 2, "f16", "stored as f16");
+      ln({2, 1100}, -1, true, 2, "same", "rows past the kernel's registers");
+    }
+  }
+
+  // fused_cast: every float pair, tensors of many sizes (the CUDA kernel's blocks span
+  // several), and more tensors than one launch takes.
+  for (DType from : kFloats)
+    for (DType to : kFloats) {
+      if (from == to) continue;
+      Tensors in{r(from, {3, 5}), r(from, {0}), r(from, {9000}), r(from, {}), r(from, {2, 70})};
+      t.add(ref_check(
+          "fused_cast", from, std::move(in), A{{"dtype", to}},
+          [](const Tensors& in, const Attrs& a) {
+            Tensors out;
+            for (const Tensor& x : in)
+              out.push_back(tensor_of(a.get_dtype("dtype"), x.shape(), values(x)));
+            return out;
+          },
+          std::string("to ") + std::string(dtype_name(to))));
+    }
+  {
+    Tensors many;
+    for (int i = 0; i < 130; ++i) many.push_back(r(DType::f32, {i % 7 + 1, 3}));
+    t.add(ref_check(
+        "fused_cast", DType::f32, std::move(many), A{{"dtype", DType::bf16}},
+        [](const Tensors& in, const Attrs&) {
+          Tensors out;
+          for (const Tensor& x : in) out.push_back(tensor_of(DType::bf16, x.shape(), values(x)));
+          return out;
+        },
+        "130 tensors: two launches"));
+  }
 
   // fused_conv: conv's paths (oneDNN with a post-op for f32 / bf16, widened f16, the
   // im2col / direct loops for f64) with each activation.
@@ -227,12 +304,13 @@ CheckTable checks_fused() {
   // lanes; conv_blocked on plain and blocked inputs, dense and depthwise, with activations
   // and bias (oneDNN's nChw16c direct kernels, the weights reordered once and cached).
   for (DType f : kFloats) {
-    t.add(ref_check("to_blocked", f, {r(f, {2, 24, 5, 3})}, A{},
-                    [](const Tensors& in, const Attrs&) { return Tensors{block_ref(in[0])}; },
-                    "24 channels: 8 zero lanes"));
-    t.add(ref_check("to_blocked", f, {r(f, {1, 32, 4, 4})}, A{},
-                    [](const Tensors& in, const Attrs&) { return Tensors{block_ref(in[0])}; },
-                    "whole blocks"));
+    t.add(ref_check(
+        "to_blocked", f, {r(f, {2, 24, 5, 3})}, A{},
+        [](const Tensors& in, const Attrs&) { return Tensors{block_ref(in[0])}; },
+        "24 channels: 8 zero lanes"));
+    t.add(ref_check(
+        "to_blocked", f, {r(f, {1, 32, 4, 4})}, A{},
+        [](const Tensors& in, const Attrs&) { return Tensors{block_ref(in[0])}; }, "whole blocks"));
     for (int64_t c : {int64_t(3), int64_t(32)})
       t.add(ref_check(
           "from_blocked", f, {r(f, {2, (c + 15) / 16, 3, 5, 16})}, A{{"channels", c}},
@@ -254,8 +332,7 @@ CheckTable checks_fused() {
     cb({blk({2, 24, 6, 6}), r(f, {40, 24, 1, 1}), r(f, {40})}, A{{"activation", "sigmoid"}},
        "1x1, blocked input with padded lanes, sigmoid (lanes past 40 stay zero)");
     cb({blk({1, 32, 7, 7}), r(f, {32, 1, 3, 3}), r(f, {32})},
-       A{{"groups", 32}, {"pads", IntList{1, 1, 1, 1}}, {"activation", "relu"}},
-       "depthwise 3x3");
+       A{{"groups", 32}, {"pads", IntList{1, 1, 1, 1}}, {"activation", "relu"}}, "depthwise 3x3");
     cb({blk({1, 16, 8, 8}), r(f, {16, 16, 3, 3})},
        A{{"dilations", IntList{2, 2}}, {"auto_pad", "same_upper"}}, "dilated, same_upper, no bias");
   }

@@ -94,6 +94,8 @@ void softmax_checks(CheckTable& t) {
 
 // ---- layer_norm, rms_norm ----------------------------------------------------------
 
+}  // namespace
+
 // Over [axis, rank): (x - mean) / sqrt(var + eps) * scale + bias (biased variance), or
 // x / sqrt(mean(x^2) + eps) * scale.
 RefFn trailing_norm_ref(bool rms) {
@@ -121,6 +123,8 @@ RefFn trailing_norm_ref(bool rms) {
     return one(in[0].dtype(), s, y);
   };
 }
+
+namespace {
 
 void trailing_norm_checks(CheckTable& t) {
   struct Case {

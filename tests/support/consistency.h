@@ -63,6 +63,10 @@ Tensor string_data(std::vector<int64_t> shape, uint64_t seed);
 // string's index in a vocabulary), `ref` run on the codes, i64 outputs decoded again.
 RefFn via_codes(RefFn ref);
 
+// layer_norm's (rms_norm's) reference over [axis, rank) (checks_nn.cpp), which the fused
+// norm's reuses.
+RefFn trailing_norm_ref(bool rms);
+
 // One table per family (tests/support/checks_<family>.cpp).
 CheckTable checks_elementwise();
 CheckTable checks_reduce();
@@ -74,7 +78,7 @@ CheckTable checks_nn();
 CheckTable checks_random();
 CheckTable checks_control();
 CheckTable checks_autodiff();  // reshape_like, broadcast_like, stop_gradient, checkpoint
-CheckTable checks_fused();     // fused_matmul, fused_conv
+CheckTable checks_fused();     // fused_matmul, fused_conv, fused_layer_norm
 
 CheckTable checks_region();  // fused_elementwise
 CheckTable all_checks();

@@ -26,6 +26,10 @@ GradTable grads_fused() {
       {{"groups", 2}, {"pads", IntList{1, 1, 1, 1}}, {"activation", "gelu"}},
       "2-D, groups, pads, gelu");
   add("fused_conv", {{2, 2, 5}, {2, 2, 2}, {2}}, {{"activation", "relu"}}, "relu", false);
+  add("fused_layer_norm", {{3, 5}, {3, 5}, {5}, {5}}, {{"residual", true}},
+      "residual, scale, bias: both outputs");
+  add("fused_layer_norm", {{2, 3, 4}, {3, 4}}, {{"axis", 1}}, "two axes, scale");
+  add("fused_cast", {{3, 2}, {4}}, {{"dtype", DType::f64}}, "two tensors");
   // The blocked layout ops (nchwc_layout), through their decompositions.
   add("to_blocked", {{1, 18, 2, 3}}, {}, "18 channels: 14 zero lanes");
   add("from_blocked", {{1, 2, 2, 3, 16}}, {{"channels", 18}}, "18 channels");

@@ -33,6 +33,83 @@ void cast_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
   cast_into(in[0], out[0], stream_of(ctx));
 }
 
+// ---- fused_cast: many contiguous tensors, one launch ----------------------------------
+// The tensors' elements as one index space; each block takes kPerBlock consecutive
+// indices and finds the tensor holding its first by a binary search over the starts (a
+// warp-uniform read of the kernel's parameters), then walks on.
+constexpr int kMaxCasts = 120;  // segments a launch (~3 KB of parameters)
+constexpr int64_t kPerBlock = 8192;
+
+struct CastSeg {
+  const void* x;
+  void* y;
+  int64_t start;  // the first index of this tensor; seg[count].start is the total
+};
+struct CastBatch {
+  CastSeg seg[kMaxCasts + 1];
+  int count;
+};
+
+template <class T, class U>
+__global__ void cast_batch(const __grid_constant__ CastBatch b) {
+  const int64_t lo = int64_t(blockIdx.x) * kPerBlock;
+  const int64_t hi = min(lo + kPerBlock, b.seg[b.count].start);
+  int s = 0, e = b.count;  // the last segment starting at or before lo
+  while (e - s > 1) {
+    int m = (s + e) / 2;
+    if (b.seg[m].start <= lo)
+      s = m;
+    else
+      e = m;
+  }
+  if (hi <= b.seg[s + 1].start) {  // within one tensor (most blocks): a plain cast
+    const int64_t n = hi - lo, step = blockDim.x;
+    const T* __restrict__ x = static_cast<const T*>(b.seg[s].x) + (lo - b.seg[s].start);
+    U* __restrict__ y = static_cast<U*>(b.seg[s].y) + (lo - b.seg[s].start);
+    for (int64_t k = threadIdx.x; k < n; k += 4 * step) {
+      T v[4];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (k + u * step < n) v[u] = x[k + u * step];
+#pragma unroll
+      for (int u = 0; u < 4; ++u)
+        if (k + u * step < n) y[k + u * step] = store<U>(ewop::convert<U>(load(v[u])));
+    }
+    return;
+  }
+  for (int64_t i = lo + threadIdx.x; i < hi; i += blockDim.x) {
+    while (i >= b.seg[s + 1].start) ++s;
+    int64_t j = i - b.seg[s].start;
+    static_cast<U*>(b.seg[s].y)[j] =
+        store<U>(ewop::convert<U>(load(static_cast<const T*>(b.seg[s].x)[j])));
+  }
+}
+
+void fused_cast_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                       std::span<Tensor> out) {
+  cudaStream_t s = stream_of(ctx);
+  visit(in[0].dtype(), [&](auto in_tag) {
+    using T = typename decltype(in_tag)::type;
+    visit(out[0].dtype(), [&](auto out_tag) {
+      using U = typename decltype(out_tag)::type;
+      if constexpr (is_float_v<T> && is_float_v<U>) {
+        for (size_t first = 0; first < in.size(); first += kMaxCasts) {
+          CastBatch b{};
+          int64_t total = 0;
+          for (size_t i = first; i < std::min(in.size(), first + kMaxCasts); ++i) {
+            b.seg[b.count++] = {in[i].data(), out[i].data(), total};
+            total += in[i].numel();
+          }
+          b.seg[b.count].start = total;
+          if (total == 0) continue;
+          cast_batch<T, U><<<unsigned((total + kPerBlock - 1) / kPerBlock), kThreads, 0, s>>>(b);
+        }
+      }
+    });
+  });
+  RLX_CUDA_LAUNCHED("fused_cast");
+}
+
 }  // namespace
 
 void cast_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
@@ -58,6 +135,9 @@ void cast_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
 
 void register_cast(KernelRegistry& r) {
   add_kernel(r, "cast", cast_kernel, {}, {.strided_inputs = true, .inplace = true});
+  add_kernel(r, "fused_cast", fused_cast_kernel, [](const KernelQuery& q) {
+    return is_float(q.inputs[0].dtype) && is_float(q.outputs[0].dtype);
+  });
 }
 
 }  // namespace rlx::gpu

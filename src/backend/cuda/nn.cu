@@ -3,6 +3,7 @@
 // softmax is exp(x - max) / sum, so a row of all -inf, or with NaN or +inf, gives NaN;
 // norms take two passes (mean, then squared deviations) rather than a formula that
 // cancels. f16 / bf16 compute in float. A row is a warp's when short, a block's when long.
+// fused_layer_norm (norm_fusion's) adds a residual first and stores the norm in 16 bits.
 #include <cuda/std/limits>
 
 #include "backend/cuda/elementwise.h"
@@ -264,26 +265,48 @@ __global__ void norm_rows(const T* x0, T* y0, const T* scale, const T* bias, int
   }
 }
 
+// x as rows over [axis, rank): their count, their length and the tail's shape.
+struct TrailingRows {
+  int64_t rows, n;
+  std::vector<int64_t> tail;
+};
+TrailingRows trailing_rows(const Tensor& x, const Attrs& attrs) {
+  const auto& shape = x.shape();
+  int64_t a = attrs.get_int("axis");
+  size_t axis = size_t(a < 0 ? a + x.rank() : a);
+  return {prod(shape, 0, axis), prod(shape, axis, shape.size()),
+          std::vector<int64_t>(shape.begin() + int64_t(axis), shape.end())};
+}
+
+// The row length over [axis, rank) of a query's input 0 when static, else -1.
+int64_t static_row_length(const KernelQuery& q) {
+  const TensorType& x = q.inputs[0];
+  int64_t a = q.attrs.get_int("axis"), n = 1;
+  for (size_t i = size_t(a < 0 ? a + x.rank() : a); i < x.shape.size(); ++i) {
+    if (!x.shape[i].is_static()) return -1;
+    n *= x.shape[i].value();
+  }
+  return n;
+}
+
+// Input i (scale or bias; none past the inputs) as a contiguous vector over the tail it
+// may broadcast to.
+Tensor norm_param(Ins in, size_t i, const std::vector<int64_t>& tail, cudaStream_t s) {
+  if (i >= in.size()) return Tensor();
+  Tensor p = in[i].broadcast_to(tail);
+  if (p.is_contiguous()) return p;
+  Tensor c = Tensor::empty(p.dtype(), tail, p.device());
+  copy_strided(p, c, s);
+  return c;
+}
+
 template <bool kRms>
 void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor& x = in[0];
   if (x.numel() == 0) return;
-  const auto& shape = x.shape();
-  int64_t a = ctx.attrs.get_int("axis");
-  size_t axis = size_t(a < 0 ? a + x.rank() : a);
-  int64_t rows = prod(shape, 0, axis), n = prod(shape, axis, shape.size());
-  std::vector<int64_t> tail(shape.begin() + int64_t(axis), shape.end());
+  const auto [rows, n, tail] = trailing_rows(x, ctx.attrs);
   cudaStream_t s = stream_of(ctx);
-  // scale and bias as contiguous n-vectors (they may broadcast over the tail).
-  auto param = [&](size_t i) {
-    if (i >= in.size()) return Tensor();
-    Tensor p = in[i].broadcast_to(tail);
-    if (p.is_contiguous()) return p;
-    Tensor c = Tensor::empty(p.dtype(), tail, p.device());
-    copy_strided(p, c, s);
-    return c;
-  };
-  Tensor sc = param(1), bi = param(2);
+  Tensor sc = norm_param(in, 1, tail, s), bi = norm_param(in, 2, tail, s);
   double eps = ctx.attrs.get_float("epsilon");
   visit(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -299,6 +322,124 @@ void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
     }
   });
   RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
+}
+
+// ---- fused_layer_norm ---------------------------------------------------------------
+// A warp a row, kept in registers (lane holds elements lane + 32 j): the sum x + residual
+// (rounded to T, as the unfused add stores it) goes out once, and its norm is stored as U.
+
+// The longest row the fused norm keeps in registers.
+constexpr int64_t kFusedNormMax = 1024;
+
+// Every load of a row is issued before its first store (the pointers are __restrict__):
+// a store between them made each load wait for the one before it.
+template <int kPer, bool kRes, class T, class U>
+__global__ void add_norm_rows(const T* __restrict__ x0, const T* __restrict__ res0,
+                              T* __restrict__ sum0, U* __restrict__ y0, const T* __restrict__ scale,
+                              const T* __restrict__ bias, int64_t rows, int n, float eps) {
+  using C = compute_t<T>;
+  Group<false> g;
+  const int lane = g.lane();
+  for (int64_t r = g.first(); r < rows; r += g.stride()) {
+    const T* x = x0 + r * n;
+    C v[kPer], w[kPer], mean = 0;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      int i = lane + 32 * j;
+      v[j] = i < n ? C(load(x[i])) : C(0);
+      if constexpr (kRes) w[j] = i < n ? C(load(res0[r * n + i])) : C(0);
+    }
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      int i = lane + 32 * j;
+      if constexpr (kRes) {
+        T t = store<T>(v[j] + w[j]);
+        if (i < n) sum0[r * n + i] = t;
+        v[j] = i < n ? C(load(t)) : C(0);
+      }
+      mean += v[j];
+    }
+    mean = g.template fold<SumF>(mean) / C(n);
+    C ss = 0;
+#pragma unroll
+    for (int j = 0; j < kPer; ++j)
+      if (lane + 32 * j < n) ss += (v[j] - mean) * (v[j] - mean);
+    C inv = C(1) / sqrt(g.template fold<SumF>(ss) / C(n) + C(eps));
+#pragma unroll
+    for (int j = 0; j < kPer; ++j) {
+      int i = lane + 32 * j;
+      if (i >= n) continue;
+      C w = (v[j] - mean) * inv;
+      if (scale) w *= C(load(scale[i]));
+      if (bias) w += C(load(bias[i]));
+      y0[r * n + i] = store<U>(w);
+    }
+  }
+}
+
+// Whether the fused norm's kernel takes these types: a row of at most kFusedNormMax, f32
+// stored as any float type, f16 / bf16 as themselves.
+bool fused_norm_supported(const KernelQuery& q) {
+  const TensorType& x = q.inputs[0];
+  const int64_t n = static_row_length(q);
+  DType y = q.outputs[0].dtype;
+  bool half = x.dtype == DType::bf16 || x.dtype == DType::f16;
+  return n >= 0 && n <= kFusedNormMax &&
+         (x.dtype == DType::f32 ? y == DType::f32 || y == DType::bf16 || y == DType::f16
+                                : half && y == x.dtype);
+}
+
+void fused_norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  if (x.numel() == 0) return;
+  const auto [rows, n, tail] = trailing_rows(x, ctx.attrs);
+  cudaStream_t s = stream_of(ctx);
+  const bool res = ctx.attrs.get_bool("residual");
+  const size_t p0 = res ? 2 : 1;
+  Tensor sc = norm_param(in, p0, tail, s), bi = norm_param(in, p0 + 1, tail, s);
+  float eps = float(ctx.attrs.get_float("epsilon"));
+  constexpr int kWarps = kThreads / 32;
+  int grid = int(std::min<int64_t>((rows + kWarps - 1) / kWarps, int64_t(sm_count()) * 32));
+  auto run = [&](auto ttag, auto utag, auto per) {
+    using T = typename decltype(ttag)::type;
+    using U = typename decltype(utag)::type;
+    constexpr int kPer = decltype(per)::value;
+    auto ptr = [](const Tensor& t) {
+      return t.defined() ? static_cast<const T*>(t.data()) : nullptr;
+    };
+    auto y = static_cast<U*>(out[0].data());
+    if (res)
+      add_norm_rows<kPer, true, T, U>
+          <<<grid, kThreads, 0, s>>>(ptr(x), ptr(in[1]), static_cast<T*>(out[1].data()), y, ptr(sc),
+                                     ptr(bi), rows, int(n), eps);
+    else
+      add_norm_rows<kPer, false, T, U><<<grid, kThreads, 0, s>>>(
+          ptr(x), nullptr, nullptr, y, ptr(sc), ptr(bi), rows, int(n), eps);
+  };
+  auto with_per = [&](auto ttag, auto utag) {
+    if (n <= 256)
+      run(ttag, utag, std::integral_constant<int, 8>{});
+    else if (n <= 512)
+      run(ttag, utag, std::integral_constant<int, 16>{});
+    else if (n <= 768)
+      run(ttag, utag, std::integral_constant<int, 24>{});
+    else
+      run(ttag, utag, std::integral_constant<int, 32>{});
+  };
+  DType yd = out[0].dtype();
+  if (x.dtype() == DType::f32) {
+    if (yd == DType::bf16)
+      with_per(Tag<float>{}, Tag<__nv_bfloat16>{});
+    else if (yd == DType::f16)
+      with_per(Tag<float>{}, Tag<__half>{});
+    else
+      with_per(Tag<float>{}, Tag<float>{});
+  } else if (x.dtype() == DType::bf16) {
+    with_per(Tag<__nv_bfloat16>{}, Tag<__nv_bfloat16>{});
+  } else {
+    with_per(Tag<__half>{}, Tag<__half>{});
+  }
+  RLX_CUDA_LAUNCHED("fused_layer_norm");
 }
 
 // ---- layer_norm_grad --------------------------------------------------------------------
@@ -399,10 +540,7 @@ constexpr int64_t kNormGradMax = 1024;
 
 void layer_norm_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &x = in[0], &dy = in[1];
-  const auto& shape = x.shape();
-  int64_t a = ctx.attrs.get_int("axis");
-  size_t axis = size_t(a < 0 ? a + x.rank() : a);
-  int64_t rows = prod(shape, 0, axis), n = prod(shape, axis, shape.size());
+  const auto [rows, n, tail] = trailing_rows(x, ctx.attrs);
   cudaStream_t s = stream_of(ctx);
   if (n == 0) return;
   if (rows == 0) {
@@ -689,14 +827,10 @@ void register_nn(KernelRegistry& r) {
   add_kernel(r, "log_softmax", softmax_kernel<true>, dtype_in(kFloat));
   add_kernel(r, "layer_norm", norm_kernel<false>, dtype_in(kFloat));
   add_kernel(r, "rms_norm", norm_kernel<true>, dtype_in(kFloat));
+  add_kernel(r, "fused_layer_norm", fused_norm_kernel, fused_norm_supported);
   add_kernel(r, "layer_norm_grad", layer_norm_grad_kernel, [](const KernelQuery& q) {
-    const TensorType& x = q.inputs[0];
-    int64_t a = q.attrs.get_int("axis"), n = 1;
-    for (size_t i = size_t(a < 0 ? a + x.rank() : a); i < x.shape.size(); ++i) {
-      if (!x.shape[i].is_static()) return false;
-      n *= x.shape[i].value();
-    }
-    return is_float(x.dtype) && n <= kNormGradMax;
+    const int64_t n = static_row_length(q);
+    return is_float(q.inputs[0].dtype) && n >= 0 && n <= kNormGradMax;
   });
 }
 
