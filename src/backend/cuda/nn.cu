@@ -328,63 +328,92 @@ void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
 // A warp a row, kept in registers (lane holds elements lane + 32 j): the sum x + residual
 // (rounded to T, as the unfused add stores it) goes out once, and its norm is stored as U.
 
-// The longest row the fused norm keeps in registers.
-constexpr int64_t kFusedNormMax = 1024;
+// ---- rows in registers (fused_layer_norm, layer_norm_grad) -------------------------
+// A warp holds a row of n <= 1024: lane keeps elements lane + 32 k, k < kPer (0 past n).
+
+// The longest row kept in registers.
+constexpr int64_t kRowRegistersMax = 1024;
+
+// f(std::integral_constant<int, kPer>) with the fewest registers a lane that hold n.
+template <class F>
+void with_row_registers(int64_t n, F&& f) {
+  if (n <= 64)
+    f(std::integral_constant<int, 2>{});
+  else if (n <= 128)
+    f(std::integral_constant<int, 4>{});
+  else if (n <= 256)
+    f(std::integral_constant<int, 8>{});
+  else if (n <= 512)
+    f(std::integral_constant<int, 16>{});
+  else if (n <= 768)
+    f(std::integral_constant<int, 24>{});
+  else
+    f(std::integral_constant<int, 32>{});
+}
+
+// The row's mean (0 unless kCenter) and 1 / sqrt(variance + eps), two passes over the
+// registers, summed across the warp.
+template <bool kCenter, int kPer, class C>
+__device__ __forceinline__ void row_moments(const C (&v)[kPer], int n, double eps, C& mean,
+                                            C& inv) {
+  const int lane = threadIdx.x % 32;
+  C sum = 0, ss = 0;
+#pragma unroll
+  for (int k = 0; k < kPer; ++k) sum += v[k];
+  mean = kCenter ? shfl(warp_fold<SumF>(sum), 0, false) / C(n) : C(0);
+#pragma unroll
+  for (int k = 0; k < kPer; ++k)
+    if (lane + 32 * k < n) ss += (v[k] - mean) * (v[k] - mean);
+  inv = C(1) / sqrt(shfl(warp_fold<SumF>(ss), 0, false) / C(n) + C(eps));
+}
 
 // Every load of a row is issued before its first store (the pointers are __restrict__):
 // a store between them made each load wait for the one before it.
 template <int kPer, bool kRes, class T, class U>
 __global__ void add_norm_rows(const T* __restrict__ x0, const T* __restrict__ res0,
                               T* __restrict__ sum0, U* __restrict__ y0, const T* __restrict__ scale,
-                              const T* __restrict__ bias, int64_t rows, int n, float eps) {
+                              const T* __restrict__ bias, int64_t rows, int n, double eps) {
   using C = compute_t<T>;
   Group<false> g;
   const int lane = g.lane();
   for (int64_t r = g.first(); r < rows; r += g.stride()) {
     const T* x = x0 + r * n;
-    C v[kPer], w[kPer], mean = 0;
+    C v[kPer], w[kPer], mean, inv;
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       int i = lane + 32 * j;
       v[j] = i < n ? C(load(x[i])) : C(0);
       if constexpr (kRes) w[j] = i < n ? C(load(res0[r * n + i])) : C(0);
     }
+    if constexpr (kRes)
 #pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      int i = lane + 32 * j;
-      if constexpr (kRes) {
+      for (int j = 0; j < kPer; ++j) {
+        int i = lane + 32 * j;
         T t = store<T>(v[j] + w[j]);
         if (i < n) sum0[r * n + i] = t;
         v[j] = i < n ? C(load(t)) : C(0);
       }
-      mean += v[j];
-    }
-    mean = g.template fold<SumF>(mean) / C(n);
-    C ss = 0;
-#pragma unroll
-    for (int j = 0; j < kPer; ++j)
-      if (lane + 32 * j < n) ss += (v[j] - mean) * (v[j] - mean);
-    C inv = C(1) / sqrt(g.template fold<SumF>(ss) / C(n) + C(eps));
+    row_moments<true>(v, n, eps, mean, inv);
 #pragma unroll
     for (int j = 0; j < kPer; ++j) {
       int i = lane + 32 * j;
       if (i >= n) continue;
-      C w = (v[j] - mean) * inv;
-      if (scale) w *= C(load(scale[i]));
-      if (bias) w += C(load(bias[i]));
-      y0[r * n + i] = store<U>(w);
+      C z = (v[j] - mean) * inv;
+      if (scale) z *= C(load(scale[i]));
+      if (bias) z += C(load(bias[i]));
+      y0[r * n + i] = store<U>(z);
     }
   }
 }
 
-// Whether the fused norm's kernel takes these types: a row of at most kFusedNormMax, f32
+// Whether the fused norm's kernel takes these types: a row of at most kRowRegistersMax, f32
 // stored as any float type, f16 / bf16 as themselves.
 bool fused_norm_supported(const KernelQuery& q) {
   const TensorType& x = q.inputs[0];
   const int64_t n = static_row_length(q);
   DType y = q.outputs[0].dtype;
   bool half = x.dtype == DType::bf16 || x.dtype == DType::f16;
-  return n >= 0 && n <= kFusedNormMax &&
+  return n >= 0 && n <= kRowRegistersMax &&
          (x.dtype == DType::f32 ? y == DType::f32 || y == DType::bf16 || y == DType::f16
                                 : half && y == x.dtype);
 }
@@ -397,7 +426,7 @@ void fused_norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const bool res = ctx.attrs.get_bool("residual");
   const size_t p0 = res ? 2 : 1;
   Tensor sc = norm_param(in, p0, tail, s), bi = norm_param(in, p0 + 1, tail, s);
-  float eps = float(ctx.attrs.get_float("epsilon"));
+  double eps = ctx.attrs.get_float("epsilon");
   constexpr int kWarps = kThreads / 32;
   int grid = int(std::min<int64_t>((rows + kWarps - 1) / kWarps, int64_t(sm_count()) * 32));
   auto run = [&](auto ttag, auto utag, auto per) {
@@ -417,14 +446,7 @@ void fused_norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
           ptr(x), nullptr, nullptr, y, ptr(sc), ptr(bi), rows, int(n), eps);
   };
   auto with_per = [&](auto ttag, auto utag) {
-    if (n <= 256)
-      run(ttag, utag, std::integral_constant<int, 8>{});
-    else if (n <= 512)
-      run(ttag, utag, std::integral_constant<int, 16>{});
-    else if (n <= 768)
-      run(ttag, utag, std::integral_constant<int, 24>{});
-    else
-      run(ttag, utag, std::integral_constant<int, 32>{});
+    with_row_registers(n, [&](auto per) { run(ttag, utag, per); });
   };
   DType yd = out[0].dtype();
   if (x.dtype() == DType::f32) {
@@ -464,19 +486,14 @@ __global__ void __launch_bounds__(kThreads)
        r += int64_t(gridDim.x) * kNormGradWarps) {
     const T* x = x0 + r * n;
     const T* dy = dy0 + r * n;
-    C xv[kPer], dv[kPer], sum = 0;
+    C xv[kPer], dv[kPer], mean, inv;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
       int i = lane + 32 * k;
       xv[k] = i < n ? C(load(x[i])) : C(0);
       dv[k] = i < n ? C(load(dy[i])) : C(0);
-      sum += xv[k];
     }
-    C mean = kCenter ? shfl(warp_fold<SumF>(sum), 0, false) / C(n) : C(0), ss = 0;
-#pragma unroll
-    for (int k = 0; k < kPer; ++k)
-      if (lane + 32 * k < n) ss += (xv[k] - mean) * (xv[k] - mean);
-    C inv = C(1) / sqrt(shfl(warp_fold<SumF>(ss), 0, false) / C(n) + C(eps));
+    row_moments<kCenter>(xv, n, eps, mean, inv);
     C sg = 0, sgx = 0;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
@@ -535,9 +552,6 @@ __global__ void norm_grad_columns(const compute_t<T>* part, int blocks, int n, T
   }
 }
 
-// The largest row layer_norm_grad's kernel takes in registers.
-constexpr int64_t kNormGradMax = 1024;
-
 void layer_norm_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &x = in[0], &dy = in[1];
   const auto [rows, n, tail] = trailing_rows(x, ctx.attrs);
@@ -572,18 +586,7 @@ void layer_norm_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
         else
           launch(norm_grad_rows<false, kPer, T>);
       };
-      if (n <= 64)
-        rows_with(std::integral_constant<int, 2>{});
-      else if (n <= 128)
-        rows_with(std::integral_constant<int, 4>{});
-      else if (n <= 256)
-        rows_with(std::integral_constant<int, 8>{});
-      else if (n <= 512)
-        rows_with(std::integral_constant<int, 16>{});
-      else if (n <= 768)
-        rows_with(std::integral_constant<int, 24>{});
-      else
-        rows_with(std::integral_constant<int, 32>{});
+      with_row_registers(n, rows_with);
       norm_grad_columns<T><<<int((2 * n + 31) / 32), dim3(32, 8), 0, s>>>(
           pp, blocks, int(n), static_cast<T*>(out[1].data()), static_cast<T*>(out[2].data()));
     }
@@ -830,7 +833,7 @@ void register_nn(KernelRegistry& r) {
   add_kernel(r, "fused_layer_norm", fused_norm_kernel, fused_norm_supported);
   add_kernel(r, "layer_norm_grad", layer_norm_grad_kernel, [](const KernelQuery& q) {
     const int64_t n = static_row_length(q);
-    return is_float(q.inputs[0].dtype) && n >= 0 && n <= kNormGradMax;
+    return is_float(q.inputs[0].dtype) && n >= 0 && n <= kRowRegistersMax;
   });
 }
 
