@@ -29,10 +29,10 @@ Shape unify_shape(const InferContext& ctx, size_t i, const Shape& want, std::str
   return out;
 }
 
-// All inputs must be floats of input 0's dtype.
-void expect_all_float(const InferContext& ctx) {
+// The first `n` inputs (all by default) must be floats of input 0's dtype.
+void expect_all_float(const InferContext& ctx, size_t n = SIZE_MAX) {
   expect_float(ctx, 0);
-  for (size_t i = 1; i < ctx.num_inputs(); ++i) expect_same_dtype(ctx, 0, i);
+  for (size_t i = 1; i < std::min(n, ctx.num_inputs()); ++i) expect_same_dtype(ctx, 0, i);
 }
 
 // ---- softmax, log_softmax ----------------------------------------------------------
@@ -194,7 +194,7 @@ void expect_broadcastable_to(const InferContext& ctx, size_t i, const Shape& tar
 
 // attention's output type; input 3 is a bias only where `bias` says so.
 TensorType attention_type(const InferContext& ctx, bool bias) {
-  expect_all_float(ctx);
+  expect_all_float(ctx, 4);  // q, k, v and a bias or dy (attention_grad's lse is f32)
   for (size_t i = 0; i < 3; ++i) expect_min_rank(ctx, i, 2);
   const Attrs& a = ctx.attrs();
   const std::string& mask = a.get_string("mask");
@@ -225,8 +225,11 @@ TensorType attention_type(const InferContext& ctx, bool bias) {
 // Layout "bshd": q, k, v (dy, and the outputs) are [..., s, h, d], the "bhsd" form with
 // the sequence and head axes swapped (as projections leave them: no transposes); a bias
 // stays [..., h, sq, sk]. Types are inferred on the swapped form, then swapped back.
+// Only the first `swapped_out` outputs are in the layout (attention_lse's statistics are
+// [..., H, Sq] in both).
 template <class F>
-std::vector<TensorType> on_bhsd(const InferContext& ctx, size_t swapped, F infer) {
+std::vector<TensorType> on_bhsd(const InferContext& ctx, size_t swapped, F infer,
+                                size_t swapped_out = 3) {
   if (!detail::is_bshd(ctx.attrs())) return infer(ctx);
   auto swap_sh = [](Shape& s) { std::swap(s[s.size() - 3], s[s.size() - 2]); };
   std::vector<TensorType> in(ctx.inputs().begin(), ctx.inputs().end());
@@ -236,7 +239,7 @@ std::vector<TensorType> on_bhsd(const InferContext& ctx, size_t swapped, F infer
   }
   std::vector<SubgraphPtr> none;
   std::vector<TensorType> out = infer(InferContext(ctx.op(), in, ctx.attrs(), none));
-  for (TensorType& t : out) swap_sh(t.shape);
+  for (size_t i = 0; i < out.size() && i < swapped_out; ++i) swap_sh(out[i].shape);
   return out;
 }
 
@@ -244,15 +247,40 @@ std::vector<TensorType> infer_attention(const InferContext& ctx) {
   return on_bhsd(ctx, 3, [](const InferContext& c) { return one(attention_type(c, true)); });
 }
 
+// attention_lse's statistics for an output y of the bhsd form: one value per query row in
+// the compute type (f64 for f64, else f32).
+TensorType lse_type(const TensorType& y) {
+  return {y.dtype == DType::f64 ? DType::f64 : DType::f32, Shape(y.shape.begin(), y.shape.end() - 1)};
+}
+
+std::vector<TensorType> infer_attention_lse(const InferContext& ctx) {
+  auto infer = [](const InferContext& c) {
+    TensorType y = attention_type(c, false);
+    return std::vector<TensorType>{y, lse_type(y)};
+  };
+  return on_bhsd(ctx, 3, infer, 1);
+}
+
+// Fails unless input i has the type `want`: a TypeError for its dtype, a ValueError for
+// its shape (dims unknown on either side pass).
+void expect_type_like(const InferContext& ctx, size_t i, const TensorType& want, const char* what) {
+  if (ctx.dtype(i) != want.dtype)
+    ctx.fail_type("expected ", what, " ", want.str(), ", got ", ctx.input(i).str());
+  const Shape& s = ctx.shape(i);
+  bool ok = s.size() == want.shape.size();
+  for (size_t d = 0; ok && d < s.size(); ++d)
+    ok = !s[d].is_static() || !want.shape[d].is_static() || s[d].value() == want.shape[d].value();
+  if (!ok) ctx.fail("expected ", what, " ", want.str(), ", got ", ctx.input(i).str());
+}
+
 std::vector<TensorType> infer_attention_grad_bhsd(const InferContext& ctx) {
   TensorType y = attention_type(ctx, false);
   expect_same_dtype(ctx, 0, 3);
-  const Shape& dy = ctx.shape(3);
-  bool ok = dy.size() == y.shape.size();
-  for (size_t d = 0; ok && d < dy.size(); ++d)
-    ok = !dy[d].is_static() || !y.shape[d].is_static() || dy[d].value() == y.shape[d].value();
-  if (!ok)
-    ctx.fail("expected dy of attention's output type ", y.str(), ", got ", ctx.input(3).str());
+  expect_type_like(ctx, 3, y, "dy of attention's output type");
+  if (ctx.num_inputs() == 6) {  // the forward's output and statistics (attention_lse)
+    expect_type_like(ctx, 4, y, "y of attention's output type");
+    expect_type_like(ctx, 5, lse_type(y), "lse of attention_lse's type");
+  }
   Shape batch(y.shape.begin(), y.shape.end() - 2);
   auto with = [&](size_t i) {
     Shape s = batch;
@@ -264,7 +292,9 @@ std::vector<TensorType> infer_attention_grad_bhsd(const InferContext& ctx) {
 }
 
 std::vector<TensorType> infer_attention_grad(const InferContext& ctx) {
-  return on_bhsd(ctx, 4, infer_attention_grad_bhsd);
+  if (ctx.num_inputs() == 5)
+    ctx.fail("expected 4 inputs, or 6 with attention_lse's y and lse, got 5");
+  return on_bhsd(ctx, ctx.num_inputs() == 6 ? 5 : 4, infer_attention_grad_bhsd);
 }
 
 void register_attention(OpRegistry& r) {
@@ -290,15 +320,32 @@ void register_attention(OpRegistry& r) {
   // the backward without building the score masks and probabilities op by op.
   OpDef g;
   g.name = "attention_grad";
-  g.arity(4, 4);
+  g.arity(4, 6);
   g.attrs = specs;
   g.doc =
       "(dq, dk, dv) of attention(q, k, v) (no bias) for the output cotangent dy, each in the "
-      "broadcast batch shape of q, k and v; the attributes are attention's.";
+      "broadcast batch shape of q, k and v; the attributes are attention's. Optional inputs "
+      "y, lse: attention_lse's outputs for these q, k, v, so that a kernel need not run the "
+      "forward again (the decomposition ignores them).";
   g.infer = infer_attention_grad;
   g.decompose = attention_grad_decomposed;
   set_rules_by_decomposition(g);
   r.add(std::move(g));
+
+  // The training forward: attention's output and each query row's log-sum-exp, which
+  // attention_grad can take instead of running the forward again (pass attention_stats).
+  OpDef s;
+  s.name = "attention_lse";
+  s.arity(3, 3);
+  s.attrs = specs;
+  s.doc =
+      "(y, lse) = attention(q, k, v) (no bias) and, per query row, the log-sum-exp (natural "
+      "log) of its visible scaled scores, [..., H, Sq] in either layout, f32 (f64 for f64 "
+      "inputs); +inf for a row that sees no key (its probabilities are all 0).";
+  s.infer = infer_attention_lse;
+  s.decompose = attention_lse_decomposed;
+  set_rules_by_decomposition(s);
+  r.add(std::move(s));
 }
 
 // ---- embedding, dropout ------------------------------------------------------------

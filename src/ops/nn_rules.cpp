@@ -434,7 +434,8 @@ Values swapped_inputs(const RuleArgs& a, size_t n) {
 
 Values attention_grad_decomposed(const RuleArgs& a) {
   if (is_bshd(a.attrs)) {  // the bhsd op between swaps (its own kernel or decomposition)
-    Values g = op_n("attention_grad", swapped_inputs(a, 4), bhsd_attrs(a.attrs));
+    // q, k, v, dy and y are in the layout; lse is [..., H, Sq] in both.
+    Values g = op_n("attention_grad", swapped_inputs(a, 5), bhsd_attrs(a.attrs));
     for (Value& x : g) x = swap_sh(x);
     return g;
   }
@@ -442,6 +443,30 @@ Values attention_grad_decomposed(const RuleArgs& a) {
   Values g = attention_grads(qkv, a.inputs[3]);
   g.pop_back();
   return g;
+}
+
+Values attention_lse_decomposed(const RuleArgs& a) {
+  if (is_bshd(a.attrs)) {
+    Values r = op_n("attention_lse", swapped_inputs(a, 3), bhsd_attrs(a.attrs));
+    return {swap_sh(r[0]), r[1]};
+  }
+  Value y = op("attention", {a.inputs.begin(), a.inputs.end()}, a.attrs);
+  // The scores in the compute type (f32 but for f64, as the kernels accumulate them),
+  // masked as attention's.
+  DType c = a.inputs[0].dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Values in{to(a.inputs[0], c), to(a.inputs[1], c), a.inputs[2]};
+  Value s = matmul(in[0], swap_last2(in[1])) *
+            attention_scale(RuleArgs{a.g, a.attrs, in, {}, a.subgraphs, a.op});
+  Value vis = attention_visible(a);
+  if (vis.valid()) s = select(vis, s, scalar_like(s, lowest(c)));
+  Value m = op("reduce_max", {s}, {{"axes", IntList{-1}}, {"keepdims", true}});
+  Value e = exp(s - m);
+  if (vis.valid()) e = select(vis, e, scalar_like(e, 0));
+  Value sum = rules::sum(e, {-1}, false);
+  Value lse = log(sum) + op("squeeze", {m}, {{"axes", IntList{-1}}});
+  // A row that sees no key (or whose scores are not finite) gets +inf.
+  Value inf = scalar_like(lse, std::numeric_limits<double>::infinity());
+  return {y, select(op("gt", {sum, scalar_like(sum, 0)}), lse, inf)};
 }
 
 Values attention_vjp(const RuleArgs& a, ValueSpan ct) {

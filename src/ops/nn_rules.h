@@ -41,6 +41,9 @@ Values attention_jvp(const RuleArgs& a, ValueSpan t);
 VmapResult attention_vmap(const RuleArgs& a, AxisSpan in_axes);
 // attention_grad(q, k, v, dy) in core ops: the probabilities recomputed, then the products.
 Values attention_grad_decomposed(const RuleArgs& a);
+// attention_lse(q, k, v): attention, and the row log-sum-exp over the masked scores (f32,
+// f64 for f64).
+Values attention_lse_decomposed(const RuleArgs& a);
 
 Values embedding_vjp(const RuleArgs& a, ValueSpan ct);
 Values embedding_jvp(const RuleArgs& a, ValueSpan t);

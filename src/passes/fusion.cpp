@@ -86,6 +86,7 @@ void register_fusion_passes(PassRegistry& r) {
   register_nchwc_layout(r);
   register_norm_fusion(r);
   register_cast_batching(r);
+  register_attention_stats(r);
 }
 
 // clamp(x, 0, 6) with constant scalar bounds (what exporters write for ReLU6).

@@ -22,6 +22,7 @@ void register_bn_folding(PassRegistry& r);        // bn_folding.cpp
 void register_attention_fusion(PassRegistry& r);  // attention_fusion.cpp
 void register_norm_fusion(PassRegistry& r);       // norm_fusion.cpp
 void register_cast_batching(PassRegistry& r);     // cast_batching.cpp
+void register_attention_stats(PassRegistry& r);   // attention_stats.cpp
 
 // The output type of `op` on these inputs when the pass's device has a native kernel for
 // it (asked through the kernel's supports()); nullopt when it has none or the op rejects

@@ -89,8 +89,10 @@ std::vector<std::string> default_pipeline(Device device, int opt_level, Precisio
   }
   if (opt_level >= 2) {
     // norm_fusion and cast_batching after the casts settle, before elementwise fusion
-    // takes the adds and casts.
-    for (const char* p : {"simplify", "cse", "norm_fusion", "cast_batching", "elementwise_fusion"})
+    // takes the adds and casts; attention_stats once the layouts and casts of attention's
+    // inputs are final (a forward and its backward then read the same values).
+    for (const char* p : {"simplify", "cse", "attention_stats", "norm_fusion", "cast_batching",
+                          "elementwise_fusion"})
       want.push_back(p);
   }
   if (opt_level >= 1) want.push_back("dce");

@@ -119,6 +119,30 @@ TEST(CudaDemo, TrainStepResolvesNativelyOnCuda) {
   EXPECT_EQ(l.report.count("attention_grad", DispatchPath::native), cfg.layers) << l.report.str();
 }
 
+// The AMP train step keeps each attention's statistics for its backward (attention_stats):
+// one attention_lse per layer, whose y and lse the layer's attention_grad reads, both native.
+TEST(CudaDemo, AmpTrainStepKeepsAttentionStatistics) {
+  register_cpu_kernels();
+  register_cuda_kernels();
+  // Head dim 64: where cuda's attention_grad runs the tensor-core passes.
+  demo::GptConfig cfg{.vocab = 65, .d_model = 128, .heads = 2, .layers = 2, .context = 32};
+  auto model = demo::build_gpt(cfg, /*with_loss=*/true);
+  auto vg = value_and_grad(*model);
+  PassContext ctx{.device = Device::cuda(), .precision = Precision::auto_bf16};
+  PipelineResult r =
+      run_pipeline(*vg, default_pipeline(Device::cuda(), 2, Precision::auto_bf16), ctx);
+  int forwards = 0, reads = 0;
+  for (const Node& n : r.graph->nodes()) {
+    forwards += n.op_name() == "attention_lse";
+    reads += n.op_name() == "attention_grad" && n.inputs.size() == 6;
+  }
+  EXPECT_EQ(forwards, cfg.layers) << print_graph(*r.graph);
+  EXPECT_EQ(reads, cfg.layers) << print_graph(*r.graph);
+  LoweredGraph l = lower_for_device(*r.graph, Device::cuda());
+  EXPECT_EQ(l.report.count("attention_lse", DispatchPath::native), cfg.layers) << l.report.str();
+  EXPECT_EQ(l.report.count("attention_grad", DispatchPath::native), cfg.layers) << l.report.str();
+}
+
 // Under auto-bf16 the casts of 16-bit products back to f32 (the logits, the attention and
 // MLP outputs before their residual adds) fold into the GEMMs, which store f32.
 TEST(CudaDemo, AutoBf16ProductsStoreF32FromTheGemm) {

@@ -330,7 +330,24 @@ void attention_cases(Cases& c) {
   c.push_back(
       bad("attention_grad", {q, q, q, "f32[2,8,16,32]"}, {}, V, "dy of attention's output"));
   c.push_back(bad("attention_grad", {q, q, q, "f16[2,8,16,64]"}, {}, T, "same dtype"));
-  c.push_back(bad("attention_grad", {q, q, q}, {}, V, "expected 4 inputs"));
+  c.push_back(bad("attention_grad", {q, q, q}, {}, V, "expected 4 to 6 inputs"));
+  // attention_lse: the output and f32 statistics [..., H, Sq] in either layout; attention_grad
+  // reading them.
+  c.push_back(ok("attention_lse", {q, q, q}, {{"mask", "causal"}}, {q, "f32[2,8,16]"}));
+  c.push_back(ok("attention_lse", {"bf16[b,s,h,64]", "bf16[b,t,h,64]", "bf16[b,t,h,64]"},
+                 {{"layout", "bshd"}}, {"bf16[b,s,h,64]", "f32[b,h,s]"}));
+  c.push_back(bad("attention_lse", {q, q, q, "f32[1,1,16,16]"}, {}, V, "expected 3 inputs"));
+  c.push_back(ok("attention_grad", {q, q, q, q, q, "f32[2,8,16]"}, {}, {q, q, q}));
+  c.push_back(ok("attention_grad",
+                 {"bf16[b,s,h,64]", "bf16[b,t,h,64]", "bf16[b,t,h,64]", "bf16[b,s,h,64]",
+                  "bf16[b,s,h,64]", "f32[b,h,s]"},
+                 {{"layout", "bshd"}}, {"bf16[b,s,h,64]", "bf16[b,t,h,64]", "bf16[b,t,h,64]"}));
+  c.push_back(bad("attention_grad", {q, q, q, q, q, "f32[2,16,8]"}, {}, V,
+                  "lse of attention_lse's type f32[2,8,16]"));
+  c.push_back(bad("attention_grad", {q, q, q, q, q, "f16[2,8,16]"}, {}, T, "lse of attention_lse"));
+  c.push_back(bad("attention_grad", {q, q, q, q, "f32[2,8,16,32]", "f32[2,8,16]"}, {}, V,
+                  "y of attention's output type"));
+  c.push_back(bad("attention_grad", {q, q, q, q, q}, {}, V, "expected 4 inputs, or 6"));
   c.push_back(
       bad("attention", {q, q, q, "f32[16,15]"}, {}, V, "input 3 broadcastable to [2,8,16,16]"));
   c.push_back(bad("attention", {q, q, q, "f32[2,2,8,16,16]"}, {}, V, "broadcastable to"));

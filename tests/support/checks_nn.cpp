@@ -349,8 +349,9 @@ struct AttentionMask {
 // softmax(q k^T * scale + bias) v per broadcast batch index, with bottom-right aligned
 // masks (query i sits at key position i + Sk - Sq). A row whose visible scores are all
 // -inf (or that sees no key) gives 0; the weighted sum runs over every key (masked ones
-// with weight 0).
-Tensors attention_ref(const Tensors& in, const Attrs& a) {
+// with weight 0). With `lse`, also each row's log-sum-exp (f32; +inf for such a row), as
+// attention_lse returns it.
+Tensors attention_rows_ref(const Tensors& in, const Attrs& a, bool lse) {
   const Shape &qs = in[0].shape(), &ks = in[1].shape(), &vs = in[2].shape();
   auto q = values(in[0]), k = values(in[1]), v = values(in[2]);
   std::vector<double> bias = in.size() > 3 ? values(in[3]) : std::vector<double>{};
@@ -362,7 +363,7 @@ Tensors attention_ref(const Tensors& in, const Attrs& a) {
   Shape os = batch;
   os.push_back(nq);
   os.push_back(dv);
-  std::vector<double> out(size_t(numel(os)));
+  std::vector<double> out(size_t(numel(os))), row_lse(size_t(numel(batch) * nq), kInf);
   const auto& at = matrix_at;
   for (int64_t b = 0; b < numel(batch); ++b) {
     Shape bi = unravel(b, batch);
@@ -385,6 +386,7 @@ Tensors attention_ref(const Tensors& in, const Attrs& a) {
         for (int64_t j = 0; j < nk; ++j)
           if (visible[size_t(j)]) sum += p[size_t(j)] = std::exp(s[size_t(j)] - m);
         for (double& x : p) x /= sum;
+        row_lse[size_t(b * nq + i)] = m + std::log(sum);
       }
       for (int64_t e = 0; e < dv; ++e) {
         double acc = 0;
@@ -393,7 +395,17 @@ Tensors attention_ref(const Tensors& in, const Attrs& a) {
       }
     }
   }
-  return one(in[0].dtype(), os, out);
+  Tensors y = one(in[0].dtype(), os, out);
+  DType lse_dt = in[0].dtype() == DType::f64 ? DType::f64 : DType::f32;
+  if (lse) y.push_back(one(lse_dt, Shape(os.begin(), os.end() - 1), row_lse)[0]);
+  return y;
+}
+
+Tensors attention_ref(const Tensors& in, const Attrs& a) {
+  return attention_rows_ref(in, a, false);
+}
+Tensors attention_lse_ref(const Tensors& in, const Attrs& a) {
+  return attention_rows_ref(in, a, true);
 }
 
 // attention_grad(q, k, v, dy): the probabilities as attention_ref makes them, then
@@ -453,21 +465,74 @@ Tensors attention_grad_ref(const Tensors& in, const Attrs& a) {
 }
 
 // Layout bshd: `ref` on inputs with the sequence and head axes swapped (the first
-// `swapped`: q, k, v, and dy; a bias stays), its results swapped back.
-RefFn bshd_ref(RefFn ref, size_t swapped) {
+// `swapped`: q, k, v, and dy; a bias stays), its first `swapped_out` results swapped back
+// (attention_lse's statistics are [..., H, Sq] in both layouts).
+RefFn bshd_ref(RefFn ref, size_t swapped, size_t swapped_out = 3) {
   auto swap_sh = [](const Tensor& x) {
     std::vector<int64_t> perm;
     for (int64_t d = 0; d < x.rank(); ++d) perm.push_back(d);
     std::swap(perm[perm.size() - 3], perm[perm.size() - 2]);
     return x.permute(perm).contiguous();
   };
-  return [ref, swapped, swap_sh](const Tensors& in, const Attrs& a) {
+  return [ref, swapped, swapped_out, swap_sh](const Tensors& in, const Attrs& a) {
     Tensors b = in;
     for (size_t i = 0; i < swapped && i < b.size(); ++i) b[i] = swap_sh(b[i]);
     Tensors out = ref(b, a);
-    for (Tensor& y : out) y = swap_sh(y);
+    for (size_t i = 0; i < swapped_out && i < out.size(); ++i) out[i] = swap_sh(out[i]);
     return out;
   };
+}
+
+// attention_lse, and attention_grad given its outputs (y, lse) as a train step's
+// attention_stats pass wires them: the statistics must belong to q, k, v, so they come
+// from the reference.
+void attention_stats_checks(CheckTable& t) {
+  struct Case {
+    Shape q, k, v;
+    Attrs attrs;
+    const char* note;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 4}, {2, 5, 4}, {2, 5, 6}, {}, "Sq != Sk, Dv != D"},
+      {{2, 5, 4}, {2, 3, 4}, {2, 3, 4}, {{"mask", "causal"}}, "causal, masked rows"},
+      {{2, 6, 4}, {2, 6, 4}, {2, 6, 4}, {{"mask", "sliding_window"}, {"window", 2}}, "window"},
+      {{2, 2, 3, 4}, {2, 1, 5, 4}, {1, 5, 4}, {{"scale", 0.3}}, "broadcast batch, scale"},
+      {{1, 2, 70, 64}, {1, 2, 70, 64}, {1, 2, 70, 64}, {{"mask", "causal"}}, "head dim 64, tiles"},
+      {{1, 70, 2, 64},
+       {1, 70, 2, 64},
+       {1, 70, 2, 64},
+       {{"mask", "causal"}, {"layout", "bshd"}},
+       "bshd, tiles"},
+      {{1, 5, 2, 4},
+       {1, 6, 2, 4},
+       {1, 6, 2, 4},
+       {{"mask", "causal"}, {"layout", "bshd"}},
+       "bshd, masked rows"},
+  };
+  uint64_t seed = 800;
+  for (DType dt : kFloats)
+    for (const Case& c : cases) {
+      const bool bshd = c.attrs.has("layout");  // only the bshd cases set it
+      Tensors qkv{random_tensor(dt, c.q, ++seed), random_tensor(dt, c.k, ++seed),
+                  random_tensor(dt, c.v, ++seed)};
+      RefFn lse_ref = bshd ? bshd_ref(attention_lse_ref, 3, 1) : RefFn(attention_lse_ref);
+      OpCheck forward = ref_check("attention_lse", dt, qkv, c.attrs, lse_ref, c.note);
+      // cuda's f32 attention (3xTF32 on tensor cores) is ~1e-6 off at head dim 64.
+      if (dt == DType::f32) forward.atol = 1e-5, forward.rtol = 1e-4;
+      t.add(std::move(forward));
+      Tensors saved =
+          lse_ref(qkv, validate_attrs(*OpRegistry::global().find("attention_lse"), c.attrs));
+      Tensors in = qkv;
+      in.push_back(random_tensor(dt, saved[0].shape(), ++seed));  // dy
+      in.push_back(saved[0]);
+      in.push_back(saved[1]);
+      RefFn grad_ref = bshd ? bshd_ref(attention_grad_ref, 4) : RefFn(attention_grad_ref);
+      OpCheck check = ref_check("attention_grad", dt, in, c.attrs, grad_ref,
+                                cat(c.note, ", forward's statistics given"));
+      if (dt == DType::bf16) check.atol = 3e-2, check.rtol = 5e-2;
+      if (dt == DType::f16) check.atol = 4e-3, check.rtol = 2e-2;
+      t.add(std::move(check));
+    }
 }
 
 void attention_grad_checks(CheckTable& t) {
@@ -853,6 +918,7 @@ CheckTable checks_nn() {
   channel_norm_checks(t);
   attention_checks(t);
   attention_grad_checks(t);
+  attention_stats_checks(t);
   embedding_checks(t);
   dropout_checks(t);
   cross_entropy_checks(t);

@@ -72,6 +72,10 @@ GradTable grads_nn() {
   t.add(grad_check("attention_grad", {{3, 2}, {4, 2}, {4, 3}, {3, 3}}, {}, -1, 1, "no mask"));
   t.add(grad_check("attention_grad", {{1, 3, 2, 2}, {1, 3, 2, 2}, {1, 3, 2, 2}, {1, 3, 2, 2}},
                    {{"mask", "causal"}, {"layout", "bshd"}}, -1, 1, "layout bshd"));
+  t.add(grad_check("attention_lse", {{2, 3, 2}, {2, 4, 2}, {2, 4, 3}}, {{"mask", "causal"}}, -1, 1,
+                   "causal, Sq < Sk"));
+  t.add(grad_check("attention_lse", {{1, 3, 2, 2}, {1, 3, 2, 2}, {1, 3, 2, 2}},
+                   {{"layout", "bshd"}}, -1, 1, "layout bshd"));
   t.add(grad_check("attention_grad", {{2, 3, 2}, {1, 3, 2}, {3, 2}, {2, 3, 2}},
                    {{"mask", "causal"}}, -1, 1, "causal, broadcast lead dims"));
 

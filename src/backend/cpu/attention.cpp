@@ -116,9 +116,10 @@ struct Problem {
 };
 
 // Softmax of one row of scores over its visible keys [lo, hi) (w wide in all); the rest
-// of the row becomes 0, and so does a row with no finite score.
+// of the row becomes 0, and so does a row with no finite score. Returns the row's
+// log-sum-exp (attention_lse's statistic): +inf where the sum is 0.
 template <class C>
-void masked_softmax(C* s, int64_t w, int64_t lo, int64_t hi) {
+C masked_softmax(C* s, int64_t w, int64_t lo, int64_t hi) {
   C m = row_max(s + lo, hi - lo);
   if (m == -std::numeric_limits<C>::infinity()) m = 0;  // all -inf (or none): sum is 0
   C sum = 0;
@@ -133,6 +134,7 @@ void masked_softmax(C* s, int64_t w, int64_t lo, int64_t hi) {
 #pragma omp simd
   for (int64_t j = lo; j < hi; ++j) s[j] *= inv;
   std::fill(s + hi, s + w, C(0));
+  return sum > 0 ? m + std::log(sum) : std::numeric_limits<C>::infinity();
 }
 
 // The k and v of one batch block as compute values: k transposed to [D, Sk] (the GEMM
@@ -165,8 +167,9 @@ struct KvCache {
   }
 };
 
+// lse: attention_lse's statistics, [blocks, Sq] in the compute type (may be null).
 template <class T>
-void run_attention(const Problem& pb, std::span<const Tensor> in, Tensor& out) {
+void run_attention(const Problem& pb, std::span<const Tensor> in, Tensor& out, void* lse) {
   using C = compute_t<T>;
   const T *q = in[0].data_as<T>(), *k = in[1].data_as<T>(), *v = in[2].data_as<T>();
   const T* bias = pb.has_bias ? in[3].data_as<T>() : nullptr;
@@ -206,7 +209,8 @@ void run_attention(const Problem& pb, std::span<const Tensor> in, Tensor& out) {
           const T* br = bias + batch_offset(b, pb.batch, pb.sb) + i * pb.sb[r] + k0 * pb.sb[r + 1];
           for (int64_t j = lo; j < hi; ++j) row[j] += load(br[j * pb.sb[r + 1]]);
         }
-        masked_softmax(row, w, lo, hi);
+        C l = masked_softmax(row, w, lo, hi);
+        if (lse) static_cast<C*>(lse)[b * pb.nq + i] = l;
       }
       T* ob = o + (b * pb.nq + i0) * pb.dv;
       const C* vc = kv.vp + k0 * pb.dv;
@@ -241,8 +245,9 @@ void attention_bhsd(const Attrs& attrs, std::span<const Tensor> in, std::span<Te
   double scale = attrs.get_float("scale");
   // scale 0: 1/sqrt(D); with D = 0 every score is 0 anyway, so use 1 (not inf * 0).
   pb.scale = scale != 0 ? scale : pb.d > 0 ? 1.0 / std::sqrt(double(pb.d)) : 1.0;
+  void* lse = out.size() > 1 ? out[1].data() : nullptr;
   visit_float(in[0].dtype(), "attention",
-              [&](auto tag) { run_attention<typename decltype(tag)::type>(pb, in, out[0]); });
+              [&](auto tag) { run_attention<typename decltype(tag)::type>(pb, in, out[0], lse); });
 }
 
 // Layout bshd through bhsd copies (the CPU's pipeline leaves attention in bhsd; this is
@@ -255,6 +260,7 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
   if (in.size() > 3) bin.push_back(in[3]);
   Tensor y = swap_sh(out[0]);
   std::vector<Tensor> bout{Tensor::empty(y.dtype(), y.shape())};
+  if (out.size() > 1) bout.push_back(out[1]);  // lse: [..., H, Sq] in both layouts
   Attrs attrs = ctx.attrs;
   attrs.set("layout", std::string("bhsd"));
   attention_bhsd(attrs, bin, bout);
@@ -266,6 +272,7 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
 
 void register_attention(KernelRegistry& r) {
   add_kernel(r, "attention", attention_kernel, dtype_in(kFloat));
+  add_kernel(r, "attention_lse", attention_kernel, dtype_in(kFloat));
 }
 
 }  // namespace rlx::cpu

@@ -34,9 +34,10 @@ struct Geometry {
   bool causal;
 };
 
+// lse (may be null): attention_lse's statistics, [rows].
 template <class T, int kPer>
 __global__ void attention_rows(const T* q, const T* k, const T* v, const T* bias, T* out,
-                               Geometry g) {
+                               float* lse, Geometry g) {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
   int lane = threadIdx.x % 32;
   int64_t warps = int64_t(gridDim.x) * (blockDim.x / 32);
@@ -83,6 +84,8 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, const T* bias
     }
     T* o = out + off[0] + i * g.o_row;
     C inv = l > 0 ? C(1) / l : C(0);
+    if (lse && lane == 0)
+      lse[row] = l > 0 ? float(m + log(l)) : cuda::std::numeric_limits<float>::infinity();
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
       int64_t c = lane + 32 * e;
@@ -158,6 +161,7 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
   cudaStream_t s = stream_of(ctx);
   constexpr int kWarps = kThreads / 32;
   int grid = int(std::min<int64_t>((g.rows + kWarps - 1) / kWarps, int64_t(sm_count()) * 32));
+  float* lse = out.size() > 1 ? static_cast<float*>(out[1].data()) : nullptr;  // attention_lse
   visit(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_float_v<T>) {
@@ -184,6 +188,7 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
                            g.window,
                            g.causal};
           fp.o_row = g.o_row;
+          fp.row_lse = lse;
           if (g.d == 64)
             flash::launch<T, 64>(fp, s);
           else if constexpr (is_half_v<T>)
@@ -192,11 +197,11 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
         }
       }
       if (std::max(g.d, g.dv) <= 128)
-        attention_rows<T, 4>
-            <<<grid, kThreads, 0, s>>>(p(qb), p(kb), p(vb), p(bb), static_cast<T*>(y.data()), g);
+        attention_rows<T, 4><<<grid, kThreads, 0, s>>>(p(qb), p(kb), p(vb), p(bb),
+                                                       static_cast<T*>(y.data()), lse, g);
       else
-        attention_rows<T, kMaxPer>
-            <<<grid, kThreads, 0, s>>>(p(qb), p(kb), p(vb), p(bb), static_cast<T*>(y.data()), g);
+        attention_rows<T, kMaxPer><<<grid, kThreads, 0, s>>>(p(qb), p(kb), p(vb), p(bb),
+                                                             static_cast<T*>(y.data()), lse, g);
     }
   });
   RLX_CUDA_LAUNCHED("attention");
@@ -207,6 +212,14 @@ bool fits(const KernelQuery& q) {
   const Shape &qs = q.inputs[0].shape, &vs = q.inputs[2].shape;
   const Dim &d = qs.back(), &dv = vs.back();
   return d.is_static() && dv.is_static() && d.value() <= 32 * kMaxPer && dv.value() <= 32 * kMaxPer;
+}
+
+// Where attention_grad runs the tensor-core passes (f16 / bf16, head dim 64), which can
+// take the forward's statistics: only there is attention_lse worth a kernel.
+bool half64(const KernelQuery& q) {
+  DType t = q.inputs[0].dtype;
+  const Dim &d = q.inputs[0].shape.back(), &dv = q.inputs[2].shape.back();
+  return (t == DType::f16 || t == DType::bf16) && d.is(64) && dv.is(64);
 }
 
 // ---- attention_grad -------------------------------------------------------------------
@@ -282,11 +295,33 @@ Tensor dense(const Tensor& x, const std::vector<int64_t>& shape, cudaStream_t s)
   return c;
 }
 
+// The statistics flash_grad.cuh reads, from attention_lse's outputs instead of a second
+// forward: per row delta = rowsum(dy * y) and the log-sum-exp in the log2 domain. A warp
+// a row of [entries / heads, s, heads, 64] tensors (entry e = b * heads + h).
+template <class T>
+__global__ void saved_stats(const T* dy, const T* y, const float* lse, float* lse2, float* delta,
+                            int64_t rows, int64_t sq, int64_t heads) {
+  int lane = threadIdx.x % 32;
+  int64_t row = int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
+  if (row >= rows) return;
+  int64_t e = row / sq, i = row - e * sq, h = e % heads;
+  int64_t at = ((e - h) * sq + i * heads + h) * 64 + 2 * lane;
+  float dot =
+      float(load(dy[at])) * float(load(y[at])) + float(load(dy[at + 1])) * float(load(y[at + 1]));
+  for (int w = 16; w > 0; w /= 2) dot += __shfl_xor_sync(0xffffffffu, dot, w);
+  if (lane == 0) {
+    delta[row] = dot;
+    lse2[row] = lse[row] * 1.4426950408889634f;  // +inf stays +inf
+  }
+}
+
 // The tensor-core passes (flash_grad.cuh) on [entries / heads, s, heads, 64] tensors with
-// rows ld apart: dense [entries, s, 64] (heads 1, ld 64) or bshd.
+// rows ld apart: dense [entries, s, 64] (heads 1, ld 64) or bshd. y and lse (both or
+// neither): attention_lse's outputs, read instead of running the forward again.
 void flash_grad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& dy,
                 const Tensor& dq, const Tensor& dk, const Tensor& dv, int64_t entries,
-                int64_t heads, float scale, const Visible& vis, cudaStream_t s) {
+                int64_t heads, float scale, const Visible& vis, cudaStream_t s,
+                const Tensor* y = nullptr, const Tensor* saved_lse = nullptr) {
   const int64_t sq = vis.sq, sk = vis.sk, d = 64, ld = heads * d;
   Tensor lse = Tensor::empty(DType::f32, {entries, sq}, q.device());
   Tensor delta = Tensor::empty(DType::f32, {entries, sq}, q.device());
@@ -320,7 +355,14 @@ void flash_grad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor&
   visit(q.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_half_v<T>) {
-      flash::launch<T, 64>(fp, s);
+      if (y) {
+        int64_t rows = entries * sq;
+        saved_stats<T><<<unsigned((rows + 7) / 8), 256, 0, s>>>(
+            static_cast<const T*>(dy.data()), static_cast<const T*>(y->data()),
+            static_cast<const float*>(saved_lse->data()), fp.lse, fp.delta, rows, sq, heads);
+      } else {
+        flash::launch<T, 64>(fp, s);
+      }
       flash::launch_grad<T, 64>(gp, s);
     }
   });
@@ -352,6 +394,11 @@ void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
     for (const Tensor* t : ts) ok = ok && reinterpret_cast<uintptr_t>(t->data()) % 16 == 0;
     return ok;
   };
+  // attention_lse's output and statistics, where given (and laid out as the passes read).
+  const bool saved =
+      in.size() == 6 && in[5].is_contiguous() && in[4].is_contiguous() && aligned({&in[4]});
+  const Tensor* y_in = saved ? &in[4] : nullptr;
+  const Tensor* lse_in = saved ? &in[5] : nullptr;
   // bshd read in place: [b, s, h, 64] everywhere, nothing broadcast.
   if (bshd && half && d == 64 && dv == 64 && in[0].rank() == 4 &&
       aligned({&in[0], &in[1], &in[2], &in[3], &out[0], &out[1], &out[2]})) {
@@ -360,7 +407,7 @@ void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
     for (const Tensor* t : {&in[1], &in[2]}) same = same && t->shape() == out[1].shape();
     if (same) {
       flash_grad(in[0], in[1], in[2], in[3], out[0], out[1], out[2], entries, out[0].shape()[2],
-                 float(scale), vis, s);
+                 float(scale), vis, s, y_in, lse_in);
       return;
     }
   }
@@ -383,7 +430,9 @@ void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
       for (size_t i = 0; i < 3; ++i) copy_strided(dense_out[i], view(out[i]), s);
   };
   if (half && d == 64 && dv == 64 && aligned({&q3, &k3, &v3, &dy3, &dq3, &dk3, &dv3})) {
-    flash_grad(q3, k3, v3, dy3, dq3, dk3, dv3, entries, 1, float(scale), vis, s);
+    Tensor y3 = saved ? flat(view(*y_in), sq, dv) : Tensor();
+    flash_grad(q3, k3, v3, dy3, dq3, dk3, dv3, entries, 1, float(scale), vis, s,
+               saved ? &y3 : nullptr, lse_in);
     return store_out();
   }
   // Scores of up to 512 MiB at a time.
@@ -429,6 +478,7 @@ bool grad_fits(const KernelQuery& q) {
 
 void register_attention(KernelRegistry& r) {
   add_kernel(r, "attention", attention_kernel, fits);
+  add_kernel(r, "attention_lse", attention_kernel, half64);
   add_kernel(r, "attention_grad", attention_grad_kernel, grad_fits);
 }
 

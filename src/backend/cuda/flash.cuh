@@ -36,6 +36,9 @@ struct Params {
   // rounded to T; dy laid out as out.
   float *lse = nullptr, *delta = nullptr;
   const void* dy = nullptr;
+  // attention_lse's statistics, stored with the output: per row the log-sum-exp of the
+  // scaled scores in the natural log (+inf for a row that sees nothing).
+  float* row_lse = nullptr;
   int64_t o_row = 0;  // the output's (and dy's) row stride; 0: D (dense rows)
 };
 
@@ -304,9 +307,9 @@ constexpr size_t smem_bytes() {
   return size_t(6 * kBN) * MmaFor<T, D>::kS * sizeof(T);
 }
 
-// kBias and kStats strip what a call does not use: the registers are tight at two tiles a
-// warp.
-template <class T, int D, int kWarps, bool kBias, bool kStats>
+// kBias, kStats and kLse strip what a call does not use: the registers are tight at two
+// tiles a warp.
+template <class T, int D, int kWarps, bool kBias, bool kStats, bool kLse>
 __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
   using Mma = MmaFor<T, D>;
   constexpr int kM = kTilesPerWarp<T, D>, kR = 16 * kM;  // a warp's tiles and rows
@@ -488,6 +491,8 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
         continue;
       }
       if (row >= p.sq) continue;
+      if (kLse && tig == 0)
+        p.row_lse[b * p.sq + row] = sum > 0 ? (m[mi][h] + log2f(sum)) * 0.6931471805599453f : inf;
 #pragma unroll
       for (int n = 0; n < D / 8; ++n) {
         Mma::store2(out + row * o_row + n * 8 + tig * 2, o[mi][n][2 * h] * inv,
@@ -496,10 +501,10 @@ __global__ void __launch_bounds__(kWarps * 32) forward(Params p) {
     }
 }
 
-template <class T, int D, bool kBias, bool kStats>
+template <class T, int D, bool kBias, bool kStats, bool kLse = false>
 void launch_as(const Params& p, cudaStream_t s) {
   constexpr int kWarps = 4, kBM = 16 * kTilesPerWarp<T, D> * kWarps;
-  constexpr auto kernel = forward<T, D, kWarps, kBias, kStats>;
+  constexpr auto kernel = forward<T, D, kWarps, kBias, kStats, kLse>;
   size_t smem = smem_bytes<T, D>();
   static bool raised = [&] {
     RLX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
@@ -517,6 +522,8 @@ void launch(const Params& p, cudaStream_t s) {
     launch_as<T, D, false, true>(p, s);
   else if (p.bias)
     launch_as<T, D, true, false>(p, s);
+  else if (p.row_lse)
+    launch_as<T, D, false, false, true>(p, s);
   else
     launch_as<T, D, false, false>(p, s);
 }

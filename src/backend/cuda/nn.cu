@@ -5,6 +5,7 @@
 // cancels. f16 / bf16 compute in float. A row is a warp's when short, a block's when long.
 // fused_layer_norm (norm_fusion's) adds a residual first and stores the norm in 16 bits.
 #include <cuda/std/limits>
+#include <tuple>
 
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/families.h"
@@ -368,11 +369,13 @@ __device__ __forceinline__ void row_moments(const C (&v)[kPer], int n, double ep
 }
 
 // Every load of a row is issued before its first store (the pointers are __restrict__):
-// a store between them made each load wait for the one before it.
+// a store between them made each load wait for the one before it. Three blocks an SM
+// (80 registers) where rows of up to 768 allow it without spilling: more loads in flight.
 template <int kPer, bool kRes, class T, class U>
-__global__ void add_norm_rows(const T* __restrict__ x0, const T* __restrict__ res0,
-                              T* __restrict__ sum0, U* __restrict__ y0, const T* __restrict__ scale,
-                              const T* __restrict__ bias, int64_t rows, int n, double eps) {
+__global__ void __launch_bounds__(kThreads, kPer <= 24 ? 3 : 2)
+    add_norm_rows(const T* __restrict__ x0, const T* __restrict__ res0, T* __restrict__ sum0,
+                  U* __restrict__ y0, const T* __restrict__ scale, const T* __restrict__ bias,
+                  int64_t rows, int n, double eps) {
   using C = compute_t<T>;
   Group<false> g;
   const int lane = g.lane();
@@ -467,21 +470,25 @@ void fused_norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
 // ---- layer_norm_grad --------------------------------------------------------------------
 // A warp a row (n <= 32 kPer), the row's x and dy in registers: mean and 1/std, then
 //   dx = inv (dy w - mean(dy w) - xhat mean(dy w xhat))   (no mean(dy w) term for rms),
-// while each warp sums dy xhat (dscale) and dy (dbias) per column in registers. A block's
-// warps add theirs in order in shared memory; norm_grad_columns adds the blocks' in order:
-// the same result every run.
+// while each warp sums dy xhat (dscale) and dy (dbias) per column in its own slice of
+// shared memory (in registers they took 2 kPer more a lane: one block an SM, too few loads
+// in flight; f64 keeps one block an SM, its registers twice as many). The block's warps'
+// slices are added in order; norm_grad_columns adds the blocks' in order: the same result
+// every run.
 
 constexpr int kNormGradWarps = kThreads / 32;
 
 template <bool kCenter, int kPer, class T>
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, sizeof(compute_t<T>) == 8 ? 1 : 2)
     norm_grad_rows(const T* x0, const T* dy0, const T* scale, T* dx0, compute_t<T>* part,
                    int64_t rows, int n, double eps) {
   using C = compute_t<T>;
   extern __shared__ __align__(16) unsigned char norm_smem[];
-  C* acc = reinterpret_cast<C*>(norm_smem);  // [dscale, dbias][n]
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  C ds[kPer] = {}, db[kPer] = {};
+  C* acc = reinterpret_cast<C*>(norm_smem);  // per warp [dscale, dbias][n]
+  C* ds = acc + int64_t(warp) * 2 * n;
+  C* db = ds + n;
+  for (int i = lane; i < 2 * n; i += 32) ds[i] = 0;
   for (int64_t r = int64_t(blockIdx.x) * kNormGradWarps + warp; r < rows;
        r += int64_t(gridDim.x) * kNormGradWarps) {
     const T* x = x0 + r * n;
@@ -501,8 +508,10 @@ __global__ void __launch_bounds__(kThreads)
       C xh = (xv[k] - mean) * inv, g = dv[k] * (scale && i < n ? C(load(scale[i])) : C(1));
       sg += g;
       sgx += g * xh;
-      ds[k] += dv[k] * xh;  // 0 past n: dv is
-      db[k] += dv[k];
+      if (i < n) {  // the lane's own columns: no other lane touches them
+        ds[i] += dv[k] * xh;
+        db[i] += dv[k];
+      }
       xv[k] = xh;
       dv[k] = g;
     }
@@ -515,19 +524,27 @@ __global__ void __launch_bounds__(kThreads)
       if (i < n) dx[i] = store<T>(inv * (dv[k] - sg - xv[k] * sgx));
     }
   }
-  for (int w = 0; w < kNormGradWarps; ++w) {
-    if (warp == w)
-#pragma unroll
-      for (int k = 0; k < kPer; ++k) {
-        int i = lane + 32 * k;
-        if (i >= n) continue;
-        acc[i] = w ? acc[i] + ds[k] : ds[k];
-        acc[n + i] = w ? acc[n + i] + db[k] : db[k];
-      }
-    __syncthreads();
+  __syncthreads();
+  for (int j = threadIdx.x; j < 2 * n; j += blockDim.x) {
+    C sum = acc[j];
+    for (int w = 1; w < kNormGradWarps; ++w) sum += acc[int64_t(w) * 2 * n + j];
+    part[int64_t(blockIdx.x) * 2 * n + j] = sum;
   }
-  for (int j = threadIdx.x; j < 2 * n; j += blockDim.x)
-    part[int64_t(blockIdx.x) * 2 * n + j] = acc[j];
+}
+
+template <bool kCenter, int kPer, class T>
+void launch_norm_grad_rows(int blocks, int n, cudaStream_t s, const T* x, const T* dy,
+                           const T* scale, T* dx, compute_t<T>* part, int64_t rows, double eps) {
+  constexpr auto kernel = norm_grad_rows<kCenter, kPer, T>;
+  // The warps' slices for the longest row this kPer takes (past 48 KB at f32 kPer 32).
+  static const bool raised = [] {
+    int most = int(kNormGradWarps * 2 * 32 * kPer * sizeof(compute_t<T>));
+    RLX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, most));
+    return true;
+  }();
+  (void)raised;
+  kernel<<<blocks, kThreads, size_t(kNormGradWarps * 2 * n) * sizeof(compute_t<T>), s>>>(
+      x, dy, scale, dx, part, rows, n, eps);
 }
 
 // dscale, dbias: column j of part [blocks, 2n] summed over the blocks, 32 columns a block
@@ -575,16 +592,14 @@ void layer_norm_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
       auto pp = static_cast<C*>(part.data());
       auto rows_with = [&](auto per) {
         constexpr int kPer = decltype(per)::value;
-        auto launch = [&](auto kern) {
-          kern<<<blocks, kThreads, size_t(2 * n) * sizeof(C), s>>>(
-              static_cast<const T*>(x.data()), static_cast<const T*>(dy.data()),
-              in.size() > 2 ? static_cast<const T*>(in[2].data()) : nullptr,
-              static_cast<T*>(out[0].data()), pp, rows, int(n), eps);
-        };
+        auto args = std::make_tuple(blocks, int(n), s, static_cast<const T*>(x.data()),
+                                    static_cast<const T*>(dy.data()),
+                                    in.size() > 2 ? static_cast<const T*>(in[2].data()) : nullptr,
+                                    static_cast<T*>(out[0].data()), pp, rows, eps);
         if (center)
-          launch(norm_grad_rows<true, kPer, T>);
+          std::apply(launch_norm_grad_rows<true, kPer, T>, args);
         else
-          launch(norm_grad_rows<false, kPer, T>);
+          std::apply(launch_norm_grad_rows<false, kPer, T>, args);
       };
       with_row_registers(n, rows_with);
       norm_grad_columns<T><<<int((2 * n + 31) / 32), dim3(32, 8), 0, s>>>(
