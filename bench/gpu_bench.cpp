@@ -23,6 +23,7 @@
 #include <map>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "bench.h"
@@ -77,6 +78,19 @@ void row(const char* what, double rlx_ms, const std::map<std::string, double>& t
   if (ct != torch.end())
     std::printf("   torch.compile %9.3f ms (rlx/compiled %.2f)", ct->second, rlx_ms / ct->second);
   std::printf("%s\n", extra);
+}
+
+// GPT-2 small with GPT-2's own GELU, the tanh form (as in OpenAI's release and HF's
+// "gelu_new"); RLX_BENCH_GELU=erf builds the erf form, as this bench did before
+// 2026-12-03. bench/gpu_torch.py reads the same variable.
+demo::GptConfig gpt2_small() {
+  const char* g = std::getenv("RLX_BENCH_GELU");
+  return {.vocab = 50304,
+          .d_model = 768,
+          .heads = 12,
+          .layers = 12,
+          .context = 1024,
+          .gelu_tanh = !(g && std::string_view(g) == "erf")};
 }
 
 }  // namespace
@@ -182,8 +196,10 @@ int main(int argc, char** argv) {
     }
   }
 
+  if (want("gpt2") || want("train"))
+    std::printf("GPT-2 small's GELU: %s\n", gpt2_small().gelu_tanh ? "tanh form" : "erf");
   if (want("gpt2")) {  // GPT-2 small forward
-    demo::GptConfig cfg{.vocab = 50304, .d_model = 768, .heads = 12, .layers = 12, .context = 1024};
+    demo::GptConfig cfg = gpt2_small();
     auto g = demo::build_gpt(cfg, /*with_loss=*/false);
     TensorMap params = demo::init_params(*g, cfg.layers, 1);
     std::vector<int64_t> tok(8 * 1024);
@@ -209,7 +225,7 @@ int main(int argc, char** argv) {
   }
 
   if (want("train")) {  // GPT-2 small AMP-bf16 train step
-    demo::GptConfig cfg{.vocab = 50304, .d_model = 768, .heads = 12, .layers = 12, .context = 1024};
+    demo::GptConfig cfg = gpt2_small();
     auto g = demo::build_gpt(cfg, /*with_loss=*/true);
     train::TrainerOptions opts;
     opts.optimizer = std::make_shared<train::AdamW>();

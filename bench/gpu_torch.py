@@ -1,6 +1,7 @@
 # PyTorch's side of rlx-bench-gpu: the same cases, "name milliseconds" per line, eager and
 # torch.compile. Median of --runs runs after warm-up, CUDA events.
 import argparse
+import os
 import sys
 
 import torch
@@ -72,7 +73,10 @@ if args.only == "attention":
 
 
 # GPT-2 small as examples/demo builds it: pre-norm blocks, separate q / k / v projections
-# without biases, a GELU (erf) MLP with biases, the head tied to the token table.
+# without biases, a GELU MLP with biases, the head tied to the token table. The GELU is
+# GPT-2's tanh form unless RLX_BENCH_GELU=erf (as rlx-bench-gpu reads it).
+GELU = "none" if os.environ.get("RLX_BENCH_GELU") == "erf" else "tanh"
+
 class Block(torch.nn.Module):
     def __init__(self, d, heads):
         super().__init__()
@@ -88,7 +92,7 @@ class Block(torch.nn.Module):
                    for w in (self.wq, self.wk, self.wv))
         a = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         x = x + self.wo(a.transpose(1, 2).reshape(b, t, d))
-        return x + self.w2(F.gelu(self.w1(self.ln2(x))))
+        return x + self.w2(F.gelu(self.w1(self.ln2(x)), approximate=GELU))
 
 
 class GPT(torch.nn.Module):

@@ -34,7 +34,8 @@ Value merge_heads(Value x) {
 
 }  // namespace
 
-Value transformer_block(Value x, const std::string& prefix, int64_t heads, bool causal) {
+Value transformer_block(Value x, const std::string& prefix, int64_t heads, bool causal,
+                        bool gelu_tanh) {
   Graph& g = *x.graph;
   const DType dt = x.dtype();
   const int64_t d = x.shape().back().value();
@@ -50,7 +51,8 @@ Value transformer_block(Value x, const std::string& prefix, int64_t heads, bool 
   x = x + matmul(merge_heads(a), weight(".attn.wo", d, d));
 
   h = layer_norm(x, prefix + ".ln2");
-  h = gelu(matmul(h, weight(".mlp.w1", d, 4 * d)) + param(g, prefix + ".mlp.b1", dt, {4 * d}));
+  h = gelu(matmul(h, weight(".mlp.w1", d, 4 * d)) + param(g, prefix + ".mlp.b1", dt, {4 * d}),
+           gelu_tanh);
   return x + (matmul(h, weight(".mlp.w2", 4 * d, d)) + param(g, prefix + ".mlp.b2", dt, {d}));
 }
 
@@ -66,7 +68,7 @@ std::unique_ptr<Graph> build_gpt(const GptConfig& cfg, bool with_loss) {
   Value x = op("embedding", {table, tokens}) +
             op("embedding", {param(*g, "pos_emb", dt, {cfg.context, cfg.d_model}), pos});
   for (int64_t i = 0; i < cfg.layers; ++i)
-    x = transformer_block(x, "blocks." + std::to_string(i), cfg.heads);
+    x = transformer_block(x, "blocks." + std::to_string(i), cfg.heads, true, cfg.gelu_tanh);
   x = layer_norm(x, "ln_f");
   Value logits = matmul(x, transpose(table, {1, 0}));  // tied head: h @ tok_emb^T
 

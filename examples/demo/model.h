@@ -19,6 +19,7 @@ struct GptConfig {
   int64_t layers = 2;
   int64_t context = 64;  // rows of the position table: the longest sequence
   rlx::DType dtype = rlx::DType::f32;
+  bool gelu_tanh = false;  // the MLP's GELU in its tanh form (GPT-2's own), else erf
 };
 
 // The demo trains on batches of kBatch windows of kSeq characters.
@@ -28,7 +29,7 @@ inline constexpr int64_t kBatch = 16, kSeq = 64;
 // 4d wide. Adds its params to x's graph as "<prefix>.ln1.scale", "<prefix>.attn.wq",
 // "<prefix>.mlp.w1"… Attention is causal (a decoder) unless `causal` is false.
 rlx::Value transformer_block(rlx::Value x, const std::string& prefix, int64_t heads,
-                             bool causal = true);
+                             bool causal = true, bool gelu_tanh = false);
 
 // Inputs "tokens" i64 [batch, seq] and "pos" i64 [seq] (0..seq-1), batch and seq symbolic.
 // Training (with_loss): input "targets" i64 [batch, seq], output "loss" (mean cross
