@@ -250,6 +250,56 @@ void add_large(CheckTable& t) {
   }
 }
 
+// Chains of exact arithmetic over one tensor: scalar inputs and constants, a second full
+// input, a reversed sub, division by a leaf, neg / abs / square, and special values
+// through relu (NaN passes: oneDNN's relu post-op, tried for these chains, maps it to 0).
+void add_exact_chains(CheckTable& t) {
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensors in = {random_tensor(dt, {100000}, 20), random_tensor(dt, {}, 21),
+                  random_tensor(dt, {}, 22), random_tensor(dt, {1}, 23)};
+    t.add(region_check(
+        dt, in,
+        [](Graph&, const std::vector<Value>& x) {
+          return std::vector<Value>{relu((x[0] * x[1] + x[2]) * x[0] - x[3]) * x[1]};
+        },
+        [dt](const Tensors& in, const Attrs&) {
+          Vals y = eval({100000}, in, [](const Vals& a) {
+            return std::max(0.0, (a[0] * a[1] + a[2]) * a[0] - a[3]) * a[1];
+          });
+          return Tensors{tensor_of(dt, {100000}, y)};
+        },
+        "exact chain, scalars"));
+    in = {random_tensor(dt, {3, 7}, 24), random_tensor(dt, {}, 25, 0.5, 2),
+          random_tensor(dt, {3, 7}, 26)};
+    t.add(region_check(
+        dt, in,
+        [](Graph& g, const std::vector<Value>& x) {
+          Value r = g.apply1("neg", {k(x[0], 0.5) - x[0] / x[1]}) + x[2];
+          return std::vector<Value>{g.apply1("square", {g.apply1("abs", {r})}) - k(x[0], 1)};
+        },
+        [dt](const Tensors& in, const Attrs&) {
+          Vals y = eval({3, 7}, in, [](const Vals& a) {
+            double r = -(0.5 - a[0] / a[1]) + a[2];
+            return r * r - 1;
+          });
+          return Tensors{tensor_of(dt, {3, 7}, y)};
+        },
+        "exact chain, reversed sub, division, a second input"));
+    const double inf = std::numeric_limits<double>::infinity();
+    in = {tensor_of(dt, {8}, {NAN, -0.0, 0.0, inf, -inf, -1.5, 2.5, 1e-40}),
+          tensor_of(dt, {}, {1.0})};
+    t.add(region_check(
+        dt, in,
+        [](Graph&, const std::vector<Value>& x) { return std::vector<Value>{relu(x[0] * x[1])}; },
+        [dt](const Tensors& in, const Attrs&) {
+          Vals y = values(in[0]);
+          for (double& v : y) v = v < 0 ? 0.0 : v;  // NaN and -0 pass, as relu's
+          return Tensors{tensor_of(dt, {8}, y)};
+        },
+        "exact chain, special values through relu"));
+  }
+}
+
 // Zero-size regions: empty outputs, and sums over an empty trailing axis (zeros).
 void add_empty(CheckTable& t) {
   for (Sizes shape : {Sizes{0, 4}, Sizes{3, 0}}) {
@@ -322,6 +372,7 @@ CheckTable checks_region() {
   add_views(t);
   add_casts(t);
   add_large(t);
+  add_exact_chains(t);
   add_empty(t);
   add_ints(t);
   add_bools(t);
