@@ -22,10 +22,7 @@ const char* kStep = R"(
 
 #ifdef RLX_HAVE_CUDA
 test::PassCheckOptions on_cuda(const KernelRegistry& cuda) {
-  test::PassCheckOptions o;
-  o.ctx.device = Device::cuda();
-  o.ctx.kernels = &cuda;
-  return o;
+  return test::on_device(Device::cuda(), cuda);
 }
 
 TEST(AttentionStats, TheBackwardReadsTheForwardsStatistics) {

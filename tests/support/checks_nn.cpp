@@ -483,16 +483,18 @@ RefFn bshd_ref(RefFn ref, size_t swapped, size_t swapped_out = 3) {
   };
 }
 
+// An attention_grad / attention_lse check's operand shapes, attributes and note.
+struct QkvCase {
+  Shape q, k, v;
+  Attrs attrs;
+  const char* note;
+};
+
 // attention_lse, and attention_grad given its outputs (y, lse) as a train step's
 // attention_stats pass wires them: the statistics must belong to q, k, v, so they come
 // from the reference.
 void attention_stats_checks(CheckTable& t) {
-  struct Case {
-    Shape q, k, v;
-    Attrs attrs;
-    const char* note;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<QkvCase> cases = {
       {{2, 3, 4}, {2, 5, 4}, {2, 5, 6}, {}, "Sq != Sk, Dv != D"},
       {{2, 5, 4}, {2, 3, 4}, {2, 3, 4}, {{"mask", "causal"}}, "causal, masked rows"},
       {{2, 6, 4}, {2, 6, 4}, {2, 6, 4}, {{"mask", "sliding_window"}, {"window", 2}}, "window"},
@@ -511,7 +513,7 @@ void attention_stats_checks(CheckTable& t) {
   };
   uint64_t seed = 800;
   for (DType dt : kFloats)
-    for (const Case& c : cases) {
+    for (const QkvCase& c : cases) {
       const bool bshd = c.attrs.has("layout");  // only the bshd cases set it
       Tensors qkv{random_tensor(dt, c.q, ++seed), random_tensor(dt, c.k, ++seed),
                   random_tensor(dt, c.v, ++seed)};
@@ -536,12 +538,7 @@ void attention_stats_checks(CheckTable& t) {
 }
 
 void attention_grad_checks(CheckTable& t) {
-  struct Case {
-    Shape q, k, v;
-    Attrs attrs;
-    const char* note;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<QkvCase> cases = {
       {{2, 3, 4}, {2, 5, 4}, {2, 5, 6}, {}, "Sq != Sk, Dv != D"},
       {{1, 2, 6, 8}, {1, 2, 6, 8}, {1, 2, 6, 8}, {{"mask", "causal"}}, "causal"},
       {{2, 5, 4}, {2, 3, 4}, {2, 3, 2}, {{"mask", "causal"}}, "causal, masked rows"},
@@ -553,7 +550,7 @@ void attention_grad_checks(CheckTable& t) {
   };
   uint64_t seed = 700;
   for (DType dt : kFloats)
-    for (const Case& c : cases) {
+    for (const QkvCase& c : cases) {
       Shape y = c.q;  // q carries the batch in every case
       y[y.size() - 2] = c.q[c.q.size() - 2];
       y.back() = c.v.back();
@@ -569,12 +566,12 @@ void attention_grad_checks(CheckTable& t) {
     }
   // Layout bshd ([b, s, h, d]): dense (the tensor-core path on cuda for 16 bits), and k / v
   // shared by the heads (broadcast: through bhsd copies).
-  const std::vector<Case> bshd = {
+  const std::vector<QkvCase> bshd = {
       {{1, 70, 2, 64}, {1, 70, 2, 64}, {1, 70, 2, 64}, {{"mask", "causal"}}, "bshd, tiles"},
       {{2, 5, 3, 4}, {2, 6, 1, 4}, {2, 6, 1, 4}, {{"mask", "causal"}}, "bshd, shared k v"},
   };
   for (DType dt : kFloats)
-    for (Case c : bshd) {
+    for (QkvCase c : bshd) {
       c.attrs.set("layout", std::string("bshd"));
       Shape y = c.q;
       y.back() = c.v.back();

@@ -11,6 +11,7 @@
 
 #include <string_view>
 
+#include "rlx/kernel.h"
 #include "rlx/passes.h"
 #include "rlx/session.h"
 
@@ -25,6 +26,15 @@ struct PassCheckOptions {
 
 void expect_pass(std::string_view pass, std::string_view before, std::string_view after,
                  const PassCheckOptions& options = {});
+
+// Options for a pass on `device` that asks `kernels` which kernels it has (cuda's
+// registry, filled without a GPU: register_cuda_kernels(kernels)).
+inline PassCheckOptions on_device(Device device, const KernelRegistry& kernels) {
+  PassCheckOptions o;
+  o.ctx.device = device;
+  o.ctx.kernels = &kernels;
+  return o;
+}
 
 // Runs g with opt_level 0 and with `options` on the same pseudo-random inputs (static
 // shapes) and checks the outputs agree: bitwise for integer and bool outputs, within
