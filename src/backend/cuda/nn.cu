@@ -5,7 +5,6 @@
 // cancels. f16 / bf16 compute in float. A row is a warp's when short, a block's when long.
 // fused_layer_norm (norm_fusion's) adds a residual first and stores the norm in 16 bits.
 #include <cuda/std/limits>
-#include <tuple>
 
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/families.h"
@@ -592,14 +591,15 @@ void layer_norm_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
       auto pp = static_cast<C*>(part.data());
       auto rows_with = [&](auto per) {
         constexpr int kPer = decltype(per)::value;
-        auto args = std::make_tuple(blocks, int(n), s, static_cast<const T*>(x.data()),
-                                    static_cast<const T*>(dy.data()),
-                                    in.size() > 2 ? static_cast<const T*>(in[2].data()) : nullptr,
-                                    static_cast<T*>(out[0].data()), pp, rows, eps);
+        auto launch = [&](auto fn) {
+          fn(blocks, int(n), s, static_cast<const T*>(x.data()), static_cast<const T*>(dy.data()),
+             in.size() > 2 ? static_cast<const T*>(in[2].data()) : nullptr,
+             static_cast<T*>(out[0].data()), pp, rows, eps);
+        };
         if (center)
-          std::apply(launch_norm_grad_rows<true, kPer, T>, args);
+          launch(launch_norm_grad_rows<true, kPer, T>);
         else
-          std::apply(launch_norm_grad_rows<false, kPer, T>, args);
+          launch(launch_norm_grad_rows<false, kPer, T>);
       };
       with_row_registers(n, rows_with);
       norm_grad_columns<T><<<int((2 * n + 31) / 32), dim3(32, 8), 0, s>>>(
