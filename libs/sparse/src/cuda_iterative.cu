@@ -528,6 +528,16 @@ int resident_blocks(Device dev, std::initializer_list<const void*> kernels) {
   return fewest * sm_count(dev);
 }
 
+// A grid for `need` blocks of work in grid-stride loops: at most `resident` blocks (one
+// wave), each taking the same number of rounds. (The plain one-wave grid leaves the slots of
+// the blocks a shorter last round skips idle while the others finish: balanced, CG's
+// iteration on the 5-point Poisson matrix ran 2.5-4% faster on the H200.)
+int balanced_grid(int64_t need, int resident) {
+  need = std::max<int64_t>(need, 1);
+  const int64_t rounds = (need + resident - 1) / resident;
+  return int((need + rounds - 1) / rounds);
+}
+
 // A^T as CSR (cusparseCsr2cscEx2: 32-bit indices, which supports() asks for).
 template <class T>
 Matrix transposed(const KernelContext& ctx, std::span<const Tensor> in, int64_t n, cudaStream_t s) {
@@ -607,14 +617,14 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
   const int tpr = lanes_for(n, m.col.numel(), method == Method::cg ? 8 : 2);
   // CG's step has a grid of its own: it holds more blocks than BiCGSTAB's kernels (on the
   // H200 6 a multiprocessor against 5), and a one-wave grid of 5 ran 0.83 waves of it.
-  const int64_t need = (n * tpr + kBlock - 1) / kBlock;
-  const int grid = int(std::clamp<int64_t>(
-      need, 1,
+  // Threads for one round over the rows: with one lane a row, a thread takes two rows.
+  const int64_t need = (n * tpr / (tpr == 1 ? 2 : 1) + kBlock - 1) / kBlock;
+  const int grid = balanced_grid(
+      need,
       resident_blocks(dev, {(const void*)bi_spmv_t<1, T, I>, (const void*)bi_spmv_t<32, T, I>,
-                            (const void*)bi_update<T>, (const void*)residual_kernel<32, T, I>})));
-  const int step_grid = int(std::clamp<int64_t>(
-      need, 1,
-      resident_blocks(dev, {(const void*)cg_step<1, T, I>, (const void*)cg_step<32, T, I>})));
+                            (const void*)bi_update<T>, (const void*)residual_kernel<32, T, I>}));
+  const int step_grid = balanced_grid(
+      need, resident_blocks(dev, {(const void*)cg_step<1, T, I>, (const void*)cg_step<32, T, I>}));
 
   // Device memory: the state, the block partials (kMaxSums a block), and the vectors.
   Tensor state = scratch(DType::u8, sizeof(State), dev);
