@@ -14,7 +14,7 @@ export CCACHE_NOHASHDIR ?= 1
 
 # Debian packages the build needs (checked with dpkg; only the missing ones are installed).
 DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clang-format \
-  libopenblas-openmp-dev libdnnl-dev libcli11-dev nlohmann-json3-dev \
+  libopenblas-openmp-dev libdnnl-dev libxbyak-dev libcli11-dev nlohmann-json3-dev \
   ocl-icd-opencl-dev libonnx-dev libprotobuf-dev libonnx-testdata \
   python3-torch python3-numpy gnuplot-nox \
   pybind11-dev python3-pytest python3-onnx libsuitesparse-dev python3-scipy \

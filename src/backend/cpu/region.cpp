@@ -11,17 +11,22 @@
 // once and every output written once. Values that are the same at every element
 // (scalars, constants, ops on them) are filled or computed once per thread.
 //
-// A cheap f32 op whose value only the next op reads runs with it in one loop (a pair from a
-// small set of templates), so the value skips its tile's L1 round trip, which bounds each
-// step.
+// A run of two or more consecutive f32 steps whose ops region_jit.h generates code for
+// (arithmetic, max / min, relu, abs, neg, square, exp, sigmoid) becomes one step of
+// AVX-512 machine code that keeps the run's values in registers; when it is the whole body,
+// it writes the region's f32 outputs straight to their tensors. Elsewhere, a cheap f32 op
+// whose value only the next op reads runs with it in one loop (a pair from a small set of
+// templates), so the value skips its tile's L1 round trip, which bounds each step.
 //
 // Measured against the alternatives (bench/fusion_bench.cpp, 6-op f32 chains on 16M
 // elements, 2 cores): per-op loops over whole tensors (opt_level 0) are 2.2-2.9x slower on
 // a chain with a sigmoid and 4.2-5x on an arithmetic one; tiles of 512 to 1024 elements
 // beat larger ones (2048: 1.3x, 4096 and more: 1.8x slower, the live tiles no longer in
 // L1); pairs cut the arithmetic chain's time by a third; streaming stores and the
-// prefetch gain ~5-15%. A hand-written loop that keeps the whole chain in registers (what
-// generated code would run) is 1.0-1.6x faster still.
+// prefetch gain ~5-15%. A hand-written loop that keeps the whole chain in registers was
+// 1.0-1.6x faster still; the generated code runs the arithmetic chain at 0.94-1.17x the
+// copy limit where the pairs ran 1.4-1.7x (the same machine, one session), and the
+// sigmoid chain, bound by the sigmoid's arithmetic on two cores, 10-15% faster.
 //
 // Trailing reductions fold each tile's row segments into per-row accumulators (f64 for
 // float sums, products and means, wrapping uint64 for integers, the compute type for max
@@ -46,6 +51,7 @@
 #include "backend/cpu/elementwise_loops.h"
 #include "backend/cpu/elementwise_ops.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/region_jit.h"
 
 namespace rlx::cpu {
 
@@ -64,6 +70,9 @@ constexpr int64_t kGrain = 1 << 15;  // elements per thread chunk at least
 constexpr int64_t kStreamBytes = int64_t(4) << 20;
 
 const char* const kWhere = "fused_elementwise";
+// A body that is one generated run is called in this many slices a tile, each after its
+// slice of the next tile's prefetch (slice starts are multiples of 16 elements).
+constexpr int64_t kSlices = 4;
 
 // ---- compute types ---------------------------------------------------------------------
 
@@ -513,6 +522,9 @@ struct Step {
   StepFn fn;
   std::string_view op;  // the body op (pairs: the consumer's)
   bool floats = false;  // operands and result computed in f32
+  // A generated run (region_jit.h): its code, and the values it writes besides `out`.
+  jit::Code code;
+  std::vector<int> more_out;
 };
 
 struct OutputDesc {
@@ -534,6 +546,68 @@ struct Compiled {
   std::vector<ReductionDesc> reductions;
   int64_t reduced_axes = -1;  // trailing axes every reduction folds (-1: none)
 };
+
+// Replaces each run of two or more consecutive f32 steps that region_jit generates code for
+// by one step running that code; it writes the run's values that later steps, outputs or
+// reductions read. (Where it generates none, the steps stay for pair_steps.)
+void jit_steps(Compiled& c) {
+  std::vector<int> reads(c.slots.size(), 0), as_output(c.slots.size(), 0);
+  for (const Step& st : c.steps)
+    for (int v : st.in) ++reads[size_t(v)];
+  for (const OutputDesc& o : c.outputs) {
+    ++reads[size_t(o.slot)];
+    if (o.reduction < 0) ++as_output[size_t(o.slot)];
+  }
+  for (const ReductionDesc& r : c.reductions) ++reads[size_t(r.src)];
+  auto fits = [](const Step& st) {
+    return st.floats && !st.op.empty() && jit::supports(st.op) && !st.in.empty();
+  };
+  std::vector<Step> kept;
+  for (size_t b = 0; b < c.steps.size();) {
+    size_t e = b;
+    while (e < c.steps.size() && fits(c.steps[e])) ++e;
+    if (e - b < 2) {
+      kept.push_back(std::move(c.steps[b]));
+      ++b;
+      continue;
+    }
+    jit::Run run;
+    std::vector<int> inner(c.slots.size(), 0), ins;
+    std::vector<bool> made(c.slots.size(), false);
+    for (size_t j = b; j < e; ++j) {
+      const Step& st = c.steps[j];
+      run.ops.push_back({st.op, st.out, st.in});
+      for (int v : st.in) {
+        ++inner[size_t(v)];
+        if (!made[size_t(v)] && std::find(ins.begin(), ins.end(), v) == ins.end()) ins.push_back(v);
+      }
+      made[size_t(st.out)] = true;
+    }
+    // Written: what is read after the run (its last value always). Streamed: f32 outputs
+    // of the region, which the runner may point at the output tensor.
+    std::vector<bool> stream;
+    for (size_t j = b; j < e; ++j) {
+      int v = c.steps[j].out;
+      if (reads[size_t(v)] > inner[size_t(v)] || j + 1 == e) {
+        run.outputs.push_back(v);
+        stream.push_back(as_output[size_t(v)] == 1 && c.slots[size_t(v)].dtype == DType::f32);
+      }
+    }
+    jit::Code code = jit::compile(run, stream);
+    if (!code.plain) {
+      for (size_t j = b; j < e; ++j) kept.push_back(std::move(c.steps[j]));
+      b = e;
+      continue;
+    }
+    jit::RunFn fn = code.plain;
+    Step st{run.outputs.back(), std::move(ins), [fn](void* const* p, int64_t n) { fn(p, 0, n); }};
+    st.more_out.assign(run.outputs.begin(), run.outputs.end() - 1);
+    st.code = std::move(code);
+    kept.push_back(std::move(st));
+    b = e;
+  }
+  c.steps = std::move(kept);
+}
 
 // Merges each cheap f32 step into the next step that is its value's only reader (a body
 // output, a reduced value or a value read twice keeps its own step).
@@ -652,6 +726,7 @@ std::shared_ptr<const Compiled> compile(const Graph& body) {
     c->outputs.push_back(d);
   }
   if (c->outputs.empty()) return nullptr;
+  jit_steps(*c);
   pair_steps(*c);
   return c;
 }
@@ -943,18 +1018,26 @@ class Runner {
   // freed once its last reader has run (outputs and folds read at the end of the tile).
   void buffers() {
     buf_.assign(n_, -1);
-    for (const Step& st : c_.steps)
-      (mode_[size_t(st.out)] == Mode::uniform ? prologue_ : main_).push_back(&st);
+    // A step runs once in the prologue when every value it writes is uniform.
+    for (const Step& st : c_.steps) {
+      bool uniform = mode_[size_t(st.out)] == Mode::uniform;
+      for (int v : st.more_out) uniform = uniform && mode_[size_t(v)] == Mode::uniform;
+      (uniform ? prologue_ : main_).push_back(&st);
+    }
     int next = 0;
     for (size_t v = 0; v < n_; ++v)
       if (mode_[v] == Mode::gather || (mode_[v] == Mode::uniform && c_.slots[v].read))
         buf_[v] = next++;
-    for (const Step* st : prologue_)
+    for (const Step* st : prologue_) {
       if (buf_[size_t(st->out)] < 0) buf_[size_t(st->out)] = next++;
+      for (int v : st->more_out)
+        if (buf_[size_t(v)] < 0) buf_[size_t(v)] = next++;
+    }
     size_t end = main_.size();
     std::vector<size_t> last(n_, 0);
     for (size_t i = 0; i < main_.size(); ++i) {
       last[size_t(main_[i]->out)] = i;  // a value nothing reads is free at once
+      for (int v : main_[i]->more_out) last[size_t(v)] = i;
       for (int x : main_[i]->in) last[size_t(x)] = i;
     }
     for (const OutputDesc& o : c_.outputs) last[size_t(o.slot)] = end;
@@ -966,15 +1049,21 @@ class Runner {
         free.push_back(buf_[v]);
     };
     for (size_t i = 0; i < main_.size(); ++i) {
-      size_t out = size_t(main_[i]->out);
-      if (free.empty()) {
-        buf_[out] = next++;
-      } else {
-        buf_[out] = free.back();
-        free.pop_back();
-      }
+      // Every value the step writes gets a buffer before any of its inputs' is freed: a
+      // step never writes a buffer it reads.
+      auto take = [&](size_t v) {
+        if (free.empty()) {
+          buf_[v] = next++;
+        } else {
+          buf_[v] = free.back();
+          free.pop_back();
+        }
+      };
+      take(size_t(main_[i]->out));
+      for (int v : main_[i]->more_out) take(size_t(v));
       for (int x : main_[i]->in) release(size_t(x), i);
-      release(out, i);
+      release(size_t(main_[i]->out), i);
+      for (int v : main_[i]->more_out) release(size_t(v), i);
     }
     num_buffers_ = next;
     gather_.assign(n_, nullptr);
@@ -1025,11 +1114,37 @@ class Runner {
     prefetch_.clear();
     for (size_t v : direct_)
       if (int64_t(in_[root_arg(v)].nbytes()) >= kStreamBytes) prefetch_.push_back(v);
+    generated_run(by_rows);
     partials_.assign(size_t(chunks) * c_.reductions.size(), {});
     parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
       for (int64_t ch = c0; ch < c1; ++ch) chunk(ch, bounds[size_t(ch)], bounds[size_t(ch) + 1]);
     });
     combine_partials();
+  }
+
+  // A body that is one generated run writes the region's f32 outputs straight to their
+  // tensors instead of through a tile, with streaming stores where the outputs stream (and
+  // every tile starts 64-byte aligned in them).
+  void generated_run(bool by_rows) {
+    run_ = main_.size() == 1 && main_[0]->code.plain ? main_[0] : nullptr;
+    run_fn_ = nullptr;
+    direct_out_.assign(c_.outputs.size(), false);
+    if (!run_) return;
+    std::vector<int> written = run_->more_out;
+    written.push_back(run_->out);
+    bool aligned = stream_ && !by_rows;
+    for (size_t i = 0; i < c_.outputs.size(); ++i) {
+      const OutputDesc& o = c_.outputs[i];
+      if (o.reduction >= 0 || out_[i].dtype() != DType::f32 ||
+          std::find(written.begin(), written.end(), o.slot) == written.end())
+        continue;
+      int times = 0;
+      for (const OutputDesc& x : c_.outputs) times += x.reduction < 0 && x.slot == o.slot;
+      if (times != 1) continue;
+      direct_out_[i] = true;
+      aligned = aligned && reinterpret_cast<uintptr_t>(out_[i].data()) % 64 == 0;
+    }
+    run_fn_ = aligned ? run_->code.stream : run_->code.plain;
   }
 
   void chunk(int64_t index, int64_t b, int64_t e) {
@@ -1063,10 +1178,13 @@ class Runner {
       for (size_t v : direct_)
         p[v] = static_cast<char*>(const_cast<void*>(base_[v])) + t0 * elem_size_[v];
       for (size_t v : gathered_) gather_[v](spaces_[v], base_[v], t0, t1, p[v]);
+      for (size_t i = 0; i < c_.outputs.size(); ++i)
+        if (direct_out_[i])
+          p[size_t(c_.outputs[i].slot)] = static_cast<char*>(out_[i].data()) + t0 * 4;
       // Large inputs read in place: the next tile is prefetched a slice before each step,
       // so memory works while the steps compute (a burst would wait on fill buffers).
       int64_t ahead = std::min(kTile, e - t1);
-      size_t steps = std::max<size_t>(main_.size(), 1);
+      size_t steps = run_ ? size_t(kSlices) : std::max<size_t>(main_.size(), 1);
       for (size_t k = 0; k < steps; ++k) {
         for (size_t v : prefetch_) {
           const char* next = static_cast<const char*>(p[v]) + kTile * elem_size_[v];
@@ -1076,11 +1194,16 @@ class Runner {
                off < end; off += 64)
             __builtin_prefetch(next + off, 0, 3);
         }
-        if (k < main_.size()) main_[k]->fn(p.data(), n);
+        if (run_) {
+          auto at = [&](size_t j) { return j == steps ? n : n * int64_t(j) / kSlices / 16 * 16; };
+          run_fn_(p.data(), at(k), at(k + 1));
+        } else if (k < main_.size()) {
+          main_[k]->fn(p.data(), n);
+        }
       }
       for (size_t i = 0; i < c_.outputs.size(); ++i) {
         const OutputDesc& o = c_.outputs[i];
-        if (o.reduction >= 0) continue;
+        if (o.reduction >= 0 || direct_out_[i]) continue;
         char* dst = static_cast<char*>(out_[i].data()) + t0 * int64_t(dtype_size(out_[i].dtype()));
         stores[i](p[size_t(o.slot)], dst, n, stream_);
       }
@@ -1158,6 +1281,9 @@ class Runner {
   std::vector<int64_t> elem_size_;         // per value: bytes of its compute type
   std::vector<int> buf_;
   std::vector<const Step*> prologue_, main_;
+  const Step* run_ = nullptr;     // the one main step, a generated run
+  jit::RunFn run_fn_ = nullptr;   // its variant for this run
+  std::vector<bool> direct_out_;  // per output: written in place by run_
   int num_buffers_ = 0;
   bool stream_ = false;
   std::vector<std::vector<Partial>> partials_;
