@@ -176,9 +176,12 @@ Tensor random(int64_t n, unsigned seed) {
   return t;
 }
 
-// Whole regions: fused (generated code where the host has it) against opt level 0.
-TEST(RegionJit, FusedRegionsMatchTheUnfusedGraph) {
-  const int64_t n = 100003;  // many tiles, chunks on two threads, a masked end
+// Whole regions: fused (generated code where the host has it) against opt level 0. Sizes:
+// many tiles on two threads with a masked end; outputs large enough to be streamed.
+class RegionJitSizes : public ::testing::TestWithParam<int64_t> {};
+
+TEST_P(RegionJitSizes, FusedRegionsMatchTheUnfusedGraph) {
+  const int64_t n = GetParam();
   Graph g("jit_regions");
   Value x = g.input("x", {DType::f32, {n}});
   Value w = g.input("w", {DType::f32, {n}});
@@ -202,6 +205,8 @@ TEST(RegionJit, FusedRegionsMatchTheUnfusedGraph) {
       ASSERT_NEAR(fp[i], rp[i], 1e-5f * (1.f + std::fabs(rp[i]))) << name << "[" << i << "]";
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(RegionJit, RegionJitSizes, ::testing::Values(100003, 1200007));
 
 }  // namespace
 }  // namespace rlx
