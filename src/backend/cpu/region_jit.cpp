@@ -23,6 +23,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
+#include <string>
 #include <unordered_map>
 
 namespace rlx::cpu::jit {
@@ -320,13 +322,10 @@ class Gen : public Xbyak::CodeGenerator {
 
 bool supports(std::string_view name) { return info(name) != nullptr; }
 
-Code compile(const Run& run, const std::vector<bool>& stream_outputs) {
+namespace {
+
+Code generate(const Run& run, const std::vector<bool>& stream_outputs) {
   Code c;
-  if (!enabled() || run.ops.empty() || stream_outputs.size() != run.outputs.size()) return c;
-  for (const Op& op : run.ops) {
-    const OpInfo* i = info(op.name);
-    if (!i || op.in.size() != (i->kind == Kind::unary ? 1u : 2u)) return c;
-  }
   // Room for the code: a few hundred bytes an op (two copies of the body), and a larger
   // buffer once if that was short.
   for (size_t bytes = 4096 + 1024 * run.ops.size(), tries = 0; tries < 2; ++tries, bytes *= 4) {
@@ -348,6 +347,64 @@ Code compile(const Run& run, const std::vector<bool>& stream_outputs) {
     }
   }
   return Code{};
+}
+
+// What the code depends on: the ops, their slots, the written slots and which stream.
+std::string key_of(const Run& run, const std::vector<bool>& stream_outputs) {
+  std::string k;
+  auto num = [&](int v) { k += std::to_string(v) + ','; };
+  for (const Op& op : run.ops) {
+    k.append(op.name);
+    k += ':';
+    num(op.out);
+    for (int v : op.in) num(v);
+    k += ';';
+  }
+  for (size_t i = 0; i < run.outputs.size(); ++i) {
+    num(run.outputs[i]);
+    k += stream_outputs[i] ? 's' : 'p';
+  }
+  return k;
+}
+
+}  // namespace
+
+Code compile(const Run& run, const std::vector<bool>& stream_outputs) {
+  if (!enabled() || run.ops.empty() || stream_outputs.size() != run.outputs.size()) return {};
+  for (const Op& op : run.ops) {
+    const OpInfo* i = info(op.name);
+    if (!i || op.in.size() != (i->kind == Kind::unary ? 1u : 2u)) return {};
+  }
+  // Bodies repeat (a model's layers, a train step's forward and backward): one copy of the
+  // code per distinct run, kept while some region holds it.
+  static std::mutex mu;
+  static std::unordered_map<std::string, std::weak_ptr<const void> > cache;
+  static std::unordered_map<std::string, Code> fns;  // the functions of a cached holder
+  const std::string key = key_of(run, stream_outputs);
+  std::lock_guard lock(mu);
+  auto it = cache.find(key);
+  if (it != cache.end())
+    if (std::shared_ptr<const void> held = it->second.lock()) {
+      Code c = fns.at(key);
+      c.holder = std::move(held);
+      return c;
+    }
+  Code c = generate(run, stream_outputs);
+  if (c.plain) {
+    if (cache.size() > 4096) {
+      for (auto e = cache.begin(); e != cache.end();) {
+        if (e->second.expired()) {
+          fns.erase(e->first);
+          e = cache.erase(e);
+        } else {
+          ++e;
+        }
+      }
+    }
+    cache[key] = c.holder;
+    fns[key] = {c.plain, c.stream, nullptr};
+  }
+  return c;
 }
 
 #endif
