@@ -44,13 +44,16 @@ float reference(const std::string& op, float a, float b) {
   if (op == "abs") return std::fabs(a);
   if (op == "square") return a * a;
   if (op == "relu") return ewop::Relu{}(a);
+  if (op == "sqrt") return std::sqrt(a);
+  if (op == "rsqrt") return 1.f / std::sqrt(a);
+  if (op == "reciprocal") return 1.f / a;
   if (op == "exp") return fm::exp(a);
   return fm::sigmoid(a);  // sigmoid
 }
 
 bool unary(const std::string& op) {
-  return op == "neg" || op == "abs" || op == "square" || op == "relu" || op == "exp" ||
-         op == "sigmoid";
+  return op == "neg" || op == "abs" || op == "square" || op == "relu" || op == "sqrt" ||
+         op == "rsqrt" || op == "reciprocal" || op == "exp" || op == "sigmoid";
 }
 
 // Every pair of these values: 14 x 14 = 196 elements, 12 full vectors and a masked one.
@@ -68,7 +71,7 @@ TEST(RegionJit, OpsMatchTheInterpreter) {
       b[i * k + j] = v[j];
     }
   for (std::string op : {"add", "sub", "mul", "div", "max", "min", "neg", "abs", "square", "relu",
-                         "exp", "sigmoid"}) {
+                         "sqrt", "rsqrt", "reciprocal", "exp", "sigmoid"}) {
     ASSERT_TRUE(jit::supports(op)) << op;
     // op, then neg twice: the op's value is written (read after the run) and read on.
     jit::Run run;
@@ -190,6 +193,10 @@ TEST_P(RegionJitSizes, FusedRegionsMatchTheUnfusedGraph) {
   g.output(t, "t");
   g.output(op("max", {relu(t * x - a), -w}), "u");   // arithmetic only: bit for bit
   g.output(sigmoid(t) * exp(-op("abs", {x})), "v");  // exp and sigmoid
+  // An optimizer-like update: square roots and reciprocals.
+  Value m = op("abs", {w}) * 0.9 + t * t * 0.1;
+  g.output(x - t / (op("sqrt", {m}) + 1e-3) + op("rsqrt", {m + 1.0}) * op("reciprocal", {m + 2.0}),
+           "s");
   TensorMap in = {
       {"x", random(n, 1)}, {"w", random(n, 2)}, {"a", Tensor::full(DType::f32, {}, 0.75)}};
   CompileOptions fused_o, plain_o;
@@ -199,7 +206,7 @@ TEST_P(RegionJitSizes, FusedRegionsMatchTheUnfusedGraph) {
   TensorMap r = Session().compile(g, plain_o).run(in);
   // (Generated code rounds each op as the unfused kernels do; the interpreter's pairs may
   // contract a product and a sum into one fma, hence a tolerance, not bits.)
-  for (const char* name : {"t", "u", "v"}) {
+  for (const char* name : {"t", "u", "v", "s"}) {
     const float *fp = f.at(name).data_as<float>(), *rp = r.at(name).data_as<float>();
     for (int64_t i = 0; i < n; ++i)
       ASSERT_NEAR(fp[i], rp[i], 1e-5f * (1.f + std::fabs(rp[i]))) << name << "[" << i << "]";

@@ -12,11 +12,12 @@
 // (scalars, constants, ops on them) are filled or computed once per thread.
 //
 // A run of two or more consecutive f32 steps whose ops region_jit.h generates code for
-// (arithmetic, max / min, relu, abs, neg, square, exp, sigmoid) becomes one step of
-// AVX-512 machine code that keeps the run's values in registers; when it is the whole body,
-// it writes the region's f32 outputs straight to their tensors. Elsewhere, a cheap f32 op
-// whose value only the next op reads runs with it in one loop (a pair from a small set of
-// templates), so the value skips its tile's L1 round trip, which bounds each step.
+// (arithmetic, max / min, relu, abs, neg, square, sqrt, rsqrt, reciprocal, exp, sigmoid)
+// becomes one step of AVX-512 machine code that keeps the run's values in registers; when
+// it is the whole body, it writes the region's f32 outputs straight to their tensors.
+// Elsewhere, a cheap f32 op whose value only the next op reads runs with it in one loop (a
+// pair from a small set of templates), so the value skips its tile's L1 round trip, which
+// bounds each step.
 //
 // Measured against the alternatives (bench/fusion_bench.cpp, 6-op f32 chains on 16M
 // elements, 2 cores): per-op loops over whole tensors (opt_level 0) are 2.2-2.9x slower on

@@ -6,11 +6,11 @@
 // run that needs more than the 32 registers gets no code.
 //
 // Each op computes what its interpreter functor (elementwise_ops.h) computes, with the
-// same special values: relu keeps NaN and -0, max / min take +0 / -0 of two zeros and
-// propagate NaN as a + b, neg and abs flip / clear the sign bit. exp and sigmoid are the
-// instruction sequences of fm::exp16 and fm::sigmoid_n (elementwise_math.h), so full
-// vectors give the interpreter's bits; the masked last vector computes what the
-// interpreter's scalar tail does to within its few-ulp bounds.
+// same special values (sqrt, rsqrt, reciprocal and the arithmetic are IEEE operations): relu keeps
+// NaN and -0, max / min take +0 / -0 of two zeros and propagate NaN as a + b, neg and abs flip /
+// clear the sign bit. exp and sigmoid are the instruction sequences of fm::exp16 and fm::sigmoid_n
+// (elementwise_math.h), so full vectors give the interpreter's bits; the masked last vector
+// computes what the interpreter's scalar tail does to within its few-ulp bounds.
 #include "backend/cpu/region_jit.h"
 
 #if defined(RLX_HAVE_XBYAK)
@@ -43,10 +43,12 @@ struct OpInfo {
   std::string_view name;
   Kind kind;
 };
-constexpr OpInfo kOps[] = {{"add", Kind::binary}, {"sub", Kind::binary},    {"mul", Kind::binary},
-                           {"div", Kind::binary}, {"max", Kind::binary},    {"min", Kind::binary},
-                           {"neg", Kind::unary},  {"abs", Kind::unary},     {"square", Kind::unary},
-                           {"relu", Kind::unary}, {"sigmoid", Kind::unary}, {"exp", Kind::unary}};
+constexpr OpInfo kOps[] = {
+    {"add", Kind::binary}, {"sub", Kind::binary},       {"mul", Kind::binary},
+    {"div", Kind::binary}, {"max", Kind::binary},       {"min", Kind::binary},
+    {"neg", Kind::unary},  {"abs", Kind::unary},        {"square", Kind::unary},
+    {"relu", Kind::unary}, {"sqrt", Kind::unary},       {"rsqrt", Kind::unary},
+    {"exp", Kind::unary},  {"reciprocal", Kind::unary}, {"sigmoid", Kind::unary}};
 
 const OpInfo* info(std::string_view name) {
   for (const OpInfo& o : kOps)
@@ -85,6 +87,7 @@ std::vector<uint32_t> constants_of(std::string_view op) {
   if (op == "neg") return {kSign};
   if (op == "abs") return {kAbs};
   if (op == "relu") return {0u};
+  if (op == "rsqrt" || op == "reciprocal") return {bits(1.f)};
   if (op == "max" || op == "min") return {kSign};
   if (op == "exp") return exp;
   if (op == "sigmoid") {
@@ -231,6 +234,13 @@ class Gen : public Xbyak::CodeGenerator {
     } else if (op == "relu") {  // x < 0 ? 0 : x (NaN and -0 pass)
       vcmpps(k2, x, cst(0.f), kLtOq);
       vblendmps(y | k2, x, cst(0.f));
+    } else if (op == "sqrt") {  // correctly rounded, as fm::sqrt_n
+      vsqrtps(y, x);
+    } else if (op == "rsqrt") {  // 1 / sqrt(x), two roundings, as fm::sqrt_n
+      vsqrtps(y, x);
+      vdivps(y, cst(1.f), y);
+    } else if (op == "reciprocal") {
+      vdivps(y, cst(1.f), x);
     } else if (op == "exp") {
       exp16(y, x);
     } else {  // sigmoid: fm::sigmoid_n
