@@ -615,8 +615,8 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
   int64_t max_iter = at.get_int("max_iter");
   if (max_iter < 0) max_iter = 10 * n;
   const int tpr = lanes_for(n, m.col.numel(), method == Method::cg ? 8 : 2);
-  // CG's step has a grid of its own: it holds more blocks than BiCGSTAB's kernels (on the
-  // H200 6 a multiprocessor against 5), and a one-wave grid of 5 ran 0.83 waves of it.
+  // CG's step has a grid of its own: it holds a different number of blocks a multiprocessor
+  // than BiCGSTAB's kernels (its registers), and each grid is sized by its own occupancy.
   // Threads for one round over the rows: with one lane a row, a thread takes two rows.
   const int64_t need = (n * tpr / (tpr == 1 ? 2 : 1) + kBlock - 1) / kBlock;
   const int grid = balanced_grid(

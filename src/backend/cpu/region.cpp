@@ -551,15 +551,21 @@ struct Compiled {
 // Replaces each run of two or more consecutive f32 steps that region_jit generates code for
 // by one step running that code; it writes the run's values that later steps, outputs or
 // reductions read. (Where it generates none, the steps stay for pair_steps.)
-void jit_steps(Compiled& c) {
-  std::vector<int> reads(c.slots.size(), 0), as_output(c.slots.size(), 0);
+// Per slot: the steps that read it, plus `outside` for each output or reduction reading it.
+std::vector<int> slot_reads(const Compiled& c, int outside) {
+  std::vector<int> reads(c.slots.size(), 0);
   for (const Step& st : c.steps)
     for (int v : st.in) ++reads[size_t(v)];
-  for (const OutputDesc& o : c.outputs) {
-    ++reads[size_t(o.slot)];
+  for (const OutputDesc& o : c.outputs) reads[size_t(o.slot)] += outside;
+  for (const ReductionDesc& r : c.reductions) reads[size_t(r.src)] += outside;
+  return reads;
+}
+
+void jit_steps(Compiled& c) {
+  const std::vector<int> reads = slot_reads(c, 1);
+  std::vector<int> as_output(c.slots.size(), 0);
+  for (const OutputDesc& o : c.outputs)
     if (o.reduction < 0) ++as_output[size_t(o.slot)];
-  }
-  for (const ReductionDesc& r : c.reductions) ++reads[size_t(r.src)];
   auto fits = [](const Step& st) {
     return st.floats && !st.op.empty() && jit::supports(st.op) && !st.in.empty();
   };
@@ -613,11 +619,8 @@ void jit_steps(Compiled& c) {
 // Merges each cheap f32 step into the next step that is its value's only reader (a body
 // output, a reduced value or a value read twice keeps its own step).
 void pair_steps(Compiled& c) {
-  std::vector<int> reads(c.slots.size(), 0), maker(c.slots.size(), -1);
-  for (const Step& st : c.steps)
-    for (int v : st.in) ++reads[size_t(v)];
-  for (const OutputDesc& o : c.outputs) reads[size_t(o.slot)] += 2;
-  for (const ReductionDesc& r : c.reductions) reads[size_t(r.src)] += 2;
+  const std::vector<int> reads = slot_reads(c, 2);  // an output is never a single read
+  std::vector<int> maker(c.slots.size(), -1);
   std::vector<uint8_t> gone(c.steps.size(), 0);
   for (size_t j = 0; j < c.steps.size(); ++j) {
     Step& outer = c.steps[j];

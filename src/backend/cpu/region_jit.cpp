@@ -387,32 +387,24 @@ Code compile(const Run& run, const std::vector<bool>& stream_outputs) {
   }
   // Bodies repeat (a model's layers, a train step's forward and backward): one copy of the
   // code per distinct run, kept while some region holds it.
+  // The functions of a cached holder, and the holder while some region keeps it.
+  struct Cached {
+    RunFn plain, stream;
+    std::weak_ptr<const void> holder;
+  };
   static std::mutex mu;
-  static std::unordered_map<std::string, std::weak_ptr<const void> > cache;
-  static std::unordered_map<std::string, Code> fns;  // the functions of a cached holder
+  static std::unordered_map<std::string, Cached> cache;
   const std::string key = key_of(run, stream_outputs);
   std::lock_guard lock(mu);
   auto it = cache.find(key);
   if (it != cache.end())
-    if (std::shared_ptr<const void> held = it->second.lock()) {
-      Code c = fns.at(key);
-      c.holder = std::move(held);
-      return c;
-    }
+    if (std::shared_ptr<const void> held = it->second.holder.lock())
+      return {it->second.plain, it->second.stream, std::move(held)};
   Code c = generate(run, stream_outputs);
   if (c.plain) {
-    if (cache.size() > 4096) {
-      for (auto e = cache.begin(); e != cache.end();) {
-        if (e->second.expired()) {
-          fns.erase(e->first);
-          e = cache.erase(e);
-        } else {
-          ++e;
-        }
-      }
-    }
-    cache[key] = c.holder;
-    fns[key] = {c.plain, c.stream, nullptr};
+    if (cache.size() > 4096)
+      std::erase_if(cache, [](const auto& e) { return e.second.holder.expired(); });
+    cache[key] = {c.plain, c.stream, c.holder};
   }
   return c;
 }
