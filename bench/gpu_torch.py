@@ -9,7 +9,10 @@ import torch.nn.functional as F
 
 p = argparse.ArgumentParser()
 p.add_argument("--runs", type=int, default=20)
-p.add_argument("--only", default="", help="'attention': stop after the attention cases")
+p.add_argument("--only", default="",
+               help="'attention': stop after the attention cases; 'gpt2': only the forwards")
+p.add_argument("--profile", action="store_true",
+               help="with --only gpt2: each forward's CUDA kernels under torch.profiler")
 args = p.parse_args()
 runs = args.runs
 if not torch.cuda.is_available():
@@ -33,41 +36,66 @@ def median_ms(f, *args):
     return times[len(times) // 2]
 
 
+def profile(name, f, *args):
+    from torch.profiler import ProfilerActivity, profile as prof
+    f(*args)
+    torch.cuda.synchronize()
+    with prof(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(4):
+            f(*args)
+        torch.cuda.synchronize()
+    print(f"# {name}: CUDA kernels over 4 runs")
+    print(p.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70))
+
+
 def both(name, f, *args):
     print(name, median_ms(f, *args), flush=True)
     try:
-        print(name + "_compiled", median_ms(torch.compile(f), *args), flush=True)
+        fc = torch.compile(f)
+        print(name + "_compiled", median_ms(fc, *args), flush=True)
+        if args_profile:
+            profile(name + "_compiled", fc, *args)
     except Exception as ex:  # torch.compile needs a working Triton
         print(f"# {name}: torch.compile failed: {ex}", file=sys.stderr)
 
 
-a = torch.rand(8192, 8192, device=dev, dtype=torch.bfloat16) * 2 - 1
-b = torch.rand(8192, 8192, device=dev, dtype=torch.bfloat16) * 2 - 1
-print("gemm_bf16", median_ms(torch.matmul, a, b), flush=True)
-del a, b
+args_profile = args.profile
 
-x = torch.rand(64 << 20, device=dev) * 2 - 1
+
+def skip(case):
+    return args.only == "gpt2" and case != "gpt2"
+
+
+if not skip("gemm"):
+    a = torch.rand(8192, 8192, device=dev, dtype=torch.bfloat16) * 2 - 1
+    b = torch.rand(8192, 8192, device=dev, dtype=torch.bfloat16) * 2 - 1
+    print("gemm_bf16", median_ms(torch.matmul, a, b), flush=True)
+    del a, b
 
 
 def chain(x):
     return torch.relu(torch.sigmoid(x * 0.5 + 0.1) * x - 0.2)
 
 
-both("chain", chain, x)
-del x
+if not skip("chain"):
+    x = torch.rand(64 << 20, device=dev) * 2 - 1
+    both("chain", chain, x)
+    del x
 
-for key, dt in (("attention", torch.bfloat16), ("attention_f32", torch.float32)):
-    q, k, v = (torch.rand(8, 12, 1024, 64, device=dev, dtype=dt) for _ in range(3))
-    print(key, median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)), flush=True)
+if not skip("attention"):
+    for key, dt in (("attention", torch.bfloat16), ("attention_f32", torch.float32)):
+        q, k, v = (torch.rand(8, 12, 1024, 64, device=dev, dtype=dt) for _ in range(3))
+        print(key, median_ms(lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True)),
+              flush=True)
 
-# The backward alone: dq, dk, dv of SDPA for a given dy (the forward is not timed).
-q, k, v = (torch.rand(8, 12, 1024, 64, device=dev, dtype=torch.bfloat16, requires_grad=True)
-           for _ in range(3))
-out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-dy = torch.rand_like(out)
-print("attention_grad",
-      median_ms(lambda: torch.autograd.grad(out, (q, k, v), dy, retain_graph=True)), flush=True)
-del q, k, v, out, dy
+    # The backward alone: dq, dk, dv of SDPA for a given dy (the forward is not timed).
+    q, k, v = (torch.rand(8, 12, 1024, 64, device=dev, dtype=torch.bfloat16, requires_grad=True)
+               for _ in range(3))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    dy = torch.rand_like(out)
+    print("attention_grad",
+          median_ms(lambda: torch.autograd.grad(out, (q, k, v), dy, retain_graph=True)), flush=True)
+    del q, k, v, out, dy
 if args.only == "attention":
     sys.exit(0)
 
@@ -119,6 +147,8 @@ with torch.no_grad():
             return model(t)
 
     both("gpt2_bf16", bf16, tokens)
+if args.only == "gpt2":
+    sys.exit(0)
 
 
 # The AMP-bf16 train step with AdamW: forward and backward under autocast, the optimizer

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "backend/cuda/dnn.h"
 #include "rlx/cuda.h"
 #include "rlx/rlx.h"
 #include "support/consistency.h"
@@ -62,6 +63,52 @@ TEST(CudaAttention, TensorCorePathMatchesTheCpu) {
     EXPECT_LE(worst, tol * std::max(scale, 1.0))
         << dtype_name(c.dt) << " q " << ints_str(c.q) << " k " << ints_str(c.k) << " " << c.mask;
   }
+}
+
+// A transformer's attention (f16 / bf16, head dim 64, causal or none, bshd read in place)
+// runs on cuDNN's flash attention where the build has cuDNN, attention_lse's statistics
+// with it, and attention_grad reads both: all against the CPU.
+TEST(CudaAttention, CudnnPathTakesTransformerShapes) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
+#ifndef RLX_HAVE_CUDNN
+  GTEST_SKIP() << "this build has no cuDNN";
+#endif
+  for (DType dt : {DType::bf16, DType::f16})
+    for (const char* mask : {"causal", "none"})
+      for (const char* layout : {"bhsd", "bshd"}) {
+        std::vector<int64_t> shape = std::string(layout) == "bhsd"
+                                         ? std::vector<int64_t>{2, 4, 256, 64}
+                                         : std::vector<int64_t>{2, 256, 4, 64};
+        Graph g("attn_lse");
+        Value q = g.input("q", {dt, to_shape(shape)}), k = g.input("k", {dt, to_shape(shape)}),
+              v = g.input("v", {dt, to_shape(shape)});
+        Value dy = g.input("dy", {dt, to_shape(shape)});
+        Attrs attrs{{"mask", mask}, {"layout", layout}};
+        auto outs = g.apply("attention_lse", {q, k, v}, attrs);
+        g.output(outs[0]);
+        g.output(outs[1]);
+        // The backward reading cuDNN's output and statistics instead of its own forward.
+        for (Value t : g.apply("attention_grad", {q, k, v, dy, outs[0], outs[1]}, attrs))
+          g.output(t);
+        std::vector<Tensor> in{random_tensor(dt, shape, 1), random_tensor(dt, shape, 2),
+                               random_tensor(dt, shape, 3), random_tensor(dt, shape, 4)};
+        auto want = Session().compile(g).run(in);
+        int64_t before = gpu::cudnn_attention_runs();
+        auto got = Session(Device::cuda()).compile(g).run(in);
+        EXPECT_EQ(gpu::cudnn_attention_runs(), before + 1) << dtype_name(dt) << " " << mask;
+        const char* names[] = {"y", "lse", "dq", "dk", "dv"};
+        for (size_t o = 0; o < 5; ++o) {
+          std::vector<double> a = values(got[o]), b = values(want[o]);
+          ASSERT_EQ(a.size(), b.size());
+          double worst = 0, scale = 0;
+          for (size_t i = 0; i < a.size(); ++i) {
+            worst = std::max(worst, std::abs(a[i] - b[i]));
+            scale = std::max(scale, std::abs(b[i]));
+          }
+          EXPECT_LE(worst, 3e-2 * std::max(scale, 1.0))
+              << names[o] << " " << dtype_name(dt) << " " << mask << " " << layout;
+        }
+      }
 }
 
 // attention_grad with f16 / bf16 and head dim 64 takes the tensor-core passes

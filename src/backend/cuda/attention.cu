@@ -10,6 +10,7 @@
 #include <cuda/std/limits>
 
 #include "backend/cuda/copy.h"
+#include "backend/cuda/dnn.h"
 #include "backend/cuda/families.h"
 #include "backend/cuda/flash.cuh"
 #include "backend/cuda/flash_grad.cuh"
@@ -168,6 +169,11 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
       auto p = [](const Tensor& t) {
         return t.defined() ? static_cast<const T*>(t.data()) : nullptr;
       };
+      // cuDNN's flash attention (wgmma) where it takes the problem: no bias, no window.
+      if constexpr (is_half_v<T>)
+        if (!bb.defined() && g.window == 0 &&
+            cudnn_attention(qb, kb, vb, y, lse, g.scale, g.causal, s))
+          return;
       if constexpr (is_half_v<T> || std::is_same_v<T, float>) {
         if (flash_fits(qb, kb, vb, g)) {
           flash::Params fp{qb.data(),

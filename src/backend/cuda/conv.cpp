@@ -16,10 +16,10 @@
 // unlike the direct sum the CPU computes. A problem cuDNN does not take (no algorithm, or
 // sizes past its 32-bit limits) runs the CPU kernel on host copies.
 #include "backend/cuda/cuda_util.h"
+#include "backend/cuda/dnn.h"
 #include "backend/cuda/families.h"
 
 #ifdef RLX_HAVE_CUDNN
-#include <cudnn.h>
 
 #include <algorithm>
 #include <array>
@@ -44,22 +44,7 @@ namespace rlx::gpu {
 
 namespace {
 
-void check_dnn(cudnnStatus_t s, const char* call) {
-  if (s == CUDNN_STATUS_SUCCESS) return;
-  char detail[512] = {};
-  cudnnGetLastErrorString(detail, sizeof detail);
-  std::string msg = cat("[cudnn] expected ", call, " to succeed, got ", cudnnGetErrorString(s));
-  if (detail[0]) msg += cat(" (", detail, ")");
-  if (s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
-      s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
-    throw OutOfMemory(msg);
-  throw DeviceError(msg);
-}
-#define RLX_DNN(call) check_dnn((call), #call)
-
-bool not_supported(cudnnStatus_t s) {
-  return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED;
-}
+using dnn::not_supported;
 
 // The largest workspace an algorithm may ask for; the heuristics list others too.
 constexpr size_t kMaxWorkspace = size_t(1) << 30;
@@ -122,23 +107,10 @@ struct Plan {
   }
 };
 
-// A handle per device, made on first use; the plans made on it.
-struct DnnState {
-  cudnnHandle_t handle = nullptr;
-  std::mutex mu;  // the handle's stream is set per call: one call at a time
-  std::map<std::vector<int64_t>, std::unique_ptr<Plan>> plans;
-};
-
-DnnState& dnn_state(Device d) {
-  static std::array<std::once_flag, 64> once;
-  static std::array<DnnState*, 64> states{};
-  std::call_once(once[size_t(d.index)], [&] {
-    RLX_CUDA(cudaSetDevice(d.index));
-    auto* s = new DnnState;  // kept for the process, as the device's buffers are
-    RLX_DNN(cudnnCreate(&s->handle));
-    states[size_t(d.index)] = s;
-  });
-  return *states[size_t(d.index)];
+// The plans made on a device's handle (guarded by the handle's mutex).
+std::map<std::vector<int64_t>, std::unique_ptr<Plan>>& plans(Device d) {
+  static std::array<std::map<std::vector<int64_t>, std::unique_ptr<Plan>>, 64> all;
+  return all[size_t(d.index)];
 }
 
 cudnnDataType_t dnn_type(DType t) {
@@ -185,8 +157,8 @@ std::vector<Plan::Algo> rank_algos(const Problem& p, const Plan& plan, cudnnHand
     status = cudnnGetConvolutionBackwardDataAlgorithm_v7(h, plan.filter, plan.out, plan.conv,
                                                          plan.in, kCount, &found, perf.data());
   if (not_supported(status)) return {};
-  check_dnn(status, kFwd ? "cudnnGetConvolutionForwardAlgorithm_v7"
-                         : "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+  dnn::check(status, kFwd ? "cudnnGetConvolutionForwardAlgorithm_v7"
+                          : "cudnnGetConvolutionBackwardDataAlgorithm_v7");
   bool exact_f32 = p.dtype == DType::f32 && !tf32();
   std::vector<Plan::Algo> algos;
   for (int i = 0; i < found; ++i) {
@@ -260,12 +232,13 @@ std::unique_ptr<Plan> make_plan(const Problem& p, cudnnHandle_t h) {
 // conv_transpose(out) + beta * in). False when cuDNN takes none of its algorithms.
 bool run_problem(const Problem& p, const void* in, const void* w, void* out, bool accumulate,
                  Device dev, cudaStream_t stream) {
-  DnnState& st = dnn_state(dev);
+  dnn::Handle& st = dnn::handle(dev);
   std::lock_guard lock(st.mu);
-  auto it = st.plans.find(p.key());
-  if (it == st.plans.end()) {
-    if (st.plans.size() >= 1024) st.plans.clear();
-    it = st.plans.emplace(p.key(), make_plan(p, st.handle)).first;
+  auto& made = plans(dev);
+  auto it = made.find(p.key());
+  if (it == made.end()) {
+    if (made.size() >= 1024) made.clear();
+    it = made.emplace(p.key(), make_plan(p, st.handle)).first;
   }
   Plan& plan = *it->second;
   RLX_DNN(cudnnSetStream(st.handle, stream));
@@ -291,7 +264,7 @@ bool run_problem(const Problem& p, const void* in, const void* w, void* out, boo
       plan.algos.erase(plan.algos.begin());
       continue;
     }
-    check_dnn(s, p.transpose ? "cudnnConvolutionBackwardData" : "cudnnConvolutionForward");
+    dnn::check(s, p.transpose ? "cudnnConvolutionBackwardData" : "cudnnConvolutionForward");
     return true;
   }
   return false;
