@@ -83,6 +83,23 @@ __global__ void binary_scalar(const T* a, const T* s, U* y, int64_t n, Op op) {
   auto c = load(*s);
   RLX_GRID_STRIDE(i, n) y[i] = store<U>(kScalarFirst ? op(c, load(a[i])) : op(load(a[i]), c));
 }
+// Operands made of rows of `inner` contiguous elements, each at its own row stride (0: one
+// row for all, as a broadcast bias or position table): 16 bytes a load, one division per
+// vector (H200, GPT-2's [8, 1024, 768] + [1024, 768] f32: 42 -> 14 us).
+template <class T, class U, class Op>
+__global__ void binary_rows(const T* a, const T* b, U* y, int64_t n, int64_t inner, int64_t sa,
+                            int64_t sb, int64_t sy, Op op) {
+  constexpr int V = kVec<T, U>;
+  RLX_GRID_STRIDE(i, n / V) {
+    int64_t e = i * V, row = e / inner, c = e - row * inner;
+    Vec<T, V> va = *reinterpret_cast<const Vec<T, V>*>(a + row * sa + c);
+    Vec<T, V> vb = *reinterpret_cast<const Vec<T, V>*>(b + row * sb + c);
+    Vec<U, V> r;
+#pragma unroll
+    for (int k = 0; k < V; ++k) r.v[k] = store<U>(op(load(va.v[k]), load(vb.v[k])));
+    *reinterpret_cast<Vec<U, V>*>(y + row * sy + c) = r;
+  }
+}
 template <class T, class U, class Op>
 __global__ void binary_strided(const T* a, const T* b, U* y, int64_t n, Indexer<3> ix, Op op) {
   RLX_GRID_STRIDE(i, n) {
@@ -180,7 +197,14 @@ void binary_kernel(const KernelContext& ctx, Ins in, Outs out) {
       } else {
         Tensor ab = a.broadcast_to(y.shape()), bb = b.broadcast_to(y.shape());
         auto ix = make_indexer<3>(y.shape(), {&y.strides(), &ab.strides(), &bb.strides()});
-        binary_strided<T, U, Op><<<blocks_for(n), kThreads, 0, s>>>(ap, bp, yp, n, ix, Op{});
+        const int64_t inner = ix.size[ix.rank - 1];
+        bool rows = ix.rank == 2 && inner % V == 0 && aligned<V>(ap, bp, yp);
+        for (int k = 0; k < 3 && rows; ++k) rows = ix.stride[k][1] == 1 && ix.stride[k][0] % V == 0;
+        if (rows)
+          binary_rows<T, U, Op><<<blocks_for(n, V), kThreads, 0, s>>>(
+              ap, bp, yp, n, inner, ix.stride[1][0], ix.stride[2][0], ix.stride[0][0], Op{});
+        else
+          binary_strided<T, U, Op><<<blocks_for(n), kThreads, 0, s>>>(ap, bp, yp, n, ix, Op{});
       }
       RLX_CUDA_LAUNCHED("binary elementwise kernel");
     }
