@@ -109,6 +109,28 @@ TEST(CudaAttention, CudnnPathTakesTransformerShapes) {
       }
 }
 
+// Fewer queries than keys (a prompt's continuation over a longer cache): the causal mask is
+// aligned bottom-right, on cuDNN's path too.
+TEST(CudaAttention, CudnnPathAlignsTheCausalMaskBottomRight) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
+#ifndef RLX_HAVE_CUDNN
+  GTEST_SKIP() << "this build has no cuDNN";
+#endif
+  std::vector<int64_t> qs{2, 3, 96, 64}, ks{2, 3, 256, 64};
+  Graph g("attn");
+  Value q = g.input("q", {DType::bf16, to_shape(qs)}),
+        k = g.input("k", {DType::bf16, to_shape(ks)}),
+        v = g.input("v", {DType::bf16, to_shape(ks)});
+  g.output(g.apply("attention", {q, k, v}, {{"mask", "causal"}})[0]);
+  std::vector<Tensor> in{random_tensor(DType::bf16, qs, 1), random_tensor(DType::bf16, ks, 2),
+                         random_tensor(DType::bf16, ks, 3)};
+  Tensor want = Session().compile(g).run(in)[0];
+  int64_t before = gpu::cudnn_attention_runs();
+  Tensor got = Session(Device::cuda()).compile(g).run(in)[0];
+  EXPECT_EQ(gpu::cudnn_attention_runs(), before + 1);
+  EXPECT_LE(scaled_error(got, want), 2e-2);
+}
+
 // attention_grad with f16 / bf16 and head dim 64 takes the tensor-core passes
 // (flash_grad.cuh): against the CPU's attention_grad over the same masks and raggedness,
 // rows that see no key, broadcast k / v and the dispatch to that path's shapes.

@@ -2,7 +2,7 @@
 // the problem: on sm_90 its wgmma kernels run the GPT-2-small forward's attention in ~46 us
 // per layer against ~98 for flash.cuh's mma.sync kernel. The op graph is cuDNN's SDPA
 // pattern, built through the backend API (cudnn_graph.h):
-//   S = Q K^T (f32) -> * scale -> causal: select(row >= col, S, -inf)
+//   S = Q K^T (f32) -> * scale -> causal: select(row + sk - sq >= col, S, -inf)
 //     -> softmax (max, sub, exp, sum, div; stats = max + log(sum)) -> O = P V.
 // Plans are made once per problem (shapes, strides, mask, scale) on its first run, which is
 // eager (program_graphs.cpp), and kept; a problem cuDNN declines is remembered, said once on
@@ -90,7 +90,7 @@ struct Problem {
 };
 
 // The graph's tensors with data: unique ids (the variant pack's too).
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kScale, kNegInf, kFirstVirtual = 100 };
+enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kScale, kNegInf, kSk, kSq, kFirstVirtual = 100 };
 
 // The descriptors of one op graph, kept alive until its plan is made.
 struct Builder {
@@ -190,12 +190,20 @@ struct Builder {
     pointwise(CUDNN_POINTWISE_MUL, s0, &scale, s1);
     const Desc* s = &s1;
     if (p.causal) {
-      const Desc& row = scores(index_type);
-      pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, row, nullptr, CUDNN_DATA_FLOAT, 2);
+      const Desc* row = &scores(index_type);
+      pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, *row, nullptr, CUDNN_DATA_FLOAT, 2);
+      if (p.q[2] != p.k[2]) {  // aligned bottom-right: query i sits at key i + sk - sq
+        for (auto [mode, uid] : {std::pair{CUDNN_POINTWISE_ADD, kSk}, {CUDNN_POINTWISE_SUB, kSq}}) {
+          const Desc& n = tensor(index_type, {1, 1, 1, 1}, {1, 1, 1, 1}, uid, false, true);
+          const Desc& shifted = scores(index_type);
+          pointwise(mode, *row, &n, shifted, nullptr, index_type);
+          row = &shifted;
+        }
+      }
       const Desc& col = scores(index_type);
       pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, col, nullptr, CUDNN_DATA_FLOAT, 3);
       const Desc& seen = scores(CUDNN_DATA_BOOLEAN);
-      pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, seen, nullptr, CUDNN_DATA_BOOLEAN);
+      pointwise(CUDNN_POINTWISE_CMP_GE, *row, &col, seen, nullptr, CUDNN_DATA_BOOLEAN);
       const Desc& neg = tensor(CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, kNegInf, false, true);
       const Desc& masked = scores();
       pointwise(CUDNN_POINTWISE_BINARY_SELECT, s1, &neg, masked, &seen);
@@ -223,6 +231,7 @@ struct Builder {
 struct Plan {
   std::unique_ptr<Desc> plan;  // null: cuDNN declined the problem
   int64_t workspace = 0;
+  cudnnDataType_t index_type = CUDNN_DATA_INT32;  // of the graph's row and column indices
 };
 
 // The first of cuDNN's ranked engine configurations for the graph that makes a plan.
@@ -271,6 +280,7 @@ Plan make_plan(const Problem& p, cudnnHandle_t handle, std::string& why) {
         RLX_DNN(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
                                          CUDNN_TYPE_INT64, 1, &n, &out.workspace));
         out.plan = std::move(plan);
+        out.index_type = index_type;
         return out;
       }
     }
@@ -318,10 +328,10 @@ bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   p.type = q.dtype() == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   if (!dims4(q, p.q, p.qs) || !dims4(k, p.k, p.ks) || !dims4(v, p.v, p.vs) || !dims4(y, p.o, p.os))
     return false;
-  // cuDNN's flash kernels: head dims multiples of 8 up to 128, 16-byte aligned rows; its
-  // causal mask is aligned top-left, which is the op's (bottom-right) where sq == sk.
+  // cuDNN's flash kernels: head dims multiples of 8 up to 128, 16-byte aligned rows. A
+  // causal row that sees no key (sq > sk) would get cuDNN's uniform softmax, not the op's 0.
   int64_t d = p.q[3], dv = p.v[3];
-  if (d % 8 || dv % 8 || d > 128 || dv > 128 || (causal && p.q[2] != p.k[2])) return false;
+  if (d % 8 || dv % 8 || d > 128 || dv > 128 || (causal && p.q[2] > p.k[2])) return false;
   for (const Tensor* t : {&q, &k, &v, &y})
     if (reinterpret_cast<uintptr_t>(t->data()) % 16) return false;
   for (const auto* s : {&p.qs, &p.ks, &p.vs, &p.os})
@@ -360,9 +370,18 @@ bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   std::vector<int64_t> uids{kQ, kK, kV, kO, kScale};
   std::vector<void*> ptrs{const_cast<void*>(q.data()), const_cast<void*>(k.data()),
                           const_cast<void*>(v.data()), const_cast<void*>(y.data()), &scale32};
+  // The bottom-right shift's sizes, in the indices' type.
+  int32_t sk32 = int32_t(p.k[2]), sq32 = int32_t(p.q[2]);
+  float sk_f = float(p.k[2]), sq_f = float(p.q[2]);
+  bool ints = plan.index_type == CUDNN_DATA_INT32;
   if (causal) {
     uids.push_back(kNegInf);
     ptrs.push_back(&neg);
+    if (p.q[2] != p.k[2]) {
+      uids.insert(uids.end(), {kSk, kSq});
+      ptrs.insert(ptrs.end(), {ints ? static_cast<void*>(&sk32) : &sk_f,
+                               ints ? static_cast<void*>(&sq32) : &sq_f});
+    }
   }
   if (lse) {
     uids.push_back(kStats);
