@@ -17,10 +17,6 @@ using Outs = std::span<Tensor>;
 
 // Flat loops move 16 bytes per load (kVec elements of the widest operand type) when every
 // pointer is aligned for it; the tail goes element by element.
-template <class T, int V>
-struct alignas(sizeof(T) * V) Vec {
-  T v[V];
-};
 template <class... Ts>
 constexpr int kVec = 16 / std::max({sizeof(Ts)...});
 

@@ -121,6 +121,12 @@ void visit_bytes(size_t bytes, F&& f) {
   }
 }
 
+// V elements of T moved by one load or store (16 bytes or less).
+template <class T, int V>
+struct alignas(sizeof(T) * V) Vec {
+  T v[V];
+};
+
 // --- indexing ----------------------------------------------------------------------------
 
 constexpr int kMaxDims = 8;

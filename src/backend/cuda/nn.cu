@@ -408,16 +408,6 @@ __global__ void __launch_bounds__(kThreads, kPer <= 24 ? 3 : 2)
   }
 }
 
-// 16 bytes of T (V elements), and V elements of U, each moved by one instruction.
-template <class T>
-struct alignas(16) Pack16 {
-  T v[16 / sizeof(T)];
-};
-template <class U, int V>
-struct alignas(sizeof(U) * V) PackOf {
-  U v[V];
-};
-
 // add_norm_rows for rows of exactly kChunks 16-byte vectors a lane (n = 32 V kChunks) with
 // every pointer aligned to its vectors: lane holds vectors lane + 32 j, and each load or
 // store moves V elements (H200, GPT-2's [8192, 768] f32 rows with a residual and a bf16
@@ -428,9 +418,9 @@ __global__ void __launch_bounds__(kThreads, 3)
                      U* __restrict__ y0, const T* __restrict__ scale, const T* __restrict__ bias,
                      int64_t rows, int n, double eps) {
   using C = compute_t<T>;
-  using P = Pack16<T>;
   constexpr int V = 16 / sizeof(T);
-  using Q = PackOf<U, V>;
+  using P = Vec<T, V>;  // 16 bytes of x
+  using Q = Vec<U, V>;  // the same elements of y
   Group<false> g;
   const int lane = g.lane();
   for (int64_t r = g.first(); r < rows; r += g.stride()) {
