@@ -344,8 +344,9 @@ bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   Device dev = y.device();
   dnn::Handle& h = dnn::handle(dev);
   std::lock_guard lock(h.mu);
-  static std::array<std::map<std::vector<int64_t>, Plan>, 64> plans;
-  auto& made = plans[size_t(dev.index)];
+  // Kept for the process, as the handle is (no plan is destroyed after the runtime at exit).
+  static auto* plans = new std::array<std::map<std::vector<int64_t>, Plan>, 64>;
+  auto& made = (*plans)[size_t(dev.index)];
   auto it = made.find(p.key());
   if (it == made.end()) {  // kept for the process: captured CUDA Graphs run their kernels
     std::string why;

@@ -107,10 +107,11 @@ struct Plan {
   }
 };
 
-// The plans made on a device's handle (guarded by the handle's mutex).
+// The plans made on a device's handle (guarded by the handle's mutex), kept for the process
+// as the handle is: no descriptor is destroyed after the CUDA runtime at exit.
 std::map<std::vector<int64_t>, std::unique_ptr<Plan>>& plans(Device d) {
-  static std::array<std::map<std::vector<int64_t>, std::unique_ptr<Plan>>, 64> all;
-  return all[size_t(d.index)];
+  static auto* all = new std::array<std::map<std::vector<int64_t>, std::unique_ptr<Plan>>, 64>;
+  return (*all)[size_t(d.index)];
 }
 
 cudnnDataType_t dnn_type(DType t) {
