@@ -344,11 +344,13 @@ bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   Device dev = y.device();
   dnn::Handle& h = dnn::handle(dev);
   std::lock_guard lock(h.mu);
-  // Kept for the process, as the handle is (no plan is destroyed after the runtime at exit).
+  // Kept for the process, as the handle is: captured CUDA Graphs run the plans' kernels, and
+  // no plan is destroyed after the CUDA runtime at exit.
   static auto* plans = new std::array<std::map<std::vector<int64_t>, Plan>, 64>;
   auto& made = (*plans)[size_t(dev.index)];
-  auto it = made.find(p.key());
-  if (it == made.end()) {  // kept for the process: captured CUDA Graphs run their kernels
+  const std::vector<int64_t> key = p.key();
+  auto it = made.find(key);
+  if (it == made.end()) {
     std::string why;
     Plan plan;
     try {
@@ -360,7 +362,7 @@ bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
       std::fprintf(stderr, "rlx: cuDNN declined attention [%lld, %lld, %lld, %lld]: %s\n",
                    (long long)p.q[0], (long long)p.q[1], (long long)p.q[2], (long long)p.q[3],
                    why.c_str());
-    it = made.emplace(p.key(), std::move(plan)).first;
+    it = made.emplace(key, std::move(plan)).first;
   }
   const Plan& plan = it->second;
   if (!plan.plan) return false;
