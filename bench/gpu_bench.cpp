@@ -173,26 +173,39 @@ int main(int argc, char** argv) {
           bf ? "attention" : "attention_f32", extra);
     }
     // The backward (attention_grad: dq, dk, dv from q, k, v, dy), bf16, on [b, h, s, d]
-    // and on [b, s, h, d] as projections leave them (layout bshd, the GPT-2 train step's).
-    for (const char* layout : {"bhsd", "bshd"}) {
-      bool bshd = std::string(layout) == "bshd";
+    // and on [b, s, h, d] as projections leave them (layout bshd, the GPT-2 train step's):
+    // reading attention_lse's output and statistics, as a train step and PyTorch's backward
+    // do, and (bhsd) without them, running the forward again.
+    for (const char* layout : {"bhsd", "bshd", "bhsd-recompute"}) {
+      bool bshd = std::string(layout) == "bshd", saved = std::string(layout) != "bhsd-recompute";
       std::vector<int64_t> shape =
           bshd ? std::vector<int64_t>{8, 1024, 12, 64} : std::vector<int64_t>{8, 12, 1024, 64};
-      Graph g("attn_grad");
+      Attrs attrs{{"mask", "causal"}, {"layout", bshd ? "bshd" : "bhsd"}};
       TensorType ty{DType::bf16, to_shape(shape)};
-      Value q = g.input("q", ty), k = g.input("k", ty), v = g.input("v", ty),
-            dy = g.input("dy", ty);
-      for (Value o :
-           g.apply("attention_grad", {q, k, v, dy}, {{"mask", "causal"}, {"layout", layout}}))
-        g.output(o);
-      CompiledGraph cg = s.compile(g);
       std::vector<Tensor> in;
       for (uint64_t i = 0; i < 4; ++i) in.push_back(random_on_gpu(DType::bf16, shape, 20 + i));
+      Graph g("attn_grad");
+      Value q = g.input("q", ty), k = g.input("k", ty), v = g.input("v", ty),
+            dy = g.input("dy", ty);
+      std::vector<Value> args{q, k, v, dy};
+      if (saved) {  // y and lse from one forward, made here
+        Graph f("attn_lse");
+        Value fq = f.input("q", ty), fk = f.input("k", ty), fv = f.input("v", ty);
+        for (Value o : f.apply("attention_lse", {fq, fk, fv}, attrs)) f.output(o);
+        std::vector<Tensor> fwd = s.compile(f).run(std::vector<Tensor>{in[0], in[1], in[2]});
+        args.push_back(g.input("y", ty));
+        args.push_back(g.input("lse", {DType::f32, to_shape({8, 12, 1024})}));
+        in.insert(in.end(), fwd.begin(), fwd.end());
+      }
+      for (Value o : g.apply("attention_grad", args, attrs)) g.output(o);
+      CompiledGraph cg = s.compile(g);
       double ms = median_ms(cg, in, runs);
       double flops = 2.5 * 4.0 * 8 * 12 * 1024 * 1024 * 64 / 2;  // FlashAttention's count
       std::snprintf(extra, sizeof extra, "   %.0f TFLOP/s", flops / (ms * 1e-3) / 1e12);
-      row(bshd ? "attention_grad causal bf16 bshd" : "attention_grad causal bf16", ms, t,
-          bshd ? "" : "attention_grad", extra);
+      row(!saved ? "attention_grad causal bf16, recomputing the forward"
+          : bshd ? "attention_grad causal bf16 bshd"
+                 : "attention_grad causal bf16",
+          ms, t, saved && !bshd ? "attention_grad" : "", extra);
     }
   }
 

@@ -99,12 +99,21 @@ TEST(CudaAttention, CudnnPathTakesTransformerShapes) {
         std::vector<Tensor> in{random_tensor(dt, shape, 1), random_tensor(dt, shape, 2),
                                random_tensor(dt, shape, 3), random_tensor(dt, shape, 4)};
         auto want = Session().compile(g).run(in);
-        int64_t before = gpu::cudnn_attention_runs();
-        auto got = Session(Device::cuda()).compile(g).run(in);
+        int64_t before = gpu::cudnn_attention_runs(),
+                before_grad = gpu::cudnn_attention_grad_runs();
+        CompiledGraph cuda = Session(Device::cuda()).compile(g);
+        auto got = cuda.run(in);
         EXPECT_EQ(gpu::cudnn_attention_runs(), before + 1) << dtype_name(dt) << " " << mask;
+        EXPECT_EQ(gpu::cudnn_attention_grad_runs(), before_grad + 1)
+            << dtype_name(dt) << " " << mask << " " << layout;
         const char* names[] = {"y", "lse", "dq", "dk", "dv"};
         for (size_t o = 0; o < 5; ++o)
           EXPECT_LE(scaled_error(got[o], want[o]), 3e-2)
+              << names[o] << " " << dtype_name(dt) << " " << mask << " " << layout;
+        // The backward is cuDNN's deterministic variant: a second run repeats it bit for bit.
+        auto again = cuda.run(in);
+        for (size_t o = 2; o < 5; ++o)
+          EXPECT_EQ(bytes_of(again[o]), bytes_of(got[o]))
               << names[o] << " " << dtype_name(dt) << " " << mask << " " << layout;
       }
 }
@@ -120,15 +129,21 @@ TEST(CudaAttention, CudnnPathAlignsTheCausalMaskBottomRight) {
   Graph g("attn");
   Value q = g.input("q", {DType::bf16, to_shape(qs)}),
         k = g.input("k", {DType::bf16, to_shape(ks)}),
-        v = g.input("v", {DType::bf16, to_shape(ks)});
-  g.output(g.apply("attention", {q, k, v}, {{"mask", "causal"}})[0]);
+        v = g.input("v", {DType::bf16, to_shape(ks)}),
+        dy = g.input("dy", {DType::bf16, to_shape(qs)});
+  Attrs causal{{"mask", "causal"}};
+  auto fwd = g.apply("attention_lse", {q, k, v}, causal);
+  g.output(fwd[0]);
+  for (Value t : g.apply("attention_grad", {q, k, v, dy, fwd[0], fwd[1]}, causal)) g.output(t);
   std::vector<Tensor> in{random_tensor(DType::bf16, qs, 1), random_tensor(DType::bf16, ks, 2),
-                         random_tensor(DType::bf16, ks, 3)};
-  Tensor want = Session().compile(g).run(in)[0];
-  int64_t before = gpu::cudnn_attention_runs();
-  Tensor got = Session(Device::cuda()).compile(g).run(in)[0];
+                         random_tensor(DType::bf16, ks, 3), random_tensor(DType::bf16, qs, 4)};
+  auto want = Session().compile(g).run(in);
+  int64_t before = gpu::cudnn_attention_runs(), before_grad = gpu::cudnn_attention_grad_runs();
+  auto got = Session(Device::cuda()).compile(g).run(in);
   EXPECT_EQ(gpu::cudnn_attention_runs(), before + 1);
-  EXPECT_LE(scaled_error(got, want), 2e-2);
+  EXPECT_EQ(gpu::cudnn_attention_grad_runs(), before_grad + 1);
+  const char* names[] = {"y", "dq", "dk", "dv"};
+  for (size_t o = 0; o < 4; ++o) EXPECT_LE(scaled_error(got[o], want[o]), 3e-2) << names[o];
 }
 
 // attention_grad with f16 / bf16 and head dim 64 takes the tensor-core passes

@@ -405,6 +405,11 @@ void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
       in.size() == 6 && in[5].is_contiguous() && in[4].is_contiguous() && aligned({&in[4]});
   const Tensor* y_in = saved ? &in[4] : nullptr;
   const Tensor* lse_in = saved ? &in[5] : nullptr;
+  // cuDNN's fused backward where it takes the problem (f16 / bf16, causal or no mask).
+  if (half && in.size() == 6 && vis.window == 0 &&
+      cudnn_attention_grad(q, k, v, view(in[4]), dy, in[5], view(out[0]), view(out[1]),
+                           view(out[2]), scale, vis.causal, s))
+    return;
   // bshd read in place: [b, s, h, 64] everywhere, nothing broadcast.
   if (bshd && half && d == 64 && dv == 64 && in[0].rank() == 4 &&
       aligned({&in[0], &in[1], &in[2], &in[3], &out[0], &out[1], &out[2]})) {

@@ -1,12 +1,16 @@
-// attention's forward through cuDNN's fused flash attention (f16 / bf16), where cuDNN takes
-// the problem: on sm_90 its wgmma kernels run the GPT-2-small forward's attention in ~46 us
-// per layer against ~98 for flash.cuh's mma.sync kernel. The op graph is cuDNN's SDPA
-// pattern, built through the backend API (cudnn_graph.h):
-//   S = Q K^T (f32) -> * scale -> causal: select(row + sk - sq >= col, S, -inf)
-//     -> softmax (max, sub, exp, sum, div; stats = max + log(sum)) -> O = P V.
+// attention's forward and backward through cuDNN's fused flash attention (f16 / bf16), where
+// cuDNN takes the problem: on sm_90 its wgmma kernels run the GPT-2-small forward's
+// attention in ~46 us per layer against ~98 for flash.cuh's mma.sync kernel. The op graphs
+// are cuDNN's SDPA patterns, built through the backend API (cudnn_graph.h):
+//   forward:  S = Q K^T (f32) -> * scale -> causal: select(row + sk - sq >= col, S, -inf)
+//             -> softmax (max, sub, exp, sum, div; stats = max + log(sum)) -> O = P V;
+//   backward: from the forward's O and statistics, P = exp(S - stats) (S as above),
+//             dV = P^T dO, dS = P (dO V^T - rowsum(dO O)) * scale, dK = dS^T Q, dQ = dS K,
+//             dQ written directly (no f32 accumulator with atomic adds): cuDNN's
+//             deterministic variant, so a step repeats bit for bit as flash_grad.cuh's does.
 // Plans are made once per problem (shapes, strides, mask, scale) on its first run, which is
 // eager (program_graphs.cpp), and kept; a problem cuDNN declines is remembered, said once on
-// stderr, and runs flash.cuh's kernel. RLX_CUDNN_ATTENTION=0 turns the path off.
+// stderr, and runs flash.cuh's kernels. RLX_CUDNN_ATTENTION=0 turns the path off.
 #include "backend/cuda/dnn.h"
 
 #ifdef RLX_HAVE_CUDNN
@@ -73,30 +77,59 @@ class Desc {
   cudnnBackendDescriptor_t d_ = nullptr;
 };
 
-// One problem: [b, h, s, d] views of q, k, v and the output with their strides
-// (elements), the mask, the scale, and whether the statistics are stored.
+// A [b, h, s, d] view: dims and strides (elements).
+struct View {
+  std::array<int64_t, 4> dims, strides;
+  std::vector<int64_t> d() const { return {dims.begin(), dims.end()}; }
+  std::vector<int64_t> s() const { return {strides.begin(), strides.end()}; }
+  // The last two dims swapped (K^T, V^T read in place).
+  View t() const {
+    return {{dims[0], dims[1], dims[3], dims[2]}, {strides[0], strides[1], strides[3], strides[2]}};
+  }
+};
+
+// One problem: the views of q, k, v and the forward's output, the backward's dO and
+// gradients, the mask, the scale, and whether the statistics are stored (forward).
 struct Problem {
   cudnnDataType_t type;
-  std::array<int64_t, 4> q, k, v, o, qs, ks, vs, os;  // dims, then strides
-  bool causal, stats;
-  float scale;
+  bool backward = false, causal = false, stats = false;
+  float scale = 1;
+  View q, k, v, o, d_o, dq, dk, dv;
 
   std::vector<int64_t> key() const {
-    std::vector<int64_t> key{int64_t(type), causal, stats, int64_t(std::bit_cast<uint32_t>(scale))};
-    for (const auto* a : {&q, &k, &v, &o, &qs, &ks, &vs, &os})
-      key.insert(key.end(), a->begin(), a->end());
+    std::vector<int64_t> key{int64_t(type), backward, causal, stats,
+                             int64_t(std::bit_cast<uint32_t>(scale))};
+    for (const View* a : {&q, &k, &v, &o, &d_o, &dq, &dk, &dv}) {
+      key.insert(key.end(), a->dims.begin(), a->dims.end());
+      key.insert(key.end(), a->strides.begin(), a->strides.end());
+    }
     return key;
   }
 };
 
 // The graph's tensors with data: unique ids (the variant pack's too).
-enum Uid : int64_t { kQ = 1, kK, kV, kO, kStats, kScale, kNegInf, kSk, kSq, kFirstVirtual = 100 };
+enum Uid : int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kScale,
+  kNegInf,
+  kSk,
+  kSq,
+  kDO,
+  kDQ,
+  kDK,
+  kDV,
+  kOne,
+  kFirstVirtual = 100
+};
 
 // The descriptors of one op graph, kept alive until its plan is made.
 struct Builder {
   const Problem& p;
-  cudnnDataType_t index_type;  // GEN_INDEX's output: INT32 (newer graphs) or FLOAT
-  std::deque<Desc> keep;       // the descriptors handed out by reference stay put
+  std::deque<Desc> keep;  // the descriptors handed out by reference stay put
   std::vector<cudnnBackendDescriptor_t> ops;
   int64_t next_uid = kFirstVirtual;
 
@@ -116,11 +149,18 @@ struct Builder {
   }
   // An f32 (or `t`) intermediate of the scores' shape [b, h, sq, sk] or a row's [b, h, sq, 1].
   const Desc& scores(cudnnDataType_t t = CUDNN_DATA_FLOAT) {
-    int64_t b = p.q[0], h = p.q[1], sq = p.q[2], sk = p.k[2];
+    int64_t b = p.q.dims[0], h = p.q.dims[1], sq = p.q.dims[2], sk = p.k.dims[2];
     return tensor(t, {b, h, sq, sk}, {h * sq * sk, sq * sk, sk, 1}, next_uid++, true);
   }
+  // A by-value scalar input (scale, -inf, 1, the mask's sizes): one descriptor per uid.
+  std::map<int64_t, const Desc*> scalars;
+  const Desc& scalar(cudnnDataType_t t, int64_t uid) {
+    const Desc*& d = scalars[uid];
+    if (!d) d = &tensor(t, {1, 1, 1, 1}, {1, 1, 1, 1}, uid, false, true);
+    return *d;
+  }
   const Desc& rows(bool is_virtual = true, int64_t uid = 0) {
-    int64_t b = p.q[0], h = p.q[1], sq = p.q[2];
+    int64_t b = p.q.dims[0], h = p.q.dims[1], sq = p.q.dims[2];
     return tensor(CUDNN_DATA_FLOAT, {b, h, sq, 1}, {h * sq, sq, 1, 1}, uid ? uid : next_uid++,
                   is_virtual);
   }
@@ -171,48 +211,56 @@ struct Builder {
     add(std::move(op));
   }
 
-  // cuDNN's SDPA forward pattern (as its frontend emits it for cuDNN 9 before the
-  // single-node SDPA): the statistics are computed even when not stored.
-  void build() {
-    auto v4 = [](const std::array<int64_t, 4>& a) {
-      return std::vector<int64_t>(a.begin(), a.end());
-    };
-    const Desc& q = tensor(p.type, v4(p.q), v4(p.qs), kQ, false);
-    // K^T: [b, h, d, sk], the last two strides swapped.
-    const Desc& kt = tensor(p.type, {p.k[0], p.k[1], p.k[3], p.k[2]},
-                            {p.ks[0], p.ks[1], p.ks[3], p.ks[2]}, kK, false);
-    const Desc& v = tensor(p.type, v4(p.v), v4(p.vs), kV, false);
-    const Desc& o = tensor(p.type, v4(p.o), v4(p.os), kO, false);
-    const Desc& scale = tensor(CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, kScale, false, true);
+  void reshape(const Desc& x, const Desc& y) {
+    Desc op(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
+    op.desc(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, x).desc(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, y);
+    add(std::move(op));
+  }
+  // An operand of the problem with data.
+  const Desc& operand(const View& v, int64_t uid) {
+    return tensor(p.type, v.d(), v.s(), uid, false);
+  }
+
+  // Scaled scores, masked where the mask hides a key: S = Q K^T * scale, causal aligned
+  // bottom-right (query i sits at key i + sk - sq).
+  const Desc& masked_scores(const Desc& q, const Desc& kt) {
     const Desc& s0 = scores();
     matmul(q, kt, s0);
     const Desc& s1 = scores();
-    pointwise(CUDNN_POINTWISE_MUL, s0, &scale, s1);
-    const Desc* s = &s1;
-    if (p.causal) {
-      const Desc* row = &scores(index_type);
-      pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, *row, nullptr, CUDNN_DATA_FLOAT, 2);
-      if (p.q[2] != p.k[2]) {  // aligned bottom-right: query i sits at key i + sk - sq
-        for (auto [mode, uid] : {std::pair{CUDNN_POINTWISE_ADD, kSk}, {CUDNN_POINTWISE_SUB, kSq}}) {
-          const Desc& n = tensor(index_type, {1, 1, 1, 1}, {1, 1, 1, 1}, uid, false, true);
-          const Desc& shifted = scores(index_type);
-          pointwise(mode, *row, &n, shifted, nullptr, index_type);
-          row = &shifted;
-        }
+    pointwise(CUDNN_POINTWISE_MUL, s0, &scalar(CUDNN_DATA_FLOAT, kScale), s1);
+    if (!p.causal) return s1;
+    const cudnnDataType_t index_type = CUDNN_DATA_INT32;  // GEN_INDEX's, as cuDNN 9's frontend
+    const Desc* row = &scores(index_type);
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, *row, nullptr, CUDNN_DATA_FLOAT, 2);
+    if (p.q.dims[2] != p.k.dims[2]) {
+      for (auto [mode, uid] : {std::pair{CUDNN_POINTWISE_ADD, kSk}, {CUDNN_POINTWISE_SUB, kSq}}) {
+        const Desc& shifted = scores(index_type);
+        pointwise(mode, *row, &scalar(index_type, uid), shifted, nullptr, index_type);
+        row = &shifted;
       }
-      const Desc& col = scores(index_type);
-      pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, col, nullptr, CUDNN_DATA_FLOAT, 3);
-      const Desc& seen = scores(CUDNN_DATA_BOOLEAN);
-      pointwise(CUDNN_POINTWISE_CMP_GE, *row, &col, seen, nullptr, CUDNN_DATA_BOOLEAN);
-      const Desc& neg = tensor(CUDNN_DATA_FLOAT, {1, 1, 1, 1}, {1, 1, 1, 1}, kNegInf, false, true);
-      const Desc& masked = scores();
-      pointwise(CUDNN_POINTWISE_BINARY_SELECT, s1, &neg, masked, &seen);
-      s = &masked;
     }
+    const Desc& col = scores(index_type);
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, col, nullptr, CUDNN_DATA_FLOAT, 3);
+    const Desc& seen = scores(CUDNN_DATA_BOOLEAN);
+    pointwise(CUDNN_POINTWISE_CMP_GE, *row, &col, seen, nullptr, CUDNN_DATA_BOOLEAN);
+    const Desc& masked = scores();
+    pointwise(CUDNN_POINTWISE_BINARY_SELECT, s1, &scalar(CUDNN_DATA_FLOAT, kNegInf), masked, &seen);
+    return masked;
+  }
+
+  // cuDNN's SDPA forward pattern (as its frontend emits it for cuDNN 9 before the
+  // single-node SDPA): the statistics are computed even when not stored.
+  void build() {
+    if (p.backward) return build_backward();
+    const Desc& q = operand(p.q, kQ);
+    const Desc& kt = tensor(p.type, p.k.t().d(), p.k.t().s(), kK, false);
+    const Desc& v = operand(p.v, kV);
+    const Desc& o = operand(p.o, kO);
+    const Desc& s = masked_scores(q, kt);
     const Desc& m = rows();
-    reduce(CUDNN_REDUCE_TENSOR_MAX, *s, m);
+    reduce(CUDNN_REDUCE_TENSOR_MAX, s, m);
     const Desc& shifted = scores();
-    pointwise(CUDNN_POINTWISE_SUB, *s, &m, shifted);
+    pointwise(CUDNN_POINTWISE_SUB, s, &m, shifted);
     const Desc& e = scores();
     pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, e);
     const Desc& z = rows();
@@ -226,71 +274,115 @@ struct Builder {
     pointwise(CUDNN_POINTWISE_DIV, e, &z, prob);
     matmul(prob, v, o);
   }
+
+  // cuDNN's SDPA backward pattern (its frontend's, deterministic: dQ without an
+  // accumulator).
+  void build_backward() {
+    int64_t b = p.q.dims[0], h = p.q.dims[1], sq = p.q.dims[2], sk = p.k.dims[2];
+    int64_t dv = p.v.dims[3];
+    const Desc& q = operand(p.q, kQ);
+    const Desc& kt = tensor(p.type, p.k.t().d(), p.k.t().s(), kK, false);
+    const Desc& vt = tensor(p.type, p.v.t().d(), p.v.t().s(), kV, false);
+    const Desc& o = operand(p.o, kO);
+    const Desc& d_o = operand(p.d_o, kDO);
+    const Desc& one = scalar(CUDNN_DATA_FLOAT, kOne);
+    // rowsum(dO * O): the softmax's backward term.
+    const Desc& prod = tensor(CUDNN_DATA_FLOAT, {b, h, sq, dv}, {h * sq * dv, sq * dv, h * dv, 1},
+                              next_uid++, true);
+    pointwise(CUDNN_POINTWISE_MUL, d_o, &o, prod);
+    const Desc& dot = rows();
+    reduce(CUDNN_REDUCE_TENSOR_ADD, prod, dot);
+    const Desc& delta = rows();
+    pointwise(CUDNN_POINTWISE_MUL, dot, &one, delta);
+    // P = exp(S - stats), then dV = P^T dO.
+    const Desc& s = masked_scores(q, kt);
+    const Desc& shifted = scores();
+    pointwise(CUDNN_POINTWISE_SUB, s, &rows(false, kStats), shifted);
+    const Desc& prob = scores();
+    pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, prob);
+    auto transposed = [&](const Desc& x) -> const Desc& {  // [b, h, sk, sq] in the io type
+      const Desc& t =
+          tensor(p.type, {b, h, sk, sq}, {h * sq * sk, sq * sk, 1, sk}, next_uid++, true);
+      reshape(x, t);
+      return t;
+    };
+    matmul(transposed(prob), d_o, operand(p.dv, kDV));
+    // dS = P (dO V^T - delta) * scale, then dK = dS^T Q and dQ = dS K.
+    const Desc& dp = scores();
+    matmul(d_o, vt, dp);
+    const Desc& dp1 = scores();
+    pointwise(CUDNN_POINTWISE_MUL, dp, &one, dp1);
+    const Desc& dp2 = scores();
+    pointwise(CUDNN_POINTWISE_SUB, dp1, &delta, dp2);
+    const Desc& ds0 = scores();
+    pointwise(CUDNN_POINTWISE_MUL, dp2, &prob, ds0);
+    const Desc& ds = scores();
+    pointwise(CUDNN_POINTWISE_MUL, ds0, &scalar(CUDNN_DATA_FLOAT, kScale), ds);
+    matmul(transposed(ds), q, operand(p.dk, kDK));
+    const Desc& k = tensor(p.type, p.k.d(), p.k.s(), next_uid++, true);
+    reshape(kt, k);
+    matmul(ds, k, operand(p.dq, kDQ));
+  }
 };
 
 struct Plan {
   std::unique_ptr<Desc> plan;  // null: cuDNN declined the problem
   int64_t workspace = 0;
-  cudnnDataType_t index_type = CUDNN_DATA_INT32;  // of the graph's row and column indices
 };
 
-// The first of cuDNN's ranked engine configurations for the graph that makes a plan.
+// The first of cuDNN's ranked engine configurations (heuristics mode A) for the problem's
+// graph that makes a plan. (On the H200's cuDNN 9.14 the first one does, forward and
+// backward.)
 Plan make_plan(const Problem& p, cudnnHandle_t handle, std::string& why) {
   Plan out;
-  for (cudnnDataType_t index_type : {CUDNN_DATA_INT32, CUDNN_DATA_FLOAT}) {
-    Builder b{p, index_type};
-    b.build();
-    Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-    graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
-        .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(b.ops.size()),
-             b.ops.data());
-    if (cudnnStatus_t st = cudnnBackendFinalize(graph.get()); st != CUDNN_STATUS_SUCCESS) {
-      why = cat("the op graph: ", cudnnGetErrorString(st));
-      continue;
-    }
-    // Heuristics A, then B (its finer model) where A lists nothing.
-    for (cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_B}) {
-      Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-      heur.desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
-          .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
-      if (cudnnStatus_t st = cudnnBackendFinalize(heur.get()); st != CUDNN_STATUS_SUCCESS) {
-        why = cat("the heuristics: ", cudnnGetErrorString(st));
-        continue;
-      }
-      int64_t count = 0;
-      RLX_DNN(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                       CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
-      std::vector<Desc> configs;
-      std::vector<cudnnBackendDescriptor_t> raw;
-      for (int64_t i = 0; i < count; ++i) {
-        configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
-        raw.push_back(configs.back().get());
-      }
-      if (count > 0)
-        RLX_DNN(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                                         CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, raw.data()));
-      why = cat("none of cuDNN's ", count, " engine configurations");
-      for (int64_t i = 0; i < count; ++i) {
-        auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-        plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
-            .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1,
-                 &raw[size_t(i)]);
-        if (cudnnBackendFinalize(plan->get()) != CUDNN_STATUS_SUCCESS) continue;
-        int64_t n = 0;
-        RLX_DNN(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                                         CUDNN_TYPE_INT64, 1, &n, &out.workspace));
-        out.plan = std::move(plan);
-        out.index_type = index_type;
-        return out;
-      }
-    }
+  Builder b{p};
+  b.build();
+  Desc graph(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
+  graph.set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
+      .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(b.ops.size()),
+           b.ops.data());
+  if (cudnnStatus_t st = cudnnBackendFinalize(graph.get()); st != CUDNN_STATUS_SUCCESS) {
+    why = cat("the op graph: ", cudnnGetErrorString(st));
+    return out;
+  }
+  cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
+  Desc heur(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+  heur.desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
+      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
+  if (cudnnStatus_t st = cudnnBackendFinalize(heur.get()); st != CUDNN_STATUS_SUCCESS) {
+    why = cat("the heuristics: ", cudnnGetErrorString(st));
+    return out;
+  }
+  int64_t count = 0;
+  RLX_DNN(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                   CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count, nullptr));
+  std::vector<Desc> configs;
+  std::vector<cudnnBackendDescriptor_t> raw;
+  for (int64_t i = 0; i < count; ++i) {
+    configs.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR);
+    raw.push_back(configs.back().get());
+  }
+  if (count > 0)
+    RLX_DNN(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                                     CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, raw.data()));
+  why = cat("none of cuDNN's ", count, " engine configurations");
+  for (cudnnBackendDescriptor_t config : raw) {
+    auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
+    plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
+        .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config);
+    if (cudnnBackendFinalize(plan->get()) != CUDNN_STATUS_SUCCESS) continue;
+    int64_t n = 0;
+    RLX_DNN(cudnnBackendGetAttribute(plan->get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                                     CUDNN_TYPE_INT64, 1, &n, &out.workspace));
+    out.plan = std::move(plan);
+    return out;
   }
   return out;
 }
 
-std::atomic<int64_t>& runs() {
-  static std::atomic<int64_t> n{0};
-  return n;
+std::atomic<int64_t>& runs(bool backward) {
+  static std::atomic<int64_t> n[2]{0, 0};
+  return n[backward];
 }
 
 bool enabled() {
@@ -301,47 +393,43 @@ bool enabled() {
   return on;
 }
 
-// [b, h, s, d] dims and strides of a rank-3 ([n, s, d]: h = 1) or rank-4 view; false for
-// other ranks and broadcast batch dims.
-bool dims4(const Tensor& t, std::array<int64_t, 4>& dims, std::array<int64_t, 4>& strides) {
+// A [b, h, s, d] view of a rank-3 ([n, s, d]: h = 1) or rank-4 tensor that cuDNN reads in
+// place: nothing broadcast, unit last stride, rows 16-byte aligned.
+bool view_of(const Tensor& t, View& v) {
   const auto &sh = t.shape(), &st = t.strides();
   if (sh.size() == 4) {
-    std::copy(sh.begin(), sh.end(), dims.begin());
-    std::copy(st.begin(), st.end(), strides.begin());
+    std::copy(sh.begin(), sh.end(), v.dims.begin());
+    std::copy(st.begin(), st.end(), v.strides.begin());
   } else if (sh.size() == 3) {
-    dims = {sh[0], 1, sh[1], sh[2]};
-    strides = {st[0], sh[1] * sh[2], st[1], st[2]};
+    v.dims = {sh[0], 1, sh[1], sh[2]};
+    v.strides = {st[0], sh[1] * sh[2], st[1], st[2]};
   } else {
     return false;
   }
   for (int i = 0; i < 4; ++i)
-    if (strides[size_t(i)] == 0 && dims[size_t(i)] > 1) return false;
-  return strides[3] == 1;
+    if (v.strides[size_t(i)] == 0 && v.dims[size_t(i)] > 1) return false;
+  for (int i = 0; i < 3; ++i)
+    if (v.strides[size_t(i)] % 8) return false;
+  return v.strides[3] == 1 && reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
 }
 
-}  // namespace
+// What both passes need: f16 / bf16; head dims multiples of 8 up to 128; k and v one batch
+// with q; a causal row that sees no key (sq > sk) stays on rlx's kernels, where it is 0
+// (cuDNN's softmax would be uniform).
+bool takes(const Problem& p, DType dt) {
+  if (!enabled() || (dt != DType::bf16 && dt != DType::f16)) return false;
+  int64_t d = p.q.dims[3], dv = p.v.dims[3];
+  if (d % 8 || dv % 8 || d > 128 || dv > 128 || p.k.dims[3] != d) return false;
+  for (const View* x : {&p.k, &p.v})
+    if (x->dims[0] != p.q.dims[0] || x->dims[1] != p.q.dims[1] || x->dims[2] != p.k.dims[2])
+      return false;
+  return !(p.causal && p.q.dims[2] > p.k.dims[2]);
+}
 
-bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, float* lse,
-                     double scale, bool causal, cudaStream_t stream) {
-  if (!enabled() || (q.dtype() != DType::bf16 && q.dtype() != DType::f16)) return false;
-  Problem p{};
-  p.type = q.dtype() == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-  if (!dims4(q, p.q, p.qs) || !dims4(k, p.k, p.ks) || !dims4(v, p.v, p.vs) || !dims4(y, p.o, p.os))
-    return false;
-  // cuDNN's flash kernels: head dims multiples of 8 up to 128, 16-byte aligned rows. A
-  // causal row that sees no key (sq > sk) would get cuDNN's uniform softmax, not the op's 0.
-  int64_t d = p.q[3], dv = p.v[3];
-  if (d % 8 || dv % 8 || d > 128 || dv > 128 || (causal && p.q[2] > p.k[2])) return false;
-  for (const Tensor* t : {&q, &k, &v, &y})
-    if (reinterpret_cast<uintptr_t>(t->data()) % 16) return false;
-  for (const auto* s : {&p.qs, &p.ks, &p.vs, &p.os})
-    for (int i = 0; i < 3; ++i)
-      if ((*s)[size_t(i)] % 8) return false;
-  p.causal = causal;
-  p.stats = lse != nullptr;
-  p.scale = float(scale);
-
-  Device dev = y.device();
+// Runs the problem's plan (made on its first call) with these tensors; false where cuDNN
+// declined the problem.
+bool execute(const Problem& p, Device dev, cudaStream_t stream, std::vector<int64_t> uids,
+             std::vector<void*> ptrs) {
   dnn::Handle& h = dnn::handle(dev);
   std::lock_guard lock(h.mu);
   // Kept for the process, as the handle is: captured CUDA Graphs run the plans' kernels, and
@@ -358,10 +446,10 @@ bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
     } catch (const DeviceError& e) {
       why = e.what();
     }
-    if (!plan.plan)  // said once per problem: the op still runs, on flash.cuh's kernel
-      std::fprintf(stderr, "rlx: cuDNN declined attention [%lld, %lld, %lld, %lld]: %s\n",
-                   (long long)p.q[0], (long long)p.q[1], (long long)p.q[2], (long long)p.q[3],
-                   why.c_str());
+    if (!plan.plan)  // said once per problem: the op still runs, on flash.cuh's kernels
+      std::fprintf(stderr, "rlx: cuDNN declined attention%s [%lld, %lld, %lld, %lld]: %s\n",
+                   p.backward ? "'s backward" : "", (long long)p.q.dims[0], (long long)p.q.dims[1],
+                   (long long)p.q.dims[2], (long long)p.q.dims[3], why.c_str());
     it = made.emplace(key, std::move(plan)).first;
   }
   const Plan& plan = it->second;
@@ -369,26 +457,22 @@ bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
   RLX_DNN(cudnnSetStream(h.handle, stream));
   // From the device's pool, in stream order (as conv's workspaces).
   Tensor ws = Tensor::empty(DType::u8, {std::max<int64_t>(plan.workspace, 1)}, dev);
-  float scale32 = p.scale, neg = std::numeric_limits<float>::lowest();
-  std::vector<int64_t> uids{kQ, kK, kV, kO, kScale};
-  std::vector<void*> ptrs{const_cast<void*>(q.data()), const_cast<void*>(k.data()),
-                          const_cast<void*>(v.data()), const_cast<void*>(y.data()), &scale32};
-  // The bottom-right shift's sizes, in the indices' type.
-  int32_t sk32 = int32_t(p.k[2]), sq32 = int32_t(p.q[2]);
-  float sk_f = float(p.k[2]), sq_f = float(p.q[2]);
-  bool ints = plan.index_type == CUDNN_DATA_INT32;
-  if (causal) {
+  // The scalars, by value: the scale, 1, -inf and the bottom-right shift's sizes.
+  float scale = p.scale, one = 1, neg = std::numeric_limits<float>::lowest();
+  int32_t sk = int32_t(p.k.dims[2]), sq = int32_t(p.q.dims[2]);
+  uids.push_back(kScale);
+  ptrs.push_back(&scale);
+  if (p.backward) {
+    uids.push_back(kOne);
+    ptrs.push_back(&one);
+  }
+  if (p.causal) {
     uids.push_back(kNegInf);
     ptrs.push_back(&neg);
-    if (p.q[2] != p.k[2]) {
+    if (p.q.dims[2] != p.k.dims[2]) {
       uids.insert(uids.end(), {kSk, kSq});
-      ptrs.insert(ptrs.end(), {ints ? static_cast<void*>(&sk32) : &sk_f,
-                               ints ? static_cast<void*>(&sq32) : &sq_f});
+      ptrs.insert(ptrs.end(), {&sk, &sq});
     }
-  }
-  if (lse) {
-    uids.push_back(kStats);
-    ptrs.push_back(lse);
   }
   void* wsp = ws.data();
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
@@ -398,11 +482,60 @@ bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
       .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &wsp)
       .finalize();
   RLX_DNN(cudnnBackendExecute(h.handle, plan.plan->get(), pack.get()));
-  runs().fetch_add(1, std::memory_order_relaxed);
+  runs(p.backward).fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
-int64_t cudnn_attention_runs() { return runs().load(); }
+void* ptr(const Tensor& t) { return const_cast<void*>(t.data()); }
+
+}  // namespace
+
+bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, float* lse,
+                     double scale, bool causal, cudaStream_t stream) {
+  Problem p{};
+  p.type = q.dtype() == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  if (!view_of(q, p.q) || !view_of(k, p.k) || !view_of(v, p.v) || !view_of(y, p.o)) return false;
+  p.causal = causal;
+  p.stats = lse != nullptr;
+  p.scale = float(scale);
+  if (!takes(p, q.dtype())) return false;
+  std::vector<int64_t> uids{kQ, kK, kV, kO};
+  std::vector<void*> ptrs{ptr(q), ptr(k), ptr(v), ptr(y)};
+  if (lse) {
+    uids.push_back(kStats);
+    ptrs.push_back(lse);
+  }
+  return execute(p, y.device(), stream, std::move(uids), std::move(ptrs));
+}
+
+bool cudnn_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
+                          const Tensor& dy, const Tensor& lse, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dv, double scale, bool causal, cudaStream_t stream) {
+  Problem p{};
+  p.type = q.dtype() == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
+  p.backward = true;
+  for (auto [t, x] : {std::pair{&q, &p.q},
+                      {&k, &p.k},
+                      {&v, &p.v},
+                      {&y, &p.o},
+                      {&dy, &p.d_o},
+                      {&dq, &p.dq},
+                      {&dk, &p.dk},
+                      {&dv, &p.dv}})
+    if (!view_of(*t, *x)) return false;
+  p.causal = causal;
+  p.scale = float(scale);
+  // The statistics as the forward stores them: [b, h, sq] f32, dense.
+  if (!takes(p, q.dtype()) || p.o.dims != p.d_o.dims || p.dq.dims != p.q.dims ||
+      p.dk.dims != p.k.dims || p.dv.dims != p.v.dims || lse.dtype() != DType::f32 ||
+      !lse.is_contiguous() || lse.numel() != p.q.dims[0] * p.q.dims[1] * p.q.dims[2])
+    return false;
+  return execute(p, dq.device(), stream, {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV},
+                 {ptr(q), ptr(k), ptr(v), ptr(y), ptr(dy), ptr(lse), ptr(dq), ptr(dk), ptr(dv)});
+}
+
+int64_t cudnn_attention_runs() { return runs(false).load(); }
+int64_t cudnn_attention_grad_runs() { return runs(true).load(); }
 
 #else
 
@@ -410,7 +543,13 @@ bool cudnn_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                      bool, cudaStream_t) {
   return false;
 }
+bool cudnn_attention_grad(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                          const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, bool,
+                          cudaStream_t) {
+  return false;
+}
 int64_t cudnn_attention_runs() { return 0; }
+int64_t cudnn_attention_grad_runs() { return 0; }
 
 #endif
 

@@ -42,7 +42,14 @@ namespace rlx::gpu {
 // build has no cuDNN); the caller then runs its own kernel.
 bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, float* lse,
                      double scale, bool causal, cudaStream_t stream);
-// How many times that path has run in this process (tests).
+// attention_grad through cuDNN's fused flash attention backward, from the forward's output
+// y and statistics lse ([b, h, sq] f32): dq, dk, dv for the same views, masks and scale.
+// False where cuDNN does not take the problem; the caller then runs its own kernels.
+bool cudnn_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
+                          const Tensor& dy, const Tensor& lse, const Tensor& dq, const Tensor& dk,
+                          const Tensor& dv, double scale, bool causal, cudaStream_t stream);
+// How many times each path has run in this process (tests).
 int64_t cudnn_attention_runs();
+int64_t cudnn_attention_grad_runs();
 
 }  // namespace rlx::gpu
