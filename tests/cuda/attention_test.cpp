@@ -71,16 +71,16 @@ TEST(CudaAttention, TensorCorePathMatchesTheCpu) {
   }
 }
 
-// A transformer's attention (f16 / bf16, head dim 64, causal or none, bshd read in place)
-// runs on cuDNN's flash attention where the build has cuDNN, attention_lse's statistics
-// with it, and attention_grad reads both: all against the CPU.
+// A transformer's attention (f16 / bf16, head dim 64, causal, none or a sliding window, bshd
+// read in place) runs on cuDNN's flash attention where the build has cuDNN,
+// attention_lse's statistics with it, and attention_grad reads both: all against the CPU.
 TEST(CudaAttention, CudnnPathTakesTransformerShapes) {
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
 #ifndef RLX_HAVE_CUDNN
   GTEST_SKIP() << "this build has no cuDNN";
 #endif
   for (DType dt : {DType::bf16, DType::f16})
-    for (const char* mask : {"causal", "none"})
+    for (const char* mask : {"causal", "none", "sliding_window"})
       for (const char* layout : {"bhsd", "bshd"}) {
         std::vector<int64_t> shape = std::string(layout) == "bhsd"
                                          ? std::vector<int64_t>{2, 4, 256, 64}
@@ -89,7 +89,8 @@ TEST(CudaAttention, CudnnPathTakesTransformerShapes) {
         Value q = g.input("q", {dt, to_shape(shape)}), k = g.input("k", {dt, to_shape(shape)}),
               v = g.input("v", {dt, to_shape(shape)});
         Value dy = g.input("dy", {dt, to_shape(shape)});
-        Attrs attrs{{"mask", mask}, {"layout", layout}};
+        int64_t window = std::string(mask) == "sliding_window" ? 100 : 0;
+        Attrs attrs{{"mask", mask}, {"layout", layout}, {"window", window}};
         auto outs = g.apply("attention_lse", {q, k, v}, attrs);
         g.output(outs[0]);
         g.output(outs[1]);
@@ -116,6 +117,33 @@ TEST(CudaAttention, CudnnPathTakesTransformerShapes) {
           EXPECT_EQ(bytes_of(again[o]), bytes_of(got[o]))
               << names[o] << " " << dtype_name(dt) << " " << mask << " " << layout;
       }
+}
+
+// An additive bias ([h, sq, sk] broadcast over the batch, and one per batch entry) on
+// cuDNN's forward, against the CPU.
+TEST(CudaAttention, CudnnPathAddsABias) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
+#ifndef RLX_HAVE_CUDNN
+  GTEST_SKIP() << "this build has no cuDNN";
+#endif
+  std::vector<int64_t> qs{2, 4, 128, 64};
+  for (std::vector<int64_t> bs : {std::vector<int64_t>{4, 128, 128}, {2, 4, 128, 128}})
+    for (const char* mask : {"none", "causal"}) {
+      Graph g("attn_bias");
+      Value q = g.input("q", {DType::f16, to_shape(qs)}),
+            k = g.input("k", {DType::f16, to_shape(qs)}),
+            v = g.input("v", {DType::f16, to_shape(qs)}),
+            b = g.input("b", {DType::f16, to_shape(bs)});
+      g.output(g.apply("attention", {q, k, v, b}, {{"mask", mask}})[0]);
+      std::vector<Tensor> in{random_tensor(DType::f16, qs, 1), random_tensor(DType::f16, qs, 2),
+                             random_tensor(DType::f16, qs, 3),
+                             random_tensor(DType::f16, bs, 4, -3, 1)};
+      Tensor want = Session().compile(g).run(in)[0];
+      int64_t before = gpu::cudnn_attention_runs();
+      Tensor got = Session(Device::cuda()).compile(g).run(in)[0];
+      EXPECT_EQ(gpu::cudnn_attention_runs(), before + 1) << bs.size() << " " << mask;
+      EXPECT_LE(scaled_error(got, want), 2e-2) << bs.size() << " " << mask;
+    }
 }
 
 // Fewer queries than keys (a prompt's continuation over a longer cache): the causal mask is

@@ -169,10 +169,10 @@ void attention_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
       auto p = [](const Tensor& t) {
         return t.defined() ? static_cast<const T*>(t.data()) : nullptr;
       };
-      // cuDNN's flash attention (wgmma) where it takes the problem: no bias, no window.
+      // cuDNN's flash attention (wgmma) where it takes the problem.
       if constexpr (is_half_v<T>)
-        if (!bb.defined() && g.window == 0 &&
-            cudnn_attention(qb, kb, vb, y, lse, g.scale, g.causal, s))
+        if (cudnn_attention(qb, kb, vb, bb.defined() ? &bb : nullptr, y, lse, g.scale, g.causal,
+                            g.window, s))
           return;
       if constexpr (is_half_v<T> || std::is_same_v<T, float>) {
         if (flash_fits(qb, kb, vb, g)) {
@@ -405,10 +405,10 @@ void attention_grad_kernel(const KernelContext& ctx, std::span<const Tensor> in,
       in.size() == 6 && in[5].is_contiguous() && in[4].is_contiguous() && aligned({&in[4]});
   const Tensor* y_in = saved ? &in[4] : nullptr;
   const Tensor* lse_in = saved ? &in[5] : nullptr;
-  // cuDNN's fused backward where it takes the problem (f16 / bf16, causal or no mask).
-  if (half && in.size() == 6 && vis.window == 0 &&
+  // cuDNN's fused backward where it takes the problem (f16 / bf16).
+  if (half && in.size() == 6 &&
       cudnn_attention_grad(q, k, v, view(in[4]), dy, in[5], view(out[0]), view(out[1]),
-                           view(out[2]), scale, vis.causal, s))
+                           view(out[2]), scale, vis.causal, vis.window, s))
     return;
   // bshd read in place: [b, s, h, 64] everywhere, nothing broadcast.
   if (bshd && half && d == 64 && dv == 64 && in[0].rank() == 4 &&

@@ -2,8 +2,9 @@
 // cuDNN takes the problem: on sm_90 its wgmma kernels run the GPT-2-small forward's
 // attention in ~46 us per layer against ~98 for flash.cuh's mma.sync kernel. The op graphs
 // are cuDNN's SDPA patterns, built through the backend API (cudnn_graph.h):
-//   forward:  S = Q K^T (f32) -> * scale -> causal: select(row + sk - sq >= col, S, -inf)
-//             -> softmax (max, sub, exp, sum, div; stats = max + log(sum)) -> O = P V;
+//   forward:  S = Q K^T (f32) -> * scale -> + bias -> causal: select(row + sk - sq >= col,
+//             S, -inf) -> window: select(col + window > row, S, -2^30) -> softmax (max,
+//             sub, exp, sum, div; stats = max + log(sum)) -> O = P V;
 //   backward: from the forward's O and statistics, P = exp(S - stats) (S as above),
 //             dV = P^T dO, dS = P (dO V^T - rowsum(dO O)) * scale, dK = dS^T Q, dQ = dS K,
 //             dQ written directly (no f32 accumulator with atomic adds): cuDNN's
@@ -89,17 +90,25 @@ struct View {
 };
 
 // One problem: the views of q, k, v and the forward's output, the backward's dO and
-// gradients, the mask, the scale, and whether the statistics are stored (forward).
+// gradients, the forward's additive bias (dims 1 where it broadcasts), the mask (causal,
+// window: keys fewer than `window` before the query's, 0 for no limit), the scale, and
+// whether the statistics are stored (forward).
 struct Problem {
   cudnnDataType_t type;
-  bool backward = false, causal = false, stats = false;
+  bool backward = false, causal = false, stats = false, bias = false;
+  int64_t window = 0;
   float scale = 1;
-  View q, k, v, o, d_o, dq, dk, dv;
+  View q, k, v, o, d_o, dq, dk, dv, b;
 
   std::vector<int64_t> key() const {
-    std::vector<int64_t> key{int64_t(type), backward, causal, stats,
+    std::vector<int64_t> key{int64_t(type),
+                             backward,
+                             causal,
+                             stats,
+                             bias,
+                             window,
                              int64_t(std::bit_cast<uint32_t>(scale))};
-    for (const View* a : {&q, &k, &v, &o, &d_o, &dq, &dk, &dv}) {
+    for (const View* a : {&q, &k, &v, &o, &d_o, &dq, &dk, &dv, &b}) {
       key.insert(key.end(), a->dims.begin(), a->dims.end());
       key.insert(key.end(), a->strides.begin(), a->strides.end());
     }
@@ -116,6 +125,9 @@ enum Uid : int64_t {
   kStats,
   kScale,
   kNegInf,
+  kWindow,
+  kFar,
+  kBias,
   kSk,
   kSq,
   kDO,
@@ -228,6 +240,14 @@ struct Builder {
     matmul(q, kt, s0);
     const Desc& s1 = scores();
     pointwise(CUDNN_POINTWISE_MUL, s0, &scalar(CUDNN_DATA_FLOAT, kScale), s1);
+    if (p.bias) {
+      const Desc& biased = scores();
+      pointwise(CUDNN_POINTWISE_ADD, s1, &operand(p.b, kBias), biased);
+      return masked(biased);
+    }
+    return masked(s1);
+  }
+  const Desc& masked(const Desc& s1) {
     if (!p.causal) return s1;
     const cudnnDataType_t index_type = CUDNN_DATA_INT32;  // GEN_INDEX's, as cuDNN 9's frontend
     const Desc* row = &scores(index_type);
@@ -243,9 +263,26 @@ struct Builder {
     pointwise(CUDNN_POINTWISE_GEN_INDEX, s1, nullptr, col, nullptr, CUDNN_DATA_FLOAT, 3);
     const Desc& seen = scores(CUDNN_DATA_BOOLEAN);
     pointwise(CUDNN_POINTWISE_CMP_GE, *row, &col, seen, nullptr, CUDNN_DATA_BOOLEAN);
-    const Desc& masked = scores();
-    pointwise(CUDNN_POINTWISE_BINARY_SELECT, s1, &scalar(CUDNN_DATA_FLOAT, kNegInf), masked, &seen);
-    return masked;
+    const Desc& out = scores();
+    pointwise(CUDNN_POINTWISE_BINARY_SELECT, s1, &scalar(CUDNN_DATA_FLOAT, kNegInf), out, &seen);
+    return out;
+  }
+  // The sliding window's lower limit, as cuDNN's frontend builds it (queries and keys
+  // aligned, sq == sk): s where col + window > row, else `fill`.
+  const Desc& windowed(const Desc& s, int64_t fill) {
+    if (p.window == 0) return s;
+    const Desc& row = scores();
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, row, nullptr, CUDNN_DATA_FLOAT, 2);
+    const Desc& col = scores();
+    pointwise(CUDNN_POINTWISE_GEN_INDEX, s, nullptr, col, nullptr, CUDNN_DATA_FLOAT, 3);
+    const Desc& reach = scores();
+    pointwise(CUDNN_POINTWISE_ADD, col, &scalar(CUDNN_DATA_FLOAT, kWindow), reach, nullptr,
+              CUDNN_DATA_FLOAT, 3);
+    const Desc& near = scores(CUDNN_DATA_BOOLEAN);
+    pointwise(CUDNN_POINTWISE_CMP_GT, reach, &row, near, nullptr, CUDNN_DATA_BOOLEAN);
+    const Desc& out = scores();
+    pointwise(CUDNN_POINTWISE_BINARY_SELECT, s, &scalar(CUDNN_DATA_FLOAT, fill), out, &near);
+    return out;
   }
 
   // cuDNN's SDPA forward pattern (as its frontend emits it for cuDNN 9 before the
@@ -256,7 +293,7 @@ struct Builder {
     const Desc& kt = tensor(p.type, p.k.t().d(), p.k.t().s(), kK, false);
     const Desc& v = operand(p.v, kV);
     const Desc& o = operand(p.o, kO);
-    const Desc& s = masked_scores(q, kt);
+    const Desc& s = windowed(masked_scores(q, kt), kFar);
     const Desc& m = rows();
     reduce(CUDNN_REDUCE_TENSOR_MAX, s, m);
     const Desc& shifted = scores();
@@ -299,7 +336,7 @@ struct Builder {
     const Desc& shifted = scores();
     pointwise(CUDNN_POINTWISE_SUB, s, &rows(false, kStats), shifted);
     const Desc& prob = scores();
-    pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, prob);
+    pointwise(CUDNN_POINTWISE_EXP, windowed(shifted, kNegInf), nullptr, prob);
     auto transposed = [&](const Desc& x) -> const Desc& {  // [b, h, sk, sq] in the io type
       const Desc& t =
           tensor(p.type, {b, h, sk, sq}, {h * sq * sk, sq * sk, 1, sk}, next_uid++, true);
@@ -394,8 +431,9 @@ bool enabled() {
 }
 
 // A [b, h, s, d] view of a rank-3 ([n, s, d]: h = 1) or rank-4 tensor that cuDNN reads in
-// place: nothing broadcast, unit last stride, rows 16-byte aligned.
-bool view_of(const Tensor& t, View& v) {
+// place: nothing broadcast (or, with `broadcast`, b and h as dims 1), unit last stride, rows
+// 16-byte aligned.
+bool view_of(const Tensor& t, View& v, bool broadcast = false) {
   const auto &sh = t.shape(), &st = t.strides();
   if (sh.size() == 4) {
     std::copy(sh.begin(), sh.end(), v.dims.begin());
@@ -407,7 +445,10 @@ bool view_of(const Tensor& t, View& v) {
     return false;
   }
   for (int i = 0; i < 4; ++i)
-    if (v.strides[size_t(i)] == 0 && v.dims[size_t(i)] > 1) return false;
+    if (v.strides[size_t(i)] == 0 && v.dims[size_t(i)] > 1) {
+      if (!broadcast || i >= 2) return false;
+      v.dims[size_t(i)] = 1;
+    }
   for (int i = 0; i < 3; ++i)
     if (v.strides[size_t(i)] % 8) return false;
   return v.strides[3] == 1 && reinterpret_cast<uintptr_t>(t.data()) % 16 == 0;
@@ -423,6 +464,7 @@ bool takes(const Problem& p, DType dt) {
   for (const View* x : {&p.k, &p.v})
     if (x->dims[0] != p.q.dims[0] || x->dims[1] != p.q.dims[1] || x->dims[2] != p.k.dims[2])
       return false;
+  if (p.window && p.q.dims[2] != p.k.dims[2]) return false;  // the frontend's: top-left only
   return !(p.causal && p.q.dims[2] > p.k.dims[2]);
 }
 
@@ -459,6 +501,7 @@ bool execute(const Problem& p, Device dev, cudaStream_t stream, std::vector<int6
   Tensor ws = Tensor::empty(DType::u8, {std::max<int64_t>(plan.workspace, 1)}, dev);
   // The scalars, by value: the scale, 1, -inf and the bottom-right shift's sizes.
   float scale = p.scale, one = 1, neg = std::numeric_limits<float>::lowest();
+  float window = float(p.window), far = -1024.f * 1024.f * 1024.f;  // the frontend's fill
   int32_t sk = int32_t(p.k.dims[2]), sq = int32_t(p.q.dims[2]);
   uids.push_back(kScale);
   ptrs.push_back(&scale);
@@ -472,6 +515,14 @@ bool execute(const Problem& p, Device dev, cudaStream_t stream, std::vector<int6
     if (p.q.dims[2] != p.k.dims[2]) {
       uids.insert(uids.end(), {kSk, kSq});
       ptrs.insert(ptrs.end(), {&sk, &sq});
+    }
+  }
+  if (p.window) {
+    uids.push_back(kWindow);
+    ptrs.push_back(&window);
+    if (!p.backward) {
+      uids.push_back(kFar);
+      ptrs.push_back(&far);
     }
   }
   void* wsp = ws.data();
@@ -490,17 +541,27 @@ void* ptr(const Tensor& t) { return const_cast<void*>(t.data()); }
 
 }  // namespace
 
-bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, float* lse,
-                     double scale, bool causal, cudaStream_t stream) {
+bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* bias,
+                     const Tensor& y, float* lse, double scale, bool causal, int64_t window,
+                     cudaStream_t stream) {
   Problem p{};
   p.type = q.dtype() == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   if (!view_of(q, p.q) || !view_of(k, p.k) || !view_of(v, p.v) || !view_of(y, p.o)) return false;
+  p.bias = bias != nullptr;
+  if (bias && (bias->dtype() != q.dtype() || !view_of(*bias, p.b, true) ||
+               p.b.dims[2] != p.q.dims[2] || p.b.dims[3] != p.k.dims[2]))
+    return false;
   p.causal = causal;
+  p.window = window;
   p.stats = lse != nullptr;
   p.scale = float(scale);
   if (!takes(p, q.dtype())) return false;
   std::vector<int64_t> uids{kQ, kK, kV, kO};
   std::vector<void*> ptrs{ptr(q), ptr(k), ptr(v), ptr(y)};
+  if (bias) {
+    uids.push_back(kBias);
+    ptrs.push_back(ptr(*bias));
+  }
   if (lse) {
     uids.push_back(kStats);
     ptrs.push_back(lse);
@@ -510,7 +571,8 @@ bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Te
 
 bool cudnn_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
                           const Tensor& dy, const Tensor& lse, const Tensor& dq, const Tensor& dk,
-                          const Tensor& dv, double scale, bool causal, cudaStream_t stream) {
+                          const Tensor& dv, double scale, bool causal, int64_t window,
+                          cudaStream_t stream) {
   Problem p{};
   p.type = q.dtype() == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
   p.backward = true;
@@ -524,6 +586,7 @@ bool cudnn_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v, con
                       {&dv, &p.dv}})
     if (!view_of(*t, *x)) return false;
   p.causal = causal;
+  p.window = window;
   p.scale = float(scale);
   // The statistics as the forward stores them: [b, h, sq] f32, dense.
   if (!takes(p, q.dtype()) || p.o.dims != p.d_o.dims || p.dq.dims != p.q.dims ||
@@ -539,13 +602,13 @@ int64_t cudnn_attention_grad_runs() { return runs(true).load(); }
 
 #else
 
-bool cudnn_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor&, float*, double,
-                     bool, cudaStream_t) {
+bool cudnn_attention(const Tensor&, const Tensor&, const Tensor&, const Tensor*, const Tensor&,
+                     float*, double, bool, int64_t, cudaStream_t) {
   return false;
 }
 bool cudnn_attention_grad(const Tensor&, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
                           const Tensor&, const Tensor&, const Tensor&, const Tensor&, double, bool,
-                          cudaStream_t) {
+                          int64_t, cudaStream_t) {
   return false;
 }
 int64_t cudnn_attention_runs() { return 0; }

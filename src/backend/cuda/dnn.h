@@ -37,17 +37,22 @@ Handle& handle(Device d);
 namespace rlx::gpu {
 
 // attention's forward through cuDNN's fused flash attention (attention_cudnn.cpp): y =
-// softmax(q k^T * scale, causal or no mask) v on [b, h, s, d] (or [n, s, d]) views, and
-// with lse the rows' log-sum-exp. False where cuDNN does not take the problem (or the
-// build has no cuDNN); the caller then runs its own kernel.
-bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y, float* lse,
-                     double scale, bool causal, cudaStream_t stream);
+// softmax(q k^T * scale + bias, masked) v on [b, h, s, d] (or [n, s, d]) views, the bias
+// (may be null) [b, h, sq, sk] broadcast over b and h, the mask causal (window > 0: also
+// keys fewer than `window` before the query's) or none; with lse the rows' log-sum-exp.
+// False where cuDNN does not take the problem (or the build has no cuDNN); the caller then
+// runs its own kernel.
+bool cudnn_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor* bias,
+                     const Tensor& y, float* lse, double scale, bool causal, int64_t window,
+                     cudaStream_t stream);
 // attention_grad through cuDNN's fused flash attention backward, from the forward's output
-// y and statistics lse ([b, h, sq] f32): dq, dk, dv for the same views, masks and scale.
+// y and statistics lse ([b, h, sq] f32): dq, dk, dv for the same views, masks and scale
+// (no bias).
 // False where cuDNN does not take the problem; the caller then runs its own kernels.
 bool cudnn_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& y,
                           const Tensor& dy, const Tensor& lse, const Tensor& dq, const Tensor& dk,
-                          const Tensor& dv, double scale, bool causal, cudaStream_t stream);
+                          const Tensor& dv, double scale, bool causal, int64_t window,
+                          cudaStream_t stream);
 // How many times each path has run in this process (tests).
 int64_t cudnn_attention_runs();
 int64_t cudnn_attention_grad_runs();
