@@ -233,8 +233,8 @@ struct Builder {
     return tensor(p.type, v.d(), v.s(), uid, false);
   }
 
-  // Scaled scores, masked where the mask hides a key: S = Q K^T * scale, causal aligned
-  // bottom-right (query i sits at key i + sk - sq).
+  // Scaled scores, biased, masked where the causal mask hides a key: S = Q K^T * scale
+  // (+ bias), the mask aligned bottom-right (query i sits at key i + sk - sq).
   const Desc& masked_scores(const Desc& q, const Desc& kt) {
     const Desc& s0 = scores();
     matmul(q, kt, s0);
