@@ -53,13 +53,10 @@ def both(name, f, *args):
     try:
         fc = torch.compile(f)
         print(name + "_compiled", median_ms(fc, *args), flush=True)
-        if args_profile:
+        if args.profile:
             profile(name + "_compiled", fc, *args)
     except Exception as ex:  # torch.compile needs a working Triton
         print(f"# {name}: torch.compile failed: {ex}", file=sys.stderr)
-
-
-args_profile = args.profile
 
 
 def skip(case):

@@ -347,7 +347,7 @@ struct Builder {
     // dS = P (dO V^T - delta) * scale, then dK = dS^T Q and dQ = dS K.
     const Desc& dp = scores();
     matmul(d_o, vt, dp);
-    const Desc& dp1 = scores();
+    const Desc& dp1 = scores();  // times 1: the frontend's dropout-mask slot, kept as it emits it
     pointwise(CUDNN_POINTWISE_MUL, dp, &one, dp1);
     const Desc& dp2 = scores();
     pointwise(CUDNN_POINTWISE_SUB, dp1, &delta, dp2);

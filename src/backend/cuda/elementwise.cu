@@ -20,11 +20,6 @@ using Outs = std::span<Tensor>;
 template <class... Ts>
 constexpr int kVec = 16 / std::max({sizeof(Ts)...});
 
-template <int V, class... Ps>
-bool aligned(const Ps*... p) {
-  return ((reinterpret_cast<uintptr_t>(p) % (sizeof(Ps) * V) == 0) && ...);
-}
-
 template <class T, class U, class Op>
 __global__ void unary_flat(const T* x, U* y, int64_t n, Op op) {
   constexpr int V = kVec<T, U>;

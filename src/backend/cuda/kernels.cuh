@@ -127,6 +127,13 @@ struct alignas(sizeof(T) * V) Vec {
   T v[V];
 };
 
+// Whether every pointer sits on a Vec<P, V> boundary of its own element type (a null one
+// does: an absent operand never blocks the vector path).
+template <int V, class... Ps>
+bool aligned(const Ps*... p) {
+  return ((reinterpret_cast<uintptr_t>(p) % (sizeof(Ps) * V) == 0) && ...);
+}
+
 // --- indexing ----------------------------------------------------------------------------
 
 constexpr int kMaxDims = 8;

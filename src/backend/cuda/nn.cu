@@ -512,13 +512,8 @@ void fused_norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
     };
     auto y = static_cast<U*>(out[0].data());
     constexpr int V = 16 / sizeof(T);
-    auto aligned = [](const void* p, size_t to) {
-      return reinterpret_cast<uintptr_t>(p) % to == 0;
-    };
-    bool vectors = aligned(y, V * sizeof(U));
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&x, &sc, &bi})
-      vectors = vectors && (!t->defined() || aligned(t->data(), 16));
-    if (res) vectors = vectors && aligned(in[1].data(), 16) && aligned(out[1].data(), 16);
+    bool vectors = aligned<V>(y, ptr(x), ptr(sc), ptr(bi)) &&
+                   (!res || aligned<V>(ptr(in[1]), static_cast<const T*>(out[1].data())));
     if (vectors && with_row_vectors(n, V, [&](auto chunks) {
           constexpr int kChunks = decltype(chunks)::value;
           if (res)
@@ -726,9 +721,9 @@ void embedding_kernel(const KernelContext& ctx, Ins in, Outs out) {
   // Rows of whole 16-byte vectors move as such (H200, 8192 of GPT-2's f32 token rows: 28 ->
   // 19 us).
   size_t bytes = dtype_size(table.dtype());
-  bool vectors = d * int64_t(bytes) % 16 == 0 &&
-                 reinterpret_cast<uintptr_t>(table.data()) % 16 == 0 &&
-                 reinterpret_cast<uintptr_t>(out[0].data()) % 16 == 0;
+  bool vectors =
+      d * int64_t(bytes) % 16 == 0 &&
+      aligned<1>(static_cast<const uint4*>(table.data()), static_cast<const uint4*>(out[0].data()));
   int64_t width = vectors ? d * int64_t(bytes) / 16 : d;
   auto rows = [&](auto etag) {
     using E = typename decltype(etag)::type;
