@@ -1,6 +1,8 @@
 // rlx-bench-gpu: rlx's CUDA backend next to PyTorch on the same GPU, in one run.
 //
 //   gemm      bf16 [8192 x 8192] @ [8192 x 8192] (f32 accumulate): TFLOP/s
+//   gemm_f32  f32 products (GPT-2's and square ones) as cuBLAS SGEMM and on the tensor
+//             cores (cuda::set_f32_matmul), each against the H200's f32 peak (67 TFLOP/s)
 //   chain     y = relu(sigmoid(x * a + b) * x - c) on 64M f32 (6 ops): ms, against the
 //             bandwidth limit (one device copy of the bytes a fused kernel must move,
 //             measured here) — unfused until the NVRTC regions land
@@ -13,7 +15,7 @@
 // Each rlx case is a compiled graph; its inputs live on the GPU. Times are the median of
 // --runs runs after warm-up, synchronised. PyTorch's numbers come from bench/gpu_torch.py
 // (eager and torch.compile) when python3 with torch and CUDA is there.
-// Usage: rlx-bench-gpu [--runs N] [--no-torch] [--only gemm|chain|attention|gpt2|train]
+// Usage: rlx-bench-gpu [--runs N] [--no-torch] [--only gemm|gemm_f32|chain|attention|gpt2|train]
 // (RLX_BENCH_DISABLE=pass,... compiles the train step without those passes.)
 #include <algorithm>
 #include <chrono>
@@ -127,6 +129,48 @@ int main(int argc, char** argv) {
     double tflops = 2.0 * double(n) * n * n / (ms * 1e-3) / 1e12;
     std::snprintf(extra, sizeof extra, "   %.0f TFLOP/s", tflops);
     row("gemm bf16 8192^3", ms, t, "gemm_bf16", extra);
+  }
+
+  if (want("gemm_f32")) {
+    struct Shape {
+      int64_t m, k, n;
+      const char* what;
+    };
+    const Shape shapes[] = {{8192, 768, 3072, "GPT-2 fc"},
+                            {8192, 3072, 768, "GPT-2 proj"},
+                            {8192, 768, 2304, "GPT-2 qkv"},
+                            {8192, 768, 50304, "GPT-2 logits"},
+                            {4096, 4096, 4096, ""},
+                            {2048, 2048, 2048, ""},
+                            {1024, 1024, 1024, ""},
+                            {512, 512, 512, ""},
+                            {256, 768, 768, ""},
+                            {8192, 64, 8192, ""}};
+    for (const Shape& sh : shapes) {
+      Graph g("gemm_f32");
+      Value a = g.input("a", {DType::f32, to_shape({sh.m, sh.k})});
+      Value b = g.input("b", {DType::f32, to_shape({sh.k, sh.n})});
+      g.output(g.apply("matmul", {a, b})[0]);
+      std::vector<Tensor> in{random_on_gpu(DType::f32, {sh.m, sh.k}, 1),
+                             random_on_gpu(DType::f32, {sh.k, sh.n}, 2)};
+      double flop = 2.0 * double(sh.m) * double(sh.k) * double(sh.n), ms[2];
+      const char* modes[] = {"sgemm", "tc"};
+      for (int i = 0; i < 2; ++i) {
+        cuda::set_f32_matmul(modes[i]);
+        CompiledGraph cg = s.compile(g);
+        ms[i] = median_ms(cg, in, runs);
+      }
+      cuda::set_f32_matmul("auto");
+      std::printf(
+          "gemm f32 %5lld x %5lld x %5lld %-12s sgemm %8.3f ms (%4.1f TFLOP/s)   "
+          "tensor cores %8.3f ms (%4.1f TFLOP/s, %.2fx SGEMM's speed, %.2f of f32 peak)\n",
+          (long long)sh.m, (long long)sh.k, (long long)sh.n, sh.what, ms[0], flop / ms[0] * 1e-9,
+          ms[1], flop / ms[1] * 1e-9, ms[0] / ms[1], flop / ms[1] * 1e-9 / 67.0);
+      if (sh.m == 8192 && sh.k == 768 && sh.n == 3072) {
+        std::snprintf(extra, sizeof extra, "   (tensor cores; SGEMM %.3f ms)", ms[0]);
+        row("gemm f32 8192x768x3072", ms[1], t, "gemm_f32", extra);
+      }
+    }
   }
 
   if (want("chain")) {  // the elementwise chain, against a device copy of what a fused kernel moves

@@ -48,13 +48,13 @@ def profile(name, f, *args):
     print(p.key_averages().table(sort_by="cuda_time_total", row_limit=30, max_name_column_width=70))
 
 
-def both(name, f, *args):
-    print(name, median_ms(f, *args), flush=True)
+def both(name, f, *inputs):
+    print(name, median_ms(f, *inputs), flush=True)
     try:
         fc = torch.compile(f)
-        print(name + "_compiled", median_ms(fc, *args), flush=True)
+        print(name + "_compiled", median_ms(fc, *inputs), flush=True)
         if args.profile:
-            profile(name + "_compiled", fc, *args)
+            profile(name + "_compiled", fc, *inputs)
     except Exception as ex:  # torch.compile needs a working Triton
         print(f"# {name}: torch.compile failed: {ex}", file=sys.stderr)
 
@@ -67,6 +67,11 @@ if not skip("gemm"):
     a = torch.rand(8192, 8192, device=dev, dtype=torch.bfloat16) * 2 - 1
     b = torch.rand(8192, 8192, device=dev, dtype=torch.bfloat16) * 2 - 1
     print("gemm_bf16", median_ms(torch.matmul, a, b), flush=True)
+    del a, b
+    # f32 as PyTorch runs it by default (allow_tf32 off: cuBLAS SGEMM).
+    a = torch.rand(8192, 768, device=dev) * 2 - 1
+    b = torch.rand(768, 3072, device=dev) * 2 - 1
+    print("gemm_f32", median_ms(torch.matmul, a, b), flush=True)
     del a, b
 
 

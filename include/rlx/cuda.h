@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string_view>
 
 namespace rlx::cuda {
 
@@ -24,5 +25,15 @@ struct MemoryInfo {
 MemoryInfo memory_info(int device = 0);
 // Gives the pool's unused memory back to the driver; returns the bytes released.
 size_t empty_cache(int device = 0);
+
+// How matmul computes f32 products on the GPU (RLX_CUDA_F32_GEMM sets it at start-up):
+// "auto" (the default): large products on the tensor cores, as 3xTF32 summed so that its
+// error stays SGEMM's (tests/cuda/linalg_f32_test.cpp checks it), smaller ones as cuBLAS
+// SGEMM; "sgemm": always SGEMM; "tc": the tensor cores wherever they fit. RLX_CUDA_TF32=1
+// overrides all three with one TF32 product (~1e-3 relative error). Graphs compiled
+// afterwards take the new mode (it empties the compile cache); one compiled before may
+// keep the old (its CUDA Graph replays the kernels it captured). Another name is a
+// ValueError.
+void set_f32_matmul(std::string_view mode);
 
 }  // namespace rlx::cuda

@@ -1,5 +1,6 @@
 // A build without the CUDA backend (RLX_CUDA=OFF or no toolkit): no device, no kernels.
 #include "rlx/cuda.h"
+#include "rlx/error.h"
 #include "rlx/session.h"
 #include "runtime/device_backend.h"
 
@@ -15,6 +16,10 @@ int device_count() { return 0; }
 void synchronize(int) {}
 MemoryInfo memory_info(int) { return {}; }
 size_t empty_cache(int) { return 0; }
+void set_f32_matmul(std::string_view mode) {
+  if (mode != "auto" && mode != "sgemm" && mode != "tc")
+    fail<ValueError>("set_f32_matmul", "expected auto, sgemm or tc, got '", mode, "'");
+}
 }  // namespace cuda
 
 void register_cuda_kernels(KernelRegistry&) {}

@@ -7,6 +7,7 @@
 # `bash tools/gpu/run.sh` (DEVELOPERS.md).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+mkdir -p .gpuz
 build=${1:-build}
 targets=(cuda_all_tests rlx-cli rlx-bench-gpu rlx-bench-sparse-gpu)
 bins=(tests/cuda_all_tests tools/rlx bench/rlx-bench-gpu bench/rlx-bench-sparse-gpu)
@@ -16,7 +17,10 @@ if grep -q '^dist_nccl:' <(ninja -C "$build" -t targets all 2>/dev/null); then
   bins+=(libs/dist/dist_nccl libs/dist/rlx-bench-dist)
 fi
 cmake --build "$build" --target "${targets[@]}"
-rm -rf .gpu && mkdir -p .gpuz
+# The f32 GEMM probe (cuBLAS's f32 options next to rlx's tensor-core kernel).
+nvcc -O2 -arch=sm_90 -std=c++20 -Isrc tools/gpu/f32_gemm_probe.cu -lcublas -lcublasLt \
+  -o .gpuz/f32_gemm_probe
+rm -rf .gpu
 ../shared/tools/gpu-bundle .gpu "${bins[@]/#/$build/}"
 strip .gpu/bin/*
 # A dictionary larger than the tar: the binaries share most of librlx, which then

@@ -1,8 +1,10 @@
 // f32 GEMM options on the GPU, on GPT-2 small's shapes: SGEMM, cuBLAS's BF16x9 emulation,
-// one TF32 product and 3xTF32 as linalg.cpp's RLX_CUDA_F32_GEMM=3xtf32 runs it — each one's
-// time and its error against DGEMM (max and rms, relative to the rms of the result). The
-// evidence behind keeping SGEMM the f32 default. Build here, run on the GPU machine:
-//   nvcc -O2 -arch=sm_90 tools/gpu/f32_gemm_probe.cu -lcublas -lcublasLt -o .gpuz/f32_gemm_probe
+// one TF32 product, 3xTF32 as three cuBLAS TF32 GEMMs, and rlx's tensor-core f32 GEMM
+// (src/backend/cuda/gemm_f32.cuh, what matmul runs for large f32 products) — each one's time
+// and its error against DGEMM (max and rms, relative to the rms of the result). Build here,
+// run on the GPU machine:
+//   nvcc -O2 -arch=sm_90 -std=c++20 -Isrc tools/gpu/f32_gemm_probe.cu -lcublas -lcublasLt \
+//     -o .gpuz/f32_gemm_probe
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
@@ -12,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
+
+#include "backend/cuda/gemm_f32.cuh"
 #define CK(x)                                                \
   do {                                                       \
     auto e = (x);                                            \
@@ -132,13 +136,57 @@ int main() {
     CK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
     CK(cublasSetEmulationStrategy(h, CUBLAS_EMULATION_STRATEGY_DEFAULT));
     for (int rl = 0; rl < 2; ++rl)
-      run(rl ? "3xtf32 lo rounded" : "3xtf32 (rlx's)", [&] {
+      run(rl ? "3xtf32 lo rounded" : "3xtf32 cuBLAS", [&] {
         split<<<(na + 255) / 256, 256>>>(a, ah, al, na, rl);
         split<<<(nb + 255) / 256, 256>>>(b, bh, bl, nb, rl);
         gemm(al, bh, 0, CUBLAS_COMPUTE_32F_FAST_TF32);
         gemm(ah, bl, 1, CUBLAS_COMPUTE_32F_FAST_TF32);
         gemm(ah, bh, 1, CUBLAS_COMPUTE_32F_FAST_TF32);
       });
+    {  // rlx's: y = x w^T with x = B^T (n x k, k contiguous) and w = A (m x k, m contiguous)
+      using namespace rlx::gpu::tc;
+      int64_t xp = (n + 127) / 128 * 128, wp = (m + 127) / 128 * 128, kp = (k + 31) / 32 * 32;
+      float *xs, *ws;
+      int* flag;
+      cudaMalloc(&flag, sizeof(int));
+      cudaMemset(flag, 0, sizeof(int));
+      cudaMalloc(&xs, size_t(2 * xp * kp * 4));
+      cudaMalloc(&ws, size_t(2 * wp * kp * 4));
+      CK(cudaFuncSetAttribute(gemm_3xtf32<0>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              int(kSmem)));
+      TcParams p{xs,
+                 xs + xp * kp,
+                 ws,
+                 ws + wp * kp,
+                 0,
+                 0,
+                 kp,
+                 int(xp / kBM),
+                 int(wp / kBN),
+                 c,
+                 m,
+                 0,
+                 n,
+                 m,
+                 1.0f,
+                 0.0f,
+                 nullptr,
+                 flag};
+      auto gemm_tc = [&] {
+        gemm_3xtf32<0><<<dim3(unsigned(p.tiles_m * p.tiles_n), 1), kGemmThreads, kSmem>>>(p);
+      };
+      run("3xtf32 corrected (rlx)", [&] {
+        split_k_major<<<dim3(unsigned(kp / 32), unsigned(xp / 32), 1), dim3(32, 8)>>>(
+            b, n, k, k, 1, 0, xs, xs + xp * kp, xp, kp, flag);
+        split_k_major<<<dim3(unsigned(kp / 32), unsigned(wp / 32), 1), dim3(32, 8)>>>(
+            a, m, k, 1, m, 0, ws, ws + wp * kp, wp, kp, flag);
+        gemm_tc();
+      });
+      run("  its GEMM alone", gemm_tc);
+      cudaFree(flag);
+      cudaFree(xs);
+      cudaFree(ws);
+    }
     cudaFree(a);
     cudaFree(b);
     cudaFree(c);

@@ -58,6 +58,8 @@ timeout 140 $B/rlx-bench-gpu --no-torch --runs 20 > $OUT/bench.log 2>&1; echo "=
 cat $OUT/bench.log
 timeout 150 python3 bench/gpu_torch.py --runs 10 > $OUT/torch.log 2>&1; echo "== torch rc=$?"
 cat $OUT/torch.log
+timeout 60 .gpuz/f32_gemm_probe > $OUT/f32_probe.log 2>&1; echo "== f32 probe rc=$?"
+grep "^m=\|sgemm  \|cuBLAS\|rlx\|alone" $OUT/f32_probe.log
 timeout 45 $B/rlx-bench-sparse-gpu > $OUT/sparse_bench.log 2>&1; echo "== sparse bench rc=$?"
 cat $OUT/sparse_bench.log
 # The gradient checks on cuda (every op's rules, f64), last of the correctness runs.

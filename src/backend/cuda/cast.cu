@@ -110,29 +110,7 @@ void fused_cast_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   RLX_CUDA_LAUNCHED("fused_cast");
 }
 
-__global__ void split_tf32_k(const float* __restrict__ x, float* __restrict__ hi,
-                             float* __restrict__ lo, int64_t n) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    float v = x[i];
-    uint32_t bits = __float_as_uint(v);
-    float h = __uint_as_float((bits + 0x1000u) & 0xffffe000u);  // nearest, ties away
-    if (!isfinite(v))
-      h = v;
-    else if (!isfinite(h))
-      h = __uint_as_float(bits & 0xffffe000u);
-    hi[i] = h;
-    lo[i] = isfinite(v) ? v - h : 0.0f;
-  }
-}
-
 }  // namespace
-
-void split_tf32(const float* x, float* hi, float* lo, int64_t n, cudaStream_t s) {
-  if (n == 0) return;
-  split_tf32_k<<<blocks_for(n, 4), kThreads, 0, s>>>(x, hi, lo, n);
-  RLX_CUDA_LAUNCHED("split_tf32");
-}
 
 void cast_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
   if (x.dtype() == y.dtype()) return copy_strided(x, y, s);  // every bit kept

@@ -13,10 +13,6 @@ namespace rlx::gpu {
 bool activation_inplace_supported(std::string_view act);
 // y = x converted to y's dtype (same shape, any strides).
 void cast_into(const Tensor& x, const Tensor& y, cudaStream_t s);
-// x (n f32) as hi + lo, hi rounded to TF32's 10 mantissa bits and lo = x - hi (exact):
-// the operands of a 3xTF32 GEMM (linalg.cpp). A value that is not finite, or whose
-// rounding would overflow, keeps hi = x (truncated) and lo = 0.
-void split_tf32(const float* x, float* hi, float* lo, int64_t n, cudaStream_t s);
 // y = act(y), y contiguous and of a float dtype; "none" leaves it.
 void activation_inplace(const Tensor& y, std::string_view act, cudaStream_t s);
 

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "backend/cuda/kernels.cuh"
+#include "backend/cuda/mma.cuh"
 
 namespace rlx::gpu::flash {
 
@@ -69,36 +70,6 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-// Four 8x8 matrices of 16-bit elements from shared memory; lane t names row t % 8 of
-// matrix t / 8. With trans each lane gets a column pair instead of a row pair.
-template <bool kTrans>
-__device__ __forceinline__ void ldmatrix4(uint32_t (&r)[4], const void* p) {
-  uint32_t a = uint32_t(__cvta_generic_to_shared(p));
-  if constexpr (kTrans)
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-  else
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(a));
-}
-
-// 16 bytes global -> shared, zero-filled when !valid.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
-  int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
-__device__ __forceinline__ void cp_async_wait_all() {
-  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
-}
-// Every group but the latest one complete.
-__device__ __forceinline__ void cp_async_wait_prior() {
-  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
 }
 
 // rows x D elements from global (row stride `ld`, rows at or past `limit` zero) into shared
@@ -204,26 +175,12 @@ struct HalfMma {
 // f32: m16n8k8 on TF32 with each operand split in a TF32 head and a TF32 tail (3xTF32:
 // head*head + head*tail + tail*head), which keeps about 21 bits of every product: f32
 // results at tensor-core speed. Rows padded by 4 floats.
-__device__ __forceinline__ void split_tf32(float x, uint32_t& head, uint32_t& tail) {
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(head) : "f"(x));
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(tail) : "f"(x - __uint_as_float(head)));
-}
-
-__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                         uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
 // c += a b with a = (ah + at), b = (bh + bt), the tail x tail term dropped.
 __device__ __forceinline__ void mma_3xtf32(float (&c)[4], const uint32_t (&ah)[4],
                                            const uint32_t (&at)[4], float b0, float b1) {
   uint32_t b0h, b0t, b1h, b1t;
-  split_tf32(b0, b0h, b0t);
-  split_tf32(b1, b1h, b1t);
+  tf32_split(b0, b0h, b0t);
+  tf32_split(b1, b1h, b1t);
   mma_tf32(c, at, b0h, b1h);
   mma_tf32(c, ah, b0t, b1t);
   mma_tf32(c, ah, b0h, b1h);
@@ -245,7 +202,7 @@ struct Tf32Mma {
       const float* q = base + kk * 8;
       float x[4] = {q[0], q[8 * kS], q[4], q[8 * kS + 4]};
 #pragma unroll
-      for (int e = 0; e < 4; ++e) split_tf32(x[e], qh[kk][e], qt[kk][e]);
+      for (int e = 0; e < 4; ++e) tf32_split(x[e], qh[kk][e], qt[kk][e]);
     }
   }
 
@@ -281,7 +238,7 @@ struct Tf32Mma {
       }
       uint32_t ph[4], pt[4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) split_tf32(a[e], ph[e], pt[e]);
+      for (int e = 0; e < 4; ++e) tf32_split(a[e], ph[e], pt[e]);
       // B fragment (8 keys x 8 head columns): (k = tig, n = group), (k = tig + 4, n = group).
       const float* v = sV + (kk * 8 + tig) * kS + group;
 #pragma unroll

@@ -2,28 +2,25 @@
 // C = A B is computed as the column-major C^T = B^T A^T; operands that are transposed views
 // become cuBLAS transposes, not copies. A batch that an operand broadcasts over (a weight
 // shared by every row of x) folds into M when x's rows are evenly spaced, so it is one
-// GEMM. f16 / bf16 accumulate in f32; f32 is SGEMM unless asked otherwise:
-// - RLX_CUDA_F32_GEMM=3xtf32: 3xTF32 on tensor cores, each operand split as hi + lo (hi
-//   rounded to TF32), then lo hi + hi lo + hi hi accumulated in f32, dropping only lo lo.
-//   H200, 8192 x 768 x 3072: 0.44 ms against SGEMM's 0.82 (GPT-2 f32 forward 48.2 -> 32.3
-//   ms), with errors a few times SGEMM's (2.1e-4 against 7.7e-5 over sums of size ~100,
-//   truncated hi); it passes the op tables, but AdamW steps of the demo GPT then differ
-//   from the CPU's by 1.7% of an update where SGEMM stays under 1%, so it is not the
-//   default. tools/gpu/f32_gemm_probe.cu measured why against DGEMM (H200, GPT-2's
-//   shapes): SGEMM's rms error is 5.0e-7 of the result's for k 768 and 3072 alike, 3xTF32's
-//   1.8e-6 at k 768 and 7.2e-6 at k 3072 (growing with k, where SGEMM's does not), and
-//   cuBLAS's BF16x9 emulation of f32 runs as plain SGEMM on sm_90 (same times, same bits);
-// - RLX_CUDA_TF32=1: one TF32 product (fastest, ~1e-3 relative error).
+// GEMM. f16 / bf16 accumulate in f32. f32 runs as cuda::set_f32_matmul (rlx/cuda.h) says: by
+// default large products go to linalg_f32.cu's tensor-core GEMM (3xTF32 summed so that its
+// error stays SGEMM's), the rest to SGEMM. cuBLAS's own 3xTF32 is not used: its products
+// pass through the tensor cores' truncating accumulator, and tools/gpu/f32_gemm_probe.cu
+// measured (H200, GPT-2's shapes, against DGEMM) an rms error of 1.8e-6 of the result's at
+// k 768 and 7.2e-6 at k 3072, where SGEMM's is 5.0e-7 at both; demo GPT AdamW steps run on
+// it differed from the CPU's by 1.7% of an update, where SGEMM's stay under 1%. cuBLAS's
+// BF16x9 emulation of f32 runs as plain SGEMM on sm_90 (same times, same bits).
+// RLX_CUDA_TF32=1: one TF32 product instead (fastest, ~1e-3 relative error).
 #include "backend/cuda/linalg.h"
 
 #include <cublasLt.h>
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <mutex>
-#include <optional>
 #include <span>
 #include <string_view>
 
@@ -31,6 +28,8 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/families.h"
+#include "rlx/compile_cache.h"
+#include "rlx/cuda.h"
 
 namespace rlx::gpu {
 
@@ -86,13 +85,24 @@ bool tf32() {
   return on;
 }
 
-bool three_tf32() {
-  static const bool on = [] {
-    const char* e = std::getenv("RLX_CUDA_F32_GEMM");
-    return !tf32() && e && std::string_view(e) == "3xtf32";
-  }();
-  return on;
+enum class F32Mode { automatic, sgemm, tc };
+
+F32Mode parse_f32_mode(std::string_view m) {
+  if (m == "auto") return F32Mode::automatic;
+  if (m == "sgemm") return F32Mode::sgemm;
+  if (m == "tc") return F32Mode::tc;
+  fail<ValueError>("set_f32_matmul", "expected auto, sgemm or tc, got '", m, "'");
 }
+
+std::atomic<F32Mode>& f32_mode() {
+  static std::atomic<F32Mode> mode = [] {
+    const char* e = std::getenv("RLX_CUDA_F32_GEMM");
+    return e ? parse_f32_mode(e) : F32Mode::automatic;
+  }();
+  return mode;
+}
+
+std::atomic<int64_t> tc_runs{0};
 
 // One operand as cuBLAS sees it: a matrix (row-major or transposed) per batch entry.
 struct Operand {
@@ -197,16 +207,14 @@ struct Gemm {
   const void* bias = nullptr;  // one value per row of the column-major product (our columns)
 };
 
-// One cuBLASLt GEMM; `compute` overrides the dtype's compute type (3xTF32's products).
-void run_gemm_as(const Gemm& g, Device dev, cudaStream_t stream,
-                 std::optional<cublasComputeType_t> as = std::nullopt) {
+// One cuBLASLt GEMM.
+void run_gemm_as(const Gemm& g, Device dev, cudaStream_t stream) {
   LtState& st = lt_state(dev);
   cudaDataType_t dt = data_type(g.dtype), ct = g.own_out ? data_type(g.out) : dt;
   bool f64 = g.dtype == DType::f64;
   cublasComputeType_t compute =
-      as    ? *as
-      : f64 ? CUBLAS_COMPUTE_64F
-            : (g.dtype == DType::f32 && tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+      f64 ? CUBLAS_COMPUTE_64F
+          : (g.dtype == DType::f32 && tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
   cudaDataType_t scale = f64 ? CUDA_R_64F : CUDA_R_32F;
 
   cublasLtMatmulDesc_t desc;
@@ -294,55 +302,57 @@ void run_gemm_as(const Gemm& g, Device dev, cudaStream_t stream,
   cublasLtMatmulDescDestroy(desc);
 }
 
-// The elements an operand's GEMM reads, from its first: its last offset + 1 (strides are
-// never negative here).
-int64_t span_of(const Tensor& t) {
-  int64_t last = 0;
-  for (int64_t d = 0; d < t.rank(); ++d) {
-    if (t.shape()[size_t(d)] == 0) return 0;
-    last += (t.shape()[size_t(d)] - 1) * t.strides()[size_t(d)];
-  }
-  return last + 1;
+// Where "auto" takes the tensor-core GEMM: at least 2^33 multiply-adds over k >= 256. On
+// the H200 (rlx-bench-gpu --only gemm_f32) it ran 1.10x SGEMM's speed at 2048^3 and
+// 1.14-1.25x on GPT-2's products, but 0.68x at 1024^3 and 0.86x at 8192 x 64 x 8192 (the
+// two splits and 128 x 128 tiles do not pay there).
+bool tc_pays(const Gemm& g) {
+  return g.k >= 256 && double(g.m) * double(g.n) * double(g.k) * double(g.batch) >= 0x1p33;
 }
 
-// An f32 operand as its hi and lo halves: the same layout over new buffers.
-std::pair<Operand, Operand> split_operand(const Operand& o, cudaStream_t s) {
-  const int64_t span = span_of(o.t);
-  Tensor hi = Tensor::empty(DType::f32, {span}, o.t.device());
-  Tensor lo = Tensor::empty(DType::f32, {span}, o.t.device());
-  split_tf32(static_cast<const float*>(o.t.data()), static_cast<float*>(hi.data()),
-             static_cast<float*>(lo.data()), span, s);
-  return {Operand{hi, o.transposed, o.ld, o.batch_stride},
-          Operand{lo, o.transposed, o.ld, o.batch_stride}};
+// The column-major product C = op(A) op(B) as the tensor-core GEMM's row-major y = x w^T,
+// where its epilogue is one the kernel has.
+bool run_tc(const Gemm& g, Device dev, cudaStream_t stream) {
+  TcGemm::Act act = TcGemm::Act::none;
+  switch (g.epilogue) {
+    case CUBLASLT_EPILOGUE_DEFAULT:
+    case CUBLASLT_EPILOGUE_BIAS:
+      break;
+    case CUBLASLT_EPILOGUE_RELU:
+    case CUBLASLT_EPILOGUE_RELU_BIAS:
+      act = TcGemm::Act::relu;
+      break;
+    case CUBLASLT_EPILOGUE_GELU:
+    case CUBLASLT_EPILOGUE_GELU_BIAS:
+      act = TcGemm::Act::gelu_tanh;
+      break;
+    default:
+      return false;
+  }
+  // x = op(B)^T (rows n), w = op(A) (rows m), both over k.
+  const Operand &b = *g.b, &a = *g.a;
+  TcOperand x = b.transposed ? TcOperand{nullptr, g.n, 1, b.ld, b.batch_stride}
+                             : TcOperand{nullptr, g.n, b.ld, 1, b.batch_stride};
+  TcOperand w = a.transposed ? TcOperand{nullptr, g.m, a.ld, 1, a.batch_stride}
+                             : TcOperand{nullptr, g.m, 1, a.ld, a.batch_stride};
+  x.data = static_cast<const float*>(b.t.data());
+  w.data = static_cast<const float*>(a.t.data());
+  if (g.batch == 1) x.batch_stride = w.batch_stride = 0;
+  TcGemm t{x, w, g.n, g.m, g.k, g.batch, static_cast<float*>(g.c), g.ldc, g.c_stride};
+  t.alpha = float(g.alpha);
+  t.beta = float(g.beta);
+  t.bias = static_cast<const float*>(g.bias);
+  t.act = act;
+  tc_f32_gemm(t, dev, stream);
+  tc_runs.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
-  // 3xTF32 where the operands are dense enough that splitting what they span is cheap
-  // (not a row broadcast over a large batch, say).
-  auto dense = [](const Operand& o) {
-    return span_of(o.t) <= 2 * std::max<int64_t>(o.t.numel(), 1);
-  };
-  if (g.dtype != DType::f32 || !three_tf32() || g.k == 0 || !dense(*g.a) || !dense(*g.b))
-    return run_gemm_as(g, dev, stream);
-  auto [a_hi, a_lo] = split_operand(*g.a, stream);
-  auto [b_hi, b_lo] = split_operand(*g.b, stream);
-  // The small products first, into c (with its own term where beta is 1); the epilogue
-  // (bias, activation) on the last, over the whole sum.
-  Gemm part = g;
-  part.epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-  part.bias = nullptr;
-  part.a = &a_lo;
-  part.b = &b_hi;
-  run_gemm_as(part, dev, stream, CUBLAS_COMPUTE_32F_FAST_TF32);
-  part.beta = 1;
-  part.a = &a_hi;
-  part.b = &b_lo;
-  run_gemm_as(part, dev, stream, CUBLAS_COMPUTE_32F_FAST_TF32);
-  Gemm last = g;
-  last.beta = 1;
-  last.a = &a_hi;
-  last.b = &b_hi;
-  run_gemm_as(last, dev, stream, CUBLAS_COMPUTE_32F_FAST_TF32);
+  F32Mode mode = f32_mode().load(std::memory_order_relaxed);
+  bool tc = g.dtype == DType::f32 && !g.own_out && !tf32() && mode != F32Mode::sgemm &&
+            tc_f32_gemm_fits(g.n, g.m, g.k, g.batch) && (mode == F32Mode::tc || tc_pays(g));
+  if (!(tc && run_tc(g, dev, stream))) run_gemm_as(g, dev, stream);
 }
 
 }  // namespace
@@ -543,6 +553,8 @@ void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
 
 }  // namespace
 
+int64_t tc_f32_gemm_runs() { return tc_runs.load(); }
+
 void register_linalg(KernelRegistry& r) {
   add_kernel(r, "matmul", matmul_kernel, dtype_in(kFloat), {.strided_inputs = true});
   add_kernel(r, "dot_general", dot_general_kernel, dtype_in(kFloat), {.strided_inputs = true});
@@ -550,3 +562,10 @@ void register_linalg(KernelRegistry& r) {
 }
 
 }  // namespace rlx::gpu
+
+// Programs compiled before keep what they captured (a CUDA Graph replays its kernels), so
+// the compile cache is emptied: a graph compiled from now on runs the new mode.
+void rlx::cuda::set_f32_matmul(std::string_view mode) {
+  gpu::F32Mode m = gpu::parse_f32_mode(mode);
+  if (gpu::f32_mode().exchange(m) != m) clear_compile_cache();
+}

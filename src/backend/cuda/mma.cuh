@@ -1,0 +1,60 @@
+// Tensor-core building blocks shared by the mma.sync kernels (attention, the f32 GEMM):
+// ldmatrix, cp.async and the TF32 product with its head / tail split.
+#pragma once
+
+#include <cstdint>
+
+namespace rlx::gpu {
+
+// Four 8x8 matrices of 16-bit elements from shared memory; lane t names row t % 8 of
+// matrix t / 8. With trans each lane gets a column pair instead of a row pair.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix4(uint32_t (&r)[4], const void* p) {
+  uint32_t a = uint32_t(__cvta_generic_to_shared(p));
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(a));
+}
+
+// 16 bytes global -> shared, zero-filled when !valid.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
+  int n = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.wait_group 0;\n" ::: "memory");
+}
+// Every group but the latest one complete.
+__device__ __forceinline__ void cp_async_wait_prior() {
+  asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+}
+// Every group but the latest n complete.
+template <int n>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(n) : "memory");
+}
+
+// x as a TF32 head (rounded to nearest) and a TF32 tail holding most of what the head
+// dropped: head + tail keeps about 21 of f32's 24 bits.
+__device__ __forceinline__ void tf32_split(float x, uint32_t& head, uint32_t& tail) {
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(head) : "f"(x));
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(tail) : "f"(x - __uint_as_float(head)));
+}
+
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+}  // namespace rlx::gpu
