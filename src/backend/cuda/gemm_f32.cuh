@@ -15,6 +15,11 @@
 //   - 128 x 128 tiles, 8 warps of 64 x 32, three cp.async stages of four 16 KB halves (A, B
 //     each head and tail) in XOR-swizzled rows (conflict-free ldmatrix); tiles walk in
 //     groups of 8 row tiles so that a band of B stays in L2.
+//   - Tried on the H200 (tools/gpu/f32_gemm_probe.cu, GPT-2's shapes) and dropped: 16
+//     warps of 32 x 32 ran as fast as 8 of 64 x 32 (~60 TFLOP/s); splitting each fragment
+//     in registers as it leaves shared memory (half the bytes through L2 and shared
+//     memory, no split pass) ran at ~37: the three instructions a value cost more issue
+//     slots than the bytes they saved.
 // Kernels only (linalg_f32.cu launches them; tools/gpu/f32_gemm_probe.cu times them next
 // to cuBLAS).
 #pragma once
