@@ -15,7 +15,8 @@ rlx.op(name, ...) and rlx.ops.<name> for every registered op. @rlx.jit traces a 
 function over arrays into a compiled graph. Transforms (grad, value_and_grad, vjp, jvp,
 vmap, ...) take a graph and return a graph, or take a Python function and return the
 JAX-style transformed function; those nest in any order, with jit too. rlx.optim trains graphs (SGD, Adam, AdamW,
-a Trainer); rlx.onnx imports ONNX models. rlx's errors raise ValueError, TypeError,
+a Trainer); rlx.onnx imports ONNX models; rlx.cuda says whether a GPU is there, reports
+and frees its memory pool, and picks how f32 matmul runs on it. rlx's errors raise ValueError, TypeError,
 NotImplementedError or OSError with rlx's message.
 """
 from . import _rlx
@@ -56,6 +57,7 @@ from ._rlx import (
     prune,
 )
 from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_, string
+from ._rlx import cuda
 from . import ops, onnx, optim
 from .jit import jit
 from . import functional as _functional

@@ -40,6 +40,8 @@ PYBIND11_MODULE(_rlx, m) {
   register_custom(m);
   register_session(m);
   register_transforms(m);
+  auto cuda = m.def_submodule("cuda", "The CUDA device: presence, memory, how f32 matmul runs");
+  register_cuda(cuda);
   auto onnx = m.def_submodule("onnx", "ONNX import");
   register_onnx(onnx);
   auto optim = m.def_submodule("optim", "Optimizers, schedules, initialisers, Trainer");

@@ -2,6 +2,7 @@
 #include "rlx/session.h"
 
 #include "common.h"
+#include "rlx/cuda.h"
 #include "rlx/passes.h"
 
 namespace rlx::py {
@@ -139,6 +140,32 @@ else 2); threads: kernel threads per run (0: every core); dims: {symbol: size} f
 now; precision: "f32", "bf16", "f16", "auto_bf16" or "auto_f16" (of the heavy ops);
 passes: the pass pipeline to run instead of the default; disable_passes: passes left
 out; cache: reuse an earlier compile of an equal graph.
+)doc");
+}
+
+void register_cuda(pyb::module_& m) {
+  m.def("available", &cuda::available,
+        "Whether this build has the CUDA backend and a CUDA device is present.");
+  m.def("device_count", &cuda::device_count);
+  m.def("synchronize", &cuda::synchronize, pyb::arg("device") = 0,
+        "Waits for the work queued on the device's stream.");
+  m.def(
+      "memory_info",
+      [](int device) {
+        cuda::MemoryInfo i = cuda::memory_info(device);
+        pyb::dict d;
+        d["reserved"] = i.reserved;
+        d["used"] = i.used;
+        return d;
+      },
+      pyb::arg("device") = 0,
+      "{'reserved': bytes the caching pool holds, 'used': bytes live tensors take}.");
+  m.def("empty_cache", &cuda::empty_cache, pyb::arg("device") = 0,
+        "Gives the pool's unused memory back to the driver; returns the bytes released.");
+  m.def("set_f32_matmul", &cuda::set_f32_matmul, pyb::arg("mode"), R"doc(
+How matmul computes f32 products on the GPU: "auto" (default; large products on the
+tensor cores at SGEMM's accuracy, the rest as SGEMM), "sgemm" or "tc". Graphs compiled
+afterwards take it.
 )doc");
 }
 
