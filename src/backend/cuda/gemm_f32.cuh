@@ -88,16 +88,6 @@ __global__ void split_k_major(const float* __restrict__ x, int64_t rows, int64_t
   }
 }
 
-// c = a b for one 16x8x8 tile, from zero.
-__device__ __forceinline__ void mma_tf32_first(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
-                                               uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%10,%10,%10,%10};\n"
-      : "=f"(c[0]), "=f"(c[1]), "=f"(c[2]), "=f"(c[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1), "f"(0.0f));
-}
-
 struct TcParams {
   const float *a_hi, *a_lo, *b_hi, *b_lo;  // [batch][mp | np][kp]
   int64_t a_batch, b_batch;                // 0: one matrix for every batch entry
@@ -168,6 +158,7 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_3xtf32(TcParams p) {
           }
   } else {
     float part[4][4][4];
+    const float kZero[4] = {};
     for (int st = 0; st < kStages - 1; ++st) {
       if (st < kts) load(st, st);
       cp_async_commit();
@@ -206,8 +197,8 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_3xtf32(TcParams p) {
         for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
           for (int nt = 0; nt < 4; ++nt) {
-            if (kk == 0)
-              mma_tf32_first(part[mt][nt], al[mt], bh[nt][0], bh[nt][1]);
+            if (kk == 0)  // a new slice: from zero
+              mma_tf32(part[mt][nt], al[mt], bh[nt][0], bh[nt][1], kZero);
             else
               mma_tf32(part[mt][nt], al[mt], bh[nt][0], bh[nt][1]);
           }

@@ -330,14 +330,15 @@ bool run_tc(const Gemm& g, Device dev, cudaStream_t stream) {
       return false;
   }
   // x = op(B)^T (rows n), w = op(A) (rows m), both over k.
-  const Operand &b = *g.b, &a = *g.a;
-  TcOperand x = b.transposed ? TcOperand{nullptr, g.n, 1, b.ld, b.batch_stride}
-                             : TcOperand{nullptr, g.n, b.ld, 1, b.batch_stride};
-  TcOperand w = a.transposed ? TcOperand{nullptr, g.m, a.ld, 1, a.batch_stride}
-                             : TcOperand{nullptr, g.m, 1, a.ld, a.batch_stride};
-  x.data = static_cast<const float*>(b.t.data());
-  w.data = static_cast<const float*>(a.t.data());
-  if (g.batch == 1) x.batch_stride = w.batch_stride = 0;
+  // (op(A) is A stored column-major, or its transpose; likewise B.)
+  auto as_rows = [&](const Operand& o, int64_t rows, bool k_contiguous) {
+    int64_t batch = g.batch == 1 ? 0 : o.batch_stride;
+    auto data = static_cast<const float*>(o.t.data());
+    return k_contiguous ? TcOperand{data, rows, o.ld, 1, batch}
+                        : TcOperand{data, rows, 1, o.ld, batch};
+  };
+  TcOperand x = as_rows(*g.b, g.n, !g.b->transposed);
+  TcOperand w = as_rows(*g.a, g.m, g.a->transposed);
   TcGemm t{x, w, g.n, g.m, g.k, g.batch, static_cast<float*>(g.c), g.ldc, g.c_stride};
   t.alpha = float(g.alpha);
   t.beta = float(g.beta);
