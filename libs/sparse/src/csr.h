@@ -155,6 +155,17 @@ std::pair<double, double> parallel_sum2(int64_t n, F f) {
   return {a, b};
 }
 
+// Prefetches bytes [from, to) of a stream (clipped to its `size` bytes) into L1: the
+// spmv asks for its values and indices a fixed distance ahead of the block it works on.
+// With the hardware prefetcher alone it ran at 67% of a parallel copy's bandwidth
+// (rlx-bench-sparse: 2 threads, Poisson 1024^2 from memory); 1 KB ahead, at 77-86%, as
+// fast as a vectorised read stream (512 B to 4 KB ahead measured alike). Also asking
+// for x[col] or for y ahead was slower or no faster.
+inline void prefetch_bytes(const void* base, int64_t from, int64_t to, int64_t size) {
+  const char* p = static_cast<const char*>(base);
+  for (int64_t o = from; o < std::min(to, size); o += 64) __builtin_prefetch(p + o, 0, 3);
+}
+
 // y = A x, returning w . y in *dot when w is given. Checked, it also tests the pattern,
 // block by block of 64 rows: the row pointers in order and inside [0, nnz], then the
 // largest column index (a vectorised max over indices that the products then read from
@@ -182,6 +193,14 @@ bool spmv_rows(const CsrRef<T, I>& a, const T* x, T* y, const T* w = nullptr,
       U m = 0;
       for (int64_t k = b; k < e; ++k) m = std::max(m, U(col[k]));
       if (b < e && uint64_t(m) >= cols) return false;
+    }
+    {  // the pattern is sound here (checked above, or before a solve)
+      constexpr int64_t kAhead = 1024;  // bytes, in each stream
+      const int64_t b = rp[r0], e = rp[r1];
+      prefetch_bytes(v, b * int64_t(sizeof(T)) + kAhead, e * int64_t(sizeof(T)) + kAhead,
+                     nnz * int64_t(sizeof(T)));
+      prefetch_bytes(col, b * int64_t(sizeof(I)) + kAhead, e * int64_t(sizeof(I)) + kAhead,
+                     nnz * int64_t(sizeof(I)));
     }
     // Rows in pairs, their loops interleaved (more independent work in flight: ~8%
     // faster); each row still sums its entries in order.
