@@ -1,7 +1,8 @@
 # PyTorch's side of rlx-bench-sparse-gpu: Jacobi-preconditioned CG on the 2-D 5-point
 # Poisson matrix (grid n x n, f32, a torch.sparse_csr_tensor on the GPU), exactly `iters`
 # iterations of a hand-written CG loop; prints "RESULT torch_cg <ms per iteration>" (the
-# median of --runs runs, CUDA events) and the versions.
+# median of --runs runs, CUDA events), "RESULT torch_spmv <ms>" (one A @ x, the median of
+# 4 x --runs, each timed alone as rlx's is) and the versions.
 import argparse
 import sys
 
@@ -65,5 +66,15 @@ with torch.no_grad():
         torch.cuda.synchronize()
         times.append(s.elapsed_time(e) / a.iters)
     times.sort()
+    spmv = []
+    for _ in range(4 * a.runs):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        y = A @ b
+        e.record()
+        torch.cuda.synchronize()
+        spmv.append(s.elapsed_time(e))
+    spmv.sort()
 print("VERSION torch", torch.__version__, torch.version.cuda, flush=True)
+print("RESULT torch_spmv", spmv[len(spmv) // 2], spmv[0], flush=True)
 print("RESULT torch_cg", times[len(times) // 2], times[0], flush=True)

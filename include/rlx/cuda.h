@@ -4,7 +4,13 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <functional>
 #include <string_view>
+
+namespace rlx {
+struct KernelContext;  // rlx/kernel.h
+}
 
 namespace rlx::cuda {
 
@@ -35,5 +41,16 @@ size_t empty_cache(int device = 0);
 // keep the old (its CUDA Graph replays the kernels it captured). Another name is a
 // ValueError.
 void set_f32_matmul(std::string_view mode);
+
+// For a CUDA kernel (a downstream package's too) that may meet bad input, say an index out
+// of range, and should not wait for the device to find out: a slot of three words in device
+// memory, {flag, value, axis}, cleared in the stream order of ctx's stream. The kernel
+// skips what it cannot read, and its first thread to meet bad input takes the flag
+// (atomicCAS(slot, 0, 1) == 0) and writes value and axis. The runtime reads the slots once,
+// at the end of the run (or after each replay of a CUDA Graph), and calls report(value,
+// axis) for a slot that was set: report throws the op's error, which the run then throws.
+// A DeviceError where ctx is not a CUDA kernel's.
+unsigned long long* deferred_check(const KernelContext& ctx,
+                                   std::function<void(int64_t value, int64_t axis)> report);
 
 }  // namespace rlx::cuda

@@ -1,6 +1,7 @@
 // A build without the CUDA backend (RLX_CUDA=OFF or no toolkit): no device, no kernels.
 #include "rlx/cuda.h"
 #include "rlx/error.h"
+#include "rlx/kernel.h"
 #include "rlx/session.h"
 #include "runtime/device_backend.h"
 
@@ -19,6 +20,11 @@ size_t empty_cache(int) { return 0; }
 void set_f32_matmul(std::string_view mode) {
   if (mode != "auto" && mode != "sgemm" && mode != "tc")
     fail<ValueError>("set_f32_matmul", "expected auto, sgemm or tc, got '", mode, "'");
+}
+unsigned long long* deferred_check(const KernelContext& ctx,
+                                   std::function<void(int64_t, int64_t)>) {
+  fail<DeviceError>(ctx.op.name, "expected a CUDA kernel's context for deferred_check, got ",
+                    ctx.device.str(), " in a build without the CUDA backend");
 }
 }  // namespace cuda
 

@@ -9,16 +9,13 @@
 // gmres_solve keeps the host delegate (its small least-squares problem per step is host
 // work anyway).
 #include <cfloat>
-#include <cstdlib>
-#include <initializer_list>
 
 #include "cuda_common.h"
+#include "rows.cuh"
 
 namespace rlx::sparse::gpu {
 
 namespace {
-
-constexpr int kBlock = 256;
 
 enum Status : int { kRunning = 0, kNotSpd = 1 };
 
@@ -30,14 +27,6 @@ struct State {
   int iter, done, status, s_conv;
   int bad;  // the pattern is unsound (setup_kernel): every later kernel returns at once
   unsigned ticket;
-};
-
-template <class T, class I>
-struct Csr {
-  const I* rp;
-  const I* col;
-  const T* val;
-  int64_t n;
 };
 
 // ---- reductions ----------------------------------------------------------------------
@@ -87,61 +76,6 @@ __device__ void grid_sum(double (&v)[NV], double* partials, State* st, Fin fin) 
     st->ticket = 0;
   }
 }
-
-// y_i = (A x)_i for the rows of this thread's warp, TPR lanes a row, x_j read as xat(j);
-// calls f(i, y_i) on the row's first lane. The loop bound is the warp's, so every lane
-// reaches the shuffles. With one lane a row, a thread takes two rows at once, their
-// entries interleaved: twice the loads in flight for the same number of threads (each row
-// still sums its entries in order). (Issuing a row's loads in chunks before adding was
-// slower on the H200: the 5-point rows then take two chunks.)
-template <int TPR, class T, class I, class X, class F>
-__device__ void rows_of(const Csr<T, I>& a, X xat, F f) {
-  const int64_t total = int64_t(gridDim.x) * blockDim.x;
-  auto entry = [&](int64_t e) { return __ldg(&a.val[e]) * xat(int64_t(__ldg(&a.col[e]))); };
-  if constexpr (TPR == 1) {
-    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += 2 * total) {
-      const int64_t j = i + total;
-      const bool two = j < a.n;
-      int64_t e0 = __ldg(&a.rp[i]), end0 = __ldg(&a.rp[i + 1]);
-      int64_t e1 = two ? int64_t(__ldg(&a.rp[j])) : 0,
-              end1 = two ? int64_t(__ldg(&a.rp[j + 1])) : 0;
-      T acc0 = 0, acc1 = 0;
-      for (; e0 < end0 && e1 < end1; ++e0, ++e1) {
-        acc0 += entry(e0);
-        acc1 += entry(e1);
-      }
-      for (; e0 < end0; ++e0) acc0 += entry(e0);
-      for (; e1 < end1; ++e1) acc1 += entry(e1);
-      f(i, acc0);
-      if (two) f(j, acc1);
-    }
-    return;
-  }
-  const int lane = threadIdx.x % TPR;
-  const int64_t warp0 = int64_t(blockIdx.x) * blockDim.x + (threadIdx.x & ~31);
-  for (int64_t t0 = warp0; t0 / TPR < a.n; t0 += total) {
-    const int64_t i = (t0 + (threadIdx.x & 31)) / TPR;
-    const bool ok = i < a.n;
-    T acc = 0;
-    if (ok)
-      for (int64_t e = int64_t(__ldg(&a.rp[i])) + lane, end = __ldg(&a.rp[i + 1]); e < end;
-           e += TPR)
-        acc += entry(e);
-    for (int o = TPR / 2; o > 0; o /= 2) acc += __shfl_down_sync(0xffffffffu, acc, o, TPR);
-    if (ok && lane == 0) f(i, acc);
-  }
-}
-
-// Reads x_j of a vector.
-template <class T>
-struct At {
-  const T* x;
-  __device__ T operator()(int64_t j) const { return x[j]; }
-};
-
-#define RLX_GRID_LOOP(i, n)                                                 \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
-       i += int64_t(gridDim.x) * blockDim.x)
 
 // ---- setup and the true residual -----------------------------------------------------
 
@@ -477,66 +411,9 @@ __global__ void bi_update(BiVecs<T> v, int64_t n) {
 
 enum class Method { cg, bicgstab };
 
-// The lanes a CSR row is given: one a `per` entries, up to a warp. CG's kernel reads the
-// step before's vectors (two pairs) at each entry's column, BiCGSTAB's products one vector:
-// CG wants fewer lanes (on the 5-point Poisson matrix, one lane a row ran its iteration in
-// 0.040 ms on the H200, four lanes in 0.055).
-int lanes_for(int64_t n, int64_t nnz, int per) {
-  const int64_t avg = n > 0 ? nnz / n : 0;
-  if (const char* e = std::getenv("RLX_SPARSE_LANES")) return std::atoi(e);
-  int t = 1;
-  while (t < 32 && per * t < avg) t *= 2;
-  return t;
-}
-
-// Launches K<TPR> for the chosen lane count.
-#define RLX_LANES(tpr, launch) \
-  switch (tpr) {               \
-    case 1:                    \
-      launch(1);               \
-      break;                   \
-    case 2:                    \
-      launch(2);               \
-      break;                   \
-    case 4:                    \
-      launch(4);               \
-      break;                   \
-    case 8:                    \
-      launch(8);               \
-      break;                   \
-    case 16:                   \
-      launch(16);              \
-      break;                   \
-    default:                   \
-      launch(32);              \
-      break;                   \
-  }
-
 struct Matrix {
   Tensor val, col, rp;  // A, or A^T for transpose
 };
-
-// The blocks the device holds at once of the fewest-resident of these kernels: a grid of
-// that many runs in one wave, its grid-stride loops with no tail of late blocks.
-int resident_blocks(Device dev, std::initializer_list<const void*> kernels) {
-  int fewest = 8;
-  for (const void* fn : kernels) {
-    int b = 0;
-    RLX_SP_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fn, kBlock, 0));
-    fewest = std::min(fewest, std::max(b, 1));
-  }
-  return fewest * sm_count(dev);
-}
-
-// A grid for `need` blocks of work in grid-stride loops: at most `resident` blocks (one
-// wave), each taking the same number of rounds. (The plain one-wave grid leaves the slots of
-// the blocks a shorter last round skips idle while the others finish: balanced, CG's
-// iteration on the 5-point Poisson matrix ran 2.5-4% faster on the H200.)
-int balanced_grid(int64_t need, int resident) {
-  need = std::max<int64_t>(need, 1);
-  const int64_t rounds = (need + resident - 1) / resident;
-  return int((need + rounds - 1) / rounds);
-}
 
 // A^T as CSR (cusparseCsr2cscEx2: 32-bit indices, which supports() asks for).
 template <class T>
@@ -617,8 +494,7 @@ void iterative_k(Method method, const KernelContext& ctx, std::span<const Tensor
   const int tpr = lanes_for(n, m.col.numel(), method == Method::cg ? 8 : 2);
   // CG's step has a grid of its own: it holds a different number of blocks a multiprocessor
   // than BiCGSTAB's kernels (its registers), and each grid is sized by its own occupancy.
-  // Threads for one round over the rows: with one lane a row, a thread takes two rows.
-  const int64_t need = (n * tpr / (tpr == 1 ? 2 : 1) + kBlock - 1) / kBlock;
+  const int64_t need = row_blocks(n, tpr);
   const int grid = balanced_grid(
       need,
       resident_blocks(dev, {(const void*)bi_spmv_t<1, T, I>, (const void*)bi_spmv_t<32, T, I>,

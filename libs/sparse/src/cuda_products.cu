@@ -1,8 +1,13 @@
-// CUDA kernels for the products: spmv, spmv_t, spmm, spmm_t through cuSPARSE's generic API
-// (SpMV / SpMM on CSR; A^T is the library's transpose operation, not a converted copy). The
-// pattern is checked on the device first: a library reading a row pointer or column out of
-// range would fault the context, and the CPU turns the same input into a ValueError.
+// CUDA kernels for the products. spmv is rlx's own kernel, which checks the pattern as it
+// reads it (rows.cuh) and reports a bad one at the end of the run: one pass over A and no
+// wait for the device, so a CUDA Graph can hold it. spmv_t, spmm and spmm_t go through
+// cuSPARSE's generic API (SpMV / SpMM on CSR; A^T is the library's transpose operation,
+// not a converted copy), after a device check of the pattern that waits for its verdict:
+// a library reading a row pointer or column out of range would fault the context, and the
+// CPU turns the same input into a ValueError.
 #include "cuda_common.h"
+#include "rlx/cuda.h"
+#include "rows.cuh"
 
 namespace rlx::sparse::gpu {
 
@@ -19,6 +24,15 @@ __global__ void pattern_kernel(const I* rp, const I* col, int64_t rows, int64_t 
   for (int64_t i = tid; i < rows; i += stride) b |= rp[i + 1] < rp[i];
   for (int64_t e = tid; e < nnz; e += stride) b |= col[e] < 0 || int64_t(col[e]) >= cols;
   if (b) *bad = 1;
+}
+
+// y = A x, the pattern checked as it is read (Guarded); block 0 also checks its ends.
+template <int TPR, class T, class I>
+__global__ void spmv_kernel(Csr<T, I> a, const T* x, T* y, Guarded g) {
+  if (blockIdx.x == 0 && threadIdx.x == 0 && (a.rp[0] != 0 || int64_t(a.rp[a.n]) != g.nnz))
+    g.report(a.rp[0], 0);
+  rows_of<TPR>(
+      a, At<T>{x}, [&](int64_t i, T v) { y[i] = v; }, g);
 }
 
 }  // namespace
@@ -96,13 +110,37 @@ int64_t batch_of(const Tensor& t) {
 }
 int64_t k_of(const Tensor& t) { return t.rank() >= 2 ? t.shape().back() : 1; }
 
+// y = A x with the pattern checked in the same pass; a bad one throws the CPU's ValueError
+// when the run ends.
+template <class T, class I>
+void spmv_own(const KernelContext& ctx, std::span<const Tensor> in, Tensor& y) {
+  const int64_t n = in[2].numel() - 1, nnz = in[1].numel(), cols = in[3].numel();
+  const Csr<T, I> a{in[2].data_as<I>(), in[1].data_as<I>(), in[0].data_as<T>(), n};
+  Guarded g{
+      cuda::deferred_check(ctx, [op = ctx.op.name, c = in[1], r = in[2], cols](
+                                    int64_t, int64_t) { throw_pattern_error(op, c, r, cols); }),
+      nnz, cols};
+  // One lane a row up to 8 entries a row (the 5-point Poisson rows: 1 lane, two rows a
+  // thread), more for longer rows.
+  const int tpr = lanes_for(n, nnz, 8);
+  const int grid = balanced_grid(row_blocks(n, tpr),
+                                 resident_blocks(ctx.device, {(const void*)spmv_kernel<1, T, I>,
+                                                              (const void*)spmv_kernel<32, T, I>}));
+  cudaStream_t s = stream_of(ctx);
+#define RLX_SPMV(L) spmv_kernel<L><<<grid, kBlock, 0, s>>>(a, in[3].data_as<T>(), y.data_as<T>(), g)
+  RLX_LANES(tpr, RLX_SPMV);
+#undef RLX_SPMV
+  RLX_SP_LAUNCHED("sparse.spmv");
+}
+
 // y = op(A) x: x [cols] (transpose: [rows]).
 template <class T, class I>
 void spmv_k(bool transpose, const KernelContext& ctx, std::span<const Tensor> in,
             std::span<Tensor> out) {
+  if (!transpose) return spmv_own<T, I>(ctx, in, out[0]);
   cudaStream_t s = stream_of(ctx);
   const int64_t rows = in[2].numel() - 1, nnz = in[1].numel();
-  const int64_t cols = transpose ? ctx.attrs.get_int("cols") : in[3].numel();
+  const int64_t cols = ctx.attrs.get_int("cols");
   check_pattern(ctx.op.name, in[1], in[2], cols, s);
   Tensor& y = out[0];
   if (y.numel() == 0) return;

@@ -116,6 +116,11 @@ TEST(SparseCudaProducts, MatchTheCpu) {
         expect_near(gpu[0], cpu[0], rtol, op);
       };
       check("sparse.spmv", dense(d, {200}, 1), {});
+      // Rows of ~40 entries: spmv gives a row 8 lanes (the rows above: one lane).
+      SparseMatrix wide = random_sparse(300, 200, 40, 4, d, index);
+      expect_near(run_on(Device::cuda(), "sparse.spmv", wide, dense(d, {200}, 7))[0],
+                  run_on(Device::cpu(), "sparse.spmv", wide, dense(d, {200}, 7))[0], rtol,
+                  "spmv, 8 lanes a row");
       check("sparse.spmv_t", dense(d, {300}, 2), t);
       check("sparse.spmm", dense(d, {200, 5}, 3), {});
       check("sparse.spmm", dense(d, {2, 3, 200, 4}, 4), {});  // batched
@@ -269,6 +274,53 @@ SparseMatrix raw(std::vector<int32_t> col, std::vector<int32_t> rp, std::vector<
   m.row_ptr = Tensor::from_vector<int32_t>(rp, {int64_t(rp.size())});
   m.values = Tensor::from_doubles(DType::f64, {int64_t(v.size())}, v);
   return m;
+}
+
+// spmv checks the pattern in its own pass over it and reports at the end of the run, not
+// with a wait for the device: a CUDA Graph captures it, its replays give the eager result
+// bit for bit, and a bad pattern still throws the CPU's ValueError, from a replay too.
+TEST(SparseCudaProducts, SpmvIsCapturedInACudaGraphAndStillChecks) {
+  NEED_GPU();
+  sp::register_ops();
+  rlx::register_cuda_kernels();
+  for (int per_row : {5, 40}) {  // one lane a row, and 8
+    SCOPED_TRACE(per_row);
+    SparseMatrix a = random_sparse(500, 400, per_row, 11, DType::f32);
+    Graph g;
+    sp::Csr A = sp::input(g, "A", a);
+    g.output(sp::spmv(A, g.input("x", {DType::f32, {400}})), "y");
+    rlx::CompileOptions o;
+    o.cuda_graphs = true;
+    o.cache = false;
+    rlx::CompiledGraph on = rlx::Session(Device::cuda()).compile(g, o);
+    auto cu = [](const Tensor& t) { return t.to(Device::cuda()); };
+    Tensor x = dense(DType::f32, {400}, 12);
+    rlx::TensorMap in{{"A.values", cu(a.values)},
+                      {"A.col_idx", cu(a.col_idx)},
+                      {"A.row_ptr", cu(a.row_ptr)},
+                      {"x", cu(x)}};
+    Tensor want = run_on(Device::cpu(), "sparse.spmv", a, x)[0];
+    std::vector<uint8_t> first;
+    for (int run = 0; run < 5; ++run) {
+      Tensor y = on.run(in).at("y").to(Device::cpu());
+      expect_near(y, want, 1e-5, "run " + std::to_string(run));
+      if (run == 0) first = bytes_of(y);
+      EXPECT_EQ(bytes_of(y), first) << "run " << run;
+    }
+    EXPECT_GE(on.graph_captures(), 1u);
+    EXPECT_GE(on.graph_launches(), 2u);
+    // A column out of range in the last row, same shapes: the runs stay on the graph path.
+    Tensor col = a.col_idx.contiguous();
+    col = Tensor::from_doubles(DType::i32, {col.numel()}, col.to_doubles());
+    col.data_as<int32_t>()[col.numel() - 1] = 400;
+    rlx::TensorMap bad = in;
+    bad["A.col_idx"] = cu(col);
+    const std::string at = "col_idx[" + std::to_string(col.numel() - 1) + "] = 400";
+    for (int run = 0; run < 3; ++run)
+      expect_error<rlx::ValueError>([&] { on.run(bad); }, {"sparse.spmv", at});
+    // And the device still works afterwards.
+    expect_near(on.run(in).at("y").to(Device::cpu()), want, 1e-5, "after the errors");
+  }
 }
 
 TEST(SparseCudaErrors, BadPatternsAreTheCpusValueErrors) {

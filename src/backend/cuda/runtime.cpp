@@ -384,6 +384,14 @@ MemoryInfo memory_info(int device) {
   return {size_t(reserved), size_t(used)};
 }
 
+unsigned long long* deferred_check(const KernelContext& ctx,
+                                   std::function<void(int64_t value, int64_t axis)> report) {
+  if (ctx.device.kind != DeviceKind::cuda || !ctx.stream)
+    fail<DeviceError>(ctx.op.name, "expected a CUDA kernel's context for deferred_check, got ",
+                      ctx.device.str());
+  return gpu::deferred_check(ctx.device, gpu::stream_of(ctx), std::move(report));
+}
+
 size_t empty_cache(int device) {
   size_t before = memory_info(device).reserved;
   auto& s = gpu::backend().state(Device::cuda(device));
