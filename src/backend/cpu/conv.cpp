@@ -451,13 +451,18 @@ float* widened(const Tensor& t, Slot slot) {
 // 3x3 144ch at 56x56: 0.44 / 1.5 / 1.6) and lose where the reorders dominate: 1x1
 // (256->64 at 56x56: 1.1 / 0.50 / 1.1), 1-D (k3 80->384 at t=3000: 4.3 / 3.0 / 6.0) and
 // weights used at few positions (3x3 512->512 at 7x7: 2.6 / 1.5 / 3.4). im2col + OpenBLAS
-// lost everywhere, so it only serves f64 and builds without oneDNN.
+// lost everywhere, so it only serves f64 and builds without oneDNN. Small weights go
+// blocked too, whatever their reuse: there the plain path's fixed cost dominates and the
+// reorders are cheap (an Intel Xeon, one thread: 3x3/2 16->32 in 2 groups at 16x16, b2:
+// 0.009 / 0.021; 3x3 64->64 at 7x7: 0.032 / 0.055; 3x3 64->64 in 4 groups at 14x14:
+// 0.027 / 0.092).
 enum class Path { blocked, plain };
 Path choose_path(const Conv& c) {
   const Window& w = c.w;
   if (w.k == 1 || w.ker_size == 1) return Path::plain;
   int64_t reuse = c.n * (c.transpose ? w.in_size : w.out_size);  // positions per weight
-  return c.cg == 1 || reuse >= 256 ? Path::blocked : Path::plain;
+  int64_t weights = (c.transpose ? c.c * c.mg : c.m * c.cg) * w.ker_size;
+  return c.cg == 1 || reuse >= 256 || weights <= 65536 ? Path::blocked : Path::plain;
 }
 
 // Runs the OpenMP regions started in its scope (oneDNN's) on the calling thread alone.
@@ -700,8 +705,8 @@ std::shared_ptr<const BlockedConv> make_blocked(const Conv& c, bool blocked_src,
   memory::dims wd = c.groups > 1 ? memory::dims{c.groups, c.mg, c.cg} : memory::dims{c.mg, c.cg};
   wd.insert(wd.end(), {w.ker[1], w.ker[2]});
   auto d = std::make_shared<BlockedConv>();
-  d->src = memory::desc(src, dt,
-                        blocked_src ? memory::format_tag::nChw16c : memory::format_tag::nchw);
+  d->src =
+      memory::desc(src, dt, blocked_src ? memory::format_tag::nChw16c : memory::format_tag::nchw);
   d->dst = memory::desc(dst, dt, memory::format_tag::nChw16c);
   d->wei_user = memory::desc(wd, dt, row_major(wd));
   if (has_bias) d->bias = memory::desc({c.m}, dt, memory::format_tag::a);
@@ -758,8 +763,8 @@ void conv_blocked_kernel(const KernelContext& ctx, std::span<const Tensor> in,
 
   std::vector<int64_t> key{blocked_src, b != nullptr, int64_t(act), c.n, c.c, c.m, c.groups};
   for (int i = 1; i < 3; ++i)
-    key.insert(key.end(), {c.w.in[i], c.w.ker[i], c.w.out[i], c.w.stride[i], c.w.dil[i],
-                           c.w.pad[i], c.w.pad_end[i]});
+    key.insert(key.end(), {c.w.in[i], c.w.ker[i], c.w.out[i], c.w.stride[i], c.w.dil[i], c.w.pad[i],
+                           c.w.pad_end[i]});
   static std::mutex mu;
   static std::map<std::vector<int64_t>, std::shared_ptr<const BlockedConv>> prims;
   static std::map<std::pair<const void*, std::vector<int64_t>>, std::shared_ptr<ReorderedWeights>>

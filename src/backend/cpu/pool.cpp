@@ -14,9 +14,12 @@ void register_resize(KernelRegistry& r);  // resize.cpp
 
 namespace {
 
-// Planes per parallel chunk for `work` operations per plane.
+// Planes per parallel chunk for `work` operations per plane. Small: a pool's input is
+// often a conv's output, which the threads wrote plane block by plane block, so each
+// thread pooling its own planes reads them from its own cache (a 2x2/2 max pool after a
+// 2-thread conv, 2x16x32x32: 14 us alone, ~7 split; a 32768-op grain kept it on one).
 int64_t plane_grain(int64_t work) {
-  return std::max<int64_t>(1, 32768 / std::max<int64_t>(work, 1));
+  return std::max<int64_t>(1, 8192 / std::max<int64_t>(work, 1));
 }
 
 // NaN-propagating maximum: once a NaN is seen it stays.
@@ -25,52 +28,100 @@ inline C max_nan(C m, C v) {
   return v > m || v != v ? v : m;
 }
 
-// One output row (fixed d, h) at a time, tap by tap: each tap updates the contiguous run
-// of outputs whose input it reaches, a loop that vectorises.
+// a[ow] = max(a[ow], row[ow * s]) (or +=) for ow in [0, n); the first tap assigns.
+template <bool kMax, int64_t kStride = 0, class C>
+inline void tap(C* a, const C* row, int64_t n, bool first, int64_t s = kStride) {
+  if constexpr (kStride > 0) s = kStride;
+  if (first) {
+    for (int64_t ow = 0; ow < n; ++ow) a[ow] = row[ow * s];
+    return;
+  }
+  for (int64_t ow = 0; ow < n; ++ow) {
+    if constexpr (kMax)
+      a[ow] = max_nan(a[ow], row[ow * s]);
+    else
+      a[ow] += row[ow * s];
+  }
+}
+
+// A plane in two passes. First the input rows each output row's window reaches are
+// combined (max or sum) into one row of a buffer, widened by the padding on both sides,
+// which holds the identity there: contiguous loops. Then each tap along w updates every
+// output from those rows, with no bounds to test: over the whole plane in one loop where
+// the windows tile the row exactly (a 2x2/2 pool), else row by row. Strides 1 and 2 are
+// constants there, so the loads are vectors (2: two and a shuffle), not gathers. (Tap by
+// tap over the input rows, the bounds and short runs of a 2x2/2 pool over 32x32 planes
+// cost ~4x as much.)
 template <class T, bool kMax>
 void pool_planes(const Window& w, const T* x, T* y, int64_t planes, bool include_pad) {
   using C = compute_t<T>;
+  const C identity = kMax ? -std::numeric_limits<C>::infinity() : C(0);
   const DimTaps td[3] = {dim_taps(w, 0), dim_taps(w, 1), dim_taps(w, 2)};
   const DimTaps &D = td[0], &H = td[1], &W = td[2];
-  std::vector<TapRange> run;  // per tap along w: the outputs it reaches
-  for (int64_t kw = 0; kw < w.ker[2]; ++kw)
-    run.push_back(out_range(kw * w.dil[2] - w.pad[2], w.stride[2], w.in[2], w.out[2]));
+  // A widened row: input column c at c + pad; long enough for every output's taps.
+  const int64_t pad = w.pad[2], s = w.stride[2], dil = w.dil[2], ow_n = w.out[2];
+  const int64_t len = (ow_n - 1) * s + (w.ker[2] - 1) * dil + 1, rows = w.out[0] * w.out[1];
+  const int64_t c0 = std::min(w.in[2], std::max<int64_t>(0, -pad)),
+                c1 = std::max(c0, std::min(w.in[2], len - pad));
+  const bool flat = len == ow_n * s;
+  // a[i] = max / sum over the taps of wide[i * s + kw * dil], i in [0, n).
+  auto taps = [&](C* a, const C* wide, int64_t n) {
+    for (int64_t kw = 0; kw < w.ker[2]; ++kw) {
+      const C* r = wide + kw * dil;
+      switch (s) {
+        case 1:
+          tap<kMax, 1>(a, r, n, kw == 0);
+          break;
+        case 2:
+          tap<kMax, 2>(a, r, n, kw == 0);
+          break;
+        default:
+          tap<kMax>(a, r, n, kw == 0, s);
+      }
+    }
+  };
   parallel_for(planes, plane_grain(w.out_size * w.ker_size), [&](int64_t b, int64_t e) {
-    std::vector<C> acc(size_t(w.out[2]));
+    std::vector<C> acc(size_t(w.out_size)), wide(size_t(rows * len), identity);
     for (int64_t p = b; p < e; ++p) {
       const T* xp = x + p * w.in_size;
-      T* yp = y + p * w.out_size;
-      for (int64_t od = 0; od < w.out[0]; ++od)
-        for (int64_t oh = 0; oh < w.out[1]; ++oh) {
-          std::fill(acc.begin(), acc.end(), kMax ? -std::numeric_limits<C>::infinity() : C(0));
-          C* a = acc.data();
+      for (int64_t od = 0, r = 0; od < w.out[0]; ++od)
+        for (int64_t oh = 0; oh < w.out[1]; ++oh, ++r) {
+          C* row = wide.data() + r * len + pad;  // row[c] for c in [c0, c1)
+          bool first = true;
           for (int64_t kd = D.first[od]; kd < D.last[od]; ++kd)
             for (int64_t kh = H.first[oh]; kh < H.last[oh]; ++kh) {
-              const T* row =
+              const T* in =
                   xp + w.in_off(D.start[od] + kd * w.dil[0], H.start[oh] + kh * w.dil[1], 0);
-              for (int64_t kw = 0; kw < w.ker[2]; ++kw) {
-                int64_t off = kw * w.dil[2] - w.pad[2], s = w.stride[2];
-                for (int64_t ow = run[size_t(kw)].first; ow < run[size_t(kw)].last; ++ow) {
-                  C v = load(row[ow * s + off]);
-                  if constexpr (kMax)
-                    a[ow] = max_nan(a[ow], v);
-                  else
-                    a[ow] += v;
-                }
+              if (first) {
+                for (int64_t c = c0; c < c1; ++c) row[c] = load(in[c]);
+              } else {
+                for (int64_t c = c0; c < c1; ++c)
+                  row[c] = kMax ? max_nan(row[c], load(in[c])) : row[c] + load(in[c]);
               }
+              first = false;
             }
-          T* yr = yp + w.out_off(od, oh, 0);
-          if constexpr (kMax) {
-            for (int64_t ow = 0; ow < w.out[2]; ++ow) yr[ow] = store<T>(a[ow]);
-          } else {
+          if (first)  // no input row in the window: all padding
+            for (int64_t c = c0; c < c1; ++c) row[c] = identity;
+        }
+      C* a = acc.data();
+      if (flat)
+        taps(a, wide.data(), rows * ow_n);
+      else
+        for (int64_t r = 0; r < rows; ++r) taps(a + r * ow_n, wide.data() + r * len, ow_n);
+      T* yp = y + p * w.out_size;
+      if constexpr (kMax) {
+        for (int64_t i = 0; i < w.out_size; ++i) yp[i] = store<T>(a[i]);
+      } else {
+        for (int64_t od = 0, r = 0; od < w.out[0]; ++od)
+          for (int64_t oh = 0; oh < w.out[1]; ++oh, ++r) {
             int64_t dh = include_pad ? D.padded[od] * H.padded[oh]
                                      : (D.last[od] - D.first[od]) * (H.last[oh] - H.first[oh]);
-            for (int64_t ow = 0; ow < w.out[2]; ++ow) {
+            for (int64_t ow = 0; ow < ow_n; ++ow) {
               int64_t n = include_pad ? W.padded[ow] : W.last[ow] - W.first[ow];
-              yr[ow] = store<T>(a[ow] / C(dh * n));
+              yp[r * ow_n + ow] = store<T>(a[r * ow_n + ow] / C(dh * n));
             }
           }
-        }
+      }
     }
   });
 }
