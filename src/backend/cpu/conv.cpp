@@ -451,18 +451,20 @@ float* widened(const Tensor& t, Slot slot) {
 // 3x3 144ch at 56x56: 0.44 / 1.5 / 1.6) and lose where the reorders dominate: 1x1
 // (256->64 at 56x56: 1.1 / 0.50 / 1.1), 1-D (k3 80->384 at t=3000: 4.3 / 3.0 / 6.0) and
 // weights used at few positions (3x3 512->512 at 7x7: 2.6 / 1.5 / 3.4). im2col + OpenBLAS
-// lost everywhere, so it only serves f64 and builds without oneDNN. Small weights go
+// lost everywhere, so it only serves f64 and builds without oneDNN. Small f32 weights go
 // blocked too, whatever their reuse: there the plain path's fixed cost dominates and the
 // reorders are cheap (an Intel Xeon, one thread: 3x3/2 16->32 in 2 groups at 16x16, b2:
 // 0.009 / 0.021; 3x3 64->64 at 7x7: 0.032 / 0.055; 3x3 64->64 in 4 groups at 14x14:
-// 0.027 / 0.092).
+// 0.027 / 0.092). Not bf16: on that Xeon (AMX) the blocked bf16 kernel let a NaN input
+// reach outputs whose windows do not hold it (MixedPrecision's conv "nan, inf" case).
 enum class Path { blocked, plain };
-Path choose_path(const Conv& c) {
+Path choose_path(const Conv& c, bool f32) {
   const Window& w = c.w;
   if (w.k == 1 || w.ker_size == 1) return Path::plain;
   int64_t reuse = c.n * (c.transpose ? w.in_size : w.out_size);  // positions per weight
   int64_t weights = (c.transpose ? c.c * c.mg : c.m * c.cg) * w.ker_size;
-  return c.cg == 1 || reuse >= 256 || weights <= 65536 ? Path::blocked : Path::plain;
+  bool small = f32 && weights <= 65536;
+  return c.cg == 1 || reuse >= 256 || small ? Path::blocked : Path::plain;
 }
 
 // Runs the OpenMP regions started in its scope (oneDNN's) on the calling thread alone.
@@ -485,7 +487,7 @@ class SerialScope {
 // no implementation.
 bool try_dnnl(const Conv& c, memory::data_type dt, const void* x, const void* wt, const float* bias,
               void* y, Act act) {
-  bool blocked = choose_path(c) == Path::blocked;
+  bool blocked = choose_path(c, dt == memory::data_type::f32) == Path::blocked;
   // oneDNN's gemm-based kernels (plain layouts) apply eltwise post-ops one element at a
   // time (1x1 16->96 at 112x112: 2.9 ms with relu, 0.18 ms without): there the
   // activation runs afterwards, vectorised.
