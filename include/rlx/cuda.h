@@ -42,6 +42,35 @@ size_t empty_cache(int device = 0);
 // ValueError.
 void set_f32_matmul(std::string_view mode);
 
+// A mark in a device's stream (rlx queues a device's work on one stream), for timing
+// device work from the host without waiting after each step: record() marks the end of
+// the work queued so far, elapsed_ms(end) is the device time from this mark to `end`.
+// A NotSupported error where there is no such device (as Session(Device::cuda(i)) gives);
+// a ValueError for a mark used before it was recorded, or two marks of two devices.
+class Event {
+ public:
+  explicit Event(int device = 0);
+  ~Event();
+  Event(Event&& o) noexcept;
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record();
+  // Whether the device has passed the mark (false before record()).
+  bool done() const;
+  // Waits until the device has passed the mark.
+  void synchronize() const;
+  // Milliseconds of device time from this mark to `end`; waits for `end`.
+  double elapsed_ms(const Event& end) const;
+  int device() const { return device_; }
+
+ private:
+  void* event_ = nullptr;
+  int device_ = 0;
+  bool recorded_ = false;
+};
+
 // For a CUDA kernel (a downstream package's too) that may meet bad input, say an index out
 // of range, and should not wait for the device to find out: a slot of three words in device
 // memory, {flag, value, axis}, cleared in the stream order of ctx's stream. The kernel

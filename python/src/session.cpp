@@ -162,6 +162,20 @@ void register_cuda(pyb::module_& m) {
       "{'reserved': bytes the caching pool holds, 'used': bytes live tensors take}.");
   m.def("empty_cache", &cuda::empty_cache, pyb::arg("device") = 0,
         "Gives the pool's unused memory back to the driver; returns the bytes released.");
+  pyb::class_<cuda::Event>(m, "Event", R"doc(
+A mark in a device's stream, for timing device work without waiting after each step:
+record() marks the end of the work queued so far; start.elapsed_ms(end) is the device time
+between two marks (it waits for end).
+)doc")
+      .def(pyb::init<int>(), pyb::arg("device") = 0)
+      .def("record", &cuda::Event::record, "Marks the end of the work queued so far.")
+      .def("done", &cuda::Event::done, "Whether the device has passed the mark.")
+      .def("synchronize", &cuda::Event::synchronize, pyb::call_guard<pyb::gil_scoped_release>(),
+           "Waits until the device has passed the mark.")
+      .def("elapsed_ms", &cuda::Event::elapsed_ms, pyb::arg("end"),
+           pyb::call_guard<pyb::gil_scoped_release>(),
+           "Milliseconds of device time from this mark to end (waits for end).")
+      .def_property_readonly("device", &cuda::Event::device);
   m.def("set_f32_matmul", &cuda::set_f32_matmul, pyb::arg("mode"), R"doc(
 How matmul computes f32 products on the GPU: "auto" (default; large products on the
 tensor cores at SGEMM's accuracy, the rest as SGEMM), "sgemm" or "tc". Graphs compiled

@@ -21,6 +21,38 @@ TEST(CudaRuntime, WithoutADeviceSessionsSayWhatIsMissing) {
   if (cuda::available()) GTEST_SKIP() << "a CUDA device is present";
   EXPECT_THROW(Session(Device::cuda()), NotSupported);
   EXPECT_THROW(Tensor::empty(DType::f32, {4}, Device::cuda()), NotSupported);
+  EXPECT_THROW(cuda::Event(), NotSupported);
+}
+
+// Events time device work without a synchronize() between the steps: a mark before and
+// after a large matmul, queued without waiting, measure it; marks misused are ValueErrors.
+TEST(CudaRuntime, EventsTimeQueuedDeviceWork) {
+  NEED_GPU();
+  EXPECT_THROW(cuda::Event(cuda::device_count()), NotSupported);
+  Graph g("mm");
+  Value a = g.input("a", TensorType::parse("f32[2048,2048]"));
+  g.output(g.apply("matmul", {a, a})[0]);
+  CompiledGraph mm = Session(Device::cuda()).compile(g);
+  Tensor x = random_tensor(DType::f32, {2048, 2048}, 1).to(Device::cuda());
+  mm.run(std::vector<Tensor>{x});  // compiled and warm
+  cuda::Event start, mid, end;
+  EXPECT_FALSE(start.done());
+  EXPECT_THROW(start.elapsed_ms(end), ValueError);
+  EXPECT_THROW(start.synchronize(), ValueError);
+  start.record();
+  for (int i = 0; i < 4; ++i) mm.run(std::vector<Tensor>{x});
+  mid.record();
+  mm.run(std::vector<Tensor>{x});
+  end.record();
+  double four = start.elapsed_ms(mid), one = mid.elapsed_ms(end);
+  EXPECT_TRUE(end.done());
+  // 2 * 2048^3 flops each: well above 0.01 ms, and four of them take longer than one.
+  EXPECT_GT(one, 0.01);
+  EXPECT_GT(four, 2 * one);
+  EXPECT_EQ(start.device(), 0);
+  cuda::Event moved = std::move(start);
+  EXPECT_NEAR(moved.elapsed_ms(mid), four, 1e-9);
+  EXPECT_THROW(start.record(), ValueError);  // NOLINT(bugprone-use-after-move): on purpose
 }
 
 TEST(CudaRuntime, CopiesRoundTripEveryDtypeAndLargeTensors) {

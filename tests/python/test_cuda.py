@@ -1,5 +1,5 @@
-"""rlx.cuda: the device's presence and memory, and the f32 matmul mode (checked without a
-GPU too: the mode's names are validated either way)."""
+"""rlx.cuda: the device's presence and memory, events, and the f32 matmul mode (checked
+without a GPU too: the mode's names are validated either way)."""
 import numpy as np
 import pytest
 
@@ -41,3 +41,24 @@ def test_f32_matmul_mode():
             assert np.abs(y - want).max() <= 1e-4 * np.abs(want).max()
     finally:
         rlx.cuda.set_f32_matmul("auto")
+
+
+def test_events():
+    if not rlx.cuda.available():
+        with pytest.raises((RuntimeError, NotImplementedError), match="(?i)cuda"):
+            rlx.cuda.Event()
+        return
+    g = rlx.Graph()
+    x = g.input("x", (1024, 1024))
+    g.output(x @ x, "y")
+    f = rlx.Session("cuda").compile(g)
+    xs = np.ones((1024, 1024), np.float32)
+    f.run({"x": xs})
+    start, end = rlx.cuda.Event(), rlx.cuda.Event()
+    assert not start.done()
+    with pytest.raises(ValueError, match="recorded"):
+        start.elapsed_ms(end)
+    start.record()
+    f.run({"x": xs})
+    end.record()
+    assert start.elapsed_ms(end) > 0 and end.done() and start.device == 0

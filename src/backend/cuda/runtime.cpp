@@ -10,6 +10,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "backend/cuda/copy.h"
 #include "backend/cuda/cuda_util.h"
@@ -382,6 +383,70 @@ MemoryInfo memory_info(int device) {
   RLX_CUDA(cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
   RLX_CUDA(cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrUsedMemCurrent, &used));
   return {size_t(reserved), size_t(used)};
+}
+
+Event::Event(int device) : device_(device) {
+  detail::device_backend(Device::cuda(device));  // NotSupported without the device
+  gpu::backend().state(Device::cuda(device));    // current device: this one
+  cudaEvent_t e = nullptr;
+  RLX_CUDA(cudaEventCreate(&e));
+  event_ = e;
+}
+
+Event::~Event() {
+  if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+}
+
+Event::Event(Event&& o) noexcept
+    : event_(std::exchange(o.event_, nullptr)), device_(o.device_), recorded_(o.recorded_) {}
+
+Event& Event::operator=(Event&& o) noexcept {
+  if (this != &o) {
+    if (event_) cudaEventDestroy(static_cast<cudaEvent_t>(event_));
+    event_ = std::exchange(o.event_, nullptr);
+    device_ = o.device_;
+    recorded_ = o.recorded_;
+  }
+  return *this;
+}
+
+namespace {
+cudaEvent_t recorded(const void* e, bool was, const char* what) {
+  if (!e) fail<ValueError>(what, "expected an Event, got one moved from");
+  if (!was) fail<ValueError>(what, "expected a recorded Event, got one never recorded");
+  return static_cast<cudaEvent_t>(const_cast<void*>(e));
+}
+}  // namespace
+
+void Event::record() {
+  if (!event_) fail<ValueError>("Event.record", "expected an Event, got one moved from");
+  auto& s = gpu::backend().state(Device::cuda(device_));
+  RLX_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(event_), s.stream));
+  recorded_ = true;
+}
+
+bool Event::done() const {
+  if (!event_ || !recorded_) return false;
+  cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(event_));
+  if (e == cudaErrorNotReady) return false;
+  RLX_CUDA(e);
+  return true;
+}
+
+void Event::synchronize() const {
+  RLX_CUDA(cudaEventSynchronize(recorded(event_, recorded_, "Event.synchronize")));
+}
+
+double Event::elapsed_ms(const Event& end) const {
+  cudaEvent_t a = recorded(event_, recorded_, "Event.elapsed_ms");
+  cudaEvent_t b = recorded(end.event_, end.recorded_, "Event.elapsed_ms");
+  if (end.device_ != device_)
+    fail<ValueError>("Event.elapsed_ms", "expected two marks of one device, got cuda:", device_,
+                     " and cuda:", end.device_);
+  RLX_CUDA(cudaEventSynchronize(b));
+  float ms = 0;
+  RLX_CUDA(cudaEventElapsedTime(&ms, a, b));
+  return double(ms);
 }
 
 unsigned long long* deferred_check(const KernelContext& ctx,
