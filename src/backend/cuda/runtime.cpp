@@ -16,6 +16,7 @@
 #include "backend/cuda/cuda_util.h"
 #include "rlx/cuda.h"
 #include "runtime/device_backend.h"
+#include "runtime/program.h"
 
 namespace rlx::gpu {
 
@@ -420,6 +421,7 @@ cudaEvent_t recorded(const void* e, bool was, const char* what) {
 
 void Event::record() {
   if (!event_) fail<ValueError>("Event.record", "expected an Event, got one moved from");
+  detail::DeviceRunGuard guard(true);  // not into another thread's CUDA Graph capture
   auto& s = gpu::backend().state(Device::cuda(device_));
   RLX_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(event_), s.stream));
   recorded_ = true;
