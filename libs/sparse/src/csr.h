@@ -158,7 +158,7 @@ std::pair<double, double> parallel_sum2(int64_t n, F f) {
 // Prefetches bytes [from, to) of a stream (clipped to its `size` bytes) into L1: the
 // spmv asks for its values and indices a fixed distance ahead of the block it works on.
 // With the hardware prefetcher alone it ran at 67% of a parallel copy's bandwidth
-// (rlx-bench-sparse: 2 threads, Poisson 1024^2 from memory); 1 KB ahead, at 77-86%, as
+// (rlx-bench-sparse: 2 threads, Poisson 1024^2 from memory); 1 KB ahead, at 77-89%, as
 // fast as a vectorised read stream (512 B to 4 KB ahead measured alike). Also asking
 // for x[col] or for y ahead was slower or no faster.
 inline void prefetch_bytes(const void* base, int64_t from, int64_t to, int64_t size) {
