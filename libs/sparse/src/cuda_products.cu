@@ -123,9 +123,11 @@ void spmv_own(const KernelContext& ctx, std::span<const Tensor> in, Tensor& y) {
   // One lane a row up to 8 entries a row (the 5-point Poisson rows: 1 lane, two rows a
   // thread), more for longer rows.
   const int tpr = lanes_for(n, nnz, 8);
-  const int grid = balanced_grid(row_blocks(n, tpr),
-                                 resident_blocks(ctx.device, {(const void*)spmv_kernel<1, T, I>,
-                                                              (const void*)spmv_kernel<32, T, I>}));
+  // Asked once (one GPU architecture a process): spmv runs every step, and the occupancy
+  // query is host work on its path.
+  static const int per_sm =
+      blocks_per_sm({(const void*)spmv_kernel<1, T, I>, (const void*)spmv_kernel<32, T, I>});
+  const int grid = balanced_grid(row_blocks(n, tpr), per_sm * sm_count(ctx.device));
   cudaStream_t s = stream_of(ctx);
 #define RLX_SPMV(L) spmv_kernel<L><<<grid, kBlock, 0, s>>>(a, in[3].data_as<T>(), y.data_as<T>(), g)
   RLX_LANES(tpr, RLX_SPMV);

@@ -6,6 +6,7 @@
 #include <initializer_list>
 
 #include "cuda_common.h"
+#include "rlx/cuda_check.cuh"
 
 namespace rlx::sparse::gpu {
 
@@ -32,12 +33,7 @@ struct Trusted {
 struct Guarded {
   unsigned long long* slot;
   int64_t nnz, cols;
-  __device__ void report(int64_t value, int64_t axis) const {
-    if (atomicCAS(slot, 0ull, 1ull) == 0ull) {
-      slot[1] = (unsigned long long)(value);
-      slot[2] = (unsigned long long)(axis);
-    }
-  }
+  __device__ void report(int64_t value, int64_t axis) const { cuda::report_bad(slot, value, axis); }
   __device__ bool row(int64_t b, int64_t e) const {
     if (0 <= b && b <= e && e <= nnz) return true;
     report(b, 0);
@@ -150,16 +146,21 @@ inline int lanes_for(int64_t n, int64_t nnz, int per) {
       break;                   \
   }
 
-// The blocks the device holds at once of the fewest-resident of these kernels: a grid of
-// that many runs in one wave, its grid-stride loops with no tail of late blocks.
-inline int resident_blocks(Device dev, std::initializer_list<const void*> kernels) {
+// The blocks a multiprocessor holds at once of the fewest-resident of these kernels.
+inline int blocks_per_sm(std::initializer_list<const void*> kernels) {
   int fewest = 8;
   for (const void* fn : kernels) {
     int b = 0;
     RLX_SP_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&b, fn, kBlock, 0));
     fewest = std::min(fewest, std::max(b, 1));
   }
-  return fewest * sm_count(dev);
+  return fewest;
+}
+
+// That many on every multiprocessor of the device: a grid of this many runs in one wave,
+// its grid-stride loops with no tail of late blocks.
+inline int resident_blocks(Device dev, std::initializer_list<const void*> kernels) {
+  return blocks_per_sm(kernels) * sm_count(dev);
 }
 
 // A grid for `need` blocks of work in grid-stride loops: at most `resident` blocks (one

@@ -60,7 +60,7 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, const T* bias
       hi = p + 1 < g.sk ? (p + 1 > 0 ? p + 1 : 0) : g.sk;
       if (g.window) lo = p - g.window + 1 > 0 ? p - g.window + 1 : 0;
     }
-    C m = -cuda::std::numeric_limits<C>::infinity(), l = 0;
+    C m = -::cuda::std::numeric_limits<C>::infinity(), l = 0;
     for (int64_t j = lo; j < hi; ++j) {
       const T* kr = k + off[2] + j * g.k_row;
       C s = 0;
@@ -71,7 +71,7 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, const T* bias
       }
       for (int w = 16; w > 0; w /= 2) s += __shfl_xor_sync(0xffffffffu, s, w);
       if (bias) s += C(load(bias[off[4] + i * g.b_row + j * g.b_col]));
-      if (s == -cuda::std::numeric_limits<C>::infinity()) continue;
+      if (s == -::cuda::std::numeric_limits<C>::infinity()) continue;
       C mn = s > m ? s : m;
       C corr = exp(m - mn), e_s = exp(s - mn);
       l = l * corr + e_s;
@@ -86,7 +86,7 @@ __global__ void attention_rows(const T* q, const T* k, const T* v, const T* bias
     T* o = out + off[0] + i * g.o_row;
     C inv = l > 0 ? C(1) / l : C(0);
     if (lse && lane == 0)
-      lse[row] = l > 0 ? float(m + log(l)) : cuda::std::numeric_limits<float>::infinity();
+      lse[row] = l > 0 ? float(m + log(l)) : ::cuda::std::numeric_limits<float>::infinity();
 #pragma unroll
     for (int e = 0; e < kPer; ++e) {
       int64_t c = lane + 32 * e;
@@ -261,7 +261,7 @@ __global__ void probs_rows(const float* s, T* p, int64_t rows, float scale2, Vis
     T* pr = p + row * vis.sk;
     int64_t lo, hi;
     vis.range(row % vis.sq, lo, hi);
-    float m = -cuda::std::numeric_limits<float>::infinity();
+    float m = -::cuda::std::numeric_limits<float>::infinity();
     for (int64_t j = lo + lane; j < hi; j += 32) m = fmaxf(m, sr[j] * scale2);
     for (int d = 16; d > 0; d /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, d));
     float l = 0;

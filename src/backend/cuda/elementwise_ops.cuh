@@ -64,7 +64,7 @@ __device__ __forceinline__ C m_sigmoid(C x) {
 }
 template <class C>
 __device__ __forceinline__ C neg_inf() {
-  return -cuda::std::numeric_limits<C>::infinity();
+  return -::cuda::std::numeric_limits<C>::infinity();
 }
 
 // --- unary -------------------------------------------------------------------------------
@@ -114,7 +114,7 @@ RLX_UNARY(GeluTanh, kFloat,
                                                    (x + C(0.044715) * x * x * x));)
 RLX_UNARY(LogicalNot, kBool, return bool(x == 0);)
 RLX_UNARY(IsNan, kFloat, return bool(x != x);)
-RLX_UNARY(IsInf, kFloat, return bool(m_fabs(x) == cuda::std::numeric_limits<C>::infinity());)
+RLX_UNARY(IsInf, kFloat, return bool(m_fabs(x) == ::cuda::std::numeric_limits<C>::infinity());)
 #undef RLX_UNARY
 
 struct Elu {
@@ -238,11 +238,11 @@ __device__ __forceinline__ auto convert(C x) {
   } else if constexpr (is_fp<R> || !is_fp<C>) {
     return R(x);
   } else {
-    constexpr C lo = C(cuda::std::numeric_limits<R>::min());
-    constexpr C hi = C(cuda::std::numeric_limits<R>::max());
+    constexpr C lo = C(::cuda::std::numeric_limits<R>::min());
+    constexpr C hi = C(::cuda::std::numeric_limits<R>::max());
     return x != x    ? R(0)
-           : x <= lo ? cuda::std::numeric_limits<R>::min()
-           : x >= hi ? cuda::std::numeric_limits<R>::max()
+           : x <= lo ? ::cuda::std::numeric_limits<R>::min()
+           : x >= hi ? ::cuda::std::numeric_limits<R>::max()
                      : R(x);
   }
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_util.h"
+#include "rlx/cuda_check.cuh"
 #include "rlx/dtype.h"
 #include "rlx/tensor.h"
 
@@ -224,14 +225,8 @@ __device__ A block_fold(A v) {
 
 // --- index checks ----------------------------------------------------------------------
 
-// A kernel's bad-index slot (deferred_check): the first thread to meet a bad index takes the
-// flag and records the index and its axis.
-__device__ __forceinline__ void report_bad(unsigned long long* slot, int64_t value, int64_t axis) {
-  if (atomicCAS(slot, 0ull, 1ull) == 0ull) {
-    slot[1] = (unsigned long long)(value);
-    slot[2] = (unsigned long long)(axis);
-  }
-}
+// A kernel's bad-index slot (deferred_check): rlx/cuda_check.cuh fills it.
+using cuda::report_bad;
 
 // --- launches --------------------------------------------------------------------------
 

@@ -20,7 +20,7 @@ using Outs = std::span<Tensor>;
 struct MaxF {  // NaN does not win here: the sum that follows carries it
   template <class A>
   __device__ static A init() {
-    return -cuda::std::numeric_limits<A>::infinity();
+    return -::cuda::std::numeric_limits<A>::infinity();
   }
   template <class A>
   __device__ static A combine(A a, A b) {

@@ -23,7 +23,7 @@ __global__ void pool_kernel(const T* x, T* y, int64_t n, Win w, bool include_pad
     out_index(w, i - p * w.out_size, o);
     Taps t[3] = {taps_of(w, 0, o[0]), taps_of(w, 1, o[1]), taps_of(w, 2, o[2])};
     const T* xp = x + p * w.in_size;
-    C acc = kMax ? -cuda::std::numeric_limits<C>::infinity() : C(0);
+    C acc = kMax ? -::cuda::std::numeric_limits<C>::infinity() : C(0);
     each_tap(w, t, [&](int64_t at) {
       C v = load(xp[at]);
       if constexpr (kMax)
@@ -64,7 +64,7 @@ void pool(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor
 struct MaxNaN {
   template <class A>
   __device__ static A init() {
-    return -cuda::std::numeric_limits<A>::infinity();
+    return -::cuda::std::numeric_limits<A>::infinity();
   }
   template <class A>
   __device__ static A combine(A a, A b) {

@@ -93,10 +93,11 @@ struct ExtremeOp {
   template <class A>
   __device__ static A init() {
     if constexpr (std::is_floating_point_v<A>)
-      return kMax ? -cuda::std::numeric_limits<A>::infinity()
-                  : cuda::std::numeric_limits<A>::infinity();
+      return kMax ? -::cuda::std::numeric_limits<A>::infinity()
+                  : ::cuda::std::numeric_limits<A>::infinity();
     else
-      return kMax ? cuda::std::numeric_limits<A>::lowest() : cuda::std::numeric_limits<A>::max();
+      return kMax ? ::cuda::std::numeric_limits<A>::lowest()
+                  : ::cuda::std::numeric_limits<A>::max();
   }
   template <class A, class C>
   __device__ static A map(C x, A) {
