@@ -10,23 +10,42 @@
 namespace rlx {
 
 // `string`: one handle per element (rlx/strings.h), not a number; no arithmetic takes it.
-enum class DType : uint8_t { f32, f64, f16, bf16, i8, i16, i32, i64, u8, boolean, string };
+// q4_0 … q6_k: block-quantized weights in ggml's layouts (rlx/quant.h). The last dim is
+// stored in blocks of dtype_block(t) values, dtype_size(t) bytes each; only dequantize,
+// quant_matmul and the ops that move whole rows (embedding rows, reshape) take them.
+enum class DType : uint8_t {
+  f32, f64, f16, bf16, i8, i16, i32, i64, u8, boolean, string,
+  q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k,
+};
 
 // The numeric and bool dtypes (every dtype but string).
 inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64,    DType::f16, DType::bf16,
                                        DType::i8,  DType::i16,    DType::i32, DType::i64,
                                        DType::u8,  DType::boolean};
 
-size_t dtype_size(DType t);
-std::string_view dtype_name(DType t);  // "f32", …, "bool"
+// The block-quantized dtypes, in enum order.
+inline constexpr DType kQuantDTypes[] = {DType::q4_0, DType::q4_1, DType::q5_0, DType::q5_1,
+                                         DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k,
+                                         DType::q5_k, DType::q6_k};
+
+size_t dtype_size(DType t);  // bytes of one element; of one block for a quantized dtype
+std::string_view dtype_name(DType t);  // "f32", …, "bool", "q4_k"
 std::optional<DType> dtype_from_name(std::string_view name);
+
+constexpr bool is_quantized(DType t) { return t >= DType::q4_0 && t <= DType::q6_k; }
+// Values per block: 32 or 256 for a quantized dtype, 1 for every other.
+int64_t dtype_block(DType t);
+// Bytes of n values (n a multiple of dtype_block(t); rounded up to whole blocks otherwise).
+size_t dtype_nbytes(DType t, int64_t n);
 
 constexpr bool is_float(DType t) {
   return t == DType::f32 || t == DType::f64 || t == DType::f16 || t == DType::bf16;
 }
 constexpr bool is_bool(DType t) { return t == DType::boolean; }
 constexpr bool is_string(DType t) { return t == DType::string; }
-constexpr bool is_integer(DType t) { return !is_float(t) && !is_bool(t) && !is_string(t); }
+constexpr bool is_integer(DType t) {
+  return !is_float(t) && !is_bool(t) && !is_string(t) && !is_quantized(t);
+}
 constexpr bool is_signed_integer(DType t) {
   return t == DType::i8 || t == DType::i16 || t == DType::i32 || t == DType::i64;
 }

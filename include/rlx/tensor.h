@@ -84,7 +84,7 @@ class Tensor {
   const std::vector<int64_t>& strides() const { return strides_; }  // in elements
   int64_t rank() const { return int64_t(shape_.size()); }
   int64_t numel() const;
-  size_t nbytes() const { return size_t(numel()) * dtype_size(dtype_); }
+  size_t nbytes() const { return dtype_nbytes(dtype_, numel()); }
   Device device() const;
   TensorType type() const { return {dtype_, to_shape(shape_)}; }
   bool is_contiguous() const;
@@ -133,6 +133,7 @@ class Tensor {
 
  private:
   static void check_count(size_t n, const std::vector<int64_t>& shape);
+  Tensor clone_rows(Tensor& out) const;
 
   std::shared_ptr<Buffer> buffer_;
   DType dtype_ = DType::f32;

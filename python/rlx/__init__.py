@@ -58,7 +58,7 @@ from ._rlx import (
 )
 from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_, string
 from ._rlx import cuda
-from . import ops, onnx, optim
+from . import ops, onnx, optim, llm
 from .jit import jit
 from . import functional as _functional
 

@@ -78,6 +78,7 @@ void register_tensor(pyb::module_& m);
 void register_graph(pyb::module_& m);
 void register_ops(pyb::module_& m);
 void register_session(pyb::module_& m);
+void register_llm(pyb::module_& m);
 void register_cuda(pyb::module_& m);
 void register_transforms(pyb::module_& m);
 void register_onnx(pyb::module_& m);

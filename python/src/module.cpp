@@ -46,4 +46,6 @@ PYBIND11_MODULE(_rlx, m) {
   register_onnx(onnx);
   auto optim = m.def_submodule("optim", "Optimizers, schedules, initialisers, Trainer");
   register_train(optim);
+  auto llm = m.def_submodule("llm", "GGUF models: tokenize, logits, generate");
+  register_llm(llm);
 }

@@ -33,6 +33,8 @@ const char* numpy_name(DType t) {
       return "bool";
     case DType::string:
       return "object";  // Python str elements
+    default:  // quantized blocks have no NumPy element type
+      break;
   }
   return "?";
 }
@@ -60,7 +62,7 @@ const char* buffer_format(DType t) {
       return "B";
     case DType::boolean:
       return "?";
-    case DType::string:
+    default:  // strings, quantized blocks
       break;
   }
   fail<NotSupported>("Tensor", "expected a numeric or bool tensor for the buffer protocol, got ",
@@ -164,7 +166,12 @@ pyb::capsule export_tensor(const rlx::Tensor& t) {
 
 }  // namespace
 
-pyb::dtype numpy_dtype(DType t) { return pyb::dtype(numpy_name(t)); }
+pyb::dtype numpy_dtype(DType t) {
+  if (is_quantized(t))
+    fail<NotSupported>("Tensor", "expected a dtype NumPy has, got ", dtype_name(t),
+                       " (decode it with rlx.op('dequantize', ...))");
+  return pyb::dtype(numpy_name(t));
+}
 
 DType dtype_from_numpy(const pyb::dtype& d, std::optional<DType> want) {
   char k = d.kind();

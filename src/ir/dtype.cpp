@@ -13,14 +13,22 @@ namespace {
 struct DTypeInfo {
   DType type;
   std::string_view name;
-  size_t size;
+  size_t size;     // of one block for quantized dtypes
+  int64_t block = 1;  // values per block
 };
 constexpr DTypeInfo kInfo[] = {
     {DType::f32, "f32", 4},      {DType::f64, "f64", 8},       {DType::f16, "f16", 2},
     {DType::bf16, "bf16", 2},    {DType::i8, "i8", 1},         {DType::i16, "i16", 2},
     {DType::i32, "i32", 4},      {DType::i64, "i64", 8},       {DType::u8, "u8", 1},
     {DType::boolean, "bool", 1}, {DType::string, "string", 8},
+    // ggml's block layouts (rlx/quant.h): Q*_0 / Q*_1 blocks of 32, K-quants of 256.
+    {DType::q4_0, "q4_0", 18, 32},   {DType::q4_1, "q4_1", 20, 32},
+    {DType::q5_0, "q5_0", 22, 32},   {DType::q5_1, "q5_1", 24, 32},
+    {DType::q8_0, "q8_0", 34, 32},   {DType::q2_k, "q2_k", 84, 256},
+    {DType::q3_k, "q3_k", 110, 256}, {DType::q4_k, "q4_k", 144, 256},
+    {DType::q5_k, "q5_k", 176, 256}, {DType::q6_k, "q6_k", 210, 256},
 };
+static_assert(std::size(kInfo) == size_t(DType::q6_k) + 1, "one row per dtype, in enum order");
 
 // Rank within a kind; the wider type has the larger rank.
 int width_rank(DType t) {
@@ -41,15 +49,18 @@ int width_rank(DType t) {
       return 3;
     case DType::i64:
       return 4;
-    case DType::boolean:
-    case DType::string:
+    default:  // bool, string, quantized: never promoted by width
       return 0;
   }
-  return 0;
 }
 }  // namespace
 
 size_t dtype_size(DType t) { return kInfo[static_cast<int>(t)].size; }
+int64_t dtype_block(DType t) { return kInfo[static_cast<int>(t)].block; }
+size_t dtype_nbytes(DType t, int64_t n) {
+  const DTypeInfo& i = kInfo[static_cast<int>(t)];
+  return size_t((n + i.block - 1) / i.block) * i.size;
+}
 std::string_view dtype_name(DType t) { return kInfo[static_cast<int>(t)].name; }
 
 std::optional<DType> dtype_from_name(std::string_view name) {
@@ -60,7 +71,7 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
-  if (is_string(a) || is_string(b))
+  if (is_string(a) || is_string(b) || is_quantized(a) || is_quantized(b))
     fail<TypeError>("promote_types", "expected two numeric or bool dtypes, got ", dtype_name(a),
                     " and ", dtype_name(b));
   if (is_bool(a)) return b;
@@ -175,10 +186,10 @@ double load_double(DType t, const void* p) {
       return load<uint8_t>(p);
     case DType::boolean:
       return load<uint8_t>(p) ? 1.0 : 0.0;
-    case DType::string:
+    default:  // string, quantized
       break;
   }
-  fail<TypeError>("load_double", "expected a numeric or bool element, got a string");
+  fail<TypeError>("load_double", "expected a numeric or bool element, got ", dtype_name(t));
 }
 
 void store_double(DType t, void* p, double v) {
@@ -208,6 +219,8 @@ void store_double(DType t, void* p, double v) {
         fail<TypeError>("store_double", "expected 0 (the empty string) for a string element, got ",
                         v);
       return put(p, static_cast<const void*>(nullptr));
+    default:  // quantized: a value is no single element's
+      fail<TypeError>("store_double", "expected a numeric or bool element, got ", dtype_name(t));
   }
 }
 

@@ -12,7 +12,7 @@ Literal::Literal() : Literal(DType::f32, {}, std::vector<uint8_t>(4, 0)) {}
 
 Literal::Literal(DType dtype, std::vector<int64_t> shape, std::span<const uint8_t> bytes)
     : dtype_(dtype), shape_(std::move(shape)) {
-  size_t want = size_t(checked_numel(shape_, "Literal")) * dtype_size(dtype);
+  size_t want = dtype_nbytes(dtype, checked_numel(shape_, "Literal"));
   if (bytes.size() != want)
     fail<ValueError>("Literal", "expected ", want, " bytes for ", type().str(), ", got ",
                      bytes.size());

@@ -69,7 +69,19 @@ class Verifier {
         fail("arg ", i, " ('", a.name, "'): expected a new value, got value ", a.value.id,
              " defined twice");
       defined_[size_t(a.value.id)] = true;
+      if (auto why = bad_blocks(g_.type(a.value)); !why.empty())
+        fail("arg ", i, " ('", a.name, "'): ", why);
     }
+  }
+
+  // A quantized value's rows must be whole blocks.
+  static std::string bad_blocks(const TensorType& t) {
+    if (!is_quantized(t.dtype)) return {};
+    int64_t b = dtype_block(t.dtype);
+    if (t.rank() == 0 || !t.shape.back().is_static() || t.shape.back().value() % b != 0)
+      return cat("expected a ", dtype_name(t.dtype), " type whose last dim is a static multiple of ",
+                 b, ", got ", t.str());
+    return {};
   }
 
   void node(size_t i) {

@@ -16,6 +16,8 @@ void register_control_ops(OpRegistry& r);      // cond, while, scan
 void register_autodiff_ops(OpRegistry& r);     // reshape_like, broadcast_like, stop_gradient…
 void register_window_grad_ops(OpRegistry& r);  // backward ops of pools / resize
 void register_fused_ops(OpRegistry& r);        // fused_matmul, fused_conv (made by passes)
+void register_quant_ops(OpRegistry& r);        // dequantize, quant_matmul
+void register_llm_ops(OpRegistry& r);          // rope, kv_cache_write, attention_cached, sample
 
 void register_blocked_ops(OpRegistry& r);       // to_blocked, from_blocked, conv_blocked
 void register_region_ops(OpRegistry& r);       // fused_elementwise
@@ -31,6 +33,8 @@ inline void register_core_ops(OpRegistry& r) {
   register_autodiff_ops(r);
   register_window_grad_ops(r);
   register_fused_ops(r);  // after nn: fused_conv takes conv's attributes
+  register_quant_ops(r);
+  register_llm_ops(r);
   register_blocked_ops(r);  // after nn: conv_blocked takes conv's attributes
 
   register_region_ops(r);

@@ -94,10 +94,9 @@ int digits(DType t) {
       return 63;
     case DType::boolean:
       return 1;
-    case DType::string:
+    default:  // string, quantized
       return 0;
   }
-  return 64;
 }
 
 // Whether `to` holds every value of `from` exactly (a widening cast).

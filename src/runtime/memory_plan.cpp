@@ -113,9 +113,9 @@ size_t pack_by_time(std::vector<Block>& blocks) {
 }
 
 size_t bytes_of(DType dtype, const std::vector<int64_t>& shape) {
-  size_t n = dtype_size(dtype);
-  for (int64_t d : shape) n *= size_t(d);
-  return n;
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return dtype_nbytes(dtype, n);
 }
 
 }  // namespace

@@ -375,7 +375,7 @@ Tensor Program::output_storage(const Plan& plan, const MemoryPlan& memory, size_
   uint8_t* p = static_cast<uint8_t*>(arena->data()) + off;
   int32_t k = memory.inplace[size_t(o.id)];
   if (k >= 0) {
-    size_t bytes = size_t(checked_numel(shape, "run")) * dtype_size(o.dtype());
+    size_t bytes = dtype_nbytes(o.dtype(), checked_numel(shape, "run"));
     if (!can_overwrite(ins, n.inputs, size_t(k), p, bytes))
       return Tensor::empty(o.dtype(), shape, device_);
   }

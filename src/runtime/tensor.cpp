@@ -46,7 +46,7 @@ void Tensor::check_count(size_t n, const std::vector<int64_t>& shape) {
 
 Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
   Tensor t;
-  size_t bytes = size_t(checked_numel(shape, "Tensor")) * dtype_size(dtype);
+  size_t bytes = dtype_nbytes(dtype, checked_numel(shape, "Tensor"));
   t.buffer_ = Buffer::allocate_host(bytes);
   t.dtype_ = dtype;
   t.strides_ = contiguous_strides(shape);
@@ -57,7 +57,7 @@ Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape) {
 Tensor Tensor::empty(DType dtype, std::vector<int64_t> shape, Device device) {
   if (device.is_cpu()) return empty(dtype, std::move(shape));
   Tensor t;
-  size_t bytes = size_t(checked_numel(shape, "Tensor")) * dtype_size(dtype);
+  size_t bytes = dtype_nbytes(dtype, checked_numel(shape, "Tensor"));
   t.buffer_ = Buffer::allocate(bytes, device);
   t.dtype_ = dtype;
   t.strides_ = contiguous_strides(shape);
@@ -97,7 +97,7 @@ Tensor Tensor::wrap(DType dtype, std::vector<int64_t> shape, void* data,
 Tensor Tensor::wrap(DType dtype, std::vector<int64_t> shape, void* data, Device device,
                     std::function<void(void*)> release) {
   Tensor t;
-  size_t bytes = size_t(checked_numel(shape, "Tensor")) * dtype_size(dtype);
+  size_t bytes = dtype_nbytes(dtype, checked_numel(shape, "Tensor"));
   t.buffer_ = Buffer::wrap(data, bytes, device, std::move(release));
   t.dtype_ = dtype;
   t.strides_ = contiguous_strides(shape);
@@ -137,7 +137,9 @@ Device Tensor::device() const { return buffer_ ? buffer_->device() : Device::cpu
 
 void* Tensor::data() const {
   if (!buffer_) fail<ValueError>("Tensor", "expected a defined tensor, got an empty one");
-  return static_cast<uint8_t*>(buffer_->data()) + offset_ * int64_t(dtype_size(dtype_));
+  auto* base = static_cast<uint8_t*>(buffer_->data());
+  if (is_quantized(dtype_)) return base + dtype_nbytes(dtype_, offset_);  // whole blocks
+  return base + offset_ * int64_t(dtype_size(dtype_));
 }
 
 bool Tensor::is_contiguous() const {
@@ -162,6 +164,7 @@ Tensor Tensor::clone() const {
     return out;
   }
   Tensor out = empty(dtype_, shape_);
+  if (is_quantized(dtype_)) return clone_rows(out);
   size_t es = dtype_size(dtype_);
   auto* dst = static_cast<uint8_t*>(out.data());
   const auto* base = static_cast<const uint8_t*>(data());
@@ -174,6 +177,29 @@ Tensor Tensor::clone() const {
     for (int64_t d = r - 1; d >= 0; --d) {  // odometer increment
       if (++idx[size_t(d)] < shape_[size_t(d)]) break;
       idx[size_t(d)] = 0;
+    }
+  }
+  return out;
+}
+
+// A quantized tensor is copied row by row: its last dim (whole blocks) must be dense.
+Tensor Tensor::clone_rows(Tensor& out) const {
+  int64_t r = rank(), row = r ? shape_.back() : 1;
+  if (r && shape_.back() != 1 && strides_.back() != 1)
+    fail<ValueError>("Tensor::clone", "expected a ", dtype_name(dtype_),
+                     " tensor with dense rows (last stride 1), got strides ", ints_str(strides_));
+  size_t row_bytes = dtype_nbytes(dtype_, row);
+  auto* dst = static_cast<uint8_t*>(out.data());
+  auto* base = static_cast<const uint8_t*>(buffer_->data());
+  int64_t rows = row ? numel() / row : 0;
+  std::vector<int64_t> idx(size_t(r > 0 ? r - 1 : 0), 0);
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t off = offset_;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * strides_[d];
+    std::memcpy(dst + size_t(i) * row_bytes, base + dtype_nbytes(dtype_, off), row_bytes);
+    for (size_t d = idx.size(); d-- > 0;) {
+      if (++idx[d] < shape_[d]) break;
+      idx[d] = 0;
     }
   }
   return out;

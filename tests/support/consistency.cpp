@@ -60,7 +60,7 @@ CheckTable all_checks() {
   CheckTable t;
   for (auto* f :
        {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv, checks_pool,
-        checks_nn, checks_random, checks_control, checks_autodiff, checks_fused, checks_region})
+        checks_nn, checks_random, checks_control, checks_autodiff, checks_fused, checks_quant, checks_llm, checks_region})
     t.append(f());
   return t;
 }

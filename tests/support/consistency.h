@@ -79,6 +79,8 @@ CheckTable checks_random();
 CheckTable checks_control();
 CheckTable checks_autodiff();  // reshape_like, broadcast_like, stop_gradient, checkpoint
 CheckTable checks_fused();     // fused_matmul, fused_conv, fused_layer_norm
+CheckTable checks_quant();     // dequantize, quant_matmul
+CheckTable checks_llm();       // rope, kv_cache_write, attention_cached, sample
 
 CheckTable checks_region();  // fused_elementwise
 CheckTable all_checks();

@@ -22,6 +22,8 @@ GradTable all_grads() {
   t.append(grads_control());
   t.append(grads_autodiff());
   t.append(grads_fused());
+  t.append(grads_quant());
+  t.append(grads_llm());
   t.append(grads_region());
   return t;
 }

@@ -48,6 +48,8 @@ GradTable grads_conv();  // conv, conv_transpose, pools, resize
 GradTable grads_control();
 GradTable grads_autodiff();  // reshape_like, broadcast_like, stop_gradient, checkpoint
 GradTable grads_fused();     // fused_matmul, fused_conv
+GradTable grads_quant();     // quant_matmul (through x)
+GradTable grads_llm();       // rope, kv_cache_write, attention_cached
 GradTable grads_region();    // fused_elementwise
 GradTable all_grads();
 

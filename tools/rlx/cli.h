@@ -12,6 +12,11 @@
 #include "rlx/graph.h"
 #include "rlx/session.h"
 #include "rlx/tensor.h"
+#include "rlx_llm/llm.h"
+
+namespace CLI {
+class App;
+}
 
 namespace rlx::cli {
 
@@ -58,6 +63,23 @@ int ops_command(const std::string& path);
 int convert_command(const std::string& path, const std::string& out);
 int onnx_test_command(const std::vector<std::string>& dirs, const std::string& expected_failures,
                       int threads);
+
+// GGUF models (llm.cpp): generate, bench-llm, quantize.
+struct LlmOptions {
+  std::string model, device = "cpu", kv = "f16";
+  int threads = 0;
+  int64_t ctx = 0;
+  std::string prompt, prompt_tokens, dump_logits;
+  int64_t n = 128;
+  llm::SamplerOptions sampler;
+  bool print_tokens = false;
+  int64_t bench_prompt = 512, bench_gen = 128;
+  int bench_reps = 3;
+  std::string out, type;
+  CLI::App *generate = nullptr, *bench = nullptr, *quantize = nullptr;
+};
+void add_llm_commands(CLI::App& app, LlmOptions& o);
+int llm_command(const LlmOptions& o);  // the one of o's subcommands that was parsed
 
 // Reads and parses a graph file; parse errors become "FILE:LINE:COL: message".
 std::unique_ptr<Graph> load_graph(const std::string& path);

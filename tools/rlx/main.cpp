@@ -9,6 +9,9 @@
 //   rlx ops MODEL.onnx
 //   rlx convert MODEL.onnx -o MODEL.rlx
 //   rlx onnx-test DIR… [--expected-failures FILE]
+//   rlx generate MODEL.gguf (-p TEXT | --prompt-tokens 1,2,3) [-n N] [--temp T …]
+//   rlx bench-llm MODEL.gguf [-p 512] [-n 128] [--threads N] [--device cpu|cuda]
+//   rlx quantize IN.gguf OUT.gguf TYPE
 //
 // Every error prints "rlx: error: <message>" to stderr and exits 1.
 #include <CLI/CLI.hpp>
@@ -145,12 +148,17 @@ int main(int argc, char** argv) {
       ->type_name("FILE");
   test_cmd->add_option("--threads", test_threads, "kernel threads")->capture_default_str();
 
+  rlx::cli::LlmOptions llm;
+  rlx::cli::add_llm_commands(app, llm);
+
   // CLI11 would only say that a subcommand is required.
-  static const std::set<std::string> known{"run", "report", "bench", "ops", "convert", "onnx-test"};
+  static const std::set<std::string> known{"run",       "report",   "bench",     "ops",
+                                           "convert",   "onnx-test", "generate", "bench-llm",
+                                           "quantize"};
   if (std::string a = argc > 1 ? argv[1] : "-"; a[0] != '-' && !known.count(a))
     return error("unknown subcommand '" + a +
-                 "'; expected run, report, bench, ops, convert or "
-                 "onnx-test");
+                 "'; expected run, report, bench, ops, convert, onnx-test, generate, "
+                 "bench-llm or quantize");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -165,6 +173,7 @@ int main(int argc, char** argv) {
     if (*ops_cmd) return rlx::cli::ops_command(ops_path);
     if (*convert_cmd) return rlx::cli::convert_command(convert_in, convert_out);
     if (*test_cmd) return rlx::cli::onnx_test_command(test_dirs, test_expected, test_threads);
+    if (*llm.generate || *llm.bench || *llm.quantize) return rlx::cli::llm_command(llm);
     return rlx::cli::report_command(report_path, report_dims);
   } catch (const std::exception& e) {
     return error(e.what());

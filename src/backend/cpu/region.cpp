@@ -99,10 +99,10 @@ void visit_compute(DType t, F&& f) {
     case DType::u8:
     case DType::boolean:
       return f(Tag<uint8_t>{});
-    case DType::string:
-      break;  // no elementwise op takes strings, so no region holds one
+    default:
+      break;  // no elementwise op takes strings or quantized blocks: no region holds one
   }
-  fail<NotSupported>(kWhere, "expected a numeric or bool value, got a string");
+  fail<NotSupported>(kWhere, "expected a numeric or bool value, got ", dtype_name(t));
 }
 
 size_t compute_size(DType t) {

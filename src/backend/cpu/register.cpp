@@ -23,6 +23,8 @@ void register_cpu_kernels(KernelRegistry& registry) {
   cpu::register_autodiff(registry);
   cpu::register_window_grad(registry);
   cpu::register_fused(registry);
+  cpu::register_quant(registry);
+  cpu::register_llm(registry);
   cpu::register_blocked(registry);
 
   cpu::register_region(registry);

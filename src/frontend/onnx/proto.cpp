@@ -77,6 +77,8 @@ int32_t onnx_from_dtype(DType dtype) {
       return TensorProto::BOOL;
     case DType::string:
       return TensorProto::STRING;
+    default:  // quantized blocks: ONNX has no such element type
+      break;
   }
   return TensorProto::UNDEFINED;
 }
@@ -227,7 +229,7 @@ void copy_field(const Field& f, DType dtype, Tensor& out) {
       case DType::bf16:  // stored as their 16 bits in int32_data
         reinterpret_cast<uint16_t*>(dst)[i] = uint16_t(v);
         break;
-      case DType::string:  // string_data: read by tensor_from_proto itself
+      default:  // string_data: read by tensor_from_proto itself; no quantized protos
         break;
     }
   }

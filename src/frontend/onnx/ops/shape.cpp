@@ -78,10 +78,11 @@ void with_values(const Tensor& x, F&& f) {
       for (size_t i = 0; i < w.size(); ++i) w[i] = widen(h[i], x.dtype());
       return f(static_cast<const float*>(w.data()));
     }
-    case DType::string:
+    default:
       break;
   }
-  fail<NotSupported>("onnx.unique", "expected a numeric or bool tensor, got a string one");
+  fail<NotSupported>("onnx.unique", "expected a numeric or bool tensor, got ",
+                     dtype_name(x.dtype()));
 }
 
 void unique_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {

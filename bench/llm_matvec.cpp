@@ -1,0 +1,205 @@
+// rlx-bench-llm-matvec: quant_matmul (one-node graphs, as a model runs them) on the weight
+// shapes of the `small` (134 M) and `1b` (1.1 B) llama configs of ../shared/tools/llm, for
+// f16 / q8_0 / q4_0 / q4_k / q6_k weights:
+//  - decode (one activation row): time, GB/s of weight bytes, and that as a fraction of a
+//    2-thread read of 512 MB measured in the same run (decode is memory-bound: 1.0 is the
+//    limit); per model, the sum over one token's matrices (layers × per-layer shapes +
+//    the output projection) gives the matmul share of a token and its bandwidth;
+//  - prefill (512 rows): GFLOP/s of the default path (decoded panels through sgemm) and of
+//    the integer dots tiled over the rows (RLX_QMM_GEMM_ROWS=513), with their ratio.
+// Best-of-N times (the machine may be shared; the best run is the least disturbed).
+// Usage: rlx-bench-llm-matvec [--quick] [--threads N] [--no-prefill] [--only TYPE]
+//
+// llama.cpp's side: `llama-bench -m M.gguf -p 512 -n 128 -t 2` on the same shapes
+// (make_gguf.py --config small|1b --type T); its tg128 tokens/s times the bytes of the
+// weights read per token is its effective bandwidth, comparable to the per-model lines.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "rlx/quant.h"
+#include "rlx/rlx.h"
+#include "rlx/session.h"
+
+using namespace rlx;
+
+namespace {
+
+struct Options {
+  bool quick = false, prefill = true;
+  int threads = 2;
+  std::string only;
+};
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+template <class F>
+double best_of(F&& f, int runs, double budget_s = 2.0) {
+  f();  // warm-up
+  double best = 1e30, start = now();
+  for (int i = 0; i < runs && (i < 3 || now() - start < budget_s); ++i) {
+    double t0 = now();
+    f();
+    best = std::min(best, now() - t0);
+  }
+  return best;
+}
+
+// Read bandwidth: `threads` threads sum 512 MB (far beyond the caches), bytes / s.
+double read_bandwidth(int threads, int runs) {
+  const int64_t n = int64_t(1) << 27;  // floats
+  std::vector<float> buf(size_t(n), 1.f);
+  volatile float sink = 0;
+  double t = best_of(
+      [&] {
+        float s = 0;
+#pragma omp parallel num_threads(threads) reduction(+ : s)
+        {
+          // 32 independent lanes: the compiler vectorises them without reassociating.
+          float acc[32] = {};
+          const int nt = omp_get_num_threads(), id = omp_get_thread_num();
+          const int64_t lo = n / 32 * id / nt * 32, hi = n / 32 * (id + 1) / nt * 32;
+          for (int64_t i = lo; i < hi; i += 32)
+            for (int j = 0; j < 32; ++j) acc[j] += buf[size_t(i + j)];
+          for (float a : acc) s += a;
+        }
+        sink = sink + s;
+      },
+      runs, 10);
+  return double(n) * 4 / t;
+}
+
+// Weights [n, k] of dtype t: 64 rows of N(0, 0.02) values encoded with the reference
+// quantizer, repeated (the values do not change the speed; encoding all would be slow).
+Tensor make_weights(DType t, int64_t n, int64_t k) {
+  const int64_t base = std::min<int64_t>(n, 64);
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0.f, 0.02f);
+  std::vector<float> v(size_t(base * k));
+  for (float& x : v) x = d(rng);
+  const size_t rb = dtype_nbytes(t, k);
+  std::vector<uint8_t> rows(rb * size_t(base));
+  for (int64_t r = 0; r < base; ++r) quant::quantize_row(t, v.data() + r * k, rows.data() + r * rb, k);
+  Tensor w = Tensor::empty(t, {n, k});
+  auto* p = static_cast<uint8_t*>(w.data());
+  for (int64_t r = 0; r < n; ++r) std::memcpy(p + r * rb, rows.data() + (r % base) * rb, rb);
+  return w;
+}
+
+Tensor random_x(int64_t m, int64_t k) {
+  Tensor x = Tensor::empty(DType::f32, {m, k});
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> d(-1.f, 1.f);
+  for (int64_t i = 0; i < m * k; ++i) x.data_as<float>()[i] = d(rng);
+  return x;
+}
+
+// Seconds of the best quant_matmul run of x [m, k] against w.
+double time_matmul(const Tensor& w, int64_t m, int threads, int runs) {
+  const int64_t n = w.shape()[0], k = w.shape()[1];
+  Graph g("llm_matvec");
+  Value xv = g.input("x", {DType::f32, {m, k}});
+  Value wv = g.input("w", w.type());
+  g.output(op("quant_matmul", {xv, wv}), "y");
+  CompileOptions o;
+  o.threads = threads;
+  CompiledGraph cg = Session(Device::cpu()).compile(g, o);
+  std::vector<Tensor> in = {random_x(m, k), w};
+  (void)n;
+  return best_of([&] { cg.run(std::span<const Tensor>(in)); }, runs);
+}
+
+struct MatShape {
+  int64_t n, k, count;  // count: matrices of this shape per token
+  const char* what;
+};
+struct Model {
+  const char* name;
+  int layers;
+  std::vector<MatShape> shapes;  // per layer; the output projection has count -1
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options opt;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") opt.quick = true;
+    else if (a == "--no-prefill") opt.prefill = false;
+    else if (a == "--threads" && i + 1 < argc) opt.threads = std::atoi(argv[++i]);
+    else if (a == "--only" && i + 1 < argc) opt.only = argv[++i];
+    else {
+      std::fprintf(stderr, "usage: %s [--quick] [--threads N] [--no-prefill] [--only TYPE]\n", argv[0]);
+      return 2;
+    }
+  }
+  const int runs = opt.quick ? 5 : 30;
+  const Model models[] = {
+      {"small", 12, {{768, 768, 4, "attn q/k/v/o"}, {2048, 768, 2, "ffn gate/up"}, {768, 2048, 1, "ffn down"}, {32000, 768, -1, "output"}}},
+      {"1b", 22, {{2048, 2048, 2, "attn q/o"}, {256, 2048, 2, "attn k/v"}, {5632, 2048, 2, "ffn gate/up"}, {2048, 5632, 1, "ffn down"}, {32000, 2048, -1, "output"}}},
+  };
+  const DType types[] = {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
+
+  const double bw = read_bandwidth(opt.threads, opt.quick ? 3 : 8);
+  std::printf("rlx-bench-llm-matvec: %d threads; %d-thread read bandwidth %.1f GB/s\n\n", opt.threads,
+              opt.threads, bw / 1e9);
+
+  std::printf("decode (1 row): quant_matmul time, weight GB/s, fraction of the read bandwidth\n");
+  std::printf("%-6s %-5s %-14s %-12s %10s %9s %7s\n", "model", "type", "shape n x k", "matrix", "us",
+              "GB/s", "/read");
+  for (const Model& md : models)
+    for (DType t : types) {
+      if (!opt.only.empty() && opt.only != dtype_name(t)) continue;
+      double token_s = 0, token_bytes = 0;
+      for (const MatShape& s : md.shapes) {
+        Tensor w = make_weights(t, s.n, s.k);
+        double sec = time_matmul(w, 1, opt.threads, runs);
+        double bytes = double(w.nbytes());
+        std::printf("%-6s %-5s %5lldx%-8lld %-12s %10.1f %9.1f %7.2f\n", md.name,
+                    std::string(dtype_name(t)).c_str(), (long long)s.n, (long long)s.k, s.what,
+                    sec * 1e6, bytes / sec / 1e9, bytes / sec / bw);
+        double times = s.count < 0 ? 1 : double(s.count * md.layers);
+        token_s += times * sec;
+        token_bytes += times * bytes;
+      }
+      std::printf("%-6s %-5s per token: matmuls %.2f ms (%.0f tok/s ceiling), %.1f MB, %.1f GB/s = "
+                  "%.2f of read\n\n",
+                  md.name, std::string(dtype_name(t)).c_str(), token_s * 1e3, 1 / token_s,
+                  token_bytes / 1e6, token_bytes / token_s / 1e9, token_bytes / token_s / bw);
+    }
+
+  if (!opt.prefill) return 0;
+  std::printf("prefill (512 rows): GFLOP/s, panels+sgemm (default) against tiled integer dots\n");
+  std::printf("%-6s %-5s %-14s %10s %10s %7s\n", "model", "type", "shape n x k", "panels",
+              "int-tiles", "ratio");
+  const int64_t m = 512;
+  for (const Model& md : models)
+    for (DType t : types) {
+      if (!opt.only.empty() && opt.only != dtype_name(t)) continue;
+      for (const MatShape& s : md.shapes) {
+        if (s.count < 0) continue;  // the output projection runs on the last row only
+        Tensor w = make_weights(t, s.n, s.k);
+        const double flop = 2.0 * double(m) * double(s.n) * double(s.k);
+        unsetenv("RLX_QMM_GEMM_ROWS");
+        double panels = time_matmul(w, m, opt.threads, opt.quick ? 2 : 5);
+        setenv("RLX_QMM_GEMM_ROWS", "513", 1);
+        double tiles = time_matmul(w, m, opt.threads, opt.quick ? 2 : 5);
+        unsetenv("RLX_QMM_GEMM_ROWS");
+        std::printf("%-6s %-5s %5lldx%-8lld %10.1f %10.1f %7.2f\n", md.name,
+                    std::string(dtype_name(t)).c_str(), (long long)s.n, (long long)s.k,
+                    flop / panels / 1e9, flop / tiles / 1e9, tiles / panels);
+      }
+    }
+  return 0;
+}

@@ -1,0 +1,112 @@
+// Block-quantized dtypes (q4_0 … q6_k): ggml's block layouts, the one definition every
+// layer reads (the GGUF reader and writer, the CPU and CUDA kernels, the tests), and the
+// reference codecs written from the format description.
+//
+// A row of a quantized tensor is a run of blocks; each block holds dtype_block(t) values
+// (32, or 256 for the K-quants) in dtype_size(t) bytes. Half-precision scales are f16 bit
+// patterns (rlx::f16_to_f32). All fields are little-endian, as in GGUF files.
+#pragma once
+
+#include <cstdint>
+
+#include "rlx/dtype.h"
+
+namespace rlx::quant {
+
+inline constexpr int kQK = 32;     // values per block of the Q*_0 / Q*_1 types
+inline constexpr int kQK_K = 256;  // values per super-block of the K-quants
+
+// x = d * (q - 8), q in [0, 16): byte j holds q[j] (low nibble) and q[j + 16] (high).
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+// x = d * q + m, q in [0, 16); nibbles as q4_0.
+struct BlockQ4_1 {
+  uint16_t d, m;
+  uint8_t qs[kQK / 2];
+};
+// x = d * (q - 16), q in [0, 32): low nibbles as q4_0, bit 4 of q[j] in bit j of qh.
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+// x = d * q + m, q in [0, 32); bits as q5_0.
+struct BlockQ5_1 {
+  uint16_t d, m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+// x = d * q, q in [-127, 127].
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK];
+};
+// 16 groups of 16: x = d * (scales[g] & 15) * q - dmin * (scales[g] >> 4), q in [0, 4);
+// qs: 2-bit values, each 32-byte half of 128 values holding 4 shifts of 32.
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];
+  uint8_t qs[kQK_K / 4];
+  uint16_t d, dmin;
+};
+// 16 groups of 16: x = d * (s[g] - 32) * (q - 4 * !hbit), 2 low bits in qs (as q2_k), the
+// high bit in hmask; 6-bit signed scales packed in 12 bytes.
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+// 8 groups of 32: x = d * sc[g] * q - dmin * m[g], q in [0, 16); 6-bit sc and m packed in
+// 12 bytes; qs: each 32 bytes hold two groups (low nibbles, then high nibbles).
+struct BlockQ4_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qs[kQK_K / 2];
+};
+// As q4_k with a fifth bit per value in qh (bit g of qh[l] for value l of group g).
+struct BlockQ5_K {
+  uint16_t d, dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+// 16 groups of 16: x = d * scales[g] * (q - 32), q in [0, 64): low 4 bits in ql, high 2
+// in qh.
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+// Activations for the K-quant dot products (never stored in files): f32 scale, 256
+// int8 values and the sums of each 16.
+struct BlockQ8_K {
+  float d;
+  int8_t qs[kQK_K];
+  int16_t bsums[kQK_K / 16];
+};
+
+static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
+              sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ2_K) == 84 &&
+              sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 &&
+              sizeof(BlockQ6_K) == 210);
+
+// The reference codecs: n values (a multiple of dtype_block(t)) of row `src` decoded to
+// f32, or f32 values encoded. f32 / f16 / bf16 are accepted too (a copy / conversion).
+// quantize_row is llama.cpp's reference quantizer for each type (round-to-nearest for
+// q4_0 … q8_0, the searched scales of the K-quants), so files it writes decode as
+// llama.cpp's would (bit for bit: tests/frontend/quant_test.cpp checks every type
+// against ggml's library). Other dtypes are a TypeError; n not a multiple of the block a
+// ValueError.
+void dequantize_row(DType t, const void* src, float* dst, int64_t n);
+void quantize_row(DType t, const float* src, void* dst, int64_t n);
+
+// Activations for the K-quant dot products: n (a multiple of 256) values to n / 256
+// blocks, as ggml's quantize_row_q8_K_ref: d = -max / 127 where max is the value of
+// largest magnitude, qs = round-half-even(x * -127 / max) (so qs is in [-127, 127]), bsums
+// the sums of each 16 qs. A zero block has d = 0 and zero qs / bsums. ValueError for n.
+void quantize_row_q8_k(const float* src, BlockQ8_K* dst, int64_t n);
+
+}  // namespace rlx::quant

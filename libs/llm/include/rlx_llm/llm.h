@@ -1,0 +1,160 @@
+// rlx::llm — decoder-only LLMs from GGUF files: the model's configuration read from the
+// file's metadata, the model as an rlx graph (llama, qwen2), and generation (prefill and
+// decode graphs compiled once per context size, the KV cache preallocated, sampling inside
+// the graph so only the sampled token ids leave it).
+//
+//   auto m = rlx::llm::Model::load("model.gguf");
+//   rlx::llm::Generator gen(*m, {.temperature = 0});
+//   int32_t t = gen.prefill(m->tokenizer().encode("Once upon a time"));
+//   for (int i = 0; i < 16 && !m->tokenizer().is_eog(t); ++i) t = gen.step(t);
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "rlx/device.h"
+#include "rlx/gguf.h"
+#include "rlx/graph.h"
+#include "rlx/session.h"
+#include "rlx/tensor.h"
+#include "rlx_llm/tokenizer.h"
+
+namespace rlx::llm {
+
+// The architecture's hyperparameters, from the GGUF metadata ("<arch>.…" keys).
+struct Config {
+  std::string arch;  // "llama" (Llama 2/3, Mistral, TinyLlama, SmolLM) or "qwen2"
+  std::string name;  // general.name
+  int64_t dim = 0, n_layer = 0, n_head = 0, n_kv_head = 0, head_dim = 0, ffn = 0;
+  int64_t vocab = 0, ctx_train = 0;
+  int64_t n_rot = 0;           // rotary dims per head (partial rotary: < head_dim)
+  double eps = 1e-5;           // RMSNorm epsilon
+  double rope_base = 10000.0;  // rope.freq_base
+  double rope_freq_scale = 1;  // 1 / rope.scaling.factor for linear scaling
+  std::string rope_mode;       // "pairs" (llama) or "neox" (qwen2)
+  bool qkv_bias = false;       // q/k/v projections carry biases (qwen2)
+  bool tied_embeddings = false;  // no output.weight: the logits read token_embd
+  bool rope_freq_factors = false;  // a rope_freqs.weight tensor (llama3-style scaling)
+
+  // Reads and checks the keys; a missing or inconsistent one is a ValueError naming it.
+  static Config from_gguf(const gguf::File& file);
+};
+
+// The tokenizer's data from the GGUF metadata (tokenizer.ggml.* keys).
+VocabData vocab_from_gguf(const gguf::File& file);
+
+struct LoadOptions {
+  Device device = Device::cpu();
+  int64_t ctx = 0;     // context (KV cache rows) per sequence; 0: min(ctx_train, 4096)
+  int64_t batch = 1;   // sequences decoded together in one step
+  int threads = 0;     // kernel threads (0: every core)
+  DType kv_dtype = DType::f16;  // f16 (as llama.cpp) or f32
+};
+
+// llama.cpp's defaults. temperature 0 is greedy.
+struct SamplerOptions {
+  double temperature = 0.8;
+  int64_t top_k = 40;
+  double top_p = 0.95;
+  double min_p = 0.05;
+  double repeat_penalty = 1.0;
+  int64_t repeat_last_n = 64;
+  uint64_t seed = 0;
+};
+
+class Generator;
+
+class Model {
+ public:
+  // Maps the file (weights stay in the mapping, in their encoding) and builds the graphs
+  // lazily. Throws IoError / ValueError / NotSupported naming what is wrong.
+  static std::shared_ptr<Model> load(const std::string& path, LoadOptions options = {});
+
+  const Config& config() const { return config_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const LoadOptions& options() const { return options_; }
+  int64_t ctx() const { return ctx_; }
+  const gguf::File& file() const { return *file_; }
+
+  // Logits of a fresh sequence: [n, vocab] f32 for every position of `ids` (all), or
+  // [vocab] for the last one.
+  Tensor logits(std::span<const int32_t> ids, bool all = true);
+
+  // The graph of one step (exposed for tests and the dispatch report): `batch`
+  // sequences of `seq` new tokens each (0: a symbolic length), sampling with `sampler`;
+  // outputs "token" (i32 [batch]) and, with `logits` "last" or "all", "logits".
+  std::unique_ptr<Graph> build_graph(int64_t batch, int64_t seq, const SamplerOptions& sampler,
+                                     const std::string& logits = "none") const;
+
+  // A graph compiled for this model's device with its weights bound, cached by key.
+  const CompiledGraph& compiled(int64_t batch, int64_t seq, const SamplerOptions& sampler,
+                                const std::string& logits);
+
+  // Bytes of the weights (as stored) and of one sequence's KV cache.
+  size_t weight_bytes() const;
+  size_t kv_bytes_per_seq() const;
+
+ private:
+  Model() = default;
+  friend class Generator;
+  Config config_;
+  LoadOptions options_;
+  int64_t ctx_ = 0;
+  std::shared_ptr<gguf::File> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::map<std::string, Tensor> weights_;  // graph param name -> tensor (on the device)
+  std::map<std::string, CompiledGraph> compiled_;
+};
+
+struct GenerationStats {
+  int64_t prompt_tokens = 0, generated_tokens = 0;
+  double prefill_seconds = 0, decode_seconds = 0;
+};
+
+// One generation over `batch` sequences with their own KV caches (allocated once).
+// Each step passes one token id per sequence into the decode graph and gets one back.
+class Generator {
+ public:
+  Generator(Model& model, SamplerOptions sampler = {});
+
+  // Prefills sequence `seq` with `ids` from position 0 (resetting it) and returns its
+  // first sampled token.
+  int32_t prefill(std::span<const int32_t> ids, int64_t seq = 0);
+  // One decode step of every sequence: last[b] is sequence b's newest token; returns the
+  // next token of each. A sequence at the end of its context is a ValueError.
+  std::vector<int32_t> step(std::span<const int32_t> last);
+  int32_t step(int32_t last) { return step(std::span<const int32_t>(&last, 1))[0]; }
+  // Logits of the last step's last positions ([vocab] after prefill, [batch, vocab] after
+  // a decode step), kept when keep_logits is set.
+  bool keep_logits = false;
+  const Tensor& last_logits() const { return last_logits_; }
+
+  int64_t position(int64_t seq = 0) const { return pos_[size_t(seq)]; }
+  const GenerationStats& stats() const { return stats_; }
+
+ private:
+  std::vector<Tensor> cache_inputs(int64_t seq) const;  // the caches (or one row of them)
+  Model& model_;
+  SamplerOptions sampler_;
+  int64_t batch_;
+  std::vector<Tensor> k_cache_, v_cache_;  // per layer [batch, kv_heads, ctx, head_dim]
+  std::vector<int64_t> pos_;
+  std::vector<std::vector<int32_t>> history_;
+  std::vector<uint64_t> counter_;
+  Tensor last_logits_;
+  GenerationStats stats_;
+};
+
+// Streams `n` tokens after `prompt` to on_piece (text, never a split UTF-8 sequence);
+// stops early at an end-of-generation token. Returns the generated ids.
+std::vector<int32_t> generate(Model& model, std::span<const int32_t> prompt, int64_t n,
+                              const SamplerOptions& sampler,
+                              const std::function<void(const std::string&)>& on_piece = {},
+                              GenerationStats* stats = nullptr);
+
+}  // namespace rlx::llm

@@ -1,0 +1,161 @@
+// rope and kv_cache_write on the CPU, and the family's registration.
+//
+// rope: the angles of one position are computed once (in double: at position 4000 an f32
+// angle would already be ~2e-4 rad off) and applied to every head of that row.
+// kv_cache_write: writes the new rows straight into input 0's storage and returns that
+// storage as the output (KernelFlags::makes_outputs), so a decode step copies S rows per
+// head, never the cache. A non-contiguous cache reaches the kernel as the runtime's
+// contiguous copy: the write then lands there (still correct, but not in place).
+#include <cmath>
+#include <string>
+
+#include "backend/cpu/families.h"
+#include "backend/cpu/llm_kernels.h"
+
+namespace rlx::cpu {
+
+namespace {
+
+// ---- rope ----------------------------------------------------------------------------
+
+template <class T>
+void rope_typed(const Attrs& a, const Tensor& x, const Tensor& pos, const Tensor* ff, Tensor& y) {
+  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const auto& xs = x.shape();
+  const size_t r = xs.size();
+  const int64_t d = xs[r - 1], h = xs[r - 2];
+  int64_t n = a.get_int("n_rot");
+  if (n == 0) n = d;
+  if (n % 2 != 0 || n > d)
+    fail<ValueError>("rope", "expected an even n_rot <= D = ", d, ", got ", n);
+  const int64_t half = n / 2;
+  const bool neox = a.get_string("mode") == "neox";
+  const double fs = a.get_float("freq_scale") * (a.get_bool("inverse") ? -1.0 : 1.0);
+  const double base = a.get_float("base");
+
+  // Lead dims [..., S]; pos broadcasts against them (right-aligned, size-1 dims repeat).
+  std::vector<int64_t> lead(xs.begin(), xs.end() - 2), pst(lead.size(), 0);
+  const auto& ps = pos.shape();
+  for (int64_t i = int64_t(ps.size()) - 1, s = 1; i >= 0; --i) {
+    pst[lead.size() - ps.size() + size_t(i)] = ps[size_t(i)] == 1 ? 0 : s;
+    s *= ps[size_t(i)];
+  }
+  int64_t rows = 1;
+  for (int64_t v : lead) rows *= v;
+  std::vector<int64_t> p(size_t(pos.numel()));
+  visit_int(pos.dtype(), "rope", [&](auto tag) {
+    using I = typename decltype(tag)::type;
+    for (size_t i = 0; i < p.size(); ++i) p[i] = int64_t(pos.data_as<I>()[i]);
+  });
+  std::vector<double> freq(static_cast<size_t>(half));
+  std::vector<double> factors = ff ? ff->to_doubles() : std::vector<double>{};
+  for (int64_t i = 0; i < half; ++i)
+    freq[size_t(i)] =
+        std::pow(base, -2.0 * double(i) / double(n)) / (factors.empty() ? 1.0 : factors[size_t(i)]);
+
+  const T* xp = x.data_as<T>();
+  T* yp = y.data_as<T>();
+  const int64_t row = h * d;
+  parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(row, 1)),
+               [&](int64_t l0, int64_t l1) {
+                 thread_local std::vector<C> cs;
+                 cs.resize(size_t(2 * half));
+                 C *cv = cs.data(), *sv = cs.data() + half;
+                 for (int64_t l = l0; l < l1; ++l) {
+                   int64_t off = 0;
+                   for (int64_t i = int64_t(lead.size()) - 1, rest = l; i >= 0; --i) {
+                     off += (rest % lead[size_t(i)]) * pst[size_t(i)];
+                     rest /= lead[size_t(i)];
+                   }
+                   const double at = double(p[size_t(off)]) * fs;
+                   for (int64_t i = 0; i < half; ++i) {
+                     double th = at * freq[size_t(i)];
+                     cv[i] = C(std::cos(th));
+                     sv[i] = C(std::sin(th));
+                   }
+                   for (int64_t hh = 0; hh < h; ++hh) {
+                     const T* xr = xp + l * row + hh * d;
+                     T* yr = yp + l * row + hh * d;
+                     const int64_t other = neox ? half : 1;  // the partner of dim i0
+                     for (int64_t i = 0; i < half; ++i) {
+                       const int64_t i0 = neox ? i : 2 * i;
+                       C x0 = C(load(xr[i0])), x1 = C(load(xr[i0 + other]));
+                       yr[i0] = store<T>(x0 * cv[i] - x1 * sv[i]);
+                       yr[i0 + other] = store<T>(x0 * sv[i] + x1 * cv[i]);
+                     }
+                     for (int64_t e = n; e < d; ++e) yr[e] = xr[e];
+                   }
+                 }
+               });
+}
+
+void rope_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  visit_float(in[0].dtype(), "rope", [&](auto tag) {
+    rope_typed<typename decltype(tag)::type>(ctx.attrs, in[0], in[1],
+                                             in.size() > 2 ? &in[2] : nullptr, out[0]);
+  });
+}
+
+// ---- kv_cache_write ------------------------------------------------------------------
+
+template <class TC, class TN>
+inline void convert_row(const TN* src, TC* dst, int64_t n) {
+  int64_t i = 0;
+#if defined(__F16C__)
+  if constexpr (std::is_same_v<TC, f16_t> && std::is_same_v<TN, float>)
+    for (; i + 8 <= n; i += 8)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                       _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
+#endif
+  for (; i < n; ++i) {
+    if constexpr (std::is_same_v<TC, TN>)
+      dst[i] = src[i];
+    else
+      dst[i] = store<TC>(load(src[i]));
+  }
+}
+
+void kv_cache_write_kernel(const KernelContext&, std::span<const Tensor> in,
+                           std::span<Tensor> out) {
+  const Tensor &cache = in[0], &nw = in[1];
+  const auto& cs = cache.shape();
+  const int64_t kvh = cs[1], c = cs[2], d = cs[3], s = nw.shape()[1];
+  thread_local std::vector<int64_t> pos;
+  read_positions("kv_cache_write", in[2], s, c, pos);
+  visit_float(cache.dtype(), "kv_cache_write", [&](auto ct) {
+    using TC = typename decltype(ct)::type;
+    visit_float(nw.dtype(), "kv_cache_write", [&](auto nt) {
+      using TN = typename decltype(nt)::type;
+      const TN* src = nw.data_as<TN>();
+      TC* dst = cache.data_as<TC>();
+      // Row r of new ([B, S, KVH] flattened) goes to row pos[b] + s of head h.
+      parallel_for(
+          nw.numel() / std::max<int64_t>(d, 1),
+          std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+              int64_t b = r / (s * kvh), si = (r / kvh) % s, hh = r % kvh;
+              convert_row(src + r * d, dst + ((b * kvh + hh) * c + pos[size_t(b)] + si) * d, d);
+            }
+          });
+    });
+  });
+  out[0] = cache;  // the same storage: the caller's tensor holds the new rows
+}
+
+bool float_pair(const KernelQuery& q) {
+  return q.inputs.size() >= 2 && in_set(q.inputs[0].dtype, kFloat) &&
+         in_set(q.inputs[1].dtype, kFloat);
+}
+
+}  // namespace
+
+void register_llm(KernelRegistry& r) {
+  add_kernel(r, "rope", rope_kernel, dtype_in(kFloat));
+  KernelFlags inplace;
+  inplace.makes_outputs = true;
+  add_kernel(r, "kv_cache_write", kv_cache_write_kernel, float_pair, inplace);
+  register_attention_cached(r);
+  register_sample(r);
+}
+
+}  // namespace rlx::cpu

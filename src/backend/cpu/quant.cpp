@@ -1,0 +1,203 @@
+// CPU kernels of dequantize and quant_matmul (the dots are in quant_dot.h).
+//
+// quant_matmul runs the activation rows through one of two paths:
+//  - the integer dots: the rows are quantized once per call into int8 blocks (reused
+//    scratch, no allocation once warm), and the weight rows, split across the threads,
+//    stream once from memory through the dots, each unpacked block shared by up to four
+//    activation rows (a tile); for many rows, blocks of kRowBlock weight rows stay in cache
+//    while every tile passes. This is the decode path of every type, and the prefill path
+//    of the K-quants, whose dots stay in int32 across 256 values (1.2-1.3x the f32 panels
+//    below at 512 rows, bench/llm_matvec.cpp `prefill`);
+//  - decoded panels (from kGemmRows rows, q4_0 … q8_0 and f16 / bf16 / f32 weights): each
+//    thread decodes panels of weight rows into an f32 buffer and multiplies them with
+//    single-threaded sgemm (OpenBLAS runs one thread inside an OpenMP region). The decode
+//    is a small fraction of the product, and the whole matrix is never decoded at once.
+#include <cblas.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/cpu_util.h"
+#include "backend/cpu/families.h"
+#include "backend/cpu/quant_dot.h"
+#include "rlx/quant.h"
+
+namespace rlx::cpu {
+
+namespace {
+
+constexpr int64_t kRowBlock = 64;  // weight rows kept hot while the row tiles pass
+constexpr int64_t kGemmRows = 16;  // rows from which the decoded panels serve (not K-quants)
+
+// Whether m rows of x take the decoded panels for weights of dtype wt. RLX_QMM_GEMM_ROWS
+// overrides the row threshold for every type (the bench compares the paths; read per call,
+// which costs nothing next to a product).
+bool use_panels(DType wt, int64_t m) {
+  if (const char* e = std::getenv("RLX_QMM_GEMM_ROWS")) return m >= std::max<int64_t>(1, std::atoll(e));
+  return m >= kGemmRows && dtype_block(wt) < quant::kQK_K;
+}
+
+// Scratch of this thread that only grows: a fresh buffer per call would fault its pages in
+// every time.
+template <class T>
+T* scratch(int slot, size_t n) {
+  thread_local std::vector<T> kept[3];
+  std::vector<T>& v = kept[slot];
+  if (v.size() < n) v.resize(n);
+  return v.data();
+}
+
+// The few-row path: y[m, n] = x[m, k] · w[n, k]^T with the integer (or f16/bf16/f32) dots.
+void dot_rows_path(DType wt, const uint8_t* w, int64_t n, int64_t k, const float* x, int64_t m,
+                   float* y) {
+  const size_t ab = qdot::act_row_bytes(wt, k), rb = dtype_nbytes(wt, k);
+  const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
+  if (is_quantized(wt)) {
+    uint8_t* buf = scratch<uint8_t>(0, ab * size_t(m));
+    parallel_for(m, std::max<int64_t>(1, (1 << 16) / k), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) qdot::quantize_act(wt, x + r * k, buf + r * ab, k);
+    });
+    act = buf;
+  }
+  qdot::DotFn fns[qdot::kMaxRows];
+  for (int r = 0; r < qdot::kMaxRows; ++r) fns[r] = qdot::dot_fn(wt, r + 1);
+  // Chunks of at least ~64 KiB of weights per activation row: a thread's share of even
+  // a small decode product outweighs waking it.
+  const int64_t grain = std::max<int64_t>(1, int64_t(1 << 16) / int64_t(rb) / m);
+  parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
+    for (int64_t jb = j0; jb < j1; jb += kRowBlock) {
+      const int64_t je = std::min(j1, jb + kRowBlock);
+      for (int64_t r0 = 0; r0 < m; r0 += qdot::kMaxRows) {
+        const int nr = int(std::min<int64_t>(qdot::kMaxRows, m - r0));
+        const qdot::DotFn f = fns[nr - 1];
+        for (int64_t j = jb; j < je; ++j)
+          f(w + j * int64_t(rb), act + r0 * int64_t(ab), ab, k, y + r0 * n + j, n);
+      }
+    }
+  });
+}
+
+// The many-row path: decoded panels of w through sgemm, one panel per thread at a time.
+void panel_gemm_path(DType wt, const uint8_t* w, int64_t n, int64_t k, const float* x,
+                     int64_t m, float* y) {
+  if (wt == DType::f32) {  // nothing to decode
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.f, x, int(k),
+                reinterpret_cast<const float*>(w), int(k), 0.f, y, int(n));
+    return;
+  }
+  const size_t rb = dtype_nbytes(wt, k);
+  // Panels of about 512 KiB of f32 (16 to 256 rows), decoded while the last is in cache.
+  const int64_t panel = std::clamp<int64_t>((int64_t(1) << 17) / k / 16 * 16, 16, 256);
+  const int64_t panels = (n + panel - 1) / panel;
+  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+    float* buf = scratch<float>(1, size_t(panel * k));
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t j0 = p * panel, pn = std::min(panel, n - j0);
+      for (int64_t j = 0; j < pn; ++j) qdot::decode_row(wt, w + (j0 + j) * int64_t(rb), buf + j * k, k);
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(pn), int(k), 1.f, x, int(k),
+                  buf, int(k), 0.f, y + j0, int(n));
+    }
+  });
+}
+
+// f64 activations (gradient checks, references): decoded rows, products in double.
+void f64_path(DType wt, const uint8_t* w, int64_t n, int64_t k, const double* x, int64_t m,
+              double* y) {
+  const size_t rb = dtype_nbytes(wt, k);
+  parallel_for(n, 8, [&](int64_t j0, int64_t j1) {
+    std::vector<float> row(static_cast<size_t>(k));
+    for (int64_t j = j0; j < j1; ++j) {
+      qdot::decode_row(wt, w + j * int64_t(rb), row.data(), k);
+      for (int64_t r = 0; r < m; ++r) {
+        double s = 0;
+        for (int64_t i = 0; i < k; ++i) s += double(row[size_t(i)]) * x[r * k + i];
+        y[r * n + j] = s;
+      }
+    }
+  });
+}
+
+template <class T>
+void widen_into(const Tensor& t, float* dst) {
+  const T* p = t.data_as<T>();
+  parallel_for(t.numel(), 1 << 15, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) dst[i] = to_f32(p[i]);
+  });
+}
+
+void quant_matmul_kernel(const KernelContext&, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor &x = in[0], &w = in[1];
+  Tensor& y = out[0];
+  const DType wt = w.dtype(), xt = x.dtype();
+  const int64_t n = w.shape()[0], k = w.shape()[1];
+  const int64_t m = k > 0 ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
+  if (y.numel() == 0) return;
+  const auto* wp = static_cast<const uint8_t*>(w.data());
+  if (k == 0) {
+    std::memset(y.data(), 0, y.nbytes());
+    return;
+  }
+  if (xt == DType::f64) return f64_path(wt, wp, n, k, x.data_as<double>(), m, y.data_as<double>());
+  const float* xf = xt == DType::f32 ? x.data_as<float>() : scratch<float>(2, size_t(m * k));
+  if (xt == DType::f16) widen_into<f16_t>(x, const_cast<float*>(xf));
+  if (xt == DType::bf16) widen_into<bf16_t>(x, const_cast<float*>(xf));
+  float* yf = xt == DType::f32 ? y.data_as<float>() : scratch<float>(0, size_t(m * n));
+  if (use_panels(wt, m))
+    panel_gemm_path(wt, wp, n, k, xf, m, yf);
+  else
+    dot_rows_path(wt, wp, n, k, xf, m, yf);
+  if (xt == DType::f16) narrow(yf, y.data_as<f16_t>(), m * n);
+  if (xt == DType::bf16) narrow(yf, y.data_as<bf16_t>(), m * n);
+}
+
+// ---- dequantize ---------------------------------------------------------------------------
+
+template <class T>
+void store_row(const float* src, T* dst, int64_t k) {
+  for (int64_t i = 0; i < k; ++i) dst[i] = store<T>(src[i]);
+}
+
+void dequantize_kernel(const KernelContext&, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor& w = in[0];
+  Tensor& y = out[0];
+  const DType wt = w.dtype(), ot = y.dtype();
+  const int64_t k = w.shape().back();
+  if (y.numel() == 0 || k == 0) return;
+  const int64_t table = w.numel() / k;  // rows of w
+  const size_t rb = dtype_nbytes(wt, k);
+  const auto* wp = static_cast<const uint8_t*>(w.data());
+  std::vector<int64_t> rows;  // source row of each output row
+  const int64_t nout = y.numel() / k;
+  if (in.size() == 2) {
+    rows.resize(size_t(nout));
+    const Tensor& idx = in[1];
+    for (int64_t i = 0; i < nout; ++i) {
+      int64_t j = idx.dtype() == DType::i32 ? idx.data_as<int32_t>()[i] : idx.data_as<int64_t>()[i];
+      if (j < 0 || j >= table)
+        fail<ValueError>("dequantize", "expected row indices in [0, ", table, "), got ", j);
+      rows[size_t(i)] = j;
+    }
+  }
+  parallel_for(nout, std::max<int64_t>(1, (1 << 15) / k), [&](int64_t r0, int64_t r1) {
+    float* tmp = ot == DType::f32 ? nullptr : scratch<float>(0, size_t(k));
+    for (int64_t r = r0; r < r1; ++r) {
+      const uint8_t* src = wp + (rows.empty() ? r : rows[size_t(r)]) * int64_t(rb);
+      float* dst = ot == DType::f32 ? y.data_as<float>() + r * k : tmp;
+      qdot::decode_row(wt, src, dst, k);
+      if (ot == DType::f64) store_row(tmp, y.data_as<double>() + r * k, k);
+      if (ot == DType::f16) store_row(tmp, y.data_as<f16_t>() + r * k, k);
+      if (ot == DType::bf16) store_row(tmp, y.data_as<bf16_t>() + r * k, k);
+    }
+  });
+}
+
+}  // namespace
+
+void register_quant(KernelRegistry& r) {
+  add_kernel(r, "quant_matmul", quant_matmul_kernel);
+  add_kernel(r, "dequantize", dequantize_kernel);
+}
+
+}  // namespace rlx::cpu

@@ -1,0 +1,514 @@
+// AVX2 dots of quant_dot.h. Every quantized type unpacks a block to unsigned bytes in
+// natural value order (no sign handling in the hot loop: the formats' offsets and minimums
+// are applied through the activation sums), multiplies them with the int8 activations in
+// _mm256_maddubs_epi16 (pairs of u8 x i8 into i16: at most 2 * 63 * 127, no saturation),
+// and widens with _mm256_madd_epi16 against the group scales (or ones). The K-quants stay
+// in int32 across a whole 256-value block (bounded by 256 * 63 * 127 * 127 < 2^31) and
+// meet the f32 scales once per block; the 32-value types once per block too, alternating
+// two accumulators so that the FMA latency does not bound a single row.
+//
+// Up to kMaxRows activation rows share each unpacked weight block (decode of a few
+// sequences, and the tiles of the many-row path).
+#include "backend/cpu/quant_simd.h"
+
+#include <algorithm>
+
+namespace rlx::cpu::qdot {
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+namespace {
+
+using namespace quant;
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+inline int hsum_i32(__m256i v) {
+  __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
+// The low (h = 0) or high 128 bits of v in both halves.
+inline __m256i half_lanes(__m256i v, int h) {
+  return h ? _mm256_permute2x128_si256(v, v, 0x11) : _mm256_permute2x128_si256(v, v, 0x00);
+}
+
+inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// Σ u·a over each 4 bytes: unsigned weights u, signed activations a.
+inline __m256i dot_u8i8(__m256i u, __m256i a) {
+  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
+}
+
+// Byte j of the result is 0x10 where bit j of x is set, else 0.
+inline __m256i bits_0x10(const uint8_t* qh) {
+  uint32_t x;
+  std::memcpy(&x, qh, 4);
+  const __m256i spread = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
+                                            0x0303030303030303);
+  const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
+  __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int(x)), spread);
+  v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+  return _mm256_and_si256(v, _mm256_set1_epi8(0x10));
+}
+
+// 16 nibble bytes of a 32-value block: low nibbles are values 0-15, high ones 16-31.
+// (A broadcast load and a blend: no lane-crossing shuffle.)
+inline __m256i nibbles(const uint8_t* qs) {
+  __m256i r = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+  r = _mm256_blend_epi32(r, _mm256_srli_epi16(r, 4), 0xf0);
+  return _mm256_and_si256(r, _mm256_set1_epi8(15));
+}
+
+// ---- 32-value blocks ---------------------------------------------------------------------
+// unpack(): the values u as unsigned bytes (signed for q8_0); x = d * (u - kZero), or
+// d * u + m for the types with a minimum (kMin).
+
+struct Q4_0 {
+  using B = BlockQ4_0;
+  static constexpr bool kSigned = false, kMin = false;
+  static constexpr int kZero = 8;
+  static __m256i unpack(const B& b) { return nibbles(b.qs); }
+};
+struct Q4_1 {
+  using B = BlockQ4_1;
+  static constexpr bool kSigned = false, kMin = true;
+  static constexpr int kZero = 0;
+  static __m256i unpack(const B& b) { return nibbles(b.qs); }
+};
+struct Q5_0 {
+  using B = BlockQ5_0;
+  static constexpr bool kSigned = false, kMin = false;
+  static constexpr int kZero = 16;
+  static __m256i unpack(const B& b) { return _mm256_or_si256(nibbles(b.qs), bits_0x10(b.qh)); }
+};
+struct Q5_1 {
+  using B = BlockQ5_1;
+  static constexpr bool kSigned = false, kMin = true;
+  static constexpr int kZero = 0;
+  static __m256i unpack(const B& b) { return _mm256_or_si256(nibbles(b.qs), bits_0x10(b.qh)); }
+};
+struct Q8_0 {
+  using B = BlockQ8_0;
+  static constexpr bool kSigned = true, kMin = false;
+  static constexpr int kZero = 0;
+  static __m256i unpack(const B& b) { return load(b.qs); }
+};
+
+template <class T, int NR>
+void dot32(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  // U blocks in flight, each with its own accumulators: one row alone would otherwise
+  // wait on the FMA latency (4 cycles) every block.
+  constexpr int U = NR == 1 ? 4 : NR == 2 ? 2 : 1;
+  const auto* w = static_cast<const typename T::B*>(wv);
+  const int64_t nb = k / kQK;
+  __m256 acc[U][NR];
+  float off[U][NR];
+  for (int u = 0; u < U; ++u)
+    for (int r = 0; r < NR; ++r) acc[u][r] = _mm256_setzero_ps(), off[u][r] = 0;
+  auto step = [&](int64_t i, int u) {
+    const auto& b = w[i];
+    const float d = half(b.d);
+    const __m256i q = T::unpack(b);
+    const __m256i wu = T::kSigned ? _mm256_abs_epi8(q) : q;
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ8& a = reinterpret_cast<const BlockQ8*>(act + r * as)[i];
+      __m256i av = load(a.qs);
+      if constexpr (T::kSigned) av = _mm256_sign_epi8(av, q);  // the sign moves to a
+      __m256i p = dot_u8i8(wu, av);
+      // x = d (u - z): -z Σa joins the integers (in lane 0), off the FMA chains.
+      if constexpr (T::kZero > 0)
+        p = _mm256_add_epi32(p, _mm256_zextsi128_si256(_mm_cvtsi32_si128(-T::kZero * a.sum)));
+      acc[u][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * a.d), acc[u][r]);
+      if constexpr (T::kMin) off[u][r] += half(b.m) * a.s;  // x = d u + m
+    }
+  };
+  int64_t i = 0;
+  for (; i + U <= nb; i += U)
+    for (int u = 0; u < U; ++u) step(i + u, u);
+  for (; i < nb; ++i) step(i, 0);
+  for (int r = 0; r < NR; ++r) {
+    for (int u = 1; u < U; ++u) acc[0][r] = _mm256_add_ps(acc[0][r], acc[u][r]), off[0][r] += off[u][r];
+    out[r * os] = hsum(acc[0][r]) + off[0][r];
+  }
+}
+
+// ---- K-quants ----------------------------------------------------------------------------
+
+// shuffle_epi8 masks over 8 int16 scales held in both 128-bit lanes: kGroup[g] puts
+// scale g in every lane (groups of 32 values), kPair[p] scale 2p in the low half and
+// 2p + 1 in the high half (two groups of 16 in one vector of 32 values).
+struct Masks {
+  __m256i group[8], pair[4];
+  Masks() {
+    for (int g = 0; g < 8; ++g) group[g] = _mm256_set1_epi16(int16_t((2 * g) | ((2 * g + 1) << 8)));
+    for (int p = 0; p < 4; ++p) {
+      __m128i lo = _mm_set1_epi16(int16_t((4 * p) | ((4 * p + 1) << 8)));
+      __m128i hi = _mm_set1_epi16(int16_t((4 * p + 2) | ((4 * p + 3) << 8)));
+      pair[p] = _mm256_set_m128i(hi, lo);
+    }
+  }
+};
+const Masks& masks() {
+  static const Masks m;
+  return m;
+}
+
+inline const BlockQ8K& kact(const uint8_t* act, size_t as, int r, int64_t i) {
+  return reinterpret_cast<const BlockQ8K*>(act + r * as)[i];
+}
+
+// q4_k and q5_k: 8 groups of 32 with 6-bit scales and mins.
+template <int NR, bool kFive>
+void dot_q45k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  const Masks& mk = masks();
+  const int64_t nb = k / kQK_K;
+  const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
+  __m256 acc[NR], accm[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = accm[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const uint8_t *scales, *qs, *qh = nullptr;
+    uint16_t d16, m16;
+    if constexpr (kFive) {
+      const auto& b = static_cast<const BlockQ5_K*>(wv)[i];
+      scales = b.scales, qs = b.qs, qh = b.qh, d16 = b.d, m16 = b.dmin;
+    } else {
+      const auto& b = static_cast<const BlockQ4_K*>(wv)[i];
+      scales = b.scales, qs = b.qs, d16 = b.d, m16 = b.dmin;
+    }
+    uint32_t s[3];
+    std::memcpy(s, scales, 12);
+    const uint32_t sc_lo = s[0] & 0x3f3f3f3f, mn_lo = s[1] & 0x3f3f3f3f;
+    const uint32_t sc_hi = (s[2] & 0x0f0f0f0f) | (((s[0] >> 6) & 0x03030303) << 4);
+    const uint32_t mn_hi = ((s[2] >> 4) & 0x0f0f0f0f) | (((s[1] >> 6) & 0x03030303) << 4);
+    const __m256i sc = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(sc_hi), int(sc_lo))));
+    const __m128i mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(mn_hi), int(mn_lo)));
+    // Each min twice: it pairs with the two 16-value sums of its group.
+    const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
+    __m256i hb = kFive ? load(qh) : _mm256_setzero_si256();
+    __m256i isum[NR];
+    for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int j = 0; j < 4; ++j) {
+      const __m256i q = load(qs + 32 * j);
+      __m256i lo = _mm256_and_si256(q, m4), hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      if constexpr (kFive) {
+        lo = _mm256_or_si256(lo, _mm256_slli_epi16(_mm256_and_si256(hb, one), 4));
+        hi = _mm256_or_si256(hi, _mm256_slli_epi16(_mm256_and_si256(hb, two), 3));
+        hb = _mm256_srli_epi16(hb, 2);
+      }
+      const __m256i s_lo = _mm256_shuffle_epi8(sc, mk.group[2 * j]);
+      const __m256i s_hi = _mm256_shuffle_epi8(sc, mk.group[2 * j + 1]);
+      for (int r = 0; r < NR; ++r) {
+        const int8_t* a = kact(act, as, r, i).qs + 64 * j;
+        __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(a)), s_lo),
+                                     _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(a + 32)), s_hi));
+        isum[r] = _mm256_add_epi32(isum[r], p);
+      }
+    }
+    const float d = half(d16), dmin = half(m16);
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ8K& a = kact(act, as, r, i);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * a.d), acc[r]);
+      __m256i m = _mm256_madd_epi16(load(a.bsums), mins);
+      accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * a.d), accm[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]) - hsum(accm[r]);
+}
+
+template <int NR>
+void dot_q6k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  const Masks& mk = masks();
+  const int64_t nb = k / kQK_K;
+  const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ6_K& b = static_cast<const BlockQ6_K*>(wv)[i];
+    const __m256i sc =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales)));
+    __m256i isum[NR];
+    // The -32 of every value: -32 Σ_g sc[g] · Σa over group g.
+    for (int r = 0; r < NR; ++r)
+      isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                 _mm256_slli_epi32(_mm256_madd_epi16(sc, load(kact(act, as, r, i).bsums)), 5));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i ql0 = load(b.ql + 64 * h), ql1 = load(b.ql + 64 * h + 32), qh = load(b.qh + 32 * h);
+      const __m256i sb = half_lanes(sc, h);
+      __m256i v[4];
+      v[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+      v[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
+      v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 4), m3), 4));
+      v[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql1, 4), m4),
+                             _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 6), m3), 4));
+      for (int p = 0; p < 4; ++p) {
+        const __m256i s = _mm256_shuffle_epi8(sb, mk.pair[p]);
+        for (int r = 0; r < NR; ++r) {
+          const int8_t* a = kact(act, as, r, i).qs + 128 * h + 32 * p;
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v[p], load(a)), s));
+        }
+      }
+    }
+    const float d = half(b.d);
+    for (int r = 0; r < NR; ++r)
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * kact(act, as, r, i).d),
+                               acc[r]);
+  }
+  for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]);
+}
+
+// q3_k: 2 low bits in qs (as q2_k), the high bit in hmask; value = u - 4 with u in [0, 8).
+template <int NR>
+void dot_q3k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  const Masks& mk = masks();
+  const int64_t nb = k / kQK_K;
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ3_K& b = static_cast<const BlockQ3_K*>(wv)[i];
+    // The 16 scales, 4 per word: low 4 bits from bytes 0-7 (low nibbles, then high), the
+    // top 2 from bytes 8-11 (2 bits per scale); stored with +32.
+    uint32_t w[3];
+    std::memcpy(w, b.scales, 12);
+    const __m128i packed = _mm_setr_epi32(
+        int((w[0] & 0x0f0f0f0f) | ((w[2] & 0x03030303) << 4)),
+        int((w[1] & 0x0f0f0f0f) | (((w[2] >> 2) & 0x03030303) << 4)),
+        int(((w[0] >> 4) & 0x0f0f0f0f) | (((w[2] >> 4) & 0x03030303) << 4)),
+        int(((w[1] >> 4) & 0x0f0f0f0f) | (((w[2] >> 6) & 0x03030303) << 4)));
+    const __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(packed, _mm_set1_epi8(32)));
+    __m256i isum[NR];
+    for (int r = 0; r < NR; ++r)  // the -4: -4 Σ_g sc[g] · Σa over group g
+      isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
+                                 _mm256_slli_epi32(_mm256_madd_epi16(sc, load(kact(act, as, r, i).bsums)), 2));
+    __m256i hm = load(b.hmask);
+    for (int h = 0; h < 2; ++h) {
+      __m256i q = load(b.qs + 32 * h);
+      const __m256i sb = half_lanes(sc, h);
+      for (int j = 0; j < 4; ++j) {
+        __m256i u = _mm256_or_si256(_mm256_and_si256(q, m3),
+                                    _mm256_slli_epi16(_mm256_and_si256(hm, one), 2));
+        q = _mm256_srli_epi16(q, 2);
+        hm = _mm256_srli_epi16(hm, 1);
+        const __m256i s = _mm256_shuffle_epi8(sb, mk.pair[j]);
+        for (int r = 0; r < NR; ++r) {
+          const int8_t* a = kact(act, as, r, i).qs + 128 * h + 32 * j;
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load(a)), s));
+        }
+      }
+    }
+    const float d = half(b.d);
+    for (int r = 0; r < NR; ++r)
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * kact(act, as, r, i).d),
+                               acc[r]);
+  }
+  for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]);
+}
+
+template <int NR>
+void dot_q2k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  const Masks& mk = masks();
+  const int64_t nb = k / kQK_K;
+  const __m256i m3 = _mm256_set1_epi8(3);
+  __m256 acc[NR], accm[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = accm[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const BlockQ2_K& b = static_cast<const BlockQ2_K*>(wv)[i];
+    const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
+    const __m256i sc = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(15)));
+    const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(15)));
+    __m256i isum[NR];
+    for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
+    for (int h = 0; h < 2; ++h) {
+      __m256i q = load(b.qs + 32 * h);
+      const __m256i sb = half_lanes(sc, h);
+      for (int j = 0; j < 4; ++j) {
+        const __m256i u = _mm256_and_si256(q, m3);
+        q = _mm256_srli_epi16(q, 2);
+        const __m256i s = _mm256_shuffle_epi8(sb, mk.pair[j]);
+        for (int r = 0; r < NR; ++r) {
+          const int8_t* a = kact(act, as, r, i).qs + 128 * h + 32 * j;
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load(a)), s));
+        }
+      }
+    }
+    const float d = half(b.d), dmin = half(b.dmin);
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ8K& a = kact(act, as, r, i);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * a.d), acc[r]);
+      accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(mn, load(a.bsums))),
+                                _mm256_set1_ps(dmin * a.d), accm[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]) - hsum(accm[r]);
+}
+
+// ---- f16 / bf16 / f32 weights against f32 activations ---------------------------------------
+
+inline __m256 widen8(const float* p) { return _mm256_loadu_ps(p); }
+inline __m256 widen8(const Half* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+inline __m256 widen8(const BHalf* p) {
+  __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+}
+
+template <class T, int NR>
+void dot_float(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  constexpr int U = NR == 1 ? 4 : 2;  // independent FMA chains per row
+  const T* w = static_cast<const T*>(wv);
+  const float* x[NR];
+  for (int r = 0; r < NR; ++r) x[r] = reinterpret_cast<const float*>(act + r * as);
+  __m256 acc[NR][U];
+  for (int r = 0; r < NR; ++r)
+    for (int u = 0; u < U; ++u) acc[r][u] = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 * U <= k; i += 8 * U) {
+    __m256 wv8[U];
+    for (int u = 0; u < U; ++u) wv8[u] = widen8(w + i + 8 * u);
+    for (int r = 0; r < NR; ++r)
+      for (int u = 0; u < U; ++u)
+        acc[r][u] = _mm256_fmadd_ps(wv8[u], _mm256_loadu_ps(x[r] + i + 8 * u), acc[r][u]);
+  }
+  for (; i + 8 <= k; i += 8) {
+    __m256 w8 = widen8(w + i);
+    for (int r = 0; r < NR; ++r) acc[r][0] = _mm256_fmadd_ps(w8, _mm256_loadu_ps(x[r] + i), acc[r][0]);
+  }
+  for (int r = 0; r < NR; ++r) {
+    for (int u = 1; u < U; ++u) acc[r][0] = _mm256_add_ps(acc[r][0], acc[r][u]);
+    float s = hsum(acc[r][0]);
+    for (int64_t j = i; j < k; ++j) s += to_float(w[j]) * x[r][j];
+    out[r * os] = s;
+  }
+}
+
+template <DType T, int NR>
+void avx2_dot(const void* w, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  if constexpr (T == DType::f32) dot_float<float, NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::f16) dot_float<Half, NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::bf16) dot_float<BHalf, NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::q4_0) dot32<Q4_0, NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::q4_1) dot32<Q4_1, NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::q5_0) dot32<Q5_0, NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::q5_1) dot32<Q5_1, NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::q8_0) dot32<Q8_0, NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::q2_k) dot_q2k<NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::q3_k) dot_q3k<NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::q4_k) dot_q45k<NR, false>(w, act, as, k, out, os);
+  if constexpr (T == DType::q5_k) dot_q45k<NR, true>(w, act, as, k, out, os);
+  if constexpr (T == DType::q6_k) dot_q6k<NR>(w, act, as, k, out, os);
+}
+
+template <DType T>
+DotFn for_rows(int nr) {
+  switch (nr) {
+    case 1:
+      return avx2_dot<T, 1>;
+    case 2:
+      return avx2_dot<T, 2>;
+    case 3:
+      return avx2_dot<T, 3>;
+    default:
+      return avx2_dot<T, 4>;
+  }
+}
+
+// Eight int32 vectors of one 32-value block → int8 in order (the packs interleave lanes).
+inline __m256i pack32(__m256i q0, __m256i q1, __m256i q2, __m256i q3) {
+  __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q0, q1), _mm256_packs_epi32(q2, q3));
+  return _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+inline float amax_of(const float* x, int n) {
+  const __m256 abs = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+  __m256 m = _mm256_setzero_ps();
+  for (int i = 0; i < n; i += 8) m = _mm256_max_ps(m, _mm256_and_ps(_mm256_loadu_ps(x + i), abs));
+  __m128 s = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  s = _mm_max_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_max_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
+}
+
+// 32 values times id, rounded to nearest even (MXCSR default), as int32 in q[4].
+inline void round32(const float* x, float id, __m256i* q) {
+  const __m256 m = _mm256_set1_ps(id);
+  for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), m));
+}
+
+}  // namespace
+
+DotFn avx2_dot_fn(DType w, int nr) {
+  switch (w) {
+#define RLX_QDOT_CASE(T) \
+  case DType::T:         \
+    return for_rows<DType::T>(nr);
+    RLX_QDOT_CASE(f32)
+    RLX_QDOT_CASE(f16)
+    RLX_QDOT_CASE(bf16)
+    RLX_QDOT_CASE(q4_0)
+    RLX_QDOT_CASE(q4_1)
+    RLX_QDOT_CASE(q5_0)
+    RLX_QDOT_CASE(q5_1)
+    RLX_QDOT_CASE(q8_0)
+    RLX_QDOT_CASE(q2_k)
+    RLX_QDOT_CASE(q3_k)
+    RLX_QDOT_CASE(q4_k)
+    RLX_QDOT_CASE(q5_k)
+    RLX_QDOT_CASE(q6_k)
+#undef RLX_QDOT_CASE
+    default:
+      return nullptr;
+  }
+}
+
+void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k) {
+  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
+    const float amax = amax_of(x, kQK);
+    const float d = amax / 127.f, id = d > 0 ? 1.f / d : 0.f;
+    __m256i q[4];
+    round32(x, id, q);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), pack32(q[0], q[1], q[2], q[3]));
+    y[b].d = d;
+    y[b].sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    y[b].s = d * float(y[b].sum);
+  }
+}
+
+void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k) {
+  for (int64_t b = 0; b < k / kQK_K; ++b, x += kQK_K) {
+    const float amax = amax_of(x, kQK_K);
+    const float d = amax / 127.f, id = d > 0 ? 1.f / d : 0.f;
+    for (int c = 0; c < kQK_K / 32; ++c) {
+      __m256i q[4];
+      round32(x + 32 * c, id, q);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * c), pack32(q[0], q[1], q[2], q[3]));
+      y[b].bsums[2 * c] = int16_t(hsum_i32(_mm256_add_epi32(q[0], q[1])));
+      y[b].bsums[2 * c + 1] = int16_t(hsum_i32(_mm256_add_epi32(q[2], q[3])));
+    }
+    y[b].d = d;
+  }
+}
+
+bool has_avx2() { return true; }
+
+#else  // no AVX2: the portable code serves
+
+DotFn avx2_dot_fn(DType, int) { return nullptr; }
+void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k) { quantize_q8_ref(x, y, k); }
+void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k) { quantize_q8k_ref(x, y, k); }
+bool has_avx2() { return false; }
+
+#endif
+
+}  // namespace rlx::cpu::qdot

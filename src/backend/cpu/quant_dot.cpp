@@ -1,0 +1,360 @@
+// The portable half of quant_dot.h: activation quantizers, row decoders and scalar dots
+// (every type), and the dispatch that prefers the AVX2 dots (quant_avx2.cpp) when built.
+// The formats are ggml's (rlx/quant.h); each unpack below follows the layout comment of
+// its block struct.
+#include "backend/cpu/quant_dot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/quant_simd.h"
+
+namespace rlx::cpu::qdot {
+
+namespace {
+
+using namespace quant;
+
+// ---- activations --------------------------------------------------------------------
+
+// Symmetric int8 with the scale amax / 127 (round to nearest even, as the vector code).
+void quantize_q8(const float* x, BlockQ8* y, int64_t k) {
+  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
+    float amax = 0;
+    for (int i = 0; i < kQK; ++i) amax = std::max(amax, std::fabs(x[i]));
+    float d = amax / 127.f, id = d > 0 ? 1.f / d : 0.f;
+    int sum = 0;
+    for (int i = 0; i < kQK; ++i) {
+      int q = int(std::nearbyint(x[i] * id));
+      y[b].qs[i] = int8_t(q);
+      sum += q;
+    }
+    y[b].d = d;
+    y[b].sum = sum;
+    y[b].s = d * float(sum);
+  }
+}
+
+void quantize_q8k(const float* x, BlockQ8K* y, int64_t k) {
+  for (int64_t b = 0; b < k / kQK_K; ++b, x += kQK_K) {
+    float amax = 0;
+    for (int i = 0; i < kQK_K; ++i) amax = std::max(amax, std::fabs(x[i]));
+    float d = amax / 127.f, id = d > 0 ? 1.f / d : 0.f;
+    for (int i = 0; i < kQK_K; ++i) y[b].qs[i] = int8_t(std::nearbyint(x[i] * id));
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      int s = 0;
+      for (int i = 0; i < 16; ++i) s += y[b].qs[g * 16 + i];
+      y[b].bsums[g] = int16_t(s);
+    }
+    y[b].d = d;
+  }
+}
+
+// ---- unpacking --------------------------------------------------------------------------
+// A block as integers: x[i] = D * sc[i / 16] * v[i] - M * mn[i / 16].
+
+struct Unpacked {
+  int v[kQK_K];
+  int sc[kQK_K / 16], mn[kQK_K / 16];
+  float D, M;
+};
+
+// The 6-bit scales and mins of q4_k / q5_k (8 each, packed in 12 bytes).
+void k4_scales(const uint8_t* s, int* sc, int* mn) {
+  for (int j = 0; j < 4; ++j) {
+    sc[j] = s[j] & 63;
+    mn[j] = s[j + 4] & 63;
+    sc[j + 4] = (s[j + 8] & 15) | ((s[j] >> 6) << 4);
+    mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
+  }
+}
+
+// The 16 signed 6-bit scales of q3_k: low 4 bits from bytes 0-7 (low nibbles, then high),
+// high 2 bits from bytes 8-11 (2 bits per scale, 4 scales per byte position).
+void q3_scales(const uint8_t* s, int* sc) {
+  for (int j = 0; j < 16; ++j) {
+    int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
+    int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+    sc[j] = (lo | (hi << 4)) - 32;
+  }
+}
+
+// 32-value blocks: x[i] = D * v[i] - M (sc = mn = 1).
+void unpack32(DType t, const void* p, Unpacked& u) {
+  std::fill(u.sc, u.sc + 2, 1);
+  std::fill(u.mn, u.mn + 2, 1);
+  auto nib = [&](const uint8_t* qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; };
+  auto hbit = [](const uint8_t* qh, int i) {
+    uint32_t h;
+    std::memcpy(&h, qh, 4);
+    return int((h >> i) & 1) << 4;
+  };
+  switch (t) {
+    case DType::q4_0: {
+      auto* b = static_cast<const BlockQ4_0*>(p);
+      for (int i = 0; i < kQK; ++i) u.v[i] = nib(b->qs, i) - 8;
+      u.D = half(b->d), u.M = 0;
+      break;
+    }
+    case DType::q4_1: {
+      auto* b = static_cast<const BlockQ4_1*>(p);
+      for (int i = 0; i < kQK; ++i) u.v[i] = nib(b->qs, i);
+      u.D = half(b->d), u.M = -half(b->m);
+      break;
+    }
+    case DType::q5_0: {
+      auto* b = static_cast<const BlockQ5_0*>(p);
+      for (int i = 0; i < kQK; ++i) u.v[i] = (nib(b->qs, i) | hbit(b->qh, i)) - 16;
+      u.D = half(b->d), u.M = 0;
+      break;
+    }
+    case DType::q5_1: {
+      auto* b = static_cast<const BlockQ5_1*>(p);
+      for (int i = 0; i < kQK; ++i) u.v[i] = nib(b->qs, i) | hbit(b->qh, i);
+      u.D = half(b->d), u.M = -half(b->m);
+      break;
+    }
+    default: {  // q8_0
+      auto* b = static_cast<const BlockQ8_0*>(p);
+      for (int i = 0; i < kQK; ++i) u.v[i] = b->qs[i];
+      u.D = half(b->d), u.M = 0;
+    }
+  }
+}
+
+void unpack256(DType t, const void* p, Unpacked& u) {
+  switch (t) {
+    case DType::q2_k: {
+      auto* b = static_cast<const BlockQ2_K*>(p);
+      for (int h = 0; h < 2; ++h)
+        for (int j = 0; j < 4; ++j)
+          for (int l = 0; l < 32; ++l) u.v[128 * h + 32 * j + l] = (b->qs[32 * h + l] >> (2 * j)) & 3;
+      for (int g = 0; g < 16; ++g) u.sc[g] = b->scales[g] & 15, u.mn[g] = b->scales[g] >> 4;
+      u.D = half(b->d), u.M = half(b->dmin);
+      break;
+    }
+    case DType::q3_k: {
+      auto* b = static_cast<const BlockQ3_K*>(p);
+      for (int h = 0; h < 2; ++h)
+        for (int j = 0; j < 4; ++j)
+          for (int l = 0; l < 32; ++l) {
+            int lo = (b->qs[32 * h + l] >> (2 * j)) & 3;
+            int hi = (b->hmask[l] >> (4 * h + j)) & 1;
+            u.v[128 * h + 32 * j + l] = lo - (hi ? 0 : 4);
+          }
+      q3_scales(b->scales, u.sc);
+      std::fill(u.mn, u.mn + 16, 0);
+      u.D = half(b->d), u.M = 0;
+      break;
+    }
+    case DType::q4_k:
+    case DType::q5_k: {
+      bool five = t == DType::q5_k;
+      const uint8_t *scales, *qs, *qh = nullptr;
+      uint16_t d, dmin;
+      if (five) {
+        auto* b = static_cast<const BlockQ5_K*>(p);
+        scales = b->scales, qs = b->qs, qh = b->qh, d = b->d, dmin = b->dmin;
+      } else {
+        auto* b = static_cast<const BlockQ4_K*>(p);
+        scales = b->scales, qs = b->qs, d = b->d, dmin = b->dmin;
+      }
+      for (int j = 0; j < 4; ++j)
+        for (int l = 0; l < 32; ++l) {
+          int lo = qs[32 * j + l] & 15, hi = qs[32 * j + l] >> 4;
+          if (qh) {
+            lo |= ((qh[l] >> (2 * j)) & 1) << 4;
+            hi |= ((qh[l] >> (2 * j + 1)) & 1) << 4;
+          }
+          u.v[64 * j + l] = lo;
+          u.v[64 * j + 32 + l] = hi;
+        }
+      int sc[8], mn[8];
+      k4_scales(scales, sc, mn);
+      for (int g = 0; g < 16; ++g) u.sc[g] = sc[g / 2], u.mn[g] = mn[g / 2];
+      u.D = half(d), u.M = half(dmin);
+      break;
+    }
+    default: {  // q6_k
+      auto* b = static_cast<const BlockQ6_K*>(p);
+      for (int h = 0; h < 2; ++h) {
+        const uint8_t *ql = b->ql + 64 * h, *qh = b->qh + 32 * h;
+        int* v = u.v + 128 * h;
+        for (int l = 0; l < 32; ++l) {
+          v[l] = ((ql[l] & 15) | (((qh[l] >> 0) & 3) << 4)) - 32;
+          v[l + 32] = ((ql[l + 32] & 15) | (((qh[l] >> 2) & 3) << 4)) - 32;
+          v[l + 64] = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+          v[l + 96] = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        }
+      }
+      for (int g = 0; g < 16; ++g) u.sc[g] = b->scales[g], u.mn[g] = 0;
+      u.D = half(b->d), u.M = 0;
+    }
+  }
+}
+
+// ---- scalar dots ------------------------------------------------------------------------
+
+template <int NR>
+void dot32_scalar(DType t, const void* w, const uint8_t* act, size_t astride, int64_t k,
+                  float* out, int64_t os) {
+  const size_t bs = dtype_size(t);
+  float acc[NR] = {};
+  Unpacked u;
+  for (int64_t b = 0; b < k / kQK; ++b) {
+    unpack32(t, static_cast<const uint8_t*>(w) + b * bs, u);
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ8& a = reinterpret_cast<const BlockQ8*>(act + r * astride)[b];
+      int s = 0;
+      for (int i = 0; i < kQK; ++i) s += u.v[i] * a.qs[i];
+      acc[r] += u.D * a.d * float(s) - u.M * a.s;
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r * os] = acc[r];
+}
+
+template <int NR>
+void dot256_scalar(DType t, const void* w, const uint8_t* act, size_t astride, int64_t k,
+                   float* out, int64_t os) {
+  const size_t bs = dtype_size(t);
+  float acc[NR] = {};
+  Unpacked u;
+  for (int64_t b = 0; b < k / kQK_K; ++b) {
+    unpack256(t, static_cast<const uint8_t*>(w) + b * bs, u);
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ8K& a = reinterpret_cast<const BlockQ8K*>(act + r * astride)[b];
+      int isum = 0, imin = 0;
+      for (int g = 0; g < 16; ++g) {
+        int s = 0;
+        for (int i = 0; i < 16; ++i) s += u.v[16 * g + i] * a.qs[16 * g + i];
+        isum += u.sc[g] * s;
+        imin += u.mn[g] * a.bsums[g];
+      }
+      acc[r] += a.d * (u.D * float(isum) - u.M * float(imin));
+    }
+  }
+  for (int r = 0; r < NR; ++r) out[r * os] = acc[r];
+}
+
+template <class T, int NR>
+void dot_float_scalar(const void* w, const uint8_t* act, size_t astride, int64_t k, float* out,
+                      int64_t os) {
+  const T* p = static_cast<const T*>(w);
+  for (int r = 0; r < NR; ++r) {
+    const float* x = reinterpret_cast<const float*>(act + r * astride);
+    float s = 0;
+    for (int64_t i = 0; i < k; ++i) s += to_float(p[i]) * x[i];
+    out[r * os] = s;
+  }
+}
+
+// The scalar dots as DotFn (one per dtype and row count).
+template <DType T, int NR>
+void scalar_dot(const void* w, const uint8_t* act, size_t astride, int64_t k, float* out,
+                int64_t os) {
+  if constexpr (T == DType::f32)
+    dot_float_scalar<float, NR>(w, act, astride, k, out, os);
+  else if constexpr (T == DType::f16)
+    dot_float_scalar<Half, NR>(w, act, astride, k, out, os);
+  else if constexpr (T == DType::bf16)
+    dot_float_scalar<BHalf, NR>(w, act, astride, k, out, os);
+  else if constexpr (dtype_block_v<T> == kQK)
+    dot32_scalar<NR>(T, w, act, astride, k, out, os);
+  else
+    dot256_scalar<NR>(T, w, act, astride, k, out, os);
+}
+
+template <DType T>
+DotFn scalar_for_rows(int nr) {
+  switch (nr) {
+    case 1:
+      return scalar_dot<T, 1>;
+    case 2:
+      return scalar_dot<T, 2>;
+    case 3:
+      return scalar_dot<T, 3>;
+    default:
+      return scalar_dot<T, 4>;
+  }
+}
+
+}  // namespace
+
+size_t act_row_bytes(DType w, int64_t k) {
+  if (!is_quantized(w)) return size_t(k) * sizeof(float);
+  if (dtype_block(w) == kQK) return size_t(k / kQK) * sizeof(BlockQ8);
+  return size_t(k / kQK_K) * sizeof(BlockQ8K);
+}
+
+void quantize_act(DType w, const float* x, void* dst, int64_t k) {
+  if (!is_quantized(w))
+    std::memcpy(dst, x, size_t(k) * sizeof(float));
+  else if (dtype_block(w) == kQK)
+    quantize_q8_fast(x, static_cast<BlockQ8*>(dst), k);
+  else
+    quantize_q8k_fast(x, static_cast<BlockQ8K*>(dst), k);
+}
+
+void quantize_q8_ref(const float* x, BlockQ8* y, int64_t k) { quantize_q8(x, y, k); }
+void quantize_q8k_ref(const float* x, BlockQ8K* y, int64_t k) { quantize_q8k(x, y, k); }
+
+void decode_row(DType t, const void* src, float* dst, int64_t n) {
+  const auto* p = static_cast<const uint8_t*>(src);
+  switch (t) {
+    case DType::f32:
+      std::memcpy(dst, src, size_t(n) * 4);
+      return;
+    case DType::f16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = to_float(reinterpret_cast<const Half*>(p)[i]);
+      return;
+    case DType::bf16:
+      for (int64_t i = 0; i < n; ++i) dst[i] = to_float(reinterpret_cast<const BHalf*>(p)[i]);
+      return;
+    default:
+      break;
+  }
+  const int64_t blk = dtype_block(t);
+  const size_t bs = dtype_size(t);
+  Unpacked u;
+  for (int64_t b = 0; b < n / blk; ++b, p += bs, dst += blk) {
+    if (blk == kQK)
+      unpack32(t, p, u);
+    else
+      unpack256(t, p, u);
+    for (int64_t i = 0; i < blk; ++i)
+      dst[i] = u.D * float(u.sc[i / 16]) * float(u.v[i]) - u.M * float(u.mn[i / 16]);
+  }
+}
+
+DotFn scalar_dot_fn(DType w, int nr) {
+  nr = std::clamp(nr, 1, kMaxRows);
+  switch (w) {
+#define RLX_QDOT_CASE(T) \
+  case DType::T:         \
+    return scalar_for_rows<DType::T>(nr);
+    RLX_QDOT_CASE(f32)
+    RLX_QDOT_CASE(f16)
+    RLX_QDOT_CASE(bf16)
+    RLX_QDOT_CASE(q4_0)
+    RLX_QDOT_CASE(q4_1)
+    RLX_QDOT_CASE(q5_0)
+    RLX_QDOT_CASE(q5_1)
+    RLX_QDOT_CASE(q8_0)
+    RLX_QDOT_CASE(q2_k)
+    RLX_QDOT_CASE(q3_k)
+    RLX_QDOT_CASE(q4_k)
+    RLX_QDOT_CASE(q5_k)
+    RLX_QDOT_CASE(q6_k)
+#undef RLX_QDOT_CASE
+    default:
+      return nullptr;
+  }
+}
+
+DotFn dot_fn(DType w, int nr) {
+  if (DotFn f = avx2_dot_fn(w, std::clamp(nr, 1, kMaxRows))) return f;
+  return scalar_dot_fn(w, nr);
+}
+
+}  // namespace rlx::cpu::qdot

@@ -1,0 +1,53 @@
+// Dot products of weight rows in storage form (block-quantized, f16, bf16, f32) with
+// activation rows, the inner loops of quant_matmul on the CPU.
+//
+// For the block-quantized types the activations are quantized once per call, as the
+// fastest CPU engines do: to int8 blocks of 32 (BlockQ8, with the scaled block sum that
+// the types with an offset need) for q4_0 … q8_0, and to Q8_K blocks of 256 (with the sums
+// of each 16) for the K-quants. A weight block then unpacks to unsigned bytes, which meet
+// the int8 activations in _mm256_maddubs_epi16; every offset and minimum of the format
+// becomes a product with the activation sums, so no weight value is ever widened to f32.
+// f16 / bf16 / f32 weights take f32 activations.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "rlx/dtype.h"
+#include "rlx/quant.h"
+
+namespace rlx::cpu::qdot {
+
+// Activations for 32-value weight blocks: x ≈ d * qs; sum = Σ qs, s = d * sum.
+struct BlockQ8 {
+  float d, s;
+  int32_t sum;
+  int8_t qs[quant::kQK];
+};
+using BlockQ8K = quant::BlockQ8_K;
+
+// Bytes of one activation row of k values prepared for weights of dtype w (k a multiple
+// of w's block): int8 blocks for the quantized types, k floats for the others.
+size_t act_row_bytes(DType w, int64_t k);
+// Prepares one activation row (k floats) for weights of dtype w into dst.
+void quantize_act(DType w, const float* x, void* dst, int64_t k);
+
+// out[r * out_stride] = <w row, activation row r> for r < nr: one weight row of k values
+// against nr activation rows, the r-th at act + r * act_stride bytes.
+using DotFn = void (*)(const void* w, const uint8_t* act, size_t act_stride, int64_t k,
+                       float* out, int64_t out_stride);
+inline constexpr int kMaxRows = 4;  // rows one call shares the unpacked weights among
+// The dot for weight dtype w and nr in [1, kMaxRows] rows; null for an unsupported dtype.
+DotFn dot_fn(DType w, int nr);
+
+// Decodes n values (a multiple of the block) of a row of dtype w to f32: the weight
+// panels of the many-row path and the dequantize op.
+void decode_row(DType w, const void* src, float* dst, int64_t n);
+
+// Whether the AVX2 paths were compiled in (for reports).
+bool has_avx2();
+
+// The portable dots (no SIMD), for the scalar-vs-AVX2 checks; same contract as dot_fn.
+DotFn scalar_dot_fn(DType w, int nr);
+
+}  // namespace rlx::cpu::qdot

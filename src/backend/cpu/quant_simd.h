@@ -1,0 +1,53 @@
+// Internals shared by quant_dot.cpp (portable) and quant_avx2.cpp (AVX2): half-precision
+// loads and the entry points of the vector code.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__F16C__) || defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
+#include "backend/cpu/quant_dot.h"
+
+namespace rlx::cpu::qdot {
+
+// Storage of f16 / bf16 weights.
+struct Half {
+  uint16_t bits;
+};
+struct BHalf {
+  uint16_t bits;
+};
+
+inline float half(uint16_t h) {
+#if defined(__F16C__)
+  return _cvtsh_ss(h);
+#else
+  return f16_to_f32(h);
+#endif
+}
+inline float to_float(float f) { return f; }
+inline float to_float(Half h) { return half(h.bits); }
+inline float to_float(BHalf h) {
+  uint32_t u = uint32_t(h.bits) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+template <DType T>
+inline constexpr int dtype_block_v = T >= DType::q2_k && T <= DType::q6_k ? quant::kQK_K
+                                     : is_quantized(T)                     ? quant::kQK
+                                                                           : 1;
+
+// The AVX2 dots (null when not built with AVX2, or for a dtype without one).
+DotFn avx2_dot_fn(DType w, int nr);
+// Activation quantizers: vectorised where AVX2 is, else the reference loops.
+void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k);
+void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k);
+void quantize_q8_ref(const float* x, BlockQ8* y, int64_t k);
+void quantize_q8k_ref(const float* x, BlockQ8K* y, int64_t k);
+
+}  // namespace rlx::cpu::qdot

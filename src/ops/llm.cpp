@@ -1,0 +1,246 @@
+// The LLM ops: rope, kv_cache_write, attention_cached, sample. Their layouts are the ones a
+// decode step produces without transposes: activations [B, S, H, D] (as the projections
+// leave them), the KV cache [B, KVH, C, D] (each head's rows contiguous, as attention reads
+// them). Rules and decompositions are in llm_rules.cpp.
+#include <cmath>
+
+#include "ops/families.h"
+#include "ops/fused.h"
+#include "ops/infer_util.h"
+#include "ops/llm_rules.h"
+
+namespace rlx::detail {
+
+namespace {
+
+std::vector<TensorType> one(TensorType t) { return {std::move(t)}; }
+
+// Positions and cache offsets are i32 or i64 (what token ids and counters come as).
+void expect_index(const InferContext& ctx, size_t i, const char* role) {
+  DType dt = ctx.dtype(i);
+  if (dt != DType::i32 && dt != DType::i64)
+    ctx.fail_type("expected ", role, " (input ", i, ") of dtype i32 or i64, got ",
+                  ctx.input(i).str());
+}
+
+void expect_rank_of(const InferContext& ctx, size_t i, int64_t rank, const char* layout) {
+  if (ctx.rank(i) != rank)
+    ctx.fail("expected input ", i, " of rank ", rank, " (", layout, "), got ", ctx.input(i).str());
+}
+
+// ---- rope ----------------------------------------------------------------------------
+
+std::vector<TensorType> infer_rope(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  if (ctx.rank(0) < 3)
+    ctx.fail("expected x of rank >= 3 ([..., S, H, D]), got ", ctx.input(0).str());
+  expect_index(ctx, 1, "pos");
+  const Shape& x = ctx.shape(0);
+  const Shape& p = ctx.shape(1);
+  // pos broadcasts against x.shape[:-2] ([..., S]); its last dim is S itself.
+  Shape lead(x.begin(), x.end() - 2);
+  if (p.empty() || p.size() > lead.size())
+    ctx.fail("expected pos of rank 1 to ", lead.size(), " ([S] or [B, S]), got ",
+             ctx.input(1).str());
+  unify_dims(ctx, p.back(), lead.back(), "positions of pos and S = x.shape[-3]");
+  for (size_t d = 0; d + 1 < p.size(); ++d) {
+    const Dim& want = lead[lead.size() - p.size() + d];
+    if (!p[d].is(1)) unify_dims(ctx, p[d], want, "batch dims of pos and x");
+  }
+  const Attrs& a = ctx.attrs();
+  int64_t n_rot = a.get_int("n_rot");
+  const Dim& d = x.back();
+  if (n_rot < 0 || n_rot % 2 != 0) ctx.fail("expected an even n_rot >= 0, got ", n_rot);
+  if (d.is_static() && n_rot > d.value())
+    ctx.fail("expected n_rot <= D = ", d.value(), ", got ", n_rot);
+  if (n_rot == 0 && d.is_static() && d.value() % 2 != 0)
+    ctx.fail("expected an even head dim D for n_rot 0 (all of D), got ", ctx.input(0).str());
+  double base = a.get_float("base"), scale = a.get_float("freq_scale");
+  if (!(base > 0) || !std::isfinite(base)) ctx.fail("expected base > 0, got ", base);
+  if (!std::isfinite(scale)) ctx.fail("expected a finite freq_scale, got ", scale);
+  if (ctx.num_inputs() == 3) {
+    expect_float(ctx, 2);
+    expect_rank_of(ctx, 2, 1, "[n_rot / 2]");
+    Dim half = n_rot > 0 ? Dim(n_rot / 2) : d.is_static() ? Dim(d.value() / 2) : Dim::unknown();
+    unify_dims(ctx, ctx.shape(2)[0], half, "freq_factors and n_rot / 2");
+  }
+  return one(ctx.input(0));
+}
+
+void register_rope(OpRegistry& r) {
+  OpDef d;
+  d.name = "rope";
+  d.arity(2, 3)
+      .attr("mode", AttrKind::String, AttrValue("pairs"), {"pairs", "neox"})
+      .attr("n_rot", AttrKind::Int, AttrValue(0))
+      .attr("base", AttrKind::Float, AttrValue(10000.0))
+      .attr("freq_scale", AttrKind::Float, AttrValue(1.0))
+      .attr("inverse", AttrKind::Bool, AttrValue(false));
+  d.doc =
+      "Rotary position embedding of x [..., S, H, D] at integer positions pos (broadcasting "
+      "against [..., S]: [S] or [B, S]), optional freq_factors [n_rot / 2]. The first n_rot "
+      "dims (0: all of D) rotate by theta_i = pos * freq_scale * base^(-2i / n_rot) / "
+      "freq_factors[i]: mode 'pairs' rotates (2i, 2i + 1) (llama), 'neox' (i, i + n_rot / 2) "
+      "(qwen2, gpt-neox); the other dims pass through. inverse rotates by -theta (the vjp). "
+      "Computed in f32 (f64 for f64).";
+  d.infer = infer_rope;
+  d.decompose = rope_decomposed;
+  d.vjp = rope_vjp;
+  d.jvp = rope_jvp;
+  d.vmap = rope_vmap;
+  r.add(std::move(d));
+}
+
+// ---- kv_cache_write ------------------------------------------------------------------
+
+std::vector<TensorType> infer_kv_cache_write(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  expect_float(ctx, 1);
+  expect_index(ctx, 2, "pos");
+  expect_rank_of(ctx, 0, 4, "cache [B, KVH, C, D]");
+  expect_rank_of(ctx, 1, 4, "new [B, S, KVH, D]");
+  expect_rank_of(ctx, 2, 1, "pos [B]");
+  const Shape &c = ctx.shape(0), &n = ctx.shape(1);
+  Shape out = c;
+  out[0] = unify_dims(ctx, c[0], n[0], "batch of cache and new");
+  out[0] = unify_dims(ctx, out[0], ctx.shape(2)[0], "batch of cache and pos");
+  out[1] = unify_dims(ctx, c[1], n[2], "KV heads of cache (dim 1) and new (dim 2)");
+  out[3] = unify_dims(ctx, c[3], n[3], "head dims of cache and new");
+  if (c[2].is_static() && n[1].is_static() && n[1].value() > c[2].value())
+    ctx.fail("expected at most C = ", c[2].value(), " new rows, got S = ", n[1].value());
+  return one({ctx.dtype(0), out});
+}
+
+void register_kv_cache_write(OpRegistry& r) {
+  OpDef d;
+  d.name = "kv_cache_write";
+  d.traits = Trait::side_effect;
+  d.arity(3);
+  d.doc =
+      "Writes new [B, S, KVH, D] into rows pos[b] .. pos[b] + S - 1 of every head of cache "
+      "[B, KVH, C, D] (converted to the cache's dtype) and returns the cache. IN PLACE: input 0 "
+      "is updated and the output is its storage (no copy per token); read the output, not "
+      "input 0, after the write. pos [B] (i32 / i64) with pos + S > C is a ValueError at run "
+      "time. A device without a kernel runs the functional decomposition (scatter_elements: "
+      "a new tensor). Autodiff treats it as that functional update.";
+  d.infer = infer_kv_cache_write;
+  d.decompose = kv_cache_write_decomposed;
+  set_rules_by_decomposition(d);
+  r.add(std::move(d));
+}
+
+// ---- attention_cached ----------------------------------------------------------------
+
+std::vector<TensorType> infer_attention_cached(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  expect_float(ctx, 1);
+  expect_same_dtype(ctx, 1, 2);
+  expect_index(ctx, 3, "pos");
+  expect_rank_of(ctx, 0, 4, "q [B, S, H, D]");
+  expect_rank_of(ctx, 1, 4, "k_cache [B, KVH, C, D]");
+  expect_rank_of(ctx, 2, 4, "v_cache [B, KVH, C, D]");
+  expect_rank_of(ctx, 3, 1, "pos [B]");
+  const Shape &q = ctx.shape(0), &k = ctx.shape(1), &v = ctx.shape(2);
+  Shape out = q;
+  for (size_t i = 0; i < 4; ++i) unify_dims(ctx, k[i], v[i], "dims of k_cache and v_cache");
+  out[0] = unify_dims(ctx, q[0], k[0], "batch of q and k_cache");
+  out[0] = unify_dims(ctx, out[0], ctx.shape(3)[0], "batch of q and pos");
+  out[3] = unify_dims(ctx, q[3], k[3], "head dims of q and k_cache");
+  const Dim &h = q[2], &kvh = k[1];
+  if (kvh.is(0) && !h.is(0)) ctx.fail("expected KV heads >= 1, got ", ctx.input(1).str());
+  if (h.is_static() && kvh.is_static() && kvh.value() > 0 && h.value() % kvh.value() != 0)
+    ctx.fail("expected query heads H = ", h.value(),
+             " to be a multiple of KV heads KVH = ", kvh.value());
+  if (k[2].is_static() && q[1].is_static() && q[1].value() > k[2].value())
+    ctx.fail("expected at most C = ", k[2].value(), " queries, got S = ", q[1].value());
+  expect_at_least(ctx, "scale", ctx.attrs().get_float("scale"), 0.0);
+  return one({ctx.dtype(0), out});
+}
+
+void register_attention_cached(OpRegistry& r) {
+  OpDef d;
+  d.name = "attention_cached";
+  d.arity(4).attr("scale", AttrKind::Float, AttrValue(0.0));
+  d.doc =
+      "Causal attention of q [B, S, H, D] over a KV cache k_cache, v_cache [B, KVH, C, D] "
+      "(any float dtype) at positions pos [B] (i32 / i64): query s of sequence b sits at "
+      "pos[b] + s and sees cache rows 0 .. pos[b] + s (rows beyond are never read); query "
+      "head h reads KV head h / (H / KVH). scale 0 means 1/sqrt(D). Output [B, S, H, D] in "
+      "q's dtype, computed in f32 (f64 for f64).";
+  d.infer = infer_attention_cached;
+  d.decompose = attention_cached_decomposed;
+  set_rules_by_decomposition(d);
+  r.add(std::move(d));
+}
+
+// ---- sample --------------------------------------------------------------------------
+
+std::vector<TensorType> infer_sample(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  if (ctx.rank(0) < 1)
+    ctx.fail("expected logits of rank >= 1 ([..., V]), got ", ctx.input(0).str());
+  if (ctx.dtype(1) != DType::i64)
+    ctx.fail_type("expected rng (input 1) of dtype i64 ([..., 2]: seed, counter), got ",
+                  ctx.input(1).str());
+  const Shape& l = ctx.shape(0);
+  Shape rows(l.begin(), l.end() - 1);
+  if (l.back().is(0)) ctx.fail("expected a vocabulary of V >= 1, got ", ctx.input(0).str());
+  auto lead_of = [&](size_t i, const char* role) {
+    const Shape& s = ctx.shape(i);
+    if (s.size() != rows.size() + 1)
+      ctx.fail("expected ", role, " of rank ", rows.size() + 1, " like logits, got ",
+               ctx.input(i).str());
+    for (size_t d = 0; d < rows.size(); ++d)
+      rows[d] = unify_dims(ctx, rows[d], s[d], cat("leading dims of logits and ", role));
+  };
+  lead_of(1, "rng");
+  unify_dims(ctx, ctx.shape(1).back(), Dim(2), "rng's last dim (seed, counter)");
+  if (ctx.num_inputs() == 3) {
+    if (ctx.dtype(2) != DType::i32)
+      ctx.fail_type("expected history (input 2) of dtype i32, got ", ctx.input(2).str());
+    lead_of(2, "history");
+  }
+  const Attrs& a = ctx.attrs();
+  expect_at_least(ctx, "temperature", a.get_float("temperature"), 0.0);
+  if (a.get_int("top_k") < 0) ctx.fail("expected top_k >= 0, got ", a.get_int("top_k"));
+  double top_p = a.get_float("top_p"), min_p = a.get_float("min_p");
+  if (!(top_p > 0 && top_p <= 1)) ctx.fail("expected top_p in (0, 1], got ", top_p);
+  if (!(min_p >= 0 && min_p <= 1)) ctx.fail("expected min_p in [0, 1], got ", min_p);
+  double pen = a.get_float("repeat_penalty");
+  if (!(pen > 0) || !std::isfinite(pen)) ctx.fail("expected repeat_penalty > 0, got ", pen);
+  return one({DType::i32, rows});
+}
+
+void register_sample(OpRegistry& r) {
+  OpDef d;
+  d.name = "sample";
+  d.traits = Trait::nondifferentiable;
+  d.arity(2, 3)
+      .attr("temperature", AttrKind::Float, AttrValue(1.0))
+      .attr("top_k", AttrKind::Int, AttrValue(0))
+      .attr("top_p", AttrKind::Float, AttrValue(1.0))
+      .attr("min_p", AttrKind::Float, AttrValue(0.0))
+      .attr("repeat_penalty", AttrKind::Float, AttrValue(1.0));
+  d.doc =
+      "One token id (i32) per row of logits [..., V], llama.cpp's chain: repeat_penalty on the "
+      "ids in history [..., R] (i32, -1 = empty; each id once: logit > 0 divided, else "
+      "multiplied), top_k (0: off), top_p (1: off), min_p (0: off) on the softmax of the "
+      "penalised logits, then temperature (0: greedy argmax, ties to the lowest id) and a "
+      "draw. rng [..., 2] (i64 seed, counter): u = u53(w0, w1) of Philox4x32-10 block "
+      "(counter, 0) under key seed (philox.h); the candidate whose cumulative weight, in "
+      "increasing id order, first exceeds u * total is drawn.";
+  d.infer = infer_sample;
+  d.vmap = sample_vmap;
+  r.add(std::move(d));
+}
+
+}  // namespace
+
+void register_llm_ops(OpRegistry& r) {
+  register_rope(r);
+  register_kv_cache_write(r);
+  register_attention_cached(r);
+  register_sample(r);
+}
+
+}  // namespace rlx::detail

@@ -1,0 +1,173 @@
+// Ops on weights in storage form (block-quantized, f16, bf16, f32; rlx/quant.h):
+//   dequantize(w [, rows]) — the values as f32 / f64 / f16 / bf16; with integer `rows`,
+//     only those rows of w [V, k] (an embedding lookup into a quantized table);
+//   quant_matmul(x [..., k], w [n, k]) = x @ w^T with w never decoded as a whole.
+// quant_matmul decomposes into dequantize + dot_general, which is how a device without a
+// kernel runs it; its rules differentiate and batch through x only (a quantized weight is
+// a constant: it has no tangent).
+#include "ops/families.h"
+#include "ops/infer_util.h"
+#include "rlx/rules.h"
+
+namespace rlx::detail {
+
+namespace {
+
+using Types = std::vector<TensorType>;
+using Values = std::vector<Value>;
+
+// Weights in a storage form the kernels read.
+bool storage_dtype(DType t) {
+  return is_quantized(t) || t == DType::f32 || t == DType::f16 || t == DType::bf16;
+}
+
+void expect_weights(const InferContext& ctx, size_t i) {
+  expect_dtype(ctx, i, storage_dtype(ctx.dtype(i)), "a quantized, f32, f16 or bf16 dtype");
+}
+
+// The last dim of input i must fill whole blocks of its dtype.
+void expect_whole_blocks(const InferContext& ctx, size_t i, const Dim& k) {
+  DType t = ctx.dtype(i);
+  if (!is_quantized(t) || !k.is_static() || k.value() % dtype_block(t) == 0) return;
+  ctx.fail("expected the last dim (k = ", k.value(), ") a multiple of ", dtype_name(t),
+           "'s block of ", dtype_block(t), " values, got ", ctx.input(i).str());
+}
+
+// ---- dequantize ------------------------------------------------------------------------
+
+Types infer_dequantize(const InferContext& ctx) {
+  expect_weights(ctx, 0);
+  expect_min_rank(ctx, 0, 1);
+  DType out = ctx.attrs().get_dtype("dtype");
+  if (!is_float(out))
+    ctx.fail_type("expected attribute dtype f32, f64, f16 or bf16, got ", dtype_name(out));
+  const Shape& w = ctx.shape(0);
+  expect_whole_blocks(ctx, 0, w.back());
+  if (ctx.num_inputs() == 1) return {{out, w}};
+  expect_rank(ctx, 0, 2);
+  DType it = ctx.dtype(1);
+  expect_dtype(ctx, 1, it == DType::i32 || it == DType::i64, "i32 or i64 row indices");
+  Shape s = ctx.shape(1);
+  s.push_back(w[1]);
+  return {{out, s}};
+}
+
+// A batched table is not supported (a quantized one cannot be moved between axes); batched
+// indices look up the same rows, and a batched table without indices decodes in place
+// unless the batch axis is the last (blocked) one.
+VmapResult dequantize_vmap(const RuleArgs& a, std::span<const int> in_axes) {
+  Value w = a.inputs[0];
+  if (a.inputs.size() == 2) {
+    if (in_axes[0] >= 0)
+      fail<NotSupported>("dequantize", "expected unbatched weights under vmap with row indices");
+    return {{op("dequantize", {w, a.inputs[1]}, a.attrs)}, {in_axes[1]}};
+  }
+  if (in_axes[0] == w.rank() - 1) {
+    if (is_quantized(w.dtype()))
+      fail<NotSupported>("dequantize", "expected the batch axis of quantized weights before the ",
+                         "last (blocked) dim, got axis ", in_axes[0], " of ", w.type().str());
+    w = rules::moveaxis(w, in_axes[0], 0);
+    return {{op("dequantize", {w}, a.attrs)}, {0}};
+  }
+  return {{op("dequantize", {w}, a.attrs)}, {in_axes[0]}};
+}
+
+// ---- quant_matmul ----------------------------------------------------------------------
+
+Types infer_quant_matmul(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  expect_weights(ctx, 1);
+  expect_min_rank(ctx, 0, 1);
+  expect_rank(ctx, 1, 2);
+  const Shape &x = ctx.shape(0), &w = ctx.shape(1);
+  Dim k = unify_dims(ctx, x.back(), w[1],
+                     cat("contraction dims of ", ctx.input(0).str(), " and ", ctx.input(1).str()));
+  expect_whole_blocks(ctx, 1, k);
+  Shape out(x.begin(), x.end() - 1);
+  out.push_back(w[0]);
+  return {{ctx.dtype(0), out}};
+}
+
+// w decoded to dtype t, then contracted with v's last dim (against w's dim `wdim`).
+Value times_dequantized(Value v, Value w, int64_t wdim, DType t) {
+  Value wd = op("dequantize", {w}, {{"dtype", t}});
+  return op("dot_general", {v, wd},
+            {{"lhs_contracting", IntList{v.rank() - 1}}, {"rhs_contracting", IntList{wdim}}});
+}
+
+Values quant_matmul_decomposed(const RuleArgs& a) {
+  return {times_dequantized(a.inputs[0], a.inputs[1], 1, a.inputs[0].dtype())};
+}
+
+// dx = g @ dequantize(w); the weights get no gradient.
+Values quant_matmul_vjp(const RuleArgs& a, std::span<const Value> cts) {
+  return {times_dequantized(cts[0], a.inputs[1], 0, a.inputs[0].dtype()), Value{}};
+}
+
+Values quant_matmul_jvp(const RuleArgs& a, std::span<const Value> ts) {
+  if (!ts[0].valid()) return {Value{}};
+  return {op("quant_matmul", {ts[0], a.inputs[1]})};
+}
+
+// x's leading dims are independent rows: a batch axis there stays; one at k moves first.
+// Batched weights (not the decode case) go through their decoded values, one product per
+// batch element.
+VmapResult quant_matmul_vmap(const RuleArgs& a, std::span<const int> in_axes) {
+  Value x = a.inputs[0], w = a.inputs[1];
+  int ax = in_axes[0];
+  if (in_axes[1] >= 0) {
+    Value wd = op("dequantize", {w}, {{"dtype", x.dtype()}});
+    wd = rules::moveaxis(wd, in_axes[1], 0);  // [B, n, k]
+    if (ax < 0)  // x's free dims, then B and n
+      return {{op("dot_general", {x, wd},
+                  {{"lhs_contracting", IntList{x.rank() - 1}}, {"rhs_contracting", IntList{2}}})},
+              {int(x.rank() - 1)}};
+    x = rules::moveaxis(x, ax, 0);
+    return {{op("dot_general", {x, wd},
+                {{"lhs_contracting", IntList{x.rank() - 1}},
+                 {"rhs_contracting", IntList{2}},
+                 {"lhs_batch", IntList{0}},
+                 {"rhs_batch", IntList{0}}})},
+            {0}};
+  }
+  if (ax == x.rank() - 1) {
+    x = rules::moveaxis(x, ax, 0);
+    ax = 0;
+  }
+  return {{op("quant_matmul", {x, w})}, {ax}};
+}
+
+}  // namespace
+
+void register_quant_ops(OpRegistry& r) {
+  OpDef dq;
+  dq.name = "dequantize";
+  dq.traits = Trait::nondifferentiable;
+  dq.arity(1, 2).attr("dtype", AttrKind::DType, AttrValue(DType::f32));
+  dq.doc =
+      "Weights in storage form (any block-quantized dtype, f32, f16, bf16) decoded to dtype "
+      "(f32 default, f64, f16, bf16), same shape; the last dim must fill whole blocks. With "
+      "i32 / i64 `rows`, w is a table [V, k] and the result rows.shape + [k] holds only those "
+      "rows (an embedding lookup). No gradient (not even for float w: use cast / embedding "
+      "there); vmap batches the rows.";
+  dq.infer = infer_dequantize;
+  dq.vmap = dequantize_vmap;
+  r.add(std::move(dq));
+
+  OpDef mm;
+  mm.name = "quant_matmul";
+  mm.arity(2);
+  mm.doc =
+      "x [..., k] @ w^T for weights w [n, k] in storage form (any block-quantized dtype, f32, "
+      "f16, bf16) → [..., n] in x's dtype (a float); k must be a multiple of w's block. The "
+      "CPU kernel quantizes x per block to int8 and runs integer dot products, never decoding "
+      "the whole of w. Gradient and tangent through x only; vmap over x.";
+  mm.infer = infer_quant_matmul;
+  mm.decompose = quant_matmul_decomposed;
+  mm.vjp = quant_matmul_vjp;
+  mm.jvp = quant_matmul_jvp;
+  mm.vmap = quant_matmul_vmap;
+  r.add(std::move(mm));
+}
+
+}  // namespace rlx::detail

@@ -1,0 +1,52 @@
+#include "support/infer_harness.h"
+
+namespace rlx::testing {
+
+namespace {
+constexpr auto V = Expect::value_error;
+constexpr auto T = Expect::type_error;
+}  // namespace
+
+std::vector<InferCase> quant_cases() {
+  const Attrs f16{{"dtype", DType::f16}};
+  return {
+      // dequantize: the same shape as a float (f32 unless asked); with rows, a lookup.
+      ok("dequantize", {"q4_0[4,64]"}, {}, {"f32[4,64]"}),
+      ok("dequantize", {"q6_k[2,3,512]"}, f16, {"f16[2,3,512]"}),
+      ok("dequantize", {"q8_0[n,32]"}, {{"dtype", DType::bf16}}, {"bf16[n,32]"}),
+      ok("dequantize", {"q4_k[v,k]"}, {{"dtype", DType::f64}}, {"f64[v,k]"}),
+      ok("dequantize", {"f16[3,5]"}, {}, {"f32[3,5]"}),
+      ok("dequantize", {"q4_k[32000,256]", "i32[b,s]"}, {}, {"f32[b,s,256]"}),
+      ok("dequantize", {"q8_0[10,64]", "i64[]"}, f16, {"f16[64]"}),
+      bad("dequantize", {"f64[3,4]"}, {}, T, "a quantized, f32, f16 or bf16 dtype"),
+      bad("dequantize", {"i8[3,32]"}, {}, T, "a quantized, f32, f16 or bf16 dtype"),
+      bad("dequantize", {"q4_0[3,48]"}, {}, V, "a multiple of q4_0's block of 32 values"),
+      bad("dequantize", {"q4_k[3,128]"}, {}, V, "(k = 128) a multiple of q4_k's block of 256"),
+      bad("dequantize", {"q4_0[]"}, {}, V, "rank"),
+      bad("dequantize", {"q4_0[32]"}, {{"dtype", DType::i32}}, T, "attribute dtype f32"),
+      bad("dequantize", {"q4_0[2,3,32]", "i64[2]"}, {}, V, "rank 2"),
+      bad("dequantize", {"q4_0[3,32]", "f32[2]"}, {}, T, "i32 or i64 row indices"),
+      bad("dequantize", {"q4_0[3,32]", "i16[2]"}, {}, T, "i32 or i64 row indices"),
+      bad("dequantize", {"q4_0[3,32]", "i64[2]", "i64[2]"}, {}, V, "inputs"),
+
+      // quant_matmul: x [..., k] @ w[n, k]^T in x's dtype.
+      ok("quant_matmul", {"f32[1,2048]", "q4_0[5632,2048]"}, {}, {"f32[1,5632]"}),
+      ok("quant_matmul", {"f32[b,s,768]", "q6_k[32000,768]"}, {}, {"f32[b,s,32000]"}),
+      ok("quant_matmul", {"f16[7,256]", "q4_k[n,256]"}, {}, {"f16[7,n]"}),
+      ok("quant_matmul", {"bf16[64]", "bf16[3,64]"}, {}, {"bf16[3]"}),
+      ok("quant_matmul", {"f64[2,k]", "q8_0[5,k]"}, {}, {"f64[2,5]"}),
+      ok("quant_matmul", {"f32[2,?]", "f16[9,33]"}, {}, {"f32[2,9]"}),
+      ok("quant_matmul", {"f32[0,64]", "q5_1[3,64]"}, {}, {"f32[0,3]"}),
+      bad("quant_matmul", {"i32[2,64]", "q4_0[3,64]"}, {}, T, "float dtype"),
+      bad("quant_matmul", {"f32[2,64]", "i8[3,64]"}, {}, T, "a quantized, f32, f16 or bf16"),
+      bad("quant_matmul", {"f32[2,64]", "f64[3,64]"}, {}, T, "a quantized, f32, f16 or bf16"),
+      bad("quant_matmul", {"f32[2,64]", "q4_0[3,32]"}, {}, V, "contraction dims"),
+      bad("quant_matmul", {"f32[2,48]", "q4_0[3,48]"}, {}, V,
+          "(k = 48) a multiple of q4_0's block of 32 values"),
+      bad("quant_matmul", {"f32[2,512]", "q4_0[2,3,512]"}, {}, V, "rank 2"),
+      bad("quant_matmul", {"f32[]", "q4_0[3,32]"}, {}, V, "rank"),
+      bad("quant_matmul", {"f32[2,32]"}, {}, V, "expected 2 inputs"),
+  };
+}
+
+}  // namespace rlx::testing

@@ -1,0 +1,323 @@
+// dequantize and quant_matmul against references written for the test from the block
+// layouts (rlx/quant.h, ggml's format description): each block decoded in double by the
+// plain formula of its type, then (quant_matmul) the product in long double.
+//
+// Weights are random bytes (every bit pattern of the packed values and scales occurs)
+// with the f16 scale fields set to modest values, so no kernel meets a NaN or overflow.
+//
+// quant_matmul's tolerance (derived, per output element): the CPU kernel quantizes each
+// activation block b (32 values, or 256 for the K-quants) to int8 with the step
+// d_b = amax_b / 127, so |x_i - x̂_i| <= amax_b / 254, and the integer products are exact;
+// hence |y - Σ w_i x_i| <= Σ_b (amax_b / 254) Σ_{i in b} |w_i|, plus f32 rounding of the
+// block scales and sums (1e-5 Σ |w_i x_i|), plus the rounding of a 16-bit output.
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+
+#include "rlx/quant.h"
+#include "support/consistency.h"
+
+namespace rlx::test {
+
+namespace {
+
+using namespace quant;
+
+double h(uint16_t v) { return double(f16_to_f32(v)); }
+
+// One block of type t at p decoded into y (dtype_block(t) values).
+void decode_block(DType t, const uint8_t* p, double* y) {
+  switch (t) {
+    case DType::q4_0:
+    case DType::q4_1: {
+      bool one = t == DType::q4_1;
+      const uint8_t* qs = p + (one ? 4 : 2);
+      uint16_t d, m = 0;
+      std::memcpy(&d, p, 2);
+      if (one) std::memcpy(&m, p + 2, 2);
+      for (int j = 0; j < 16; ++j) {
+        int q0 = qs[j] & 15, q1 = qs[j] >> 4;
+        y[j] = one ? h(d) * q0 + h(m) : h(d) * (q0 - 8);
+        y[j + 16] = one ? h(d) * q1 + h(m) : h(d) * (q1 - 8);
+      }
+      break;
+    }
+    case DType::q5_0:
+    case DType::q5_1: {
+      bool one = t == DType::q5_1;
+      uint16_t d, m = 0;
+      std::memcpy(&d, p, 2);
+      if (one) std::memcpy(&m, p + 2, 2);
+      const uint8_t *qh = p + (one ? 4 : 2), *qs = qh + 4;
+      uint32_t hb = uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 |
+                    uint32_t(qh[3]) << 24;
+      for (int j = 0; j < 16; ++j) {
+        int q0 = (qs[j] & 15) | int((hb >> j) & 1) << 4;
+        int q1 = (qs[j] >> 4) | int((hb >> (j + 16)) & 1) << 4;
+        y[j] = one ? h(d) * q0 + h(m) : h(d) * (q0 - 16);
+        y[j + 16] = one ? h(d) * q1 + h(m) : h(d) * (q1 - 16);
+      }
+      break;
+    }
+    case DType::q8_0: {
+      uint16_t d;
+      std::memcpy(&d, p, 2);
+      for (int j = 0; j < 32; ++j) y[j] = h(d) * double(int8_t(p[2 + j]));
+      break;
+    }
+    case DType::q2_k:
+    case DType::q3_k: {
+      // Value i: 128-value half i/128, bit pair (i%128)/32 of byte i%32 of that half's 32
+      // bytes; scale group i/16.
+      bool three = t == DType::q3_k;
+      BlockQ2_K b2;
+      BlockQ3_K b3;
+      if (three)
+        std::memcpy(&b3, p, sizeof b3);
+      else
+        std::memcpy(&b2, p, sizeof b2);
+      for (int i = 0; i < 256; ++i) {
+        int half = i / 128, pair = (i % 128) / 32, l = i % 32, g = i / 16;
+        const uint8_t* qs = three ? b3.qs : b2.qs;
+        int q = (qs[32 * half + l] >> (2 * pair)) & 3;
+        if (!three) {
+          y[i] = h(b2.d) * (b2.scales[g] & 15) * q - h(b2.dmin) * (b2.scales[g] >> 4);
+          continue;
+        }
+        int hbit = (b3.hmask[l] >> (4 * half + pair)) & 1;
+        int lo = g < 8 ? b3.scales[g] & 15 : b3.scales[g - 8] >> 4;
+        int hi = (b3.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
+        y[i] = h(b3.d) * ((lo | hi << 4) - 32) * (q - (hbit ? 0 : 4));
+      }
+      break;
+    }
+    case DType::q4_k:
+    case DType::q5_k: {
+      bool five = t == DType::q5_k;
+      BlockQ4_K b4;
+      BlockQ5_K b5;
+      if (five)
+        std::memcpy(&b5, p, sizeof b5);
+      else
+        std::memcpy(&b4, p, sizeof b4);
+      const uint8_t* sc = five ? b5.scales : b4.scales;
+      const uint8_t* qs = five ? b5.qs : b4.qs;
+      double d = h(five ? b5.d : b4.d), dmin = h(five ? b5.dmin : b4.dmin);
+      for (int i = 0; i < 256; ++i) {
+        int g = i / 32, l = i % 32, byte = qs[32 * (g / 2) + l];
+        int q = g % 2 ? byte >> 4 : byte & 15;
+        if (five) q += ((b5.qh[l] >> g) & 1) * 16;
+        int s, m;
+        if (g < 4) {
+          s = sc[g] & 63;
+          m = sc[g + 4] & 63;
+        } else {
+          s = (sc[g + 4] & 15) | ((sc[g - 4] >> 6) << 4);
+          m = (sc[g + 4] >> 4) | ((sc[g] >> 6) << 4);
+        }
+        y[i] = d * s * q - dmin * m;
+      }
+      break;
+    }
+    default: {  // q6_k
+      BlockQ6_K b;
+      std::memcpy(&b, p, sizeof b);
+      for (int i = 0; i < 256; ++i) {
+        int half = i / 128, part = (i % 128) / 32, l = i % 32;
+        int lo = b.ql[64 * half + l + 32 * (part & 1)];
+        lo = part < 2 ? lo & 15 : lo >> 4;
+        int hi = (b.qh[32 * half + l] >> (2 * part)) & 3;
+        y[i] = h(b.d) * b.scales[i / 16] * ((lo | hi << 4) - 32);
+      }
+    }
+  }
+}
+
+// The values of a weight tensor of any storage dtype, row-major.
+std::vector<double> decoded(const Tensor& w) {
+  if (!is_quantized(w.dtype())) return values(w);
+  Tensor c = w.contiguous();
+  const int64_t blk = dtype_block(w.dtype());
+  std::vector<double> y(size_t(c.numel()));
+  const auto* p = static_cast<const uint8_t*>(c.data());
+  for (int64_t b = 0; b < c.numel() / blk; ++b)
+    decode_block(w.dtype(), p + size_t(b) * dtype_size(w.dtype()), y.data() + b * blk);
+  return y;
+}
+
+Tensors dequantize_ref(const Tensors& in, const Attrs& attrs) {
+  std::vector<double> v = decoded(in[0]);
+  DType out = attrs.get_dtype("dtype");
+  if (in.size() == 1) return {tensor_of(out, in[0].shape(), v)};
+  const int64_t k = in[0].shape().back();
+  std::vector<double> rows = values(in[1]), y;
+  for (double r : rows) y.insert(y.end(), v.begin() + int64_t(r) * k, v.begin() + int64_t(r + 1) * k);
+  std::vector<int64_t> shape = in[1].shape();
+  shape.push_back(k);
+  return {tensor_of(out, shape, y)};
+}
+
+// quant_matmul within the bound derived at the top of the file.
+std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Attrs&) {
+  const Tensor &x = in[0], &w = in[1];
+  const int64_t n = w.shape()[0], k = w.shape()[1], m = k ? x.numel() / k : 0;
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = n;
+  if (out[0].dtype() != x.dtype() || out[0].shape() != shape)
+    return cat("expected ", TensorType{x.dtype(), to_shape(shape)}.str(), ", got ",
+               out[0].type().str());
+  std::vector<double> xv = values(x), wv = decoded(w), y = values(out[0]);
+  const bool q = is_quantized(w.dtype()) && x.dtype() != DType::f64;
+  const int64_t blk = q ? dtype_block(w.dtype()) : 1;
+  const double rel = x.dtype() == DType::f64 ? 3e-7 : 1e-5;  // f64: the f32-decoded weights
+  const double out_rel = x.dtype() == DType::f16 ? 0x1p-11 : x.dtype() == DType::bf16 ? 0x1p-8 : 0;
+  int bad = 0;
+  std::string first;
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      long double s = 0, mag = 0, qerr = 0;
+      for (int64_t b = 0; b < k / blk; ++b) {
+        double amax = 0, wsum = 0;
+        for (int64_t i = b * blk; i < (b + 1) * blk; ++i) {
+          double xi = xv[size_t(r * k + i)], wi = wv[size_t(j * k + i)];
+          s += (long double)xi * wi;
+          mag += std::fabs(xi * wi);
+          amax = std::max(amax, std::fabs(xi));
+          wsum += std::fabs(wi);
+        }
+        if (q) qerr += amax / 254 * wsum;
+      }
+      double want = double(s), got = y[size_t(r * n + j)];
+      double bound = double(qerr) * (1 + 1e-6) + rel * double(mag) + out_rel * std::fabs(want) + 1e-30;
+      if (!(std::fabs(got - want) <= bound) && bad++ == 0)
+        first = cat("at [", r, ", ", j, "]: expected ", want, " within ", bound, ", got ", got);
+    }
+  return bad ? cat(bad, " outside the bound; first ", first) : "";
+}
+
+}  // namespace
+
+// Random weights of dtype t, [rows, k]: random bytes with the f16 scales (d, dmin, m) set to
+// modest values; floats uniform in [-1, 1]. (Also used by grads_quant.cpp.)
+Tensor random_quantized(DType t, int64_t rows, int64_t k, uint64_t seed) {
+  if (!is_quantized(t)) return random_tensor(t, {rows, k}, seed, -1, 1);
+  std::vector<uint8_t> v(dtype_nbytes(t, rows * k));
+  Tensor bytes = random_tensor(DType::u8, {int64_t(v.size())}, seed, 0, 255);
+  std::memcpy(v.data(), bytes.data(), v.size());
+  std::vector<double> u = values(random_tensor(DType::f64, {int64_t(v.size())}, seed + 1, 0, 1));
+  size_t next = 0;
+  auto scale = [&](uint8_t* at, double lo, double hi) {
+    uint16_t x = f32_to_f16(float(lo + (hi - lo) * u[next++ % u.size()]));
+    std::memcpy(at, &x, 2);
+  };
+  const size_t bs = dtype_size(t);
+  for (size_t off = 0; off < v.size(); off += bs) {
+    uint8_t* b = &v[off];
+    switch (t) {
+      case DType::q4_1:
+      case DType::q5_1:
+        scale(b, 0, 0.05);
+        scale(b + 2, -0.5, 0.1);
+        break;
+      case DType::q2_k:
+        scale(b + offsetof(BlockQ2_K, d), 0, 0.05);
+        scale(b + offsetof(BlockQ2_K, dmin), 0, 0.02);
+        break;
+      case DType::q3_k:
+        scale(b + offsetof(BlockQ3_K, d), -0.01, 0.01);
+        break;
+      case DType::q4_k:
+      case DType::q5_k:
+        scale(b, 0, 0.005);
+        scale(b + 2, 0, 0.005);
+        break;
+      case DType::q6_k:
+        scale(b + offsetof(BlockQ6_K, d), -0.002, 0.002);
+        break;
+      default:  // q4_0, q5_0, q8_0: d first
+        scale(b, -0.05, 0.05);
+    }
+  }
+  return Tensor::from_data(t, {rows, k}, v.data());
+}
+
+CheckTable checks_quant() {
+  CheckTable t;
+  uint64_t seed = 3100;
+  auto x = [&](DType dt, std::vector<int64_t> shape) {
+    return random_tensor(dt, std::move(shape), ++seed, -1, 1);
+  };
+  auto mm = [&](Tensor xv, Tensor w, std::string note) {
+    OpCheck c;
+    c.op = "quant_matmul";
+    c.dtype = is_quantized(w.dtype()) ? xv.dtype() : w.dtype();
+    c.inputs = {std::move(xv), std::move(w)};
+    c.verify = quant_matmul_verify;
+    c.note = std::move(note);
+    c.strided = !is_quantized(c.inputs[1].dtype());
+    return c;
+  };
+  auto dq = [&](Tensors in, DType out, std::string note) {
+    const DType wt = in[0].dtype();
+    OpCheck c = ref_check("dequantize", wt, std::move(in), {{"dtype", out}}, dequantize_ref,
+                          std::move(note));
+    c.strided = !is_quantized(c.inputs[0].dtype());
+    return c;
+  };
+
+  // quant_matmul: the few-row integer path (1, 3 and 6 rows: tiles of 4 and a remainder),
+  // every quantized dtype, 37 weight rows (not a multiple of any row block).
+  t.add(mm(x(DType::f32, {3, 64}), random_quantized(DType::q4_0, 5, 64, ++seed), "first"));
+  for (DType qt : kQuantDTypes) {
+    const int64_t k = 2 * dtype_block(qt);
+    std::string name(dtype_name(qt));
+    for (int64_t m : {1, 3, 6})
+      t.add(mm(x(DType::f32, {m, k}), random_quantized(qt, 37, k, ++seed),
+               cat(name, ", ", m, " rows")));
+    t.add(mm(x(DType::f32, {2, 2, k}), random_quantized(qt, 9, k, ++seed), name + ", batch dims"));
+    t.add(mm(x(DType::f32, {k}), random_quantized(qt, 7, k, ++seed), name + ", 1-D x"));
+    // Many rows: decoded panels through sgemm (q4_0 … q8_0), tiles of the integer dots
+    // over blocks of weight rows (K-quants).
+    t.add(mm(x(DType::f32, {40, k}), random_quantized(qt, 70, k, ++seed), name + ", 40 rows"));
+  }
+  // Longer rows: many blocks per dot (the alternating accumulators, a tail block).
+  t.add(mm(x(DType::f32, {2, 32 * 37}), random_quantized(DType::q4_0, 11, 32 * 37, ++seed),
+           "q4_0, 37 blocks per row"));
+  t.add(mm(x(DType::f32, {1, 256 * 5}), random_quantized(DType::q6_k, 11, 256 * 5, ++seed),
+           "q6_k, 5 blocks per row"));
+  // f16 / bf16 / f64 activations (f16 / bf16 in and out, f32 inside; f64 exact products).
+  for (DType dt : {DType::f16, DType::bf16, DType::f64}) {
+    t.add(mm(x(dt, {2, 64}), random_quantized(DType::q8_0, 13, 64, ++seed), "q8_0 weights"));
+    t.add(mm(x(dt, {20, 256}), random_quantized(DType::q4_k, 5, 256, ++seed), "q4_k, 20 rows"));
+  }
+  // Float weights: F16C / bf16 widening and f32 (any k, tails of 8).
+  for (DType wt : {DType::f32, DType::f16, DType::bf16}) {
+    t.add(mm(x(DType::f32, {1, 45}), random_quantized(wt, 17, 45, ++seed), "1 row, k = 45"));
+    t.add(mm(x(DType::f32, {4, 80}), random_quantized(wt, 9, 80, ++seed), "4 rows"));
+    t.add(mm(x(DType::f32, {33, 40}), random_quantized(wt, 70, 40, ++seed), "33 rows: sgemm"));
+  }
+  t.add(mm(x(DType::f32, {0, 64}), random_quantized(DType::q4_0, 3, 64, ++seed), "no rows"));
+
+  // dequantize: every dtype to f32, a few to the other floats, rows of a table.
+  t.add(dq({random_quantized(DType::q4_0, 3, 64, ++seed)}, DType::f32, "first"));
+  for (DType qt : kQuantDTypes)
+    t.add(dq({random_quantized(qt, 3, 2 * dtype_block(qt), ++seed)}, DType::f32, ""));
+  for (DType out : {DType::f16, DType::bf16, DType::f64})
+    t.add(dq({random_quantized(DType::q5_k, 2, 256, ++seed)}, out, "to another float"));
+  Tensor table = random_quantized(DType::q4_k, 6, 256, ++seed);
+  t.add(dq({table, tensor_of(DType::i64, {2, 3}, {5, 0, 2, 2, 1, 5})}, DType::f32, "rows (i64)"));
+  t.add(dq({random_quantized(DType::q8_0, 9, 64, ++seed), tensor_of(DType::i32, {4}, {8, 0, 3, 8})},
+           DType::bf16, "rows (i32) to bf16"));
+  for (DType wt : {DType::f32, DType::f16, DType::bf16}) {
+    t.add(dq({random_quantized(wt, 3, 7, ++seed)}, DType::f32, "float weights"));
+    t.add(dq({random_quantized(wt, 4, 5, ++seed), tensor_of(DType::i64, {2}, {3, 1})}, DType::f16,
+             "float table rows"));
+  }
+  OpCheck oob = dq({table, tensor_of(DType::i64, {2}, {1, 6})}, DType::f32, "row out of range");
+  oob.error = "expected row indices in [0, 6), got 6";
+  t.add(std::move(oob));
+  return t;
+}
+
+}  // namespace rlx::test

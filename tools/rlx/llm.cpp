@@ -1,0 +1,236 @@
+// `rlx generate`, `rlx bench-llm` and `rlx quantize`: GGUF models through rlx::llm.
+#include <omp.h>
+#include <sys/resource.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "cli.h"
+#include "rlx/gguf.h"
+#include "rlx/npy.h"
+#include "rlx_llm/llm.h"
+
+namespace rlx::cli {
+
+namespace {
+
+double peak_rss_mib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;  // KiB on Linux
+}
+
+std::vector<int32_t> parse_ids(const std::string& text) {
+  std::vector<int32_t> ids;
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    if (item.empty()) continue;
+    ids.push_back(int32_t(parse_size(item, "--prompt-tokens entry")));
+  }
+  return ids;
+}
+
+DType parse_kv(const std::string& s) { return s == "f32" ? DType::f32 : DType::f16; }
+
+llm::LoadOptions load_options(const LlmOptions& o) {
+  llm::LoadOptions lo;
+  lo.device = parse_device(o.device);
+  lo.ctx = o.ctx;
+  lo.threads = o.threads;
+  lo.kv_dtype = parse_kv(o.kv);
+  return lo;
+}
+
+// The machine's read bandwidth on `threads` threads (bytes/s): a sum over 512 MiB, the
+// best of five passes. Decode reads every weight once per token, so this is its limit.
+double read_bandwidth(int threads) {
+  const size_t n = (size_t(512) << 20) / sizeof(double);
+  std::vector<double> buf(n, 1.0);
+  double best = 0, sink = 0;
+  int nt = threads > 0 ? threads : omp_get_max_threads();
+  for (int r = 0; r < 5; ++r) {
+    auto t0 = Clock::now();
+    double total = 0;
+#pragma omp parallel for num_threads(nt) reduction(+ : total) schedule(static)
+    for (size_t i = 0; i < n; i += 8) {  // 8 lanes: the adds never limit the stream
+      double s = 0;
+      for (size_t j = 0; j < 8; ++j) s += buf[i + j];
+      total += s;
+    }
+    sink += total;
+    best = std::max(best, double(n * sizeof(double)) / seconds_since(t0));
+  }
+  if (sink < 0) std::printf("%f", sink);  // keeps the sum alive
+  return best;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+void add_llm_commands(CLI::App& app, LlmOptions& o) {
+  auto common = [&](CLI::App* c) {
+    c->add_option("model", o.model, "GGUF model")->required()->type_name("MODEL.gguf");
+    c->add_option("--device", o.device, "device to run on")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    c->add_option("--threads,-t", o.threads, "kernel threads (0: every core)")
+        ->check(CLI::Range(0, 1 << 30))
+        ->capture_default_str();
+    c->add_option("--ctx,-c", o.ctx, "context size (0: the model's, at most 4096)")
+        ->check(CLI::Range(0, 1 << 24))
+        ->capture_default_str();
+    c->add_option("--kv", o.kv, "KV cache dtype")
+        ->check(CLI::IsMember({"f16", "f32"}))
+        ->capture_default_str();
+  };
+  o.generate = app.add_subcommand("generate", "generate text from a GGUF model (streams to stdout)");
+  common(o.generate);
+  o.generate->add_option("-p,--prompt", o.prompt, "prompt text");
+  o.generate->add_option("--prompt-tokens", o.prompt_tokens, "prompt as token ids")
+      ->type_name("1,2,3");
+  o.generate->add_option("-n,--n-predict", o.n, "tokens to generate")->capture_default_str();
+  o.generate->add_option("--temp", o.sampler.temperature, "temperature (0: greedy)")
+      ->capture_default_str();
+  o.generate->add_option("--top-k", o.sampler.top_k, "top-k (0: off)")->capture_default_str();
+  o.generate->add_option("--top-p", o.sampler.top_p, "top-p (1: off)")->capture_default_str();
+  o.generate->add_option("--min-p", o.sampler.min_p, "min-p (0: off)")->capture_default_str();
+  o.generate->add_option("--repeat-penalty", o.sampler.repeat_penalty, "repetition penalty")
+      ->capture_default_str();
+  o.generate->add_option("--repeat-last-n", o.sampler.repeat_last_n, "tokens it looks back on")
+      ->capture_default_str();
+  o.generate->add_option("--seed,-s", o.sampler.seed, "sampling seed")->capture_default_str();
+  o.generate->add_flag("--print-tokens", o.print_tokens, "print the generated ids (one line)");
+  o.generate->add_option("--dump-logits", o.dump_logits,
+                         "write the last prompt position's logits to FILE.npy")
+      ->type_name("FILE.npy");
+
+  o.bench = app.add_subcommand("bench-llm",
+                               "prefill (ppN) and decode (tgN) tokens/s, as llama-bench prints");
+  common(o.bench);
+  o.bench->add_option("-p,--n-prompt", o.bench_prompt, "prompt tokens")->capture_default_str();
+  o.bench->add_option("-n,--n-gen", o.bench_gen, "generated tokens")->capture_default_str();
+  o.bench->add_option("-r,--repetitions", o.bench_reps, "runs (median)")->capture_default_str();
+
+  o.quantize = app.add_subcommand("quantize", "re-encode a GGUF model's weights");
+  o.quantize->add_option("input", o.model, "GGUF model")->required()->type_name("IN.gguf");
+  o.quantize->add_option("output", o.out, "GGUF file to write")->required()->type_name("OUT.gguf");
+  o.quantize->add_option("type", o.type, "target type")
+      ->required()
+      ->type_name("Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|Q2_K|Q3_K|Q4_K|Q5_K|Q6_K|F16|F32");
+}
+
+int generate_command(const LlmOptions& o) {
+  auto model = llm::Model::load(o.model, load_options(o));
+  const llm::Tokenizer& tok = model->tokenizer();
+  std::vector<int32_t> prompt;
+  if (!o.prompt_tokens.empty()) {
+    prompt = parse_ids(o.prompt_tokens);
+  } else {
+    prompt = tok.encode(o.prompt, true, false);
+  }
+  if (prompt.empty())
+    fail<ValueError>("generate", "expected a prompt (-p TEXT or --prompt-tokens), got none");
+  if (!o.dump_logits.empty()) {
+    Tensor l = model->logits(prompt, false);
+    save_npy(o.dump_logits, l);
+  }
+  llm::GenerationStats st;
+  std::vector<int32_t> ids = llm::generate(
+      *model, prompt, o.n, o.sampler,
+      [](const std::string& piece) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      },
+      &st);
+  std::printf("\n");
+  if (o.print_tokens) {
+    std::string line;
+    for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
+    std::printf("%s\n", line.c_str());
+  }
+  std::fprintf(stderr,
+               "prefill: %lld tokens in %.3f s (%.2f tok/s)\n"
+               "decode:  %lld tokens in %.3f s (%.2f tok/s)\n"
+               "peak memory: %.1f MiB\n",
+               (long long)st.prompt_tokens, st.prefill_seconds,
+               st.prompt_tokens / std::max(st.prefill_seconds, 1e-9),
+               (long long)std::max<int64_t>(st.generated_tokens, 0), st.decode_seconds,
+               st.generated_tokens / std::max(st.decode_seconds, 1e-9), peak_rss_mib());
+  return 0;
+}
+
+int bench_llm_command(const LlmOptions& o) {
+  llm::LoadOptions lo = load_options(o);
+  if (lo.ctx == 0) lo.ctx = o.bench_prompt + o.bench_gen + 1;
+  auto model = llm::Model::load(o.model, lo);
+  llm::SamplerOptions greedy;
+  greedy.temperature = 0;
+  int64_t V = model->config().vocab;
+  std::vector<int32_t> prompt;  // llama-bench's prompt is random ids too
+  for (int64_t i = 0; i < std::max<int64_t>(o.bench_prompt, 1); ++i)
+    prompt.push_back(int32_t(3 + (i * 7919 + 17) % (V - 3)));
+  std::vector<double> pp, tg;
+  for (int r = 0; r < o.bench_reps + 1; ++r) {  // the first run warms up
+    llm::Generator gen(*model, greedy);
+    auto t0 = Clock::now();
+    int32_t t = gen.prefill(prompt);
+    synchronize(lo.device);
+    double tp = seconds_since(t0);
+    t0 = Clock::now();
+    for (int64_t i = 0; i < o.bench_gen; ++i) t = gen.step(t);
+    synchronize(lo.device);
+    double tt = seconds_since(t0);
+    if (r == 0) continue;
+    if (o.bench_prompt > 0) pp.push_back(double(o.bench_prompt) / tp);
+    if (o.bench_gen > 0) tg.push_back(double(o.bench_gen) / tt);
+  }
+  std::printf("model %s: %s, %.1f MiB of weights, %lld threads, %s\n", o.model.c_str(),
+              model->config().arch.c_str(), double(model->weight_bytes()) / (1 << 20),
+              (long long)o.threads, o.device.c_str());
+  if (!pp.empty()) std::printf("pp%lld %.2f\n", (long long)o.bench_prompt, median(pp));
+  if (!tg.empty()) std::printf("tg%lld %.2f\n", (long long)o.bench_gen, median(tg));
+  double rss = peak_rss_mib();  // before the bandwidth probe's buffer
+  if (!tg.empty() && lo.device.is_cpu()) {
+    // Bytes one decode step reads: every weight but the embedding table (one row), and
+    // the KV cache up to the middle of the decoded span.
+    const llm::Config& c = model->config();
+    double bytes = double(model->weight_bytes());
+    if (!c.tied_embeddings) bytes -= double(model->file().tensor("token_embd.weight").nbytes());
+    double mid = double(o.bench_prompt) + double(o.bench_gen) / 2;
+    bytes += 2.0 * double(c.n_layer * c.n_kv_head * c.head_dim) * mid * double(dtype_size(lo.kv_dtype));
+    double bw = read_bandwidth(o.threads);
+    double got = bytes * median(tg);
+    std::printf("decode reads %.1f MiB/token: %.2f GB/s = %.0f%% of the read bandwidth "
+                "(%.2f GB/s, %d threads, measured now)\n",
+                bytes / (1 << 20), got / 1e9, 100.0 * got / bw, bw / 1e9, o.threads);
+  }
+  std::printf("peak memory %.1f MiB\n", rss);
+  return 0;
+}
+
+int quantize_command(const LlmOptions& o) {
+  std::string t = o.type;
+  std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::optional<DType> d = dtype_from_name(t);
+  if (!d || !(is_quantized(*d) || *d == DType::f16 || *d == DType::f32))
+    fail<ValueError>("quantize", "expected a type Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
+                     "Q5_K, Q6_K, F16 or F32, got '", o.type, "'");
+  gguf::quantize_file(o.model, o.out, *d);
+  std::printf("wrote %s (%s)\n", o.out.c_str(), o.type.c_str());
+  return 0;
+}
+
+int llm_command(const LlmOptions& o) {
+  if (o.generate && *o.generate) return generate_command(o);
+  if (o.bench && *o.bench) return bench_llm_command(o);
+  return quantize_command(o);
+}
+
+}  // namespace rlx::cli
