@@ -5,8 +5,8 @@
 //    2-thread read of 512 MB measured in the same run (decode is memory-bound: 1.0 is the
 //    limit); per model, the sum over one token's matrices (layers × per-layer shapes +
 //    the output projection) gives the matmul share of a token and its bandwidth;
-//  - prefill (512 rows): GFLOP/s of the default path (decoded panels through sgemm) and of
-//    the integer dots tiled over the rows (RLX_QMM_GEMM_ROWS=513), with their ratio.
+//  - prefill (512 rows): GFLOP/s of both paths, decoded panels through sgemm
+//    (RLX_QMM_GEMM_ROWS=1) and the integer dots tiled over the rows (=513), and the ratio.
 // Best-of-N times (the machine may be shared; the best run is the least disturbed).
 // Usage: rlx-bench-llm-matvec [--quick] [--threads N] [--no-prefill] [--only TYPE]
 //
@@ -89,7 +89,8 @@ Tensor make_weights(DType t, int64_t n, int64_t k) {
   for (float& x : v) x = d(rng);
   const size_t rb = dtype_nbytes(t, k);
   std::vector<uint8_t> rows(rb * size_t(base));
-  for (int64_t r = 0; r < base; ++r) quant::quantize_row(t, v.data() + r * k, rows.data() + r * rb, k);
+  for (int64_t r = 0; r < base; ++r)
+    quant::quantize_row(t, v.data() + r * k, rows.data() + r * rb, k);
   Tensor w = Tensor::empty(t, {n, k});
   auto* p = static_cast<uint8_t*>(w.data());
   for (int64_t r = 0; r < n; ++r) std::memcpy(p + r * rb, rows.data() + (r % base) * rb, rb);
@@ -135,29 +136,45 @@ int main(int argc, char** argv) {
   Options opt;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
-    if (a == "--quick") opt.quick = true;
-    else if (a == "--no-prefill") opt.prefill = false;
-    else if (a == "--threads" && i + 1 < argc) opt.threads = std::atoi(argv[++i]);
-    else if (a == "--only" && i + 1 < argc) opt.only = argv[++i];
+    if (a == "--quick")
+      opt.quick = true;
+    else if (a == "--no-prefill")
+      opt.prefill = false;
+    else if (a == "--threads" && i + 1 < argc)
+      opt.threads = std::atoi(argv[++i]);
+    else if (a == "--only" && i + 1 < argc)
+      opt.only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--threads N] [--no-prefill] [--only TYPE]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--threads N] [--no-prefill] [--only TYPE]\n",
+                   argv[0]);
       return 2;
     }
   }
-  const int runs = opt.quick ? 5 : 30;
+  const int runs = opt.quick ? 30 : 300;
   const Model models[] = {
-      {"small", 12, {{768, 768, 4, "attn q/k/v/o"}, {2048, 768, 2, "ffn gate/up"}, {768, 2048, 1, "ffn down"}, {32000, 768, -1, "output"}}},
-      {"1b", 22, {{2048, 2048, 2, "attn q/o"}, {256, 2048, 2, "attn k/v"}, {5632, 2048, 2, "ffn gate/up"}, {2048, 5632, 1, "ffn down"}, {32000, 2048, -1, "output"}}},
+      {"small",
+       12,
+       {{768, 768, 4, "attn q/k/v/o"},
+        {2048, 768, 2, "ffn gate/up"},
+        {768, 2048, 1, "ffn down"},
+        {32000, 768, -1, "output"}}},
+      {"1b",
+       22,
+       {{2048, 2048, 2, "attn q/o"},
+        {256, 2048, 2, "attn k/v"},
+        {5632, 2048, 2, "ffn gate/up"},
+        {2048, 5632, 1, "ffn down"},
+        {32000, 2048, -1, "output"}}},
   };
   const DType types[] = {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
 
   const double bw = read_bandwidth(opt.threads, opt.quick ? 3 : 8);
-  std::printf("rlx-bench-llm-matvec: %d threads; %d-thread read bandwidth %.1f GB/s\n\n", opt.threads,
-              opt.threads, bw / 1e9);
+  std::printf("rlx-bench-llm-matvec: %d threads; %d-thread read bandwidth %.1f GB/s\n\n",
+              opt.threads, opt.threads, bw / 1e9);
 
   std::printf("decode (1 row): quant_matmul time, weight GB/s, fraction of the read bandwidth\n");
-  std::printf("%-6s %-5s %-14s %-12s %10s %9s %7s\n", "model", "type", "shape n x k", "matrix", "us",
-              "GB/s", "/read");
+  std::printf("%-6s %-5s %-14s %-12s %10s %9s %7s\n", "model", "type", "shape n x k", "matrix",
+              "us", "GB/s", "/read");
   for (const Model& md : models)
     for (DType t : types) {
       if (!opt.only.empty() && opt.only != dtype_name(t)) continue;
@@ -173,16 +190,19 @@ int main(int argc, char** argv) {
         token_s += times * sec;
         token_bytes += times * bytes;
       }
-      std::printf("%-6s %-5s per token: matmuls %.2f ms (%.0f tok/s ceiling), %.1f MB, %.1f GB/s = "
-                  "%.2f of read\n\n",
-                  md.name, std::string(dtype_name(t)).c_str(), token_s * 1e3, 1 / token_s,
-                  token_bytes / 1e6, token_bytes / token_s / 1e9, token_bytes / token_s / bw);
+      std::printf(
+          "%-6s %-5s per token: matmuls %.2f ms (%.0f tok/s ceiling), %.1f MB, %.1f GB/s = "
+          "%.2f of read\n\n",
+          md.name, std::string(dtype_name(t)).c_str(), token_s * 1e3, 1 / token_s,
+          token_bytes / 1e6, token_bytes / token_s / 1e9, token_bytes / token_s / bw);
     }
 
   if (!opt.prefill) return 0;
-  std::printf("prefill (512 rows): GFLOP/s, panels+sgemm (default) against tiled integer dots\n");
-  std::printf("%-6s %-5s %-14s %10s %10s %7s\n", "model", "type", "shape n x k", "panels",
-              "int-tiles", "ratio");
+  std::printf(
+      "prefill (512 rows): GFLOP/s of decoded panels + sgemm (the default for q4_0 … q8_0 and "
+      "f16) and of tiled integer dots (the default for the K-quants)\n");
+  std::printf("%-6s %-5s %-14s %10s %10s %13s\n", "model", "type", "shape n x k", "panels",
+              "int-tiles", "panels/tiles");
   const int64_t m = 512;
   for (const Model& md : models)
     for (DType t : types) {
@@ -191,12 +211,12 @@ int main(int argc, char** argv) {
         if (s.count < 0) continue;  // the output projection runs on the last row only
         Tensor w = make_weights(t, s.n, s.k);
         const double flop = 2.0 * double(m) * double(s.n) * double(s.k);
-        unsetenv("RLX_QMM_GEMM_ROWS");
+        setenv("RLX_QMM_GEMM_ROWS", "1", 1);
         double panels = time_matmul(w, m, opt.threads, opt.quick ? 2 : 5);
         setenv("RLX_QMM_GEMM_ROWS", "513", 1);
         double tiles = time_matmul(w, m, opt.threads, opt.quick ? 2 : 5);
         unsetenv("RLX_QMM_GEMM_ROWS");
-        std::printf("%-6s %-5s %5lldx%-8lld %10.1f %10.1f %7.2f\n", md.name,
+        std::printf("%-6s %-5s %5lldx%-8lld %10.1f %10.1f %13.2f\n", md.name,
                     std::string(dtype_name(t)).c_str(), (long long)s.n, (long long)s.k,
                     flop / panels / 1e9, flop / tiles / 1e9, tiles / panels);
       }

@@ -166,7 +166,7 @@ Values attention_cached_decomposed(const RuleArgs& a) {
   if (kvh == 0 || q.shape()[1].is(0)) return {rules::zeros_like(q)};
   const DType dt = q.dtype();
   // Queries grouped by the KV head they read: [B, KVH, G, S, D] against [B, KVH, 1, C, D].
-  Value qg = transpose(reshape(q, {0, 0, kvh, h / kvh, 0}), {0, 2, 3, 1, 4});
+  Value qg = transpose(reshape(q, {0, 0, kvh, h / kvh, -1}), {0, 2, 3, 1, 4});
   Value p = expand_dims(to(pos, DType::i64), {1, 2, 3, 4});  // [B,1,1,1,1]
   Value row = transpose(count_along(slice_axes(q, {0, 0}, {1, 1}, {2, 3}), 1), {0, 2, 3, 1});
   row = expand_dims(row, {4});                                        // [B,1,1,S,1]

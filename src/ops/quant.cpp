@@ -118,7 +118,7 @@ VmapResult quant_matmul_vmap(const RuleArgs& a, std::span<const int> in_axes) {
   if (in_axes[1] >= 0) {
     Value wd = op("dequantize", {w}, {{"dtype", x.dtype()}});
     wd = rules::moveaxis(wd, in_axes[1], 0);  // [B, n, k]
-    if (ax < 0)  // x's free dims, then B and n
+    if (ax < 0)                               // x's free dims, then B and n
       return {{op("dot_general", {x, wd},
                   {{"lhs_contracting", IntList{x.rank() - 1}}, {"rhs_contracting", IntList{2}}})},
               {int(x.rank() - 1)}};

@@ -12,6 +12,8 @@
 
 #include "rlx/rlx.h"
 #include "rlx/session.h"
+#include "rlx/text.h"
+#include "rlx/verify.h"
 #include "support/consistency.h"
 #include "support/infer_harness.h"
 
@@ -33,6 +35,23 @@ INSTANTIATE_TEST_SUITE_P(llm, LlmInfer, ::testing::ValuesIn(testing::llm_cases()
                              if (!isalnum(static_cast<unsigned char>(ch))) ch = '_';
                            return s;
                          });
+
+// The ok cases' graphs verify and survive the text format (as tests/ir does for every
+// family; here on their own, so that another family's failure does not hide them).
+TEST(LlmGraphs, OkCasesVerifyAndRoundTripThroughText) {
+  int n = 0;
+  for (const testing::InferCase& c : testing::llm_cases()) {
+    if (c.expect != testing::Expect::ok) continue;
+    SCOPED_TRACE(testing::case_label(c));
+    std::unique_ptr<Graph> g = testing::build_case_graph(c);
+    EXPECT_NO_THROW(verify(*g));
+    std::string text = print_graph(*g);
+    std::unique_ptr<Graph> back = parse_graph(text);
+    EXPECT_EQ(print_graph(*back), text);
+    ++n;
+  }
+  EXPECT_GT(n, 10);
+}
 
 // ---- helpers -----------------------------------------------------------------------------
 

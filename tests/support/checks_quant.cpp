@@ -50,8 +50,8 @@ void decode_block(DType t, const uint8_t* p, double* y) {
       std::memcpy(&d, p, 2);
       if (one) std::memcpy(&m, p + 2, 2);
       const uint8_t *qh = p + (one ? 4 : 2), *qs = qh + 4;
-      uint32_t hb = uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 |
-                    uint32_t(qh[3]) << 24;
+      uint32_t hb =
+          uint32_t(qh[0]) | uint32_t(qh[1]) << 8 | uint32_t(qh[2]) << 16 | uint32_t(qh[3]) << 24;
       for (int j = 0; j < 16; ++j) {
         int q0 = (qs[j] & 15) | int((hb >> j) & 1) << 4;
         int q1 = (qs[j] >> 4) | int((hb >> (j + 16)) & 1) << 4;
@@ -152,7 +152,8 @@ Tensors dequantize_ref(const Tensors& in, const Attrs& attrs) {
   if (in.size() == 1) return {tensor_of(out, in[0].shape(), v)};
   const int64_t k = in[0].shape().back();
   std::vector<double> rows = values(in[1]), y;
-  for (double r : rows) y.insert(y.end(), v.begin() + int64_t(r) * k, v.begin() + int64_t(r + 1) * k);
+  for (double r : rows)
+    y.insert(y.end(), v.begin() + int64_t(r) * k, v.begin() + int64_t(r + 1) * k);
   std::vector<int64_t> shape = in[1].shape();
   shape.push_back(k);
   return {tensor_of(out, shape, y)};
@@ -189,7 +190,8 @@ std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Att
         if (q) qerr += amax / 254 * wsum;
       }
       double want = double(s), got = y[size_t(r * n + j)];
-      double bound = double(qerr) * (1 + 1e-6) + rel * double(mag) + out_rel * std::fabs(want) + 1e-30;
+      double bound =
+          double(qerr) * (1 + 1e-6) + rel * double(mag) + out_rel * std::fabs(want) + 1e-30;
       if (!(std::fabs(got - want) <= bound) && bad++ == 0)
         first = cat("at [", r, ", ", j, "]: expected ", want, " within ", bound, ", got ", got);
     }

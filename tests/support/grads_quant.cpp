@@ -14,8 +14,8 @@ GradTable grads_quant() {
   auto add = [&](std::vector<int64_t> xshape, DType wt, int64_t n, std::string note) {
     const int64_t k = xshape.back();
     Tensor x = random_tensor(DType::f64, std::move(xshape), 7000 + n, -1, 1);
-    GradCheck c = with_inputs("quant_matmul", {x, random_quantized(wt, n, k, 7100 + n)}, {},
-                              std::move(note));
+    GradCheck c =
+        with_inputs("quant_matmul", {x, random_quantized(wt, n, k, 7100 + n)}, {}, std::move(note));
     c.wrt = {0};
     c.vmap = !is_quantized(wt);
     t.add(std::move(c));

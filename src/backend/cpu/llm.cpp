@@ -128,15 +128,16 @@ void kv_cache_write_kernel(const KernelContext&, std::span<const Tensor> in,
       using TN = typename decltype(nt)::type;
       const TN* src = nw.data_as<TN>();
       TC* dst = cache.data_as<TC>();
+      const int64_t* at = pos.data();  // this thread's: the workers' thread_local is empty
       // Row r of new ([B, S, KVH] flattened) goes to row pos[b] + s of head h.
-      parallel_for(
-          nw.numel() / std::max<int64_t>(d, 1),
-          std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)), [&](int64_t r0, int64_t r1) {
-            for (int64_t r = r0; r < r1; ++r) {
-              int64_t b = r / (s * kvh), si = (r / kvh) % s, hh = r % kvh;
-              convert_row(src + r * d, dst + ((b * kvh + hh) * c + pos[size_t(b)] + si) * d, d);
-            }
-          });
+      parallel_for(nw.numel() / std::max<int64_t>(d, 1),
+                   std::max<int64_t>(1, 16384 / std::max<int64_t>(d, 1)),
+                   [&](int64_t r0, int64_t r1) {
+                     for (int64_t r = r0; r < r1; ++r) {
+                       int64_t b = r / (s * kvh), si = (r / kvh) % s, hh = r % kvh;
+                       convert_row(src + r * d, dst + ((b * kvh + hh) * c + at[b] + si) * d, d);
+                     }
+                   });
     });
   });
   out[0] = cache;  // the same storage: the caller's tensor holds the new rows

@@ -11,7 +11,6 @@
 #include <cmath>
 #include <limits>
 
-#include "backend/cpu/elementwise_math.h"
 #include "backend/cpu/llm_kernels.h"
 
 namespace rlx::cpu {
@@ -214,20 +213,13 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
     for (int64_t r = 0; r < m; ++r) {
       float* sr = w.s.data() + r * kKeys;
       const int64_t nv = std::clamp<int64_t>(w.at[size_t(r)] - j0 + 1, 0, n);
-      float mx = w.mx[size_t(r)];
-      for (int64_t j = 0; j < nv; ++j) mx = sr[j] > mx ? sr[j] : mx;
+      const float mx = std::max(w.mx[size_t(r)], max_of(sr, nv));
       if (nv == 0) {
         std::fill(sr, sr + n, 0.f);
         continue;
       }
       const float alpha = fm::exp(w.mx[size_t(r)] - mx);
-      float sum = 0;
-#pragma omp simd reduction(+ : sum)
-      for (int64_t j = 0; j < nv; ++j) {
-        const float e = fm::exp(sr[j] - mx);
-        sr[j] = e;
-        sum += e;
-      }
+      const float sum = exp_shifted(sr, nv, mx);
       std::fill(sr + nv, sr + n, 0.f);
       if (alpha != 1.f) {
         float* orow = w.o.data() + r * d;

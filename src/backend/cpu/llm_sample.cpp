@@ -12,7 +12,6 @@
 #include <limits>
 #include <numeric>
 
-#include "backend/cpu/elementwise_math.h"
 #include "backend/cpu/llm_kernels.h"
 #include "backend/cpu/philox.h"
 
@@ -68,10 +67,20 @@ int32_t sample_row(const float* l, int64_t v, const Options& o, uint64_t seed, u
     listed = true;
   };
   if (o.top_k > 0 && o.top_k < v) {
-    list_all();
+    // A heap of the k best so far with the worst on top: most ids lose one comparison
+    // against it, so this is one pass over V rather than a partition of all of it.
     n = o.top_k;
-    std::nth_element(s.idx.begin(), s.idx.begin() + n - 1, s.idx.end(), before);
-    std::sort(s.idx.begin(), s.idx.begin() + n, before);
+    s.idx.resize(size_t(n));
+    std::iota(s.idx.begin(), s.idx.end(), 0);
+    std::make_heap(s.idx.begin(), s.idx.end(), before);
+    for (int64_t i = n; i < v; ++i)
+      if (before(int32_t(i), s.idx.front())) {
+        std::pop_heap(s.idx.begin(), s.idx.end(), before);
+        s.idx.back() = int32_t(i);
+        std::push_heap(s.idx.begin(), s.idx.end(), before);
+      }
+    std::sort(s.idx.begin(), s.idx.end(), before);
+    listed = true;
   }
   if (o.top_p < 1) {
     // The nucleus: the fewest leading candidates whose softmax mass reaches top_p.
@@ -79,7 +88,8 @@ int32_t sample_row(const float* l, int64_t v, const Options& o, uint64_t seed, u
     if (listed) {
       for (int64_t i = 0; i < n; ++i) total += fm::exp(l[s.idx[size_t(i)]] - top);
     } else {
-      for (int64_t i = 0; i < v; ++i) total += fm::exp(l[i] - top);
+      s.w.assign(l, l + v);
+      total = exp_shifted(s.w.data(), v, top);
       list_all();
     }
     const double want = o.top_p * total;
@@ -124,9 +134,8 @@ int32_t sample_row(const float* l, int64_t v, const Options& o, uint64_t seed, u
       total += s.w[size_t(i)] = fm::exp((l[s.idx[size_t(i)]] - top) * inv_t);
   } else {
     float* w = s.w.data();
-#pragma omp simd
-    for (int64_t i = 0; i < n; ++i) w[i] = fm::exp((l[i] - top) * inv_t);
-    for (int64_t i = 0; i < n; ++i) total += w[i];
+    for (int64_t i = 0; i < n; ++i) w[i] = (l[i] - top) * inv_t;
+    total = exp_shifted(w, n, 0.f);
   }
   philox::Block blk = philox::Stream{seed, 0}.block(counter);
   const double target = philox::u53(blk[0], blk[1]) * total;

@@ -2,19 +2,22 @@
 //
 // quant_matmul runs the activation rows through one of two paths:
 //  - the integer dots: the rows are quantized once per call into int8 blocks (reused
-//    scratch, no allocation once warm), and the weight rows, split across the threads,
-//    stream once from memory through the dots, each unpacked block shared by up to four
-//    activation rows (a tile); for many rows, blocks of kRowBlock weight rows stay in cache
-//    while every tile passes. This is the decode path of every type, and the prefill path
-//    of the K-quants, whose dots stay in int32 across 256 values (1.2-1.3x the f32 panels
-//    below at 512 rows, bench/llm_matvec.cpp `prefill`);
-//  - decoded panels (from kGemmRows rows, q4_0 … q8_0 and f16 / bf16 / f32 weights): each
-//    thread decodes panels of weight rows into an f32 buffer and multiplies them with
-//    single-threaded sgemm (OpenBLAS runs one thread inside an OpenMP region). The decode
-//    is a small fraction of the product, and the whole matrix is never decoded at once.
+//    scratch, no allocation once warm), and the weight rows, in chunks that the threads
+//    take in turn, stream once from memory through the dots, each unpacked block shared by
+//    up to four activation rows (a tile); for many rows, blocks of kRowBlock weight rows
+//    stay in cache while every tile passes. This is the decode path of every type, and the
+//    prefill path of the K-quants, whose dots stay in int32 across 256 values;
+//  - decoded panels (from kGemmRows rows, for q4_0 … q8_0 and f16 / bf16 / f32 weights):
+//    each thread decodes panels of weight rows into an f32 buffer (AVX2 decoders) and
+//    multiplies them with single-threaded sgemm (OpenBLAS runs one thread inside an
+//    OpenMP region). The decode is a small fraction of the product, and the whole matrix is
+//    never decoded at once. At 512 rows this is 1.2-1.8x the tiled integer dots for these
+//    types, which in turn win below ~32 rows, where decoding every weight costs more than
+//    the product (bench/llm_matvec.cpp `prefill` compares the paths).
 #include <cblas.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -22,20 +25,20 @@
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
 #include "backend/cpu/quant_dot.h"
-#include "rlx/quant.h"
 
 namespace rlx::cpu {
 
 namespace {
 
 constexpr int64_t kRowBlock = 64;  // weight rows kept hot while the row tiles pass
-constexpr int64_t kGemmRows = 16;  // rows from which the decoded panels serve (not K-quants)
+constexpr int64_t kGemmRows = 32;  // rows from which the decoded panels serve (not K-quants)
 
 // Whether m rows of x take the decoded panels for weights of dtype wt. RLX_QMM_GEMM_ROWS
 // overrides the row threshold for every type (the bench compares the paths; read per call,
 // which costs nothing next to a product).
 bool use_panels(DType wt, int64_t m) {
-  if (const char* e = std::getenv("RLX_QMM_GEMM_ROWS")) return m >= std::max<int64_t>(1, std::atoll(e));
+  if (const char* e = std::getenv("RLX_QMM_GEMM_ROWS"))
+    return m >= std::max<int64_t>(1, std::atoll(e));
   return m >= kGemmRows && dtype_block(wt) < quant::kQK_K;
 }
 
@@ -49,7 +52,18 @@ T* scratch(int slot, size_t n) {
   return v.data();
 }
 
-// The few-row path: y[m, n] = x[m, k] · w[n, k]^T with the integer (or f16/bf16/f32) dots.
+// Calls f(c) for every chunk c in [0, chunks) on the threads, each taking the next chunk
+// when it is done with one: a static split would wait on a thread that shares its core.
+template <class F>
+void for_chunks(int64_t chunks, F&& f) {
+  const int64_t threads = omp_in_parallel() ? 1 : std::min<int64_t>(omp_get_max_threads(), chunks);
+  std::atomic<int64_t> next{0};
+  parallel_for(threads, 1, [&](int64_t, int64_t) {
+    for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) f(c);
+  });
+}
+
+// The integer (or f16 / bf16 / f32) dots: y[m, n] = x[m, k] · w[n, k]^T.
 void dot_rows_path(DType wt, const uint8_t* w, int64_t n, int64_t k, const float* x, int64_t m,
                    float* y) {
   const size_t ab = qdot::act_row_bytes(wt, k), rb = dtype_nbytes(wt, k);
@@ -63,25 +77,26 @@ void dot_rows_path(DType wt, const uint8_t* w, int64_t n, int64_t k, const float
   }
   qdot::DotFn fns[qdot::kMaxRows];
   for (int r = 0; r < qdot::kMaxRows; ++r) fns[r] = qdot::dot_fn(wt, r + 1);
-  // Chunks of at least ~64 KiB of weights per activation row: a thread's share of even
-  // a small decode product outweighs waking it.
-  const int64_t grain = std::max<int64_t>(1, int64_t(1 << 16) / int64_t(rb) / m);
-  parallel_for(n, grain, [&](int64_t j0, int64_t j1) {
-    for (int64_t jb = j0; jb < j1; jb += kRowBlock) {
-      const int64_t je = std::min(j1, jb + kRowBlock);
-      for (int64_t r0 = 0; r0 < m; r0 += qdot::kMaxRows) {
-        const int nr = int(std::min<int64_t>(qdot::kMaxRows, m - r0));
-        const qdot::DotFn f = fns[nr - 1];
-        for (int64_t j = jb; j < je; ++j)
-          f(w + j * int64_t(rb), act + r0 * int64_t(ab), ab, k, y + r0 * n + j, n);
-      }
+  // Decode (one tile): chunks of about 32 KiB of weights, so that even a small product
+  // splits across the threads. Many rows: kRowBlock weight rows per chunk (at least 8
+  // chunks), which stay in cache while each tile of activations passes once.
+  const int64_t rows = m <= qdot::kMaxRows
+                           ? std::clamp<int64_t>(int64_t(1 << 15) / int64_t(rb) / m, 1, kRowBlock)
+                           : std::clamp<int64_t>(n / 8, 1, kRowBlock);
+  for_chunks((n + rows - 1) / rows, [&](int64_t c) {
+    const int64_t jb = c * rows, je = std::min(n, jb + rows);
+    for (int64_t r0 = 0; r0 < m; r0 += qdot::kMaxRows) {
+      const int nr = int(std::min<int64_t>(qdot::kMaxRows, m - r0));
+      const qdot::DotFn f = fns[nr - 1];
+      for (int64_t j = jb; j < je; ++j)
+        f(w + j * int64_t(rb), act + r0 * int64_t(ab), ab, k, y + r0 * n + j, n);
     }
   });
 }
 
 // The many-row path: decoded panels of w through sgemm, one panel per thread at a time.
-void panel_gemm_path(DType wt, const uint8_t* w, int64_t n, int64_t k, const float* x,
-                     int64_t m, float* y) {
+void panel_gemm_path(DType wt, const uint8_t* w, int64_t n, int64_t k, const float* x, int64_t m,
+                     float* y) {
   if (wt == DType::f32) {  // nothing to decode
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.f, x, int(k),
                 reinterpret_cast<const float*>(w), int(k), 0.f, y, int(n));
@@ -90,15 +105,13 @@ void panel_gemm_path(DType wt, const uint8_t* w, int64_t n, int64_t k, const flo
   const size_t rb = dtype_nbytes(wt, k);
   // Panels of about 512 KiB of f32 (16 to 256 rows), decoded while the last is in cache.
   const int64_t panel = std::clamp<int64_t>((int64_t(1) << 17) / k / 16 * 16, 16, 256);
-  const int64_t panels = (n + panel - 1) / panel;
-  parallel_for(panels, 1, [&](int64_t p0, int64_t p1) {
+  for_chunks((n + panel - 1) / panel, [&](int64_t p) {
     float* buf = scratch<float>(1, size_t(panel * k));
-    for (int64_t p = p0; p < p1; ++p) {
-      const int64_t j0 = p * panel, pn = std::min(panel, n - j0);
-      for (int64_t j = 0; j < pn; ++j) qdot::decode_row(wt, w + (j0 + j) * int64_t(rb), buf + j * k, k);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(pn), int(k), 1.f, x, int(k),
-                  buf, int(k), 0.f, y + j0, int(n));
-    }
+    const int64_t j0 = p * panel, pn = std::min(panel, n - j0);
+    for (int64_t j = 0; j < pn; ++j)
+      qdot::decode_row(wt, w + (j0 + j) * int64_t(rb), buf + j * k, k);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(pn), int(k), 1.f, x, int(k),
+                buf, int(k), 0.f, y + j0, int(n));
   });
 }
 
@@ -168,22 +181,19 @@ void dequantize_kernel(const KernelContext&, std::span<const Tensor> in, std::sp
   const int64_t table = w.numel() / k;  // rows of w
   const size_t rb = dtype_nbytes(wt, k);
   const auto* wp = static_cast<const uint8_t*>(w.data());
-  std::vector<int64_t> rows;  // source row of each output row
   const int64_t nout = y.numel() / k;
-  if (in.size() == 2) {
-    rows.resize(size_t(nout));
-    const Tensor& idx = in[1];
-    for (int64_t i = 0; i < nout; ++i) {
-      int64_t j = idx.dtype() == DType::i32 ? idx.data_as<int32_t>()[i] : idx.data_as<int64_t>()[i];
-      if (j < 0 || j >= table)
-        fail<ValueError>("dequantize", "expected row indices in [0, ", table, "), got ", j);
-      rows[size_t(i)] = j;
-    }
-  }
+  const Tensor* idx = in.size() == 2 ? &in[1] : nullptr;
+  auto row_of = [&](int64_t r) -> int64_t {  // the source row of output row r
+    if (!idx) return r;
+    return idx->dtype() == DType::i32 ? idx->data_as<int32_t>()[r] : idx->data_as<int64_t>()[r];
+  };
+  for (int64_t r = 0; idx && r < nout; ++r)
+    if (int64_t j = row_of(r); j < 0 || j >= table)
+      fail<ValueError>("dequantize", "expected row indices in [0, ", table, "), got ", j);
   parallel_for(nout, std::max<int64_t>(1, (1 << 15) / k), [&](int64_t r0, int64_t r1) {
     float* tmp = ot == DType::f32 ? nullptr : scratch<float>(0, size_t(k));
     for (int64_t r = r0; r < r1; ++r) {
-      const uint8_t* src = wp + (rows.empty() ? r : rows[size_t(r)]) * int64_t(rb);
+      const uint8_t* src = wp + row_of(r) * int64_t(rb);
       float* dst = ot == DType::f32 ? y.data_as<float>() + r * k : tmp;
       qdot::decode_row(wt, src, dst, k);
       if (ot == DType::f64) store_row(tmp, y.data_as<double>() + r * k, k);

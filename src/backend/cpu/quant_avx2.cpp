@@ -9,9 +9,9 @@
 //
 // Up to kMaxRows activation rows share each unpacked weight block (decode of a few
 // sequences, and the tiles of the many-row path).
-#include "backend/cpu/quant_simd.h"
-
 #include <algorithm>
+
+#include "backend/cpu/quant_simd.h"
 
 namespace rlx::cpu::qdot {
 
@@ -51,8 +51,8 @@ inline __m256i dot_u8i8(__m256i u, __m256i a) {
 inline __m256i bits_0x10(const uint8_t* qh) {
   uint32_t x;
   std::memcpy(&x, qh, 4);
-  const __m256i spread = _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202,
-                                            0x0303030303030303);
+  const __m256i spread =
+      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
   const __m256i bit = _mm256_set1_epi64x(int64_t(0x8040201008040201));
   __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32(int(x)), spread);
   v = _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
@@ -135,7 +135,8 @@ void dot32(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out,
     for (int u = 0; u < U; ++u) step(i + u, u);
   for (; i < nb; ++i) step(i, 0);
   for (int r = 0; r < NR; ++r) {
-    for (int u = 1; u < U; ++u) acc[0][r] = _mm256_add_ps(acc[0][r], acc[u][r]), off[0][r] += off[u][r];
+    for (int u = 1; u < U; ++u)
+      acc[0][r] = _mm256_add_ps(acc[0][r], acc[u][r]), off[0][r] += off[u][r];
     out[r * os] = hsum(acc[0][r]) + off[0][r];
   }
 }
@@ -188,8 +189,8 @@ void dot_q45k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* o
     const uint32_t sc_lo = s[0] & 0x3f3f3f3f, mn_lo = s[1] & 0x3f3f3f3f;
     const uint32_t sc_hi = (s[2] & 0x0f0f0f0f) | (((s[0] >> 6) & 0x03030303) << 4);
     const uint32_t mn_hi = ((s[2] >> 4) & 0x0f0f0f0f) | (((s[1] >> 6) & 0x03030303) << 4);
-    const __m256i sc = _mm256_broadcastsi128_si256(
-        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(sc_hi), int(sc_lo))));
+    const __m256i sc =
+        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(sc_hi), int(sc_lo))));
     const __m128i mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(mn_hi), int(mn_lo)));
     // Each min twice: it pairs with the two 16-value sums of its group.
     const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
@@ -208,8 +209,9 @@ void dot_q45k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* o
       const __m256i s_hi = _mm256_shuffle_epi8(sc, mk.group[2 * j + 1]);
       for (int r = 0; r < NR; ++r) {
         const int8_t* a = kact(act, as, r, i).qs + 64 * j;
-        __m256i p = _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(a)), s_lo),
-                                     _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(a + 32)), s_hi));
+        __m256i p =
+            _mm256_add_epi32(_mm256_madd_epi16(_mm256_maddubs_epi16(lo, load(a)), s_lo),
+                             _mm256_madd_epi16(_mm256_maddubs_epi16(hi, load(a + 32)), s_hi));
         isum[r] = _mm256_add_epi32(isum[r], p);
       }
     }
@@ -238,13 +240,16 @@ void dot_q6k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
     __m256i isum[NR];
     // The -32 of every value: -32 Σ_g sc[g] · Σa over group g.
     for (int r = 0; r < NR; ++r)
-      isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                 _mm256_slli_epi32(_mm256_madd_epi16(sc, load(kact(act, as, r, i).bsums)), 5));
+      isum[r] = _mm256_sub_epi32(
+          _mm256_setzero_si256(),
+          _mm256_slli_epi32(_mm256_madd_epi16(sc, load(kact(act, as, r, i).bsums)), 5));
     for (int h = 0; h < 2; ++h) {
-      const __m256i ql0 = load(b.ql + 64 * h), ql1 = load(b.ql + 64 * h + 32), qh = load(b.qh + 32 * h);
+      const __m256i ql0 = load(b.ql + 64 * h), ql1 = load(b.ql + 64 * h + 32),
+                    qh = load(b.qh + 32 * h);
       const __m256i sb = half_lanes(sc, h);
       __m256i v[4];
-      v[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4), _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
+      v[0] = _mm256_or_si256(_mm256_and_si256(ql0, m4),
+                             _mm256_slli_epi16(_mm256_and_si256(qh, m3), 4));
       v[1] = _mm256_or_si256(_mm256_and_si256(ql1, m4),
                              _mm256_slli_epi16(_mm256_and_si256(_mm256_srli_epi16(qh, 2), m3), 4));
       v[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(ql0, 4), m4),
@@ -255,14 +260,15 @@ void dot_q6k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
         const __m256i s = _mm256_shuffle_epi8(sb, mk.pair[p]);
         for (int r = 0; r < NR; ++r) {
           const int8_t* a = kact(act, as, r, i).qs + 128 * h + 32 * p;
-          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v[p], load(a)), s));
+          isum[r] =
+              _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(v[p], load(a)), s));
         }
       }
     }
     const float d = half(b.d);
     for (int r = 0; r < NR; ++r)
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * kact(act, as, r, i).d),
-                               acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]),
+                               _mm256_set1_ps(d * kact(act, as, r, i).d), acc[r]);
   }
   for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]);
 }
@@ -281,16 +287,17 @@ void dot_q3k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
     // top 2 from bytes 8-11 (2 bits per scale); stored with +32.
     uint32_t w[3];
     std::memcpy(w, b.scales, 12);
-    const __m128i packed = _mm_setr_epi32(
-        int((w[0] & 0x0f0f0f0f) | ((w[2] & 0x03030303) << 4)),
-        int((w[1] & 0x0f0f0f0f) | (((w[2] >> 2) & 0x03030303) << 4)),
-        int(((w[0] >> 4) & 0x0f0f0f0f) | (((w[2] >> 4) & 0x03030303) << 4)),
-        int(((w[1] >> 4) & 0x0f0f0f0f) | (((w[2] >> 6) & 0x03030303) << 4)));
+    const __m128i packed =
+        _mm_setr_epi32(int((w[0] & 0x0f0f0f0f) | ((w[2] & 0x03030303) << 4)),
+                       int((w[1] & 0x0f0f0f0f) | (((w[2] >> 2) & 0x03030303) << 4)),
+                       int(((w[0] >> 4) & 0x0f0f0f0f) | (((w[2] >> 4) & 0x03030303) << 4)),
+                       int(((w[1] >> 4) & 0x0f0f0f0f) | (((w[2] >> 6) & 0x03030303) << 4)));
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(packed, _mm_set1_epi8(32)));
     __m256i isum[NR];
     for (int r = 0; r < NR; ++r)  // the -4: -4 Σ_g sc[g] · Σa over group g
-      isum[r] = _mm256_sub_epi32(_mm256_setzero_si256(),
-                                 _mm256_slli_epi32(_mm256_madd_epi16(sc, load(kact(act, as, r, i).bsums)), 2));
+      isum[r] = _mm256_sub_epi32(
+          _mm256_setzero_si256(),
+          _mm256_slli_epi32(_mm256_madd_epi16(sc, load(kact(act, as, r, i).bsums)), 2));
     __m256i hm = load(b.hmask);
     for (int h = 0; h < 2; ++h) {
       __m256i q = load(b.qs + 32 * h);
@@ -303,14 +310,15 @@ void dot_q3k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
         const __m256i s = _mm256_shuffle_epi8(sb, mk.pair[j]);
         for (int r = 0; r < NR; ++r) {
           const int8_t* a = kact(act, as, r, i).qs + 128 * h + 32 * j;
-          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load(a)), s));
+          isum[r] =
+              _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load(a)), s));
         }
       }
     }
     const float d = half(b.d);
     for (int r = 0; r < NR; ++r)
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * kact(act, as, r, i).d),
-                               acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]),
+                               _mm256_set1_ps(d * kact(act, as, r, i).d), acc[r]);
   }
   for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]);
 }
@@ -326,7 +334,8 @@ void dot_q2k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
     const BlockQ2_K& b = static_cast<const BlockQ2_K*>(wv)[i];
     const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
     const __m256i sc = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(15)));
-    const __m256i mn = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(15)));
+    const __m256i mn =
+        _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(15)));
     __m256i isum[NR];
     for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
@@ -338,7 +347,8 @@ void dot_q2k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
         const __m256i s = _mm256_shuffle_epi8(sb, mk.pair[j]);
         for (int r = 0; r < NR; ++r) {
           const int8_t* a = kact(act, as, r, i).qs + 128 * h + 32 * j;
-          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load(a)), s));
+          isum[r] =
+              _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load(a)), s));
         }
       }
     }
@@ -383,7 +393,8 @@ void dot_float(const void* wv, const uint8_t* act, size_t as, int64_t k, float* 
   }
   for (; i + 8 <= k; i += 8) {
     __m256 w8 = widen8(w + i);
-    for (int r = 0; r < NR; ++r) acc[r][0] = _mm256_fmadd_ps(w8, _mm256_loadu_ps(x[r] + i), acc[r][0]);
+    for (int r = 0; r < NR; ++r)
+      acc[r][0] = _mm256_fmadd_ps(w8, _mm256_loadu_ps(x[r] + i), acc[r][0]);
   }
   for (int r = 0; r < NR; ++r) {
     for (int u = 1; u < U; ++u) acc[r][0] = _mm256_add_ps(acc[r][0], acc[r][u]);
@@ -443,7 +454,39 @@ inline float amax_of(const float* x, int n) {
 // 32 values times id, rounded to nearest even (MXCSR default), as int32 in q[4].
 inline void round32(const float* x, float id, __m256i* q) {
   const __m256 m = _mm256_set1_ps(id);
-  for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), m));
+  for (int j = 0; j < 4; ++j)
+    q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 8 * j), m));
+}
+
+// ---- row decoders (the panels of the many-row path) ---------------------------------------
+
+// 32-value blocks: x = d * u + c, with u the unpacked bytes (signed for q8_0).
+template <class T>
+void decode32(const void* src, float* y, int64_t nb) {
+  const auto* w = static_cast<const typename T::B*>(src);
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const auto& b = w[i];
+    const float d = half(b.d);
+    float c = 0;
+    if constexpr (T::kMin) c = half(b.m);
+    if constexpr (T::kZero > 0) c = -float(T::kZero) * d;
+    const __m256i q = T::unpack(b);
+    const __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    const __m128i part[4] = {lo, _mm_srli_si128(lo, 8), hi, _mm_srli_si128(hi, 8)};
+    const __m256 dv = _mm256_set1_ps(d), cv = _mm256_set1_ps(c);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i v = T::kSigned ? _mm256_cvtepi8_epi32(part[j]) : _mm256_cvtepu8_epi32(part[j]);
+      _mm256_storeu_ps(y + 8 * j, _mm256_fmadd_ps(_mm256_cvtepi32_ps(v), dv, cv));
+    }
+  }
+}
+
+template <class T>
+void decode_float(const void* src, float* y, int64_t n) {
+  const T* p = static_cast<const T*>(src);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, widen8(p + i));
+  for (; i < n; ++i) y[i] = to_float(p[i]);
 }
 
 }  // namespace
@@ -480,7 +523,8 @@ void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k) {
     round32(x, id, q);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), pack32(q[0], q[1], q[2], q[3]));
     y[b].d = d;
-    y[b].sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
+    y[b].sum =
+        hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
     y[b].s = d * float(y[b].sum);
   }
 }
@@ -492,7 +536,8 @@ void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k) {
     for (int c = 0; c < kQK_K / 32; ++c) {
       __m256i q[4];
       round32(x + 32 * c, id, q);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * c), pack32(q[0], q[1], q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * c),
+                          pack32(q[0], q[1], q[2], q[3]));
       y[b].bsums[2 * c] = int16_t(hsum_i32(_mm256_add_epi32(q[0], q[1])));
       y[b].bsums[2 * c + 1] = int16_t(hsum_i32(_mm256_add_epi32(q[2], q[3])));
     }
@@ -500,14 +545,33 @@ void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k) {
   }
 }
 
-bool has_avx2() { return true; }
+bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n) {
+  switch (t) {
+    case DType::f16:
+      return decode_float<Half>(src, dst, n), true;
+    case DType::bf16:
+      return decode_float<BHalf>(src, dst, n), true;
+    case DType::q4_0:
+      return decode32<Q4_0>(src, dst, n / kQK), true;
+    case DType::q4_1:
+      return decode32<Q4_1>(src, dst, n / kQK), true;
+    case DType::q5_0:
+      return decode32<Q5_0>(src, dst, n / kQK), true;
+    case DType::q5_1:
+      return decode32<Q5_1>(src, dst, n / kQK), true;
+    case DType::q8_0:
+      return decode32<Q8_0>(src, dst, n / kQK), true;
+    default:
+      return false;
+  }
+}
 
 #else  // no AVX2: the portable code serves
 
 DotFn avx2_dot_fn(DType, int) { return nullptr; }
+bool avx2_decode_row(DType, const void*, float*, int64_t) { return false; }
 void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k) { quantize_q8_ref(x, y, k); }
 void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k) { quantize_q8k_ref(x, y, k); }
-bool has_avx2() { return false; }
 
 #endif
 

@@ -129,7 +129,8 @@ void unpack256(DType t, const void* p, Unpacked& u) {
       auto* b = static_cast<const BlockQ2_K*>(p);
       for (int h = 0; h < 2; ++h)
         for (int j = 0; j < 4; ++j)
-          for (int l = 0; l < 32; ++l) u.v[128 * h + 32 * j + l] = (b->qs[32 * h + l] >> (2 * j)) & 3;
+          for (int l = 0; l < 32; ++l)
+            u.v[128 * h + 32 * j + l] = (b->qs[32 * h + l] >> (2 * j)) & 3;
       for (int g = 0; g < 16; ++g) u.sc[g] = b->scales[g] & 15, u.mn[g] = b->scales[g] >> 4;
       u.D = half(b->d), u.M = half(b->dmin);
       break;
@@ -197,8 +198,8 @@ void unpack256(DType t, const void* p, Unpacked& u) {
 // ---- scalar dots ------------------------------------------------------------------------
 
 template <int NR>
-void dot32_scalar(DType t, const void* w, const uint8_t* act, size_t astride, int64_t k,
-                  float* out, int64_t os) {
+void dot32_scalar(DType t, const void* w, const uint8_t* act, size_t astride, int64_t k, float* out,
+                  int64_t os) {
   const size_t bs = dtype_size(t);
   float acc[NR] = {};
   Unpacked u;
@@ -300,6 +301,7 @@ void quantize_q8_ref(const float* x, BlockQ8* y, int64_t k) { quantize_q8(x, y, 
 void quantize_q8k_ref(const float* x, BlockQ8K* y, int64_t k) { quantize_q8k(x, y, k); }
 
 void decode_row(DType t, const void* src, float* dst, int64_t n) {
+  if (avx2_decode_row(t, src, dst, n)) return;
   const auto* p = static_cast<const uint8_t*>(src);
   switch (t) {
     case DType::f32:

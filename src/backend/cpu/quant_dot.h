@@ -34,8 +34,8 @@ void quantize_act(DType w, const float* x, void* dst, int64_t k);
 
 // out[r * out_stride] = <w row, activation row r> for r < nr: one weight row of k values
 // against nr activation rows, the r-th at act + r * act_stride bytes.
-using DotFn = void (*)(const void* w, const uint8_t* act, size_t act_stride, int64_t k,
-                       float* out, int64_t out_stride);
+using DotFn = void (*)(const void* w, const uint8_t* act, size_t act_stride, int64_t k, float* out,
+                       int64_t out_stride);
 inline constexpr int kMaxRows = 4;  // rows one call shares the unpacked weights among
 // The dot for weight dtype w and nr in [1, kMaxRows] rows; null for an unsupported dtype.
 DotFn dot_fn(DType w, int nr);
@@ -44,10 +44,7 @@ DotFn dot_fn(DType w, int nr);
 // panels of the many-row path and the dequantize op.
 void decode_row(DType w, const void* src, float* dst, int64_t n);
 
-// Whether the AVX2 paths were compiled in (for reports).
-bool has_avx2();
-
-// The portable dots (no SIMD), for the scalar-vs-AVX2 checks; same contract as dot_fn.
+// The portable dots (no SIMD; what dot_fn falls back to); same contract as dot_fn.
 DotFn scalar_dot_fn(DType w, int nr);
 
 }  // namespace rlx::cpu::qdot

@@ -38,12 +38,15 @@ inline float to_float(BHalf h) {
 }
 
 template <DType T>
-inline constexpr int dtype_block_v = T >= DType::q2_k && T <= DType::q6_k ? quant::kQK_K
-                                     : is_quantized(T)                     ? quant::kQK
-                                                                           : 1;
+inline constexpr int dtype_block_v = T >= DType::q2_k&& T <= DType::q6_k ? quant::kQK_K
+                                     : is_quantized(T)                   ? quant::kQK
+                                                                         : 1;
 
 // The AVX2 dots (null when not built with AVX2, or for a dtype without one).
 DotFn avx2_dot_fn(DType w, int nr);
+// Decodes like decode_row where AVX2 has a decoder for t (f16, bf16, q4_0 … q8_0); false
+// otherwise (the portable decoder then runs).
+bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n);
 // Activation quantizers: vectorised where AVX2 is, else the reference loops.
 void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k);
 void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k);
