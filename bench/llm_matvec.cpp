@@ -3,8 +3,10 @@
 // f16 / q8_0 / q4_0 / q4_k / q6_k weights:
 //  - decode (one activation row): time, GB/s of weight bytes, and that as a fraction of a
 //    2-thread read of 512 MB measured in the same run (decode is memory-bound: 1.0 is the
-//    limit); per model, the sum over one token's matrices (layers × per-layer shapes +
-//    the output projection) gives the matmul share of a token and its bandwidth;
+//    limit). Each shape cycles through copies of its weights filling 256 MB, so that every
+//    run reads them from memory, as a model does. Per model, the sum over one token's
+//    matrices (layers × per-layer shapes + the output projection) gives the matmul share of
+//    a token and its bandwidth;
 //  - prefill (512 rows): GFLOP/s of both paths, decoded panels through sgemm
 //    (RLX_QMM_GEMM_ROWS=1) and the integer dots tiled over the rows (=513), and the ratio.
 // Best-of-N times (the machine may be shared; the best run is the least disturbed).
@@ -105,19 +107,33 @@ Tensor random_x(int64_t m, int64_t k) {
   return x;
 }
 
-// Seconds of the best quant_matmul run of x [m, k] against w.
-double time_matmul(const Tensor& w, int64_t m, int threads, int runs) {
-  const int64_t n = w.shape()[0], k = w.shape()[1];
+// Seconds of the best of `runs` quant_matmul runs of x [m, k] against the weights, each
+// run on the next copy of them. (Copies filling more than the last-level cache make each
+// run read its weights from memory, as a model's decode does: every matrix once a token.)
+double time_matmul(const std::vector<Tensor>& ws, int64_t m, int threads, int runs) {
+  const int64_t k = ws[0].shape()[1];
   Graph g("llm_matvec");
   Value xv = g.input("x", {DType::f32, {m, k}});
-  Value wv = g.input("w", w.type());
+  Value wv = g.input("w", ws[0].type());
   g.output(op("quant_matmul", {xv, wv}), "y");
   CompileOptions o;
   o.threads = threads;
   CompiledGraph cg = Session(Device::cpu()).compile(g, o);
-  std::vector<Tensor> in = {random_x(m, k), w};
-  (void)n;
-  return best_of([&] { cg.run(std::span<const Tensor>(in)); }, runs);
+  std::vector<std::vector<Tensor>> ins;
+  Tensor x = random_x(m, k);
+  for (const Tensor& w : ws) ins.push_back({x, w});
+  // Each run takes the next copy; the best run (the least disturbed) still read its
+  // weights from memory.
+  size_t next = 0;
+  return best_of([&] { cg.run(std::span<const Tensor>(ins[next++ % ins.size()])); },
+                 std::max<int>(runs, int(2 * ins.size())));
+}
+
+// Copies of w that together hold at least `bytes` (at least one).
+std::vector<Tensor> copies(const Tensor& w, size_t bytes) {
+  std::vector<Tensor> out = {w};
+  while (out.size() * w.nbytes() < bytes) out.push_back(w.clone());
+  return out;
 }
 
 struct MatShape {
@@ -181,7 +197,7 @@ int main(int argc, char** argv) {
       double token_s = 0, token_bytes = 0;
       for (const MatShape& s : md.shapes) {
         Tensor w = make_weights(t, s.n, s.k);
-        double sec = time_matmul(w, 1, opt.threads, runs);
+        double sec = time_matmul(copies(w, size_t(256) << 20), 1, opt.threads, runs);
         double bytes = double(w.nbytes());
         std::printf("%-6s %-5s %5lldx%-8lld %-12s %10.1f %9.1f %7.2f\n", md.name,
                     std::string(dtype_name(t)).c_str(), (long long)s.n, (long long)s.k, s.what,
@@ -212,9 +228,9 @@ int main(int argc, char** argv) {
         Tensor w = make_weights(t, s.n, s.k);
         const double flop = 2.0 * double(m) * double(s.n) * double(s.k);
         setenv("RLX_QMM_GEMM_ROWS", "1", 1);
-        double panels = time_matmul(w, m, opt.threads, opt.quick ? 2 : 5);
+        double panels = time_matmul({w}, m, opt.threads, opt.quick ? 2 : 5);
         setenv("RLX_QMM_GEMM_ROWS", "513", 1);
-        double tiles = time_matmul(w, m, opt.threads, opt.quick ? 2 : 5);
+        double tiles = time_matmul({w}, m, opt.threads, opt.quick ? 2 : 5);
         unsetenv("RLX_QMM_GEMM_ROWS");
         std::printf("%-6s %-5s %5lldx%-8lld %10.1f %10.1f %13.2f\n", md.name,
                     std::string(dtype_name(t)).c_str(), (long long)s.n, (long long)s.k,

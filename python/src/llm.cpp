@@ -107,7 +107,14 @@ void register_llm(pyb::module_& m) {
            "greedy. Its .tokens lists the ids generated so far.");
   pyb::class_<PieceIterator>(m, "Generation")
       .def("__iter__", [](PieceIterator& it) -> PieceIterator& { return it; })
-      .def("__next__", &PieceIterator::next)
+      .def("__next__",
+           [](PieceIterator& it) {
+             // Bytes that are no UTF-8 (a byte token on its own) read as U+FFFD, as a
+             // terminal shows them; detokenize() gives the exact bytes.
+             std::string s = it.next();
+             return pyb::reinterpret_steal<pyb::str>(
+                 PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace"));
+           })
       .def_property_readonly("tokens", &PieceIterator::tokens);
   m.def("load",
         [](const std::string& path, const std::string& device, int64_t ctx, int threads,

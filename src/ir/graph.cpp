@@ -29,9 +29,9 @@ Value Graph::add_arg(std::string name, ArgKind kind, TensorType type) {
   if (find_arg(name)) fail<ValueError>(what, "expected a new name, got duplicate '", name, "'");
   if (is_quantized(type.dtype)) {  // rows of whole blocks (rlx/quant.h)
     int64_t b = dtype_block(type.dtype);
-    if (type.rank() == 0 || !type.shape.back().is_static() || type.shape.back().value() % b != 0)
+    if (type.rank() == 0 || (type.shape.back().is_static() && type.shape.back().value() % b != 0))
       fail<ValueError>(what, "expected '", name, "' of ", dtype_name(type.dtype),
-                       " with a last dim that is a static multiple of ", b, ", got ", type.str());
+                       " with a last dim that is a multiple of ", b, ", got ", type.str());
   }
   Value v = add_value(std::move(type), -1, int32_t(args_.size()));
   args_.push_back({std::move(name), kind, v});

@@ -78,9 +78,9 @@ class Verifier {
   static std::string bad_blocks(const TensorType& t) {
     if (!is_quantized(t.dtype)) return {};
     int64_t b = dtype_block(t.dtype);
-    if (t.rank() == 0 || !t.shape.back().is_static() || t.shape.back().value() % b != 0)
-      return cat("expected a ", dtype_name(t.dtype), " type whose last dim is a static multiple of ",
-                 b, ", got ", t.str());
+    if (t.rank() == 0 || (t.shape.back().is_static() && t.shape.back().value() % b != 0))
+      return cat("expected a ", dtype_name(t.dtype), " type whose last dim is a multiple of ", b,
+                 ", got ", t.str());
     return {};
   }
 

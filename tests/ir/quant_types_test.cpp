@@ -48,7 +48,7 @@ TEST(QuantTypes, ArgsAndTheVerifierWantWholeBlocks) {
   Graph g;
   g.param("w", {DType::q4_k, {Dim(16), Dim(512)}});
   EXPECT_THROW(g.param("v", {DType::q4_k, {Dim(16), Dim(100)}}), ValueError);
-  EXPECT_THROW(g.input("x", {DType::q8_0, {Dim(4), Dim::sym("n")}}), ValueError);
+  EXPECT_NO_THROW(g.input("x", {DType::q8_0, {Dim(4), Dim::sym("n")}}));  // checked when bound
   EXPECT_THROW(g.input("s", {DType::q8_0, {}}), ValueError);
   EXPECT_NO_THROW(verify(g));
   // A graph built around the check (as a malformed file would be) fails verification.
@@ -68,7 +68,7 @@ TEST(QuantTypes, TextFormatRoundTrip) {
   Value w = g.param("w", {DType::q5_k, {Dim(8), Dim(256)}});
   g.output(w, "y");
   std::string text = print_graph(g);
-  EXPECT_NE(text.find("q5_k[8, 256]"), std::string::npos) << text;
+  EXPECT_NE(text.find("q5_k[8,256]"), std::string::npos) << text;
   auto back = parse_graph(text);
   EXPECT_EQ(back->type(back->args()[0].value), (TensorType{DType::q5_k, {Dim(8), Dim(256)}}));
 }

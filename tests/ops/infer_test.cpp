@@ -30,6 +30,8 @@ RLX_FAMILY(random);
 RLX_FAMILY(control);
 RLX_FAMILY(autodiff);
 RLX_FAMILY(fused);
+RLX_FAMILY(quant);
+RLX_FAMILY(llm);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Infer);
 
 TEST(InferCoverage, EveryCoreOpHasAcceptedAndRejectedCases) {

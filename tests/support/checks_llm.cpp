@@ -135,6 +135,8 @@ void kv_cache_checks(CheckTable& t) {
       {{2, 2, 6, 8}, {2, 1, 2, 8}, DType::i64, {5, 2}, true, "decode"},
       {{1, 2, 4, 3}, {1, 0, 2, 3}, DType::i32, {4}, false, "no rows"},
       {{1, 4, 64, 64}, {1, 20, 4, 64}, DType::i32, {30}, false, "wide"},
+      // Enough rows to split over threads (each reads the positions the caller read).
+      {{2, 4, 320, 64}, {2, 300, 4, 64}, DType::i64, {20, 0}, false, "rows over threads"},
   };
   uint64_t seed = 3300;
   for (DType dt : kFloats) {

@@ -127,16 +127,13 @@ void add_llm_commands(CLI::App& app, LlmOptions& o) {
 }
 
 int generate_command(const LlmOptions& o) {
-  auto model = llm::Model::load(o.model, load_options(o));
-  const llm::Tokenizer& tok = model->tokenizer();
-  std::vector<int32_t> prompt;
-  if (!o.prompt_tokens.empty()) {
-    prompt = parse_ids(o.prompt_tokens);
-  } else {
-    prompt = tok.encode(o.prompt, true, false);
-  }
-  if (prompt.empty())
+  if (o.prompt.empty() && o.prompt_tokens.empty())
     fail<ValueError>("generate", "expected a prompt (-p TEXT or --prompt-tokens), got none");
+  auto model = llm::Model::load(o.model, load_options(o));
+  std::vector<int32_t> prompt = o.prompt_tokens.empty() ? model->tokenizer().encode(o.prompt)
+                                                        : parse_ids(o.prompt_tokens);
+  if (prompt.empty())
+    fail<ValueError>("generate", "expected at least one prompt token, got none");
   if (!o.dump_logits.empty()) {
     Tensor l = model->logits(prompt, false);
     save_npy(o.dump_logits, l);

@@ -103,8 +103,10 @@ void panel_gemm_path(DType wt, const uint8_t* w, int64_t n, int64_t k, const flo
     return;
   }
   const size_t rb = dtype_nbytes(wt, k);
-  // Panels of about 512 KiB of f32 (16 to 256 rows), decoded while the last is in cache.
-  const int64_t panel = std::clamp<int64_t>((int64_t(1) << 17) / k / 16 * 16, 16, 256);
+  // Panels of up to 4 MiB of f32 and 256 rows, at least 4 of them: sgemm packs x again
+  // for every panel, which costs as much as the products of ~10 panel rows.
+  const int64_t panel =
+      std::clamp<int64_t>(std::min<int64_t>((int64_t(1) << 20) / k, n / 4) / 16 * 16, 16, 256);
   for_chunks((n + panel - 1) / panel, [&](int64_t p) {
     float* buf = scratch<float>(1, size_t(panel * k));
     const int64_t j0 = p * panel, pn = std::min(panel, n - j0);

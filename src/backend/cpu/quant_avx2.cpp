@@ -147,8 +147,13 @@ void dot32(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out,
 // scale g in every lane (groups of 32 values), kPair[p] scale 2p in the low half and
 // 2p + 1 in the high half (two groups of 16 in one vector of 32 values).
 struct Masks {
-  __m256i group[8], pair[4];
+  __m256i group[8], pair[4], byte_pair[8];
   Masks() {
+    // byte_pair[q]: byte 2q of 16 scale bytes (in both lanes) as int16 in the low half,
+    // byte 2q + 1 in the high half (0x80 zeroes the upper byte of each int16).
+    for (int q = 0; q < 8; ++q)
+      byte_pair[q] = _mm256_set_m128i(_mm_set1_epi16(int16_t((2 * q + 1) | 0x8000)),
+                                      _mm_set1_epi16(int16_t((2 * q) | 0x8000)));
     for (int g = 0; g < 8; ++g) group[g] = _mm256_set1_epi16(int16_t((2 * g) | ((2 * g + 1) << 8)));
     for (int p = 0; p < 4; ++p) {
       __m128i lo = _mm_set1_epi16(int16_t((4 * p) | ((4 * p + 1) << 8)));
@@ -333,18 +338,19 @@ void dot_q2k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ2_K& b = static_cast<const BlockQ2_K*>(wv)[i];
     const __m128i s8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b.scales));
-    const __m256i sc = _mm256_cvtepu8_epi16(_mm_and_si128(s8, _mm_set1_epi8(15)));
+    // The scales as bytes in both lanes (each pair of groups picked by one shuffle), the
+    // mins widened for the products with the activation sums.
+    const __m256i sc = _mm256_broadcastsi128_si256(_mm_and_si128(s8, _mm_set1_epi8(15)));
     const __m256i mn =
         _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(15)));
     __m256i isum[NR];
     for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
       __m256i q = load(b.qs + 32 * h);
-      const __m256i sb = half_lanes(sc, h);
       for (int j = 0; j < 4; ++j) {
         const __m256i u = _mm256_and_si256(q, m3);
         q = _mm256_srli_epi16(q, 2);
-        const __m256i s = _mm256_shuffle_epi8(sb, mk.pair[j]);
+        const __m256i s = _mm256_shuffle_epi8(sc, mk.byte_pair[4 * h + j]);
         for (int r = 0; r < NR; ++r) {
           const int8_t* a = kact(act, as, r, i).qs + 128 * h + 32 * j;
           isum[r] =
