@@ -2,8 +2,8 @@
 // shapes of the `small` (134 M) and `1b` (1.1 B) llama configs of ../shared/tools/llm, for
 // f16 / q8_0 / q4_0 / q4_k / q6_k weights:
 //  - decode (one activation row): time, GB/s of weight bytes, and that as a fraction of a
-//    2-thread read of 512 MB measured in the same run (decode is memory-bound: 1.0 is the
-//    limit). Each shape cycles through copies of its weights filling 256 MB, so that every
+//    2-thread read from memory measured in the same run (decode is memory-bound: 1.0 is
+//    the limit). Each shape cycles through copies of its weights filling 256 MB, so that every
 //    run reads them from memory, as a model does. Per model, the sum over one token's
 //    matrices (layers × per-layer shapes + the output projection) gives the matmul share of
 //    a token and its bandwidth;
@@ -57,28 +57,32 @@ double best_of(F&& f, int runs, double budget_s = 2.0) {
   return best;
 }
 
-// Read bandwidth: `threads` threads sum 512 MB (far beyond the caches), bytes / s.
+// Read bandwidth: `threads` threads sum 8 MB slices of a 512 MB buffer (far beyond the
+// caches), each run the next slice; bytes / s of the best run. (Slices of the size of a
+// large weight matrix: the best of many short runs, as the matrices are timed.)
 double read_bandwidth(int threads, int runs) {
-  const int64_t n = int64_t(1) << 27;  // floats
+  const int64_t n = int64_t(1) << 27, slice = int64_t(1) << 21;  // floats
   std::vector<float> buf(size_t(n), 1.f);
   volatile float sink = 0;
+  int64_t next = 0;
   double t = best_of(
       [&] {
+        const float* p = buf.data() + (next++ % (n / slice)) * slice;
         float s = 0;
 #pragma omp parallel num_threads(threads) reduction(+ : s)
         {
           // 32 independent lanes: the compiler vectorises them without reassociating.
           float acc[32] = {};
           const int nt = omp_get_num_threads(), id = omp_get_thread_num();
-          const int64_t lo = n / 32 * id / nt * 32, hi = n / 32 * (id + 1) / nt * 32;
+          const int64_t lo = slice / 32 * id / nt * 32, hi = slice / 32 * (id + 1) / nt * 32;
           for (int64_t i = lo; i < hi; i += 32)
-            for (int j = 0; j < 32; ++j) acc[j] += buf[size_t(i + j)];
+            for (int j = 0; j < 32; ++j) acc[j] += p[i + j];
           for (float a : acc) s += a;
         }
         sink = sink + s;
       },
-      runs, 10);
-  return double(n) * 4 / t;
+      runs, 4);
+  return double(slice) * 4 / t;
 }
 
 // Weights [n, k] of dtype t: 64 rows of N(0, 0.02) values encoded with the reference
@@ -184,7 +188,7 @@ int main(int argc, char** argv) {
   };
   const DType types[] = {DType::f16, DType::q8_0, DType::q4_0, DType::q4_k, DType::q6_k};
 
-  const double bw = read_bandwidth(opt.threads, opt.quick ? 3 : 8);
+  const double bw = read_bandwidth(opt.threads, opt.quick ? 200 : 1000);
   std::printf("rlx-bench-llm-matvec: %d threads; %d-thread read bandwidth %.1f GB/s\n\n",
               opt.threads, opt.threads, bw / 1e9);
 

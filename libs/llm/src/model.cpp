@@ -106,8 +106,9 @@ std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq,
   for (int64_t l = 0; l < c.n_layer; ++l)
     x = b.block(l, x, positions, pos, kc[size_t(l)], vc[size_t(l)]);
   auto last_row = [&](Value v) {  // [B, S, n] -> [B, n]
-    v = op("slice", {v}, {{"starts", IntList{-1}}, {"stops", IntList{INT64_MAX}},
-                          {"axes", IntList{1}}});
+    if (seq != 1)
+      v = op("slice", {v}, {{"starts", IntList{-1}}, {"stops", IntList{INT64_MAX}},
+                            {"axes", IntList{1}}});
     return reshape(v, {batch, -1});
   };
   // Sampling needs only the last position: the other rows skip the output projection.
