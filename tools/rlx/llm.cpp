@@ -165,7 +165,7 @@ int generate_command(const LlmOptions& o) {
 
 int bench_llm_command(const LlmOptions& o) {
   llm::LoadOptions lo = load_options(o);
-  if (lo.ctx == 0) lo.ctx = o.bench_prompt + o.bench_gen + 1;
+  if (lo.ctx == 0) lo.ctx = std::max(o.bench_prompt, o.bench_gen + 1);
   auto model = llm::Model::load(o.model, lo);
   llm::SamplerOptions greedy;
   greedy.temperature = 0;
@@ -173,20 +173,25 @@ int bench_llm_command(const LlmOptions& o) {
   std::vector<int32_t> prompt;  // llama-bench's prompt is random ids too
   for (int64_t i = 0; i < std::max<int64_t>(o.bench_prompt, 1); ++i)
     prompt.push_back(int32_t(3 + (i * 7919 + 17) % (V - 3)));
+  // As llama-bench: ppN prefills N tokens into an empty cache; tgN decodes N tokens one
+  // at a time from an empty cache (here after one untimed token, which compiles the step).
   std::vector<double> pp, tg;
   for (int r = 0; r < o.bench_reps + 1; ++r) {  // the first run warms up
-    llm::Generator gen(*model, greedy);
-    auto t0 = Clock::now();
-    int32_t t = gen.prefill(prompt);
-    synchronize(lo.device);
-    double tp = seconds_since(t0);
-    t0 = Clock::now();
-    for (int64_t i = 0; i < o.bench_gen; ++i) t = gen.step(t);
-    synchronize(lo.device);
-    double tt = seconds_since(t0);
-    if (r == 0) continue;
-    if (o.bench_prompt > 0) pp.push_back(double(o.bench_prompt) / tp);
-    if (o.bench_gen > 0) tg.push_back(double(o.bench_gen) / tt);
+    if (o.bench_prompt > 0) {
+      llm::Generator gen(*model, greedy);
+      auto t0 = Clock::now();
+      gen.prefill(prompt);
+      synchronize(lo.device);
+      if (r > 0) pp.push_back(double(o.bench_prompt) / seconds_since(t0));
+    }
+    if (o.bench_gen > 0) {
+      llm::Generator gen(*model, greedy);
+      int32_t t = gen.prefill(std::span(prompt).first(1));
+      auto t0 = Clock::now();
+      for (int64_t i = 0; i < o.bench_gen; ++i) t = gen.step(t);
+      synchronize(lo.device);
+      if (r > 0) tg.push_back(double(o.bench_gen) / seconds_since(t0));
+    }
   }
   std::printf("model %s: %s, %.1f MiB of weights, %lld threads, %s\n", o.model.c_str(),
               model->config().arch.c_str(), double(model->weight_bytes()) / (1 << 20),
@@ -196,11 +201,11 @@ int bench_llm_command(const LlmOptions& o) {
   double rss = peak_rss_mib();  // before the bandwidth probe's buffer
   if (!tg.empty() && lo.device.is_cpu()) {
     // Bytes one decode step reads: every weight but the embedding table (one row), and
-    // the KV cache up to the middle of the decoded span.
+    // the KV cache up to the middle of the decoded span (tgN starts from an empty cache).
     const llm::Config& c = model->config();
     double bytes = double(model->weight_bytes());
     if (!c.tied_embeddings) bytes -= double(model->file().tensor("token_embd.weight").nbytes());
-    double mid = double(o.bench_prompt) + double(o.bench_gen) / 2;
+    double mid = double(o.bench_gen) / 2;
     bytes += 2.0 * double(c.n_layer * c.n_kv_head * c.head_dim) * mid * double(dtype_size(lo.kv_dtype));
     double bw = read_bandwidth(o.threads);
     double got = bytes * median(tg);

@@ -76,6 +76,32 @@ RLX_FM_INLINE __m512 exp16(__m512 v) {
   __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.f));
   return _mm512_mask_scalef_ps(zero, 0xffff, e, nf);
 }
+#elif defined(__AVX2__) && defined(__FMA__)
+// e^v on 8 lanes (AVX2 machines): exp()'s reduction and polynomial; 2^n as two factors
+// built in the exponent field, as scale_pow2 does (n in [-150, 129] after the clamp).
+RLX_FM_INLINE __m256 exp8(__m256 v) {
+  const __m256 hi = _mm256_set1_ps(89.f), lo = _mm256_set1_ps(-104.f);
+  // Ordered compares: NaN lanes keep v (NaN propagates).
+  v = _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
+  v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
+  __m256 nf = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504088896341f)),
+                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fmadd_ps(nf, _mm256_set1_ps(-0.693359375f), v);
+  r = _mm256_fmadd_ps(nf, _mm256_set1_ps(2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+  __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.f));
+  __m256i n = _mm256_cvtps_epi32(nf);  // NaN lanes: an integer whose scaling keeps NaN
+  __m256i n1 = _mm256_srai_epi32(n, 1), n2 = _mm256_sub_epi32(n, n1);
+  const __m256i bias = _mm256_set1_epi32(127);
+  __m256 s1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n1, bias), 23));
+  __m256 s2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n2, bias), 23));
+  return _mm256_mul_ps(_mm256_mul_ps(e, s1), s2);
+}
 #endif
 
 // exp over n contiguous values. With AVX-512, exp16 runs 16 lanes at a time, which is
@@ -85,6 +111,8 @@ inline void exp_n(const float* x, float* y, int64_t n) {
   int64_t i = 0;
 #if defined(__AVX512F__)
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, exp16(_mm512_loadu_ps(x + i)));
+#elif defined(__AVX2__) && defined(__FMA__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, exp8(_mm256_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) y[i] = exp(x[i]);
 }
@@ -159,6 +187,19 @@ RLX_FM_INLINE float sigmoid(float x) {
   return x < 0.f ? e * r : r;
 }
 
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+// sigmoid on 8 lanes: e = exp(-|v|), 1 / (1 + e) by division (AVX2 has no exact rcp),
+// e / (1 + e) where v < 0.
+RLX_FM_INLINE __m256 sigmoid8(__m256 v) {
+  const __m256 one = _mm256_set1_ps(1.f);
+  __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.f), v);
+  __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), a));
+  __m256 r = _mm256_div_ps(one, _mm256_add_ps(one, e));
+  __m256 neg = _mm256_cmp_ps(v, _mm256_setzero_ps(), _CMP_LT_OQ);
+  return _mm256_blendv_ps(r, _mm256_mul_ps(e, r), neg);
+}
+#endif
+
 // sigmoid over n contiguous values. With AVX-512: exp16, and 1 / (1 + e) as rcp14 and
 // one Newton step (d is in [1, 2], so the step keeps full f32 accuracy) instead of a
 // division, whose throughput would bound the whole loop.
@@ -175,8 +216,25 @@ inline void sigmoid_n(const float* x, float* y, int64_t n) {
     __mmask16 neg = _mm512_cmp_ps_mask(v, zero, _CMP_LT_OQ);
     _mm512_storeu_ps(y + i, _mm512_mask_mul_ps(r, neg, e, r));
   }
+#elif defined(__AVX2__) && defined(__FMA__)
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, sigmoid8(_mm256_loadu_ps(x + i)));
 #endif
   for (; i < n; ++i) y[i] = sigmoid(x[i]);
+}
+
+// x * sigmoid(x) over n contiguous values; -inf gives -0 (the limit; the product would
+// be NaN), NaN propagates.
+inline void silu_n(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__FMA__) && !defined(__AVX512F__)
+  const __m256 ninf = _mm256_set1_ps(-kInf), nzero = _mm256_set1_ps(-0.f);
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_loadu_ps(x + i);
+    __m256 s = _mm256_mul_ps(v, sigmoid8(v));
+    _mm256_storeu_ps(y + i, _mm256_blendv_ps(s, nzero, _mm256_cmp_ps(v, ninf, _CMP_EQ_OQ)));
+  }
+#endif
+  for (; i < n; ++i) y[i] = x[i] == -kInf ? -0.f : x[i] * sigmoid(x[i]);
 }
 
 // cephes tanhf: an odd polynomial below 0.625, 1 - 2 / (e^2|x| + 1) above.

@@ -150,7 +150,15 @@ RLX_FLOAT_UNARY(Ceil, fm::ceil(x))
 RLX_FLOAT_UNARY(Round, std::nearbyint(x))
 // max(x, 0) + log(1 + e^-|x|): no overflow for large x, NaN propagates.
 RLX_FLOAT_UNARY(Softplus, (x > C(0) ? x : C(0)) + m_log1p(m_exp(-std::fabs(x))))
-RLX_FLOAT_UNARY(Silu, x == -std::numeric_limits<C>::infinity() ? C(-0.0) : x * m_sigmoid(x))
+// silu has a whole-run version for contiguous f32 (fm::silu_n: the SwiGLU of every LLM).
+struct Silu {
+  static constexpr unsigned set = kFloat;
+  template <class C>
+  C operator()(C x) const {
+    return x == -std::numeric_limits<C>::infinity() ? C(-0.0) : x * m_sigmoid(x);
+  }
+  void run(const float* x, float* y, int64_t n) const { fm::silu_n(x, y, n); }
+};
 // 0.5 (1 + erf(x / sqrt 2)) x.
 RLX_FLOAT_UNARY(GeluErf, x == -std::numeric_limits<C>::infinity()
                              ? C(-0.0)
