@@ -1,8 +1,9 @@
 // rlx.llm: GGUF models from Python (rlx::llm). Generation is an iterator of text pieces;
 // the GIL is released while a step runs.
+#include "rlx_llm/llm.h"
+
 #include "common.h"
 #include "rlx/device.h"
-#include "rlx_llm/llm.h"
 
 namespace rlx::py {
 
@@ -24,8 +25,8 @@ class PieceIterator {
   std::string next() {
     while (true) {
       if (done_) throw pyb::stop_iteration();
-      if (left_ <= 0 || (started_ && (model_->tokenizer().is_eog(last_) ||
-                                      gen_.position() >= model_->ctx()))) {
+      if (left_ <= 0 ||
+          (started_ && (model_->tokenizer().is_eog(last_) || gen_.position() >= model_->ctx()))) {
         done_ = true;
         std::string rest = text_.flush();
         if (!rest.empty()) return rest;
@@ -66,45 +67,51 @@ std::vector<int32_t> prompt_ids(const Model& m, pyb::handle prompt) {
 
 void register_llm(pyb::module_& m) {
   pyb::class_<Model, std::shared_ptr<Model>>(m, "Model",
-                                              "A GGUF model (llama, qwen2) loaded for generation")
+                                             "A GGUF model (llama, qwen2) loaded for generation")
       .def_property_readonly("arch", [](const Model& x) { return x.config().arch; })
       .def_property_readonly("vocab_size", [](const Model& x) { return x.config().vocab; })
       .def_property_readonly("ctx", &Model::ctx)
       .def_property_readonly("n_layer", [](const Model& x) { return x.config().n_layer; })
-      .def("tokenize", [](const Model& x, const std::string& text, bool add_special,
-                          bool parse_special) {
-             return x.tokenizer().encode(text, add_special, parse_special);
-           },
-           pyb::arg("text"), pyb::arg("add_special") = true, pyb::arg("parse_special") = false,
-           "Token ids of text (BOS added where the model asks for it).")
-      .def("detokenize", [](const Model& x, const std::vector<int32_t>& ids) {
-             return pyb::bytes(x.tokenizer().decode(ids));
-           },
-           pyb::arg("ids"), "The bytes the ids spell (decode('utf-8') for text).")
-      .def("logits", [](Model& x, const std::vector<int32_t>& ids, bool all) {
-             Tensor t;
-             {
-               pyb::gil_scoped_release nogil;
-               t = x.logits(ids, all);
-             }
-             return to_numpy(t);
-           },
-           pyb::arg("ids"), pyb::arg("all") = true,
-           "Logits [len(ids), vocab] of a fresh sequence (all=False: the last row).")
-      .def("generate",
-           [](std::shared_ptr<Model> x, pyb::handle prompt, int64_t max_tokens, double temperature,
-              int64_t top_k, double top_p, double min_p, double repeat_penalty,
-              int64_t repeat_last_n, uint64_t seed) {
-             llm::SamplerOptions s{temperature, top_k, top_p, min_p, repeat_penalty,
-                                   repeat_last_n, seed};
-             std::vector<int32_t> ids = prompt_ids(*x, prompt);
-             return std::make_unique<PieceIterator>(std::move(x), std::move(ids), max_tokens, s);
-           },
-           pyb::arg("prompt"), pyb::arg("max_tokens") = 64, pyb::arg("temperature") = 0.8,
-           pyb::arg("top_k") = 40, pyb::arg("top_p") = 0.95, pyb::arg("min_p") = 0.05,
-           pyb::arg("repeat_penalty") = 1.0, pyb::arg("repeat_last_n") = 64, pyb::arg("seed") = 0,
-           "An iterator of text pieces after prompt (text or token ids); temperature 0 is "
-           "greedy. Its .tokens lists the ids generated so far.");
+      .def(
+          "tokenize",
+          [](const Model& x, const std::string& text, bool add_special, bool parse_special) {
+            return x.tokenizer().encode(text, add_special, parse_special);
+          },
+          pyb::arg("text"), pyb::arg("add_special") = true, pyb::arg("parse_special") = false,
+          "Token ids of text (BOS added where the model asks for it).")
+      .def(
+          "detokenize",
+          [](const Model& x, const std::vector<int32_t>& ids) {
+            return pyb::bytes(x.tokenizer().decode(ids));
+          },
+          pyb::arg("ids"), "The bytes the ids spell (decode('utf-8') for text).")
+      .def(
+          "logits",
+          [](Model& x, const std::vector<int32_t>& ids, bool all) {
+            Tensor t;
+            {
+              pyb::gil_scoped_release nogil;
+              t = x.logits(ids, all);
+            }
+            return to_numpy(t);
+          },
+          pyb::arg("ids"), pyb::arg("all") = true,
+          "Logits [len(ids), vocab] of a fresh sequence (all=False: the last row).")
+      .def(
+          "generate",
+          [](std::shared_ptr<Model> x, pyb::handle prompt, int64_t max_tokens, double temperature,
+             int64_t top_k, double top_p, double min_p, double repeat_penalty,
+             int64_t repeat_last_n, uint64_t seed) {
+            llm::SamplerOptions s{temperature,    top_k,         top_p, min_p,
+                                  repeat_penalty, repeat_last_n, seed};
+            std::vector<int32_t> ids = prompt_ids(*x, prompt);
+            return std::make_unique<PieceIterator>(std::move(x), std::move(ids), max_tokens, s);
+          },
+          pyb::arg("prompt"), pyb::arg("max_tokens") = 64, pyb::arg("temperature") = 0.8,
+          pyb::arg("top_k") = 40, pyb::arg("top_p") = 0.95, pyb::arg("min_p") = 0.05,
+          pyb::arg("repeat_penalty") = 1.0, pyb::arg("repeat_last_n") = 64, pyb::arg("seed") = 0,
+          "An iterator of text pieces after prompt (text or token ids); temperature 0 is "
+          "greedy. Its .tokens lists the ids generated so far.");
   pyb::class_<PieceIterator>(m, "Generation")
       .def("__iter__", [](PieceIterator& it) -> PieceIterator& { return it; })
       .def("__next__",
@@ -116,23 +123,24 @@ void register_llm(pyb::module_& m) {
                  PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "replace"));
            })
       .def_property_readonly("tokens", &PieceIterator::tokens);
-  m.def("load",
-        [](const std::string& path, const std::string& device, int64_t ctx, int threads,
-           const std::string& kv, int64_t batch) {
-          llm::LoadOptions o;
-          o.device = device == "cuda" ? Device::cuda(0) : Device::cpu();
-          if (device != "cpu" && device != "cuda")
-            fail<ValueError>("rlx.llm.load", "expected device 'cpu' or 'cuda', got '", device, "'");
-          o.ctx = ctx;
-          o.threads = threads;
-          o.kv_dtype = to_dtype(pyb::str(kv));
-          o.batch = batch;
-          pyb::gil_scoped_release nogil;
-          return Model::load(path, o);
-        },
-        pyb::arg("path"), pyb::arg("device") = "cpu", pyb::arg("ctx") = 0, pyb::arg("threads") = 0,
-        pyb::arg("kv") = "f16", pyb::arg("batch") = 1,
-        "Loads a GGUF model (weights memory-mapped, kept in their encoding).");
+  m.def(
+      "load",
+      [](const std::string& path, const std::string& device, int64_t ctx, int threads,
+         const std::string& kv, int64_t batch) {
+        llm::LoadOptions o;
+        o.device = device == "cuda" ? Device::cuda(0) : Device::cpu();
+        if (device != "cpu" && device != "cuda")
+          fail<ValueError>("rlx.llm.load", "expected device 'cpu' or 'cuda', got '", device, "'");
+        o.ctx = ctx;
+        o.threads = threads;
+        o.kv_dtype = to_dtype(pyb::str(kv));
+        o.batch = batch;
+        pyb::gil_scoped_release nogil;
+        return Model::load(path, o);
+      },
+      pyb::arg("path"), pyb::arg("device") = "cpu", pyb::arg("ctx") = 0, pyb::arg("threads") = 0,
+      pyb::arg("kv") = "f16", pyb::arg("batch") = 1,
+      "Loads a GGUF model (weights memory-mapped, kept in their encoding).");
 }
 
 }  // namespace rlx::py

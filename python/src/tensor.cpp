@@ -33,7 +33,7 @@ const char* numpy_name(DType t) {
       return "bool";
     case DType::string:
       return "object";  // Python str elements
-    default:  // quantized blocks have no NumPy element type
+    default:            // quantized blocks have no NumPy element type
       break;
   }
   return "?";

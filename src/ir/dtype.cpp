@@ -13,20 +13,32 @@ namespace {
 struct DTypeInfo {
   DType type;
   std::string_view name;
-  size_t size;     // of one block for quantized dtypes
+  size_t size;        // of one block for quantized dtypes
   int64_t block = 1;  // values per block
 };
 constexpr DTypeInfo kInfo[] = {
-    {DType::f32, "f32", 4},      {DType::f64, "f64", 8},       {DType::f16, "f16", 2},
-    {DType::bf16, "bf16", 2},    {DType::i8, "i8", 1},         {DType::i16, "i16", 2},
-    {DType::i32, "i32", 4},      {DType::i64, "i64", 8},       {DType::u8, "u8", 1},
-    {DType::boolean, "bool", 1}, {DType::string, "string", 8},
+    {DType::f32, "f32", 4},
+    {DType::f64, "f64", 8},
+    {DType::f16, "f16", 2},
+    {DType::bf16, "bf16", 2},
+    {DType::i8, "i8", 1},
+    {DType::i16, "i16", 2},
+    {DType::i32, "i32", 4},
+    {DType::i64, "i64", 8},
+    {DType::u8, "u8", 1},
+    {DType::boolean, "bool", 1},
+    {DType::string, "string", 8},
     // ggml's block layouts (rlx/quant.h): Q*_0 / Q*_1 blocks of 32, K-quants of 256.
-    {DType::q4_0, "q4_0", 18, 32},   {DType::q4_1, "q4_1", 20, 32},
-    {DType::q5_0, "q5_0", 22, 32},   {DType::q5_1, "q5_1", 24, 32},
-    {DType::q8_0, "q8_0", 34, 32},   {DType::q2_k, "q2_k", 84, 256},
-    {DType::q3_k, "q3_k", 110, 256}, {DType::q4_k, "q4_k", 144, 256},
-    {DType::q5_k, "q5_k", 176, 256}, {DType::q6_k, "q6_k", 210, 256},
+    {DType::q4_0, "q4_0", 18, 32},
+    {DType::q4_1, "q4_1", 20, 32},
+    {DType::q5_0, "q5_0", 22, 32},
+    {DType::q5_1, "q5_1", 24, 32},
+    {DType::q8_0, "q8_0", 34, 32},
+    {DType::q2_k, "q2_k", 84, 256},
+    {DType::q3_k, "q3_k", 110, 256},
+    {DType::q4_k, "q4_k", 144, 256},
+    {DType::q5_k, "q5_k", 176, 256},
+    {DType::q6_k, "q6_k", 210, 256},
 };
 static_assert(std::size(kInfo) == size_t(DType::q6_k) + 1, "one row per dtype, in enum order");
 

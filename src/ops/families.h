@@ -19,8 +19,8 @@ void register_fused_ops(OpRegistry& r);        // fused_matmul, fused_conv (made
 void register_quant_ops(OpRegistry& r);        // dequantize, quant_matmul
 void register_llm_ops(OpRegistry& r);          // rope, kv_cache_write, attention_cached, sample
 
-void register_blocked_ops(OpRegistry& r);       // to_blocked, from_blocked, conv_blocked
-void register_region_ops(OpRegistry& r);       // fused_elementwise
+void register_blocked_ops(OpRegistry& r);  // to_blocked, from_blocked, conv_blocked
+void register_region_ops(OpRegistry& r);   // fused_elementwise
 
 inline void register_core_ops(OpRegistry& r) {
   register_elementwise_ops(r);

@@ -58,9 +58,9 @@ RefFn via_codes(RefFn ref) {
 
 CheckTable all_checks() {
   CheckTable t;
-  for (auto* f :
-       {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv, checks_pool,
-        checks_nn, checks_random, checks_control, checks_autodiff, checks_fused, checks_quant, checks_llm, checks_region})
+  for (auto* f : {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv,
+                  checks_pool, checks_nn, checks_random, checks_control, checks_autodiff,
+                  checks_fused, checks_quant, checks_llm, checks_region})
     t.append(f());
   return t;
 }

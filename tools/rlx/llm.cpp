@@ -1,4 +1,6 @@
 // `rlx generate`, `rlx bench-llm` and `rlx quantize`: GGUF models through rlx::llm.
+#include "rlx_llm/llm.h"
+
 #include <omp.h>
 #include <sys/resource.h>
 
@@ -10,7 +12,6 @@
 #include "cli.h"
 #include "rlx/gguf.h"
 #include "rlx/npy.h"
-#include "rlx_llm/llm.h"
 
 namespace rlx::cli {
 
@@ -90,7 +91,8 @@ void add_llm_commands(CLI::App& app, LlmOptions& o) {
         ->check(CLI::IsMember({"f16", "f32"}))
         ->capture_default_str();
   };
-  o.generate = app.add_subcommand("generate", "generate text from a GGUF model (streams to stdout)");
+  o.generate =
+      app.add_subcommand("generate", "generate text from a GGUF model (streams to stdout)");
   common(o.generate);
   o.generate->add_option("-p,--prompt", o.prompt, "prompt text");
   o.generate->add_option("--prompt-tokens", o.prompt_tokens, "prompt as token ids")
@@ -107,8 +109,9 @@ void add_llm_commands(CLI::App& app, LlmOptions& o) {
       ->capture_default_str();
   o.generate->add_option("--seed,-s", o.sampler.seed, "sampling seed")->capture_default_str();
   o.generate->add_flag("--print-tokens", o.print_tokens, "print the generated ids (one line)");
-  o.generate->add_option("--dump-logits", o.dump_logits,
-                         "write the last prompt position's logits to FILE.npy")
+  o.generate
+      ->add_option("--dump-logits", o.dump_logits,
+                   "write the last prompt position's logits to FILE.npy")
       ->type_name("FILE.npy");
 
   o.bench = app.add_subcommand("bench-llm",
@@ -130,10 +133,9 @@ int generate_command(const LlmOptions& o) {
   if (o.prompt.empty() && o.prompt_tokens.empty())
     fail<ValueError>("generate", "expected a prompt (-p TEXT or --prompt-tokens), got none");
   auto model = llm::Model::load(o.model, load_options(o));
-  std::vector<int32_t> prompt = o.prompt_tokens.empty() ? model->tokenizer().encode(o.prompt)
-                                                        : parse_ids(o.prompt_tokens);
-  if (prompt.empty())
-    fail<ValueError>("generate", "expected at least one prompt token, got none");
+  std::vector<int32_t> prompt =
+      o.prompt_tokens.empty() ? model->tokenizer().encode(o.prompt) : parse_ids(o.prompt_tokens);
+  if (prompt.empty()) fail<ValueError>("generate", "expected at least one prompt token, got none");
   if (!o.dump_logits.empty()) {
     Tensor l = model->logits(prompt, false);
     save_npy(o.dump_logits, l);
@@ -206,12 +208,14 @@ int bench_llm_command(const LlmOptions& o) {
     double bytes = double(model->weight_bytes());
     if (!c.tied_embeddings) bytes -= double(model->file().tensor("token_embd.weight").nbytes());
     double mid = double(o.bench_gen) / 2;
-    bytes += 2.0 * double(c.n_layer * c.n_kv_head * c.head_dim) * mid * double(dtype_size(lo.kv_dtype));
+    bytes +=
+        2.0 * double(c.n_layer * c.n_kv_head * c.head_dim) * mid * double(dtype_size(lo.kv_dtype));
     double bw = read_bandwidth(o.threads);
     double got = bytes * median(tg);
-    std::printf("decode reads %.1f MiB/token: %.2f GB/s = %.0f%% of the read bandwidth "
-                "(%.2f GB/s, %d threads, measured now)\n",
-                bytes / (1 << 20), got / 1e9, 100.0 * got / bw, bw / 1e9, o.threads);
+    std::printf(
+        "decode reads %.1f MiB/token: %.2f GB/s = %.0f%% of the read bandwidth "
+        "(%.2f GB/s, %d threads, measured now)\n",
+        bytes / (1 << 20), got / 1e9, 100.0 * got / bw, bw / 1e9, o.threads);
   }
   std::printf("peak memory %.1f MiB\n", rss);
   return 0;
@@ -222,8 +226,10 @@ int quantize_command(const LlmOptions& o) {
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
   std::optional<DType> d = dtype_from_name(t);
   if (!d || !(is_quantized(*d) || *d == DType::f16 || *d == DType::f32))
-    fail<ValueError>("quantize", "expected a type Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
-                     "Q5_K, Q6_K, F16 or F32, got '", o.type, "'");
+    fail<ValueError>("quantize",
+                     "expected a type Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
+                     "Q5_K, Q6_K, F16 or F32, got '",
+                     o.type, "'");
   gguf::quantize_file(o.model, o.out, *d);
   std::printf("wrote %s (%s)\n", o.out.c_str(), o.type.c_str());
   return 0;

@@ -152,9 +152,8 @@ int main(int argc, char** argv) {
   rlx::cli::add_llm_commands(app, llm);
 
   // CLI11 would only say that a subcommand is required.
-  static const std::set<std::string> known{"run",       "report",   "bench",     "ops",
-                                           "convert",   "onnx-test", "generate", "bench-llm",
-                                           "quantize"};
+  static const std::set<std::string> known{
+      "run", "report", "bench", "ops", "convert", "onnx-test", "generate", "bench-llm", "quantize"};
   if (std::string a = argc > 1 ? argv[1] : "-"; a[0] != '-' && !known.count(a))
     return error("unknown subcommand '" + a +
                  "'; expected run, report, bench, ops, convert, onnx-test, generate, "

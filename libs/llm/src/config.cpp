@@ -36,9 +36,10 @@ Config Config::from_gguf(const gguf::File& f) {
   c.ffn = f.get_int(a + "feed_forward_length");
   c.ctx_train = f.get_int(a + "context_length", 2048);
   if (c.dim <= 0 || c.n_layer <= 0 || c.n_head <= 0 || c.n_kv_head <= 0 || c.ffn <= 0)
-    fail<ValueError>("llm", "expected positive embedding_length, block_count, head counts and "
-                     "feed_forward_length, got ", c.dim, ", ", c.n_layer, ", ", c.n_head, "/",
-                     c.n_kv_head, ", ", c.ffn);
+    fail<ValueError>("llm",
+                     "expected positive embedding_length, block_count, head counts and "
+                     "feed_forward_length, got ",
+                     c.dim, ", ", c.n_layer, ", ", c.n_head, "/", c.n_kv_head, ", ", c.ffn);
   if (c.n_head % c.n_kv_head != 0)
     fail<ValueError>("llm", "expected attention.head_count a multiple of head_count_kv, got ",
                      c.n_head, " and ", c.n_kv_head);
@@ -48,8 +49,8 @@ Config Config::from_gguf(const gguf::File& f) {
                        f.get_int(a + "attention.value_length"), " and ", c.head_dim);
   c.n_rot = f.get_int(a + "rope.dimension_count", c.head_dim);
   if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2)
-    fail<ValueError>("llm", "expected an even rope.dimension_count in (0, ", c.head_dim,
-                     "], got ", c.n_rot);
+    fail<ValueError>("llm", "expected an even rope.dimension_count in (0, ", c.head_dim, "], got ",
+                     c.n_rot);
   c.eps = f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5);
   c.rope_base = f.get_float(a + "rope.freq_base", 10000.0);
   std::string scaling = f.get_string(a + "rope.scaling.type", "none");
@@ -59,8 +60,10 @@ Config Config::from_gguf(const gguf::File& f) {
   } else if (f.has(a + "rope.scale_linear")) {  // older files
     c.rope_freq_scale = 1.0 / f.get_float(a + "rope.scale_linear");
   } else if (scaling != "none" && scaling != "linear") {
-    fail<NotSupported>("llm", "expected rope.scaling.type none or linear (llama3's scaling "
-                       "comes as rope_freqs.weight), got '", scaling, "'");
+    fail<NotSupported>("llm",
+                       "expected rope.scaling.type none or linear (llama3's scaling "
+                       "comes as rope_freqs.weight), got '",
+                       scaling, "'");
   }
   c.rope_freq_factors = f.find("rope_freqs.weight") != nullptr;
   c.tied_embeddings = f.find("output.weight") == nullptr;

@@ -147,8 +147,7 @@ std::vector<int32_t> Generator::step(std::span<const int32_t> last) {
 
 Tensor Model::logits(std::span<const int32_t> ids, bool all) {
   auto n = int64_t(ids.size());
-  if (n < 1 || n > ctx_)
-    fail<ValueError>("llm.logits", "expected 1 to ", ctx_, " tokens, got ", n);
+  if (n < 1 || n > ctx_) fail<ValueError>("llm.logits", "expected 1 to ", ctx_, " tokens, got ", n);
   for (int32_t t : ids)
     if (t < 0 || t >= config_.vocab)
       fail<ValueError>("llm.logits", "expected token ids in [0, ", config_.vocab, "), got ", t);
@@ -159,9 +158,8 @@ Tensor Model::logits(std::span<const int32_t> ids, bool all) {
   Tensor positions = Tensor::empty(DType::i32, {1, n});
   for (int64_t i = 0; i < n; ++i) positions.data_as<int32_t>()[i] = int32_t(i);
   std::vector<Tensor> k = make_caches(*this, 1), v = make_caches(*this, 1);
-  std::vector<Tensor> out =
-      cg.run(step_inputs(tokens, positions, Tensor::zeros(DType::i32, {1}),
-                         Tensor::zeros(DType::i64, {1, 2}), Tensor(), k, v));
+  std::vector<Tensor> out = cg.run(step_inputs(tokens, positions, Tensor::zeros(DType::i32, {1}),
+                                               Tensor::zeros(DType::i64, {1, 2}), Tensor(), k, v));
   Tensor l = out[1].to(Device::cpu());
   return all ? l.reshape({n, config_.vocab}) : l.reshape({config_.vocab});
 }
@@ -178,8 +176,7 @@ std::vector<int32_t> generate(Model& model, std::span<const int32_t> prompt, int
   while (true) {
     out.push_back(t);
     if (on_piece) on_piece(text.push(t));
-    if (int64_t(out.size()) >= n || model.tokenizer().is_eog(t) ||
-        gen.position() >= model.ctx())
+    if (int64_t(out.size()) >= n || model.tokenizer().is_eog(t) || gen.position() >= model.ctx())
       break;
     t = gen.step(t);
   }

@@ -64,8 +64,7 @@ class Builder {
     k = rope(k, positions);
     Value kc = op("kv_cache_write", {k_cache, k, pos});
     Value vc = op("kv_cache_write", {v_cache, v, pos});
-    Value o = op("attention_cached", {q, kc, vc, pos},
-                 {{"scale", 1.0 / std::sqrt(double(D))}});
+    Value o = op("attention_cached", {q, kc, vc, pos}, {{"scale", 1.0 / std::sqrt(double(D))}});
     x = x + linear(reshape(o, {0, 0, H * D}), name("attn_output.weight"));
     h = norm(x, name("ffn_norm.weight"));
     Value gate = linear(h, name("ffn_gate.weight"));
@@ -81,8 +80,7 @@ class Builder {
 
 }  // namespace
 
-std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq,
-                                          const SamplerOptions& s,
+std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq, const SamplerOptions& s,
                                           const std::string& logits) const {
   const Config& c = config_;
   auto g = std::make_unique<Graph>("llm." + c.arch);
@@ -107,8 +105,8 @@ std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq,
     x = b.block(l, x, positions, pos, kc[size_t(l)], vc[size_t(l)]);
   auto last_row = [&](Value v) {  // [B, S, n] -> [B, n]
     if (seq != 1)
-      v = op("slice", {v}, {{"starts", IntList{-1}}, {"stops", IntList{INT64_MAX}},
-                            {"axes", IntList{1}}});
+      v = op("slice", {v},
+             {{"starts", IntList{-1}}, {"stops", IntList{INT64_MAX}}, {"axes", IntList{1}}});
     return reshape(v, {batch, -1});
   };
   // Sampling needs only the last position: the other rows skip the output projection.
@@ -143,8 +141,8 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   m->ctx_ = options.ctx > 0 ? options.ctx : std::min<int64_t>(m->config_.ctx_train, 4096);
   m->tokenizer_ = std::make_unique<Tokenizer>(vocab_from_gguf(*m->file_));
   if (int64_t(m->tokenizer_->size()) > m->config_.vocab)
-    fail<ValueError>("llm", "expected at most ", m->config_.vocab, " tokens (token_embd rows), got ",
-                     m->tokenizer_->size());
+    fail<ValueError>("llm", "expected at most ", m->config_.vocab,
+                     " tokens (token_embd rows), got ", m->tokenizer_->size());
   // Every tensor the graph reads, wrapped in the mapping (no copy on the CPU).
   auto g = m->build_graph(1, 1, SamplerOptions{}, "none");
   for (const Arg& a : g->args()) {

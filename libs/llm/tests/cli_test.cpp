@@ -30,8 +30,8 @@ std::string slurp(const fs::path& p) {
 
 Result rlx(const std::string& args) {
   fs::path out = temp_dir() / "cli.out", err = temp_dir() / "cli.err";
-  std::string cmd = std::string(RLX_CLI_PATH) + " " + args + " >" + out.string() + " 2>" +
-                    err.string();
+  std::string cmd =
+      std::string(RLX_CLI_PATH) + " " + args + " >" + out.string() + " 2>" + err.string();
   int status = std::system(cmd.c_str());
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, slurp(out), slurp(err)};
 }
@@ -55,7 +55,8 @@ TEST(Cli, GenerateGreedyPrintsTheLibrarysTokens) {
   for (const char* s : {"prefill: 6 tokens", "decode:  6 tokens", "tok/s", "peak memory"})
     EXPECT_NE(r.err.find(s), std::string::npos) << s << " in " << r.err;
   Tensor dumped = load_npy((temp_dir() / "logits.npy").string());
-  std::vector<float> got = dumped.to_vector<float>(), l = m->logits(prompt, false).to_vector<float>();
+  std::vector<float> got = dumped.to_vector<float>(),
+                     l = m->logits(prompt, false).to_vector<float>();
   ASSERT_EQ(got.size(), 320u);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], l[i], 1e-4) << i;
 }

@@ -24,8 +24,8 @@ Tensor reference_logits(const std::string& model, const std::vector<int32_t>& id
   std::string list;
   for (size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i]);
   std::string out = model + ".ref.npy";
-  std::string cmd = "/usr/bin/python3 " RLX_LLM_TEST_DIR "/reference.py " + model + " " + list +
-                    " " + out;
+  std::string cmd =
+      "/usr/bin/python3 " RLX_LLM_TEST_DIR "/reference.py " + model + " " + list + " " + out;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return load_npy(out);
 }
@@ -70,8 +70,8 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(
         Case{"llama_gqa_f32", Spec{}, 1e-4},
         Case{"llama_mha_tied_f32", Spec{.kv_heads = 4, .tied = true}, 1e-4},
-        Case{"qwen2_bias_neox_f32",
-             Spec{.arch = "qwen2", .n_rot = 8, .tied = true, .bias = true}, 1e-4},
+        Case{"qwen2_bias_neox_f32", Spec{.arch = "qwen2", .n_rot = 8, .tied = true, .bias = true},
+             1e-4},
         Case{"llama_scaled_rope_f32", Spec{.freq_factors = true, .scale_factor = 4}, 1e-4},
         // q8_0 weights: the reference decodes the same blocks; rlx also rounds the
         // activations to 8 bits per block of 32 (as llama.cpp does).
@@ -122,7 +122,8 @@ TEST(Decode, BatchOfSequencesEqualsOneAtATime) {
                                             some_ids(5, 320, 3)};
   Generator batched(*three, {.temperature = 0});
   std::vector<int32_t> last;
-  for (size_t b = 0; b < prompts.size(); ++b) last.push_back(batched.prefill(prompts[b], int64_t(b)));
+  for (size_t b = 0; b < prompts.size(); ++b)
+    last.push_back(batched.prefill(prompts[b], int64_t(b)));
   std::vector<std::vector<int32_t>> got(3);
   for (int s = 0; s < 6; ++s) {
     for (size_t b = 0; b < 3; ++b) got[b].push_back(last[b]);

@@ -45,10 +45,10 @@ F resolve(void* lib, const char* name) {
 }  // namespace rlx::gpu
 
 // One forwarding definition per entry point; the header's declaration checks the signature.
-#define RLX_FORWARD(lib, ret, name, params, args)                                \
-  extern "C" ret name params {                                                   \
-    static auto fn = rlx::gpu::resolve<ret(*) params>(rlx::gpu::lib(), #name);   \
-    return fn args;                                                              \
+#define RLX_FORWARD(lib, ret, name, params, args)                              \
+  extern "C" ret name params {                                                 \
+    static auto fn = rlx::gpu::resolve<ret(*) params>(rlx::gpu::lib(), #name); \
+    return fn args;                                                            \
   }
 
 RLX_FORWARD(cublaslt, cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * h), (h))
@@ -63,11 +63,9 @@ RLX_FORWARD(cublaslt, cublasStatus_t, cublasLtMatmulDescSetAttribute,
 RLX_FORWARD(cublaslt, cublasStatus_t, cublasLtMatrixLayoutCreate,
             (cublasLtMatrixLayout_t * l, cudaDataType t, uint64_t r, uint64_t c, int64_t ld),
             (l, t, r, c, ld))
-RLX_FORWARD(cublaslt, cublasStatus_t, cublasLtMatrixLayoutDestroy, (cublasLtMatrixLayout_t l),
-            (l))
+RLX_FORWARD(cublaslt, cublasStatus_t, cublasLtMatrixLayoutDestroy, (cublasLtMatrixLayout_t l), (l))
 RLX_FORWARD(cublaslt, cublasStatus_t, cublasLtMatrixLayoutSetAttribute,
-            (cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, const void* b,
-             size_t n),
+            (cublasLtMatrixLayout_t l, cublasLtMatrixLayoutAttribute_t a, const void* b, size_t n),
             (l, a, b, n))
 RLX_FORWARD(cublaslt, cublasStatus_t, cublasLtMatmulPreferenceCreate,
             (cublasLtMatmulPreference_t * p), (p))
@@ -85,10 +83,9 @@ RLX_FORWARD(cublaslt, cublasStatus_t, cublasLtMatmulAlgoGetHeuristic,
             (h, op, a, b, c, d, pref, n, results, count))
 RLX_FORWARD(cublaslt, cublasStatus_t, cublasLtMatmul,
             (cublasLtHandle_t h, cublasLtMatmulDesc_t op, const void* alpha, const void* A,
-             cublasLtMatrixLayout_t ad, const void* B, cublasLtMatrixLayout_t bd,
-             const void* beta, const void* C, cublasLtMatrixLayout_t cd, void* D,
-             cublasLtMatrixLayout_t dd, const cublasLtMatmulAlgo_t* algo, void* ws, size_t wsn,
-             cudaStream_t s),
+             cublasLtMatrixLayout_t ad, const void* B, cublasLtMatrixLayout_t bd, const void* beta,
+             const void* C, cublasLtMatrixLayout_t cd, void* D, cublasLtMatrixLayout_t dd,
+             const cublasLtMatmulAlgo_t* algo, void* ws, size_t wsn, cudaStream_t s),
             (h, op, alpha, A, ad, B, bd, beta, C, cd, D, dd, algo, ws, wsn, s))
 
 RLX_FORWARD(nvrtc, const char*, nvrtcGetErrorString, (nvrtcResult r), (r))

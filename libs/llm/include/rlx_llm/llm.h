@@ -32,13 +32,13 @@ struct Config {
   std::string name;  // general.name
   int64_t dim = 0, n_layer = 0, n_head = 0, n_kv_head = 0, head_dim = 0, ffn = 0;
   int64_t vocab = 0, ctx_train = 0;
-  int64_t n_rot = 0;           // rotary dims per head (partial rotary: < head_dim)
-  double eps = 1e-5;           // RMSNorm epsilon
-  double rope_base = 10000.0;  // rope.freq_base
-  double rope_freq_scale = 1;  // 1 / rope.scaling.factor for linear scaling
-  std::string rope_mode;       // "pairs" (llama) or "neox" (qwen2)
-  bool qkv_bias = false;       // q/k/v projections carry biases (qwen2)
-  bool tied_embeddings = false;  // no output.weight: the logits read token_embd
+  int64_t n_rot = 0;               // rotary dims per head (partial rotary: < head_dim)
+  double eps = 1e-5;               // RMSNorm epsilon
+  double rope_base = 10000.0;      // rope.freq_base
+  double rope_freq_scale = 1;      // 1 / rope.scaling.factor for linear scaling
+  std::string rope_mode;           // "pairs" (llama) or "neox" (qwen2)
+  bool qkv_bias = false;           // q/k/v projections carry biases (qwen2)
+  bool tied_embeddings = false;    // no output.weight: the logits read token_embd
   bool rope_freq_factors = false;  // a rope_freqs.weight tensor (llama3-style scaling)
 
   // Reads and checks the keys; a missing or inconsistent one is a ValueError naming it.
@@ -50,9 +50,9 @@ VocabData vocab_from_gguf(const gguf::File& file);
 
 struct LoadOptions {
   Device device = Device::cpu();
-  int64_t ctx = 0;     // context (KV cache rows) per sequence; 0: min(ctx_train, 4096)
-  int64_t batch = 1;   // sequences decoded together in one step
-  int threads = 0;     // kernel threads (0: every core)
+  int64_t ctx = 0;              // context (KV cache rows) per sequence; 0: min(ctx_train, 4096)
+  int64_t batch = 1;            // sequences decoded together in one step
+  int threads = 0;              // kernel threads (0: every core)
   DType kv_dtype = DType::f16;  // f16 (as llama.cpp) or f32
 };
 
