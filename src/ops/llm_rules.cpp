@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ops/nn_rules.h"
 #include "rlx/error.h"
 #include "rlx/rules.h"
 #include "rlx/tensor.h"
@@ -32,19 +33,6 @@ Value slice_last(Value x, int64_t lo, int64_t hi) {
 Value count_along(Value x, int64_t axis) {
   Value ones = cast(rules::ones_like(x), DType::i64);
   return op("cumsum", {ones}, {{"axis", axis}}) - 1.0;
-}
-
-double lowest(DType dt) {
-  switch (dt) {
-    case DType::f16:
-      return -65504.0;
-    case DType::bf16:
-      return -3.3895313892515355e38;
-    case DType::f32:
-      return -double(std::numeric_limits<float>::max());
-    default:
-      return -std::numeric_limits<double>::max();
-  }
 }
 
 IntList range(int64_t lo, int64_t hi) {
@@ -178,7 +166,7 @@ Values attention_cached_decomposed(const RuleArgs& a) {
     return op("select", {seen, expand_dims(to(x, dt), {2}), scalar_like(qg, 0)});
   };
   Value vis = op("le", {expand_dims(transpose(col, {0, 1, 3, 2}), {1}), row + p});  // [B,1,1,S,C]
-  Value bias = op("select", {vis, scalar_like(qg, 0), scalar_like(qg, lowest(dt))});
+  Value bias = op("select", {vis, scalar_like(qg, 0), scalar_like(qg, lowest_finite(dt))});
   Value y = op("attention", {qg, kv(k), kv(v), bias}, {{"scale", a.attrs.get_float("scale")}});
   return {reshape(transpose(y, {0, 3, 1, 2, 4}), {0, 0, h, -1})};
 }

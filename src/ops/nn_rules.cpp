@@ -333,9 +333,7 @@ VmapResult batch_norm_vmap(const RuleArgs& a, AxisSpan in_axes) {
 
 // ---- attention ---------------------------------------------------------------------
 
-namespace {
-
-double lowest(DType dt) {
+double lowest_finite(DType dt) {
   switch (dt) {
     case DType::f16:
       return -65504.0;
@@ -347,6 +345,8 @@ double lowest(DType dt) {
       return -std::numeric_limits<double>::max();
   }
 }
+
+namespace {
 
 // The scores' scale: the attribute, or 1/sqrt(D) (1 for D = 0) as in the kernel.
 Value attention_scale(const RuleArgs& a) {
@@ -392,7 +392,7 @@ Probs attention_probs(const RuleArgs& a) {
   if (!vis.valid()) return {softmax(s, -1), scale};
   // Masked scores get the dtype's lowest value (their exp vanishes beside any visible
   // score); afterwards masked entries are 0, so a row that sees no key gives 0.
-  s = select(vis, s, scalar_like(s, lowest(s.dtype())));
+  s = select(vis, s, scalar_like(s, lowest_finite(s.dtype())));
   return {select(vis, softmax(s, -1), scalar_like(s, 0)), scale};
 }
 
@@ -458,7 +458,7 @@ Values attention_lse_decomposed(const RuleArgs& a) {
   Value s = matmul(in[0], swap_last2(in[1])) *
             attention_scale(RuleArgs{a.g, a.attrs, in, {}, a.subgraphs, a.op});
   Value vis = attention_visible(a);
-  if (vis.valid()) s = select(vis, s, scalar_like(s, lowest(c)));
+  if (vis.valid()) s = select(vis, s, scalar_like(s, lowest_finite(c)));
   Value m = op("reduce_max", {s}, {{"axes", IntList{-1}}, {"keepdims", true}});
   Value e = exp(s - m);
   if (vis.valid()) e = select(vis, e, scalar_like(e, 0));

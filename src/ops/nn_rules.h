@@ -14,6 +14,9 @@ using Values = std::vector<Value>;
 using ValueSpan = std::span<const Value>;
 using AxisSpan = std::span<const int>;
 
+// The most negative finite value of a float dtype: what masked attention scores become.
+double lowest_finite(DType dt);
+
 Values softmax_vjp(const RuleArgs& a, ValueSpan ct);
 Values softmax_jvp(const RuleArgs& a, ValueSpan t);
 Values log_softmax_vjp(const RuleArgs& a, ValueSpan ct);

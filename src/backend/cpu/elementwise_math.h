@@ -76,9 +76,12 @@ RLX_FM_INLINE __m512 exp16(__m512 v) {
   __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.f));
   return _mm512_mask_scalef_ps(zero, 0xffff, e, nf);
 }
-#elif defined(__AVX2__) && defined(__FMA__)
-// e^v on 8 lanes (AVX2 machines): exp()'s reduction and polynomial; 2^n as two factors
-// built in the exponent field, as scale_pow2 does (n in [-150, 129] after the clamp).
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+// e^v on 8 lanes (the AVX2 loops, and kernels working on 8 lanes anyway): exp()'s reduction and
+// polynomial; 2^n as two factors built in the exponent field, as scale_pow2 does (n in [-150, 129]
+// after the clamp).
 RLX_FM_INLINE __m256 exp8(__m256 v) {
   const __m256 hi = _mm256_set1_ps(89.f), lo = _mm256_set1_ps(-104.f);
   // Ordered compares: NaN lanes keep v (NaN propagates).

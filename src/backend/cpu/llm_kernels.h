@@ -45,28 +45,6 @@ inline float max_of(const float* x, int64_t n) {
   return m;
 }
 
-#if defined(__AVX2__) && defined(__FMA__)
-// e^x on 8 lanes for softmax weights: fm::exp's reduction and polynomial, with x clamped
-// to [-87, 88] so that 2^n is one exponent add (e^-87 < 2e-38: nothing beside the row
-// max's weight of 1). NaN stays NaN. (g++ 12 does not vectorise fm::exp in this loop.)
-inline __m256 exp8(__m256 x) {
-  x = _mm256_min_ps(_mm256_set1_ps(88.f), _mm256_max_ps(_mm256_set1_ps(-87.f), x));
-  const __m256 nf = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fmadd_ps(nf, _mm256_set1_ps(-0.693359375f), x);
-  r = _mm256_fmadd_ps(nf, _mm256_set1_ps(2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  const __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.f));
-  const __m256i n = _mm256_add_epi32(_mm256_cvtps_epi32(nf), _mm256_set1_epi32(127));
-  return _mm256_mul_ps(e, _mm256_castsi256_ps(_mm256_slli_epi32(n, 23)));
-}
-#endif
-
 // x[i] = e^(x[i] - m) over n floats; returns their sum.
 inline float exp_shifted(float* x, int64_t n, float m) {
   float sum = 0;
@@ -75,7 +53,7 @@ inline float exp_shifted(float* x, int64_t n, float m) {
   const __m256 vm = _mm256_set1_ps(m);
   __m256 acc = _mm256_setzero_ps();
   for (; i + 8 <= n; i += 8) {
-    const __m256 e = exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
+    const __m256 e = fm::exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vm));
     _mm256_storeu_ps(x + i, e);
     acc = _mm256_add_ps(acc, e);
   }

@@ -335,19 +335,7 @@ DotFn scalar_dot_fn(DType w, int nr) {
 #define RLX_QDOT_CASE(T) \
   case DType::T:         \
     return scalar_for_rows<DType::T>(nr);
-    RLX_QDOT_CASE(f32)
-    RLX_QDOT_CASE(f16)
-    RLX_QDOT_CASE(bf16)
-    RLX_QDOT_CASE(q4_0)
-    RLX_QDOT_CASE(q4_1)
-    RLX_QDOT_CASE(q5_0)
-    RLX_QDOT_CASE(q5_1)
-    RLX_QDOT_CASE(q8_0)
-    RLX_QDOT_CASE(q2_k)
-    RLX_QDOT_CASE(q3_k)
-    RLX_QDOT_CASE(q4_k)
-    RLX_QDOT_CASE(q5_k)
-    RLX_QDOT_CASE(q6_k)
+    RLX_QDOT_TYPES(RLX_QDOT_CASE)
 #undef RLX_QDOT_CASE
     default:
       return nullptr;
