@@ -14,27 +14,8 @@ namespace rlx {
 // stored in blocks of dtype_block(t) values, dtype_size(t) bytes each; only dequantize,
 // quant_matmul and the ops that move whole rows (embedding rows, reshape) take them.
 enum class DType : uint8_t {
-  f32,
-  f64,
-  f16,
-  bf16,
-  i8,
-  i16,
-  i32,
-  i64,
-  u8,
-  boolean,
-  string,
-  q4_0,
-  q4_1,
-  q5_0,
-  q5_1,
-  q8_0,
-  q2_k,
-  q3_k,
-  q4_k,
-  q5_k,
-  q6_k,
+  f32, f64, f16, bf16, i8, i16, i32, i64, u8, boolean, string,
+  q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k,
 };
 
 // The numeric and bool dtypes (every dtype but string).
@@ -47,7 +28,7 @@ inline constexpr DType kQuantDTypes[] = {DType::q4_0, DType::q4_1, DType::q5_0, 
                                          DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k,
                                          DType::q5_k, DType::q6_k};
 
-size_t dtype_size(DType t);            // bytes of one element; of one block for a quantized dtype
+size_t dtype_size(DType t);  // bytes of one element; of one block for a quantized dtype
 std::string_view dtype_name(DType t);  // "f32", …, "bool", "q4_k"
 std::optional<DType> dtype_from_name(std::string_view name);
 
