@@ -96,7 +96,7 @@ struct TempDir {
 };
 
 void run_numpy_reference(const fs::path& dir) {
-  const fs::path script = fs::path(__FILE__).parent_path() / "quant_ref.py";
+  const fs::path script = fs::path(RLX_TEST_DIR) / "quant_ref.py";
   const std::string cmd = "/usr/bin/python3 '" + script.string() + "' '" + dir.string() + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << " failed (python3-numpy: make deps)";
 }
