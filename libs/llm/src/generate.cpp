@@ -61,6 +61,12 @@ Generator::Generator(Model& model, SamplerOptions sampler)
   pos_.assign(size_t(batch_), 0);
   history_.resize(size_t(batch_));
   counter_.assign(size_t(batch_), 0);
+  tokens_ = Tensor::empty(DType::i32, {batch_, 1});
+  positions_ = Tensor::empty(DType::i32, {batch_, 1});
+  pos_in_ = Tensor::empty(DType::i32, {batch_});
+  rng_ = Tensor::empty(DType::i64, {batch_, 2});
+  if (uses_history(sampler_))
+    history_in_ = Tensor::empty(DType::i32, {batch_, sampler_.repeat_last_n});
 }
 
 int32_t Generator::prefill(std::span<const int32_t> ids, int64_t seq) {
@@ -111,12 +117,8 @@ std::vector<int32_t> Generator::step(std::span<const int32_t> last) {
                      last.size());
   auto t0 = std::chrono::steady_clock::now();
   const CompiledGraph& cg = model_.compiled(batch_, 1, sampler_, keep_logits ? "last" : "none");
-  Tensor tokens = Tensor::empty(DType::i32, {batch_, 1});
-  Tensor positions = Tensor::empty(DType::i32, {batch_, 1});
-  Tensor pos = Tensor::empty(DType::i32, {batch_});
-  Tensor rng = Tensor::empty(DType::i64, {batch_, 2});
-  Tensor history;
-  if (uses_history(sampler_)) history = Tensor::empty(DType::i32, {batch_, sampler_.repeat_last_n});
+  const Tensor &tokens = tokens_, &positions = positions_, &pos = pos_in_, &rng = rng_,
+               &history = history_in_;
   for (int64_t b = 0; b < batch_; ++b) {
     if (pos_[size_t(b)] >= model_.ctx())
       fail<ValueError>("llm.step", "expected room in the context of ", model_.ctx(),

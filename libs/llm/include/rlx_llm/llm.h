@@ -146,6 +146,8 @@ class Generator {
   std::vector<int64_t> pos_;
   std::vector<std::vector<int32_t>> history_;
   std::vector<uint64_t> counter_;
+  // The decode step's small inputs, made once and rewritten in place each step.
+  Tensor tokens_, positions_, pos_in_, rng_, history_in_;
   Tensor last_logits_;
   GenerationStats stats_;
 };
