@@ -13,6 +13,10 @@
 
 namespace rlx::quant {
 
+// The block-quantized dtypes, for dispatch switches: X(q4_0) X(q4_1) … X(q6_k).
+#define RLX_QUANT_DTYPES(X) \
+  X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q2_k) X(q3_k) X(q4_k) X(q5_k) X(q6_k)
+
 inline constexpr int kQK = 32;     // values per block of the Q*_0 / Q*_1 types
 inline constexpr int kQK_K = 256;  // values per super-block of the K-quants
 

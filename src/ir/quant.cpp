@@ -625,26 +625,11 @@ struct Codec {
 
 Codec codec(DType t) {
   switch (t) {
-    case DType::q4_0:
-      return {dq_q4_0, q_q4_0};
-    case DType::q4_1:
-      return {dq_q4_1, q_q4_1};
-    case DType::q5_0:
-      return {dq_q5_0, q_q5_0};
-    case DType::q5_1:
-      return {dq_q5_1, q_q5_1};
-    case DType::q8_0:
-      return {dq_q8_0, q_q8_0};
-    case DType::q2_k:
-      return {dq_q2_k, q_q2_k};
-    case DType::q3_k:
-      return {dq_q3_k, q_q3_k};
-    case DType::q4_k:
-      return {dq_q4_k, q_q4_k};
-    case DType::q5_k:
-      return {dq_q5_k, q_q5_k};
-    case DType::q6_k:
-      return {dq_q6_k, q_q6_k};
+#define RLX_QUANT_CODEC(T) \
+  case DType::T:           \
+    return {dq_##T, q_##T};
+    RLX_QUANT_DTYPES(RLX_QUANT_CODEC)
+#undef RLX_QUANT_CODEC
     default:
       return {nullptr, nullptr};
   }

@@ -116,7 +116,11 @@ std::vector<int32_t> Generator::step(std::span<const int32_t> last) {
     fail<ValueError>("llm.step", "expected one token per sequence (", batch_, "), got ",
                      last.size());
   auto t0 = std::chrono::steady_clock::now();
-  const CompiledGraph& cg = model_.compiled(batch_, 1, sampler_, keep_logits ? "last" : "none");
+  if (!decode_ || decode_logits_ != keep_logits) {  // not a map lookup per token
+    decode_ = &model_.compiled(batch_, 1, sampler_, keep_logits ? "last" : "none");
+    decode_logits_ = keep_logits;
+  }
+  const CompiledGraph& cg = *decode_;
   const Tensor &tokens = tokens_, &positions = positions_, &pos = pos_in_, &rng = rng_,
                &history = history_in_;
   for (int64_t b = 0; b < batch_; ++b) {

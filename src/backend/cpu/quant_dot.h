@@ -36,12 +36,12 @@ void quantize_act(DType w, const float* x, void* dst, int64_t k);
 // against nr activation rows, the r-th at act + r * act_stride bytes.
 using DotFn = void (*)(const void* w, const uint8_t* act, size_t act_stride, int64_t k, float* out,
                        int64_t out_stride);
-inline constexpr int kMaxRows = 4;
-// The weight dtypes with dots, for the dispatch switches: X(f32) X(f16) … X(q6_k).
-#define RLX_QDOT_TYPES(X)                                                                \
-  X(f32)                                                                                 \
-  X(f16) X(bf16) X(q4_0) X(q4_1) X(q5_0) X(q5_1) X(q8_0) X(q2_k) X(q3_k) X(q4_k) X(q5_k) \
-      X(q6_k)  // rows one call shares the unpacked weights among
+inline constexpr int kMaxRows = 4;  // rows one call shares the unpacked weights among
+// The weight dtypes with dots, for the dispatch switches: f32, f16, bf16 and every
+// block-quantized dtype.
+// clang-format off
+#define RLX_QDOT_TYPES(X) X(f32) X(f16) X(bf16) RLX_QUANT_DTYPES(X)
+// clang-format on
 // The dot for weight dtype w and nr in [1, kMaxRows] rows; null for an unsupported dtype.
 DotFn dot_fn(DType w, int nr);
 

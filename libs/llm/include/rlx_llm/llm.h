@@ -91,7 +91,8 @@ class Model {
   std::unique_ptr<Graph> build_graph(int64_t batch, int64_t seq, const SamplerOptions& sampler,
                                      const std::string& logits = "none") const;
 
-  // A graph compiled for this model's device with its weights bound, cached by key.
+  // A graph compiled for this model's device with its weights bound, cached by key (the
+  // reference stays valid for the model's life).
   const CompiledGraph& compiled(int64_t batch, int64_t seq, const SamplerOptions& sampler,
                                 const std::string& logits);
 
@@ -148,6 +149,8 @@ class Generator {
   std::vector<uint64_t> counter_;
   // The decode step's small inputs, made once and rewritten in place each step.
   Tensor tokens_, positions_, pos_in_, rng_, history_in_;
+  const CompiledGraph* decode_ = nullptr;  // the step graph, looked up on the first step
+  bool decode_logits_ = false;             // keep_logits when it was looked up
   Tensor last_logits_;
   GenerationStats stats_;
 };
