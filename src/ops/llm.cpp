@@ -166,7 +166,9 @@ void register_attention_cached(OpRegistry& r) {
       "(any float dtype) at positions pos [B] (i32 / i64): query s of sequence b sits at "
       "pos[b] + s and sees cache rows 0 .. pos[b] + s (rows beyond are never read); query "
       "head h reads KV head h / (H / KVH). scale 0 means 1/sqrt(D). Output [B, S, H, D] in "
-      "q's dtype, computed in f32 (f64 for f64).";
+      "q's dtype, computed in f32 (f64 for f64). With a narrower cache (f16 / bf16 for f32 "
+      "queries) the queries and the softmax probabilities are rounded to the cache dtype "
+      "before their products (half x half, f32 sums: as ggml and GPU kernels compute).";
   d.infer = infer_attention_cached;
   d.decompose = attention_cached_decomposed;
   set_rules_by_decomposition(d);

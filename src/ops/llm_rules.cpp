@@ -167,7 +167,25 @@ Values attention_cached_decomposed(const RuleArgs& a) {
   };
   Value vis = op("le", {expand_dims(transpose(col, {0, 1, 3, 2}), {1}), row + p});  // [B,1,1,S,C]
   Value bias = op("select", {vis, scalar_like(qg, 0), scalar_like(qg, lowest_finite(dt))});
-  Value y = op("attention", {qg, kv(k), kv(v), bias}, {{"scale", a.attrs.get_float("scale")}});
+  Value y;
+  const DType ct = k.dtype();
+  if (is_float(ct) && dtype_size(ct) < dtype_size(dt)) {
+    // A narrower cache: the queries and the probabilities are rounded to its dtype, so that
+    // both products are cache-dtype x cache-dtype with sums in dt (the kernels' contract).
+    auto round = [&](Value x) { return to(to(x, ct), dt); };
+    double scale = a.attrs.get_float("scale");
+    if (scale == 0) {
+      const Dim& d = q.shape().back();
+      if (!d.is_static())
+        fail<NotSupported>("attention_cached", "expected a static head dim or a scale, got ",
+                           q.type().str());
+      scale = d.value() > 0 ? 1.0 / std::sqrt(double(d.value())) : 1.0;
+    }
+    Value s = matmul(round(qg), moveaxis(kv(k), -1, -2)) * scalar_like(qg, scale) + bias;
+    y = matmul(round(softmax(s, -1)), kv(v));
+  } else {
+    y = op("attention", {qg, kv(k), kv(v), bias}, {{"scale", a.attrs.get_float("scale")}});
+  }
   return {reshape(transpose(y, {0, 3, 1, 2, 4}), {0, 0, h, -1})};
 }
 

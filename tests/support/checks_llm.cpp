@@ -161,11 +161,17 @@ void kv_cache_checks(CheckTable& t) {
 // ---- attention_cached ----------------------------------------------------------------
 
 // Query s of sequence b at position pos[b] + s, over cache rows 0 .. that position; head h
-// reads KV head h / (H / KVH). Rows past the position are never read.
+// reads KV head h / (H / KVH). Rows past the position are never read. A cache narrower
+// than q rounds the queries and the probabilities to its dtype.
 Tensors attention_cached_ref(const Tensors& in, const Attrs& a) {
   const Shape &qs = in[0].shape(), &ks = in[1].shape();
   const int64_t bn = qs[0], sn = qs[1], h = qs[2], d = qs[3], kvh = ks[1], c = ks[2];
-  auto q = values(in[0]), k = values(in[1]), v = values(in[2]), pos = values(in[3]);
+  const DType ct = in[1].dtype();
+  const bool narrow = dtype_size(ct) < dtype_size(in[0].dtype());
+  auto rounded = [&](std::vector<double> x) {
+    return narrow ? values(tensor_of(ct, {int64_t(x.size())}, x)) : x;
+  };
+  auto q = rounded(values(in[0])), k = values(in[1]), v = values(in[2]), pos = values(in[3]);
   double scale = a.get_float("scale");
   if (scale == 0) scale = 1 / std::sqrt(double(d));
   std::vector<double> y(q.size(), 0.0);
@@ -184,9 +190,11 @@ Tensors attention_cached_ref(const Tensors& in, const Attrs& a) {
           m = std::max(m, sc[size_t(j)]);
         }
         for (double& x : sc) sum += x = std::exp(x - m);
+        for (double& x : sc) x /= sum;
+        sc = rounded(sc);
         for (int64_t j = 0; j <= last; ++j)
           for (int64_t e = 0; e < d; ++e)
-            y[qa + size_t(e)] += sc[size_t(j)] / sum * v[row(j) + size_t(e)];
+            y[qa + size_t(e)] += sc[size_t(j)] * v[row(j) + size_t(e)];
       }
   return {tensor_of(in[0].dtype(), qs, y)};
 }

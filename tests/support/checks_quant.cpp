@@ -5,11 +5,13 @@
 // Weights are random bytes (every bit pattern of the packed values and scales occurs)
 // with the f16 scale fields set to modest values, so no kernel meets a NaN or overflow.
 //
-// quant_matmul's tolerance (derived, per output element): the CPU kernel quantizes each
-// activation block b (32 values, or 256 for the K-quants) to int8 with the step
-// d_b = amax_b / 127, so |x_i - x̂_i| <= amax_b / 254, and the integer products are exact;
-// hence |y - Σ w_i x_i| <= Σ_b (amax_b / 254) Σ_{i in b} |w_i|, plus f32 rounding of the
-// block scales and sums (1e-5 Σ |w_i x_i|), plus the rounding of a 16-bit output.
+// quant_matmul quantizes the activations exactly as ggml does (so that its products are
+// llama.cpp's, to the f32 rounding of the sums): the reference rounds them by ggml's rules,
+// written here from its quantizers' definitions (blocks of 32: quantize_row_q8_0 / q8_1 on
+// x86; blocks of 256: quantize_row_q8_K), takes the product in long double and allows
+// 1e-5 Σ|w x̂| for the f32 sums and block scales, plus the rounding of a 16-bit output. A
+// quantizer that rounded differently (another scale, f32 instead of f16 scales) misses
+// this bound by orders of magnitude.
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -159,7 +161,48 @@ Tensors dequantize_ref(const Tensors& in, const Attrs& attrs) {
   return {tensor_of(out, shape, y)};
 }
 
-// quant_matmul within the bound derived at the top of the file.
+// One activation row x (k values) as the integer dots see it for weights of dtype t: x̂ =
+// d q per block. For blocks of 32, s[b] = f16(d Σq) with the unrounded d: the offset
+// term of q4_1 / q5_1, which meets the weights' minimum apart from the products.
+std::vector<double> ggml_rounded(DType t, const double* x, int64_t k, std::vector<double>& s) {
+  const int64_t blk = dtype_block(t);
+  std::vector<double> y(static_cast<size_t>(k), 0.0);
+  s.assign(size_t(k / blk), 0.0);
+  for (int64_t b = 0; b < k / blk; ++b) {
+    const double* xb = x + b * blk;
+    float amax = 0, max = 0;  // the first value of largest magnitude, with its sign
+    for (int64_t i = 0; i < blk; ++i)
+      if (std::fabs(float(xb[i])) > amax) amax = std::fabs(float(xb[i])), max = float(xb[i]);
+    if (amax == 0) continue;
+    if (blk == 32) {
+      const float d = amax / 127.f, id = 127.f / amax;
+      const double dh = double(f16_to_f32(f32_to_f16(d)));
+      int sum = 0;
+      for (int64_t i = 0; i < blk; ++i) {
+        const int q = int(std::nearbyint(float(xb[i]) * id));
+        y[size_t(b * blk + i)] = dh * q;
+        sum += q;
+      }
+      s[size_t(b)] = double(f16_to_f32(f32_to_f16(d * float(sum))));
+    } else {
+      const float iscale = -127.f / max, d = 1 / iscale;
+      for (int64_t i = 0; i < blk; ++i)
+        y[size_t(b * blk + i)] = double(d) * std::min(127.f, std::nearbyint(iscale * float(xb[i])));
+    }
+  }
+  return y;
+}
+
+// The minimum of q4_1 / q5_1 block b of row j (its f16 at bytes 2-3 of the block).
+double block_min(const Tensor& w, int64_t j, int64_t b) {
+  const auto* p = static_cast<const uint8_t*>(w.data()) +
+                  size_t(j) * dtype_nbytes(w.dtype(), w.shape()[1]) + size_t(b) * dtype_size(w.dtype());
+  uint16_t m;
+  std::memcpy(&m, p + 2, 2);
+  return h(m);
+}
+
+// quant_matmul within the bound described at the top of the file.
 std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Attrs&) {
   const Tensor &x = in[0], &w = in[1];
   const int64_t n = w.shape()[0], k = w.shape()[1], m = k ? x.numel() / k : 0;
@@ -168,33 +211,37 @@ std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Att
   if (out[0].dtype() != x.dtype() || out[0].shape() != shape)
     return cat("expected ", TensorType{x.dtype(), to_shape(shape)}.str(), ", got ",
                out[0].type().str());
-  std::vector<double> xv = values(x), wv = decoded(w), y = values(out[0]);
+  std::vector<double> xv = values(x), wv = decoded(w), y = values(out[0]), sb;
   const bool q = is_quantized(w.dtype()) && x.dtype() != DType::f64;
+  const bool has_min = w.dtype() == DType::q4_1 || w.dtype() == DType::q5_1;
   const int64_t blk = q ? dtype_block(w.dtype()) : 1;
   const double rel = x.dtype() == DType::f64 ? 3e-7 : 1e-5;  // f64: the f32-decoded weights
   const double out_rel = x.dtype() == DType::f16 ? 0x1p-11 : x.dtype() == DType::bf16 ? 0x1p-8 : 0;
+  const Tensor wc = w.contiguous();
   int bad = 0;
   std::string first;
-  for (int64_t r = 0; r < m; ++r)
+  for (int64_t r = 0; r < m; ++r) {
+    const std::vector<double> xr =
+        q ? ggml_rounded(w.dtype(), xv.data() + r * k, k, sb)
+          : std::vector<double>(xv.begin() + r * k, xv.begin() + (r + 1) * k);
     for (int64_t j = 0; j < n; ++j) {
-      long double s = 0, mag = 0, qerr = 0;
+      long double s = 0, mag = 0;
       for (int64_t b = 0; b < k / blk; ++b) {
-        double amax = 0, wsum = 0;
+        long double xsum = 0;
         for (int64_t i = b * blk; i < (b + 1) * blk; ++i) {
-          double xi = xv[size_t(r * k + i)], wi = wv[size_t(j * k + i)];
+          const double xi = xr[size_t(i)], wi = wv[size_t(j * k + i)];
           s += (long double)xi * wi;
           mag += std::fabs(xi * wi);
-          amax = std::max(amax, std::fabs(xi));
-          wsum += std::fabs(wi);
+          xsum += xi;
         }
-        if (q) qerr += amax / 254 * wsum;
+        if (has_min) s += block_min(wc, j, b) * (sb[size_t(b)] - xsum);
       }
       double want = double(s), got = y[size_t(r * n + j)];
-      double bound =
-          double(qerr) * (1 + 1e-6) + rel * double(mag) + out_rel * std::fabs(want) + 1e-30;
+      double bound = rel * double(mag) + out_rel * std::fabs(want) + 1e-30;
       if (!(std::fabs(got - want) <= bound) && bad++ == 0)
         first = cat("at [", r, ", ", j, "]: expected ", want, " within ", bound, ", got ", got);
     }
+  }
   return bad ? cat(bad, " outside the bound; first ", first) : "";
 }
 

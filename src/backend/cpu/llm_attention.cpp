@@ -3,11 +3,12 @@
 // A task is one (sequence b, KV head, block of query rows): the block's G = H / KVH query
 // heads of every row in it share the KV head's rows, so each key and value row is read
 // (and widened from f16 / bf16) once per block, not once per query. Keys stream in chunks
-// of kKeys rows with a running (online) softmax per query, so memory stays a few chunk
-// buffers whatever C is: the scores of a chunk are a small GEMM against the chunk's keys
-// transposed to [D, kKeys], the update of the outputs a GEMM against its values. Decode
-// (S = 1) makes B * KVH tasks of G rows; prefill blocks the rows so that a block has about
-// 64 query vectors. Buffers are per thread and grow once (no allocation per call).
+// of kKeys rows: the scores of a chunk are a small GEMM against the chunk's keys
+// transposed to [D, kKeys], the outputs a GEMM against its values. The scores of a task's
+// rows are kept whole (rows x keys floats) so that each softmax is normalised before the
+// values: the order of operations ggml uses, which greedy parity with llama.cpp needs.
+// Decode (S = 1) makes B * KVH tasks of G rows; prefill blocks the rows so that a block has
+// about 64 query vectors. Buffers are per thread and grow once (no allocation per call).
 #include <cmath>
 #include <limits>
 
@@ -100,9 +101,9 @@ inline void keys_transposed(const T* k, int64_t n, int64_t d, float* kt, float* 
 // at most 8 accumulators live, with room for the loads.
 constexpr int64_t kTile = 16;
 
-// s[r][0..kKeys) = q[r][0..d) . kt[0..d)[0..kKeys) for MR rows (q rows d apart).
+// s[r][0..kKeys) = q[r][0..d) . kt[0..d)[0..kKeys) for MR rows (q rows d apart, s rows ls).
 template <int MR>
-inline void score_block(const float* q, int64_t d, const float* kt, float* s) {
+inline void score_block(const float* q, int64_t d, const float* kt, float* s, int64_t ls) {
   for (int64_t j0 = 0; j0 < kKeys; j0 += kTile) {
     float acc[MR][kTile] = {};
     for (int64_t e = 0; e < d; ++e) {
@@ -113,13 +114,14 @@ inline void score_block(const float* q, int64_t d, const float* kt, float* s) {
         for (int64_t j = 0; j < kTile; ++j) acc[r][j] += a * kr[j];
       }
     }
-    for (int r = 0; r < MR; ++r) std::memcpy(s + r * kKeys + j0, acc[r], sizeof(acc[r]));
+    for (int r = 0; r < MR; ++r) std::memcpy(s + r * ls + j0, acc[r], sizeof(acc[r]));
   }
 }
 
-// o[r][0..d) += sum_j p[r][j] v[j][0..d) over n keys, for MR rows.
+// o[r][0..d) += sum_j p[r][j] v[j][0..d) over n keys, for MR rows (p rows lp apart).
 template <int MR>
-inline void value_block(const float* p, int64_t n, const float* v, int64_t d, float* o) {
+inline void value_block(const float* p, int64_t lp, int64_t n, const float* v, int64_t d,
+                        float* o) {
   int64_t c0 = 0;
   for (; c0 + kTile <= d; c0 += kTile) {
     float acc[MR][kTile];
@@ -127,7 +129,7 @@ inline void value_block(const float* p, int64_t n, const float* v, int64_t d, fl
     for (int64_t j = 0; j < n; ++j) {
       const float* vr = v + j * d + c0;
       for (int r = 0; r < MR; ++r) {
-        const float pj = p[r * kKeys + j];
+        const float pj = p[r * lp + j];
 #pragma omp simd
         for (int64_t t = 0; t < kTile; ++t) acc[r][t] += pj * vr[t];
       }
@@ -137,7 +139,7 @@ inline void value_block(const float* p, int64_t n, const float* v, int64_t d, fl
   if (c0 == d) return;
   for (int r = 0; r < MR; ++r)
     for (int64_t j = 0; j < n; ++j) {
-      const float pj = p[r * kKeys + j];
+      const float pj = p[r * lp + j];
       for (int64_t t = c0; t < d; ++t) o[r * d + t] += pj * v[j * d + t];
     }
 }
@@ -152,7 +154,7 @@ inline void by_row_blocks(int64_t m, F&& f) {
 }
 
 struct Scratch {
-  std::vector<float> q, kt, krow, v, s, o, mx, sum;
+  std::vector<float> q, kt, krow, v, s, o;
   std::vector<int64_t> at;  // each query vector's position
 };
 
@@ -163,6 +165,18 @@ struct Problem {
   const int64_t* pos = nullptr;
 };
 
+// x rounded to T's precision (the identity for f32).
+template <class T>
+inline float rounded(float x) {
+  if constexpr (std::is_same_v<T, float>) return x;
+  return load(store<T>(x));
+}
+
+// One task in three passes over its keys: the scores of every visible key, the softmax of
+// each row (normalised before the values meet it), then the values weighted. With a half
+// cache the queries and the probabilities are rounded to the cache's precision first, so
+// both products are half x half with f32 sums: what ggml computes for an f16 cache (and
+// the GPU kernels do), so greedy decoding follows llama.cpp's tokens.
 template <class TQ, class TK>
 void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const TK* v, TQ* y,
               Scratch& w) {
@@ -172,11 +186,11 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
   const int64_t b = bh / pb.kvh, kh = bh % pb.kvh;
   const int64_t s0 = blk * pb.block, s1 = std::min(pb.s, s0 + pb.block);
   const int64_t m = (s1 - s0) * g, p0 = pb.pos[b];
+  const int64_t keys = p0 + s1;                        // rows 0 .. the last query's position
+  const int64_t ls = (keys + kKeys - 1) / kKeys * kKeys;  // a score row, whole chunks
   w.q.resize(size_t(m * d));
   w.o.assign(size_t(m * d), 0.f);
-  w.s.resize(size_t(m * kKeys));
-  w.mx.assign(size_t(m), -std::numeric_limits<float>::infinity());
-  w.sum.assign(size_t(m), 0.f);
+  w.s.resize(size_t(m * ls));
   w.at.resize(size_t(m));
   w.kt.resize(size_t(d * kKeys));
   w.krow.resize(size_t(d));
@@ -186,19 +200,35 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
       const int64_t r = (si - s0) * g + gg;
       float* qr = w.q.data() + r * d;
       widen_row(q + ((b * pb.s + si) * pb.h + kh * g + gg) * d, qr, d);
-      for (int64_t e = 0; e < d; ++e) qr[e] *= pb.scale;
+      for (int64_t e = 0; e < d; ++e) qr[e] = rounded<TK>(qr[e]);
       w.at[size_t(r)] = p0 + si;
     }
   const TK* kb = k + (b * pb.kvh + kh) * pb.c * d;
   const TK* vb = v + (b * pb.kvh + kh) * pb.c * d;
-  const int64_t keys = p0 + s1;  // rows 0 .. the last query's position
   for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
     const int64_t n = std::min(kKeys, keys - j0);
-    // The chunk's keys as [D, kKeys] (unused columns zero), its values as [n, D] floats.
+    // The chunk's keys as [D, kKeys] (unused columns zero).
     keys_transposed(kb + j0 * d, n, d, w.kt.data(), w.krow.data());
     if (n < kKeys)
       for (int64_t e = 0; e < d; ++e)
         std::fill(w.kt.begin() + e * kKeys + n, w.kt.begin() + (e + 1) * kKeys, 0.f);
+    by_row_blocks(m, [&]<int MR>(int64_t r) {
+      score_block<MR>(w.q.data() + r * d, d, w.kt.data(), w.s.data() + r * ls + j0, ls);
+    });
+  }
+  for (int64_t r = 0; r < m; ++r) {
+    float* sr = w.s.data() + r * ls;
+    const int64_t nv = std::min(w.at[size_t(r)] + 1, keys);  // causal: keys up to its position
+    for (int64_t j = 0; j < nv; ++j) sr[j] *= pb.scale;
+    exp_shifted(sr, nv, max_of(sr, nv));
+    double sum = 0;  // in double, then one f32 factor: ggml's rounding of the normaliser
+    for (int64_t j = 0; j < nv; ++j) sum += sr[j];
+    const float inv = float(1.0 / sum);
+    for (int64_t j = 0; j < nv; ++j) sr[j] = rounded<TK>(sr[j] * inv);
+    std::fill(sr + nv, sr + ls, 0.f);
+  }
+  for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
+    const int64_t n = std::min(kKeys, keys - j0);
     const float* vc;
     if constexpr (std::is_same_v<TK, float>) {
       vc = vb + j0 * d;
@@ -207,38 +237,15 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
       vc = w.v.data();
     }
     by_row_blocks(m, [&]<int MR>(int64_t r) {
-      score_block<MR>(w.q.data() + r * d, d, w.kt.data(), w.s.data() + r * kKeys);
-    });
-    // Online softmax: rescale each row's sum and outputs to the new running max.
-    for (int64_t r = 0; r < m; ++r) {
-      float* sr = w.s.data() + r * kKeys;
-      const int64_t nv = std::clamp<int64_t>(w.at[size_t(r)] - j0 + 1, 0, n);
-      const float mx = std::max(w.mx[size_t(r)], max_of(sr, nv));
-      if (nv == 0) {
-        std::fill(sr, sr + n, 0.f);
-        continue;
-      }
-      const float alpha = fm::exp(w.mx[size_t(r)] - mx);
-      const float sum = exp_shifted(sr, nv, mx);
-      std::fill(sr + nv, sr + n, 0.f);
-      if (alpha != 1.f) {
-        float* orow = w.o.data() + r * d;
-        for (int64_t e = 0; e < d; ++e) orow[e] *= alpha;
-      }
-      w.sum[size_t(r)] = w.sum[size_t(r)] * alpha + sum;
-      w.mx[size_t(r)] = mx;
-    }
-    by_row_blocks(m, [&]<int MR>(int64_t r) {
-      value_block<MR>(w.s.data() + r * kKeys, n, vc, d, w.o.data() + r * d);
+      value_block<MR>(w.s.data() + r * ls + j0, ls, n, vc, d, w.o.data() + r * d);
     });
   }
   for (int64_t si = s0; si < s1; ++si)
     for (int64_t gg = 0; gg < g; ++gg) {
       const int64_t r = (si - s0) * g + gg;
-      const float l = w.sum[size_t(r)], inv = l > 0 ? 1.f / l : 0.f;
       const float* orow = w.o.data() + r * d;
       TQ* yr = y + ((b * pb.s + si) * pb.h + kh * g + gg) * d;
-      for (int64_t e = 0; e < d; ++e) yr[e] = store<TQ>(orow[e] * inv);
+      for (int64_t e = 0; e < d; ++e) yr[e] = store<TQ>(orow[e]);
     }
 }
 

@@ -7,13 +7,14 @@
 //    up to four activation rows (a tile); for many rows, blocks of kRowBlock weight rows
 //    stay in cache while every tile passes. This is the decode path of every type, and the
 //    prefill path of the K-quants, whose dots stay in int32 across 256 values;
-//  - decoded panels (from kGemmRows rows, for q4_0 … q8_0 and f16 / bf16 / f32 weights):
+//  - decoded panels (from kGemmRows rows, for q4_0, q5_0, q8_0 and f16 / bf16 / f32 weights):
 //    each thread decodes panels of weight rows into an f32 buffer (AVX2 decoders) and
 //    multiplies them with single-threaded sgemm (OpenBLAS runs one thread inside an
 //    OpenMP region). The decode is a small fraction of the product, and the whole matrix is
 //    never decoded at once. At 512 rows this is 1.2-1.8x the tiled integer dots for these
 //    types, which in turn win below ~32 rows, where decoding every weight costs more than
-//    the product (bench/llm_matvec.cpp `prefill` compares the paths).
+//    the product (bench/llm_matvec.cpp `prefill` compares the paths). The activations are
+//    first rounded as the integer dots quantize them, so both paths compute one product.
 #include <cblas.h>
 
 #include <algorithm>
@@ -39,14 +40,17 @@ constexpr int64_t kGemmRows = 32;  // rows from which the decoded panels serve (
 bool use_panels(DType wt, int64_t m) {
   if (const char* e = std::getenv("RLX_QMM_GEMM_ROWS"))
     return m >= std::max<int64_t>(1, std::atoll(e));
-  return m >= kGemmRows && dtype_block(wt) < quant::kQK_K;
+  // Not q4_1 / q5_1 either: their minimum meets the f16 activation sums of ggml's q8_1,
+  // which a product of decoded rows cannot reproduce.
+  return m >= kGemmRows && dtype_block(wt) < quant::kQK_K && wt != DType::q4_1 &&
+         wt != DType::q5_1;
 }
 
 // Scratch of this thread that only grows: a fresh buffer per call would fault its pages in
 // every time.
 template <class T>
 T* scratch(int slot, size_t n) {
-  thread_local std::vector<T> kept[3];
+  thread_local std::vector<T> kept[4];
   std::vector<T>& v = kept[slot];
   if (v.size() < n) v.resize(n);
   return v.data();
@@ -103,6 +107,13 @@ void panel_gemm_path(DType wt, const uint8_t* w, int64_t n, int64_t k, const flo
     return;
   }
   const size_t rb = dtype_nbytes(wt, k);
+  if (is_quantized(wt)) {  // the activations as the integer dots see them
+    float* xr = scratch<float>(3, size_t(m * k));
+    parallel_for(m, std::max<int64_t>(1, (1 << 16) / k), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) qdot::round_act(wt, x + r * k, xr + r * k, k);
+    });
+    x = xr;
+  }
   // Panels of up to 4 MiB of f32 and 256 rows, at least 4 of them: sgemm packs x again
   // for every panel, which costs as much as the products of ~10 panel rows.
   const int64_t panel =

@@ -10,6 +10,7 @@
 // Up to kMaxRows activation rows share each unpacked weight block (decode of a few
 // sequences, and the tiles of the many-row path).
 #include <algorithm>
+#include <cmath>
 
 #include "backend/cpu/quant_simd.h"
 
@@ -509,33 +510,41 @@ DotFn avx2_dot_fn(DType w, int nr) {
   }
 }
 
+// The rounding of quantize_q8 / quantize_q8k in quant_dot.cpp (ggml's), vectorised.
 void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k) {
   for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
     const float amax = amax_of(x, kQK);
-    const float d = amax / 127.f, id = d > 0 ? 1.f / d : 0.f;
+    const float d = amax / 127.f, id = amax != 0 ? 127.f / amax : 0.f;
     __m256i q[4];
     round32(x, id, q);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs), pack32(q[0], q[1], q[2], q[3]));
-    y[b].d = d;
+    y[b].d = round_half(d);
     y[b].sum =
         hsum_i32(_mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3])));
-    y[b].s = d * float(y[b].sum);
+    y[b].s = round_half(d * float(y[b].sum));
   }
 }
 
 void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k) {
   for (int64_t b = 0; b < k / kQK_K; ++b, x += kQK_K) {
     const float amax = amax_of(x, kQK_K);
-    const float d = amax / 127.f, id = d > 0 ? 1.f / d : 0.f;
+    if (!(amax > 0)) {  // all zero (or NaN): the reference's zero block
+      std::memset(&y[b], 0, sizeof y[b]);
+      continue;
+    }
+    // The scale comes from the first value of largest magnitude, with its sign.
+    int j = 0;
+    while (j < kQK_K - 1 && std::fabs(x[j]) != amax) ++j;
+    const float iscale = -127.f / (std::fabs(x[j]) == amax ? x[j] : amax);
     for (int c = 0; c < kQK_K / 32; ++c) {
       __m256i q[4];
-      round32(x + 32 * c, id, q);
+      round32(x + 32 * c, iscale, q);
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].qs + 32 * c),
                           pack32(q[0], q[1], q[2], q[3]));
       y[b].bsums[2 * c] = int16_t(hsum_i32(_mm256_add_epi32(q[0], q[1])));
       y[b].bsums[2 * c + 1] = int16_t(hsum_i32(_mm256_add_epi32(q[2], q[3])));
     }
-    y[b].d = d;
+    y[b].d = 1 / iscale;
   }
 }
 

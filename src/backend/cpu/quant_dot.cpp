@@ -18,38 +18,29 @@ using namespace quant;
 
 // ---- activations --------------------------------------------------------------------
 
-// Symmetric int8 with the scale amax / 127 (round to nearest even, as the vector code).
+// ggml's activation quantizers, to the rounding: a product is then the same integers and
+// scales as llama.cpp's, and greedy decoding follows the same tokens. 32-value blocks as
+// its x86 quantize_row_q8_0 / q8_1: d = amax / 127 stored as f16, qs = round-half-even(x *
+// (127 / amax)), s = d * Σqs stored as f16 (both kept here as the f32 of those halves).
 void quantize_q8(const float* x, BlockQ8* y, int64_t k) {
   for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
     float amax = 0;
     for (int i = 0; i < kQK; ++i) amax = std::max(amax, std::fabs(x[i]));
-    float d = amax / 127.f, id = d > 0 ? 1.f / d : 0.f;
+    const float d = amax / 127.f, id = amax != 0 ? 127.f / amax : 0.f;
     int sum = 0;
     for (int i = 0; i < kQK; ++i) {
       int q = int(std::nearbyint(x[i] * id));
       y[b].qs[i] = int8_t(q);
       sum += q;
     }
-    y[b].d = d;
+    y[b].d = round_half(d);
     y[b].sum = sum;
-    y[b].s = d * float(sum);
+    y[b].s = round_half(d * float(sum));
   }
 }
 
-void quantize_q8k(const float* x, BlockQ8K* y, int64_t k) {
-  for (int64_t b = 0; b < k / kQK_K; ++b, x += kQK_K) {
-    float amax = 0;
-    for (int i = 0; i < kQK_K; ++i) amax = std::max(amax, std::fabs(x[i]));
-    float d = amax / 127.f, id = d > 0 ? 1.f / d : 0.f;
-    for (int i = 0; i < kQK_K; ++i) y[b].qs[i] = int8_t(std::nearbyint(x[i] * id));
-    for (int g = 0; g < kQK_K / 16; ++g) {
-      int s = 0;
-      for (int i = 0; i < 16; ++i) s += y[b].qs[g * 16 + i];
-      y[b].bsums[g] = int16_t(s);
-    }
-    y[b].d = d;
-  }
-}
+// Q8_K blocks: rlx/quant.h's quantizer is ggml's (scale from the signed maximum).
+void quantize_q8k(const float* x, BlockQ8K* y, int64_t k) { quant::quantize_row_q8_k(x, y, k); }
 
 // ---- unpacking --------------------------------------------------------------------------
 // A block as integers: x[i] = D * sc[i / 16] * v[i] - M * mn[i / 16].
@@ -295,6 +286,24 @@ void quantize_act(DType w, const float* x, void* dst, int64_t k) {
     quantize_q8_fast(x, static_cast<BlockQ8*>(dst), k);
   else
     quantize_q8k_fast(x, static_cast<BlockQ8K*>(dst), k);
+}
+
+void round_act(DType w, const float* x, float* y, int64_t k) {
+  if (!is_quantized(w)) {
+    std::memcpy(y, x, size_t(k) * sizeof(float));
+  } else if (dtype_block(w) == kQK) {
+    BlockQ8 b;
+    for (int64_t i = 0; i < k; i += kQK) {
+      quantize_q8_fast(x + i, &b, kQK);
+      for (int j = 0; j < kQK; ++j) y[i + j] = b.d * float(b.qs[j]);
+    }
+  } else {
+    BlockQ8K b;
+    for (int64_t i = 0; i < k; i += kQK_K) {
+      quantize_q8k_fast(x + i, &b, kQK_K);
+      for (int j = 0; j < kQK_K; ++j) y[i + j] = b.d * float(b.qs[j]);
+    }
+  }
 }
 
 void quantize_q8_ref(const float* x, BlockQ8* y, int64_t k) { quantize_q8(x, y, k); }

@@ -37,6 +37,10 @@ void quantize_act(DType w, const float* x, void* dst, int64_t k);
 using DotFn = void (*)(const void* w, const uint8_t* act, size_t act_stride, int64_t k, float* out,
                        int64_t out_stride);
 inline constexpr int kMaxRows = 4;  // rows one call shares the unpacked weights among
+// y = the activation row x as quantize_act rounds it for weights of dtype w (d * qs per
+// block; x itself for unquantized w): decoded weights times y make the integer dots'
+// products, so the many-row path agrees with the decode path.
+void round_act(DType w, const float* x, float* y, int64_t k);
 // The weight dtypes with dots, for the dispatch switches: f32, f16, bf16 and every
 // block-quantized dtype.
 // clang-format off

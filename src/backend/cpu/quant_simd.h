@@ -28,6 +28,14 @@ inline float half(uint16_t h) {
   return f16_to_f32(h);
 #endif
 }
+// f rounded to the nearest half-precision value (ggml keeps activation scales as f16).
+inline float round_half(float f) {
+#if defined(__F16C__)
+  return _cvtsh_ss(_cvtss_sh(f, _MM_FROUND_TO_NEAREST_INT));
+#else
+  return f16_to_f32(f32_to_f16(f));
+#endif
+}
 inline float to_float(float f) { return f; }
 inline float to_float(Half h) { return half(h.bits); }
 inline float to_float(BHalf h) {
