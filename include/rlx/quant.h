@@ -113,4 +113,19 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n);
 // the sums of each 16 qs. A zero block has d = 0 and zero qs / bsums. ValueError for n.
 void quantize_row_q8_k(const float* src, BlockQ8_K* dst, int64_t n);
 
+// Interleaved weights (quant_matmul's layout "rows8", the CPU decode kernels' form): the
+// rows of a matrix [n, k] (n a multiple of 8) of a 32-value type in groups of 8, block by
+// block. For q4_0 a group's block b is 144 bytes: the 8 rows' f16 scales, then 4 runs of
+// 32 bytes, run v holding bytes 4v .. 4v + 3 of each row's 16 nibble bytes (row r at
+// 4r). One 32-byte load then holds a slice of 8 rows, one row per 32-bit lane, so a dot
+// product leaves its 8 results in the lanes of one vector (no horizontal sums) and the 8
+// scales convert in one instruction. Same bytes as the plain layout, permuted.
+bool interleavable(DType t);  // the types with a rows8 form (q4_0)
+// src [n, k] in the plain layout to dst in rows8; ValueError unless n % 8 == 0, k a whole
+// number of blocks; TypeError for a type without the form.
+void interleave_rows8(DType t, const void* src, void* dst, int64_t n, int64_t k);
+// The 8 rows of a rows8 group (the bytes of its k / 32 blocks) back in the plain layout,
+// row i at dst + i * dtype_nbytes(t, k).
+void deinterleave_rows8(DType t, const void* group, void* dst, int64_t k);
+
 }  // namespace rlx::quant

@@ -7,6 +7,7 @@
 // a constant: it has no tangent).
 #include "ops/families.h"
 #include "ops/infer_util.h"
+#include "rlx/quant.h"
 #include "rlx/rules.h"
 
 namespace rlx::detail {
@@ -83,6 +84,13 @@ Types infer_quant_matmul(const InferContext& ctx) {
   Dim k = unify_dims(ctx, x.back(), w[1],
                      cat("contraction dims of ", ctx.input(0).str(), " and ", ctx.input(1).str()));
   expect_whole_blocks(ctx, 1, k);
+  if (ctx.attrs().get_string("layout") == "rows8") {
+    if (!quant::interleavable(ctx.dtype(1)))
+      ctx.fail_type("expected weights of a dtype with an interleaved form (q4_0) for layout "
+                    "rows8, got ", ctx.input(1).str());
+    if (w[0].is_static() && w[0].value() % 8 != 0)
+      ctx.fail("expected a multiple of 8 weight rows for layout rows8, got ", ctx.input(1).str());
+  }
   Shape out(x.begin(), x.end() - 1);
   out.push_back(w[0]);
   return {{ctx.dtype(0), out}};
@@ -95,18 +103,28 @@ Value times_dequantized(Value v, Value w, int64_t wdim, DType t) {
             {{"lhs_contracting", IntList{v.rank() - 1}}, {"rhs_contracting", IntList{wdim}}});
 }
 
+// Interleaved weights are a CPU inference form: nothing decodes them as a tensor.
+void expect_plain(const RuleArgs& a, const char* what) {
+  if (a.attrs.get_string("layout") != "rows")
+    fail<NotSupported>("quant_matmul", "expected plain weights (layout rows) for ", what,
+                       ", got layout ", a.attrs.get_string("layout"),
+                       " (an inference form the CPU kernel reads)");
+}
+
 Values quant_matmul_decomposed(const RuleArgs& a) {
+  expect_plain(a, "a decomposition");
   return {times_dequantized(a.inputs[0], a.inputs[1], 1, a.inputs[0].dtype())};
 }
 
 // dx = g @ dequantize(w); the weights get no gradient.
 Values quant_matmul_vjp(const RuleArgs& a, std::span<const Value> cts) {
+  expect_plain(a, "a gradient");
   return {times_dequantized(cts[0], a.inputs[1], 0, a.inputs[0].dtype()), Value{}};
 }
 
 Values quant_matmul_jvp(const RuleArgs& a, std::span<const Value> ts) {
   if (!ts[0].valid()) return {Value{}};
-  return {op("quant_matmul", {ts[0], a.inputs[1]})};
+  return {op("quant_matmul", {ts[0], a.inputs[1]}, a.attrs)};
 }
 
 // x's leading dims are independent rows: a batch axis there stays; one at k moves first.
@@ -116,6 +134,7 @@ VmapResult quant_matmul_vmap(const RuleArgs& a, std::span<const int> in_axes) {
   Value x = a.inputs[0], w = a.inputs[1];
   int ax = in_axes[0];
   if (in_axes[1] >= 0) {
+    expect_plain(a, "batched weights");
     Value wd = op("dequantize", {w}, {{"dtype", x.dtype()}});
     wd = rules::moveaxis(wd, in_axes[1], 0);  // [B, n, k]
     if (ax < 0)                               // x's free dims, then B and n
@@ -134,7 +153,7 @@ VmapResult quant_matmul_vmap(const RuleArgs& a, std::span<const int> in_axes) {
     x = rules::moveaxis(x, ax, 0);
     ax = 0;
   }
-  return {{op("quant_matmul", {x, w})}, {ax}};
+  return {{op("quant_matmul", {x, w}, a.attrs)}, {ax}};
 }
 
 }  // namespace
@@ -156,12 +175,14 @@ void register_quant_ops(OpRegistry& r) {
 
   OpDef mm;
   mm.name = "quant_matmul";
-  mm.arity(2);
+  mm.arity(2).attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8"});
   mm.doc =
       "x [..., k] @ w^T for weights w [n, k] in storage form (any block-quantized dtype, f32, "
       "f16, bf16) → [..., n] in x's dtype (a float); k must be a multiple of w's block. The "
       "CPU kernel quantizes x per block to int8 and runs integer dot products, never decoding "
-      "the whole of w. Gradient and tangent through x only; vmap over x.";
+      "the whole of w. Gradient and tangent through x only; vmap over x. layout rows8: w's "
+      "bytes interleaved in groups of 8 rows (rlx/quant.h, q4_0, n a multiple of 8), the "
+      "form the CPU decode kernel reads fastest; no decomposition or gradient then.";
   mm.infer = infer_quant_matmul;
   mm.decompose = quant_matmul_decomposed;
   mm.vjp = quant_matmul_vjp;

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <optional>
 #include <set>
 
 namespace rlx {
@@ -81,8 +82,8 @@ struct Lowerer {
     const Kernel* k = kernels.find(q, device.kind);
     if (k && k->composite && depth < kMaxDecomposeDepth) {
       counts[op.name][size_t(DispatchPath::decomposed)]++;
-      return inline_decomposition(op, k->composite, inputs, in_types, out_types, attrs, subgraphs,
-                                  depth);
+      return *inline_decomposition(op, k->composite, inputs, in_types, out_types, attrs,
+                                   subgraphs, depth, false);
     }
     if (k && !k->composite) return place(op, inputs, attrs, subgraphs, k, DispatchPath::native);
     const Kernel* cpu = device.is_cpu() ? nullptr : kernels.find(q, DeviceKind::cpu);
@@ -90,9 +91,11 @@ struct Lowerer {
     if (cpu && cpu->flags.any_device)
       return place(op, inputs, attrs, subgraphs, cpu, DispatchPath::native);
     if (op.decompose && depth < kMaxDecomposeDepth) {
-      counts[op.name][size_t(DispatchPath::decomposed)]++;
-      return inline_decomposition(op, op.decompose, inputs, in_types, out_types, attrs, subgraphs,
-                                  depth);
+      if (auto r = inline_decomposition(op, op.decompose, inputs, in_types, out_types, attrs,
+                                        subgraphs, depth, cpu != nullptr)) {
+        counts[op.name][size_t(DispatchPath::decomposed)]++;
+        return *r;
+      }
     }
     if (cpu) return place(op, inputs, attrs, subgraphs, cpu, DispatchPath::host);
     missing.insert(cat("(", op.name, ", ", dtypes_str(in_types.empty() ? out_types : in_types),
@@ -101,18 +104,25 @@ struct Lowerer {
   }
 
   // Builds the decomposition in a scratch graph, then emits its nodes one by one, so
-  // each sub-op is resolved in turn.
-  std::vector<Value> inline_decomposition(const OpDef& op, const DecomposeFn& decompose,
-                                          const std::vector<Value>& inputs,
-                                          const std::vector<TensorType>& in_types,
-                                          const std::vector<TensorType>& out_types,
-                                          const Attrs& attrs,
-                                          const std::vector<SubgraphPtr>& subgraphs, int depth) {
+  // each sub-op is resolved in turn. A decomposition that does not cover these attributes
+  // says NotSupported before anything is emitted: with `host_instead` the node then takes
+  // the host path (nullopt), otherwise the error stands.
+  std::optional<std::vector<Value>> inline_decomposition(
+      const OpDef& op, const DecomposeFn& decompose, const std::vector<Value>& inputs,
+      const std::vector<TensorType>& in_types, const std::vector<TensorType>& out_types,
+      const Attrs& attrs, const std::vector<SubgraphPtr>& subgraphs, int depth,
+      bool host_instead) {
     Graph scratch("decompose");
     std::vector<Value> args;
     for (size_t i = 0; i < in_types.size(); ++i)
       args.push_back(scratch.input(cat("x", i), in_types[i]));
-    std::vector<Value> results = decompose(RuleArgs{scratch, attrs, args, {}, subgraphs});
+    std::vector<Value> results;
+    try {
+      results = decompose(RuleArgs{scratch, attrs, args, {}, subgraphs});
+    } catch (const NotSupported&) {
+      if (!host_instead) throw;
+      return std::nullopt;
+    }
     if (results.size() != out_types.size())
       fail<ValueError>(op.name, "expected the decomposition to return ", out_types.size(),
                        " values, got ", results.size());

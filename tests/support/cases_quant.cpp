@@ -44,6 +44,17 @@ std::vector<InferCase> quant_cases() {
       bad("quant_matmul", {"f32[2,512]", "q4_0[2,3,512]"}, {}, V, "rank 2"),
       bad("quant_matmul", {"f32[]", "q4_0[3,32]"}, {}, V, "rank"),
       bad("quant_matmul", {"f32[2,32]"}, {}, V, "expected 2 inputs"),
+      // layout rows8: q4_0 interleaved in groups of 8 rows.
+      ok("quant_matmul", {"f32[1,64]", "q4_0[16,64]"}, {{"layout", std::string("rows8")}},
+         {"f32[1,16]"}),
+      ok("quant_matmul", {"f32[s,64]", "q4_0[n,64]"}, {{"layout", std::string("rows8")}},
+         {"f32[s,n]"}),
+      bad("quant_matmul", {"f32[1,64]", "q8_0[16,64]"}, {{"layout", std::string("rows8")}}, T,
+          "an interleaved form (q4_0)"),
+      bad("quant_matmul", {"f32[1,64]", "q4_0[12,64]"}, {{"layout", std::string("rows8")}}, V,
+          "a multiple of 8 weight rows"),
+      bad("quant_matmul", {"f32[1,64]", "q4_0[16,64]"}, {{"layout", std::string("cols")}}, V,
+          "layout"),
   };
 }
 

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <tuple>
 
 #include "rlx/quant.h"
 #include "support/consistency.h"
@@ -291,6 +292,26 @@ Tensor random_quantized(DType t, int64_t rows, int64_t k, uint64_t seed) {
   return Tensor::from_data(t, {rows, k}, v.data());
 }
 
+// w [n, k] q4_0 interleaved in groups of 8 rows (layout rows8).
+Tensor rows8_of(const Tensor& w) {
+  Tensor t = Tensor::empty(w.dtype(), w.shape());
+  quant::interleave_rows8(w.dtype(), w.data(), t.data(), w.shape()[0], w.shape()[1]);
+  return t;
+}
+
+// The rows8 product against the plain weights' reference: the weights brought back with
+// deinterleave_rows8, which the interleaving must invert.
+std::string quant_matmul_rows8_verify(const Tensors& in, const Tensors& out, const Attrs& a) {
+  const Tensor& w = in[1];
+  const int64_t n = w.shape()[0], k = w.shape()[1];
+  const size_t group = 8 * dtype_nbytes(w.dtype(), k);
+  Tensor plain = Tensor::empty(w.dtype(), w.shape());
+  for (int64_t g = 0; g < n / 8; ++g)
+    quant::deinterleave_rows8(w.dtype(), static_cast<const uint8_t*>(w.data()) + g * group,
+                              static_cast<uint8_t*>(plain.data()) + g * group, k);
+  return quant_matmul_verify({in[0], plain}, out, a);
+}
+
 CheckTable checks_quant() {
   CheckTable t;
   uint64_t seed = 3100;
@@ -329,6 +350,17 @@ CheckTable checks_quant() {
     // Many rows: decoded panels through sgemm (q4_0 … q8_0), tiles of the integer dots
     // over blocks of weight rows (K-quants).
     t.add(mm(x(DType::f32, {40, k}), random_quantized(qt, 70, k, ++seed), name + ", 40 rows"));
+  }
+  // Interleaved q4_0 (rows8): the decode tiles (1-6 rows), the panels (40 rows), f16 / f64
+  // activations.
+  for (auto [dt, m, n, k] : {std::tuple{DType::f32, 1, 16, 64}, {DType::f32, 3, 24, 96},
+                             {DType::f32, 6, 8, 32}, {DType::f32, 40, 48, 64},
+                             {DType::f16, 2, 16, 64}, {DType::f64, 3, 16, 64}}) {
+    OpCheck c = mm(x(dt, {m, k}), rows8_of(random_quantized(DType::q4_0, n, k, ++seed)),
+                   cat("q4_0 rows8, ", m, " rows"));
+    c.attrs.set("layout", std::string("rows8"));
+    c.verify = quant_matmul_rows8_verify;
+    t.add(std::move(c));
   }
   // Longer rows: many blocks per dot (the alternating accumulators, a tail block).
   t.add(mm(x(DType::f32, {2, 32 * 37}), random_quantized(DType::q4_0, 11, 32 * 37, ++seed),

@@ -4,9 +4,14 @@
 // apply as to any graph.
 #include <algorithm>
 #include <cmath>
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 #include "rlx/error.h"
 #include "rlx/ops.h"
+#include "rlx/quant.h"
 #include "rlx_llm/llm.h"
 
 namespace rlx::llm {
@@ -20,7 +25,8 @@ std::string layer_name(int64_t l, const char* what) {
 // Builds the step graph; weights are params named as the file's tensors.
 class Builder {
  public:
-  Builder(const Config& c, const gguf::File& f, Graph& g) : c_(c), f_(f), g_(g) {}
+  Builder(const Config& c, const gguf::File& f, const std::set<std::string>& rows8, Graph& g)
+      : c_(c), f_(f), rows8_(rows8), g_(g) {}
 
   Value weight(const std::string& name) {
     const gguf::TensorInfo* t = f_.find(name);
@@ -32,7 +38,9 @@ class Builder {
 
   // x [B, S, in] @ W^T (+ bias) with W [out, in] in its stored encoding.
   Value linear(Value x, const std::string& w, const std::string& bias = {}) {
-    Value y = op("quant_matmul", {x, weight(w)});
+    Attrs a;
+    if (rows8_.count(w)) a.set("layout", std::string("rows8"));
+    Value y = op("quant_matmul", {x, weight(w)}, a);
     if (!bias.empty()) y = y + weight(bias);
     return y;
   }
@@ -75,8 +83,23 @@ class Builder {
  private:
   const Config& c_;
   const gguf::File& f_;
+  const std::set<std::string>& rows8_;
   Graph& g_;
 };
+
+// w [n, k] interleaved in groups of 8 rows; the mapped pages of w that the copy replaces
+// are given back (they were read once, here), so the process holds the weights once.
+Tensor interleaved(const Tensor& w) {
+  Tensor t = Tensor::empty(w.dtype(), w.shape());
+  quant::interleave_rows8(w.dtype(), w.data(), t.data(), w.shape()[0], w.shape()[1]);
+#if defined(__linux__)
+  const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(w.data()), end = begin + w.nbytes();
+  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+#endif
+  return t;
+}
 
 }  // namespace
 
@@ -84,7 +107,7 @@ std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq, const Samp
                                           const std::string& logits) const {
   const Config& c = config_;
   auto g = std::make_unique<Graph>("llm." + c.arch);
-  Builder b(c, *file_, *g);
+  Builder b(c, *file_, rows8_, *g);
   Dim S = seq > 0 ? Dim(seq) : Dim::sym("seq");
   Value tokens = g->input("tokens", {DType::i32, {Dim(batch), S}});
   Value positions = g->input("positions", {DType::i32, {Dim(batch), S}});
@@ -148,6 +171,13 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   for (const Arg& a : g->args()) {
     if (a.kind != ArgKind::param) continue;
     Tensor t = m->file_->tensor(a.name);
+    // The embedding table is read by rows (dequantize), not only by quant_matmul.
+    if (options.device.is_cpu() && options.interleave && a.name != "token_embd.weight" &&
+        quant::interleavable(t.dtype()) && t.shape()[0] % 8 == 0) {
+      m->weights_[a.name] = interleaved(t);
+      m->rows8_.insert(a.name);
+      continue;
+    }
     m->weights_[a.name] = options.device.is_cpu() ? t : t.to(options.device);
   }
   return m;

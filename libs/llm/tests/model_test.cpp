@@ -99,6 +99,20 @@ TEST(Decode, WithTheCacheEqualsRecomputing) {
   }
 }
 
+// q4_0 weights held interleaved (the CPU default) compute what the file's layout does, in
+// decode (the rows8 dots) and in a long prefill (the decoded panels); the pages the copies
+// replaced are released, so the model is not held twice.
+TEST(Interleave, Q4_0RowsOf8MatchTheFileLayout) {
+  std::string path = write_model(Spec{.type = DType::q4_0}, "rows8");
+  auto plain = Model::load(path, {.kv_dtype = DType::f32, .interleave = false});
+  auto packed = Model::load(path, {.kv_dtype = DType::f32});
+  for (int64_t n : {1, 5, 40}) {
+    std::vector<int32_t> ids = some_ids(n, 320);
+    EXPECT_LT(rel_l2(packed->logits(ids), plain->logits(ids)), 1e-5) << n << " tokens";
+  }
+  EXPECT_EQ(packed->weight_bytes(), plain->weight_bytes());
+}
+
 TEST(Decode, GreedyTokensAreArgmaxOfRecomputedLogits) {
   std::string path = write_model(Spec{}, "greedy");
   auto m = Model::load(path, {.kv_dtype = DType::f32});

@@ -153,6 +153,64 @@ inline void by_row_blocks(int64_t m, F&& f) {
   for (; i < m; ++i) f.template operator()<1>(i);
 }
 
+// A few query rows (decode: the G heads of one KV head) read each key and value row once,
+// straight from the cache: per-key dot products cost less than the chunks' transposes.
+constexpr int64_t kDirectRows = 8;
+
+// s[r * ls + j] = q_r . k_j for the keys j < n (q rows d apart).
+template <class TK>
+void direct_scores(const float* q, int64_t m, const TK* k, int64_t n, int64_t d, float* s,
+                   int64_t ls, float* krow) {
+  for (int64_t j = 0; j < n; ++j) {
+    const TK* kr = k + j * d;
+#if defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
+    if (d % 8 == 0) {
+      for (int64_t r = 0; r < m; ++r) {
+        const float* qr = q + r * d;
+        __m256 acc = _mm256_setzero_ps();
+        for (int64_t e = 0; e < d; e += 8)
+          acc = _mm256_fmadd_ps(load8(kr + e), _mm256_loadu_ps(qr + e), acc);
+        __m128 h = _mm_add_ps(_mm256_castps256_ps128(acc), _mm256_extractf128_ps(acc, 1));
+        h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+        s[r * ls + j] = _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
+      }
+      continue;
+    }
+#endif
+    widen_row(kr, krow, d);
+    for (int64_t r = 0; r < m; ++r) {
+      float acc = 0;
+      for (int64_t e = 0; e < d; ++e) acc += q[r * d + e] * krow[e];
+      s[r * ls + j] = acc;
+    }
+  }
+}
+
+// o[r] += Σ_j p[r * lp + j] v_j over the keys j < n.
+template <class TK>
+void direct_values(const float* p, int64_t lp, int64_t m, const TK* v, int64_t n, int64_t d,
+                   float* o, float* vrow) {
+  for (int64_t j = 0; j < n; ++j) {
+    const TK* vr = v + j * d;
+#if defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
+    if (d % 8 == 0) {
+      for (int64_t e = 0; e < d; e += 8) {
+        const __m256 ve = load8(vr + e);
+        for (int64_t r = 0; r < m; ++r) {
+          float* orow = o + r * d + e;
+          _mm256_storeu_ps(orow, _mm256_fmadd_ps(_mm256_set1_ps(p[r * lp + j]), ve,
+                                                 _mm256_loadu_ps(orow)));
+        }
+      }
+      continue;
+    }
+#endif
+    widen_row(vr, vrow, d);
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t e = 0; e < d; ++e) o[r * d + e] += p[r * lp + j] * vrow[e];
+  }
+}
+
 struct Scratch {
   std::vector<float> q, kt, krow, v, s, o;
   std::vector<int64_t> at;  // each query vector's position
@@ -165,11 +223,29 @@ struct Problem {
   const int64_t* pos = nullptr;
 };
 
-// x rounded to T's precision (the identity for f32).
+// x[0, n) times `scale`, rounded to T's precision (nearest even; nothing more for f32).
 template <class T>
-inline float rounded(float x) {
-  if constexpr (std::is_same_v<T, float>) return x;
-  return load(store<T>(x));
+inline void scale_rounded(float* x, int64_t n, float scale) {
+  int64_t i = 0;
+#if defined(__AVX2__) && defined(__F16C__)
+  const __m256 s = _mm256_set1_ps(scale);
+  for (; i + 8 <= n; i += 8) {
+    __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), s);
+    if constexpr (std::is_same_v<T, f16_t>) {
+      v = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    } else if constexpr (std::is_same_v<T, bf16_t>) {  // add half an ulp (ties to even), cut
+      __m256i u = _mm256_castps_si256(v);
+      const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+      u = _mm256_add_epi32(u, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), lsb));
+      v = _mm256_castsi256_ps(_mm256_and_si256(u, _mm256_set1_epi32(int(0xffff0000u))));
+    }
+    _mm256_storeu_ps(x + i, v);
+  }
+#endif
+  for (; i < n; ++i) {
+    x[i] *= scale;
+    if constexpr (!std::is_same_v<T, float>) x[i] = load(store<T>(x[i]));
+  }
 }
 
 // One task in three passes over its keys: the scores of every visible key, the softmax of
@@ -200,12 +276,14 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
       const int64_t r = (si - s0) * g + gg;
       float* qr = w.q.data() + r * d;
       widen_row(q + ((b * pb.s + si) * pb.h + kh * g + gg) * d, qr, d);
-      for (int64_t e = 0; e < d; ++e) qr[e] = rounded<TK>(qr[e]);
+      scale_rounded<TK>(qr, d, 1.f);
       w.at[size_t(r)] = p0 + si;
     }
   const TK* kb = k + (b * pb.kvh + kh) * pb.c * d;
   const TK* vb = v + (b * pb.kvh + kh) * pb.c * d;
-  for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
+  const bool direct = m <= kDirectRows;
+  if (direct) direct_scores(w.q.data(), m, kb, keys, d, w.s.data(), ls, w.krow.data());
+  for (int64_t j0 = 0; !direct && j0 < keys; j0 += kKeys) {
     const int64_t n = std::min(kKeys, keys - j0);
     // The chunk's keys as [D, kKeys] (unused columns zero).
     keys_transposed(kb + j0 * d, n, d, w.kt.data(), w.krow.data());
@@ -224,10 +302,11 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
     double sum = 0;  // in double, then one f32 factor: ggml's rounding of the normaliser
     for (int64_t j = 0; j < nv; ++j) sum += sr[j];
     const float inv = float(1.0 / sum);
-    for (int64_t j = 0; j < nv; ++j) sr[j] = rounded<TK>(sr[j] * inv);
+    scale_rounded<TK>(sr, nv, inv);
     std::fill(sr + nv, sr + ls, 0.f);
   }
-  for (int64_t j0 = 0; j0 < keys; j0 += kKeys) {
+  if (direct) direct_values(w.s.data(), ls, m, vb, keys, d, w.o.data(), w.krow.data());
+  for (int64_t j0 = 0; !direct && j0 < keys; j0 += kKeys) {
     const int64_t n = std::min(kKeys, keys - j0);
     const float* vc;
     if constexpr (std::is_same_v<TK, float>) {

@@ -117,16 +117,17 @@ void dot32(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out,
   auto step = [&](int64_t i, int u) {
     const auto& b = w[i];
     const float d = half(b.d);
-    const __m256i q = T::unpack(b);
-    const __m256i wu = T::kSigned ? _mm256_abs_epi8(q) : q;
+    // x = d (u - z): the signed values u - z, whose signs move to the activations
+    // (_mm256_maddubs_epi16 takes unsigned weights).
+    __m256i q = T::unpack(b);
+    if constexpr (T::kZero > 0) q = _mm256_sub_epi8(q, _mm256_set1_epi8(T::kZero));
+    constexpr bool kSign = T::kSigned || T::kZero > 0;
+    const __m256i wu = kSign ? _mm256_abs_epi8(q) : q;
     for (int r = 0; r < NR; ++r) {
       const BlockQ8& a = reinterpret_cast<const BlockQ8*>(act + r * as)[i];
       __m256i av = load(a.qs);
-      if constexpr (T::kSigned) av = _mm256_sign_epi8(av, q);  // the sign moves to a
-      __m256i p = dot_u8i8(wu, av);
-      // x = d (u - z): -z Σa joins the integers (in lane 0), off the FMA chains.
-      if constexpr (T::kZero > 0)
-        p = _mm256_add_epi32(p, _mm256_zextsi128_si256(_mm_cvtsi32_si128(-T::kZero * a.sum)));
+      if constexpr (kSign) av = _mm256_sign_epi8(av, q);
+      const __m256i p = dot_u8i8(wu, av);
       acc[u][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * a.d), acc[u][r]);
       if constexpr (T::kMin) off[u][r] += half(b.m) * a.s;  // x = d u + m
     }
@@ -510,6 +511,43 @@ DotFn avx2_dot_fn(DType w, int nr) {
   }
 }
 
+// rows8 q4_0 (rlx/quant.h): per block, the 8 rows' nibbles in 4 runs of 32 bytes (lane i
+// of a run = row i), met by 4-byte broadcasts of the activations; the int16 pair sums of
+// the 8 products (each at most 2 * 15 * 127, 8 of them under 2^15) add up before one widen,
+// and the -8 of every value joins as -8 Σa. The 8 results stay in the lanes.
+template <int NR>
+void dot_rows8_q4_0(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* out,
+                    int64_t os) {
+  const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < k / kQK; ++b, g += 8 * sizeof(BlockQ4_0)) {
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g)));
+    __m256i lo[4], hi[4];
+    for (int v = 0; v < 4; ++v) {
+      const __m256i q = load(g + 16 + 32 * v);
+      lo[v] = _mm256_and_si256(q, m4);
+      hi[v] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+    }
+    for (int r = 0; r < NR; ++r) {
+      const BlockQ8& a = reinterpret_cast<const BlockQ8*>(act + r * as)[b];
+      __m256i s16 = _mm256_setzero_si256();
+      for (int v = 0; v < 4; ++v) {
+        int32_t l, h;
+        std::memcpy(&l, a.qs + 4 * v, 4);
+        std::memcpy(&h, a.qs + 16 + 4 * v, 4);
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[v], _mm256_set1_epi32(l)));
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[v], _mm256_set1_epi32(h)));
+      }
+      const __m256i s32 =
+          _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(8 * a.sum));
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d, _mm256_set1_ps(a.d)),
+                               acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
+}
+
 // The rounding of quantize_q8 / quantize_q8k in quant_dot.cpp (ggml's), vectorised.
 void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k) {
   for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
@@ -548,6 +586,21 @@ void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k) {
   }
 }
 
+bool avx2_dot_rows8(const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
+                    float* out, int64_t os) {
+  const auto* g = static_cast<const uint8_t*>(group);
+  switch (nr) {
+    case 1:
+      return dot_rows8_q4_0<1>(g, act, as, k, out, os), true;
+    case 2:
+      return dot_rows8_q4_0<2>(g, act, as, k, out, os), true;
+    case 3:
+      return dot_rows8_q4_0<3>(g, act, as, k, out, os), true;
+    default:
+      return dot_rows8_q4_0<4>(g, act, as, k, out, os), true;
+  }
+}
+
 bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n) {
   switch (t) {
     case DType::f16:
@@ -572,6 +625,9 @@ bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n) {
 #else  // no AVX2: the portable code serves
 
 DotFn avx2_dot_fn(DType, int) { return nullptr; }
+bool avx2_dot_rows8(const void*, const uint8_t*, size_t, int, int64_t, float*, int64_t) {
+  return false;
+}
 bool avx2_decode_row(DType, const void*, float*, int64_t) { return false; }
 void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k) { quantize_q8_ref(x, y, k); }
 void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k) { quantize_q8k_ref(x, y, k); }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "backend/cpu/quant_simd.h"
 
@@ -286,6 +287,25 @@ void quantize_act(DType w, const float* x, void* dst, int64_t k) {
     quantize_q8_fast(x, static_cast<BlockQ8*>(dst), k);
   else
     quantize_q8k_fast(x, static_cast<BlockQ8K*>(dst), k);
+}
+
+void dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
+               float* out, int64_t os) {
+  if (w == DType::q4_0 && avx2_dot_rows8(group, act, as, nr, k, out, os)) return;
+  const size_t rb = dtype_nbytes(w, k);
+  thread_local std::vector<uint8_t> plain;
+  plain.resize(8 * rb);
+  quant::deinterleave_rows8(w, group, plain.data(), k);
+  const DotFn f = dot_fn(w, nr);
+  for (int i = 0; i < 8; ++i) f(plain.data() + i * rb, act, as, k, out + i, os);
+}
+
+void decode_rows8(DType w, const void* group, float* dst, int64_t k) {
+  const size_t rb = dtype_nbytes(w, k);
+  thread_local std::vector<uint8_t> plain;
+  plain.resize(8 * rb);
+  quant::deinterleave_rows8(w, group, plain.data(), k);
+  for (int i = 0; i < 8; ++i) decode_row(w, plain.data() + i * rb, dst + i * k, k);
 }
 
 void round_act(DType w, const float* x, float* y, int64_t k) {

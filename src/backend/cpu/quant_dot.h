@@ -49,6 +49,15 @@ void round_act(DType w, const float* x, float* y, int64_t k);
 // The dot for weight dtype w and nr in [1, kMaxRows] rows; null for an unsupported dtype.
 DotFn dot_fn(DType w, int nr);
 
+// Interleaved weights (layout rows8, rlx/quant.h): the 8 rows of the group at `group`
+// against nr in [1, kMaxRows] activation rows prepared by quantize_act for w:
+// out[r * out_stride + i] = <row i, activation row r>.
+void dot_rows8(DType w, const void* group, const uint8_t* act, size_t act_stride, int nr,
+               int64_t k, float* out, int64_t out_stride);
+
+// The 8 rows of a rows8 group decoded to f32, row i at dst + i * k.
+void decode_rows8(DType w, const void* group, float* dst, int64_t k);
+
 // Decodes n values (a multiple of the block) of a row of dtype w to f32: the weight
 // panels of the many-row path and the dequantize op.
 void decode_row(DType w, const void* src, float* dst, int64_t n);
