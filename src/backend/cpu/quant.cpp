@@ -85,19 +85,19 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
   for (int r = 0; r < qdot::kMaxRows; ++r) fns[r] = qdot::dot_fn(wt, r + 1);
   const int64_t per = rows8 ? 8 : 1, units = n / per;
   const size_t ub = rb * size_t(per);
-  // Decode (one tile) streams the weights from memory: chunks of up to 128 KiB, at least 4
-  // per thread, each one contiguous run for the hardware prefetcher, with ~2 KiB ahead
-  // prefetched by hand (rows are short, and a run restarts at every chunk: +10-25% tokens/s
-  // on 134M models). Many rows: kRowBlock weight rows per chunk (at least 8 chunks), which
+  // Decode (one tile) streams the weights from memory: chunks of up to 1 MiB, at least 4
+  // per thread, each one contiguous run for the hardware prefetcher, with ~4 KiB ahead
+  // prefetched by hand (rows are short, the hardware stops at page ends, and a run
+  // restarts at every chunk: +10-25% tokens/s on 134M models). Many rows: kRowBlock weight rows per chunk (at least 8 chunks), which
   // stay in cache while each tile of activations passes once.
   const bool decode = m <= qdot::kMaxRows;
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t chunk =
-      decode ? std::clamp<int64_t>(std::min<int64_t>(int64_t(1 << 17) / int64_t(ub) / m,
+      decode ? std::clamp<int64_t>(std::min<int64_t>(int64_t(1 << 20) / int64_t(ub) / m,
                                                      units / (4 * threads)),
                                    1, units)
              : std::clamp<int64_t>(units / 8, 1, kRowBlock / per);
-  const int64_t ahead = decode ? std::max<int64_t>(1, 2048 / int64_t(ub)) : 0;
+  const int64_t ahead = decode ? std::max<int64_t>(1, 4096 / int64_t(ub)) : 0;
   for_chunks((units + chunk - 1) / chunk, [&](int64_t c) {
     const int64_t jb = c * chunk, je = std::min(units, jb + chunk);
     for (int64_t r0 = 0; r0 < m; r0 += qdot::kMaxRows) {
