@@ -4,6 +4,8 @@
 // apply as to any graph.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #if defined(__linux__)
 #include <sys/mman.h>
 #include <unistd.h>
@@ -87,17 +89,54 @@ class Builder {
   Graph& g_;
 };
 
-// w [n, k] interleaved in groups of 8 rows; the mapped pages of w that the copy replaces
-// are given back (they were read once, here), so the process holds the weights once.
-Tensor interleaved(const Tensor& w) {
-  Tensor t = Tensor::empty(w.dtype(), w.shape());
-  quant::interleave_rows8(w.dtype(), w.data(), t.data(), w.shape()[0], w.shape()[1]);
+// Host memory for n bytes, in 2 MiB pages where the kernel grants them (transparent huge
+// pages on request): a decode step streams every weight once, and with 4 KiB pages a
+// 1B model's step walks ~500k page-table entries (10-20% of an f16 decode).
+Tensor huge_page_tensor(DType dt, const std::vector<int64_t>& shape, size_t n) {
+#if defined(__linux__)
+  const size_t huge = size_t(1) << 21, body = (n + huge - 1) / huge * huge, len = body + huge;
+  void* raw = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw != MAP_FAILED) {
+    auto* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(raw) + huge - 1) / huge * huge);
+    madvise(base, n / huge * huge, MADV_HUGEPAGE);  // the tail in small pages: no waste
+    return Tensor::wrap(dt, shape, base, [raw, len](void*) { munmap(raw, len); });
+  }
+#endif
+  (void)n;
+  return Tensor::empty(dt, shape);
+}
+
+// Gives back the whole pages of the mapping in [from, to) (read once, never again).
+void release_pages(const uint8_t* from, const uint8_t* to) {
 #if defined(__linux__)
   const auto page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const auto begin = reinterpret_cast<uintptr_t>(w.data()), end = begin + w.nbytes();
-  const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+  const uintptr_t first = (reinterpret_cast<uintptr_t>(from) + page - 1) / page * page;
+  const uintptr_t last = reinterpret_cast<uintptr_t>(to) / page * page;
   if (last > first) madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+#else
+  (void)from, (void)to;
 #endif
+}
+
+// w held in process memory (interleaved in groups of 8 rows with rows8). The copy goes in
+// slices of rows, each slice's source pages given back once it is done, so the process
+// holds the weights once (plus a slice) even while it loads.
+Tensor held_copy(const Tensor& w, bool rows8, bool huge) {
+  Tensor t = huge ? huge_page_tensor(w.dtype(), w.shape(), w.nbytes())
+                  : Tensor::empty(w.dtype(), w.shape());
+  const int64_t n = w.shape()[0], k = w.shape()[1];
+  const size_t rb = w.nbytes() / size_t(std::max<int64_t>(n, 1));
+  const int64_t slice = std::max<int64_t>(8, int64_t((size_t(1) << 21) / std::max<size_t>(rb, 1)) / 8 * 8);
+  const auto* src = static_cast<const uint8_t*>(w.data());
+  auto* dst = static_cast<uint8_t*>(t.data());
+  for (int64_t r0 = 0; r0 < n; r0 += slice) {
+    const int64_t rows = std::min(slice, n - r0);
+    if (rows8)
+      quant::interleave_rows8(w.dtype(), src + r0 * rb, dst + r0 * rb, rows, k);
+    else
+      std::memcpy(dst + r0 * rb, src + r0 * rb, size_t(rows) * rb);
+    release_pages(src, src + (r0 + rows) * rb);
+  }
   return t;
 }
 
@@ -171,14 +210,19 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   for (const Arg& a : g->args()) {
     if (a.kind != ArgKind::param) continue;
     Tensor t = m->file_->tensor(a.name);
-    // The embedding table is read by rows (dequantize), not only by quant_matmul.
-    if (options.device.is_cpu() && options.interleave && a.name != "token_embd.weight" &&
-        quant::interleavable(t.dtype()) && t.shape()[0] % 8 == 0) {
-      m->weights_[a.name] = interleaved(t);
-      m->rows8_.insert(a.name);
+    if (!options.device.is_cpu()) {
+      m->weights_[a.name] = t.to(options.device);
       continue;
     }
-    m->weights_[a.name] = options.device.is_cpu() ? t : t.to(options.device);
+    // What every decode step streams: the matrices quant_matmul reads (the embedding table
+    // too when the output reuses it; otherwise it is read a row per token).
+    const bool embd = a.name == "token_embd.weight";
+    const bool streamed = t.rank() == 2 && (!embd || m->config_.tied_embeddings);
+    const bool rows8 = options.interleave && !embd && quant::interleavable(t.dtype()) &&
+                       t.shape()[0] % 8 == 0;
+    const bool huge = options.huge_pages && streamed && t.nbytes() >= (size_t(1) << 21);
+    if (rows8) m->rows8_.insert(a.name);
+    m->weights_[a.name] = rows8 || huge ? held_copy(t, rows8, huge) : t;
   }
   return m;
 }
