@@ -691,8 +691,8 @@ void expect_rows8(const char* where, DType t, int64_t n, int64_t k) {
   if (!interleavable(t))
     fail<TypeError>(where, "expected a dtype with an interleaved form (q4_0), got ", dtype_name(t));
   if (n < 0 || n % 8 != 0 || k < 0 || k % kQK != 0)
-    fail<ValueError>(where, "expected rows a multiple of 8 and k of ", kQK, ", got [", n, ", ",
-                     k, "]");
+    fail<ValueError>(where, "expected rows a multiple of 8 and k of ", kQK, ", got [", n, ", ", k,
+                     "]");
 }
 
 }  // namespace

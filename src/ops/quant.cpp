@@ -5,9 +5,10 @@
 // quant_matmul decomposes into dequantize + dot_general, which is how a device without a
 // kernel runs it; its rules differentiate and batch through x only (a quantized weight is
 // a constant: it has no tangent).
+#include "rlx/quant.h"
+
 #include "ops/families.h"
 #include "ops/infer_util.h"
-#include "rlx/quant.h"
 #include "rlx/rules.h"
 
 namespace rlx::detail {
@@ -86,8 +87,10 @@ Types infer_quant_matmul(const InferContext& ctx) {
   expect_whole_blocks(ctx, 1, k);
   if (ctx.attrs().get_string("layout") == "rows8") {
     if (!quant::interleavable(ctx.dtype(1)))
-      ctx.fail_type("expected weights of a dtype with an interleaved form (q4_0) for layout "
-                    "rows8, got ", ctx.input(1).str());
+      ctx.fail_type(
+          "expected weights of a dtype with an interleaved form (q4_0) for layout "
+          "rows8, got ",
+          ctx.input(1).str());
     if (w[0].is_static() && w[0].value() % 8 != 0)
       ctx.fail("expected a multiple of 8 weight rows for layout rows8, got ", ctx.input(1).str());
   }

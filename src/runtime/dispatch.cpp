@@ -82,8 +82,8 @@ struct Lowerer {
     const Kernel* k = kernels.find(q, device.kind);
     if (k && k->composite && depth < kMaxDecomposeDepth) {
       counts[op.name][size_t(DispatchPath::decomposed)]++;
-      return *inline_decomposition(op, k->composite, inputs, in_types, out_types, attrs,
-                                   subgraphs, depth, false);
+      return *inline_decomposition(op, k->composite, inputs, in_types, out_types, attrs, subgraphs,
+                                   depth, false);
     }
     if (k && !k->composite) return place(op, inputs, attrs, subgraphs, k, DispatchPath::native);
     const Kernel* cpu = device.is_cpu() ? nullptr : kernels.find(q, DeviceKind::cpu);
@@ -110,8 +110,7 @@ struct Lowerer {
   std::optional<std::vector<Value>> inline_decomposition(
       const OpDef& op, const DecomposeFn& decompose, const std::vector<Value>& inputs,
       const std::vector<TensorType>& in_types, const std::vector<TensorType>& out_types,
-      const Attrs& attrs, const std::vector<SubgraphPtr>& subgraphs, int depth,
-      bool host_instead) {
+      const Attrs& attrs, const std::vector<SubgraphPtr>& subgraphs, int depth, bool host_instead) {
     Graph scratch("decompose");
     std::vector<Value> args;
     for (size_t i = 0; i < in_types.size(); ++i)

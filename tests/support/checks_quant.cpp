@@ -197,7 +197,8 @@ std::vector<double> ggml_rounded(DType t, const double* x, int64_t k, std::vecto
 // The minimum of q4_1 / q5_1 block b of row j (its f16 at bytes 2-3 of the block).
 double block_min(const Tensor& w, int64_t j, int64_t b) {
   const auto* p = static_cast<const uint8_t*>(w.data()) +
-                  size_t(j) * dtype_nbytes(w.dtype(), w.shape()[1]) + size_t(b) * dtype_size(w.dtype());
+                  size_t(j) * dtype_nbytes(w.dtype(), w.shape()[1]) +
+                  size_t(b) * dtype_size(w.dtype());
   uint16_t m;
   std::memcpy(&m, p + 2, 2);
   return h(m);
@@ -353,9 +354,12 @@ CheckTable checks_quant() {
   }
   // Interleaved q4_0 (rows8): the decode tiles (1-6 rows), the panels (40 rows), f16 / f64
   // activations.
-  for (auto [dt, m, n, k] : {std::tuple{DType::f32, 1, 16, 64}, {DType::f32, 3, 24, 96},
-                             {DType::f32, 6, 8, 32}, {DType::f32, 40, 48, 64},
-                             {DType::f16, 2, 16, 64}, {DType::f64, 3, 16, 64}}) {
+  for (auto [dt, m, n, k] : {std::tuple{DType::f32, 1, 16, 64},
+                             {DType::f32, 3, 24, 96},
+                             {DType::f32, 6, 8, 32},
+                             {DType::f32, 40, 48, 64},
+                             {DType::f16, 2, 16, 64},
+                             {DType::f64, 3, 16, 64}}) {
     OpCheck c = mm(x(dt, {m, k}), rows8_of(random_quantized(DType::q4_0, n, k, ++seed)),
                    cat("q4_0 rows8, ", m, " rows"));
     c.attrs.set("layout", std::string("rows8"));

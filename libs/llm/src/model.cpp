@@ -97,7 +97,8 @@ Tensor huge_page_tensor(DType dt, const std::vector<int64_t>& shape, size_t n) {
   const size_t huge = size_t(1) << 21, body = (n + huge - 1) / huge * huge, len = body + huge;
   void* raw = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw != MAP_FAILED) {
-    auto* base = reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(raw) + huge - 1) / huge * huge);
+    auto* base =
+        reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(raw) + huge - 1) / huge * huge);
     madvise(base, n / huge * huge, MADV_HUGEPAGE);  // the tail in small pages: no waste
     return Tensor::wrap(dt, shape, base, [raw, len](void*) { munmap(raw, len); });
   }
@@ -126,7 +127,8 @@ Tensor held_copy(const Tensor& w, bool rows8, bool huge) {
                   : Tensor::empty(w.dtype(), w.shape());
   const int64_t n = w.shape()[0], k = w.shape()[1];
   const size_t rb = w.nbytes() / size_t(std::max<int64_t>(n, 1));
-  const int64_t slice = std::max<int64_t>(8, int64_t((size_t(1) << 21) / std::max<size_t>(rb, 1)) / 8 * 8);
+  const int64_t slice =
+      std::max<int64_t>(8, int64_t((size_t(1) << 21) / std::max<size_t>(rb, 1)) / 8 * 8);
   const auto* src = static_cast<const uint8_t*>(w.data());
   auto* dst = static_cast<uint8_t*>(t.data());
   for (int64_t r0 = 0; r0 < n; r0 += slice) {
@@ -218,8 +220,8 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
     // too when the output reuses it; otherwise it is read a row per token).
     const bool embd = a.name == "token_embd.weight";
     const bool streamed = t.rank() == 2 && (!embd || m->config_.tied_embeddings);
-    const bool rows8 = options.interleave && !embd && quant::interleavable(t.dtype()) &&
-                       t.shape()[0] % 8 == 0;
+    const bool rows8 =
+        options.interleave && !embd && quant::interleavable(t.dtype()) && t.shape()[0] % 8 == 0;
     const bool huge = options.huge_pages && streamed && t.nbytes() >= (size_t(1) << 21);
     if (rows8) m->rows8_.insert(a.name);
     m->weights_[a.name] = rows8 || huge ? held_copy(t, rows8, huge) : t;

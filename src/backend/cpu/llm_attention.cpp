@@ -198,8 +198,8 @@ void direct_values(const float* p, int64_t lp, int64_t m, const TK* v, int64_t n
         const __m256 ve = load8(vr + e);
         for (int64_t r = 0; r < m; ++r) {
           float* orow = o + r * d + e;
-          _mm256_storeu_ps(orow, _mm256_fmadd_ps(_mm256_set1_ps(p[r * lp + j]), ve,
-                                                 _mm256_loadu_ps(orow)));
+          _mm256_storeu_ps(
+              orow, _mm256_fmadd_ps(_mm256_set1_ps(p[r * lp + j]), ve, _mm256_loadu_ps(orow)));
         }
       }
       continue;
@@ -262,7 +262,7 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
   const int64_t b = bh / pb.kvh, kh = bh % pb.kvh;
   const int64_t s0 = blk * pb.block, s1 = std::min(pb.s, s0 + pb.block);
   const int64_t m = (s1 - s0) * g, p0 = pb.pos[b];
-  const int64_t keys = p0 + s1;                        // rows 0 .. the last query's position
+  const int64_t keys = p0 + s1;                           // rows 0 .. the last query's position
   const int64_t ls = (keys + kKeys - 1) / kKeys * kKeys;  // a score row, whole chunks
   w.q.resize(size_t(m * d));
   w.o.assign(size_t(m * d), 0.f);

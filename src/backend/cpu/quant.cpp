@@ -16,7 +16,6 @@
 //    the product (bench/llm_matvec.cpp `prefill` compares the paths). The activations are
 //    first rounded as the integer dots quantize them, so both paths compute one product.
 #include <cblas.h>
-#include <immintrin.h>
 
 #include <algorithm>
 #include <atomic>
@@ -43,8 +42,7 @@ bool use_panels(DType wt, int64_t m) {
     return m >= std::max<int64_t>(1, std::atoll(e));
   // Not q4_1 / q5_1 either: their minimum meets the f16 activation sums of ggml's q8_1,
   // which a product of decoded rows cannot reproduce.
-  return m >= kGemmRows && dtype_block(wt) < quant::kQK_K && wt != DType::q4_1 &&
-         wt != DType::q5_1;
+  return m >= kGemmRows && dtype_block(wt) < quant::kQK_K && wt != DType::q4_1 && wt != DType::q5_1;
 }
 
 // Scratch of this thread that only grows: a fresh buffer per call would fault its pages in
@@ -88,14 +86,14 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
   // Decode (one tile) streams the weights from memory: chunks of up to 1 MiB, at least 4
   // per thread, each one contiguous run for the hardware prefetcher, with ~4 KiB ahead
   // prefetched by hand (rows are short, the hardware stops at page ends, and a run
-  // restarts at every chunk: +10-25% tokens/s on 134M models). Many rows: kRowBlock weight rows per chunk (at least 8 chunks), which
-  // stay in cache while each tile of activations passes once.
+  // restarts at every chunk: +10-25% tokens/s on 134M models). Many rows: kRowBlock weight rows per
+  // chunk (at least 8 chunks), which stay in cache while each tile of activations passes once.
   const bool decode = m <= qdot::kMaxRows;
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t chunk =
-      decode ? std::clamp<int64_t>(std::min<int64_t>(int64_t(1 << 20) / int64_t(ub) / m,
-                                                     units / (4 * threads)),
-                                   1, units)
+      decode ? std::clamp<int64_t>(
+                   std::min<int64_t>(int64_t(1 << 20) / int64_t(ub) / m, units / (4 * threads)), 1,
+                   units)
              : std::clamp<int64_t>(units / 8, 1, kRowBlock / per);
   const int64_t ahead = decode ? std::max<int64_t>(1, 4096 / int64_t(ub)) : 0;
   for_chunks((units + chunk - 1) / chunk, [&](int64_t c) {
@@ -106,7 +104,7 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
       for (int64_t j = jb; j < je; ++j) {
         if (ahead && j + ahead < units) {
           const char* p = reinterpret_cast<const char*>(w) + (j + ahead) * int64_t(ub);
-          for (size_t o = 0; o < ub; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+          for (size_t o = 0; o < ub; o += 64) __builtin_prefetch(p + o);
         }
         const uint8_t* a = act + r0 * int64_t(ab);
         if (rows8)
@@ -151,7 +149,8 @@ void panel_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t 
     float* buf = scratch<float>(1, size_t(panel * k));
     const int64_t j0 = p * panel, pn = std::min(panel, n - j0);
     const int64_t per = rows8 ? 8 : 1;  // panels are whole groups (multiples of 16 rows)
-    for (int64_t j = 0; j < pn; j += per) decode_unit(wt, rows8, w, rb, (j0 + j) / per, k, buf + j * k);
+    for (int64_t j = 0; j < pn; j += per)
+      decode_unit(wt, rows8, w, rb, (j0 + j) / per, k, buf + j * k);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(pn), int(k), 1.f, x, int(k),
                 buf, int(k), 0.f, y + j0, int(n));
   });

@@ -541,8 +541,8 @@ void dot_rows8_q4_0(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, 
       }
       const __m256i s32 =
           _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), _mm256_set1_epi32(8 * a.sum));
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d, _mm256_set1_ps(a.d)),
-                               acc[r]);
+      acc[r] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d, _mm256_set1_ps(a.d)), acc[r]);
     }
   }
   for (int r = 0; r < NR; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
@@ -586,8 +586,8 @@ void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k) {
   }
 }
 
-bool avx2_dot_rows8(const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
-                    float* out, int64_t os) {
+bool avx2_dot_rows8(const void* group, const uint8_t* act, size_t as, int nr, int64_t k, float* out,
+                    int64_t os) {
   const auto* g = static_cast<const uint8_t*>(group);
   switch (nr) {
     case 1:

@@ -52,8 +52,8 @@ DotFn dot_fn(DType w, int nr);
 // Interleaved weights (layout rows8, rlx/quant.h): the 8 rows of the group at `group`
 // against nr in [1, kMaxRows] activation rows prepared by quantize_act for w:
 // out[r * out_stride + i] = <row i, activation row r>.
-void dot_rows8(DType w, const void* group, const uint8_t* act, size_t act_stride, int nr,
-               int64_t k, float* out, int64_t out_stride);
+void dot_rows8(DType w, const void* group, const uint8_t* act, size_t act_stride, int nr, int64_t k,
+               float* out, int64_t out_stride);
 
 // The 8 rows of a rows8 group decoded to f32, row i at dst + i * k.
 void decode_rows8(DType w, const void* group, float* dst, int64_t k);

@@ -53,8 +53,8 @@ inline constexpr int dtype_block_v = T >= DType::q2_k&& T <= DType::q6_k ? quant
 // The AVX2 dots (null when not built with AVX2, or for a dtype without one).
 DotFn avx2_dot_fn(DType w, int nr);
 // The AVX2 dot_rows8 (false when not built with AVX2).
-bool avx2_dot_rows8(const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
-                    float* out, int64_t os);
+bool avx2_dot_rows8(const void* group, const uint8_t* act, size_t as, int nr, int64_t k, float* out,
+                    int64_t os);
 // Decodes like decode_row where AVX2 has a decoder for t (f16, bf16, q4_0 … q8_0); false
 // otherwise (the portable decoder then runs).
 bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n);

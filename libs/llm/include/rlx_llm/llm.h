@@ -118,7 +118,7 @@ class Model {
   std::shared_ptr<gguf::File> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::map<std::string, Tensor> weights_;  // graph param name -> tensor (on the device)
-  std::set<std::string> rows8_;             // the weights held interleaved (layout rows8)
+  std::set<std::string> rows8_;            // the weights held interleaved (layout rows8)
   std::map<std::string, CompiledGraph> compiled_;
 };
 
