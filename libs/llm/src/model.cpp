@@ -89,22 +89,25 @@ class Builder {
   Graph& g_;
 };
 
-// Host memory for n bytes, in 2 MiB pages where the kernel grants them (transparent huge
-// pages on request): a decode step streams every weight once, and with 4 KiB pages a
-// 1B model's step walks ~500k page-table entries (10-20% of an f16 decode).
-Tensor huge_page_tensor(DType dt, const std::vector<int64_t>& shape, size_t n) {
+// Host memory of n bytes in 2 MiB pages where the kernel grants them (transparent huge
+// pages on request): a decode step streams every weight once, and with 4 KiB pages a 1B
+// model's step walks ~500k page-table entries (10-20% of an f16 decode). One arena holds
+// every streamed matrix, so small ones share huge pages too; its tail stays in small pages.
+std::shared_ptr<uint8_t> weight_arena(size_t n, bool huge_pages) {
 #if defined(__linux__)
-  const size_t huge = size_t(1) << 21, body = (n + huge - 1) / huge * huge, len = body + huge;
+  const size_t huge = size_t(1) << 21, len = (n + huge - 1) / huge * huge + huge;
   void* raw = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw != MAP_FAILED) {
     auto* base =
-        reinterpret_cast<void*>((reinterpret_cast<uintptr_t>(raw) + huge - 1) / huge * huge);
-    madvise(base, n / huge * huge, MADV_HUGEPAGE);  // the tail in small pages: no waste
-    return Tensor::wrap(dt, shape, base, [raw, len](void*) { munmap(raw, len); });
+        reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(raw) + huge - 1) / huge * huge);
+    if (huge_pages) madvise(base, n / huge * huge, MADV_HUGEPAGE);
+    return std::shared_ptr<uint8_t>(base, [raw, len](uint8_t*) { munmap(raw, len); });
   }
 #endif
-  (void)n;
-  return Tensor::empty(dt, shape);
+  (void)huge_pages;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(4096, (n + 4095) / 4096 * 4096));
+  if (!p) fail<OutOfMemory>("llm", "expected ", n, " bytes for the weights, got none");
+  return std::shared_ptr<uint8_t>(p, [](uint8_t* q) { std::free(q); });
 }
 
 // Gives back the whole pages of the mapping in [from, to) (read once, never again).
@@ -119,12 +122,13 @@ void release_pages(const uint8_t* from, const uint8_t* to) {
 #endif
 }
 
-// w held in process memory (interleaved in groups of 8 rows with rows8). The copy goes in
+// w held at `offset` in the arena (interleaved in groups of 8 rows with rows8). The copy goes in
 // slices of rows, each slice's source pages given back once it is done, so the process
 // holds the weights once (plus a slice) even while it loads.
-Tensor held_copy(const Tensor& w, bool rows8, bool huge) {
-  Tensor t = huge ? huge_page_tensor(w.dtype(), w.shape(), w.nbytes())
-                  : Tensor::empty(w.dtype(), w.shape());
+Tensor held_copy(const Tensor& w, bool rows8, const std::shared_ptr<uint8_t>& arena,
+                 size_t offset) {
+  std::shared_ptr<uint8_t> keep = arena;
+  Tensor t = Tensor::wrap(w.dtype(), w.shape(), arena.get() + offset, [keep](void*) {});
   const int64_t n = w.shape()[0], k = w.shape()[1];
   const size_t rb = w.nbytes() / size_t(std::max<int64_t>(n, 1));
   const int64_t slice =
@@ -209,6 +213,14 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
                      " tokens (token_embd rows), got ", m->tokenizer_->size());
   // Every tensor the graph reads, wrapped in the mapping (no copy on the CPU).
   auto g = m->build_graph(1, 1, SamplerOptions{}, "none");
+  struct Held {
+    std::string name;
+    Tensor t;
+    bool rows8;
+    size_t offset;
+  };
+  std::vector<Held> held;
+  size_t arena = 0;
   for (const Arg& a : g->args()) {
     if (a.kind != ArgKind::param) continue;
     Tensor t = m->file_->tensor(a.name);
@@ -222,9 +234,17 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
     const bool streamed = t.rank() == 2 && (!embd || m->config_.tied_embeddings);
     const bool rows8 =
         options.interleave && !embd && quant::interleavable(t.dtype()) && t.shape()[0] % 8 == 0;
-    const bool huge = options.huge_pages && streamed && t.nbytes() >= (size_t(1) << 21);
     if (rows8) m->rows8_.insert(a.name);
-    m->weights_[a.name] = rows8 || huge ? held_copy(t, rows8, huge) : t;
+    if (rows8 || (options.huge_pages && streamed)) {
+      held.push_back({a.name, t, rows8, arena});
+      arena += (t.nbytes() + 4095) / 4096 * 4096;
+    } else {
+      m->weights_[a.name] = t;
+    }
+  }
+  if (!held.empty()) {
+    std::shared_ptr<uint8_t> mem = weight_arena(arena, options.huge_pages);
+    for (const Held& h : held) m->weights_[h.name] = held_copy(h.t, h.rows8, mem, h.offset);
   }
   return m;
 }

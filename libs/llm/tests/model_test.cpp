@@ -113,7 +113,7 @@ TEST(Interleave, Q4_0RowsOf8MatchTheFileLayout) {
   EXPECT_EQ(packed->weight_bytes(), plain->weight_bytes());
 }
 
-// Weights copied into huge pages (matrices of 2 MiB or more) are the same bytes.
+// Weights copied into the huge-page arena are the same bytes.
 TEST(Interleave, HugePageCopiesAreTheSameWeights) {
   std::string path = write_model(Spec{.dim = 512, .heads = 8, .kv_heads = 2, .ffn = 1024}, "huge");
   auto mapped = Model::load(path, {.kv_dtype = DType::f32, .huge_pages = false});
