@@ -127,6 +127,12 @@ void add_llm_commands(CLI::App& app, LlmOptions& o) {
   o.quantize->add_option("type", o.type, "target type")
       ->required()
       ->type_name("Q8_0|Q4_0|Q4_1|Q5_0|Q5_1|Q2_K|Q3_K|Q4_K|Q5_K|Q6_K|F16|F32");
+  o.quantize
+      ->add_option("--output-type", o.output_type,
+                   "type of output.weight (token_embd.weight when tied); default: the target")
+      ->type_name("TYPE");
+  o.quantize->add_option("-t,--threads", o.threads, "threads (0: every core)")
+      ->capture_default_str();
 }
 
 int generate_command(const LlmOptions& o) {
@@ -221,16 +227,24 @@ int bench_llm_command(const LlmOptions& o) {
   return 0;
 }
 
-int quantize_command(const LlmOptions& o) {
-  std::string t = o.type;
+// A quantize type by its ggml name (any case).
+DType quantize_type(const std::string& name) {
+  std::string t = name;
   std::transform(t.begin(), t.end(), t.begin(), [](unsigned char c) { return std::tolower(c); });
   std::optional<DType> d = dtype_from_name(t);
   if (!d || !(is_quantized(*d) || *d == DType::f16 || *d == DType::f32))
     fail<ValueError>("quantize",
                      "expected a type Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, "
                      "Q5_K, Q6_K, F16 or F32, got '",
-                     o.type, "'");
-  gguf::quantize_file(o.model, o.out, *d);
+                     name, "'");
+  return *d;
+}
+
+int quantize_command(const LlmOptions& o) {
+  gguf::QuantizeOptions q;
+  if (!o.output_type.empty()) q.output_type = quantize_type(o.output_type);
+  q.threads = o.threads;
+  gguf::quantize_file(o.model, o.out, quantize_type(o.type), q);
   std::printf("wrote %s (%s)\n", o.out.c_str(), o.type.c_str());
   return 0;
 }

@@ -87,6 +87,15 @@ TEST(Cli, QuantizeReencodesWeights) {
   gguf::File f = gguf::File::open(out);
   EXPECT_EQ(f.find("blk.0.attn_q.weight")->dtype, DType::q8_0);
   EXPECT_EQ(f.find("blk.0.attn_norm.weight")->dtype, DType::f32);  // norms stay f32
+  // --output-type: the output projection in its own type (as llama-quantize's
+  // --output-tensor-type), the rest in the target.
+  std::string mixed = (temp_dir() / "cli_q4_out_q8.gguf").string();
+  Result m = rlx("quantize " + model + " " + mixed + " Q4_0 --output-type q8_0 -t 1");
+  ASSERT_EQ(m.code, 0) << m.err;
+  gguf::File g = gguf::File::open(mixed);
+  const char* out_name = g.find("output.weight") ? "output.weight" : "token_embd.weight";
+  EXPECT_EQ(g.find(out_name)->dtype, DType::q8_0);
+  EXPECT_EQ(g.find("blk.0.ffn_up.weight")->dtype, DType::q4_0);
   Result bad = rlx("quantize " + model + " " + out + " Q7_X");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.err.find("expected a type Q8_0"), std::string::npos) << bad.err;
