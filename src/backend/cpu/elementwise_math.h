@@ -31,50 +31,72 @@ RLX_FM_INLINE float scale_pow2(float y, int32_t n) {
   return y * s1 * s2;
 }
 
+// exp's constants: the clamp of x (e^89 overflows to inf after the scaling, e^-104 to 0),
+// 1 / ln 2, ln 2 split in two (Cody-Waite: nf * kLn2Hi is exact), and the
+// cephes polynomial of e^r on [-ln 2 / 2, ln 2 / 2], highest degree first.
+constexpr float kExpHi = 89.f, kExpLo = -104.f;
+constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = -0.693359375f, kLn2Lo = 2.12194440e-4f;
+constexpr float kExpPoly[] = {1.9875691500e-4f, 1.3981999507e-3f, 8.3334519073e-3f,
+                              4.1665795894e-2f, 1.6666665459e-1f, 5.0000001201e-1f};
+
+// The lane operations exp_reduced needs, for float and (below) the vector types; `like`
+// only picks the overload.
+RLX_FM_INLINE float splat(float, float c) { return c; }
+RLX_FM_INLINE float fmadd(float a, float b, float c) { return fma(a, b, c); }
+RLX_FM_INLINE float mul(float a, float b) { return a * b; }
+RLX_FM_INLINE float add(float a, float b) { return a + b; }
+#if defined(__AVX512F__)
+RLX_FM_INLINE __m512 splat(__m512, float c) { return _mm512_set1_ps(c); }
+RLX_FM_INLINE __m512 fmadd(__m512 a, __m512 b, __m512 c) { return _mm512_fmadd_ps(a, b, c); }
+RLX_FM_INLINE __m512 mul(__m512 a, __m512 b) { return _mm512_mul_ps(a, b); }
+RLX_FM_INLINE __m512 add(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+RLX_FM_INLINE __m256 splat(__m256, float c) { return _mm256_set1_ps(c); }
+RLX_FM_INLINE __m256 fmadd(__m256 a, __m256 b, __m256 c) { return _mm256_fmadd_ps(a, b, c); }
+RLX_FM_INLINE __m256 mul(__m256 a, __m256 b) { return _mm256_mul_ps(a, b); }
+RLX_FM_INLINE __m256 add(__m256 a, __m256 b) { return _mm256_add_ps(a, b); }
+#endif
+
+// e^(x - nf ln 2) for x already clamped and nf = round(x / ln 2): the one reduction and
+// polynomial that exp, exp8 and exp16 scale by 2^nf.
+template <class V>
+RLX_FM_INLINE V exp_reduced(V x, V nf) {
+  V r = fmadd(nf, splat(x, kLn2Hi), x);
+  r = fmadd(nf, splat(x, kLn2Lo), r);
+  V p = splat(x, kExpPoly[0]);  // unrolled by hand: a loop here stays a loop in exp()
+  p = fmadd(p, r, splat(x, kExpPoly[1]));
+  p = fmadd(p, r, splat(x, kExpPoly[2]));
+  p = fmadd(p, r, splat(x, kExpPoly[3]));
+  p = fmadd(p, r, splat(x, kExpPoly[4]));
+  p = fmadd(p, r, splat(x, kExpPoly[5]));
+  return add(fmadd(p, mul(r, r), r), splat(x, 1.f));
+}
+
 // e^x = 2^n e^r with n = round(x / ln 2) and a Cody-Waite reduced r; the cephes
 // polynomial for e^r. Out-of-range x saturates to inf / 0 through the scaling.
 RLX_FM_INLINE float exp(float x) {
-  float xc = x > 89.f ? 89.f : (x < -104.f ? -104.f : x);  // NaN stays NaN
-  constexpr float kShift = 12582912.f;                     // 1.5 * 2^23: rounds to int
-  float t = xc * 1.44269504088896341f + kShift;
+  float xc = x > kExpHi ? kExpHi : (x < kExpLo ? kExpLo : x);  // NaN stays NaN
+  constexpr float kShift = 12582912.f;                         // 1.5 * 2^23: rounds to int
+  float t = xc * kLog2e + kShift;
   int32_t n = std::bit_cast<int32_t>(t) - std::bit_cast<int32_t>(kShift);
-  float nf = t - kShift;
-  float r = fma(nf, -0.693359375f, xc);
-  r = fma(nf, 2.12194440e-4f, r);
-  float p = 1.9875691500e-4f;
-  p = fma(p, r, 1.3981999507e-3f);
-  p = fma(p, r, 8.3334519073e-3f);
-  p = fma(p, r, 4.1665795894e-2f);
-  p = fma(p, r, 1.6666665459e-1f);
-  p = fma(p, r, 5.0000001201e-1f);
-  float y = fma(p, r * r, r) + 1.f;
-  return scale_pow2(y, n);
+  return scale_pow2(exp_reduced(xc, t - kShift), n);
 }
 
 #if defined(__AVX512F__)
 // e^v on 16 lanes: the reduction and polynomial of exp() with roundscale for n and scalef
 // for the 2^n scaling (one instruction each, overflow and subnormal results included).
 RLX_FM_INLINE __m512 exp16(__m512 v) {
-  const __m512 hi = _mm512_set1_ps(89.f), lo = _mm512_set1_ps(-104.f);
+  const __m512 hi = _mm512_set1_ps(kExpHi), lo = _mm512_set1_ps(kExpLo);
   // Clamp with ordered compares, so NaN lanes keep v (NaN propagates).
   v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
   v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), v, lo);
   // The masked forms (all lanes on) avoid g++ 12's -Wmaybe-uninitialized false positive
   // on the unmasked intrinsics' undefined pass-through operand.
   const __m512 zero = _mm512_setzero_ps();
-  __m512 nf = _mm512_mask_roundscale_ps(zero, 0xffff,
-                                        _mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
+  __m512 nf = _mm512_mask_roundscale_ps(zero, 0xffff, _mm512_mul_ps(v, _mm512_set1_ps(kLog2e)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fmadd_ps(nf, _mm512_set1_ps(-0.693359375f), v);
-  r = _mm512_fmadd_ps(nf, _mm512_set1_ps(2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  __m512 e = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.f));
-  return _mm512_mask_scalef_ps(zero, 0xffff, e, nf);
+  return _mm512_mask_scalef_ps(zero, 0xffff, exp_reduced(v, nf), nf);
 }
 #endif
 
@@ -83,21 +105,13 @@ RLX_FM_INLINE __m512 exp16(__m512 v) {
 // polynomial; 2^n as two factors built in the exponent field, as scale_pow2 does (n in [-150, 129]
 // after the clamp).
 RLX_FM_INLINE __m256 exp8(__m256 v) {
-  const __m256 hi = _mm256_set1_ps(89.f), lo = _mm256_set1_ps(-104.f);
+  const __m256 hi = _mm256_set1_ps(kExpHi), lo = _mm256_set1_ps(kExpLo);
   // Ordered compares: NaN lanes keep v (NaN propagates).
   v = _mm256_blendv_ps(v, hi, _mm256_cmp_ps(v, hi, _CMP_GT_OQ));
   v = _mm256_blendv_ps(v, lo, _mm256_cmp_ps(v, lo, _CMP_LT_OQ));
-  __m256 nf = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504088896341f)),
+  __m256 nf = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(kLog2e)),
                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fmadd_ps(nf, _mm256_set1_ps(-0.693359375f), v);
-  r = _mm256_fmadd_ps(nf, _mm256_set1_ps(2.12194440e-4f), r);
-  __m256 p = _mm256_set1_ps(1.9875691500e-4f);
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
-  __m256 e = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.f));
+  __m256 e = exp_reduced(v, nf);
   __m256i n = _mm256_cvtps_epi32(nf);  // NaN lanes: an integer whose scaling keeps NaN
   __m256i n1 = _mm256_srai_epi32(n, 1), n2 = _mm256_sub_epi32(n, n1);
   const __m256i bias = _mm256_set1_epi32(127);

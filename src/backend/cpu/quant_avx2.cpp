@@ -548,7 +548,7 @@ void dot_rows8_q4_0(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, 
   for (int r = 0; r < NR; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
 }
 
-// The rounding of quantize_q8 / quantize_q8k in quant_dot.cpp (ggml's), vectorised.
+// The rounding of quantize_q8_ref / quantize_q8k_ref in quant_dot.cpp (ggml's), vectorised.
 void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k) {
   for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
     const float amax = amax_of(x, kQK);

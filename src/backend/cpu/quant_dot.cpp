@@ -17,32 +17,6 @@ namespace {
 
 using namespace quant;
 
-// ---- activations --------------------------------------------------------------------
-
-// ggml's activation quantizers, to the rounding: a product is then the same integers and
-// scales as llama.cpp's, and greedy decoding follows the same tokens. 32-value blocks as
-// its x86 quantize_row_q8_0 / q8_1: d = amax / 127 stored as f16, qs = round-half-even(x *
-// (127 / amax)), s = d * Σqs stored as f16 (both kept here as the f32 of those halves).
-void quantize_q8(const float* x, BlockQ8* y, int64_t k) {
-  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
-    float amax = 0;
-    for (int i = 0; i < kQK; ++i) amax = std::max(amax, std::fabs(x[i]));
-    const float d = amax / 127.f, id = amax != 0 ? 127.f / amax : 0.f;
-    int sum = 0;
-    for (int i = 0; i < kQK; ++i) {
-      int q = int(std::nearbyint(x[i] * id));
-      y[b].qs[i] = int8_t(q);
-      sum += q;
-    }
-    y[b].d = round_half(d);
-    y[b].sum = sum;
-    y[b].s = round_half(d * float(sum));
-  }
-}
-
-// Q8_K blocks: rlx/quant.h's quantizer is ggml's (scale from the signed maximum).
-void quantize_q8k(const float* x, BlockQ8K* y, int64_t k) { quant::quantize_row_q8_k(x, y, k); }
-
 // ---- unpacking --------------------------------------------------------------------------
 // A block as integers: x[i] = D * sc[i / 16] * v[i] - M * mn[i / 16].
 
@@ -326,8 +300,31 @@ void round_act(DType w, const float* x, float* y, int64_t k) {
   }
 }
 
-void quantize_q8_ref(const float* x, BlockQ8* y, int64_t k) { quantize_q8(x, y, k); }
-void quantize_q8k_ref(const float* x, BlockQ8K* y, int64_t k) { quantize_q8k(x, y, k); }
+// ---- activations --------------------------------------------------------------------
+
+// ggml's activation quantizers, to the rounding: a product is then the same integers and
+// scales as llama.cpp's, and greedy decoding follows the same tokens. 32-value blocks as
+// its x86 quantize_row_q8_0 / q8_1: d = amax / 127 stored as f16, qs = round-half-even(x *
+// (127 / amax)), s = d * Σqs stored as f16 (both kept here as the f32 of those halves).
+void quantize_q8_ref(const float* x, BlockQ8* y, int64_t k) {
+  for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
+    float amax = 0;
+    for (int i = 0; i < kQK; ++i) amax = std::max(amax, std::fabs(x[i]));
+    const float d = amax / 127.f, id = amax != 0 ? 127.f / amax : 0.f;
+    int sum = 0;
+    for (int i = 0; i < kQK; ++i) {
+      int q = int(std::nearbyint(x[i] * id));
+      y[b].qs[i] = int8_t(q);
+      sum += q;
+    }
+    y[b].d = round_half(d);
+    y[b].sum = sum;
+    y[b].s = round_half(d * float(sum));
+  }
+}
+
+// Q8_K blocks: rlx/quant.h's quantizer is ggml's (scale from the signed maximum).
+void quantize_q8k_ref(const float* x, BlockQ8K* y, int64_t k) { quant::quantize_row_q8_k(x, y, k); }
 
 void decode_row(DType t, const void* src, float* dst, int64_t n) {
   if (avx2_decode_row(t, src, dst, n)) return;

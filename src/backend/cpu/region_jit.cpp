@@ -13,6 +13,8 @@
 // computes what the interpreter's scalar tail does to within its few-ulp bounds.
 #include "backend/cpu/region_jit.h"
 
+#include "backend/cpu/elementwise_math.h"
+
 #if defined(RLX_HAVE_XBYAK)
 #include <xbyak/xbyak.h>
 #include <xbyak/xbyak_util.h>
@@ -73,11 +75,11 @@ uint32_t bits(float v) {
   return b;
 }
 
-// fm::exp16's constants
-constexpr float kHi = 89.f, kLo = -104.f, kLog2e = 1.44269504088896341f, kC1 = -0.693359375f,
-                kC2 = 2.12194440e-4f, kP0 = 1.9875691500e-4f, kP1 = 1.3981999507e-3f,
-                kP2 = 8.3334519073e-3f, kP3 = 4.1665795894e-2f, kP4 = 1.6666665459e-1f,
-                kP5 = 5.0000001201e-1f;
+// fm::exp16's constants (elementwise_math.h), so the JIT's exp gives the interpreter's bits.
+constexpr float kHi = fm::kExpHi, kLo = fm::kExpLo, kLog2e = fm::kLog2e, kC1 = fm::kLn2Hi,
+                kC2 = fm::kLn2Lo, kP0 = fm::kExpPoly[0], kP1 = fm::kExpPoly[1],
+                kP2 = fm::kExpPoly[2], kP3 = fm::kExpPoly[3], kP4 = fm::kExpPoly[4],
+                kP5 = fm::kExpPoly[5];
 constexpr uint32_t kSign = 0x80000000u, kAbs = 0x7fffffffu;
 
 // The constants (as bits) an op reads.
