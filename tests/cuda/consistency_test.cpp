@@ -114,6 +114,26 @@ TEST(CudaDispatch, ConvsResolveToCudnn) {
 }
 #endif
 
+// The LLM path (quant.cu, llm*.cu): every op native, but f64 products (quant_matmul's
+// activations, attention_cached: decomposed, dequantize to f64 and dot_general) and the CPU's
+// interleaved rows8 weights (host).
+TEST(CudaDispatch, LlmOpsResolveToNativeKernels) {
+  const char* const ops[] = {"dequantize", "rope", "kv_cache_write", "sample"};
+  expect_native(ops);
+  int n = 0;
+  for (const OpCheck& c : table().checks) {
+    if ((c.op != "quant_matmul" && c.op != "attention_cached") || !c.error.empty()) continue;
+    ++n;
+    const AttrValue* layout = c.attrs.find("layout");
+    const bool rows8 = layout && *layout->get_if<std::string>() == "rows8";
+    DispatchPath want = rows8                               ? DispatchPath::host
+                        : c.inputs[0].dtype() == DType::f64 ? DispatchPath::decomposed
+                                                            : DispatchPath::native;
+    EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), dispatch_path_name(want)) << check_label(c);
+  }
+  EXPECT_GT(n, 0);
+}
+
 TEST(CudaDispatch, FloatMatmulIsNativeIntegerMatmulRunsOnTheHost) {
   for (const OpCheck& c : table().checks) {
     if (c.op != "matmul" && c.op != "dot_general") continue;

@@ -12,6 +12,8 @@ if [ "$stage" != bench ]; then
 {
   timeout 170 $B/cuda_all_tests --gtest_brief=1 --gtest_filter=-*CudaGradCheck* 2>&1
   echo "== cuda_all_tests rc=$?"
+  timeout 120 $B/llm_cuda_test --gtest_brief=1 2>&1
+  echo "== llm_cuda_test rc=$?"
 } > $OUT/tests.log 2>&1
 grep "== \|FAILED\|Failure" $OUT/tests.log | head -40
 {

@@ -75,6 +75,7 @@ struct LlmOptions {
   bool print_tokens = false;
   int64_t bench_prompt = 512, bench_gen = 128;
   int bench_reps = 3;
+  int64_t batch = 1;
   std::string out, type, output_type;
   CLI::App *generate = nullptr, *bench = nullptr, *quantize = nullptr;
 };

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "rlx/cuda.h"
 #include "rlx/gguf.h"
 #include "rlx/npy.h"
 
@@ -42,7 +43,24 @@ llm::LoadOptions load_options(const LlmOptions& o) {
   lo.ctx = o.ctx;
   lo.threads = o.threads;
   lo.kv_dtype = parse_kv(o.kv);
+  lo.batch = o.batch;
   return lo;
+}
+
+// The device's copy bandwidth (bytes read + written per second): a 1 GiB device-to-device
+// copy, the best of five. A decode step on the GPU streams every weight once.
+double copy_bandwidth(Device d) {
+  const int64_t n = int64_t(1) << 30;
+  Tensor a = Tensor::zeros(DType::u8, {n}).to(d);
+  double best = 0;
+  for (int r = 0; r < 6; ++r) {
+    synchronize(d);
+    auto t0 = Clock::now();
+    Tensor b = a.clone();
+    synchronize(d);
+    if (r > 0) best = std::max(best, 2.0 * double(n) / seconds_since(t0));
+  }
+  return best;
 }
 
 // The machine's read bandwidth on `threads` threads (bytes/s): a sum over 512 MiB, the
@@ -120,6 +138,9 @@ void add_llm_commands(CLI::App& app, LlmOptions& o) {
   o.bench->add_option("-p,--n-prompt", o.bench_prompt, "prompt tokens")->capture_default_str();
   o.bench->add_option("-n,--n-gen", o.bench_gen, "generated tokens")->capture_default_str();
   o.bench->add_option("-r,--repetitions", o.bench_reps, "runs (median)")->capture_default_str();
+  o.bench->add_option("-b,--batch", o.batch, "sequences decoded together (tg counts them all)")
+      ->check(CLI::Range(1, 4096))
+      ->capture_default_str();
 
   o.quantize = app.add_subcommand("quantize", "re-encode a GGUF model's weights");
   o.quantize->add_option("input", o.model, "GGUF model")->required()->type_name("IN.gguf");
@@ -192,36 +213,50 @@ int bench_llm_command(const LlmOptions& o) {
       synchronize(lo.device);
       if (r > 0) pp.push_back(double(o.bench_prompt) / seconds_since(t0));
     }
-    if (o.bench_gen > 0) {
+    if (o.bench_gen > 0) {  // every sequence of the batch decodes; t/s counts them all
       llm::Generator gen(*model, greedy);
-      int32_t t = gen.prefill(std::span(prompt).first(1));
+      std::vector<int32_t> t;
+      for (int64_t b = 0; b < o.batch; ++b)
+        t.push_back(
+            gen.prefill(std::span(prompt).subspan(size_t(b % int64_t(prompt.size())), 1), b));
       auto t0 = Clock::now();
       for (int64_t i = 0; i < o.bench_gen; ++i) t = gen.step(t);
       synchronize(lo.device);
-      if (r > 0) tg.push_back(double(o.bench_gen) / seconds_since(t0));
+      if (r > 0) tg.push_back(double(o.bench_gen * o.batch) / seconds_since(t0));
     }
   }
-  std::printf("model %s: %s, %.1f MiB of weights, %lld threads, %s\n", o.model.c_str(),
+  std::printf("model %s: %s, %.1f MiB of weights, %lld threads, %s, batch %lld\n", o.model.c_str(),
               model->config().arch.c_str(), double(model->weight_bytes()) / (1 << 20),
-              (long long)o.threads, o.device.c_str());
+              (long long)o.threads, o.device.c_str(), (long long)o.batch);
   if (!pp.empty()) std::printf("pp%lld %.2f\n", (long long)o.bench_prompt, median(pp));
   if (!tg.empty()) std::printf("tg%lld %.2f\n", (long long)o.bench_gen, median(tg));
   double rss = peak_rss_mib();  // before the bandwidth probe's buffer
-  if (!tg.empty() && lo.device.is_cpu()) {
+  if (!tg.empty()) {
     // Bytes one decode step reads: every weight but the embedding table (one row), and
-    // the KV cache up to the middle of the decoded span (tgN starts from an empty cache).
+    // each sequence's KV cache up to the middle of the decoded span (tgN starts from an
+    // empty cache).
     const llm::Config& c = model->config();
     double bytes = double(model->weight_bytes());
     if (!c.tied_embeddings) bytes -= double(model->file().tensor("token_embd.weight").nbytes());
     double mid = double(o.bench_gen) / 2;
-    bytes +=
-        2.0 * double(c.n_layer * c.n_kv_head * c.head_dim) * mid * double(dtype_size(lo.kv_dtype));
-    double bw = read_bandwidth(o.threads);
-    double got = bytes * median(tg);
+    bytes += double(o.batch) * 2.0 * double(c.n_layer * c.n_kv_head * c.head_dim) * mid *
+             double(dtype_size(lo.kv_dtype));
+    const bool cpu = lo.device.is_cpu();
+    double bw = cpu ? read_bandwidth(o.threads) : copy_bandwidth(lo.device);
+    double got = bytes * median(tg) / double(o.batch);
     std::printf(
-        "decode reads %.1f MiB/token: %.2f GB/s = %.0f%% of the read bandwidth "
-        "(%.2f GB/s, %d threads, measured now)\n",
-        bytes / (1 << 20), got / 1e9, 100.0 * got / bw, bw / 1e9, o.threads);
+        "decode reads %.1f MiB/step: %.2f GB/s = %.0f%% of the %s bandwidth (%.2f GB/s, %s, "
+        "measured now)\n",
+        bytes / (1 << 20), got / 1e9, 100.0 * got / bw, cpu ? "read" : "copy", bw / 1e9,
+        cpu ? (std::to_string(o.threads) + " threads").c_str() : o.device.c_str());
+  }
+  if (!lo.device.is_cpu()) {
+    cuda::MemoryInfo mi = cuda::memory_info(lo.device.index);
+    std::printf(
+        "device memory: %.1f MiB used (weights %.1f MiB, KV cache %.1f MiB per sequence), "
+        "%.1f MiB reserved\n",
+        double(mi.used) / (1 << 20), double(model->weight_bytes()) / (1 << 20),
+        double(model->kv_bytes_per_seq()) / (1 << 20), double(mi.reserved) / (1 << 20));
   }
   std::printf("peak memory %.1f MiB\n", rss);
   return 0;

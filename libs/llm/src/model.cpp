@@ -260,6 +260,7 @@ const CompiledGraph& Model::compiled(int64_t batch, int64_t seq, const SamplerOp
   auto g = build_graph(batch, seq, s, logits);
   CompileOptions o;
   o.threads = options_.threads;
+  o.cuda_graphs = options_.cuda_graphs;
   CompiledGraph cg = Session(options_.device).compile(*g, o);
   for (const auto& [name, t] : weights_)
     if (g->find_arg(name)) cg.set_param(name, t);

@@ -30,18 +30,6 @@ Tensor reference_logits(const std::string& model, const std::vector<int32_t>& id
   return load_npy(out);
 }
 
-// ||a - b|| / ||b|| over all elements.
-double rel_l2(const Tensor& a, const Tensor& b) {
-  std::vector<double> x = a.to_doubles(), y = b.to_doubles();
-  EXPECT_EQ(x.size(), y.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    num += (x[i] - y[i]) * (x[i] - y[i]);
-    den += y[i] * y[i];
-  }
-  return std::sqrt(num / den);
-}
-
 Tensor row(const Tensor& t, int64_t i) {
   return t.slice(0, i, i + 1).contiguous().reshape({t.shape()[1]});
 }

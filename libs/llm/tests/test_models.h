@@ -137,4 +137,16 @@ inline std::vector<int32_t> some_ids(int64_t n, int64_t vocab, int32_t salt = 0)
   return ids;
 }
 
+// ||a - b|| / ||b|| over all elements (NaN when the sizes differ).
+inline double rel_l2(const Tensor& a, const Tensor& b) {
+  std::vector<double> x = a.to_doubles(), y = b.to_doubles();
+  if (x.size() != y.size()) return std::nan("");
+  double num = 0, den = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    num += (x[i] - y[i]) * (x[i] - y[i]);
+    den += y[i] * y[i];
+  }
+  return std::sqrt(num / den);
+}
+
 }  // namespace rlx::llm::test

@@ -22,6 +22,8 @@ void register_cuda_kernels(KernelRegistry& registry) {
   gpu::register_pool(registry);
   gpu::register_window_grad(registry);
   gpu::register_region(registry);
+  gpu::register_quant(registry);
+  gpu::register_llm(registry);
 }
 
 }  // namespace rlx

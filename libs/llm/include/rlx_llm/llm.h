@@ -63,6 +63,9 @@ struct LoadOptions {
   // 2 MiB pages (Linux transparent huge pages) and the file's pages released: fewer TLB
   // misses, 5-20% faster decode, the same resident memory.
   bool huge_pages = true;
+  // On a GPU, each compiled step runs as a captured CUDA Graph from its second run on (one
+  // launch per token); false runs every kernel eagerly (for comparison).
+  bool cuda_graphs = true;
 };
 
 // llama.cpp's defaults. temperature 0 is greedy.

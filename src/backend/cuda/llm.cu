@@ -1,0 +1,196 @@
+// rope and kv_cache_write on CUDA, and the family's registration (as backend/cpu/llm.cpp).
+//
+// rope: one thread per rotated pair (or passed-through dim) of a head; the angle in double,
+// as on the CPU (at position 4000 an f32 angle is already ~2e-4 rad off), so both backends
+// rotate by the same f32 cos / sin. The positions stay on the device.
+// kv_cache_write: writes the new rows into input 0's storage and returns it
+// (KernelFlags::makes_outputs), so a decode step moves S rows per head, never the cache.
+#include "backend/cuda/families.h"
+#include "backend/cuda/kernels.cuh"
+#include "backend/cuda/llm_kernels.h"
+
+namespace rlx::gpu {
+
+unsigned long long* position_check(const KernelContext& ctx, int64_t s, int64_t c) {
+  return deferred_check(ctx.device, stream_of(ctx), [op = ctx.op.name, s, c](int64_t p, int64_t b) {
+    fail<ValueError>(op, "expected 0 <= pos[b] and pos[b] + S <= C = ", c, ", got pos[", b,
+                     "] = ", p, " with S = ", s);
+  });
+}
+
+namespace {
+
+using Ins = std::span<const Tensor>;
+using Outs = std::span<Tensor>;
+
+// ---- rope ----------------------------------------------------------------------------
+
+// The lead dims of x ([..., S]) and pos's strides over them (0 where pos broadcasts).
+struct Lead {
+  int rank = 0;
+  int64_t size[kMaxDims], pos_stride[kMaxDims];
+
+  __device__ int64_t pos_offset(int64_t l) const {
+    int64_t off = 0;
+    for (int i = rank - 1; i >= 0; --i) {
+      off += (l % size[i]) * pos_stride[i];
+      l /= size[i];
+    }
+    return off;
+  }
+};
+
+struct RopeArgs {
+  int64_t rows, heads, d, half, n_rot;
+  double base, fs;
+  bool neox;
+};
+
+template <class T, class I, class F>
+__global__ void rope_rows(const T* x, const I* pos, const F* factors, T* y, Lead lead, RopeArgs a) {
+  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  const int64_t per_head = a.half + (a.d - a.n_rot);  // pairs, then the dims passed through
+  RLX_GRID_STRIDE(t, a.rows * a.heads * per_head) {
+    const int64_t c = t % per_head, rh = t / per_head;
+    const int64_t l = rh / a.heads;
+    const T* xr = x + rh * a.d;
+    T* yr = y + rh * a.d;
+    if (c >= a.half) {
+      const int64_t e = a.n_rot + (c - a.half);
+      yr[e] = xr[e];
+      continue;
+    }
+    double freq = pow(a.base, -2.0 * double(c) / double(a.n_rot));
+    if (factors) freq /= double(load(factors[c]));
+    const double th = double(pos[lead.pos_offset(l)]) * a.fs * freq;
+    const C cv = C(cos(th)), sv = C(sin(th));
+    const int64_t i0 = a.neox ? c : 2 * c, i1 = i0 + (a.neox ? a.half : 1);
+    const C x0 = C(load(xr[i0])), x1 = C(load(xr[i1]));
+    yr[i0] = store<T>(x0 * cv - x1 * sv);
+    yr[i1] = store<T>(x0 * sv + x1 * cv);
+  }
+}
+
+void rope_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor &x = in[0], &pos = in[1];
+  const auto& xs = x.shape();
+  const size_t r = xs.size();
+  RopeArgs a{};
+  a.d = xs[r - 1];
+  a.heads = xs[r - 2];
+  a.n_rot = ctx.attrs.get_int("n_rot");
+  if (a.n_rot == 0) a.n_rot = a.d;
+  if (a.n_rot % 2 != 0 || a.n_rot > a.d)
+    fail<ValueError>("rope", "expected an even n_rot <= D = ", a.d, ", got ", a.n_rot);
+  a.half = a.n_rot / 2;
+  a.neox = ctx.attrs.get_string("mode") == "neox";
+  a.fs = ctx.attrs.get_float("freq_scale") * (ctx.attrs.get_bool("inverse") ? -1.0 : 1.0);
+  a.base = ctx.attrs.get_float("base");
+  Lead lead;
+  std::vector<int64_t> lsize(xs.begin(), xs.end() - 2);
+  if (lsize.size() > size_t(kMaxDims))
+    fail<NotSupported>("rope", "expected at most ", kMaxDims + 2, " dims, got ", x.type().str());
+  lead.rank = int(lsize.size());
+  a.rows = 1;
+  for (size_t i = 0; i < lsize.size(); ++i) {
+    lead.size[i] = lsize[i];
+    lead.pos_stride[i] = 0;
+    a.rows *= lsize[i];
+  }
+  const auto& ps = pos.shape();
+  for (int64_t i = int64_t(ps.size()) - 1, st = 1; i >= 0; --i) {
+    lead.pos_stride[lsize.size() - ps.size() + size_t(i)] = ps[size_t(i)] == 1 ? 0 : st;
+    st *= ps[size_t(i)];
+  }
+  const int64_t threads = a.rows * a.heads * (a.half + a.d - a.n_rot);
+  if (threads == 0) return;
+  cudaStream_t s = stream_of(ctx);
+  visit(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T>) {
+      auto go = [&](auto itag, auto ftag) {
+        using I = typename decltype(itag)::type;
+        using F = typename decltype(ftag)::type;
+        const F* ff = in.size() > 2 ? static_cast<const F*>(in[2].data()) : nullptr;
+        rope_rows<T, I, F><<<blocks_for(threads), kThreads, 0, s>>>(
+            static_cast<const T*>(x.data()), static_cast<const I*>(pos.data()), ff,
+            static_cast<T*>(out[0].data()), lead, a);
+      };
+      auto with_factors = [&](auto itag) {
+        if (in.size() < 3) return go(itag, Tag<float>{});
+        visit(in[2].dtype(), [&](auto ftag) {
+          if constexpr (is_float_v<typename decltype(ftag)::type>) go(itag, ftag);
+        });
+      };
+      if (pos.dtype() == DType::i64)
+        with_factors(Tag<int64_t>{});
+      else
+        with_factors(Tag<int32_t>{});
+    }
+  });
+  RLX_CUDA_LAUNCHED("rope");
+}
+
+// ---- kv_cache_write ------------------------------------------------------------------
+
+// One thread per value of new [B, S, KVH, D]; row (b, s, h) lands in row pos[b] + s of
+// head h of the cache.
+template <class TC, class TN, class I>
+__global__ void cache_rows(const TN* src, const I* pos, TC* dst, int64_t total, int64_t s,
+                           int64_t kvh, int64_t c, int64_t d, unsigned long long* bad) {
+  RLX_GRID_STRIDE(i, total) {
+    const int64_t r = i / d, e = i % d;
+    const int64_t b = r / (s * kvh), si = (r / kvh) % s, h = r % kvh;
+    const int64_t p = int64_t(pos[b]);
+    if (p < 0 || p + s > c) {
+      report_bad(bad, p, b);
+      continue;
+    }
+    dst[((b * kvh + h) * c + p + si) * d + e] = store<TC>(load(src[i]));
+  }
+}
+
+void kv_cache_write_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor &cache = in[0], &nw = in[1], &pos = in[2];
+  const auto& cs = cache.shape();
+  const int64_t kvh = cs[1], c = cs[2], d = cs[3], s = nw.shape()[1];
+  out[0] = cache;  // the same storage: the caller's tensor holds the new rows
+  const int64_t total = nw.numel();
+  if (total == 0) return;
+  cudaStream_t st = stream_of(ctx);
+  unsigned long long* bad = position_check(ctx, s, c);
+  visit(cache.dtype(), [&](auto ct) {
+    using TC = typename decltype(ct)::type;
+    visit(nw.dtype(), [&](auto nt) {
+      using TN = typename decltype(nt)::type;
+      if constexpr (is_float_v<TC> && is_float_v<TN>) {
+        auto go = [&](auto itag) {
+          using I = typename decltype(itag)::type;
+          cache_rows<TC, TN, I><<<blocks_for(total), kThreads, 0, st>>>(
+              static_cast<const TN*>(nw.data()), static_cast<const I*>(pos.data()),
+              static_cast<TC*>(cache.data()), total, s, kvh, c, d, bad);
+        };
+        if (pos.dtype() == DType::i64)
+          go(Tag<int64_t>{});
+        else
+          go(Tag<int32_t>{});
+      }
+    });
+  });
+  RLX_CUDA_LAUNCHED("kv_cache_write");
+}
+
+bool float_pair(const KernelQuery& q) {
+  return q.inputs.size() >= 2 && is_float(q.inputs[0].dtype) && is_float(q.inputs[1].dtype);
+}
+
+}  // namespace
+
+void register_llm(KernelRegistry& r) {
+  add_kernel(r, "rope", rope_kernel, dtype_in(kFloat));
+  add_kernel(r, "kv_cache_write", kv_cache_write_kernel, float_pair, {.makes_outputs = true});
+  register_attention_cached(r);
+  register_sample(r);
+}
+
+}  // namespace rlx::gpu

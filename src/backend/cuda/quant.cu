@@ -1,0 +1,422 @@
+// CUDA kernels of dequantize and quant_matmul (the CPU's are in backend/cpu/quant.cpp).
+//
+// A weight block is read as groups of 16 values: each group unpacks, in registers, to four
+// words of signed 8-bit values with an integer scale and min (x = D * sc * v - M * mn, as
+// the CPU's Unpacked), so one decoder per type serves both kernels.
+//
+// quant_matmul with few activation rows (decode: up to kMatvecRows, or q4_1 / q5_1 at any
+// count) runs the matvec: the rows are first quantized to int8 blocks by ggml's rules (the
+// CPU kernel's, so both compute one product: q8_0 / q8_1 per 32 values with f16 scales,
+// q8_K per 256), then one warp per weight row streams its blocks once, lanes taking
+// 16-value groups in turn, with dp4a integer dots per group. Float weights stream 16 bytes
+// per lane with f32 products. Many rows (prefill) decode the weights to f32 once and
+// multiply the rounded activations on the tensor cores at SGEMM's accuracy (linalg.h's
+// batched_gemm, 3xTF32).
+#include <cuda_fp16.h>
+
+#include <vector>
+
+#include "backend/cuda/elementwise.h"
+#include "backend/cuda/families.h"
+#include "backend/cuda/kernels.cuh"
+#include "backend/cuda/linalg.h"
+#include "backend/cuda/quant_blocks.cuh"
+#include "rlx/quant.h"
+
+namespace rlx::gpu {
+
+namespace {
+
+using Ins = std::span<const Tensor>;
+using Outs = std::span<Tensor>;
+
+constexpr int64_t kMatvecRows = 8;  // activation rows from which the GEMM path takes over
+constexpr int kWarps = 4;           // weight rows per thread block of the matvec
+
+// Calls f(std::integral_constant<DType, T>) for a block-quantized dtype.
+template <class F>
+void visit_quant(DType t, F&& f) {
+  switch (t) {
+#define RLX_CASE(T) \
+  case DType::T:    \
+    return f(std::integral_constant<DType, DType::T>{});
+    RLX_QUANT_DTYPES(RLX_CASE)
+#undef RLX_CASE
+    default:
+      break;
+  }
+  fail<NotSupported>("cuda", "expected a block-quantized dtype, got ", dtype_name(t));
+}
+
+// ---- dequantize ------------------------------------------------------------------------
+
+// One thread per 16-value group of the selected rows (rows: the table's row of each output
+// row; null for all rows in order).
+template <DType T, class O, class I>
+__global__ void dequant_groups(const uint8_t* w, const I* rows, int64_t out_rows,
+                               int64_t table_rows, int64_t k, O* y, unsigned long long* bad) {
+  using B = Blocks<T>;
+  const int64_t gpr = k / 16, total = out_rows * gpr;
+  RLX_GRID_STRIDE(i, total) {
+    const int64_t r = i / gpr, gi = i % gpr;
+    int64_t src = r;
+    if (rows) {
+      src = int64_t(rows[r]);
+      if (src < 0 || src >= table_rows) {
+        report_bad(bad, src, 0);
+        continue;
+      }
+    }
+    const int per = B::kValues / 16;
+    const uint8_t* blk = w + (src * (k / B::kValues) + gi / per) * B::kBytes;
+    float D, M;
+    const Group u = B::unpack(blk, int(gi % per), D, M);
+    const float a = D * float(u.sc), m = M * float(u.mn);
+    O* out = y + r * k + gi * 16;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) out[j] = store<O>(a * float(sbyte(u.v[j / 4], j % 4)) - m);
+  }
+}
+
+template <class S, class O, class I>
+__global__ void convert_rows(const S* w, const I* rows, int64_t out_rows, int64_t table_rows,
+                             int64_t k, O* y, unsigned long long* bad) {
+  RLX_GRID_STRIDE(i, out_rows * k) {
+    const int64_t r = i / k;
+    int64_t src = r;
+    if (rows) {
+      src = int64_t(rows[r]);
+      if (src < 0 || src >= table_rows) {
+        report_bad(bad, src, 0);
+        continue;
+      }
+    }
+    y[i] = store<O>(load(w[src * k + i % k]));
+  }
+}
+
+// w [n, k] (or the rows `idx` of it) decoded into y, any float dtype.
+void dequantize_into(const Tensor& w, const Tensor* idx, const Tensor& y, const KernelContext* ctx,
+                     cudaStream_t s) {
+  const int64_t table = w.shape().empty() ? 1 : w.shape()[0];
+  const int64_t k = w.shape().empty() ? 1 : w.shape().back();
+  const int64_t rows = k ? y.numel() / k : 0;
+  if (rows * k == 0) return;
+  unsigned long long* bad = nullptr;
+  if (idx && ctx)
+    bad = deferred_check(ctx->device, s, [table](int64_t v, int64_t) {
+      fail<ValueError>("dequantize", "expected row indices in [0, ", table, "), got ", v);
+    });
+  auto go = [&](auto itag) {
+    using I = typename decltype(itag)::type;
+    const I* ip = idx ? static_cast<const I*>(idx->data()) : nullptr;
+    visit(y.dtype(), [&](auto otag) {
+      using O = typename decltype(otag)::type;
+      if constexpr (is_float_v<O>) {
+        O* yp = static_cast<O*>(y.data());
+        if (is_quantized(w.dtype())) {
+          visit_quant(w.dtype(), [&](auto t) {
+            dequant_groups<decltype(t)::value, O, I><<<blocks_for(rows * k / 16), kThreads, 0, s>>>(
+                static_cast<const uint8_t*>(w.data()), ip, rows, table, k, yp, bad);
+          });
+        } else {
+          visit(w.dtype(), [&](auto stag) {
+            using S = typename decltype(stag)::type;
+            if constexpr (is_float_v<S>)
+              convert_rows<S, O, I><<<blocks_for(rows * k), kThreads, 0, s>>>(
+                  static_cast<const S*>(w.data()), ip, rows, table, k, yp, bad);
+          });
+        }
+      }
+    });
+  };
+  if (!idx)
+    go(Tag<int32_t>{});
+  else if (idx->dtype() == DType::i64)
+    go(Tag<int64_t>{});
+  else
+    go(Tag<int32_t>{});
+  RLX_CUDA_LAUNCHED("dequantize");
+}
+
+void dequantize_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  dequantize_into(in[0], in.size() > 1 ? &in[1] : nullptr, out[0], &ctx, stream_of(ctx));
+}
+
+// ---- activations -----------------------------------------------------------------------
+// Rows of x (f32) quantized as the CPU's qdot::quantize_act: int8 values xq [m, k], the scale of
+// each block xd [m, k / blk] (the f16-rounded value for blocks of 32), and for q8_1 the
+// f16-rounded d * sum of each block xs [m, k / 32].
+
+__device__ __forceinline__ float round_half(float v) { return __half2float(__float2half_rn(v)); }
+
+// One warp per block of 32 (q8_0 / q8_1 rules).
+__global__ void quantize_q8(const float* x, int64_t blocks, int8_t* xq, float* xd, float* xs) {
+  const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (b >= blocks) return;
+  const float v = x[b * 32 + lane];
+  float amax = fabsf(v);
+  for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float d = amax / 127.f, id = amax != 0 ? 127.f / amax : 0.f;
+  const int q = __float2int_rn(v * id);
+  xq[b * 32 + lane] = int8_t(q);
+  int sum = q;
+  for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) {
+    xd[b] = round_half(d);
+    xs[b] = round_half(d * float(sum));
+  }
+}
+
+// One warp per block of 256 (q8_K rules: the scale from the signed value of largest
+// magnitude, the first one on ties).
+__global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* xd) {
+  const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (b >= blocks) return;
+  float v[8], best = -1, max = 0;
+  int at = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    v[j] = x[b * 256 + lane * 8 + j];
+    if (fabsf(v[j]) > best) best = fabsf(v[j]), max = v[j], at = lane * 8 + j;
+  }
+  for (int o = 16; o > 0; o /= 2) {
+    const float ob = __shfl_xor_sync(0xffffffffu, best, o);
+    const float om = __shfl_xor_sync(0xffffffffu, max, o);
+    const int oa = __shfl_xor_sync(0xffffffffu, at, o);
+    if (ob > best || (ob == best && oa < at)) best = ob, max = om, at = oa;
+  }
+  const float iscale = max != 0 ? -127.f / max : 0.f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    xq[b * 256 + lane * 8 + j] = int8_t(min(127, __float2int_rn(iscale * v[j])));
+  if (lane == 0) xd[b] = max != 0 ? 1 / iscale : 0.f;
+}
+
+// The activations dequantized (f32), as the decoded-weight product takes them.
+__global__ void act_values(const int8_t* xq, const float* xd, int64_t n, int blk, float* y) {
+  RLX_GRID_STRIDE(i, n) { y[i] = xd[i / blk] * float(xq[i]); }
+}
+
+struct Act {
+  Tensor q, d, s;  // int8 values, block scales, q8_1 sums
+  int blk = 32;
+};
+
+Act quantize_act(const Tensor& x, DType wt, int64_t m, int64_t k, cudaStream_t s) {
+  Act a;
+  a.blk = dtype_block(wt) == quant::kQK_K ? 256 : 32;
+  const int64_t blocks = m * k / a.blk;
+  a.q = Tensor::empty(DType::i8, {m, k}, x.device());
+  a.d = Tensor::empty(DType::f32, {std::max<int64_t>(blocks, 1)}, x.device());
+  a.s = Tensor::empty(DType::f32, {std::max<int64_t>(blocks, 1)}, x.device());
+  const int grid = int((blocks * 32 + kThreads - 1) / kThreads);
+  if (blocks == 0) return a;
+  auto* q = static_cast<int8_t*>(a.q.data());
+  auto* d = static_cast<float*>(a.d.data());
+  const auto* xp = static_cast<const float*>(x.data());
+  if (a.blk == 256)
+    quantize_q8k<<<grid, kThreads, 0, s>>>(xp, blocks, q, d);
+  else
+    quantize_q8<<<grid, kThreads, 0, s>>>(xp, blocks, q, d, static_cast<float*>(a.s.data()));
+  RLX_CUDA_LAUNCHED("quant_matmul: activations");
+  return a;
+}
+
+// ---- the matvec ------------------------------------------------------------------------
+
+// y[r, row] for MR activation rows from r0; one warp per weight row, lanes over its
+// 16-value groups. Per group: integer dots with each row's 16 values (dp4a), the group's
+// share D * sc * s - M * mn * (sum of the row's values) scaled by the row's block scale;
+// blocks of 32 carry their whole minimum (q8_1's s) on the first group.
+template <DType T, int MR>
+__global__ void __launch_bounds__(32 * kWarps)
+    qmatvec(const uint8_t* w, int64_t n, int64_t k, const int8_t* xq, const float* xd,
+            const float* xs, int64_t m, float* y) {
+  using B = Blocks<T>;
+  const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t r0 = int64_t(blockIdx.y) * MR;
+  if (row >= n) return;
+  constexpr int per = B::kValues / 16;
+  const int64_t nb = k / B::kValues, groups = nb * per;
+  const uint8_t* wr = w + row * nb * B::kBytes;
+  float acc[MR] = {};
+  for (int64_t gi = lane; gi < groups; gi += 32) {
+    const int64_t bi = gi / per;
+    const int g = int(gi % per);
+    float D, M;
+    const Group u = B::unpack(wr + bi * B::kBytes, g, D, M);
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+      if (r0 + r >= m) break;
+      const int4 q = *reinterpret_cast<const int4*>(xq + (r0 + r) * k + gi * 16);
+      const int xv[4] = {q.x, q.y, q.z, q.w};
+      acc[r] += group_share<B>(u, D, M, xv, xd[(r0 + r) * nb + bi],
+                               B::kValues == 256 ? 0.f : xs[(r0 + r) * nb + bi], g);
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    float v = acc[r];
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0 && r0 + r < m) y[(r0 + r) * n + row] = v;
+  }
+}
+
+// Float weights: lanes take 8 values at a time (one 16-byte load for f16 / bf16).
+template <class W, int MR>
+__global__ void __launch_bounds__(32 * kWarps)
+    fmatvec(const W* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {
+  const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  const int64_t r0 = int64_t(blockIdx.y) * MR;
+  if (row >= n) return;
+  const W* wr = w + row * k;
+  float acc[MR] = {};
+  const bool vec = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  const int64_t k8 = vec ? k : 0;
+  for (int64_t i = 8 * lane; i < k8; i += 256) {
+    float wv[8];
+    if constexpr (sizeof(W) == 2) {
+      const uint4 raw = *reinterpret_cast<const uint4*>(wr + i);
+      const W* h = reinterpret_cast<const W*>(&raw);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) wv[j] = float(load(h[j]));
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) wv[j] = float(load(wr[i + j]));
+    }
+#pragma unroll
+    for (int r = 0; r < MR; ++r) {
+      if (r0 + r >= m) break;
+      const float* xr = x + (r0 + r) * k + i;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[r] = fmaf(wv[j], xr[j], acc[r]);
+    }
+  }
+  for (int64_t i = k8 + lane; i < k; i += 32) {
+    const float wv = float(load(wr[i]));
+#pragma unroll
+    for (int r = 0; r < MR; ++r)
+      if (r0 + r < m) acc[r] = fmaf(wv, x[(r0 + r) * k + i], acc[r]);
+  }
+#pragma unroll
+  for (int r = 0; r < MR; ++r) {
+    float v = acc[r];
+    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
+    if (lane == 0 && r0 + r < m) y[(r0 + r) * n + row] = v;
+  }
+}
+
+// Launches f(std::integral_constant<int, MR>) for the row tile that fits m rows.
+template <class F>
+void by_rows(int64_t m, F&& f) {
+  if (m <= 1) return f(std::integral_constant<int, 1>{});
+  if (m <= 2) return f(std::integral_constant<int, 2>{});
+  if (m <= 4) return f(std::integral_constant<int, 4>{});
+  f(std::integral_constant<int, 8>{});
+}
+
+// x [m, k] f32 times the weights into y [m, n] f32.
+void matvec(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int64_t n, int64_t k,
+            cudaStream_t s) {
+  const DType wt = w.dtype();
+  const auto* wp = static_cast<const uint8_t*>(w.data());
+  const auto* xp = static_cast<const float*>(x.data());
+  auto* yp = static_cast<float*>(y.data());
+  by_rows(m, [&](auto mr) {
+    constexpr int MR = decltype(mr)::value;
+    const dim3 grid(unsigned((n + kWarps - 1) / kWarps), unsigned((m + MR - 1) / MR));
+    if (is_quantized(wt)) {
+      Act a = quantize_act(x, wt, m, k, s);
+      visit_quant(wt, [&](auto t) {
+        qmatvec<decltype(t)::value, MR><<<grid, 32 * kWarps, 0, s>>>(
+            wp, n, k, static_cast<const int8_t*>(a.q.data()), static_cast<const float*>(a.d.data()),
+            static_cast<const float*>(a.s.data()), m, yp);
+      });
+    } else if (wt == DType::f16) {
+      fmatvec<__half, MR>
+          <<<grid, 32 * kWarps, 0, s>>>(reinterpret_cast<const __half*>(wp), n, k, xp, m, yp);
+    } else if (wt == DType::bf16) {
+      fmatvec<__nv_bfloat16, MR><<<grid, 32 * kWarps, 0, s>>>(
+          reinterpret_cast<const __nv_bfloat16*>(wp), n, k, xp, m, yp);
+    } else {
+      fmatvec<float, MR>
+          <<<grid, 32 * kWarps, 0, s>>>(reinterpret_cast<const float*>(wp), n, k, xp, m, yp);
+    }
+  });
+  RLX_CUDA_LAUNCHED("quant_matmul");
+}
+
+// Many rows: the weights decoded to f32 once, the activations rounded as the matvec
+// quantizes them (so both paths compute one product), one GEMM at SGEMM's accuracy.
+void gemm_path(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int64_t n, int64_t k,
+               cudaStream_t s) {
+  const Device dev = x.device();
+  Tensor wf = w;
+  if (w.dtype() != DType::f32) {
+    wf = Tensor::empty(DType::f32, {n, k}, dev);
+    dequantize_into(w, nullptr, wf, nullptr, s);
+  }
+  Tensor xr = x;
+  if (is_quantized(w.dtype())) {
+    Act a = quantize_act(x, w.dtype(), m, k, s);
+    xr = Tensor::empty(DType::f32, {m, k}, dev);
+    act_values<<<blocks_for(m * k), kThreads, 0, s>>>(static_cast<const int8_t*>(a.q.data()),
+                                                      static_cast<const float*>(a.d.data()), m * k,
+                                                      a.blk, static_cast<float*>(xr.data()));
+    RLX_CUDA_LAUNCHED("quant_matmul: activations");
+  }
+  batched_gemm(xr.reshape({1, m, k}), false, wf.reshape({1, n, k}), true, y.reshape({1, m, n}), 1.0,
+               s);
+}
+
+void quant_matmul_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& w = in[1];
+  const int64_t n = w.shape()[0], k = w.shape()[1];
+  const int64_t m = k ? in[0].numel() / k : 0;
+  cudaStream_t s = stream_of(ctx);
+  if (m * n == 0) return;
+  if (k == 0) return fill(out[0], 0, s);
+  // The kernels take f32 rows and give f32 products; the 16-byte loads of the K-quant
+  // blocks need their start aligned (a fresh allocation is).
+  auto f32 = [&](const Tensor& t, std::vector<int64_t> shape) {
+    if (t.dtype() == DType::f32) return t.reshape(shape);
+    Tensor c = Tensor::empty(DType::f32, shape, t.device());
+    cast_into(t.reshape(shape), c, s);
+    return c;
+  };
+  const Tensor x = f32(in[0], {m, k});
+  const Tensor y = out[0].dtype() == DType::f32 ? out[0].reshape({m, n})
+                                                : Tensor::empty(DType::f32, {m, n}, x.device());
+  const Tensor wa = reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 ? w : w.clone();
+  // q4_1 / q5_1 stay on the integer dots (their f16 activation sums, as on the CPU).
+  if (m <= kMatvecRows || w.dtype() == DType::q4_1 || w.dtype() == DType::q5_1)
+    matvec(x, wa, y, m, n, k, s);
+  else
+    gemm_path(x, wa, y, m, n, k, s);
+  if (y.data() != out[0].data()) cast_into(y, out[0].reshape({m, n}), s);
+}
+
+// Plain weights and f32 / f16 / bf16 activations (f64 takes the decomposition).
+bool quant_matmul_supported(const KernelQuery& q) {
+  const DType x = q.inputs[0].dtype, w = q.inputs[1].dtype;
+  return q.attrs.get_string("layout") == "rows" &&
+         (x == DType::f32 || x == DType::f16 || x == DType::bf16) &&
+         (is_quantized(w) || w == DType::f32 || w == DType::f16 || w == DType::bf16);
+}
+
+}  // namespace
+
+void register_quant(KernelRegistry& r) {
+  add_kernel(r, "dequantize", dequantize_kernel, [](const KernelQuery& q) {
+    const DType w = q.inputs[0].dtype;
+    return is_quantized(w) || w == DType::f32 || w == DType::f16 || w == DType::bf16;
+  });
+  add_kernel(r, "quant_matmul", quant_matmul_kernel, quant_matmul_supported);
+}
+
+}  // namespace rlx::gpu

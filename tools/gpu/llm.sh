@@ -1,0 +1,53 @@
+#!/bin/bash
+# tools/gpu/llm.sh [tests|bench|quick|all] [CONFIGS] — the GPU machine's half of the LLM run
+# (bundle it with `tools/gpu/bundle.sh build llm`, carry .gpuz): the CUDA tests of the op
+# tables and libs/llm, then random-weight models (bench/llm/make_gguf.py F16 and BF16, `rlx
+# quantize` to Q8_0 and Q4_K) timed by bench/llm/llm_torch.py, rlx next to PyTorch. CONFIGS:
+# make_gguf.py configs, default "1b". `quick`: the tests, then rlx alone (no PyTorch, whose
+# compiles take minutes). Logs under $OUT (tests.log, bench_<config>.log).
+cd "$(dirname "$0")/../.."
+stage=${1:-all}
+configs=${2:-1b}
+tar -xJf .gpuz/gpu.tar.xz && . .gpu/env.sh || exit 1
+B=.gpu/bin
+nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv,noheader
+if [ "$stage" != bench ]; then
+  {
+    f='*Dispatch*'
+    for op in dequantize quant_matmul rope kv_cache_write attention_cached sample; do
+      f="$f:*CudaConsistency.MatchesReference/$op"
+    done
+    [ "$stage" = quick ] || f='*Consistency*:*Dispatch*'
+    timeout 240 $B/cuda_all_tests --gtest_brief=1 --gtest_filter="$f"
+    echo "== cuda_all_tests rc=$?"
+    timeout 120 $B/llm_cuda_test --gtest_brief=1
+    echo "== llm_cuda_test rc=$?"
+  } > $OUT/tests.log 2>&1
+  grep -v "^\[ \|^$" $OUT/tests.log | cut -c1-300 | head -120
+fi
+[ "$stage" = tests ] && exit 0
+M=/tmp/llm-models
+mkdir -p $M
+for c in $configs; do
+  t0=$(date +%s)
+  python3 bench/llm/make_gguf.py --config $c --type BF16 -o $M/$c-bf16.gguf > /dev/null &&
+    $B/rlx quantize $M/$c-bf16.gguf $M/$c-q8_0.gguf Q8_0 -t 16 > /dev/null &&
+    $B/rlx quantize $M/$c-bf16.gguf $M/$c-q4_k.gguf Q4_K -t 16 > /dev/null ||
+    { echo "== models $c failed"; continue; }
+  echo "== models $c: $(( $(date +%s) - t0 )) s"
+  if [ "$stage" = quick ]; then
+    for t in bf16 q8_0 q4_k; do
+      for b in 1 8; do
+        timeout 60 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p $((b == 1 ? 512 : 0)) -n 64 -r 2 -b $b
+      done
+    done > $OUT/bench_$c.log 2>&1
+    echo "== rlx $c rc=$?"
+    grep -v "^$" $OUT/bench_$c.log | tail -60
+    continue
+  fi
+  timeout ${BENCH_TIMEOUT:-400} python3 bench/llm/llm_torch.py $M/$c-bf16.gguf $M/$c-q8_0.gguf \
+    $M/$c-q4_k.gguf --rlx $B/rlx > $OUT/bench_$c.log 2>&1
+  echo "== bench $c rc=$?"
+  cat $OUT/bench_$c.log | tail -40
+  rm -f $M/$c-*.gguf
+done
