@@ -11,6 +11,7 @@
 // exactly as llama.cpp does. The contractions' case-insensitivity uses ASCII lower-casing,
 // which is all that can turn a code point into s/t/m/d/r/e/v/l.
 #include <algorithm>
+#include <string_view>
 
 #include "tokenizer_internal.h"
 
@@ -128,6 +129,60 @@ void split_llama3(Seg& s, size_t max_digits) {
   }
 }
 
+// Splits every piece of `in` (lengths) where `pick` finds matches [b, e) within it: the
+// matches and the text between them become pieces, as llama.cpp's regex splits do.
+template <class Pick>
+std::vector<size_t> resplit(const std::vector<size_t>& in, Pick&& pick) {
+  std::vector<size_t> out;
+  size_t at = 0;
+  for (size_t len : in) {
+    const size_t end = at + len;
+    size_t from = at;
+    for (size_t b = at, e; b < end; b = std::max(e, b + 1)) {
+      e = pick(b, end);  // the end of a match at b, or b for none
+      if (e == b) continue;
+      if (b > from) out.push_back(b - from);
+      out.push_back(e - b);
+      from = e;
+    }
+    if (end > from) out.push_back(end - from);
+    at = end;
+  }
+  return out;
+}
+
+// llama.cpp's default BPE split, four regexes in turn, each over the pieces of the one
+// before: [\p{P}$+<=>^~|]+, GPT-2's, \p{N}+, then [0-9]{3} (ASCII digits in threes from
+// the left of each run).
+std::vector<size_t> split_default(const std::vector<uint32_t>& cps,
+                                  const std::vector<uint8_t>& cls) {
+  auto run_of = [&](auto in_class) {
+    return [&, in_class](size_t b, size_t end) {
+      while (b < end && in_class(cps[b])) ++b;
+      return b;
+    };
+  };
+  auto symbol = [](uint32_t c) {
+    return is_punctuation(c) || c == '$' || c == '+' || c == '<' || c == '=' || c == '>' ||
+           c == '^' || c == '~' || c == '|';
+  };
+  std::vector<size_t> pieces;
+  if (!cps.empty()) pieces.push_back(cps.size());
+  pieces = resplit(pieces, run_of(symbol));
+  std::vector<size_t> words;
+  size_t at = 0;
+  for (size_t len : pieces) {
+    Seg s{cps, cls, at, at + len, at, words};
+    split_gpt2(s);
+    at += len;
+  }
+  words = resplit(words, run_of([](uint32_t c) { return is_number(c); }));
+  auto digit = [](uint32_t c) { return c >= '0' && c <= '9'; };
+  return resplit(words, [&](size_t b, size_t end) {
+    return b + 3 <= end && digit(cps[b]) && digit(cps[b + 1]) && digit(cps[b + 2]) ? b + 3 : b;
+  });
+}
+
 }  // namespace
 
 bool is_whitespace(uint32_t cp) {
@@ -138,9 +193,11 @@ bool is_whitespace(uint32_t cp) {
 }
 
 static uint8_t range_class(uint32_t cp) {
-  if (cp < 0x80) {  // fast path
+  if (cp < 0x80) {  // fast path; ASCII punctuation: !"#%&'()*,-./:;?@[\]_{}
     if ((cp | 0x20) >= 'a' && (cp | 0x20) <= 'z') return 1;
-    return cp >= '0' && cp <= '9' ? 2 : 0;
+    if (cp >= '0' && cp <= '9') return 2;
+    static constexpr std::string_view kPunct = "!\"#%&'()*,-./:;?@[\\]_{}";
+    return kPunct.find(char(cp)) != std::string_view::npos ? 3 : 0;
   }
   const UnicodeRange* end = kUnicodeRanges + kUnicodeRangeCount;
   const UnicodeRange* it = std::upper_bound(
@@ -152,6 +209,7 @@ static uint8_t range_class(uint32_t cp) {
 
 bool is_letter(uint32_t cp) { return range_class(cp) == 1; }
 bool is_number(uint32_t cp) { return range_class(cp) == 2; }
+bool is_punctuation(uint32_t cp) { return range_class(cp) == 3; }
 
 std::vector<uint32_t> decode_utf8(std::string_view s) {
   std::vector<uint32_t> out;
@@ -233,6 +291,7 @@ std::vector<size_t> split_lengths(PreTokenizer pre, const std::vector<uint32_t>&
       split_gpt2(s);
     }
   };
+  if (pre == PreTokenizer::bpe_default) return split_default(cps, cls);
   if (pre == PreTokenizer::starcoder) {
     // A first split isolates every \p{N} code point; GPT-2's runs inside what is between.
     size_t b = 0;

@@ -43,6 +43,7 @@ constexpr PreInfo kPreTypes[] = {
     {"megrez", PreTokenizer::qwen2, true, false},
     {"stablelm2", PreTokenizer::qwen2, true, false},
     {"gpt-2", PreTokenizer::gpt2, true, false},
+    {"default", PreTokenizer::bpe_default, true, false},
     {"phi-2", PreTokenizer::gpt2, true, false},
     {"mpt", PreTokenizer::gpt2, true, false},
     {"olmo", PreTokenizer::gpt2, true, false},
@@ -231,9 +232,9 @@ Tokenizer::Tokenizer(VocabData d) : impl_(std::make_unique<Impl>()) {
       if (pre == p.name) info = &p;
     }
     if (!info) {
-      fail<NotSupported>(kWhere, "expected a tokenizer.ggml.pre with a GPT-2, Llama 3, Qwen2 or ",
-                         "StarCoder split (e.g. \"gpt-2\", \"llama-bpe\", \"qwen2\", \"smollm\"), ",
-                         "got \"", pre, "\"");
+      fail<NotSupported>(kWhere, "expected a tokenizer.ggml.pre with a GPT-2, Llama 3, Qwen2, ",
+                         "StarCoder or default split (e.g. \"gpt-2\", \"llama-bpe\", \"qwen2\", ",
+                         "\"smollm\", \"default\"), got \"", pre, "\"");
     }
     m.pre = info->pre;
     m.clean_spaces = info->clean_spaces;

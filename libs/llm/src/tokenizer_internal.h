@@ -18,13 +18,14 @@ namespace detail {
 // ---- Unicode (pretokenize.cpp, tokenizer_unicode.cpp)
 struct UnicodeRange {
   uint32_t first, last;
-  uint8_t cls;  // 1 = letter (L*), 2 = number (N*)
+  uint8_t cls;  // 1 = letter (L*), 2 = number (N*), 3 = punctuation (P*)
 };
 extern const UnicodeRange kUnicodeRanges[];
 extern const size_t kUnicodeRangeCount;
 
 bool is_letter(uint32_t cp);
 bool is_number(uint32_t cp);
+bool is_punctuation(uint32_t cp);
 bool is_whitespace(uint32_t cp);  // the White_Space property, as llama.cpp's \s
 
 // Byte length of the UTF-8 sequence a lead byte starts (1 for continuation/invalid bytes),

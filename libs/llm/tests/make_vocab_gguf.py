@@ -16,6 +16,7 @@ Writes (all small):
                                tokenizer.ggml.pre = "llama-bpe" (Llama 3 specials)
   data/bpe-qwen2.gguf          the same vocab/merges, pre = "qwen2" (Qwen2 specials)
   data/bpe-gpt2.gguf           the same vocab/merges, pre = "gpt-2"
+  data/bpe-default.gguf        the same vocab/merges, pre = "default" (llama.cpp's cascade)
 Each GGUF is a vocab-only llama-architecture file (hparams, no tensors): llama.cpp loads it
 with vocab_only (node-llama-cpp's `vocabOnly: true`). llama_tokenize_ref.mjs then writes
 data/<name>.ref.txt with llama.cpp's token ids and detokenized text for every test text.
@@ -248,6 +249,7 @@ def bpe_kjv(text, n_merges):
     write('bpe-qwen2', 'qwen2', ['<|endoftext|>', '<|im_start|>', '<|im_end|>'], ['<tool_call>'],
           '<|endoftext|>', '<|im_end|>', False)
     write('bpe-gpt2', 'gpt-2', ['<|endoftext|>'], [], '<|endoftext|>', '<|endoftext|>', False)
+    write('bpe-default', 'default', ['<|endoftext|>'], [], '<|endoftext|>', '<|endoftext|>', False)
 
 
 # --------------------------------------------------------------- texts

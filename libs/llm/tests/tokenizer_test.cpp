@@ -259,7 +259,8 @@ bool valid_utf8(const std::string& s) {
   return true;
 }
 
-const char* const kVocabs[] = {"spm-tiny", "spm-kjv", "bpe-llama3", "bpe-qwen2", "bpe-gpt2"};
+const char* const kVocabs[] = {"spm-tiny",  "spm-kjv",  "bpe-llama3",
+                               "bpe-qwen2", "bpe-gpt2", "bpe-default"};
 
 }  // namespace
 
@@ -450,6 +451,12 @@ TEST(Tokenizer, PreTokenizerSplits) {
   EXPECT_EQ(rlx::llm::pretokenize(PreTokenizer::gpt2, "Hi!! you're 42 WE'LL   ok"),
             (V{"Hi", "!!", " you", "'re", " 42", " WE", "'", "LL", "  ", " ok"}));
   EXPECT_EQ(rlx::llm::pretokenize(PreTokenizer::starcoder, "ab12 c"), (V{"ab", "1", "2", " c"}));
+  // default: [\p{P}$+<=>^~|]+ first (the apostrophe too, so no contractions), GPT-2's split,
+  // \p{N}+, then ASCII digits in threes.
+  EXPECT_EQ(rlx::llm::pretokenize(PreTokenizer::bpe_default,
+                                  "Digits: 0 12 6789 1234567890 don't $5+x~y `z"),
+            (V{"Digits", ":",    " ", "0", " ", "12", " ", "678", "9", " ", "123", "456", "789",
+               "0",      " don", "'", "t", " ", "$",  "5", "+",   "x", "~", "y",   " `",  "z"}));
   EXPECT_EQ(
       rlx::llm::pretokenize(PreTokenizer::llama3, "\xE4\xB8\xAD\xE6\x96\x87 \xF0\x9F\x98\x80!"),
       (V{"\xE4\xB8\xAD\xE6\x96\x87", " \xF0\x9F\x98\x80!"}));
@@ -524,10 +531,11 @@ TEST(Tokenizer, TypedErrors) {
   bert.model = "bert";
   bert.tokens = {"a"};
   EXPECT_THROW(Tokenizer{bert}, rlx::NotSupported);
-  VocabData def;
-  def.model = "gpt2";
-  def.tokens = {"a"};
-  EXPECT_THROW(Tokenizer{def}, rlx::NotSupported);  // pre "default" (absent) not implemented
+  VocabData unknown;
+  unknown.model = "gpt2";
+  unknown.tokens = {"a"};
+  unknown.pre = "no-such-split";
+  EXPECT_THROW(Tokenizer{unknown}, rlx::NotSupported);
   VocabData empty;
   empty.model = "llama";
   EXPECT_THROW(Tokenizer{empty}, rlx::ValueError);

@@ -1,14 +1,14 @@
 // Tokenizer read from a GGUF file's metadata: the SentencePiece-style "llama" vocabulary
 // (scores, byte fallback) and the byte-level BPE "gpt2" vocabulary (merges, the GPT-2 /
-// Llama 3 / Qwen2 pre-tokenizer splits). Produces the same token ids as llama.cpp's
+// Llama 3 / Qwen2 / StarCoder / default pre-tokenizer splits). Produces the same token ids as llama.cpp's
 // tokenizer (src/llama-vocab.cpp) on the same file; tests/tokenizer_test.cpp checks that
 // against ids llama.cpp wrote.
 //
 // The tokenizer does not read GGUF itself: the loader fills a VocabData. GGUF keys, the
 // field each fills, and llama.cpp's behaviour when the key is absent:
 //   tokenizer.ggml.model            -> model        required: "llama" (SPM) | "gpt2" (BPE)
-//   tokenizer.ggml.pre              -> pre          BPE only; absent = "default" (unsupported:
-//                                                  NotSupported), see PreTokenizer below
+//   tokenizer.ggml.pre              -> pre          BPE only; absent = "default"; an unknown
+//                                                  split is NotSupported, see PreTokenizer below
 //   tokenizer.ggml.tokens           -> tokens       required (string array)
 //   tokenizer.ggml.scores           -> scores       f32 (or i32, converted) array; absent = 0
 //   tokenizer.ggml.token_type       -> token_types  i32 array; absent = all NORMAL (1)
@@ -65,7 +65,8 @@ struct VocabData {
 //   llama3    "llama-bpe", "llama3", "llama-v3", "falcon3", "pixtral", "lfm2", ...
 //   qwen2     "qwen2", "deepseek-r1-qwen", "stablelm2", "hunyuan", "megrez", ...
 //   starcoder "smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"
-enum class PreTokenizer { none, gpt2, llama3, qwen2, starcoder };
+//   bpe_default "default" (or no tokenizer.ggml.pre): llama.cpp's cascade of four splits
+enum class PreTokenizer { none, gpt2, llama3, qwen2, starcoder, bpe_default };
 
 class Tokenizer {
  public:
