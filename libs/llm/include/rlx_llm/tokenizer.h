@@ -1,8 +1,8 @@
 // Tokenizer read from a GGUF file's metadata: the SentencePiece-style "llama" vocabulary
 // (scores, byte fallback) and the byte-level BPE "gpt2" vocabulary (merges, the GPT-2 /
-// Llama 3 / Qwen2 / StarCoder / default pre-tokenizer splits). Produces the same token ids as llama.cpp's
-// tokenizer (src/llama-vocab.cpp) on the same file; tests/tokenizer_test.cpp checks that
-// against ids llama.cpp wrote.
+// Llama 3 / Qwen2 / StarCoder / default pre-tokenizer splits). Produces the same token ids as
+// llama.cpp's tokenizer (src/llama-vocab.cpp) on the same file; tests/tokenizer_test.cpp checks
+// that against ids llama.cpp wrote.
 //
 // The tokenizer does not read GGUF itself: the loader fills a VocabData. GGUF keys, the
 // field each fills, and llama.cpp's behaviour when the key is absent:
