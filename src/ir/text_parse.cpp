@@ -548,7 +548,36 @@ class Parser {
     return out;
   }
 
-  // tensor<TYPE>[elements…], row-major.
+  // A block-quantized tensor's bytes as stored: a quoted string of 2 hex digits per byte.
+  static Literal quantized(const TensorType& type, const Token& e) {
+    if (e.kind != Tok::string)
+      error_at(e, cat("expected the blocks of ", type.str(), " as a quoted hex string, got ",
+                      describe(e)));
+    std::vector<int64_t> sizes;
+    for (const Dim& d : type.shape) sizes.push_back(d.value());
+    const int64_t blk = dtype_block(type.dtype);
+    if (sizes.empty() || sizes.back() % blk != 0)
+      error_at(e, cat("expected a last dim that is a multiple of ", dtype_name(type.dtype),
+                      "'s block of ", blk, ", got ", type.str()));
+    int64_t n = 1;
+    for (int64_t v : sizes) n *= v;
+    const size_t want = dtype_nbytes(type.dtype, n);
+    if (e.text.size() != 2 * want)
+      error_at(e, cat("expected ", 2 * want, " hex digits (", want, " bytes) for ", type.str(),
+                      ", got ", e.text.size()));
+    auto nibble = [&](char c) {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      error_at(e, cat("expected hex digits, got '", std::string(1, c), "'"));
+    };
+    std::vector<uint8_t> bytes(want);
+    for (size_t i = 0; i < want; ++i)
+      bytes[i] = uint8_t(nibble(e.text[2 * i]) << 4 | nibble(e.text[2 * i + 1]));
+    return Literal(type.dtype, std::move(sizes), bytes);
+  }
+
+  // tensor<TYPE>[elements…], row-major; a block-quantized TYPE takes "hex bytes".
   AttrValue tensor() {
     next();  // 'tensor'
     expect('<');
@@ -557,6 +586,7 @@ class Parser {
     if (!type.is_static())
       error_at(type_tok, cat("expected a static tensor type, got ", type.str()));
     expect('>');
+    if (is_quantized(type.dtype)) return quantized(type, next());
     int64_t n = 1;
     for (const Dim& d : type.shape) {
       int64_t v = d.value();

@@ -214,6 +214,14 @@ std::string attr_str(const AttrValue& a) {
           return s + "]";
         } else if constexpr (std::is_same_v<T, DType>) {
           return std::string(dtype_name(x));
+        } else if (is_quantized(x.dtype())) {  // the blocks as stored, in hex
+          static constexpr char kHex[] = "0123456789abcdef";
+          std::string s = "tensor<" + x.type().str() + ">\"";
+          for (uint8_t b : x.bytes()) {
+            s += kHex[b >> 4];
+            s += kHex[b & 15];
+          }
+          return s + "\"";
         } else {  // Literal
           std::string s = "tensor<" + x.type().str() + ">[";
           for (int64_t i = 0, n = x.numel(); i < n; ++i)

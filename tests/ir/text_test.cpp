@@ -177,6 +177,25 @@ TEST(Text, TensorConstantsOfEveryDType) {
   }
 }
 
+// Block-quantized constants keep their blocks: a quoted hex string of the stored bytes,
+// parsed back bit for bit.
+TEST(Text, QuantizedConstantsKeepTheirBlocks) {
+  for (DType t : {DType::q4_0, DType::q8_0, DType::q4_k, DType::q6_k}) {
+    const int64_t k = 2 * dtype_block(t);
+    std::vector<uint8_t> bytes(dtype_nbytes(t, 3 * k));
+    for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 37 + 11);
+    Graph g;
+    Value x = g.input("x", {DType::f32, {2, k}});
+    g.output(op("quant_matmul", {x, g.constant(Literal(t, {3, k}, bytes))}));
+    SCOPED_TRACE(dtype_name(t));
+    auto back = round_trip(g);
+    ASSERT_TRUE(back);
+    const Literal& got = back->nodes()[0].attrs.get_tensor("value");
+    EXPECT_EQ(got.type(), (TensorType{t, {3, k}}));
+    EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), got.bytes().begin(), got.bytes().end()));
+  }
+}
+
 TEST(Text, HalfPrecisionRoundTripsEveryBitPattern) {
   for (DType d : {DType::f16, DType::bf16}) {
     std::vector<uint8_t> bytes;
@@ -339,6 +358,12 @@ TEST(Text, ParseErrorsPointAtTheToken) {
       {head + "  %0 = test.attrs(%x) {s=\"abc} : f32[2]\n}", 2, "\"abc", "expected a closing '\"'"},
       {head + "  %0 = test.attrs(%x) {s=\"a\\qb\"} : f32[2]\n}", 2, "\\q", "expected an escape"},
       {head + "  %0 = constant() {value=1} : f32[]\n}", 2, "1}", "of kind tensor, got int"},
+      {head + "  %0 = constant() {value=tensor<q4_0[1, 32]>\"00\"} : q4_0[1, 32]\n}", 2, "\"00\"",
+       "expected 36 hex digits (18 bytes) for q4_0[1,32], got 2"},
+      {head + "  %0 = constant() {value=tensor<q4_0[1, 32]>[1]} : q4_0[1, 32]\n}", 2, "[1]",
+       "as a quoted hex string"},
+      {head + "  %0 = constant() {value=tensor<q4_0[1, 3]>\"00\"} : q4_0[1, 3]\n}", 2, "\"00\"",
+       "a multiple of q4_0's block of 32"},
       {head + "  %0 = test.attrs(%x) {i=1.5} : f32[2]\n}", 2, "1.5", "of kind int, got float"},
       {head + "  %0 = test.attrs(%x) {dt=\"f32\"} : f32[2]\n}", 2, "\"f32\"",
        "of kind dtype, got string"},
