@@ -9,11 +9,10 @@
 #include <vector>
 
 #include "rlx/attrs.h"
+#include "rlx/axes.h"
 #include "rlx/tensor.h"
 
 namespace rlx::views {
-
-inline int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 // Reading x through `strides` from element `offset` gives the output in row-major order.
 struct Source {

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "rlx/axes.h"
+
 namespace rlx::detail {
 
 std::string describe_input(const InferContext& ctx, size_t i) {
@@ -44,7 +46,7 @@ Shape broadcast_all(const InferContext& ctx) {
 int64_t normalize_axis(const InferContext& ctx, int64_t axis, int64_t rank, std::string_view what) {
   if (axis < -rank || axis >= rank)
     ctx.fail("expected ", what, " in [", -rank, ", ", rank, "), got ", axis);
-  return axis < 0 ? axis + rank : axis;
+  return norm_axis(axis, rank);
 }
 
 std::vector<int64_t> normalize_axes(const InferContext& ctx, const IntList& axes, int64_t rank,

@@ -5,6 +5,7 @@
 
 #include "ops/families.h"
 #include "ops/infer_util.h"
+#include "rlx/axes.h"
 #include "rlx/rules.h"
 
 namespace rlx::detail {
@@ -186,7 +187,7 @@ DotAxes dot_axes(const RuleArgs& a, size_t i, const char* side) {
   int64_t rank = a.inputs[i].rank();
   auto norm = [&](const char* kind) {
     IntList v = a.attrs.get_ints(cat(side, "_", kind));
-    for (int64_t& d : v) d = d < 0 ? d + rank : d;
+    for (int64_t& d : v) d = norm_axis(d, rank);
     return v;
   };
   DotAxes ax{norm("batch"), norm("contracting"), {}};
@@ -254,7 +255,7 @@ VmapResult dot_general_vmap(const RuleArgs& a, std::span<const int> in_axes) {
     int64_t rank = in[i].rank() - 1;  // unbatched
     for (const char* kind : {"_batch", "_contracting"}) {
       IntList v = a.attrs.get_ints(cat(side, kind));
-      for (int64_t& d : v) d = (d < 0 ? d + rank : d) + 1;
+      for (int64_t& d : v) d = norm_axis(d, rank) + 1;
       if (both && std::string_view(kind) == "_batch") v.insert(v.begin(), 0);
       attrs.set(cat(side, kind), v);
     }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "ops/attention_layout.h"
+#include "rlx/axes.h"
 #include "rlx/error.h"
 #include "rlx/rules.h"
 
@@ -26,8 +27,6 @@ IntList range(int64_t lo, int64_t hi) {
   for (int64_t i = lo; i < hi; ++i) r.push_back(i);
   return r;
 }
-
-int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 Value mean_keep(Value x, const IntList& axes) {
   return op("mean", {x}, {{"axes", axes}, {"keepdims", true}});

@@ -5,6 +5,7 @@
 #include "ops/families.h"
 #include "ops/fused.h"
 #include "ops/infer_util.h"
+#include "rlx/axes.h"
 #include "rlx/ops.h"
 #include "rlx/rules.h"
 
@@ -40,7 +41,7 @@ IntList reduced_axes(const RuleArgs& a) {
   IntList axes = a.attrs.get_ints("axes");
   if (axes.empty())
     for (int64_t i = 0; i < rank; ++i) axes.push_back(i);
-  for (int64_t& ax : axes) ax = ax < 0 ? ax + rank : ax;
+  for (int64_t& ax : axes) ax = norm_axis(ax, rank);
   std::sort(axes.begin(), axes.end());
   return axes;
 }

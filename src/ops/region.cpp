@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "ops/families.h"
+#include "rlx/axes.h"
 #include "rlx/rules.h"
 #include "rlx/transforms.h"
 #include "transforms/common.h"
@@ -29,7 +30,7 @@ std::optional<int64_t> trailing_reduced(const Attrs& attrs, int64_t rank) {
   if (axes.empty()) return rank;
   std::vector<bool> seen(size_t(rank), false);
   for (int64_t a : axes) {
-    int64_t n = a < 0 ? a + rank : a;
+    int64_t n = norm_axis(a, rank);
     if (n < 0 || n >= rank || seen[size_t(n)]) return std::nullopt;
     seen[size_t(n)] = true;
   }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/axes.h"
 #include "rlx/ops.h"
 #include "rlx/rules.h"
 
@@ -24,8 +25,6 @@ using Axes = std::span<const int>;
 constexpr int64_t kEnd = std::numeric_limits<int64_t>::max();  // a slice stop: "to the end"
 constexpr const char* kAxis[] = {"axis"};
 constexpr const char* kAxes[] = {"axes"};
-
-int64_t norm(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 Attrs with(Attrs at, const std::string& key, AttrValue v) {
   at.set(key, std::move(v));
@@ -57,7 +56,7 @@ Value permute(Value v, const IntList& perm) {
 }
 
 Value move_axis(Value v, int64_t from, int64_t to) {
-  return norm(from, v.rank()) == norm(to, v.rank()) ? v : rules::moveaxis(v, from, to);
+  return norm_axis(from, v.rank()) == norm_axis(to, v.rank()) ? v : rules::moveaxis(v, from, to);
 }
 
 // Constant-mode pad (zeros; negative pads crop) of one axis.
@@ -104,7 +103,7 @@ IntList transpose_perm(const Attrs& at, int64_t rank) {
   IntList perm = at.get_ints("perm");
   if (perm.empty())
     for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-  for (int64_t& p : perm) p = norm(p, rank);
+  for (int64_t& p : perm) p = norm_axis(p, rank);
   return perm;
 }
 
@@ -151,7 +150,7 @@ VmapResult squeeze_vmap(const RuleArgs& a, Axes in_axes) {
     for (int64_t i = 0; i < r; ++i)
       if (x.shape()[size_t(i + 1)].is(1)) shifted.push_back(i + 1);
   } else {
-    for (int64_t ax : axes) shifted.push_back(norm(ax, r) + 1);
+    for (int64_t ax : axes) shifted.push_back(norm_axis(ax, r) + 1);
   }
   if (shifted.empty()) return at0(x);
   return at0(again(a, {x}, with(a.attrs, "axes", shifted)));
@@ -169,7 +168,7 @@ std::vector<SliceAxis> slice_axes(const Attrs& at, int64_t rank) {
   const IntList &steps = at.get_ints("steps"), &axes = at.get_ints("axes");
   std::vector<SliceAxis> out;
   for (size_t i = 0; i < starts.size(); ++i)
-    out.push_back({axes.empty() ? int64_t(i) : norm(axes[i], rank), starts[i], stops[i],
+    out.push_back({axes.empty() ? int64_t(i) : norm_axis(axes[i], rank), starts[i], stops[i],
                    steps.empty() ? 1 : steps[i]});
   return out;
 }
@@ -265,7 +264,7 @@ VmapResult slice_vmap(const RuleArgs& a, Axes in_axes) {
 Values concat_vjp(const RuleArgs& a, Cts ct) {
   size_t k = a.inputs.size();
   if (!is_float(a.inputs[0].dtype())) return Values(k);
-  int64_t axis = norm(a.attrs.get_int("axis"), a.inputs[0].rank());
+  int64_t axis = norm_axis(a.attrs.get_int("axis"), a.inputs[0].rank());
   std::vector<int64_t> size(k, -1);
   int64_t sym = -1, total = 0;
   for (size_t i = 0; i < k; ++i) {
@@ -378,7 +377,7 @@ Values index_jvp(const RuleArgs& a, Cts t) { return {again(a, {t[0], a.inputs[1]
 // ct move to the front.
 Values gather_vjp(const RuleArgs& a, Cts ct) {
   Value data = a.inputs[0], idx = a.inputs[1];
-  int64_t ax = norm(a.attrs.get_int("axis"), data.rank()), q = idx.rank();
+  int64_t ax = norm_axis(a.attrs.get_int("axis"), data.rank()), q = idx.rank();
   IntList perm;
   for (int64_t i = ax; i < ax + q; ++i) perm.push_back(i);
   for (int64_t i = 0; i < ax; ++i) perm.push_back(i);
@@ -391,7 +390,7 @@ Values gather_vjp(const RuleArgs& a, Cts ct) {
 
 VmapResult gather_vmap(const RuleArgs& a, Axes in_axes) {
   int bd = in_axes[0], bi = in_axes[1];
-  int64_t r = a.inputs[0].rank() - (bd >= 0), ax = norm(a.attrs.get_int("axis"), r);
+  int64_t r = a.inputs[0].rank() - (bd >= 0), ax = norm_axis(a.attrs.get_int("axis"), r);
   if (bi < 0)  // the batch is one more axis of data
     return at0(again(a, {front(a, in_axes), a.inputs[1]}, with(a.attrs, "axis", ax + 1)));
   if (bd < 0)  // the batch is one more index dim; its place in the output follows
@@ -572,7 +571,7 @@ VmapResult flip_vmap(const RuleArgs& a, Axes in_axes) {
   IntList shifted;  // spelled out when empty ("all"), which would flip the batch too
   for (int64_t i = 0; i < r; ++i)
     if (axes.empty()) shifted.push_back(i + 1);
-  for (int64_t ax : axes) shifted.push_back(norm(ax, r) + 1);
+  for (int64_t ax : axes) shifted.push_back(norm_axis(ax, r) + 1);
   if (shifted.empty()) return at0(x);
   return at0(again(a, {x}, with(a.attrs, "axes", shifted)));
 }

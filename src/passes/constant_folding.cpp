@@ -17,13 +17,15 @@
 
 #include "passes/cleanup.h"
 #include "passes/rewrite.h"
+#include "rlx/axes.h"
 #include "rlx/session.h"
 
 namespace rlx::passes {
 
 // (rewrite.h)
-std::optional<std::vector<Literal>> evaluate_on_cpu(const OpDef& op, const std::vector<Tensor>& inputs,
-                                             const Attrs& attrs) {
+std::optional<std::vector<Literal>> evaluate_on_cpu(const OpDef& op,
+                                                    const std::vector<Tensor>& inputs,
+                                                    const Attrs& attrs) {
   try {
     Graph g("fold");
     std::vector<Value> ins;
@@ -146,7 +148,7 @@ class Folder {
     std::vector<int64_t> picked;
     for (int64_t i : idx->to_ints()) {
       if (i < -rank || i >= rank) return false;
-      const Dim& d = dims[size_t(i < 0 ? i + rank : i)];
+      const Dim& d = dims[size_t(norm_axis(i, rank))];
       if (!d.is_static()) return false;
       picked.push_back(d.value());
     }

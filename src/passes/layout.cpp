@@ -28,6 +28,7 @@
 #include "ops/attention_layout.h"
 #include "passes/families.h"
 #include "passes/fusion.h"
+#include "rlx/axes.h"
 
 namespace rlx::passes {
 
@@ -39,7 +40,7 @@ IntList perm_of(const Node& n) {
   IntList p = n.attrs.get_ints("perm");
   if (p.empty())
     for (int64_t i = r - 1; i >= 0; --i) p.push_back(i);
-  for (int64_t& d : p) d = d < 0 ? d + r : d;
+  for (int64_t& d : p) d = norm_axis(d, r);
   return p;
 }
 

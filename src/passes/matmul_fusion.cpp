@@ -14,6 +14,7 @@
 
 #include "ops/fused.h"
 #include "passes/fusion.h"
+#include "rlx/axes.h"
 
 namespace rlx::passes {
 
@@ -27,7 +28,7 @@ struct Product {
 
 IntList normalised(const Attrs& attrs, const char* key, int64_t rank) {
   IntList v = attrs.get_ints(key);
-  for (int64_t& d : v) d = d < 0 ? d + rank : d;
+  for (int64_t& d : v) d = norm_axis(d, rank);
   return v;
 }
 

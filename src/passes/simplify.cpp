@@ -23,6 +23,7 @@
 
 #include "passes/cleanup.h"
 #include "passes/rewrite.h"
+#include "rlx/axes.h"
 
 namespace rlx::passes {
 
@@ -127,7 +128,7 @@ IntList normalized_perm(const Attrs& attrs, int64_t rank) {
   IntList perm = attrs.get_ints("perm");
   if (perm.empty())
     for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-  for (int64_t& p : perm) p = p < 0 ? p + rank : p;
+  for (int64_t& p : perm) p = norm_axis(p, rank);
   return perm;
 }
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "rlx/axes.h"
 #include "rlx/error.h"
 
 namespace rlx::rules {
@@ -16,8 +17,6 @@ bool same_shape(const Shape& a, const Shape& b) {
     if (!a[i].known_equal(b[i])) return false;
   return true;
 }
-
-int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 std::vector<SubgraphPtr> subgraphs_of(const RuleArgs& a) {
   return {a.subgraphs.begin(), a.subgraphs.end()};

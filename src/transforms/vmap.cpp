@@ -1,5 +1,6 @@
 // Batching: vmap. Nodes whose inputs are all unbatched are copied as they are; the others
 // go through their op's vmap rule, which says where each output's batch axis ended up.
+#include "rlx/axes.h"
 #include "rlx/error.h"
 #include "rlx/rules.h"
 #include "transforms/common.h"
@@ -84,7 +85,7 @@ Value place_batch(const Batched& b, Value v, int axis, int want) {
 }
 
 int normalize(int axis, int64_t rank, const char* what, const std::string& name) {
-  int a = axis < 0 ? axis + int(rank) : axis;
+  int a = int(norm_axis(axis, int64_t(rank)));
   if (a < 0 || a >= rank)
     fail<ValueError>("vmap", "expected the ", what, " axis of '", name, "' in [", -rank, ", ", rank,
                      "), got ", axis);

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "internal.h"
+#include "rlx/axes.h"
 #include "rlx/rlx.h"
 #include "rlx/rules.h"
 
@@ -198,7 +199,7 @@ int64_t norm_axis(Value x, int64_t axis, const char* what) {
   if (axis < -r || axis >= r)
     fail<ValueError>(what, "expected axis in [", -r, ", ", r, "), got ", axis, " for ",
                      x.type().str());
-  return axis < 0 ? axis + r : axis;
+  return rlx::norm_axis(axis, r);
 }
 
 }  // namespace

@@ -37,6 +37,7 @@
 #include "backend/cpu/families.h"
 #include "backend/cpu/fused.h"
 #include "rlx/attrs.h"
+#include "rlx/axes.h"
 
 namespace rlx::cpu {
 
@@ -121,7 +122,7 @@ struct Gemm {
   DType dtype;
   const MatmulEpilogue* post = nullptr;  // bias / activation for oneDNN to run
   bool post_done = false;                // ... and it did
-  std::vector<int64_t> batch;  // the output's batch dims
+  std::vector<int64_t> batch;            // the output's batch dims
   int64_t m = 1, n = 1, k = 1;
   Mat a, b;                  // m×k and k×n
   char* out = nullptr;       // [batch..., m, n], contiguous
@@ -483,7 +484,7 @@ void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   // (rhs): a view; describe() copies only if a group's dims do not merge.
   auto axes = [&](const char* key, int64_t rank) {
     std::vector<int64_t> v;
-    for (int64_t a : ctx.attrs.get_ints(key)) v.push_back(a < 0 ? a + rank : a);
+    for (int64_t a : ctx.attrs.get_ints(key)) v.push_back(norm_axis(a, rank));
     return v;
   };
   auto free_axes = [](int64_t rank, const std::vector<int64_t>& b, const std::vector<int64_t>& c) {

@@ -10,6 +10,7 @@
 #include "backend/cpu/families.h"
 #include "backend/cpu/nn_util.h"
 #include "backend/cpu/philox.h"
+#include "rlx/axes.h"
 
 namespace rlx::cpu {
 
@@ -25,8 +26,6 @@ int64_t prod(const std::vector<int64_t>& s, size_t from, size_t to) {
   for (size_t i = from; i < to; ++i) p *= s[i];
   return p;
 }
-
-int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 // A per-channel (or per-position) parameter widened to the compute type; empty when absent.
 template <class T>

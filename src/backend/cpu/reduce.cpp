@@ -16,6 +16,7 @@
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_math.h"
 #include "backend/cpu/families.h"
+#include "rlx/axes.h"
 
 namespace rlx::cpu {
 
@@ -438,7 +439,7 @@ void reduce_run(const T* x, T* y, const Blocks& b) {
 std::vector<bool> reduced_mask(const KernelContext& ctx, int64_t rank) {
   const IntList& axes = ctx.attrs.get_ints("axes");
   std::vector<bool> reduced(size_t(rank), axes.empty());
-  for (int64_t a : axes) reduced[size_t(a < 0 ? a + rank : a)] = true;
+  for (int64_t a : axes) reduced[size_t(norm_axis(a, rank))] = true;
   return reduced;
 }
 

@@ -53,6 +53,7 @@
 #include "backend/cpu/elementwise_ops.h"
 #include "backend/cpu/families.h"
 #include "backend/cpu/region_jit.h"
+#include "rlx/axes.h"
 
 namespace rlx::cpu {
 
@@ -790,7 +791,7 @@ Layout align_to(const Layout& src, const Sizes& shape) {
 Layout expand_layout(const Layout& src, const IntList& axes) {
   int64_t rank = int64_t(src.shape.size() + axes.size());
   std::vector<bool> inserted(size_t(rank), false);
-  for (int64_t a : axes) inserted[size_t(a < 0 ? a + rank : a)] = true;
+  for (int64_t a : axes) inserted[size_t(norm_axis(a, rank))] = true;
   Layout out;
   size_t k = 0;
   for (int64_t d = 0; d < rank; ++d) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_util.h"
+#include "rlx/axes.h"
 
 namespace rlx::cpu {
 
@@ -18,8 +19,6 @@ using Ins = std::span<const Tensor>;
 using Outs = std::span<Tensor>;
 
 inline size_t elem_size(const Tensor& t) { return dtype_size(t.dtype()); }
-
-inline int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
 inline int64_t product(std::span<const int64_t> dims) {
   int64_t p = 1;

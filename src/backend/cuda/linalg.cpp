@@ -28,6 +28,7 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/families.h"
+#include "rlx/axes.h"
 #include "rlx/compile_cache.h"
 #include "rlx/cuda.h"
 
@@ -486,7 +487,7 @@ void dot_general_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   cudaStream_t s = stream_of(ctx);
   auto axes = [&](const char* key, int64_t rank) {
     std::vector<int64_t> v;
-    for (int64_t a : ctx.attrs.get_ints(key)) v.push_back(a < 0 ? a + rank : a);
+    for (int64_t a : ctx.attrs.get_ints(key)) v.push_back(norm_axis(a, rank));
     return v;
   };
   auto free_axes = [](int64_t rank, const std::vector<int64_t>& b, const std::vector<int64_t>& c) {

@@ -9,6 +9,7 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
+#include "rlx/axes.h"
 
 namespace rlx::gpu {
 
@@ -212,8 +213,7 @@ void softmax_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor& x = in[0];
   if (x.numel() == 0) return;
   const auto& shape = x.shape();
-  size_t axis = size_t(ctx.attrs.get_int("axis") < 0 ? ctx.attrs.get_int("axis") + x.rank()
-                                                     : ctx.attrs.get_int("axis"));
+  size_t axis = size_t(norm_axis(ctx.attrs.get_int("axis"), x.rank()));
   int64_t outer = prod(shape, 0, axis), n = shape[axis],
           inner = prod(shape, axis + 1, shape.size());
   cudaStream_t s = stream_of(ctx);
@@ -273,7 +273,7 @@ struct TrailingRows {
 TrailingRows trailing_rows(const Tensor& x, const Attrs& attrs) {
   const auto& shape = x.shape();
   int64_t a = attrs.get_int("axis");
-  size_t axis = size_t(a < 0 ? a + x.rank() : a);
+  size_t axis = size_t(norm_axis(a, x.rank()));
   return {prod(shape, 0, axis), prod(shape, axis, shape.size()),
           std::vector<int64_t>(shape.begin() + int64_t(axis), shape.end())};
 }
@@ -282,7 +282,7 @@ TrailingRows trailing_rows(const Tensor& x, const Attrs& attrs) {
 int64_t static_row_length(const KernelQuery& q) {
   const TensorType& x = q.inputs[0];
   int64_t a = q.attrs.get_int("axis"), n = 1;
-  for (size_t i = size_t(a < 0 ? a + x.rank() : a); i < x.shape.size(); ++i) {
+  for (size_t i = size_t(norm_axis(a, x.rank())); i < x.shape.size(); ++i) {
     if (!x.shape[i].is_static()) return -1;
     n *= x.shape[i].value();
   }

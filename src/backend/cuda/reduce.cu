@@ -12,6 +12,7 @@
 
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
+#include "rlx/axes.h"
 
 namespace rlx::gpu {
 
@@ -251,7 +252,7 @@ struct Blocks {
 Blocks blocks_of(const Tensor& in, const IntList& axes_attr, cudaStream_t s) {
   int64_t rank = in.rank();
   std::vector<bool> reduced(size_t(rank), axes_attr.empty());
-  for (int64_t a : axes_attr) reduced[size_t(a < 0 ? a + rank : a)] = true;
+  for (int64_t a : axes_attr) reduced[size_t(norm_axis(a, rank))] = true;
   // Size-1 axes do not matter for adjacency.
   int64_t first = -1, last = -1;
   for (int64_t d = 0; d < rank; ++d)

@@ -14,7 +14,6 @@ namespace {
 using Ins = std::span<const Tensor>;
 using Outs = std::span<Tensor>;
 
-using views::norm_axis;
 size_t elem(const Tensor& t) { return dtype_size(t.dtype()); }
 const char* at(const Tensor& t, int64_t elem_offset) {
   return static_cast<const char*>(t.data()) + elem_offset * int64_t(elem(t));

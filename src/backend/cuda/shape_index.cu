@@ -8,6 +8,7 @@
 
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
+#include "rlx/axes.h"
 
 namespace rlx::gpu {
 
@@ -55,7 +56,6 @@ int64_t product(const std::vector<int64_t>& s, size_t b, size_t e) {
   for (size_t i = b; i < e; ++i) p *= s[i];
   return p;
 }
-int64_t norm_axis(int64_t a, int64_t r) { return a < 0 ? a + r : a; }
 
 // ---- gather -------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@
 #include "frontend/onnx/proto.h"
 #include "frontend/onnx/scope.h"
 #include "passes/rewrite.h"
+#include "rlx/axes.h"
 
 namespace rlx::onnx_import {
 
@@ -236,7 +237,7 @@ Value NodeContext::cast(Value v, DType dtype) {
 }
 
 int64_t normalize_axis(const NodeContext& ctx, int64_t axis, int64_t rank) {
-  int64_t a = axis < 0 ? axis + rank : axis;
+  int64_t a = norm_axis(axis, rank);
   if (a < 0 || a >= std::max<int64_t>(rank, 1))
     ctx.fail("expected axis in [", -rank, ", ", rank, "), got ", axis);
   return a;
