@@ -50,6 +50,18 @@ void visit_quant(DType t, F&& f) {
 
 // ---- dequantize ------------------------------------------------------------------------
 
+// The table row output row r reads (r itself without `rows`); -1, reported, where out of
+// range.
+template <class I>
+__device__ __forceinline__ int64_t source_row(const I* rows, int64_t r, int64_t table_rows,
+                                              unsigned long long* bad) {
+  if (!rows) return r;
+  const int64_t src = int64_t(rows[r]);
+  if (src >= 0 && src < table_rows) return src;
+  report_bad(bad, src, 0);
+  return -1;
+}
+
 // One thread per 16-value group of the selected rows (rows: the table's row of each output
 // row; null for all rows in order).
 template <DType T, class O, class I>
@@ -58,15 +70,8 @@ __global__ void dequant_groups(const uint8_t* w, const I* rows, int64_t out_rows
   using B = Blocks<T>;
   const int64_t gpr = k / 16, total = out_rows * gpr;
   RLX_GRID_STRIDE(i, total) {
-    const int64_t r = i / gpr, gi = i % gpr;
-    int64_t src = r;
-    if (rows) {
-      src = int64_t(rows[r]);
-      if (src < 0 || src >= table_rows) {
-        report_bad(bad, src, 0);
-        continue;
-      }
-    }
+    const int64_t r = i / gpr, gi = i % gpr, src = source_row(rows, r, table_rows, bad);
+    if (src < 0) continue;
     const int per = B::kValues / 16;
     const uint8_t* blk = w + (src * (k / B::kValues) + gi / per) * B::kBytes;
     float D, M;
@@ -82,15 +87,8 @@ template <class S, class O, class I>
 __global__ void convert_rows(const S* w, const I* rows, int64_t out_rows, int64_t table_rows,
                              int64_t k, O* y, unsigned long long* bad) {
   RLX_GRID_STRIDE(i, out_rows * k) {
-    const int64_t r = i / k;
-    int64_t src = r;
-    if (rows) {
-      src = int64_t(rows[r]);
-      if (src < 0 || src >= table_rows) {
-        report_bad(bad, src, 0);
-        continue;
-      }
-    }
+    const int64_t src = source_row(rows, i / k, table_rows, bad);
+    if (src < 0) continue;
     y[i] = store<O>(load(w[src * k + i % k]));
   }
 }
