@@ -97,6 +97,20 @@ static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(Block
               sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 && sizeof(BlockQ5_K) == 176 &&
               sizeof(BlockQ6_K) == 210);
 
+// The 6-bit scale and min of 32-value group g (0..7) of a q4_k / q5_k block, from its 12
+// packed bytes: groups 0-3 in the low 6 bits of bytes 0-3 (scales) and 4-7 (mins); groups
+// 4-7 split into a low nibble in bytes 8-11 and their top two bits in the spare top bits of
+// bytes 0-7. constexpr, so the CUDA kernels call it too.
+constexpr void k4_scale_min(const uint8_t* s, int g, int& sc, int& m) {
+  if (g < 4) {
+    sc = s[g] & 63;
+    m = s[g + 4] & 63;
+  } else {
+    sc = (s[g + 4] & 0xF) | ((s[g - 4] >> 6) << 4);
+    m = (s[g + 4] >> 4) | ((s[g] >> 6) << 4);
+  }
+}
+
 // The reference codecs: n values (a multiple of dtype_block(t)) of row `src` decoded to
 // f32, or f32 values encoded. f32 / f16 / bf16 are accepted too (a copy / conversion).
 // quantize_row is llama.cpp's reference quantizer for each type (round-to-nearest for

@@ -59,18 +59,6 @@ inline int q2_shift(int j) { return 2 * ((j % 128) / 32); }
 inline int q4k_byte(int j) { return 32 * (j / 64) + j % 32; }
 inline int q4k_shift(int j) { return (j % 64) >= 32 ? 4 : 0; }
 
-// The 6-bit scales and mins of q4_k / q5_k: groups 0-3 in the low 6 bits of bytes 0-3
-// (scales) and 4-7 (mins); groups 4-7 split into a low nibble in bytes 8-11 and their top
-// two bits in the spare top bits of bytes 0-7.
-void k4_scale_min(const uint8_t* s, int g, int& sc, int& m) {
-  if (g < 4) {
-    sc = s[g] & 63;
-    m = s[g + 4] & 63;
-  } else {
-    sc = (s[g + 4] & 0xF) | ((s[g - 4] >> 6) << 4);
-    m = (s[g + 4] >> 4) | ((s[g] >> 6) << 4);
-  }
-}
 void k4_pack(uint8_t* s, const uint8_t* sc, const uint8_t* m) {
   std::memset(s, 0, 12);
   for (int g = 0; g < 8; ++g) {

@@ -28,12 +28,7 @@ struct Unpacked {
 
 // The 6-bit scales and mins of q4_k / q5_k (8 each, packed in 12 bytes).
 void k4_scales(const uint8_t* s, int* sc, int* mn) {
-  for (int j = 0; j < 4; ++j) {
-    sc[j] = s[j] & 63;
-    mn[j] = s[j + 4] & 63;
-    sc[j + 4] = (s[j + 8] & 15) | ((s[j] >> 6) << 4);
-    mn[j + 4] = (s[j + 8] >> 4) | ((s[j + 4] >> 6) << 4);
-  }
+  for (int g = 0; g < 8; ++g) quant::k4_scale_min(s, g, sc[g], mn[g]);
 }
 
 // The 16 signed 6-bit scales of q3_k: low 4 bits from bytes 0-7 (low nibbles, then high),

@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "rlx/dtype.h"
+#include "rlx/quant.h"
 
 #define RLX_HD __host__ __device__ __forceinline__
 #ifdef __CUDA_ARCH__
@@ -195,21 +196,12 @@ struct Blocks<DType::q3_k> {
 };
 // q4_k / q5_k: 64-value chunk c = g / 4 holds bytes qs[32c .. 32c + 31], low nibbles for
 // its first 32 values, high for the next; scale and min of the 32-value group g / 2.
-RLX_HD void k4_scale_min(const uint8_t* s, int i, int& sc, int& m) {
-  if (i < 4) {
-    sc = s[i] & 63;
-    m = s[i + 4] & 63;
-  } else {
-    sc = (s[i + 4] & 15) | ((s[i - 4] >> 6) << 4);
-    m = (s[i + 4] >> 4) | ((s[i] >> 6) << 4);
-  }
-}
 template <>
 struct Blocks<DType::q4_k> {
   static constexpr int kValues = 256, kBytes = 144;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     Group r;
-    k4_scale_min(b + 4, g / 2, r.sc, r.mn);
+    quant::k4_scale_min(b + 4, g / 2, r.sc, r.mn);
     D = half_at(b), M = half_at(b + 2);
     load16a(b + 16 + 32 * (g / 4) + 16 * (g % 2), r.v);
     RLX_UNROLL
@@ -222,7 +214,7 @@ struct Blocks<DType::q5_k> {
   static constexpr int kValues = 256, kBytes = 176;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     Group r;
-    k4_scale_min(b + 4, g / 2, r.sc, r.mn);
+    quant::k4_scale_min(b + 4, g / 2, r.sc, r.mn);
     D = half_at(b), M = half_at(b + 2);
     int h[4];
     load16a(b + 48 + 32 * (g / 4) + 16 * (g % 2), r.v);
