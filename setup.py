@@ -5,6 +5,7 @@ relinks; RLX_BUILD_DIR picks another one. The module is built for Debian's pytho
 (3.11), or a venv made from it."""
 import os
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -14,6 +15,9 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 ROOT = pathlib.Path(__file__).parent.resolve()
+# The one version (CMakeLists.txt's project() VERSION), so the wheel's metadata is the
+# library's.
+VERSION = re.search(r"project\(rlx VERSION ([0-9.]+)", (ROOT / "CMakeLists.txt").read_text())[1]
 
 
 class CMakeBuild(build_ext):
@@ -36,6 +40,7 @@ class CMakeBuild(build_ext):
 
 
 setup(
+    version=VERSION,
     packages=["rlx"],
     package_dir={"": "python"},
     ext_modules=[Extension("rlx._rlx", sources=[])],

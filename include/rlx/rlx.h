@@ -22,6 +22,7 @@
 #include "rlx/train.h"
 #include "rlx/transforms.h"
 #include "rlx/verify.h"
+#include "rlx/version.h"
 
 namespace rlx {
 inline constexpr const char* kVersion = RLX_VERSION;

@@ -1,6 +1,7 @@
 // The extension module rlx._rlx; the package python/rlx wraps it.
 #include "common.h"
 #include "rlx/text.h"
+#include "rlx/version.h"
 
 namespace rlx::py {
 
@@ -32,7 +33,7 @@ void register_errors(pyb::module_& m) {
 PYBIND11_MODULE(_rlx, m) {
   using namespace rlx::py;
   m.doc() = "rlx: an ML compiler and runtime (native module; use the package `rlx`).";
-  m.attr("__version__") = RLX_VERSION;
+  m.attr("__version__") = rlx::version();
   register_errors(m);
   register_tensor(m);
   register_graph(m);

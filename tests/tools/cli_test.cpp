@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "rlx/version.h"
 #include "rlx/npy.h"
 
 namespace rlx {
@@ -98,6 +99,7 @@ TEST_F(Cli, PrintsTheVersionAndHelp) {
   Result v = rlx("--version");
   EXPECT_EQ(v.code, 0);
   EXPECT_EQ(v.out, std::string("rlx ") + RLX_VERSION + "\n");
+  EXPECT_STREQ(rlx::version(), RLX_VERSION);  // the library's is the headers' (CMake's)
   Result h = rlx("--help");
   EXPECT_EQ(h.code, 0);
   EXPECT_NE(h.out.find("run"), std::string::npos) << h.out;

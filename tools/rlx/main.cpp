@@ -21,6 +21,7 @@
 #include <string>
 
 #include "cli.h"
+#include "rlx/version.h"
 
 namespace {
 
@@ -34,7 +35,7 @@ int error(const std::string& msg) {
 int main(int argc, char** argv) {
   CLI::App app("rlx: compile and run rlx graphs (text format) and ONNX models on the CPU or a GPU",
                "rlx");
-  app.set_version_flag("--version", std::string("rlx ") + RLX_VERSION);
+  app.set_version_flag("--version", std::string("rlx ") + rlx::version());
   app.require_subcommand(1);
 
   rlx::cli::RunOptions run;

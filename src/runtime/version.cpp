@@ -1,0 +1,7 @@
+#include "rlx/version.h"
+
+namespace rlx {
+
+const char* version() { return RLX_VERSION; }
+
+}  // namespace rlx
