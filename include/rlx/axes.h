@@ -1,14 +1,35 @@
-// Axes as ops take them (NumPy's convention): -1 is the last dim. One definition for the
-// ops, the transforms, the passes, the frontends and every backend's kernels (downstream
-// packages too); shape inference has already checked the range (ops/infer_util.h
-// normalize_axis names a bad one).
+// Axes as ops take them (NumPy's convention: -1 is the last dim) and the shape arithmetic
+// around them. One definition for the ops, the transforms, the passes, the frontends and
+// every backend's kernels (downstream packages too); shape inference has already checked
+// the range (ops/infer_util.h normalize_axis names a bad one).
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <span>
 
 namespace rlx {
 
 // Axis `axis` in [-rank, rank) as an index in [0, rank).
 constexpr int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+// The product of dims[from, to) (to clamped to the rank); 1 for an empty range.
+constexpr int64_t dims_product(std::span<const int64_t> dims, size_t from = 0,
+                               size_t to = SIZE_MAX) {
+  int64_t p = 1;
+  for (size_t i = from; i < std::min(to, dims.size()); ++i) p *= dims[i];
+  return p;
+}
+
+// A shape seen around one axis: the dims before it (outer), the axis (n), the dims after it
+// (inner), as a kernel over that axis walks it.
+struct AxisSplit {
+  int64_t outer, n, inner;
+};
+constexpr AxisSplit split_at(std::span<const int64_t> shape, int64_t axis) {
+  const auto a = size_t(norm_axis(axis, int64_t(shape.size())));
+  return {dims_product(shape, 0, a), shape[a], dims_product(shape, a + 1)};
+}
 
 }  // namespace rlx

@@ -129,12 +129,6 @@ struct Gemm {
   std::vector<Tensor> keep;  // copies the operands point into
 };
 
-int64_t numel_of(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
-
 // The element offset of batch t (row-major over `batch`) given per-dim strides.
 int64_t batch_offset(const std::vector<int64_t>& batch, const std::vector<int64_t>& strides,
                      int64_t t) {
@@ -169,7 +163,7 @@ void fold_batches(Gemm& g, bool library) {
     next = s * g.batch[d];
   }
   Mat a = g.a;
-  a.rows = g.m * numel_of(g.batch);
+  a.rows = g.m * dims_product(g.batch);
   a.rs = rs;
   a.bstride.clear();
   if (library && (a.rows > INT_MAX || !blas_layout(a))) return;
@@ -225,7 +219,7 @@ void loop_gemm(const T* a, const Mat& ma, const T* b, const Mat& mb, T* c, int64
 template <class T>
 void run_loops(const Gemm& g) {
   constexpr int64_t kRows = 8;  // rows per parallel item
-  int64_t nbatch = numel_of(g.batch), blocks = (g.m + kRows - 1) / kRows;
+  int64_t nbatch = dims_product(g.batch), blocks = (g.m + kRows - 1) / kRows;
   int64_t work = std::max<int64_t>(1, kRows * g.n * g.k);
   parallel_for(
       nbatch * blocks, std::max<int64_t>(1, kLoopGrain / work), [&](int64_t s0, int64_t s1) {
@@ -267,7 +261,7 @@ void dgemm(const Layout& la, const Layout& lb, int64_t m, int64_t n, int64_t k, 
 // (each call then single-threaded) when the products are small and `concurrent` allows.
 template <class T, class F>
 void for_batches(const Gemm& g, bool concurrent, F&& f) {
-  int64_t nbatch = numel_of(g.batch);
+  int64_t nbatch = dims_product(g.batch);
   auto one = [&](int64_t t) {
     f(reinterpret_cast<const T*>(g.a.data) + batch_offset(g.batch, g.a.bstride, t),
       reinterpret_cast<const T*>(g.b.data) + batch_offset(g.batch, g.b.bstride, t),
@@ -543,7 +537,7 @@ bool matmul_into(const Tensor& a, const Tensor& b, Tensor& out, const MatmulEpil
     return false;
   }
   // A B without batch dims usually lets the batch fold into m (fold_batches).
-  int64_t m = b.rank() <= 2 ? g.m * numel_of(g.batch) : g.m;
+  int64_t m = b.rank() <= 2 ? g.m * dims_product(g.batch) : g.m;
   bool library = use_library(g.dtype, m, g.n, g.k);
   size_t nb = g.batch.size();
   g.a = describe(a, av ? 0 : size_t(a.rank() - 2), av ? 0 : 1, 1, nb, library, g.keep);

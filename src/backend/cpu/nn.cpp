@@ -21,12 +21,6 @@ constexpr int64_t kGrain = 32768;  // elements per parallel chunk for cheap per-
 // Rows of `n` elements get about kGrain elements per chunk.
 int64_t row_grain(int64_t n) { return std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)); }
 
-int64_t prod(const std::vector<int64_t>& s, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= s[i];
-  return p;
-}
-
 // A per-channel (or per-position) parameter widened to the compute type; empty when absent.
 template <class T>
 std::vector<compute_t<T>> param(std::span<const Tensor> in, size_t i) {
@@ -115,8 +109,8 @@ template <bool log>
 void softmax_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   const auto& shape = in[0].shape();
   size_t axis = size_t(norm_axis(ctx.attrs.get_int("axis"), in[0].rank()));
-  int64_t outer = prod(shape, 0, axis), n = shape[axis];
-  int64_t inner = prod(shape, axis + 1, shape.size());
+  int64_t outer = dims_product(shape, 0, axis), n = shape[axis];
+  int64_t inner = dims_product(shape, axis + 1, shape.size());
   float_visit(ctx, in[0], [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* x = in[0].data_as<T>();
@@ -154,7 +148,7 @@ void trailing_norm(const KernelContext& ctx, std::span<const Tensor> in, Tensor&
   using C = compute_t<T>;
   const auto& shape = in[0].shape();
   size_t axis = size_t(norm_axis(ctx.attrs.get_int("axis"), in[0].rank()));
-  int64_t rows = prod(shape, 0, axis), n = prod(shape, axis, shape.size());
+  int64_t rows = dims_product(shape, 0, axis), n = dims_product(shape, axis, shape.size());
   C eps = C(ctx.attrs.get_float("epsilon"));
   auto scale = param<T>(in, 1), bias = param<T>(in, 2);
   const C* sc = scale.empty() ? nullptr : scale.data();
@@ -192,7 +186,7 @@ template <class T>
 void group_norm(const KernelContext& ctx, std::span<const Tensor> in, Tensor& out) {
   using C = compute_t<T>;
   const auto& shape = in[0].shape();
-  int64_t batch = shape[0], ch = shape[1], s = prod(shape, 2, shape.size());
+  int64_t batch = shape[0], ch = shape[1], s = dims_product(shape, 2, shape.size());
   int64_t groups = ctx.attrs.get_int("num_groups"), cpg = ch / groups, m = cpg * s;
   C eps = C(ctx.attrs.get_float("epsilon"));
   auto scale = param<T>(in, 1), bias = param<T>(in, 2);
@@ -219,7 +213,7 @@ template <class T>
 void batch_norm(const KernelContext& ctx, std::span<const Tensor> in, Tensor& out) {
   using C = compute_t<T>;
   const auto& shape = in[0].shape();
-  int64_t ch = shape[1], s = prod(shape, 2, shape.size());
+  int64_t ch = shape[1], s = dims_product(shape, 2, shape.size());
   C eps = C(ctx.attrs.get_float("epsilon"));
   auto a = param<T>(in, 1), bias = param<T>(in, 2), mean = param<T>(in, 3), var = param<T>(in, 4);
   for (size_t c = 0; c < a.size(); ++c) a[c] /= std::sqrt(var[c] + eps);
@@ -324,7 +318,7 @@ void cross_entropy(const KernelContext& ctx, std::span<const Tensor> in, Tensor&
   using C = compute_t<T>;
   int64_t classes = in[0].shape().back();
   int64_t rows =
-      classes ? in[0].numel() / classes : prod(in[0].shape(), 0, in[0].shape().size() - 1);
+      classes ? in[0].numel() / classes : dims_product(in[0].shape(), 0, in[0].shape().size() - 1);
   C eps = C(ctx.attrs.get_float("label_smoothing"));
   int64_t ignore = ctx.attrs.get_int("ignore_index");
   bool probs = is_float(in[1].dtype());

@@ -99,7 +99,7 @@ void copy_strided(void* dst, std::span<const int64_t> dst_strides, const void* s
     os.push_back(dims[i].s);
     od.push_back(dims[i].d);
   }
-  int64_t rows = product(outer);
+  int64_t rows = dims_product(outer);
   visit_bytes(elem, [&](auto tag) {
     using E = typename decltype(tag)::type;
     auto* d = static_cast<char*>(dst);
@@ -303,20 +303,21 @@ void pad_rows(const Tensor& x, Tensor& y, const std::vector<std::vector<int64_t>
   std::span<const int64_t> outer(shape.data(), shape.size() - 1);
   const std::vector<int64_t>& inner = maps.back();
   int64_t m = shape.back();
-  parallel_for(product(outer), std::max<int64_t>(1, kCopyGrain / m), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      int64_t rest = r, base = 0;
-      for (size_t d = outer.size(); d-- > 0;) {
-        base += maps[d][size_t(rest % outer[d])];
-        rest /= outer[d];
-      }
-      E* row = dst + r * m;
-      for (int64_t j = 0; j < j0; ++j) row[j] = src[base + inner[size_t(j)]];
-      if (j1 > j0)
-        std::memcpy(row + j0, src + base + inner[size_t(j0)], size_t(j1 - j0) * sizeof(E));
-      for (int64_t j = std::max(j0, j1); j < m; ++j) row[j] = src[base + inner[size_t(j)]];
-    }
-  });
+  parallel_for(
+      dims_product(outer), std::max<int64_t>(1, kCopyGrain / m), [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          int64_t rest = r, base = 0;
+          for (size_t d = outer.size(); d-- > 0;) {
+            base += maps[d][size_t(rest % outer[d])];
+            rest /= outer[d];
+          }
+          E* row = dst + r * m;
+          for (int64_t j = 0; j < j0; ++j) row[j] = src[base + inner[size_t(j)]];
+          if (j1 > j0)
+            std::memcpy(row + j0, src + base + inner[size_t(j0)], size_t(j1 - j0) * sizeof(E));
+          for (int64_t j = std::max(j0, j1); j < m; ++j) row[j] = src[base + inner[size_t(j)]];
+        }
+      });
 }
 
 void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {

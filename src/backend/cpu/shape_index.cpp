@@ -58,11 +58,11 @@ void gather_nd_kernel(const KernelContext& ctx, Ins in, Outs out) {
   size_t m = size_t(idx.shape().back());
   auto iv = read_indices(idx, xsh, ctx.op.name, [b, m](int64_t i) { return int64_t(b + i % m); });
   std::span<const int64_t> is(idx.shape());
-  int64_t per_batch = product(is.subspan(b, is.size() - 1 - b));  // tuples per batch
-  int64_t len = product(std::span<const int64_t>(xsh).subspan(b + m));
+  int64_t per_batch = dims_product(is.subspan(b, is.size() - 1 - b));  // tuples per batch
+  int64_t len = dims_product(std::span<const int64_t>(xsh).subspan(b + m));
   auto xs = contiguous_strides(xsh);
   int64_t batch_stride = b ? xs[b - 1] : 0;
-  int64_t rows = product(is.first(is.size() - 1));
+  int64_t rows = dims_product(is.first(is.size() - 1));
   gather_rows(x, out[0], rows, len, [&](int64_t q) {
     int64_t off = (q / per_batch) * batch_stride;
     for (size_t k = 0; k < m; ++k) off += iv[size_t(q) * m + k] * xs[b + k];
@@ -95,7 +95,7 @@ void gather_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
       const E* px = x.data_as<E>();
       E* py = y.data_as<E>();
       parallel_for(
-          product(outer), std::max<int64_t>(1, kCopyGrain / len), [&](int64_t r0, int64_t r1) {
+          dims_product(outer), std::max<int64_t>(1, kCopyGrain / len), [&](int64_t r0, int64_t r1) {
             RowWalker<1> w(outer, {std::span<const int64_t>(xs)}, r0);
             for (int64_t row = r0; row < r1; ++row, w.next()) {
               const I* ir = pi + row * len;
@@ -174,7 +174,7 @@ void scatter_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
       const T* pu = upd.data_as<T>();
       T* py = y.data_as<T>();
       int64_t grain = std::max<int64_t>(1, kCopyGrain / (n * std::min(width, kBlock)));
-      parallel_for(product(rows) * blocks, grain, [&](int64_t i0, int64_t i1) {
+      parallel_for(dims_product(rows) * blocks, grain, [&](int64_t i0, int64_t i1) {
         int64_t row = i0 / blocks;
         RowWalker<2> w(rows, {std::span<const int64_t>(is), std::span<const int64_t>(ys)}, row);
         for (int64_t it = i0; it < i1; ++it) {
@@ -204,8 +204,8 @@ void scatter_nd_kernel(const KernelContext& ctx, Ins in, Outs out) {
   Reduce red = reduction(ctx, x.dtype());
   copy_all(x, y);
   std::span<const int64_t> is(idx.shape());
-  int64_t tuples = product(is.first(is.size() - 1));
-  int64_t len = product(std::span<const int64_t>(xsh).subspan(m));
+  int64_t tuples = dims_product(is.first(is.size() - 1));
+  int64_t len = dims_product(std::span<const int64_t>(xsh).subspan(m));
   if (tuples == 0 || len == 0) return;
   auto xs = contiguous_strides(xsh);
   std::vector<int64_t> offs(size_t(tuples), 0);

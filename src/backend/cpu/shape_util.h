@@ -20,22 +20,6 @@ using Outs = std::span<Tensor>;
 
 inline size_t elem_size(const Tensor& t) { return dtype_size(t.dtype()); }
 
-inline int64_t product(std::span<const int64_t> dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) p *= d;
-  return p;
-}
-
-// A shape seen around one axis: dims before it, the axis, dims after it.
-struct AxisSplit {
-  int64_t outer, n, inner;
-};
-inline AxisSplit split_at(const std::vector<int64_t>& shape, int64_t axis) {
-  std::span<const int64_t> s(shape);
-  return {product(s.first(size_t(axis))), shape[size_t(axis)],
-          product(s.subspan(size_t(axis) + 1))};
-}
-
 // Walks rows (every dim of `outer`, row-major) keeping K offsets off[k] = sum idx_d *
 // strides[k][d], updated incrementally; starts at row `row`.
 template <size_t K>

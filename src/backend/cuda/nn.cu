@@ -187,12 +187,6 @@ __global__ void softmax_columns(const T* x0, T* y0, int64_t outer, int64_t n, in
   }
 }
 
-int64_t prod(const std::vector<int64_t>& s, size_t b, size_t e) {
-  int64_t p = 1;
-  for (size_t i = b; i < e; ++i) p *= s[i];
-  return p;
-}
-
 // Launches fn<kBlock> over `rows` rows of n: warps for rows up to 1024, blocks beyond.
 template <class Launch>
 void launch_rows(int64_t rows, int64_t n, Launch&& launch) {
@@ -214,8 +208,8 @@ void softmax_kernel(const KernelContext& ctx, Ins in, Outs out) {
   if (x.numel() == 0) return;
   const auto& shape = x.shape();
   size_t axis = size_t(norm_axis(ctx.attrs.get_int("axis"), x.rank()));
-  int64_t outer = prod(shape, 0, axis), n = shape[axis],
-          inner = prod(shape, axis + 1, shape.size());
+  int64_t outer = dims_product(shape, 0, axis), n = shape[axis],
+          inner = dims_product(shape, axis + 1, shape.size());
   cudaStream_t s = stream_of(ctx);
   visit(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
@@ -274,7 +268,7 @@ TrailingRows trailing_rows(const Tensor& x, const Attrs& attrs) {
   const auto& shape = x.shape();
   int64_t a = attrs.get_int("axis");
   size_t axis = size_t(norm_axis(a, x.rank()));
-  return {prod(shape, 0, axis), prod(shape, axis, shape.size()),
+  return {dims_product(shape, 0, axis), dims_product(shape, axis, shape.size()),
           std::vector<int64_t>(shape.begin() + int64_t(axis), shape.end())};
 }
 
@@ -811,7 +805,7 @@ __global__ void xent_store(const double* loss, T* y, int64_t rows) {
 void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &x = in[0], &t = in[1];
   int64_t classes = x.shape().back();
-  int64_t rows = prod(x.shape(), 0, x.shape().size() - 1);
+  int64_t rows = dims_product(x.shape(), 0, x.shape().size() - 1);
   cudaStream_t s = stream_of(ctx);
   const std::string& reduction = ctx.attrs.get_string("reduction");
   Tensor loss = Tensor::empty(DType::f64, {rows}, x.device());
@@ -897,7 +891,7 @@ void cross_entropy_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &x = in[0], &t = in[1];
   const Tensor& dx = out[0];
   int64_t classes = x.shape().back();
-  int64_t rows = prod(x.shape(), 0, x.shape().size() - 1);
+  int64_t rows = dims_product(x.shape(), 0, x.shape().size() - 1);
   if (rows == 0 || classes == 0) return;
   cudaStream_t s = stream_of(ctx);
   // w per row (or one value) in the compute type: it may come in another float dtype (an

@@ -51,12 +51,6 @@ void visit_index(DType dt, F&& f) {
   });
 }
 
-int64_t product(const std::vector<int64_t>& s, size_t b, size_t e) {
-  int64_t p = 1;
-  for (size_t i = b; i < e; ++i) p *= s[i];
-  return p;
-}
-
 // ---- gather -------------------------------------------------------------------------------
 
 template <class E, class I>
@@ -72,8 +66,8 @@ __global__ void gather_k(const E* x, const I* idx, E* y, int64_t outer, int64_t 
 void gather_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &x = in[0], &idx = in[1];
   int64_t axis = norm_axis(ctx.attrs.get_int("axis"), x.rank());
-  int64_t outer = product(x.shape(), 0, size_t(axis)), n = x.shape()[size_t(axis)];
-  int64_t inner = product(x.shape(), size_t(axis) + 1, x.shape().size()), m = idx.numel();
+  int64_t outer = dims_product(x.shape(), 0, size_t(axis)), n = x.shape()[size_t(axis)];
+  int64_t inner = dims_product(x.shape(), size_t(axis) + 1, x.shape().size()), m = idx.numel();
   int64_t total = outer * m * inner;
   BadIndex bad(ctx, x.shape());
   if (total > 0)
@@ -151,7 +145,7 @@ Tensor tuple_offsets_of(const Tensor& idx, const std::vector<int64_t>& xsh, int6
   if (m > kMaxDims)
     fail<NotSupported>("cuda", "expected index tuples of at most ", kMaxDims, " components, got ",
                        m);
-  if (m == 0) tuples = product(idx.shape(), 0, idx.shape().size() - 1);
+  if (m == 0) tuples = dims_product(idx.shape(), 0, idx.shape().size() - 1);
   Tuples tp;
   tp.m = m;
   tp.b = b;
@@ -189,8 +183,9 @@ void gather_nd_kernel(const KernelContext& ctx, Ins in, Outs out) {
   cudaStream_t s = stream_of(ctx);
   BadIndex bad(ctx, xsh);
   Tensor offs = tuple_offsets_of(idx, xsh, b, bad, s);
-  int64_t rows = product(ish, 0, ish.size() - 1), len = product(xsh, size_t(b + m), xsh.size());
-  int64_t per_batch = product(ish, size_t(b), ish.size() - 1);
+  int64_t rows = dims_product(ish, 0, ish.size() - 1),
+          len = dims_product(xsh, size_t(b + m), xsh.size());
+  int64_t per_batch = dims_product(ish, size_t(b), ish.size() - 1);
   int64_t batch_stride = b ? contiguous_strides(xsh)[size_t(b - 1)] : 0;
   if (rows * len > 0)
     visit_bytes(dtype_size(x.dtype()), [&](auto etag) {
@@ -260,7 +255,7 @@ void scatter_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
   auto ics = contiguous_strides(idx.shape()), ycs = contiguous_strides(y.shape());
   std::vector<int64_t> lshape = idx.shape(), is = ics, ys = ycs;
   lshape[axis] = 1;  // the axis runs inside a thread
-  int64_t lines = product(lshape, 0, lshape.size());
+  int64_t lines = dims_product(lshape, 0, lshape.size());
   BadIndex bad(ctx, x.shape());
   if (idx.numel() > 0) {
     Indexer<2> line = make_indexer<2>(lshape, {&is, &ys});
@@ -347,7 +342,7 @@ void scatter_nd_kernel(const KernelContext& ctx, Ins in, Outs out) {
   BadIndex bad(ctx, xsh);  // a bad tuple addresses offset 0: in bounds, and the run fails
   Tensor offs = tuple_offsets_of(idx, xsh, 0, bad, s);
   copy_strided(x, y, s);
-  int64_t tuples = offs.numel(), len = product(xsh, size_t(idx.shape().back()), xsh.size());
+  int64_t tuples = offs.numel(), len = dims_product(xsh, size_t(idx.shape().back()), xsh.size());
   if (tuples == 0 || len == 0) return;
   Reduce red = reduction(ctx, x.dtype());
   // Few slice elements, many tuples: the serial loop would leave the device idle.
@@ -385,7 +380,7 @@ void one_hot_kernel(const KernelContext& ctx, Ins in, Outs out) {
   cudaStream_t s = stream_of(ctx);
   fill(y, ctx.attrs.get_float("off_value"), s);
   size_t axis = size_t(norm_axis(ctx.attrs.get_int("axis"), y.rank()));
-  int64_t depth = y.shape()[axis], inner = product(y.shape(), axis + 1, y.shape().size());
+  int64_t depth = y.shape()[axis], inner = dims_product(y.shape(), axis + 1, y.shape().size());
   uint64_t bits = 0;
   store_double(y.dtype(), &bits, ctx.attrs.get_float("on_value"));
   if (idx.numel() > 0)
@@ -412,7 +407,7 @@ void iota_kernel(const KernelContext& ctx, Ins, Outs out) {
   Tensor& y = out[0];
   if (y.numel() == 0) return;
   size_t axis = size_t(norm_axis(ctx.attrs.get_int("axis"), y.rank()));
-  int64_t n = y.shape()[axis], inner = product(y.shape(), axis + 1, y.shape().size());
+  int64_t n = y.shape()[axis], inner = dims_product(y.shape(), axis + 1, y.shape().size());
   visit(y.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (!std::is_same_v<T, bool>)

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/axes.h"
 #include "rlx/kernel.h"
 #include "rlx/op.h"
 
@@ -33,13 +34,6 @@ void write(Tensor& t, const std::vector<double>& v) {
   auto* p = static_cast<char*>(t.data());
   size_t sz = dtype_size(t.dtype());
   for (size_t i = 0; i < v.size(); ++i) store_double(t.dtype(), p + i * sz, v[i]);
-}
-
-// The product of v[from:to] (to clamped to v's length).
-int64_t product(const std::vector<int64_t>& v, size_t from = 0, size_t to = SIZE_MAX) {
-  auto end = v.begin() + std::ptrdiff_t(std::min(to, v.size()));
-  auto begin = v.begin() + std::ptrdiff_t(std::min(from, v.size()));
-  return std::accumulate(begin, end, int64_t{1}, std::multiplies<>());
 }
 
 void expect_float_input(const InferContext& ctx, size_t i, std::string_view role) {
@@ -184,7 +178,7 @@ void resize_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
     outside[d].assign(size_t(n_out), false);
     if (n_out == 0 || n_in == 0) {
       shape[d] = n_out;
-      cur.assign(size_t(product(shape)), 0.0);
+      cur.assign(size_t(dims_product(shape)), 0.0);
       continue;
     }
     std::vector<Taps> taps;
@@ -192,7 +186,7 @@ void resize_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
       taps.push_back(resize_taps(a, d, j, n_in, n_out, scales[d]));
       outside[d][size_t(j)] = taps.back().outside;
     }
-    int64_t outer = product(shape, 0, d), inner = product(shape, d + 1);
+    int64_t outer = dims_product(shape, 0, d), inner = dims_product(shape, d + 1);
     std::vector<double> next(size_t(outer * n_out * inner), 0.0);
 #pragma omp parallel for schedule(static)
     for (int64_t row = 0; row < outer * n_out; ++row) {
@@ -301,8 +295,8 @@ void grid_sample_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   const std::vector<int64_t>& xs = in[0].shape();
   size_t k = xs.size() - 2;
   std::vector<int64_t> dims(xs.begin() + 2, xs.end());
-  int64_t N = xs[0], C = xs[1], plane = product(dims);
-  int64_t points = product(in[1].shape(), 1, 1 + k);
+  int64_t N = xs[0], C = xs[1], plane = dims_product(dims);
+  int64_t points = dims_product(in[1].shape(), 1, 1 + k);
   if (in[1].shape()[0] != N)
     rlx::fail<ValueError>("onnx.grid_sample", "expected X and grid of one batch size, got ", N,
                           " and ", in[1].shape()[0]);
@@ -556,7 +550,7 @@ void max_pool_indices_kernel(const KernelContext& ctx, std::span<const Tensor> i
   }
   bool col = a.get_int("storage_order") == 1;
   std::vector<int64_t> in_dims(xs.begin() + 2, xs.end()), out_dims(ys.begin() + 2, ys.end());
-  int64_t plane = product(in_dims), oplane = product(out_dims);
+  int64_t plane = dims_product(in_dims), oplane = dims_product(out_dims);
   std::vector<double> x = read(in[0]);
   auto* y = out[0].data_as<int64_t>();
 #pragma omp parallel for schedule(static)
@@ -630,7 +624,7 @@ void zero_extend_kernel(const KernelContext&, std::span<const Tensor> in, std::s
     if (shape[i] < xs[i])
       rlx::fail<ValueError>("onnx.zero_extend", "expected a shape no smaller than ", ints_str(xs),
                             ", got ", ints_str(shape));
-  std::vector<double> x = read(in[0]), y(size_t(product(shape)), 0.0);
+  std::vector<double> x = read(in[0]), y(size_t(dims_product(shape)), 0.0);
   size_t r = xs.size();
   std::vector<int64_t> idx(r, 0);
   for (size_t i = 0; i < x.size(); ++i) {
