@@ -51,7 +51,7 @@ llm::LoadOptions load_options(const LlmOptions& o) {
 // copy, the best of five. A decode step on the GPU streams every weight once.
 double copy_bandwidth(Device d) {
   const int64_t n = int64_t(1) << 30;
-  Tensor a = Tensor::zeros(DType::u8, {n}).to(d);
+  Tensor a = Tensor::empty(DType::u8, {n}, d);  // the bytes do not matter
   double best = 0;
   for (int r = 0; r < 6; ++r) {
     synchronize(d);

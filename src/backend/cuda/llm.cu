@@ -1,10 +1,10 @@
 // rope and kv_cache_write on CUDA, and the family's registration (as backend/cpu/llm.cpp).
 //
-// rope: one thread per rotated pair (or passed-through dim) of a head; the angle in double,
-// as on the CPU (at position 4000 an f32 angle is already ~2e-4 rad off), so both backends
-// rotate by the same f32 cos / sin. The positions stay on the device.
-// kv_cache_write: writes the new rows into input 0's storage and returns it
-// (KernelFlags::makes_outputs), so a decode step moves S rows per head, never the cache.
+// rope: one thread per rotated pair (or passed-through dim) of a position, over its heads;
+// the angle in double, as on the CPU (at position 4000 an f32 angle is already ~2e-4 rad off), so
+// both backends rotate by the same f32 cos / sin. The positions stay on the device. kv_cache_write:
+// writes the new rows into input 0's storage and returns it (KernelFlags::makes_outputs), so a
+// decode step moves S rows per head, never the cache.
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/llm_kernels.h"
@@ -46,18 +46,19 @@ struct RopeArgs {
   bool neox;
 };
 
+// One thread per (row, pair) rotates that pair in every head: the angle (a double pow,
+// cos and sin) is worked out once per position, not once per head.
 template <class T, class I, class F>
 __global__ void rope_rows(const T* x, const I* pos, const F* factors, T* y, Lead lead, RopeArgs a) {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  const int64_t per_head = a.half + (a.d - a.n_rot);  // pairs, then the dims passed through
-  RLX_GRID_STRIDE(t, a.rows * a.heads * per_head) {
-    const int64_t c = t % per_head, rh = t / per_head;
-    const int64_t l = rh / a.heads;
-    const T* xr = x + rh * a.d;
-    T* yr = y + rh * a.d;
+  const int64_t per_row = a.half + (a.d - a.n_rot);  // pairs, then the dims passed through
+  RLX_GRID_STRIDE(t, a.rows * per_row) {
+    const int64_t c = t % per_row, l = t / per_row;
+    const T* xr = x + l * a.heads * a.d;
+    T* yr = y + l * a.heads * a.d;
     if (c >= a.half) {
       const int64_t e = a.n_rot + (c - a.half);
-      yr[e] = xr[e];
+      for (int64_t h = 0; h < a.heads; ++h) yr[h * a.d + e] = xr[h * a.d + e];
       continue;
     }
     double freq = pow(a.base, -2.0 * double(c) / double(a.n_rot));
@@ -65,9 +66,11 @@ __global__ void rope_rows(const T* x, const I* pos, const F* factors, T* y, Lead
     const double th = double(pos[lead.pos_offset(l)]) * a.fs * freq;
     const C cv = C(cos(th)), sv = C(sin(th));
     const int64_t i0 = a.neox ? c : 2 * c, i1 = i0 + (a.neox ? a.half : 1);
-    const C x0 = C(load(xr[i0])), x1 = C(load(xr[i1]));
-    yr[i0] = store<T>(x0 * cv - x1 * sv);
-    yr[i1] = store<T>(x0 * sv + x1 * cv);
+    for (int64_t h = 0; h < a.heads; ++h) {
+      const C x0 = C(load(xr[h * a.d + i0])), x1 = C(load(xr[h * a.d + i1]));
+      yr[h * a.d + i0] = store<T>(x0 * cv - x1 * sv);
+      yr[h * a.d + i1] = store<T>(x0 * sv + x1 * cv);
+    }
   }
 }
 
@@ -102,7 +105,7 @@ void rope_kernel(const KernelContext& ctx, Ins in, Outs out) {
     lead.pos_stride[lsize.size() - ps.size() + size_t(i)] = ps[size_t(i)] == 1 ? 0 : st;
     st *= ps[size_t(i)];
   }
-  const int64_t threads = a.rows * a.heads * (a.half + a.d - a.n_rot);
+  const int64_t threads = a.rows * (a.half + a.d - a.n_rot);
   if (threads == 0) return;
   cudaStream_t s = stream_of(ctx);
   visit(x.dtype(), [&](auto tag) {

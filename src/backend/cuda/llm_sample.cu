@@ -12,6 +12,7 @@
 #include <cuda/std/limits>
 
 #include "backend/cpu/elementwise_math.h"
+#include "backend/cpu/philox.h"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/llm_kernels.h"
 
@@ -34,20 +35,11 @@ struct Params {
 
 // ---- the CPU's arithmetic ------------------------------------------------------------
 
-// Philox4x32-10, words w0 and w1 of block `ctr` under key `seed`: a device copy of
-// cpu/philox.h (Stream{seed, 0}.block(ctr)), which defines it.
+// u53 of words w0 and w1 of Philox4x32-10 block `ctr` under key `seed` (cpu/philox.h's
+// own functions, compiled for the device).
 __device__ double philox_u53(uint64_t seed, uint64_t ctr) {
-  uint32_t c0 = uint32_t(ctr), c1 = uint32_t(ctr >> 32), c2 = 0, c3 = 0;
-  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-  for (int r = 0; r < 10; ++r, k0 += 0x9E3779B9u, k1 += 0xBB67AE85u) {
-    const uint32_t h0 = __umulhi(0xD2511F53u, c0), l0 = 0xD2511F53u * c0;
-    const uint32_t h1 = __umulhi(0xCD9E8D57u, c2), l1 = 0xCD9E8D57u * c2;
-    c0 = h1 ^ c1 ^ k0;
-    c1 = l1;
-    c2 = h0 ^ c3 ^ k1;
-    c3 = l0;
-  }
-  return double(((uint64_t(c0) << 32) | c1) >> 11) * 0x1p-53;  // philox::u53
+  const cpu::philox::Block w = cpu::philox::Stream{seed, 0}.block(ctr);
+  return cpu::philox::u53(w[0], w[1]);
 }
 
 // cpu::fm::exp, operation for operation. g++ contracts its scalar x * log2e + shift into one

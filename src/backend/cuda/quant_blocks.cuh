@@ -92,58 +92,34 @@ RLX_HD void q5_high(const uint8_t* qh, int g, int (&v)[4]) {
 template <DType T>
 struct Blocks;
 
-template <>
-struct Blocks<DType::q4_0> {
-  static constexpr int kValues = 32, kBytes = 18;
+// The 32-value nibble types: f16 d, with kMin an f16 minimum m (x = d q + m; else the
+// values are centred, q - 8 or q - 16), with kFive a fifth bit per value in 4 bytes qh,
+// then 16 bytes of nibbles (value j low in byte j, value j + 16 high).
+template <bool kMin, bool kFive>
+struct Nibbles32 {
+  static constexpr int kValues = 32, kQh = 2 + 2 * kMin, kQs = kQh + 4 * kFive, kBytes = kQs + 16;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     Group r{{}, 1, 1};
-    D = half_at(b), M = 0;
-    load16(b + 2, r.v);
-    RLX_UNROLL
-    for (int j = 0; j < 4; ++j) r.v[j] = vsub4(nibbles(r.v[j], g), 0x08080808);
-    return r;
-  }
-};
-template <>
-struct Blocks<DType::q4_1> {
-  static constexpr int kValues = 32, kBytes = 20;
-  RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
-    Group r{{}, 1, 1};
-    D = half_at(b), M = -half_at(b + 2);
-    load16(b + 4, r.v);
+    D = half_at(b), M = kMin ? -half_at(b + 2) : 0.f;
+    load16(b + kQs, r.v);
     RLX_UNROLL
     for (int j = 0; j < 4; ++j) r.v[j] = nibbles(r.v[j], g);
+    if constexpr (kFive) q5_high(b + kQh, g, r.v);
+    if constexpr (!kMin) {
+      RLX_UNROLL
+      for (int j = 0; j < 4; ++j) r.v[j] = vsub4(r.v[j], kFive ? 0x10101010 : 0x08080808);
+    }
     return r;
   }
 };
 template <>
-struct Blocks<DType::q5_0> {
-  static constexpr int kValues = 32, kBytes = 22;
-  RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
-    Group r{{}, 1, 1};
-    D = half_at(b), M = 0;
-    load16(b + 6, r.v);
-    RLX_UNROLL
-    for (int j = 0; j < 4; ++j) r.v[j] = nibbles(r.v[j], g);
-    q5_high(b + 2, g, r.v);
-    RLX_UNROLL
-    for (int j = 0; j < 4; ++j) r.v[j] = vsub4(r.v[j], 0x10101010);
-    return r;
-  }
-};
+struct Blocks<DType::q4_0> : Nibbles32<false, false> {};
 template <>
-struct Blocks<DType::q5_1> {
-  static constexpr int kValues = 32, kBytes = 24;
-  RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
-    Group r{{}, 1, 1};
-    D = half_at(b), M = -half_at(b + 2);
-    load16(b + 8, r.v);
-    RLX_UNROLL
-    for (int j = 0; j < 4; ++j) r.v[j] = nibbles(r.v[j], g);
-    q5_high(b + 4, g, r.v);
-    return r;
-  }
-};
+struct Blocks<DType::q4_1> : Nibbles32<true, false> {};
+template <>
+struct Blocks<DType::q5_0> : Nibbles32<false, true> {};
+template <>
+struct Blocks<DType::q5_1> : Nibbles32<true, true> {};
 template <>
 struct Blocks<DType::q8_0> {
   static constexpr int kValues = 32, kBytes = 34;
