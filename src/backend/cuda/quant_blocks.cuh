@@ -171,36 +171,32 @@ struct Blocks<DType::q3_k> {
   }
 };
 // q4_k / q5_k: 64-value chunk c = g / 4 holds bytes qs[32c .. 32c + 31], low nibbles for
-// its first 32 values, high for the next; scale and min of the 32-value group g / 2.
-template <>
-struct Blocks<DType::q4_k> {
-  static constexpr int kValues = 256, kBytes = 144;
+// its first 32 values, high for the next; scale and min of the 32-value group g / 2. q5_k
+// (kFive) adds 32 bytes qh before qs: value l of 32-value group i has its fifth bit at bit
+// i of qh[l].
+template <bool kFive>
+struct K4 {
+  static constexpr int kValues = 256, kQs = 16 + 32 * kFive, kBytes = kQs + 128;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     Group r;
     quant::k4_scale_min(b + 4, g / 2, r.sc, r.mn);
     D = half_at(b), M = half_at(b + 2);
-    load16a(b + 16 + 32 * (g / 4) + 16 * (g % 2), r.v);
+    load16a(b + kQs + 32 * (g / 4) + 16 * (g % 2), r.v);
     RLX_UNROLL
     for (int j = 0; j < 4; ++j) r.v[j] = nibbles(r.v[j], (g % 4) / 2);
+    if constexpr (kFive) {
+      int h[4];
+      load16a(b + 16 + 16 * (g % 2), h);
+      RLX_UNROLL
+      for (int j = 0; j < 4; ++j) r.v[j] |= bits(h[j], g / 2, 4);
+    }
     return r;
   }
 };
 template <>
-struct Blocks<DType::q5_k> {
-  static constexpr int kValues = 256, kBytes = 176;
-  RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
-    Group r;
-    quant::k4_scale_min(b + 4, g / 2, r.sc, r.mn);
-    D = half_at(b), M = half_at(b + 2);
-    int h[4];
-    load16a(b + 48 + 32 * (g / 4) + 16 * (g % 2), r.v);
-    load16a(b + 16 + 16 * (g % 2), h);
-    const int hb = 2 * (g / 4) + (g % 4) / 2;
-    RLX_UNROLL
-    for (int j = 0; j < 4; ++j) r.v[j] = nibbles(r.v[j], (g % 4) / 2) | bits(h[j], hb, 4);
-    return r;
-  }
-};
+struct Blocks<DType::q4_k> : K4<false> {};
+template <>
+struct Blocks<DType::q5_k> : K4<true> {};
 // q6_k: half h = g / 8 of the block; quarter q of its 128 values: 4 low bits from
 // ql[64h + 32 (q % 2) + l] (high nibble for q >= 2), 2 high bits from qh[32h + l] at 2q.
 template <>
