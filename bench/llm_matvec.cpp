@@ -30,6 +30,7 @@
 #include "rlx/quant.h"
 #include "rlx/rlx.h"
 #include "rlx/session.h"
+#include "rlx/settings.h"
 
 using namespace rlx;
 
@@ -231,11 +232,11 @@ int main(int argc, char** argv) {
         if (s.count < 0) continue;  // the output projection runs on the last row only
         Tensor w = make_weights(t, s.n, s.k);
         const double flop = 2.0 * double(m) * double(s.n) * double(s.k);
-        setenv("RLX_QMM_GEMM_ROWS", "1", 1);
+        settings().qmm_gemm_rows = 1;
         double panels = time_matmul({w}, m, opt.threads, opt.quick ? 2 : 5);
-        setenv("RLX_QMM_GEMM_ROWS", "513", 1);
+        settings().qmm_gemm_rows = 513;
         double tiles = time_matmul({w}, m, opt.threads, opt.quick ? 2 : 5);
-        unsetenv("RLX_QMM_GEMM_ROWS");
+        settings().qmm_gemm_rows = 0;
         std::printf("%-6s %-5s %5lldx%-8lld %10.1f %10.1f %13.2f\n", md.name,
                     std::string(dtype_name(t)).c_str(), (long long)s.n, (long long)s.k,
                     flop / panels / 1e9, flop / tiles / 1e9, tiles / panels);

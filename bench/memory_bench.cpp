@@ -14,6 +14,7 @@
 
 #include "model.h"
 #include "rlx/rlx.h"
+#include "rlx/settings.h"
 
 using namespace rlx;
 
@@ -82,7 +83,7 @@ int main(int argc, char** argv) {
         (long long)demo::kBatch, (long long)demo::kSeq, o.threads);
     std::unique_ptr<train::Trainer> on;
     for (const char* packing : {"time", "size"}) {  // "size" (the default) last: kept
-      setenv("RLX_ARENA_PACKING", packing, 1);
+      settings().arena_packing = packing;
       auto t0 = std::chrono::steady_clock::now();
       auto t = make_trainer(*model, o);
       MemoryStats m = t->compiled().memory_stats(dims);
@@ -109,10 +110,10 @@ int main(int argc, char** argv) {
         on = std::move(t);
       }
     }
-    unsetenv("RLX_ARENA_PACKING");
-    setenv("RLX_ARENA", "0", 1);
+    settings().arena_packing = "size";
+    settings().arena = false;
     std::unique_ptr<train::Trainer> off = make_trainer(*model, o);
-    unsetenv("RLX_ARENA");
+    settings().arena = true;
 
     // Alternating rounds, so drift in the machine's load hits both alike.
     for (int i = 0; i < 3; ++i) on->step(in), off->step(in);

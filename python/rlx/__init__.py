@@ -17,11 +17,13 @@ vmap, ...) take a graph and return a graph, or take a Python function and return
 JAX-style transformed function; those nest in any order, with jit too. rlx.optim trains graphs (SGD, Adam, AdamW,
 a Trainer); rlx.onnx imports ONNX models; rlx.cuda says whether a GPU is there, reports
 and frees its memory pool, and picks how f32 matmul runs on it. rlx's errors raise ValueError, TypeError,
-NotImplementedError or OSError with rlx's message.
+NotImplementedError or OSError with rlx's message. rlx.settings holds the runtime switches
+(each starts from its RLX_* environment variable; docs/settings.md lists them).
 """
 from . import _rlx
 from ._rlx import (
     __version__,
+    settings,
     DType,
     Tensor,
     Graph,

@@ -1,5 +1,6 @@
 // The extension module rlx._rlx; the package python/rlx wraps it.
 #include "common.h"
+#include "rlx/settings.h"
 #include "rlx/text.h"
 #include "rlx/version.h"
 
@@ -28,6 +29,25 @@ void register_errors(pyb::module_& m) {
   });
 }
 
+// rlx.settings: the process's Settings (rlx/settings.h), one attribute per field.
+void register_settings(pyb::module_& m) {
+  pyb::class_<Settings> cls(m, "Settings", R"doc(
+rlx's runtime switches (rlx.settings): each starts from its RLX_* environment variable;
+set one before compiling, e.g. rlx.settings.profile = True. str(rlx.settings) lists them.
+)doc");
+#define RLX_SETTING_ATTR(type, field, var, def, doc) \
+  cls.def_readwrite(#field, &Settings::field, var ": " doc);
+  RLX_SETTINGS(RLX_SETTING_ATTR)
+#undef RLX_SETTING_ATTR
+  cls.def("__repr__", [](const Settings&) {
+    std::string out;
+    for (const SettingInfo& r : setting_table())
+      out += cat(r.name, " = ", r.value, "  (", r.variable, ", default ", r.default_value, ")\n");
+    return out;
+  });
+  m.attr("settings") = pyb::cast(&settings(), pyb::return_value_policy::reference);
+}
+
 }  // namespace rlx::py
 
 PYBIND11_MODULE(_rlx, m) {
@@ -35,6 +55,7 @@ PYBIND11_MODULE(_rlx, m) {
   m.doc() = "rlx: an ML compiler and runtime (native module; use the package `rlx`).";
   m.attr("__version__") = rlx::version();
   register_errors(m);
+  register_settings(m);
   register_tensor(m);
   register_graph(m);
   register_ops(m);

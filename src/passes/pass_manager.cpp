@@ -8,6 +8,7 @@
 
 #include "passes/families.h"
 #include "rlx/error.h"
+#include "rlx/settings.h"
 #include "rlx/text.h"
 #include "rlx/verify.h"
 
@@ -108,16 +109,7 @@ std::vector<std::string> default_pipeline(Device device, int opt_level, Precisio
   return out;
 }
 
-namespace {
-
-bool env_has(const char* var, std::string_view word) {
-  const char* v = std::getenv(var);
-  if (!v) return false;
-  std::string_view s(v);
-  return s == "1" || s == "all" || s.find(word) != std::string_view::npos;
-}
-
-}  // namespace
+namespace {}  // namespace
 
 std::string PipelineResult::str() const {
   std::string s = "pass                    nodes before -> after      ms\n";
@@ -142,8 +134,8 @@ PipelineResult run_pipeline(const Graph& g, std::span<const std::string> passes,
   const PassRegistry& reg = PassRegistry::global();
   std::vector<const PassInfo*> infos;
   for (const std::string& name : passes) infos.push_back(&reg.get(name));
-  const bool verify_each = env_has("RLX_VERIFY", "1");
-  const bool debug = env_has("RLX_DEBUG", "passes");
+  const bool verify_each = settings().verify;
+  const bool debug = settings().debug_has("passes");
 
   PipelineResult result;
   std::unique_ptr<Graph> owned;
@@ -172,7 +164,7 @@ PipelineResult run_pipeline(const Graph& g, std::span<const std::string> passes,
   }
   result.graph = owned ? std::move(owned) : g.clone();
   if (debug) std::fprintf(stderr, "%s", result.str().c_str());
-  if (env_has("RLX_DEBUG", "graph"))  // the graph the pipeline leaves, as text
+  if (settings().debug_has("graph"))  // the graph the pipeline leaves, as text
     std::fprintf(stderr, "%s", print_graph(*result.graph).c_str());
   return result;
 }

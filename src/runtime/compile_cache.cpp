@@ -12,6 +12,7 @@
 
 #include "rlx/error.h"
 #include "rlx/op.h"
+#include "rlx/settings.h"
 
 namespace rlx {
 
@@ -100,7 +101,7 @@ DiskCache::DiskCache(std::string dir) : dir_(std::move(dir)) {
 }
 
 std::string DiskCache::default_dir() {
-  if (const char* d = std::getenv("RLX_CACHE_DIR"); d && *d) return d;
+  if (!settings().cache_dir.empty()) return settings().cache_dir;
   if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return std::string(d) + "/rlx";
   if (const char* d = std::getenv("HOME"); d && *d) return std::string(d) + "/.cache/rlx";
   return "/tmp/rlx-cache";

@@ -6,6 +6,8 @@
 #include <optional>
 #include <set>
 
+#include "rlx/settings.h"
+
 namespace rlx {
 
 std::string_view dispatch_path_name(DispatchPath p) {
@@ -165,8 +167,7 @@ LoweredGraph lower_for_device(const Graph& g, Device device, const KernelRegistr
 
   l.out.report.device = device;
   for (const auto& [op, c] : l.counts) l.out.report.rows.push_back({op, c});
-  const char* env = std::getenv("RLX_DISPATCH_REPORT");
-  if (env && std::string_view(env) == "1") std::fprintf(stderr, "%s", l.out.report.str().c_str());
+  if (settings().dispatch_report) std::fprintf(stderr, "%s", l.out.report.str().c_str());
   if (!l.missing.empty()) {
     std::string list;
     for (const auto& m : l.missing) {

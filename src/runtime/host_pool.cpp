@@ -8,6 +8,7 @@
 #include <mutex>
 #include <vector>
 
+#include "rlx/settings.h"
 #include "rlx/tensor.h"
 
 namespace rlx {
@@ -22,17 +23,13 @@ size_t size_class(size_t bytes) {
   return (bytes + step - 1) / step * step;
 }
 
-size_t cap_from_env() {
-  const char* env = std::getenv("RLX_HOST_CACHE_MB");
-  long mb = env ? std::strtol(env, nullptr, 10) : 2048;
-  return size_t(std::max(mb, 0L)) << 20;
-}
+size_t cap_from_settings() { return size_t(std::max<int64_t>(settings().host_cache_mb, 0)) << 20; }
 
 struct HostPool {
   std::mutex mu;
   std::map<size_t, std::vector<void*>> free;  // by size class
   size_t cached = 0;
-  size_t cap = cap_from_env();
+  size_t cap = cap_from_settings();
 
   void* take(size_t cls) {
     std::lock_guard lock(mu);
@@ -74,12 +71,13 @@ HostPool& pool() {
 
 std::shared_ptr<Buffer> Buffer::allocate_host(size_t bytes) {
   // aligned_alloc needs a size that is a multiple of the alignment (and non-zero).
-  size_t rounded = bytes < kMinPooled ? std::max<size_t>((bytes + 63) / 64 * 64, 64)
-                                      : size_class(bytes);
+  size_t rounded =
+      bytes < kMinPooled ? std::max<size_t>((bytes + 63) / 64 * 64, 64) : size_class(bytes);
   bool pooled = bytes >= kMinPooled;
   void* p = pooled ? pool().take(rounded) : nullptr;
   if (!p) p = std::aligned_alloc(64, rounded);
-  if (!p) fail<ValueError>("Buffer", "expected to allocate ", bytes, " bytes on the host, got none");
+  if (!p)
+    fail<ValueError>("Buffer", "expected to allocate ", bytes, " bytes on the host, got none");
   if (!pooled) return std::shared_ptr<Buffer>(new Buffer(p, bytes, Device::cpu(), std::free));
   return std::shared_ptr<Buffer>(
       new Buffer(p, bytes, Device::cpu(), [rounded](void* q) { pool().give(q, rounded); }));

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "rlx/op.h"
+#include "rlx/settings.h"
 
 namespace rlx {
 
@@ -50,13 +51,7 @@ Profile& profile() {
 
 }  // namespace
 
-bool profiling() {
-  static const bool on = [] {
-    const char* e = std::getenv("RLX_PROFILE");
-    return e && *e && std::string(e) != "0";
-  }();
-  return on;
-}
+bool profiling() { return settings().profile; }
 
 void record_op_time(const Node& n, double seconds) {
   std::string key = n.op_name();

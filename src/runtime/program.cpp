@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "rlx/op.h"
+#include "rlx/settings.h"
 #include "runtime/device_backend.h"
 #include "runtime/profile.h"
 
@@ -31,14 +32,8 @@ std::vector<int64_t> sizes_of(const Shape& s) {
   return out;
 }
 
-bool arena_from_env() {
-  const char* env = std::getenv("RLX_ARENA");
-  return !(env && std::string_view(env) == "0");
-}
-
-Packing packing_from_env() {
-  const char* env = std::getenv("RLX_ARENA_PACKING");
-  return env && std::string_view(env) == "time" ? Packing::by_time : Packing::by_size;
+Packing packing_from_settings() {
+  return settings().arena_packing == "time" ? Packing::by_time : Packing::by_size;
 }
 
 // Whether any element of t lies in [p, p + bytes).
@@ -94,7 +89,7 @@ Program::Program(const Graph& g, Device device, const KernelRegistry& kernels, i
     subgraphs_[i] = std::move(sp);
   }
   liveness_ = analyze_liveness(lg, lowered_.kernels);
-  use_arena_ = arena_from_env();
+  use_arena_ = settings().arena;
   // Each intermediate is dropped after its last use, so memory follows liveness (the
   // whole of it when the arena is off).
   is_output_.assign(lg.num_values(), false);
@@ -205,7 +200,7 @@ std::shared_ptr<const Plan> Program::plan_for(
     plan->dynamic[i] = dynamic;
   }
   plan->memory = plan_memory(g, lowered_.kernels, liveness_, args, plan->shapes, plan->dynamic,
-                             packing_from_env());
+                             packing_from_settings());
   if (graphs_ && std::none_of(plan->dynamic.begin(), plan->dynamic.end(), [](bool d) { return d; }))
     plan->graphs = make_graph_runs(*plan, args);
   std::unique_lock lock(cache_mu_);

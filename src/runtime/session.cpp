@@ -8,6 +8,7 @@
 #include <shared_mutex>
 
 #include "rlx/compile_cache.h"
+#include "rlx/settings.h"
 #include "runtime/device_backend.h"
 #include "runtime/program.h"
 
@@ -54,10 +55,7 @@ size_t index_of(const std::vector<std::string>& names, std::string_view name) {
 }
 
 int resolved_opt_level(const CompileOptions& options) {
-  if (options.opt_level >= 0) return options.opt_level;
-  const char* env = std::getenv("RLX_OPT_LEVEL");
-  if (env && *env >= '0' && *env <= '9' && env[1] == 0) return *env - '0';
-  return 2;
+  return options.opt_level >= 0 ? options.opt_level : settings().opt_level;
 }
 
 }  // namespace
@@ -225,16 +223,14 @@ class ProgramCache {
 // Only compiles against the global registry are cached: a caller's registry may die and
 // another take its address.
 bool cache_enabled(const CompileOptions& options) {
-  const char* env = std::getenv("RLX_COMPILE_CACHE");
-  return options.cache && !(env && std::string_view(env) == "0") &&
+  return options.cache && settings().compile_cache &&
          (!options.kernels || options.kernels == &KernelRegistry::global());
 }
 
-// CUDA Graphs: as the options say, unless RLX_CUDA_GRAPHS (0 / 1) says otherwise.
+// CUDA Graphs: as the options say, unless settings().cuda_graphs (0 / 1) says otherwise.
 bool graphs_on(const CompileOptions& options) {
-  const char* env = std::getenv("RLX_CUDA_GRAPHS");
-  if (env && std::string_view(env) == "0") return false;
-  return options.cuda_graphs || (env && std::string_view(env) == "1");
+  int forced = settings().cuda_graphs;
+  return forced >= 0 ? forced == 1 : options.cuda_graphs;
 }
 
 // Everything that decides the compiled program: the graph, the device, the kernels (by
@@ -250,11 +246,8 @@ std::string cache_key(const Graph& g, Device device, const std::vector<std::stri
   for (const auto& p : pipeline) key += p + ",";
   key += "|";
   for (const auto& [name, size] : options.dims) key += name + "=" + std::to_string(size) + ",";
-  // The runtime reads these when a program is built.
-  for (const char* var : {"RLX_ARENA", "RLX_ARENA_PACKING"}) {
-    const char* v = std::getenv(var);
-    key += std::string("|") + (v ? v : "");
-  }
+  // Programs are built under the settings of the moment (the arena, the f32 GEMM mode, …).
+  for (const SettingInfo& s : setting_table()) key += std::string("|") + s.value;
   return key;
 }
 

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "rlx/rlx.h"
+#include "rlx/settings.h"
 #include "rlx/train.h"
 #include "support/consistency.h"
 #include "support/pass_check.h"
@@ -688,7 +689,7 @@ TEST(MixedPrecision, ATransformerTrainStepRunsUnderEveryPrecision) {
     }
     return flat;
   };
-  setenv("RLX_VERIFY", "1", 1);
+  settings().verify = true;
   std::vector<double> want = run(Precision::f32);
   // Measured rel L2 errors of all outputs (values and gradients): auto_bf16 3.8e-3,
   // auto_f16 5.0e-4, bf16 5.0e-3, f16 6.4e-4.
@@ -702,7 +703,7 @@ TEST(MixedPrecision, ATransformerTrainStepRunsUnderEveryPrecision) {
     EXPECT_LT(err, tol) << precision_name(p);
     EXPECT_GT(err, 1e-6) << precision_name(p);  // 16-bit arithmetic really ran
   }
-  unsetenv("RLX_VERIFY");
+  settings().verify = false;
 }
 
 // y = sin(x . a) + 0.5 on 64 samples of x in R^8, fit by an MLP 8 -> 32 -> 1.

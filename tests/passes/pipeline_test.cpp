@@ -6,6 +6,7 @@
 
 #include "passes/rewrite.h"
 #include "rlx/rlx.h"
+#include "rlx/settings.h"
 
 namespace rlx {
 namespace {
@@ -95,14 +96,14 @@ TEST(Pipeline, VerifyEnvNamesThePassThatBrokeTheGraph) {
   register_test_passes();
   auto g = small_graph();
   std::vector<std::string> names{"test.break_types"};
-  setenv("RLX_VERIFY", "1", 1);
+  settings().verify = true;
   try {
     run_pipeline(*g, names);
     ADD_FAILURE() << "expected ValueError";
   } catch (const ValueError& e) {
     EXPECT_NE(std::string(e.what()).find("test.break_types"), std::string::npos) << e.what();
   }
-  unsetenv("RLX_VERIFY");
+  settings().verify = false;
   EXPECT_NO_THROW(run_pipeline(*g, names));  // unverified, the broken graph goes through
 }
 
@@ -110,11 +111,11 @@ TEST(Pipeline, DebugEnvPrintsEveryPassWithNodeCounts) {
   register_test_passes();
   auto g = small_graph();
   std::vector<std::string> names{"test.add_to_mul"};
-  setenv("RLX_DEBUG", "passes", 1);
+  settings().debug = "passes";
   testing::internal::CaptureStderr();
   PipelineResult r = run_pipeline(*g, names);
   std::string err = testing::internal::GetCapturedStderr();
-  unsetenv("RLX_DEBUG");
+  settings().debug.clear();
   EXPECT_NE(err.find("test.add_to_mul"), std::string::npos) << err;
   EXPECT_NE(err.find("total"), std::string::npos) << err;
   ASSERT_EQ(r.stats.size(), 1u);

@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "rlx/rlx.h"
+#include "rlx/settings.h"
 
 namespace rlx {
 namespace {
@@ -155,11 +156,11 @@ TEST(Dispatch, MissingListsEveryUnresolvedOpAtOnce) {
 TEST(Dispatch, ReportPrintedWhenAsked) {
   Fixture f;
   f.g.output(f.g.apply1("dtest.scale", {f.x}));
-  ::setenv("RLX_DISPATCH_REPORT", "1", 1);
+  settings().dispatch_report = true;
   ::testing::internal::CaptureStderr();
   lower_for_device(f.g, Device::cpu(), cpu_kernels());
   std::string err = ::testing::internal::GetCapturedStderr();
-  ::unsetenv("RLX_DISPATCH_REPORT");
+  settings().dispatch_report = false;
   EXPECT_NE(err.find("dispatch report (cpu)"), std::string::npos) << err;
   EXPECT_NE(err.find("dtest.scale"), std::string::npos) << err;
 }

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "rlx/rlx.h"
+#include "rlx/settings.h"
 #include "rlx/text.h"
 
 namespace rlx {
@@ -19,12 +20,12 @@ namespace {
 
 // No passes: the graphs run as written, so the expected plans are the hand-computed ones.
 CompiledGraph compile0(const Graph& g, bool arena = true) {
-  if (!arena) setenv("RLX_ARENA", "0", 1);
+  settings().arena = arena;
   CompileOptions o;
   o.opt_level = 0;
   o.cache = false;  // a program of its own: the tests count its plans
   CompiledGraph cg = Session().compile(g, o);
-  unsetenv("RLX_ARENA");
+  settings().arena = true;
   return cg;
 }
 
@@ -490,9 +491,9 @@ TEST(MemoryPlan, ArenaOffGivesTheSameResults) {
   auto g = mlp();
   TensorMap params = random_inputs(*g, 1, 3);
   CompiledGraph on = Session().compile(*g);
-  setenv("RLX_ARENA", "0", 1);
+  settings().arena = false;
   CompiledGraph off = Session().compile(*g);
-  unsetenv("RLX_ARENA");
+  settings().arena = true;
   for (CompiledGraph* cg : {&on, &off}) {
     cg->set_param("w1", params.at("w1"));
     cg->set_param("w2", params.at("w2"));

@@ -7,6 +7,7 @@
 
 #include "cuda_common.h"
 #include "rlx/cuda_check.cuh"
+#include "rlx/settings.h"
 
 namespace rlx::sparse::gpu {
 
@@ -117,7 +118,7 @@ struct At {
 // 0.040 ms on the H200, four lanes in 0.055). RLX_SPARSE_LANES overrides it.
 inline int lanes_for(int64_t n, int64_t nnz, int per) {
   const int64_t avg = n > 0 ? nnz / n : 0;
-  if (const char* e = std::getenv("RLX_SPARSE_LANES")) return std::atoi(e);
+  if (int64_t lanes = settings().sparse_lanes; lanes > 0) return int(lanes);
   int t = 1;
   while (t < 32 && per * t < avg) t *= 2;
   return t;

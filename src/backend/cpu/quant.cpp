@@ -26,6 +26,7 @@
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
 #include "backend/cpu/quant_dot.h"
+#include "rlx/settings.h"
 
 namespace rlx::cpu {
 
@@ -34,12 +35,10 @@ namespace {
 constexpr int64_t kRowBlock = 64;  // weight rows kept hot while the row tiles pass
 constexpr int64_t kGemmRows = 32;  // rows from which the decoded panels serve (not K-quants)
 
-// Whether m rows of x take the decoded panels for weights of dtype wt. RLX_QMM_GEMM_ROWS
-// overrides the row threshold for every type (the bench compares the paths; read per call,
-// which costs nothing next to a product).
+// Whether m rows of x take the decoded panels for weights of dtype wt. settings()'s
+// qmm_gemm_rows overrides the row threshold for every type (the bench compares the paths).
 bool use_panels(DType wt, int64_t m) {
-  if (const char* e = std::getenv("RLX_QMM_GEMM_ROWS"))
-    return m >= std::max<int64_t>(1, std::atoll(e));
+  if (int64_t rows = settings().qmm_gemm_rows; rows > 0) return m >= rows;
   // Not q4_1 / q5_1 either: their minimum meets the f16 activation sums of ggml's q8_1,
   // which a product of decoded rows cannot reproduce.
   return m >= kGemmRows && dtype_block(wt) < quant::kQK_K && wt != DType::q4_1 && wt != DType::q5_1;

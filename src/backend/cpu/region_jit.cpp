@@ -29,6 +29,8 @@
 #include <string>
 #include <unordered_map>
 
+#include "rlx/settings.h"
+
 namespace rlx::cpu::jit {
 
 #if !defined(RLX_HAVE_XBYAK)
@@ -59,14 +61,12 @@ const OpInfo* info(std::string_view name) {
 }
 
 bool enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("RLX_REGION_JIT");
-    if (e && std::strcmp(e, "0") == 0) return false;
+  static const bool cpu_has = [] {
     using Xbyak::util::Cpu;
     Cpu cpu;
     return cpu.has(Cpu::tAVX512F) && cpu.has(Cpu::tBMI2);
   }();
-  return on;
+  return cpu_has && settings().region_jit;
 }
 
 uint32_t bits(float v) {

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_util.h"
+#include "rlx/settings.h"
 #endif
 
 namespace rlx::gpu {
@@ -422,13 +423,7 @@ std::atomic<int64_t>& runs(bool backward) {
   return n[backward];
 }
 
-bool enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("RLX_CUDNN_ATTENTION");
-    return !(e && std::string_view(e) == "0");
-  }();
-  return on;
-}
+bool enabled() { return settings().cudnn_attention; }
 
 // A [b, h, s, d] view of a rank-3 ([n, s, d]: h = 1) or rank-4 tensor that cuDNN reads in
 // place: nothing broadcast (or, with `broadcast`, b and h as dims 1), unit last stride, rows

@@ -36,6 +36,7 @@
 
 #include "backend/cpu/window.h"
 #include "rlx/session.h"
+#include "rlx/settings.h"
 #endif
 
 namespace rlx::gpu {
@@ -49,13 +50,7 @@ using dnn::not_supported;
 // The largest workspace an algorithm may ask for; the heuristics list others too.
 constexpr size_t kMaxWorkspace = size_t(1) << 30;
 
-bool tf32() {
-  static const bool on = [] {
-    const char* e = std::getenv("RLX_CUDA_TF32");
-    return e && std::string_view(e) == "1";
-  }();
-  return on;
-}
+bool tf32() { return settings().cuda_tf32; }
 
 // One problem as cuDNN sees it: the forward conv from `in` to `out` ([N, C, spatial...] with
 // at least two spatial dims) through `filter`. For conv_transpose, `in` is its output and

@@ -31,6 +31,7 @@
 #include "rlx/axes.h"
 #include "rlx/compile_cache.h"
 #include "rlx/cuda.h"
+#include "rlx/settings.h"
 
 namespace rlx::gpu {
 
@@ -68,23 +69,11 @@ LtState& lt_state(Device d) {
 }
 
 // Time cuBLASLt's candidate algorithms on a problem's first call and keep the fastest
-// (RLX_GEMM_TUNE=0: its first choice). Its first choice can be far off for some shapes: a
-// weight gradient (768 x 768, k = 8192) ran at a third of the bf16 peak.
-bool tune_gemms() {
-  static const bool on = [] {
-    const char* e = std::getenv("RLX_GEMM_TUNE");
-    return !(e && std::string_view(e) == "0");
-  }();
-  return on;
-}
+// (settings().gemm_tune off: its first choice). Its first choice can be far off for some
+// shapes: a weight gradient (768 x 768, k = 8192) ran at a third of the bf16 peak.
+bool tune_gemms() { return settings().gemm_tune; }
 
-bool tf32() {
-  static const bool on = [] {
-    const char* e = std::getenv("RLX_CUDA_TF32");
-    return e && std::string_view(e) == "1";
-  }();
-  return on;
-}
+bool tf32() { return settings().cuda_tf32; }
 
 enum class F32Mode { automatic, sgemm, tc };
 
@@ -95,13 +84,7 @@ F32Mode parse_f32_mode(std::string_view m) {
   fail<ValueError>("set_f32_matmul", "expected auto, sgemm or tc, got '", m, "'");
 }
 
-std::atomic<F32Mode>& f32_mode() {
-  static std::atomic<F32Mode> mode = [] {
-    const char* e = std::getenv("RLX_CUDA_F32_GEMM");
-    return e ? parse_f32_mode(e) : F32Mode::automatic;
-  }();
-  return mode;
-}
+F32Mode f32_mode() { return parse_f32_mode(settings().cuda_f32_gemm); }
 
 std::atomic<int64_t> tc_runs{0};
 
@@ -351,7 +334,7 @@ bool run_tc(const Gemm& g, Device dev, cudaStream_t stream) {
 }
 
 void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
-  F32Mode mode = f32_mode().load(std::memory_order_relaxed);
+  F32Mode mode = f32_mode();
   bool tc = g.dtype == DType::f32 && !g.own_out && !tf32() && mode != F32Mode::sgemm &&
             tc_f32_gemm_fits(g.n, g.m, g.k, g.batch) && (mode == F32Mode::tc || tc_pays(g));
   if (!(tc && run_tc(g, dev, stream))) run_gemm_as(g, dev, stream);
@@ -569,5 +552,7 @@ void register_linalg(KernelRegistry& r) {
 // the compile cache is emptied: a graph compiled from now on runs the new mode.
 void rlx::cuda::set_f32_matmul(std::string_view mode) {
   gpu::F32Mode m = gpu::parse_f32_mode(mode);
-  if (gpu::f32_mode().exchange(m) != m) clear_compile_cache();
+  if (gpu::f32_mode() == m) return;
+  settings().cuda_f32_gemm = std::string(mode);
+  clear_compile_cache();
 }

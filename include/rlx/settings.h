@@ -1,0 +1,74 @@
+// rlx's runtime switches in one place. Each is read from its environment variable when
+// settings() is first called; C++ (`rlx::settings().profile = true`) and Python
+// (`rlx.settings.profile = True`) may change it afterwards. Change them while no compile or
+// run is in flight: compiles and kernels read them without a lock.
+//
+// RLX_SETTINGS lists them as X(type, field, VARIABLE, default, meaning); the struct, the
+// environment reader, Python's rlx.settings, `rlx settings` and the table in docs/settings.md
+// (checked by a test) all come from this one list.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#define RLX_SETTINGS(X)                                                                            \
+  X(int, opt_level, "RLX_OPT_LEVEL", 2,                                                            \
+    "optimisation level (0-9) of compiles whose CompileOptions leave it at -1")                    \
+  X(bool, compile_cache, "RLX_COMPILE_CACHE", true,                                                \
+    "reuse the compiled program of an equal graph, device and options within the process")         \
+  X(std::string, cache_dir, "RLX_CACHE_DIR", "",                                                   \
+    "folder of the on-disk compile cache (empty: $XDG_CACHE_HOME/rlx, else ~/.cache/rlx)")         \
+  X(int, cuda_graphs, "RLX_CUDA_GRAPHS", -1,                                                       \
+    "CUDA Graphs: -1 as CompileOptions::cuda_graphs says, 0 never, 1 always")                      \
+  X(bool, arena, "RLX_ARENA", true,                                                                \
+    "place a program's intermediates in one planned arena (0: one allocation each)")               \
+  X(std::string, arena_packing, "RLX_ARENA_PACKING", "size",                                       \
+    "how the arena planner orders buffers: size (largest first) or time (first use)")              \
+  X(int64_t, host_cache_mb, "RLX_HOST_CACHE_MB", 2048, "MiB of freed host buffers kept for reuse") \
+  X(bool, profile, "RLX_PROFILE", false,                                                           \
+    "time every kernel call; print the totals per op and input types at exit")                     \
+  X(bool, dispatch_report, "RLX_DISPATCH_REPORT", false,                                           \
+    "print each compile's dispatch report (native, decomposed, host delegate) to stderr")          \
+  X(bool, verify, "RLX_VERIFY", false, "verify the graph after every pass")                        \
+  X(std::string, debug, "RLX_DEBUG", "",                                                           \
+    "what to print: passes (each pass's node counts), graph (the optimised graph), all")           \
+  X(bool, region_jit, "RLX_REGION_JIT", true,                                                      \
+    "CPU: compile fused elementwise regions to AVX-512 code (where the CPU has it)")               \
+  X(int64_t, qmm_gemm_rows, "RLX_QMM_GEMM_ROWS", 0,                                                \
+    "CPU quant_matmul: rows from which decoded weight panels serve (0: each type's default)")      \
+  X(bool, cuda_tf32, "RLX_CUDA_TF32", false,                                                       \
+    "CUDA: f32 convolutions and products may round their inputs to TF32")                          \
+  X(std::string, cuda_f32_gemm, "RLX_CUDA_F32_GEMM", "auto",                                       \
+    "CUDA f32 products: auto, sgemm (cuBLAS) or tc (3xTF32 tensor cores)")                         \
+  X(bool, gemm_tune, "RLX_GEMM_TUNE", true,                                                        \
+    "CUDA: time cuBLASLt's candidate algorithms on a problem's first call")                        \
+  X(bool, cudnn_attention, "RLX_CUDNN_ATTENTION", true,                                            \
+    "CUDA: attention through cuDNN's fused kernels where they apply")                              \
+  X(int64_t, sparse_lanes, "RLX_SPARSE_LANES", 0,                                                  \
+    "CUDA sparse rows: lanes per CSR row (0: chosen from the row lengths)")
+
+namespace rlx {
+
+struct Settings {
+#define RLX_SETTING_FIELD(type, field, var, def, doc) type field = def;
+  RLX_SETTINGS(RLX_SETTING_FIELD)
+#undef RLX_SETTING_FIELD
+
+  // Whether `debug` names `word` (or is "1" / "all").
+  bool debug_has(const char* word) const;
+};
+
+// The process's settings (read from the environment on the first call).
+Settings& settings();
+
+// One row per setting, for listings (the CLI, Python, the docs check).
+struct SettingInfo {
+  const char* name;      // the field
+  const char* variable;  // the environment variable
+  const char* meaning;
+  std::string default_value, value;  // as text
+};
+std::vector<SettingInfo> setting_table();
+
+}  // namespace rlx
