@@ -1,6 +1,7 @@
 // The `rlx` executable end to end: graphs and .npy files in a temp dir, the binary run
 // through the shell, its exit code, stdout and stderr checked.
 #include <gtest/gtest.h>
+#include <onnx/onnx_pb.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -9,8 +10,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "rlx/version.h"
 #include "rlx/npy.h"
+#include "rlx/version.h"
 
 namespace rlx {
 namespace {
@@ -41,6 +42,39 @@ const char* kPassGraph = R"(graph main(%x: f32[batch,3], param %w: i32[n]) {
   return y=%x, w=%w
 }
 )";
+
+// An ONNX model y = x, z = -x on f32[n], for the checks of `rlx run --data`.
+std::string identity_and_neg(int64_t n) {
+  ::onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(17);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  auto io = [n](::onnx::ValueInfoProto* vi, const char* name) {
+    vi->set_name(name);
+    auto* tt = vi->mutable_type()->mutable_tensor_type();
+    tt->set_elem_type(::onnx::TensorProto::FLOAT);
+    tt->mutable_shape()->add_dim()->set_dim_value(n);
+  };
+  io(g->add_input(), "x");
+  io(g->add_output(), "y");
+  io(g->add_output(), "z");
+  for (auto [op, out] : {std::pair{"Identity", "y"}, std::pair{"Neg", "z"}}) {
+    auto* node = g->add_node();
+    node->set_op_type(op);
+    node->add_input("x");
+    node->add_output(out);
+  }
+  return m.SerializeAsString();
+}
+
+std::string tensor_proto(const std::vector<float>& v) {
+  ::onnx::TensorProto t;
+  t.set_data_type(::onnx::TensorProto::FLOAT);
+  t.add_dims(int64_t(v.size()));
+  t.set_raw_data(std::string(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float)));
+  return t.SerializeAsString();
+}
 
 struct Result {
   int code = -1;
@@ -80,6 +114,23 @@ class Cli : public ::testing::Test {
     r.out = slurp(path("stdout"));
     r.err = slurp(path("stderr"));
     return r;
+  }
+
+  // DIR/model.onnx (identity_and_neg) and DIR/test_data_set_0 with x = 0, 1, …, n-1 and
+  // the expected outputs y and z given; returns DIR.
+  std::string onnx_case(const std::vector<float>& y, const std::vector<float>& z) const {
+    fs::create_directories(dir_ / "case" / "test_data_set_0");
+    std::vector<float> x(y.size());
+    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
+    std::ofstream(path("case/model.onnx"), std::ios::binary) << identity_and_neg(int64_t(x.size()));
+    std::ofstream(path("case/test_data_set_0/input_0.pb"), std::ios::binary) << tensor_proto(x);
+    std::ofstream(path("case/test_data_set_0/output_0.pb"), std::ios::binary) << tensor_proto(y);
+    std::ofstream(path("case/test_data_set_0/output_1.pb"), std::ios::binary) << tensor_proto(z);
+    return path("case");
+  }
+  // `rlx run` of onnx_case's model on its data, with `flags`.
+  Result run_case(const std::string& dir, const std::string& flags) const {
+    return rlx(cat("run ", dir, "/model.onnx --data ", dir, "/test_data_set_0 --runs 0 ", flags));
   }
 
   // An error: exit 1 and one "rlx: error: …" on stderr mentioning `needle`.
@@ -225,6 +276,71 @@ TEST_F(Cli, ReportsThePeakMemoryForTheGivenDims) {
   EXPECT_NE(d.out.find("memory (rows=1): peak 128 B"), std::string::npos) << d.out;
   expect_error("report " + g + " --dim nope=2", "unknown dim 'nope'");
   expect_error("report " + g + " --dim rows=-1", "--dim rows");
+}
+
+// 1000 values; expected z off by 1 at element 7 (as a mask flipped by a one-ulp
+// difference would be): only --max-mismatch lets that output pass.
+std::vector<float> iota_values(float sign, int64_t flip = -1) {
+  std::vector<float> v(1000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = sign * float(i);
+  if (flip >= 0) v[size_t(flip)] += 1;
+  return v;
+}
+
+TEST_F(Cli, ChecksOnnxOutputsPerOutput) {
+  std::string dir = onnx_case(iota_values(1), iota_values(-1, 7));
+  Result r = run_case(dir, "");
+  EXPECT_EQ(r.code, 1) << r.out << r.err;
+  EXPECT_NE(r.out.find("(rtol 0.001, atol 1e-07, max mismatch 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("y            max abs err 0 (0 of range 999), 0 of 1000 out of "
+                       "tolerance (0%): PASS\n"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("z            max abs err 1 (0.001 of range 999), 1 of 1000 out of "
+                       "tolerance (0.1%): FAIL; first at element 7: expected -6, got -7\n"),
+            std::string::npos)
+      << r.out;
+
+  Result m = run_case(dir, "--max-mismatch 0.001");
+  EXPECT_EQ(m.code, 0) << m.out << m.err;
+  EXPECT_NE(m.out.find("1 of 1000 out of tolerance (0.1%): PASS (within --max-mismatch 0.001)"),
+            std::string::npos)
+      << m.out;
+  EXPECT_EQ(run_case(dir, "--max-mismatch 0.0009").code, 1);
+}
+
+TEST_F(Cli, ChecksOnnxOutputsWithinRtolAndAtol) {
+  // z's element 999 is off by 0.5: within 1e-3 of 999, not within 1e-4.
+  std::vector<float> z = iota_values(-1);
+  z[999] += 0.5f;
+  std::string dir = onnx_case(iota_values(1), z);
+  EXPECT_EQ(run_case(dir, "").code, 0);
+  Result r = run_case(dir, "--rtol 1e-4");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("first at element 999: expected -998.5, got -999"), std::string::npos)
+      << r.out;
+  EXPECT_EQ(run_case(dir, "--rtol 0 --atol 0.5").code, 0);
+
+  // onnx-test reads the same case layout and flags.
+  Result t = rlx(cat("onnx-test ", dir, " --rtol 1e-4"));
+  EXPECT_EQ(t.code, 1) << t.out;
+  EXPECT_NE(t.out.find("output 1 ('z'): max abs err 0.5"), std::string::npos) << t.out;
+  EXPECT_EQ(rlx(cat("onnx-test ", dir)).code, 0);
+}
+
+TEST_F(Cli, RejectsBadTolerances) {
+  std::string dir = onnx_case(iota_values(1), iota_values(-1));
+  std::string model = dir + "/model.onnx";
+  expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --rtol -1"),
+               "expected --rtol to be a finite number >= 0, got -1");
+  expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --atol nan"),
+               "expected --atol to be a finite number >= 0, got nan");
+  expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --max-mismatch 2"),
+               "expected --max-mismatch to be a fraction in [0, 1], got 2");
+  expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --rtol x"), "--rtol");
+  expect_error(cat("run ", model, " --random --atol 1e-3"),
+               "--atol applies to the check of --data DIR; got no --data");
+  expect_error(cat("onnx-test ", dir, " --max-mismatch -0.5"), "--max-mismatch");
 }
 
 }  // namespace

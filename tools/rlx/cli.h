@@ -20,6 +20,36 @@ class App;
 
 namespace rlx::cli {
 
+// How a model's outputs are checked against expected ones: element by element
+// |got - want| <= atol + rtol * |want| (NaN matches NaN), and an output passes when at
+// most `max_mismatch` of its elements (a fraction) are outside that. The defaults are
+// those of ONNX's backend test runner (onnx/backend/test/loader/__init__.py and
+// case/node/__init__.py: rtol 1e-3, atol 1e-7, which runner/__init__.py's
+// assert_similar_outputs hands to numpy.testing.assert_allclose, the same formula).
+struct Tolerance {
+  double rtol = 1e-3, atol = 1e-7;
+  // For outputs decided by comparisons (an NMS `maxpool == x` mask flips on a one-ulp
+  // difference): the rest of the elements still match.
+  double max_mismatch = 0;
+};
+// Throws ValueError for a negative or non-finite tolerance or a fraction outside [0, 1].
+void validate(const Tolerance& tol);
+
+// One output against its expected value.
+struct OutputCheck {
+  bool ok = true;
+  bool is_string = false;
+  std::string type_error;  // dtype or shape differ: nothing else was compared
+  double max_abs = 0;      // the largest |got - want|
+  double range = 0;        // max - min of the expected (finite) values
+  int64_t mismatched = 0, total = 0;
+  std::string first;  // the first element out of tolerance
+  // "max abs err E (R of range X), M of N out of tolerance (P%): PASS|FAIL…".
+  std::string str(const Tolerance& tol) const;
+};
+// Same dtype and shape, then numbers within `tol` (strings equal exactly).
+OutputCheck compare(const Tensor& got, const Tensor& want, const Tolerance& tol);
+
 struct RunOptions {
   std::string graph_path;
   std::vector<std::string> inputs;  // NAME=FILE.npy
@@ -32,6 +62,7 @@ struct RunOptions {
   int show = 8;
   std::string save_outputs;
   std::string data_dir;  // ONNX test layout: input_N.pb, output_N.pb
+  Tolerance tolerance;   // of the --data check
   std::string device = "cpu";
 };
 
@@ -62,7 +93,7 @@ int bench_command(const std::string& path, int runs, int threads,
 int ops_command(const std::string& path);
 int convert_command(const std::string& path, const std::string& out);
 int onnx_test_command(const std::vector<std::string>& dirs, const std::string& expected_failures,
-                      int threads);
+                      int threads, const Tolerance& tol);
 
 // GGUF models (llm.cpp): generate, bench-llm, quantize.
 struct LlmOptions {

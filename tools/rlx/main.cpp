@@ -5,10 +5,11 @@
 //                     [--dim NAME=SIZE …] [--runs N] [--threads N] [--save-outputs DIR]
 //   rlx report GRAPH.rlx [--dim NAME=SIZE …]
 //   rlx run MODEL.onnx [--data DIR | --input NAME=FILE.npy … | --random] [--device cpu|cuda]
+//                      [--rtol R] [--atol A] [--max-mismatch FRACTION]
 //   rlx bench MODEL.onnx [--runs N] [--threads N] [--device cpu|cuda]
 //   rlx ops MODEL.onnx
 //   rlx convert MODEL.onnx -o MODEL.rlx
-//   rlx onnx-test DIR… [--expected-failures FILE]
+//   rlx onnx-test DIR… [--expected-failures FILE] [--rtol R] [--atol A]
 //   rlx generate MODEL.gguf (-p TEXT | --prompt-tokens 1,2,3) [-n N] [--temp T …]
 //   rlx bench-llm MODEL.gguf [-p 512] [-n 128] [--threads N] [--device cpu|cuda]
 //   rlx quantize IN.gguf OUT.gguf TYPE
@@ -30,6 +31,18 @@ int error(const std::string& msg) {
   return 1;
 }
 
+// --rtol, --atol, --max-mismatch; their values are checked by rlx::cli::validate.
+void add_tolerance_options(CLI::App* cmd, rlx::cli::Tolerance& tol) {
+  cmd->add_option("--rtol", tol.rtol, "relative tolerance: |got - want| <= atol + rtol * |want|")
+      ->capture_default_str();
+  cmd->add_option("--atol", tol.atol, "absolute tolerance")->capture_default_str();
+  cmd->add_option("--max-mismatch", tol.max_mismatch,
+                  "an output passes with at most this fraction of its elements out of "
+                  "tolerance (for outputs decided by comparisons, e.g. NMS masks)")
+      ->type_name("FRACTION")
+      ->capture_default_str();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -49,8 +62,10 @@ int main(int argc, char** argv) {
   run_cmd
       ->add_option("--data", run.data_dir,
                    "ONNX models: inputs from DIR/input_N.pb; the outputs are checked "
-                   "against DIR/output_N.pb (exit 1 above 1e-4 rel / 1e-5 abs)")
+                   "against DIR/output_N.pb, one line each (exit 1 when one fails "
+                   "--rtol / --atol / --max-mismatch)")
       ->type_name("DIR");
+  add_tolerance_options(run_cmd, run.tolerance);
   run_cmd->add_option("--device", run.device, "device to run on")
       ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
@@ -148,6 +163,8 @@ int main(int argc, char** argv) {
                    "1 only for other failures and for listed cases that pass")
       ->type_name("FILE");
   test_cmd->add_option("--threads", test_threads, "kernel threads")->capture_default_str();
+  rlx::cli::Tolerance test_tolerance;
+  add_tolerance_options(test_cmd, test_tolerance);
 
   rlx::cli::LlmOptions llm;
   rlx::cli::add_llm_commands(app, llm);
@@ -166,13 +183,21 @@ int main(int argc, char** argv) {
     return error(std::string(e.what()) + " (see rlx --help)");
   }
   try {
-    if (*run_cmd) return rlx::cli::run_command(run);
+    if (*run_cmd) {
+      if (run.data_dir.empty())
+        for (const char* flag : {"--rtol", "--atol", "--max-mismatch"})
+          if (run_cmd->count(flag))
+            throw rlx::ValueError(std::string(flag) +
+                                  " applies to the check of --data DIR; got no --data");
+      return rlx::cli::run_command(run);
+    }
     if (*bench_cmd)
       return rlx::cli::bench_command(bench_path, bench_runs, bench_threads, bench_dims,
                                      bench_device);
     if (*ops_cmd) return rlx::cli::ops_command(ops_path);
     if (*convert_cmd) return rlx::cli::convert_command(convert_in, convert_out);
-    if (*test_cmd) return rlx::cli::onnx_test_command(test_dirs, test_expected, test_threads);
+    if (*test_cmd)
+      return rlx::cli::onnx_test_command(test_dirs, test_expected, test_threads, test_tolerance);
     if (*llm.generate || *llm.bench || *llm.quantize) return rlx::cli::llm_command(llm);
     return rlx::cli::report_command(report_path, report_dims);
   } catch (const std::exception& e) {

@@ -19,46 +19,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Diff {
-  bool ok = true;
-  double max_abs = 0, max_rel = 0;
-  std::string why;
-};
-
-// |got - want| <= atol + rtol * |want| elementwise (NaN matches NaN), same shape and dtype;
-// strings equal exactly.
-Diff compare(const Tensor& got, const Tensor& want, double rtol, double atol) {
-  Diff d;
-  if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
-    d.ok = false;
-    d.why = cat("expected ", want.type().str(), ", got ", got.type().str());
-    return d;
-  }
-  if (is_string(got.dtype())) {
-    std::vector<std::string> a = got.to_strings(), b = want.to_strings();
-    for (size_t i = 0; i < a.size() && d.ok; ++i)
-      if (a[i] != b[i]) {
-        d.ok = false;
-        d.why = cat("element ", i, ": expected \"", b[i], "\", got \"", a[i], "\"");
-      }
-    return d;
-  }
-  std::vector<double> a = got.to_doubles(), b = want.to_doubles();
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
-    if (a[i] == b[i]) continue;
-    double err = std::abs(a[i] - b[i]);
-    if (std::isnan(err)) err = INFINITY;
-    d.max_abs = std::max(d.max_abs, err);
-    if (b[i] != 0) d.max_rel = std::max(d.max_rel, err / std::abs(b[i]));
-    if (!(err <= atol + rtol * std::abs(b[i]))) {
-      if (d.ok) d.why = cat("element ", i, ": expected ", b[i], ", got ", a[i]);
-      d.ok = false;
-    }
-  }
-  return d;
-}
-
 // A test-data folder's inputs (input_N.pb, one per graph input, read by the input's
 // kind) as the rlx graph's inputs, with the import options that bind their shapes.
 struct CaseInputs {
@@ -105,11 +65,30 @@ std::vector<Tensor> read_case_outputs(const onnx::Signature& sig, const std::str
   return out;
 }
 
+// Prints one line per output (run_onnx_command's --data check); true when all pass.
+bool check_outputs(const Graph& g, const TensorMap& outs, const std::vector<Tensor>& want,
+                   const RunOptions& o) {
+  const Tolerance& tol = o.tolerance;
+  std::printf("check against %s (rtol %g, atol %g, max mismatch %g):\n", o.data_dir.c_str(),
+              tol.rtol, tol.atol, tol.max_mismatch);
+  bool ok = want.size() == g.outputs().size();
+  if (!ok)
+    std::printf("expected %zu outputs, the data holds %zu\n", g.outputs().size(), want.size());
+  for (size_t j = 0; j < g.outputs().size() && j < want.size(); ++j) {
+    const std::string& name = g.outputs()[j].name;
+    OutputCheck c = compare(outs.at(name), want[j], tol);
+    std::printf("  %-12s %s\n", name.c_str(), c.str(tol).c_str());
+    ok &= c.ok;
+  }
+  return ok;
+}
+
 }  // namespace
 
 bool is_onnx_path(const std::string& path) { return fs::path(path).extension() == ".onnx"; }
 
 int run_onnx_command(const RunOptions& o) {
+  validate(o.tolerance);
   onnx::Signature sig = onnx::signature(o.graph_path);
   std::vector<std::string> names;
   for (const auto& slot : sig.inputs) names.push_back(slot.name);
@@ -197,18 +176,7 @@ int run_onnx_command(const RunOptions& o) {
   TensorMap outs = run_graph(g, args, sources, o);
   if (!o.save_outputs.empty()) save_outputs(outs, o.save_outputs);
   if (data_out.empty()) return 0;
-  // The reference models' tolerance: 1e-4 relative, 1e-5 absolute.
-  bool ok = data_out.size() == g.outputs().size();
-  if (!ok)
-    std::printf("expected %zu outputs, the data holds %zu\n", g.outputs().size(), data_out.size());
-  for (size_t j = 0; j < g.outputs().size() && j < data_out.size(); ++j) {
-    const std::string& name = g.outputs()[j].name;
-    Diff d = compare(outs.at(name), data_out[j], 1e-4, 1e-5);
-    std::printf("check %-12s max abs err %.3g, max rel err %.3g: %s%s\n", name.c_str(), d.max_abs,
-                d.max_rel, d.ok ? "ok" : "FAIL ", d.why.c_str());
-    ok &= d.ok;
-  }
-  return ok ? 0 : 1;
+  return check_outputs(g, outs, data_out, o) ? 0 : 1;
 }
 
 int bench_command(const std::string& path, int runs, int threads,
@@ -325,7 +293,7 @@ bool draws_random(const std::vector<onnx::OpUse>& ops) {
   return false;
 }
 
-CaseResult run_case(const std::string& dir, int threads) {
+CaseResult run_case(const std::string& dir, int threads, const Tolerance& tol) {
   std::string model = (fs::path(dir) / "model.onnx").string();
   try {
     if (draws_random(onnx::op_histogram(model)))
@@ -356,12 +324,11 @@ CaseResult run_case(const std::string& dir, int threads) {
         return {Verdict::fail, cat("expected ", want.size(), " outputs, the model has ",
                                    m.graph->outputs().size())};
       for (size_t j = 0; j < want.size(); ++j) {
-        // ONNX's backend tests compare with rtol 1e-3; atol 1e-5 absorbs f32 rounding near 0.
         const Tensor& got = outs.at(m.graph->outputs()[j].name);
-        Diff d = compare(got, as_dtype_of_file(want[j], got.dtype()), 1e-3, 1e-5);
-        if (!d.ok)
+        OutputCheck c = compare(got, as_dtype_of_file(want[j], got.dtype()), tol);
+        if (!c.ok)
           return {Verdict::fail, cat(fs::path(set).filename().string(), " output ", j, " ('",
-                                     m.outputs[j], "'): ", d.why)};
+                                     m.outputs[j], "'): ", c.str(tol))};
       }
     }
     return {Verdict::pass, ""};
@@ -393,7 +360,8 @@ std::map<std::string, std::string> read_expected(const std::string& path) {
 }  // namespace
 
 int onnx_test_command(const std::vector<std::string>& dirs, const std::string& expected_path,
-                      int threads) {
+                      int threads, const Tolerance& tol) {
+  validate(tol);
   std::map<std::string, std::string> expected = read_expected(expected_path);
   std::vector<std::string> cases;
   for (const auto& d : dirs) {
@@ -413,7 +381,7 @@ int onnx_test_command(const std::vector<std::string>& dirs, const std::string& e
   int passed = 0, failed = 0, skipped = 0, unexpected = 0;
   for (const auto& c : cases) {
     std::string name = fs::path(c).filename().string();
-    CaseResult r = run_case(c, threads);
+    CaseResult r = run_case(c, threads, tol);
     bool listed = expected.count(name) > 0;
     if (r.verdict == Verdict::pass) {
       ++passed;
