@@ -1,4 +1,5 @@
-"""The README's Python examples run as written (from the repository root)."""
+"""The Python examples of the README and docs/python.md run as written (from the repository
+root)."""
 import contextlib
 import io
 import os
@@ -9,9 +10,12 @@ ROOT = pathlib.Path(__file__).resolve().parents[2]
 
 
 def test_readme_python_examples_run():
-    text = (ROOT / "README.md").read_text()
-    blocks = re.findall(r"```python\n(.*?)```", text, re.S)
-    assert len(blocks) >= 4
+    blocks = []
+    for doc in ("README.md", "docs/python.md"):
+        found = re.findall(r"```python\n(.*?)```", (ROOT / doc).read_text(), re.S)
+        assert found, doc
+        blocks += found
+    assert len(blocks) >= 5
     cwd = os.getcwd()
     os.chdir(ROOT)
     try:
