@@ -101,6 +101,12 @@ TEST(OnnxMiscOps, NonMaxSuppressionKeepsTheBestBoxes) {
                      Tensor::from_vector(std::vector<float>{0.2f}, {})});
   EXPECT_EQ(out[0].shape(), (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(out[0].to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 1, 0, 0, 2}));
+  // INT64_MAX boxes per class is "no limit" (torchvision's batched_nms writes it), not 0.
+  out = run(g, {Tensor::from_vector(b, {1, 4, 4}), Tensor::from_vector(s, {1, 1, 4}),
+                Tensor::from_vector(std::vector<int64_t>{INT64_MAX}, {1}),
+                Tensor::from_vector(std::vector<float>{0.5f}, {}),
+                Tensor::from_vector(std::vector<float>{0.2f}, {})});
+  EXPECT_EQ(out[0].to_vector<int64_t>(), (std::vector<int64_t>{0, 0, 1, 0, 0, 2}));
 }
 
 // One-row scalar reference of an LSTM / GRU direction (default activations).

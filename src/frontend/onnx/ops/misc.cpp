@@ -371,10 +371,19 @@ double scalar_of(const Tensor& t) {
   return t.to_doubles()[0];
 }
 
+// max_output_boxes_per_class read as an integer: exporters write INT64_MAX for "no limit"
+// (torchvision's batched_nms), which through a double becomes 2^63, past int64's range.
+int64_t count_of(const Tensor& t) {
+  if (t.numel() < 1) return 0;
+  if (t.dtype() == DType::i64) return t.contiguous().to_vector<int64_t>()[0];
+  double v = t.to_doubles()[0];
+  return v >= 0x1p63 ? INT64_MAX : int64_t(v);
+}
+
 void nms_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   const Tensor &boxes = in[0], &scores = in[1];
   bool center = ctx.attrs.get_int("center_point_box") != 0;
-  int64_t max_out = in.size() > 2 ? int64_t(scalar_of(in[2])) : 0;
+  int64_t max_out = in.size() > 2 ? count_of(in[2]) : 0;
   float iou = in.size() > 3 ? float(scalar_of(in[3])) : 0.0f;
   bool has_score = in.size() > 4;
   float score_min = has_score ? float(scalar_of(in[4])) : 0.0f;
