@@ -305,6 +305,40 @@ TEST(OnnxImport, ZeroDimInputAndIfOnARuntimeCondition) {
             (std::vector<float>{7, 8}));
 }
 
+// Branches whose outputs differ in dims (torchvision's batched_nms: an empty constant
+// when there are no boxes, NMS's data-dependent count else): the If runs as onnx.if.
+TEST(OnnxImport, IfWithBranchesOfDifferentDims) {
+  ::onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  add_io(g->add_input(), "c", TensorProto::BOOL, {});
+  add_io(g->add_input(), "x", TensorProto::FLOAT, {"n"});
+  add_io(g->add_output(), "y", TensorProto::FLOAT, {"k"});
+  auto* n = add_node(g, "If", {"c"}, {"y"});
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = n->add_attribute();
+    a->set_name(branch);
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    auto* b = a->mutable_g();
+    b->set_name(branch);
+    if (std::string(branch) == "then_branch") {  // f32[0]
+      auto* v = add_node(b, "Constant", {}, {"r"})->add_attribute();
+      v->set_name("value");
+      v->set_type(::onnx::AttributeProto::TENSOR);
+      v->mutable_t()->set_data_type(TensorProto::FLOAT);
+      v->mutable_t()->add_dims(0);
+    } else {
+      add_node(b, "Identity", {"x"}, {"r"});
+    }
+    add_io(b->add_output(), "r", TensorProto::FLOAT, {"k"});
+  }
+  onnx::Model mm = import(m);
+  Tensor x = Tensor::from_vector<float>({1, 2, 3}, {3});
+  EXPECT_EQ(run(*mm.graph, {Tensor::from_vector<bool>({true}, {}), x})[0].shape(),
+            (std::vector<int64_t>{0}));
+  EXPECT_EQ(run(*mm.graph, {Tensor::from_vector<bool>({false}, {}), x})[0].to_vector<float>(),
+            (std::vector<float>{1, 2, 3}));
+}
+
 TEST(OnnxImport, ReadTensorFiles) {
   std::string dir = std::string(RLX_ONNX_TEST_DATA) + "/mlp/test_data_set_0";
   Tensor t = onnx::read_tensor(dir + "/input_0.pb");

@@ -1,6 +1,6 @@
-// ONNX converters: If (core `cond`, or the taken branch inlined when the condition is
-// known at import), Loop (onnx.loop) and Scan (onnx.scan). Outer values a body reads
-// become extra operands (captures).
+// ONNX converters: If (core `cond`, onnx.if where the branches' dims differ, or the taken
+// branch inlined when the condition is known at import), Loop (onnx.loop) and Scan
+// (onnx.scan). Outer values a body reads become extra operands (captures).
 #include <onnx/onnx_pb.h>
 
 #include "frontend/onnx/ops/control.h"
@@ -114,13 +114,13 @@ std::vector<Value> convert_if(NodeContext& ctx) {
   Body e = build_body(ctx, *else_g, {}, types_of(t.captures));
   for (size_t i = 0; i < e.captures.size(); ++i)
     t.graph->input(cat("unused_else_", i), e.captures[i].type());
-  if (output_types(*t.graph) != output_types(*e.graph))
-    ctx.unsupported("expected both branches to give outputs of the same types, got ",
-                    output_types(*t.graph).size(), " outputs differing in type");
   std::vector<Value> operands{pred};
   operands.insert(operands.end(), t.captures.begin(), t.captures.end());
   operands.insert(operands.end(), e.captures.begin(), e.captures.end());
-  return ctx.graph().apply("cond", operands, {}, {t.graph, e.graph});
+  // Branches that disagree on dims (an empty constant vs a data-dependent count) run as
+  // onnx.if, which leaves those dims to run time; onnx.if checks dtypes and ranks.
+  const char* op = output_types(*t.graph) == output_types(*e.graph) ? "cond" : "onnx.if";
+  return ctx.graph().apply(op, operands, {}, {t.graph, e.graph});
 }
 
 // Loop-carried values keep their type when the body keeps it; otherwise their dims are

@@ -215,11 +215,67 @@ void register_scan() {
       {}, KernelFlags{.makes_outputs = true});
 }
 
+// ---- onnx.if: inputs (pred bool[], captured…); both branches take the captured values.
+// Unlike core `cond`, the branches may give outputs whose dims differ (torchvision's
+// batched_nms returns an empty constant in one branch and NMS's data-dependent count in
+// the other): such a dim is left to run time.
+
+void register_if() {
+  OpDef d;
+  d.name = "onnx.if";
+  d.traits = Trait::control | Trait::nondifferentiable;
+  d.arity(1, kVariadic);
+  d.subgraphs = {"then", "else"};
+  d.doc =
+      "ONNX If: runs then or else on the operands; dims the branches disagree on are "
+      "known at run time only.";
+  d.infer = [](const InferContext& ctx) {
+    const TensorType& pred = ctx.input(0);
+    if (pred.dtype != DType::boolean || pred.rank() != 0)
+      ctx.fail("expected pred (input 0) of type bool[], got ", pred.str());
+    for (size_t b = 0; b < 2; ++b) {
+      const Graph& g = ctx.subgraph(b);
+      if (g.args().size() + 1 != ctx.num_inputs())
+        ctx.fail("expected branch ", b, " of ", ctx.num_inputs() - 1, " args, got ",
+                 g.args().size());
+      for (size_t i = 0; i < g.args().size(); ++i)
+        if (g.type(g.args()[i].value) != ctx.input(i + 1))
+          ctx.fail("expected branch ", b, " arg ", i, " of type ", ctx.input(i + 1).str(), ", got ",
+                   g.type(g.args()[i].value).str());
+    }
+    const Graph &t = ctx.subgraph(0), &e = ctx.subgraph(1);
+    if (t.outputs().size() != e.outputs().size())
+      ctx.fail("expected branches of one number of outputs, got ", t.outputs().size(), " and ",
+               e.outputs().size());
+    Types out;
+    for (size_t i = 0; i < t.outputs().size(); ++i) {
+      TensorType a = t.type(t.outputs()[i].value), b = e.type(e.outputs()[i].value);
+      if (a.dtype != b.dtype || a.rank() != b.rank())
+        ctx.fail("expected branch outputs ", i, " of one dtype and rank, got ", a.str(), " and ",
+                 b.str());
+      for (size_t k = 0; k < a.shape.size(); ++k)
+        if (a.shape[k] != b.shape[k]) a.shape[k] = Dim::unknown();
+      out.push_back(a);
+    }
+    return out;
+  };
+  OpRegistry::global().add(std::move(d));
+  KernelRegistry::global().add(
+      "onnx.if", DeviceKind::cpu,
+      [](const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+        bool taken = *static_cast<const uint8_t*>(in[0].data()) != 0;
+        std::vector<Tensor> res = runner(ctx).run(taken ? 0 : 1, in.subspan(1));
+        for (size_t i = 0; i < out.size(); ++i) out[i] = std::move(res[i]);
+      },
+      {}, KernelFlags{.strided_inputs = true, .makes_outputs = true});
+}
+
 }  // namespace
 
 void register_control_onnx_ops() {
   register_loop();
   register_scan();
+  register_if();
 }
 
 }  // namespace rlx::onnx_import
