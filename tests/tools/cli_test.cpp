@@ -116,12 +116,11 @@ class Cli : public ::testing::Test {
     return r;
   }
 
-  // DIR/model.onnx (identity_and_neg) and DIR/test_data_set_0 with x = 0, 1, …, n-1 and
-  // the expected outputs y and z given; returns DIR.
-  std::string onnx_case(const std::vector<float>& y, const std::vector<float>& z) const {
+  // DIR/model.onnx (identity_and_neg) and DIR/test_data_set_0 with the input x and the
+  // expected outputs y and z; returns DIR.
+  std::string onnx_case(const std::vector<float>& x, const std::vector<float>& y,
+                        const std::vector<float>& z) const {
     fs::create_directories(dir_ / "case" / "test_data_set_0");
-    std::vector<float> x(y.size());
-    for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
     std::ofstream(path("case/model.onnx"), std::ios::binary) << identity_and_neg(int64_t(x.size()));
     std::ofstream(path("case/test_data_set_0/input_0.pb"), std::ios::binary) << tensor_proto(x);
     std::ofstream(path("case/test_data_set_0/output_0.pb"), std::ios::binary) << tensor_proto(y);
@@ -278,20 +277,23 @@ TEST_F(Cli, ReportsThePeakMemoryForTheGivenDims) {
   expect_error("report " + g + " --dim rows=-1", "--dim rows");
 }
 
-// 1000 values; expected z off by 1 at element 7 (as a mask flipped by a one-ulp
-// difference would be): only --max-mismatch lets that output pass.
-std::vector<float> iota_values(float sign, int64_t flip = -1) {
+// scale * (0, 1, …, 999), element `flip` plus 1 (as a mask flipped by a one-ulp
+// difference would be).
+std::vector<float> iota_values(float scale, int64_t flip = -1) {
   std::vector<float> v(1000);
-  for (size_t i = 0; i < v.size(); ++i) v[i] = sign * float(i);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = scale * float(i);
   if (flip >= 0) v[size_t(flip)] += 1;
   return v;
 }
 
 TEST_F(Cli, ChecksOnnxOutputsPerOutput) {
-  std::string dir = onnx_case(iota_values(1), iota_values(-1, 7));
+  // Only --max-mismatch lets z pass.
+  std::string dir = onnx_case(iota_values(1), iota_values(1), iota_values(-1, 7));
   Result r = run_case(dir, "");
   EXPECT_EQ(r.code, 1) << r.out << r.err;
-  EXPECT_NE(r.out.find("(rtol 0.001, atol 1e-07, max mismatch 0)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(rtol 0.001, atol 1e-07, range tol 1e-05, max mismatch 0)"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("y            max abs err 0 (0 of range 999), 0 of 1000 out of "
                        "tolerance (0%): PASS\n"),
             std::string::npos)
@@ -313,7 +315,7 @@ TEST_F(Cli, ChecksOnnxOutputsWithinRtolAndAtol) {
   // z's element 999 is off by 0.5: within 1e-3 of 999, not within 1e-4.
   std::vector<float> z = iota_values(-1);
   z[999] += 0.5f;
-  std::string dir = onnx_case(iota_values(1), z);
+  std::string dir = onnx_case(iota_values(1), iota_values(1), z);
   EXPECT_EQ(run_case(dir, "").code, 0);
   Result r = run_case(dir, "--rtol 1e-4");
   EXPECT_EQ(r.code, 1) << r.out;
@@ -321,20 +323,45 @@ TEST_F(Cli, ChecksOnnxOutputsWithinRtolAndAtol) {
       << r.out;
   EXPECT_EQ(run_case(dir, "--rtol 0 --atol 0.5").code, 0);
 
-  // onnx-test reads the same case layout and flags.
+  // An error near 0: within 1e-5 of z's range (999), not within atol + rtol * 3.
+  z = iota_values(-1);
+  z[3] += 0.005f;
+  dir = onnx_case(iota_values(1), iota_values(1), z);
+  EXPECT_EQ(run_case(dir, "").code, 0);
+  Result near0 = run_case(dir, "--range-tol 0");
+  EXPECT_EQ(near0.code, 1) << near0.out;
+  EXPECT_NE(near0.out.find("first at element 3"), std::string::npos) << near0.out;
+
+  // onnx-test reads the same case layout and flags (and has no range term: ONNX's own).
+  z[3] -= 0.005f;
+  z[999] += 0.5f;
+  dir = onnx_case(iota_values(1), iota_values(1), z);
   Result t = rlx(cat("onnx-test ", dir, " --rtol 1e-4"));
   EXPECT_EQ(t.code, 1) << t.out;
   EXPECT_NE(t.out.find("output 1 ('z'): max abs err 0.5"), std::string::npos) << t.out;
   EXPECT_EQ(rlx(cat("onnx-test ", dir)).code, 0);
 }
 
+TEST_F(Cli, SaysWhenAnOutputIsWithinAtolOfZero) {
+  // Outputs below 1e-7 (a random-weight net's logits): zeros pass ONNX's atol 1e-7.
+  std::vector<float> x = iota_values(1e-10f), zeros(x.size(), 0.0f);
+  std::string dir = onnx_case(x, zeros, zeros);
+  Result r = run_case(dir, "");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("within the tolerance of 0 (try --atol 0)"), std::string::npos) << r.out;
+  EXPECT_EQ(run_case(dir, "--atol 0").code, 1);
+  EXPECT_EQ(run_case(onnx_case(x, x, iota_values(-1e-10f)), "--atol 0").code, 0);
+}
+
 TEST_F(Cli, RejectsBadTolerances) {
-  std::string dir = onnx_case(iota_values(1), iota_values(-1));
+  std::string dir = onnx_case(iota_values(1), iota_values(1), iota_values(-1));
   std::string model = dir + "/model.onnx";
   expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --rtol -1"),
                "expected --rtol to be a finite number >= 0, got -1");
   expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --atol nan"),
                "expected --atol to be a finite number >= 0, got nan");
+  expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --range-tol -1e-3"),
+               "expected --range-tol to be a finite number >= 0, got -0.001");
   expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --max-mismatch 2"),
                "expected --max-mismatch to be a fraction in [0, 1], got 2");
   expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --rtol x"), "--rtol");

@@ -5,7 +5,7 @@
 //                     [--dim NAME=SIZE …] [--runs N] [--threads N] [--save-outputs DIR]
 //   rlx report GRAPH.rlx [--dim NAME=SIZE …]
 //   rlx run MODEL.onnx [--data DIR | --input NAME=FILE.npy … | --random] [--device cpu|cuda]
-//                      [--rtol R] [--atol A] [--max-mismatch FRACTION]
+//                      [--rtol R] [--atol A] [--range-tol F] [--max-mismatch FRACTION]
 //   rlx bench MODEL.onnx [--runs N] [--threads N] [--device cpu|cuda]
 //   rlx ops MODEL.onnx
 //   rlx convert MODEL.onnx -o MODEL.rlx
@@ -31,11 +31,17 @@ int error(const std::string& msg) {
   return 1;
 }
 
-// --rtol, --atol, --max-mismatch; their values are checked by rlx::cli::validate.
+// --rtol, --atol, --range-tol, --max-mismatch; rlx::cli::validate checks their values.
 void add_tolerance_options(CLI::App* cmd, rlx::cli::Tolerance& tol) {
-  cmd->add_option("--rtol", tol.rtol, "relative tolerance: |got - want| <= atol + rtol * |want|")
+  cmd->add_option(
+         "--rtol", tol.rtol,
+         "relative tolerance: |got - want| <= max(atol, range-tol * range) + rtol * |want|")
       ->capture_default_str();
   cmd->add_option("--atol", tol.atol, "absolute tolerance")->capture_default_str();
+  cmd->add_option("--range-tol", tol.range_tol,
+                  "absolute tolerance as a fraction of the expected output's range (max - min), "
+                  "where larger than --atol")
+      ->capture_default_str();
   cmd->add_option("--max-mismatch", tol.max_mismatch,
                   "an output passes with at most this fraction of its elements out of "
                   "tolerance (for outputs decided by comparisons, e.g. NMS masks)")
@@ -185,7 +191,7 @@ int main(int argc, char** argv) {
   try {
     if (*run_cmd) {
       if (run.data_dir.empty())
-        for (const char* flag : {"--rtol", "--atol", "--max-mismatch"})
+        for (const char* flag : {"--rtol", "--atol", "--range-tol", "--max-mismatch"})
           if (run_cmd->count(flag))
             throw rlx::ValueError(std::string(flag) +
                                   " applies to the check of --data DIR; got no --data");

@@ -69,8 +69,8 @@ std::vector<Tensor> read_case_outputs(const onnx::Signature& sig, const std::str
 bool check_outputs(const Graph& g, const TensorMap& outs, const std::vector<Tensor>& want,
                    const RunOptions& o) {
   const Tolerance& tol = o.tolerance;
-  std::printf("check against %s (rtol %g, atol %g, max mismatch %g):\n", o.data_dir.c_str(),
-              tol.rtol, tol.atol, tol.max_mismatch);
+  std::printf("check against %s (rtol %g, atol %g, range tol %g, max mismatch %g):\n",
+              o.data_dir.c_str(), tol.rtol, tol.atol, tol.range_tol, tol.max_mismatch);
   bool ok = want.size() == g.outputs().size();
   if (!ok)
     std::printf("expected %zu outputs, the data holds %zu\n", g.outputs().size(), want.size());
