@@ -24,6 +24,9 @@ void register_norm_fusion(PassRegistry& r);       // norm_fusion.cpp
 void register_cast_batching(PassRegistry& r);     // cast_batching.cpp
 void register_attention_stats(PassRegistry& r);   // attention_stats.cpp
 
+// The lanes nchwc_layout blocks channels in on this CPU: 16 with AVX-512, else 8.
+int64_t nchwc_lanes();
+
 // The output type of `op` on these inputs when the pass's device has a native kernel for
 // it (asked through the kernel's supports()); nullopt when it has none or the op rejects
 // the inputs. A fused op without a native kernel would only be decomposed again.

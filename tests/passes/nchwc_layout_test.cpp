@@ -5,6 +5,7 @@
 #include <cmath>
 #include <string>
 
+#include "passes/fusion.h"
 #include "rlx/rlx.h"
 #include "support/pass_check.h"
 
@@ -28,6 +29,17 @@ std::string consts() {
          weights("w3", "24,24,1,1", 24 * 24, 3);
 }
 
+// `text` with $L replaced by this CPU's lanes (16 with AVX-512, else 8) and $B by the
+// blocked type of f32[1, 24, 8, 8] in them.
+std::string in_cpu_lanes(std::string text) {
+  const int64_t l = passes::nchwc_lanes();
+  const std::string lanes = std::to_string(l);
+  const std::string blocked = "f32[1," + std::to_string((24 + l - 1) / l) + ",8,8," + lanes + "]";
+  for (size_t at; (at = text.find('$')) != std::string::npos;)
+    text.replace(at, 2, text[at + 1] == 'L' ? lanes : blocked);
+  return text;
+}
+
 TEST(NchwcLayout, ConvChainWithAResidualAddAndAnOutsideReader) {
   // First conv from a plain 3-channel input, a depthwise conv, a 1x1 conv, a residual add
   // of two blocked values; the depthwise output and the sum are read outside the chain.
@@ -45,27 +57,29 @@ TEST(NchwcLayout, ConvChainWithAResidualAddAndAnOutsideReader) {
       %4 = tanh(%1) : f32[1,24,8,8]
       return out=%3, side=%4
     })",
-              R"(
+              in_cpu_lanes(R"(
     graph main(%x: f32[1,3,8,8]) {
 )" + consts() + R"(
-      %0 = conv_blocked(%x, %w1) {activation="relu6", pads=[1, 1, 1, 1]} : f32[1,2,8,8,16]
-      %1 = conv_blocked(%0, %w2) {activation="relu", groups=24, pads=[1, 1, 1, 1]} : f32[1,2,8,8,16]
+      %0 = conv_blocked(%x, %w1) {activation="relu6", lanes=$L, pads=[1, 1, 1, 1]} : $B
+      %1 = conv_blocked(%0, %w2) {activation="relu", groups=24, lanes=$L, pads=[1, 1, 1, 1]} : $B
       %2 = from_blocked(%1) {channels=24} : f32[1,24,8,8]
-      %3 = conv_blocked(%1, %w3) {activation="none"} : f32[1,2,8,8,16]
-      %4 = add(%3, %0) : f32[1,2,8,8,16]
+      %3 = conv_blocked(%1, %w3) {activation="none", lanes=$L} : $B
+      %4 = add(%3, %0) : $B
       %5 = from_blocked(%4) {channels=24} : f32[1,24,8,8]
       %6 = tanh(%2) : f32[1,24,8,8]
       return out=%5, side=%6
-    })",
+    })"),
               o);
 }
 
 TEST(NchwcLayout, LeavesLoneConvsAndNonConstantWeights) {
   // One conv alone gains nothing; a weight that is a graph input may change between runs
   // (conv_blocked caches its weights reordered), so that chain is left as it is.
-  expect_pass("nchwc_layout", R"(
+  expect_pass("nchwc_layout",
+              R"(
     graph main(%x: f32[1,3,8,8], %w: f32[24,24,1,1]) {
-)" + weights("w1", "24,3,3,3", 24 * 27, 1) + R"(
+)" + weights("w1", "24,3,3,3", 24 * 27, 1) +
+                  R"(
       %0 = conv(%x, %w1) {pads=[1, 1, 1, 1]} : f32[1,24,8,8]
       %1 = conv(%0, %w) : f32[1,24,8,8]
       return out=%1

@@ -89,35 +89,36 @@ Tensors fused_conv_ref(const Tensors& in, const Attrs& attrs) {
   return {tensor_of(y.dtype(), y.shape(), v)};
 }
 
-// The channel-blocked layout [N, ceil(C/16), H, W, 16], lanes past C zero.
-Tensor block_ref(const Tensor& x) {
+// The channel-blocked layout [N, ceil(C/L), H, W, L], lanes past C zero.
+Tensor block_ref(const Tensor& x, int64_t l = 16) {
   auto s = x.shape();
-  int64_t n = s[0], c = s[1], hw = s[2] * s[3], cb = (c + 15) / 16;
-  std::vector<double> v = values(x), out(size_t(n * cb * hw * 16), 0.0);
+  int64_t n = s[0], c = s[1], hw = s[2] * s[3], cb = (c + l - 1) / l;
+  std::vector<double> v = values(x), out(size_t(n * cb * hw * l), 0.0);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t p = 0; p < hw; ++p)
-        out[size_t(((i * cb + ch / 16) * hw + p) * 16 + ch % 16)] =
-            v[size_t((i * c + ch) * hw + p)];
-  return tensor_of(x.dtype(), {n, cb, s[2], s[3], 16}, out);
+        out[size_t(((i * cb + ch / l) * hw + p) * l + ch % l)] = v[size_t((i * c + ch) * hw + p)];
+  return tensor_of(x.dtype(), {n, cb, s[2], s[3], l}, out);
 }
 
 Tensor unblock_ref(const Tensor& x, int64_t c) {
   auto s = x.shape();
-  int64_t n = s[0], cb = s[1], hw = s[2] * s[3];
+  int64_t n = s[0], cb = s[1], hw = s[2] * s[3], l = s[4];
   std::vector<double> v = values(x), out(size_t(n * c * hw));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t p = 0; p < hw; ++p)
-        out[size_t((i * c + ch) * hw + p)] =
-            v[size_t(((i * cb + ch / 16) * hw + p) * 16 + ch % 16)];
+        out[size_t((i * c + ch) * hw + p)] = v[size_t(((i * cb + ch / l) * hw + p) * l + ch % l)];
   return tensor_of(x.dtype(), {n, c, s[2], s[3]}, out);
 }
 
 Tensors conv_blocked_ref(const Tensors& in, const Attrs& attrs) {
   Tensors args = in;
   if (in[0].rank() == 5) args[0] = unblock_ref(in[0], in[1].shape()[1] * attrs.get_int("groups"));
-  return {block_ref(fused_conv_ref(args, attrs)[0])};
+  Attrs conv;
+  for (const auto& [k, v] : attrs)
+    if (k != "lanes") conv.set(k, v);
+  return {block_ref(fused_conv_ref(args, conv)[0], attrs.get_int("lanes"))};
 }
 
 // A check of fused_matmul; f32 tolerances grow with the contraction length (as matmul's).
@@ -300,42 +301,45 @@ CheckTable checks_fused() {
     pre({r(dt, {1, 3, 6, 6}), r(dt, {4, 3, 3, 3})},
         A{{"pads", IntList{1, 1, 1, 1}}, {"input_activation", "relu6"}}, "dense, input relu6");
   }
-  // The blocked layout (nchwc_layout's ops), f32: channel counts with and without padded
-  // lanes; conv_blocked on plain and blocked inputs, dense and depthwise, with activations
-  // and bias (oneDNN's nChw16c direct kernels, the weights reordered once and cached).
-  for (DType f : kFloats) {
-    t.add(ref_check(
-        "to_blocked", f, {r(f, {2, 24, 5, 3})}, A{},
-        [](const Tensors& in, const Attrs&) { return Tensors{block_ref(in[0])}; },
-        "24 channels: 8 zero lanes"));
-    t.add(ref_check(
-        "to_blocked", f, {r(f, {1, 32, 4, 4})}, A{},
-        [](const Tensors& in, const Attrs&) { return Tensors{block_ref(in[0])}; }, "whole blocks"));
-    for (int64_t c : {int64_t(3), int64_t(32)})
-      t.add(ref_check(
-          "from_blocked", f, {r(f, {2, (c + 15) / 16, 3, 5, 16})}, A{{"channels", c}},
-          [](const Tensors& in, const Attrs& a) {
-            return Tensors{unblock_ref(in[0], a.get_int("channels"))};
-          },
-          "channels " + std::to_string(c)));
-    auto cb = [&](Tensors in, Attrs attrs, std::string note) {
-      if (!attrs.has("activation")) attrs.set("activation", "none");
-      OpCheck c = ref_check("conv_blocked", f, std::move(in), std::move(attrs), conv_blocked_ref,
-                            std::move(note));
-      if (f == DType::f32) c.atol = 1e-5;  // oneDNN's summation order and post-op math
-      t.add(std::move(c));
-    };
-    auto blk = [&](std::vector<int64_t> shape) { return block_ref(r(f, shape)); };
-    cb({r(f, {1, 3, 9, 9}), r(f, {24, 3, 3, 3}), r(f, {24})},
-       A{{"pads", IntList{1, 1, 1, 1}}, {"strides", IntList{2, 2}}, {"activation", "relu6"}},
-       "plain 3-channel input, 24 outputs (padded lanes), stride 2");
-    cb({blk({2, 24, 6, 6}), r(f, {40, 24, 1, 1}), r(f, {40})}, A{{"activation", "sigmoid"}},
-       "1x1, blocked input with padded lanes, sigmoid (lanes past 40 stay zero)");
-    cb({blk({1, 32, 7, 7}), r(f, {32, 1, 3, 3}), r(f, {32})},
-       A{{"groups", 32}, {"pads", IntList{1, 1, 1, 1}}, {"activation", "relu"}}, "depthwise 3x3");
-    cb({blk({1, 16, 8, 8}), r(f, {16, 16, 3, 3})},
-       A{{"dilations", IntList{2, 2}}, {"auto_pad", "same_upper"}}, "dilated, same_upper, no bias");
-  }
+  // The blocked layout (nchwc_layout's ops), f32, in 16 lanes (AVX-512's nChw16c) and 8
+  // (AVX2's nChw8c): channel counts with and without padded lanes; conv_blocked on plain
+  // and blocked inputs, dense and depthwise, with activations and bias (oneDNN's direct
+  // kernels, the weights reordered once and cached).
+  for (DType f : kFloats)
+    for (int64_t l : {int64_t(16), int64_t(8)}) {
+      std::string in_lanes = " (" + std::to_string(l) + " lanes)";
+      auto block = [l](const Tensors& in, const Attrs&) { return Tensors{block_ref(in[0], l)}; };
+      t.add(ref_check("to_blocked", f, {r(f, {2, 20, 5, 3})}, A{{"lanes", l}}, block,
+                      "20 channels: padded lanes" + in_lanes));
+      t.add(ref_check("to_blocked", f, {r(f, {1, 32, 4, 4})}, A{{"lanes", l}}, block,
+                      "whole blocks" + in_lanes));
+      for (int64_t c : {int64_t(3), int64_t(32)})
+        t.add(ref_check(
+            "from_blocked", f, {r(f, {2, (c + l - 1) / l, 3, 5, l})}, A{{"channels", c}},
+            [](const Tensors& in, const Attrs& a) {
+              return Tensors{unblock_ref(in[0], a.get_int("channels"))};
+            },
+            "channels " + std::to_string(c) + in_lanes));
+      auto cb = [&](Tensors in, Attrs attrs, std::string note) {
+        if (!attrs.has("activation")) attrs.set("activation", "none");
+        attrs.set("lanes", l);
+        OpCheck c = ref_check("conv_blocked", f, std::move(in), std::move(attrs), conv_blocked_ref,
+                              note + in_lanes);
+        if (f == DType::f32) c.atol = 1e-5;  // oneDNN's summation order and post-op math
+        t.add(std::move(c));
+      };
+      auto blk = [&](std::vector<int64_t> shape) { return block_ref(r(f, shape), l); };
+      cb({r(f, {1, 3, 9, 9}), r(f, {20, 3, 3, 3}), r(f, {20})},
+         A{{"pads", IntList{1, 1, 1, 1}}, {"strides", IntList{2, 2}}, {"activation", "relu6"}},
+         "plain 3-channel input, 20 outputs (padded lanes), stride 2");
+      cb({blk({2, 20, 6, 6}), r(f, {36, 20, 1, 1}), r(f, {36})}, A{{"activation", "sigmoid"}},
+         "1x1, blocked input with padded lanes, sigmoid (lanes past 36 stay zero)");
+      cb({blk({1, 32, 7, 7}), r(f, {32, 1, 3, 3}), r(f, {32})},
+         A{{"groups", 32}, {"pads", IntList{1, 1, 1, 1}}, {"activation", "relu"}}, "depthwise 3x3");
+      cb({blk({1, 16, 8, 8}), r(f, {16, 16, 3, 3})},
+         A{{"dilations", IntList{2, 2}}, {"auto_pad", "same_upper"}},
+         "dilated, same_upper, no bias");
+    }
   return t;
 }
 

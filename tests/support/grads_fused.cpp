@@ -33,6 +33,8 @@ GradTable grads_fused() {
   // The blocked layout ops (nchwc_layout), through their decompositions.
   add("to_blocked", {{1, 18, 2, 3}}, {}, "18 channels: 14 zero lanes");
   add("from_blocked", {{1, 2, 2, 3, 16}}, {{"channels", 18}}, "18 channels");
+  add("to_blocked", {{1, 10, 2, 3}}, {{"lanes", 8}}, "10 channels in 8 lanes");
+  add("from_blocked", {{1, 2, 2, 3, 8}}, {{"channels", 10}}, "10 channels in 8 lanes");
   add("conv_blocked", {{1, 1, 4, 4, 16}, {3, 16, 3, 3}, {3}},
       {{"pads", IntList{1, 1, 1, 1}}, {"activation", "tanh"}}, "blocked input, bias, tanh");
   add("conv_blocked", {{1, 2, 4, 4}, {2, 1, 3, 3}}, {{"groups", 2}, {"activation", "gelu"}},

@@ -687,9 +687,10 @@ void depthwise_2d(const Conv& c, const float* x, const float* wt, const float* b
 #ifdef RLX_HAVE_DNNL
 // ---- conv_blocked --------------------------------------------------------------------
 
-// conv_blocked: oneDNN's direct conv on src nChw16c (or plain nchw for a 4-D input, the
-// first conv of a chain) and dst nChw16c, which are exactly our [N, Cb, H, W, 16] tensors
-// (oneDNN's padded channels are our zero lanes); the weights in the layout oneDNN picks.
+// conv_blocked: oneDNN's direct conv on src nChw16c / nChw8c (or plain nchw for a 4-D input,
+// the first conv of a chain) and dst the same, which are exactly our [N, Cb, H, W, 16 or 8]
+// tensors (oneDNN's padded channels are our zero lanes); the weights in the layout oneDNN
+// picks.
 struct BlockedConv {
   dnnl::primitive prim;
   memory::desc src, wei, dst, wei_user, bias;
@@ -697,8 +698,8 @@ struct BlockedConv {
   bool reorder_weights = false;
 };
 
-std::shared_ptr<const BlockedConv> make_blocked(const Conv& c, bool blocked_src, bool has_bias,
-                                                Act act) {
+std::shared_ptr<const BlockedConv> make_blocked(const Conv& c, int64_t lanes, bool blocked_src,
+                                                bool has_bias, Act act) {
   const Window& w = c.w;
   auto dt = memory::data_type::f32;
   memory::dims src{c.n, c.c, w.in[1], w.in[2]}, dst{c.n, c.m, w.out[1], w.out[2]};
@@ -707,9 +708,9 @@ std::shared_ptr<const BlockedConv> make_blocked(const Conv& c, bool blocked_src,
   memory::dims wd = c.groups > 1 ? memory::dims{c.groups, c.mg, c.cg} : memory::dims{c.mg, c.cg};
   wd.insert(wd.end(), {w.ker[1], w.ker[2]});
   auto d = std::make_shared<BlockedConv>();
-  d->src =
-      memory::desc(src, dt, blocked_src ? memory::format_tag::nChw16c : memory::format_tag::nchw);
-  d->dst = memory::desc(dst, dt, memory::format_tag::nChw16c);
+  auto tag = lanes == 16 ? memory::format_tag::nChw16c : memory::format_tag::nChw8c;
+  d->src = memory::desc(src, dt, blocked_src ? tag : memory::format_tag::nchw);
+  d->dst = memory::desc(dst, dt, tag);
   d->wei_user = memory::desc(wd, dt, row_major(wd));
   if (has_bias) d->bias = memory::desc({c.m}, dt, memory::format_tag::a);
   dnnl::primitive_attr attr;
@@ -762,8 +763,9 @@ void conv_blocked_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   c.cg = c.c / groups;
   c.mg = c.m / groups;
   Act act = parse_act(ctx.attrs.get_string("activation"));
+  const int64_t lanes = y.shape()[4];
 
-  std::vector<int64_t> key{blocked_src, b != nullptr, int64_t(act), c.n, c.c, c.m, c.groups};
+  std::vector<int64_t> key{lanes, blocked_src, b != nullptr, int64_t(act), c.n, c.c, c.m, c.groups};
   for (int i = 1; i < 3; ++i)
     key.insert(key.end(), {c.w.in[i], c.w.ker[i], c.w.out[i], c.w.stride[i], c.w.dil[i], c.w.pad[i],
                            c.w.pad_end[i]});
@@ -780,13 +782,13 @@ void conv_blocked_kernel(const KernelContext& ctx, std::span<const Tensor> in,
       if (prims.size() >= 512) prims.clear();
       std::shared_ptr<const BlockedConv> made;
       try {
-        made = make_blocked(c, blocked_src, b != nullptr, act);
+        made = make_blocked(c, lanes, blocked_src, b != nullptr, act);
       } catch (const dnnl::error&) {
       }
       it = prims.emplace(key, made).first;
     }
     d = it->second;
-    if (!d) fail<NotSupported>("conv_blocked", "oneDNN has no nChw16c conv for this node");
+    if (!d) fail<NotSupported>("conv_blocked", "oneDNN has no nChw", lanes, "c conv for this node");
     auto wk = std::make_pair(static_cast<const void*>(wt.data()), key);
     auto wi = weights.find(wk);
     if (wi == weights.end()) {
@@ -827,12 +829,13 @@ void conv_blocked_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   stream.wait();
   // The lanes past M stay zero for readers of the blocked tensor (an activation of 0 need
   // not be 0, and oneDNN's post-ops are not promised to skip them).
-  if (int64_t tail = c.m % 16) {
+  if (int64_t tail = c.m % lanes) {
     int64_t cb = y.shape()[1], hw = c.w.out_size;
     float* yp = y.data_as<float>();
     for (int64_t img = 0; img < c.n; ++img) {
-      float* blk = yp + ((img * cb) + cb - 1) * hw * 16;
-      for (int64_t i = 0; i < hw; ++i) std::fill(blk + i * 16 + tail, blk + i * 16 + 16, 0.f);
+      float* blk = yp + ((img * cb) + cb - 1) * hw * lanes;
+      for (int64_t i = 0; i < hw; ++i)
+        std::fill(blk + i * lanes + tail, blk + i * lanes + lanes, 0.f);
     }
   }
 }
