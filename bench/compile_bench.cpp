@@ -42,8 +42,8 @@ Timing time_runs(int runs, F&& f) {
 }
 
 void row(const char* what, size_t nodes, Timing t, double budget_ms) {
-  std::printf("%-34s %8zu %10.1f %10.1f %10.0f %9.2fx\n", what, nodes, t.min, t.median,
-              budget_ms, t.median / budget_ms);
+  std::printf("%-34s %8zu %10.1f %10.1f %10.0f %9.2fx\n", what, nodes, t.min, t.median, budget_ms,
+              t.median / budget_ms);
 }
 
 }  // namespace
@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
     }
   }
   try {
-    demo::GptConfig cfg{.vocab = 50257, .d_model = 768, .heads = 12, .layers = layers,
-                        .context = 1024};
+    demo::GptConfig cfg{
+        .vocab = 50257, .d_model = 768, .heads = 12, .layers = layers, .context = 1024};
     CompileOptions opts;
     opts.cache = false;
     Session session;
@@ -83,8 +83,9 @@ int main(int argc, char** argv) {
 
     std::printf("GPT-2 small: %lld layers, d 768, 12 heads, vocab 50257; cache off; %d runs\n",
                 (long long)layers, runs);
-    std::printf("building the forward graph: %.1f ms; Trainer (train graph + 2 compiles): %.1f ms\n\n",
-                build_fwd, trainer_ms);
+    std::printf(
+        "building the forward graph: %.1f ms; Trainer (train graph + 2 compiles): %.1f ms\n\n",
+        build_fwd, trainer_ms);
     std::printf("%-34s %8s %10s %10s %10s %10s\n", "compile", "nodes", "min ms", "median ms",
                 "budget ms", "median/budget");
     Timing f = time_runs(runs, [&] { session.compile(*fwd, opts); });

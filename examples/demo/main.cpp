@@ -129,16 +129,14 @@ int main() {
         "  train  %lld steps of %lld x %lld characters on %s, %d thread(s); %zu ops in the "
         "model, %zu in the train step, %zu after the compiler's passes\n",
         (long long)kSteps, (long long)kBatch, (long long)kSeq, opts.device.str().c_str(),
-        opts.compile.threads,
-        model->nodes().size(), trainer.train_graph().nodes().size(),
+        opts.compile.threads, model->nodes().size(), trainer.train_graph().nodes().size(),
         trainer.compiled().lowered().nodes().size());
     // The train step as text, for `RLX_DEBUG=passes rlx report` and friends.
     const fs::path step_file = out_dir / "train_step.rlx";
     std::ofstream(step_file) << print_graph(trainer.train_graph());
     const MemoryStats mem = trainer.compiled().memory_stats({{"batch", kBatch}, {"seq", kSeq}});
-    std::printf("         %s; arena %.1f MiB for %.1f MiB of intermediates\n\n",
-                step_file.c_str(), double(mem.arena_bytes) / (1 << 20),
-                double(mem.intermediate_bytes) / (1 << 20));
+    std::printf("         %s; arena %.1f MiB for %.1f MiB of intermediates\n\n", step_file.c_str(),
+                double(mem.arena_bytes) / (1 << 20), double(mem.intermediate_bytes) / (1 << 20));
     std::fflush(stdout);  // before the progress bar on stderr
 
     std::mt19937_64 eval_rng(8);

@@ -13,10 +13,12 @@ namespace rlx {
 // q4_0 … q6_k: block-quantized weights in ggml's layouts (rlx/quant.h). The last dim is
 // stored in blocks of dtype_block(t) values, dtype_size(t) bytes each; only dequantize,
 // quant_matmul and the ops that move whole rows (embedding rows, reshape) take them.
+// clang-format off
 enum class DType : uint8_t {
   f32, f64, f16, bf16, i8, i16, i32, i64, u8, boolean, string,
   q4_0, q4_1, q5_0, q5_1, q8_0, q2_k, q3_k, q4_k, q5_k, q6_k,
 };
+// clang-format on
 
 // The numeric and bool dtypes (every dtype but string).
 inline constexpr DType kAllDTypes[] = {DType::f32, DType::f64,    DType::f16, DType::bf16,
@@ -28,7 +30,8 @@ inline constexpr DType kQuantDTypes[] = {DType::q4_0, DType::q4_1, DType::q5_0, 
                                          DType::q8_0, DType::q2_k, DType::q3_k, DType::q4_k,
                                          DType::q5_k, DType::q6_k};
 
-size_t dtype_size(DType t);  // bytes of one element; of one block for a quantized dtype
+// Bytes of one element; of one block for a quantized dtype.
+size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);  // "f32", …, "bool", "q4_k"
 std::optional<DType> dtype_from_name(std::string_view name);
 

@@ -61,7 +61,7 @@ class PassRegistry {
   void add(PassInfo pass);
   const PassInfo* find(std::string_view name) const;
   const PassInfo& get(std::string_view name) const;  // ValueError naming the known passes
-  std::vector<const PassInfo*> all() const;           // sorted by name
+  std::vector<const PassInfo*> all() const;          // sorted by name
 
   PassRegistry();
   ~PassRegistry();
@@ -100,7 +100,6 @@ PipelineResult run_pipeline(const Graph& g, std::span<const std::string> passes,
 std::unique_ptr<Graph> bind_dims(const Graph& g, const std::map<std::string, int64_t>& dims);
 
 // One pass by name; null when it changed nothing.
-std::unique_ptr<Graph> run_pass(std::string_view name, const Graph& g,
-                                const PassContext& ctx = {});
+std::unique_ptr<Graph> run_pass(std::string_view name, const Graph& g, const PassContext& ctx = {});
 
 }  // namespace rlx

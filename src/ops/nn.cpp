@@ -250,7 +250,8 @@ std::vector<TensorType> infer_attention(const InferContext& ctx) {
 // attention_lse's statistics for an output y of the bhsd form: one value per query row in
 // the compute type (f64 for f64, else f32).
 TensorType lse_type(const TensorType& y) {
-  return {y.dtype == DType::f64 ? DType::f64 : DType::f32, Shape(y.shape.begin(), y.shape.end() - 1)};
+  return {y.dtype == DType::f64 ? DType::f64 : DType::f32,
+          Shape(y.shape.begin(), y.shape.end() - 1)};
 }
 
 std::vector<TensorType> infer_attention_lse(const InferContext& ctx) {

@@ -28,8 +28,8 @@ std::unique_ptr<Graph> bind_dims(const Graph& g, const std::map<std::string, int
     for (Dim& d : t.shape)
       if (d.is_symbolic() && !d.is_unknown())
         if (auto it = dims.find(d.symbol()); it != dims.end()) d = Dim(it->second);
-    map[size_t(a.value.id)] = a.kind == ArgKind::input ? out->input(a.name, t)
-                                                       : out->param(a.name, t);
+    map[size_t(a.value.id)] =
+        a.kind == ArgKind::input ? out->input(a.name, t) : out->param(a.name, t);
   }
   detail::copy_nodes(g, *out, map);  // re-infers every node with the static sizes
   for (const Output& o : g.outputs()) out->output(detail::mapped(map, o.value), o.name);

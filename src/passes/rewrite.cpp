@@ -40,8 +40,7 @@ bool has_trait_deep(const Node& n, Trait t) {
   return false;
 }
 
-Rewriter::Rewriter(const Graph& src)
-    : src_(src), dst_(std::make_unique<Graph>(src.name())) {
+Rewriter::Rewriter(const Graph& src) : src_(src), dst_(std::make_unique<Graph>(src.name())) {
   map_ = detail::copy_args(src, *dst_);
 }
 

@@ -104,7 +104,8 @@ TEST(CudaQuantBlocks, GroupSharesSumToTheCpuProduct) {
     Tensor w = random_quantized(T, n, k, 60 + uint64_t(T));
     Graph g("qmm");
     g.output(op("quant_matmul", {g.input("x", x.type()), g.input("w", w.type())}));
-    std::vector<float> want = Session().compile(g).run(std::vector<Tensor>{x, w})[0].to_vector<float>();
+    std::vector<float> want =
+        Session().compile(g).run(std::vector<Tensor>{x, w})[0].to_vector<float>();
     const auto* wp = static_cast<const uint8_t*>(w.data());
     for (int64_t r = 0; r < m; ++r) {
       Act a = quantize(x.data_as<float>() + r * k, k, B::kValues == 256 ? 256 : 32);

@@ -52,7 +52,9 @@ class RandomGraph {
  private:
   int pick(int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng_); }
   Value any() { return pool_[size_t(pick(int(pool_.size())))]; }
-  Value recent() { return pool_[pool_.size() - 1 - size_t(pick(std::min<int>(4, int(pool_.size()))))]; }
+  Value recent() {
+    return pool_[pool_.size() - 1 - size_t(pick(std::min<int>(4, int(pool_.size()))))];
+  }
   bool is_f() const { return is_float(dtype_); }
 
   Shape64 random_shape() {
@@ -101,8 +103,7 @@ class RandomGraph {
     switch (pick(12)) {
       case 0:
       case 1: {  // unary chains: the bread and butter of elementwise fusion
-        static const char* kFloat[] = {"relu", "tanh", "sigmoid", "neg", "abs", "square",
-                                       "silu"};
+        static const char* kFloat[] = {"relu", "tanh", "sigmoid", "neg", "abs", "square", "silu"};
         static const char* kInt[] = {"neg", "abs", "square", "relu"};
         return is_f() ? op(kFloat[pick(7)], {x}) : op(kInt[pick(4)], {x});
       }
@@ -151,8 +152,7 @@ class RandomGraph {
           perm.push_back(r - 2);
           return matmul(x, op("transpose", {x}, {{"perm", perm}}));
         }
-        Value w = g_->param(numbered('m', params_++),
-                            {dtype_, {xs.back(), Dim(1 + pick(4))}});
+        Value w = g_->param(numbered('m', params_++), {dtype_, {xs.back(), Dim(1 + pick(4))}});
         Value y = matmul(x, w);
         if (pick(2)) y = y + constant({static_shape(y).back()}, 1.0);  // a bias
         return pick(2) ? op("relu", {y}) : y;
@@ -163,7 +163,8 @@ class RandomGraph {
         return op("concat", {x, y}, {{"axis", int64_t(pick(int(r)))}});
       }
       case 10: {  // casts that cancel, and one that does not
-        if (!is_f()) return op("cast", {op("cast", {x}, {{"dtype", DType::i64}})}, {{"dtype", dtype_}});
+        if (!is_f())
+          return op("cast", {op("cast", {x}, {{"dtype", DType::i64}})}, {{"dtype", dtype_}});
         Value c = op("cast", {x}, {{"dtype", DType::f64}});
         return op("cast", {pick(2) ? op("relu", {c}) : c}, {{"dtype", dtype_}});
       }

@@ -1,11 +1,12 @@
 // The compile cache (graph hashes, in-memory reuse, keys that tell options apart), dims
 // bound at compile time, and the on-disk blob cache.
+#include "rlx/compile_cache.h"
+
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include "rlx/compile_cache.h"
 #include "rlx/rlx.h"
 
 namespace rlx {
@@ -82,8 +83,8 @@ TEST(CompileCache, NewKernelsAndPrivateRegistriesAreNotServedStale) {
   s.compile(*g);
   // A kernel registered anywhere may change how an equal graph resolves.
   KernelRegistry mine;
-  mine.add("test.none", DeviceKind::cpu, [](const KernelContext&, std::span<const Tensor>,
-                                            std::span<Tensor>) {});
+  mine.add("test.none", DeviceKind::cpu,
+           [](const KernelContext&, std::span<const Tensor>, std::span<Tensor>) {});
   EXPECT_FALSE(s.compile(*g).from_cache());
   // Compiles against a caller's registry are not cached at all.
   CompileOptions o;

@@ -31,9 +31,7 @@ void register_session_test_ops() {
   OpDef d;
   d.name = "stest.positive";
   d.arity(1);
-  d.infer = [](const InferContext&) {
-    return Types{TensorType(DType::f32, {Dim::unknown()})};
-  };
+  d.infer = [](const InferContext&) { return Types{TensorType(DType::f32, {Dim::unknown()})}; };
   r.add(d);
 }
 
@@ -126,39 +124,63 @@ TEST_F(SessionTest, BadRunsGiveTypedErrorsNamingTheArgument) {
   g.output(g.apply1("add", {x, w}), "y");
   CompiledGraph cg = compile(g);
   Tensor good = Tensor::zeros(DType::f32, {2, 3});
-  expect_error<ValueError>([&] { cg.run({{"x", good}}); },
-                           "expected param 'w' to be set with set_param, got none");
+  expect_error<ValueError>(
+      [&] {
+        cg.run({{"x", good}});
+      },
+      "expected param 'w' to be set with set_param, got none");
   expect_error<ValueError>([&] { cg.set_param("v", Tensor::zeros(DType::f32, {1})); },
                            "expected one of the params [w], got 'v'");
   expect_error<TypeError>([&] { cg.set_param("w", Tensor::zeros(DType::f64, {1})); },
                           "expected param 'w' of type f32[1], got f64[1]");
   cg.set_param("w", Tensor::zeros(DType::f32, {1}));
-  expect_error<TypeError>([&] { cg.run({{"x", Tensor::zeros(DType::i32, {2, 3})}}); },
-                          "expected input 'x' of type f32[b,3], got i32[2,3]");
-  expect_error<ValueError>([&] { cg.run({{"x", Tensor::zeros(DType::f32, {2, 4})}}); },
-                           "expected input 'x' of type f32[b,3], got f32[2,4]");
-  expect_error<ValueError>([&] { cg.run({{"x", Tensor::zeros(DType::f32, {6})}}); },
-                           "expected input 'x' of type f32[b,3], got f32[6]");
+  expect_error<TypeError>(
+      [&] {
+        cg.run({{"x", Tensor::zeros(DType::i32, {2, 3})}});
+      },
+      "expected input 'x' of type f32[b,3], got i32[2,3]");
+  expect_error<ValueError>(
+      [&] {
+        cg.run({{"x", Tensor::zeros(DType::f32, {2, 4})}});
+      },
+      "expected input 'x' of type f32[b,3], got f32[2,4]");
+  expect_error<ValueError>(
+      [&] {
+        cg.run({{"x", Tensor::zeros(DType::f32, {6})}});
+      },
+      "expected input 'x' of type f32[b,3], got f32[6]");
   expect_error<ValueError>([&] { cg.run(TensorMap{}); }, "expected input 'x', got none");
-  expect_error<ValueError>([&] { cg.run({{"x", good}, {"z", good}}); },
-                           "expected inputs [x], got unknown input 'z'");
-  expect_error<ValueError>([&] { cg.run(std::vector<Tensor>{good, good}); },
-                           "expected 1 inputs [x], got 2");
-  expect_error<ValueError>([&] { cg.run({{"x", Tensor()}}); },
-                           "expected a tensor for input 'x', got none");
-  expect_error<ValueError>([] { CompiledGraph().run(TensorMap{}); },
-                           "expected a compiled graph");
+  expect_error<ValueError>(
+      [&] {
+        cg.run({{"x", good}, {"z", good}});
+      },
+      "expected inputs [x], got unknown input 'z'");
+  expect_error<ValueError>(
+      [&] {
+        cg.run(std::vector<Tensor>{good, good});
+      },
+      "expected 1 inputs [x], got 2");
+  expect_error<ValueError>(
+      [&] {
+        cg.run({{"x", Tensor()}});
+      },
+      "expected a tensor for input 'x', got none");
+  expect_error<ValueError>([] { CompiledGraph().run(TensorMap{}); }, "expected a compiled graph");
   // A param whose static dims do not fit is caught at run (set_param checks the rank).
   cg.set_param("w", Tensor::zeros(DType::f32, {2}));
-  expect_error<ValueError>([&] { cg.run({{"x", good}}); },
-                           "expected param 'w' of type f32[1], got f32[2]");
+  expect_error<ValueError>(
+      [&] {
+        cg.run({{"x", good}});
+      },
+      "expected param 'w' of type f32[1], got f32[2]");
 }
 
 TEST_F(SessionTest, MissingKernelsAreListedAtCompile) {
   Graph g;
   Value x = g.input("x", TensorType(DType::f32, {3}));
   g.output(g.apply1("exp", {g.apply1("sin", {x})}));
-  expect_error<NotSupported>([&] { compile(g); }, "got none for 2: (exp, f32, cpu), (sin, f32, cpu)");
+  expect_error<NotSupported>([&] { compile(g); },
+                             "got none for 2: (exp, f32, cpu), (sin, f32, cpu)");
 }
 
 TEST_F(SessionTest, DataDependentShapesFlowDownstream) {

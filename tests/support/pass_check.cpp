@@ -54,8 +54,8 @@ void compare(const Graph& g, const std::vector<Tensor>& want, const std::vector<
                       : (std::isnan(a[j]) && std::isnan(b[j])) || a[j] == b[j] ||
                             std::abs(a[j] - b[j]) <= atol + rtol * std::abs(a[j]);
       if (!ok && bad++ < 5)
-        ADD_FAILURE() << "output " << name << " element " << j << ": expected " << a[j]
-                      << ", got " << b[j];
+        ADD_FAILURE() << "output " << name << " element " << j << ": expected " << a[j] << ", got "
+                      << b[j];
     }
     EXPECT_EQ(bad, 0u) << "output " << name << ": " << bad << " of " << a.size() << " differ";
   }

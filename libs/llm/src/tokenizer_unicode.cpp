@@ -5,6 +5,7 @@
 
 namespace rlx::llm::detail {
 
+// clang-format off
 const UnicodeRange kUnicodeRanges[] = {
     {0x00021, 0x00023, 3}, {0x00025, 0x0002A, 3}, {0x0002C, 0x0002F, 3},
     {0x00030, 0x00039, 2}, {0x0003A, 0x0003B, 3}, {0x0003F, 0x00040, 3},
@@ -337,6 +338,7 @@ const UnicodeRange kUnicodeRanges[] = {
     {0x2EBF0, 0x2EE5D, 1}, {0x2F800, 0x2FA1D, 1}, {0x30000, 0x3134A, 1},
     {0x31350, 0x323AF, 1},
 };
+// clang-format on
 const size_t kUnicodeRangeCount = sizeof(kUnicodeRanges) / sizeof(kUnicodeRanges[0]);
 
 }  // namespace rlx::llm::detail

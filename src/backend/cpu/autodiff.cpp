@@ -25,7 +25,8 @@ void identity_kernel(const KernelContext&, Ins in, Outs out) { out[0] = in[0]; }
 
 void register_autodiff(KernelRegistry& r) {
   const KernelFlags views{.strided_inputs = true, .makes_outputs = true, .any_device = true};
-  add_kernel(r, "reshape_like", reshape_like_kernel, {}, {.makes_outputs = true, .any_device = true});
+  add_kernel(r, "reshape_like", reshape_like_kernel, {},
+             {.makes_outputs = true, .any_device = true});
   add_kernel(r, "broadcast_like", broadcast_like_kernel, {}, views);
   add_kernel(r, "stop_gradient", identity_kernel, {}, views);
   add_kernel(r, "checkpoint", identity_kernel, {}, views);
