@@ -16,13 +16,13 @@ export CCACHE_NOHASHDIR ?= 1
 DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clang-format \
   libopenblas-openmp-dev libdnnl-dev libxbyak-dev libcli11-dev nlohmann-json3-dev \
   ocl-icd-opencl-dev libonnx-dev libprotobuf-dev libonnx-testdata \
-  python3-torch python3-numpy gnuplot-nox \
+  python3-torch python3-torchvision python3-torchaudio python3-numpy gnuplot-nox \
   pybind11-dev python3-pytest python3-onnx libsuitesparse-dev python3-scipy \
   libopenmpi-dev openmpi-bin python3-venv python3-pip python3-setuptools python3-wheel
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build demo demo-dp test bench bench-train bench-compile bench-fusion bench-sparse bench-onnx format clean
+.PHONY: all deps configure build demo demo-dp test bench bench-train bench-compile bench-fusion bench-sparse bench-onnx bench-corpus ort-node corpus format clean
 
 all: build
 
@@ -51,7 +51,7 @@ demo-dp: build
 	mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 -x OMP_NUM_THREADS=1 \
 	  ./$(BUILD)/libs/dist/rlx-demo-dp $(DEMO_DP_STEPS)
 
-test: build
+test: build ort-node
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # CPU kernels against the machine's limits (sgemm, a STREAM-like copy); BENCH_ARGS=--quick.
@@ -88,3 +88,20 @@ bench-onnx: build
 	@[ -d bench/onnx_vs_ort/node_modules/onnxruntime-node ] || \
 	  (cd bench/onnx_vs_ort && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund)
 	./$(BUILD)/bench/rlx-bench-onnx ../shared/models $(BENCH_ARGS)
+
+# onnxruntime-node in bench/onnx_vs_ort when missing: the model corpus's references
+# (tests/corpus) and bench-onnx's peer. Without npm the corpus tests skip, saying so.
+ort-node:
+	@if [ ! -d bench/onnx_vs_ort/node_modules/onnxruntime-node ]; then \
+	  if command -v npm >/dev/null; then \
+	    (cd bench/onnx_vs_ort && ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund); \
+	  else echo "no npm: onnxruntime-node not installed, the onnx_corpus_* tests skip"; fi; \
+	fi
+
+# The model corpus (tests/corpus/make_corpus.py) in $(BUILD)/corpus; quick when it is current.
+corpus: ort-node
+	/usr/bin/python3 tests/corpus/make_corpus.py $(BUILD)/corpus
+
+# rlx against ONNX Runtime on every model of the corpus, 2 threads each.
+bench-corpus: build corpus
+	./$(BUILD)/bench/rlx-bench-onnx $(BUILD)/corpus $(BENCH_ARGS)

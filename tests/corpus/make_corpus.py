@@ -1,0 +1,335 @@
+"""The model corpus (issue 32): real architectures exported by torch's ONNX exporter with
+random weights, ONNX Runtime's outputs as the references.
+
+    /usr/bin/python3 make_corpus.py OUT_DIR [NAME ...]   # every model, or the named ones
+    /usr/bin/python3 make_corpus.py --list               # the names, one a line
+
+Each model lands in the ONNX backend-test layout: OUT/<name>/model.onnx and
+OUT/<name>/test_data_set_0/{input,output}_N.pb. The outputs are ONNX Runtime's (npm's
+onnxruntime-node, installed in bench/onnx_vs_ort; ort_ref.js beside this script), never
+PyTorch's. A model already there whose stamp (a hash of this script, ort_ref.js and the
+torch / torchvision / torchaudio versions) is unchanged is kept, so reruns are quick.
+
+Needs Debian's python3-torch (1.13), python3-torchvision (0.14), python3-torchaudio (0.13),
+python3-onnx, and node with onnxruntime-node; exits 77 (a skip) when any is missing.
+
+The weights are random (seeded) but not raw: BatchNorm statistics are re-estimated on
+random inputs in train mode, as a trained net's would be, so that activations keep a sane
+scale through 50+ layers instead of vanishing or blowing up (which would make every
+comparison a near-zero or an overflow question).
+"""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ORT_DIR = os.environ.get("RLX_ORT_NODE_DIR",
+                         os.path.join(HERE, "..", "..", "bench", "onnx_vs_ort"))
+SKIP = 77
+
+# name -> builder; the builders are defined below, after the imports they need.
+MODELS = [
+    "mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large", "resnet18", "resnet50",
+    "efficientnet_b0", "shufflenet_v2", "squeezenet", "regnet_y_400mf", "densenet121",
+    "lraspp_mobilenet_v3", "deeplabv3_mobilenet_v3", "ssdlite320", "wav2vec2_small",
+    "convtasnet_small", "mobilenet_v2_fp16", "resnet18_fp16", "efficientnet_b0_fp16",
+]
+
+
+def skip(why):
+    print("SKIP:", why, flush=True)
+    sys.exit(SKIP)
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--list"]:
+    print("\n".join(MODELS))
+    sys.exit(0)
+
+try:
+    import numpy as np
+    import onnx
+    import torch
+    import torch.nn as nn
+    import torchaudio
+    import torchvision
+    from onnx import TensorProto, helper, numpy_helper
+except ImportError as e:
+    skip(f"{e} (apt-get install python3-torchvision python3-torchaudio python3-onnx)")
+
+
+# ---- the models ----------------------------------------------------------------------
+
+def image(size=224, batch=1):
+    return torch.randn(batch, 3, size, size)
+
+
+def calibrate_bn(module, batch):
+    """BatchNorm running stats from a train-mode pass over `batch` (cumulative average),
+    then eval mode everywhere."""
+    bns = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns:
+        return
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None
+    module.train()
+    with torch.no_grad():
+        module(batch)
+    module.eval()
+
+
+def classifier(ctor, size=224, **kw):
+    def build():
+        m = ctor(weights=None, **kw)
+        calibrate_bn(m, image(size, batch=4))
+        return m.eval(), (image(size),), ["input"], ["logits"]
+    return build
+
+
+class SegOut(nn.Module):
+    """torchvision's segmentation models return a dict; the exporter wants tensors."""
+    def __init__(s, m):
+        super().__init__()
+        s.m = m
+
+    def forward(s, x):
+        return s.m(x)["out"]
+
+
+def segmentation(ctor):
+    def build():
+        m = ctor(weights=None, weights_backbone=None, num_classes=21)
+        if hasattr(m, "aux_classifier"):
+            m.aux_classifier = None
+        m = SegOut(m)
+        calibrate_bn(m, image(224, batch=2))
+        return m.eval(), (image(224),), ["input"], ["out"]
+    return build
+
+
+def ssdlite():
+    # torchvision's SSDlite with its own pre- (resize to 320, normalise) and post-processing
+    # (per-class score threshold, batched NMS, top-k): the exporter writes TopK,
+    # NonMaxSuppression, Gather / NonZero chains with run-time shapes. Every score is
+    # kept (score_thresh 0) and the top 100 returned, so the output shapes do not hang on
+    # a threshold that random weights put anywhere.
+    from torchvision.models.detection import ssdlite320_mobilenet_v3_large
+    m = ssdlite320_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=5,
+                                      score_thresh=0.0, detections_per_img=100)
+    calibrate_bn(m.backbone, image(320, batch=2))
+    m.eval()
+
+    class Det(nn.Module):
+        def __init__(s, m):
+            super().__init__()
+            s.m = m
+
+        def forward(s, x):
+            d = s.m([x[0]])[0]
+            return d["boxes"], d["scores"], d["labels"]
+
+    return Det(m).eval(), (image(320),), ["image"], ["boxes", "scores", "labels"]
+
+
+def wav2vec2_small():
+    # wav2vec2 at a small config: a 7-layer conv feature extractor (group norm), a grouped
+    # positional conv (weight norm), 4 post-norm transformer layers, a CTC head.
+    from torchaudio.models import wav2vec2_model
+    conv = [(128, 10, 5)] + [(128, 3, 2)] * 4 + [(128, 2, 2)] * 2
+    m = wav2vec2_model(
+        extractor_mode="group_norm", extractor_conv_layer_config=conv, extractor_conv_bias=False,
+        encoder_embed_dim=192, encoder_projection_dropout=0.0, encoder_pos_conv_kernel=64,
+        encoder_pos_conv_groups=16, encoder_num_layers=4, encoder_num_heads=4,
+        encoder_attention_dropout=0.0, encoder_ff_interm_features=768,
+        encoder_ff_interm_dropout=0.0, encoder_dropout=0.0, encoder_layer_norm_first=False,
+        encoder_layer_drop=0.0, aux_num_out=32).eval()
+
+    class Logits(nn.Module):
+        def __init__(s, m):
+            super().__init__()
+            s.m = m
+
+        def forward(s, wav):
+            return s.m(wav)[0]
+
+    return Logits(m).eval(), (torch.randn(1, 16000),), ["waveform"], ["logits"]
+
+
+def convtasnet_small():
+    # Conv-TasNet speech separation at a small config: a strided Conv1d encoder, stacks of
+    # dilated depthwise Conv1d blocks with PReLU and global layer norm (GroupNorm(1, C)),
+    # a sigmoid mask and a ConvTranspose1d decoder.
+    from torchaudio.models import ConvTasNet
+    m = ConvTasNet(num_sources=2, enc_kernel_size=16, enc_num_feats=128, msk_kernel_size=3,
+                   msk_num_feats=64, msk_num_hidden_feats=128, msk_num_layers=4,
+                   msk_num_stacks=2).eval()
+    return m, (torch.randn(1, 1, 8000),), ["mixture"], ["sources"]
+
+
+def fp16(build):
+    """Float initializers stored as FLOAT16 and Cast back to FLOAT where read (what fp16
+    weight converters write with keep_io_types), as export_realworld.py's seg_fp16."""
+    def b():
+        return build() + (to_fp16_weights,)
+    return b
+
+
+def to_fp16_weights(path):
+    m = onnx.load(path)
+    g = m.graph
+    casts, renames = [], {}
+    for t in g.initializer:
+        if t.data_type != TensorProto.FLOAT:
+            continue
+        name = t.name
+        a = numpy_helper.to_array(t).astype(np.float16)
+        t.CopyFrom(numpy_helper.from_array(a, name + "_fp16"))
+        casts.append(helper.make_node("Cast", [name + "_fp16"], [name + "_f32"],
+                                      to=TensorProto.FLOAT))
+        renames[name] = name + "_f32"
+    for n in g.node:
+        for i, x in enumerate(n.input):
+            if x in renames:
+                n.input[i] = renames[x]
+    for c in reversed(casts):
+        g.node.insert(0, c)
+    onnx.save(m, path)
+
+
+tv = torchvision.models
+BUILDERS = {
+    "mobilenet_v2": classifier(tv.mobilenet_v2),
+    "mobilenet_v3_small": classifier(tv.mobilenet_v3_small),
+    "mobilenet_v3_large": classifier(tv.mobilenet_v3_large),
+    "resnet18": classifier(tv.resnet18),
+    "resnet50": classifier(tv.resnet50),
+    "efficientnet_b0": classifier(tv.efficientnet_b0),
+    "shufflenet_v2": classifier(tv.shufflenet_v2_x1_0),
+    "squeezenet": classifier(tv.squeezenet1_1),
+    "regnet_y_400mf": classifier(tv.regnet_y_400mf),
+    "densenet121": classifier(tv.densenet121),
+    "lraspp_mobilenet_v3": segmentation(tv.segmentation.lraspp_mobilenet_v3_large),
+    "deeplabv3_mobilenet_v3": segmentation(tv.segmentation.deeplabv3_mobilenet_v3_large),
+    "ssdlite320": ssdlite,
+    "wav2vec2_small": wav2vec2_small,
+    "convtasnet_small": convtasnet_small,
+    "mobilenet_v2_fp16": fp16(classifier(tv.mobilenet_v2)),
+    "resnet18_fp16": fp16(classifier(tv.resnet18)),
+    "efficientnet_b0_fp16": fp16(classifier(tv.efficientnet_b0)),
+}
+assert list(BUILDERS) == MODELS
+
+
+# ---- export, references --------------------------------------------------------------
+
+def stamp():
+    h = hashlib.sha256()
+    for f in ("make_corpus.py", "ort_ref.js"):
+        h.update(open(os.path.join(HERE, f), "rb").read())
+    h.update(f"{torch.__version__} {torchvision.__version__} {torchaudio.__version__}".encode())
+    return h.hexdigest()[:16]
+
+
+def export(name, out, st):
+    """Exports `name` into out/name (inputs written as input_N.pb); returns its ORT job."""
+    d = os.path.join(out, name)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(os.path.join(d, "test_data_set_0"))
+    # Each model from the same seed: a model's weights and inputs do not hang on which
+    # others were generated before it.
+    torch.manual_seed(0)
+    built = BUILDERS[name]()
+    model, args, in_names, out_names = built[:4]
+    post = built[4] if len(built) > 4 else None
+    path = os.path.join(d, "model.onnx")
+    with torch.no_grad():
+        torch.onnx.export(model, args, path, input_names=in_names, output_names=out_names,
+                          opset_version=17)
+    if post:
+        post(path)
+    onnx.checker.check_model(path)
+    inputs = []
+    for i, (n, t) in enumerate(zip(in_names, args)):
+        a = t.numpy()
+        with open(os.path.join(d, "test_data_set_0", f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(a, n).SerializeToString())
+        raw = os.path.join(d, f".in_{i}.bin")
+        a.astype(a.dtype.newbyteorder("<")).tofile(raw)
+        inputs.append({"name": n, "dtype": str(a.dtype), "shape": list(a.shape), "file": raw})
+    return {"name": name, "model": path, "inputs": inputs, "dir": d, "stamp": st}
+
+
+ORT_DTYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64,
+              "int64": np.int64, "int32": np.int32, "int8": np.int8, "uint8": np.uint8,
+              "bool": np.bool_}
+
+
+def references(jobs, out):
+    """ONNX Runtime runs every job (one node process); its outputs become output_N.pb."""
+    job_file = os.path.join(out, ".ort_jobs.json")
+    with open(job_file, "w") as f:
+        json.dump({"ort_dir": os.path.abspath(ORT_DIR), "threads": 2, "jobs": jobs}, f)
+    subprocess.run(["node", os.path.join(HERE, "ort_ref.js"), job_file], check=True)
+    os.remove(job_file)
+    for job in jobs:
+        d = job["dir"]
+        with open(os.path.join(d, ".ort_out.json")) as f:
+            outs = json.load(f)
+        for j, o in enumerate(outs):
+            a = np.fromfile(os.path.join(d, o["file"]), dtype=ORT_DTYPES[o["dtype"]])
+            a = a.reshape(o["shape"])
+            with open(os.path.join(d, "test_data_set_0", f"output_{j}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(a, o["name"]).SerializeToString())
+            os.remove(os.path.join(d, o["file"]))
+        for i in job["inputs"]:
+            os.remove(i["file"])
+        os.remove(os.path.join(d, ".ort_out.json"))
+        with open(os.path.join(d, "stamp"), "w") as f:  # written last: the model is complete
+            f.write(job["stamp"] + "\n")
+
+
+def main():
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    out = os.path.abspath(sys.argv[1])
+    names = sys.argv[2:] or MODELS
+    unknown = [n for n in names if n not in BUILDERS]
+    if unknown:
+        sys.exit(f"unknown models: {' '.join(unknown)} (--list names them)")
+    if shutil.which("node") is None:
+        skip("no node (the references are ONNX Runtime's, through onnxruntime-node)")
+    if not os.path.isdir(os.path.join(ORT_DIR, "node_modules", "onnxruntime-node")):
+        skip(f"no onnxruntime-node in {ORT_DIR} (cd bench/onnx_vs_ort && "
+             "ONNXRUNTIME_NODE_INSTALL=skip npm install --no-audit --no-fund)")
+    os.makedirs(out, exist_ok=True)
+    st = stamp()
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    t_all = time.time()
+    jobs, failed = [], []
+    for name in names:
+        sf = os.path.join(out, name, "stamp")
+        if os.path.exists(sf) and open(sf).read().strip() == st:
+            continue
+        t0 = time.time()
+        try:
+            jobs.append(export(name, out, st))
+            print(f"{name}: exported in {time.time() - t0:.1f} s", flush=True)
+        except Exception as e:  # the others are still worth having; the exit says it failed
+            print(f"{name}: export FAILED: {type(e).__name__}: {e}", flush=True)
+            failed.append(name)
+    if jobs:
+        t0 = time.time()
+        references(jobs, out)
+        print(f"ONNX Runtime references for {len(jobs)} models in {time.time() - t0:.1f} s")
+    print(f"corpus in {out}: {len(names) - len(jobs) - len(failed)} up to date, "
+          f"{len(jobs)} generated, {len(failed)} failed ({time.time() - t_all:.1f} s)")
+    if failed:
+        sys.exit(f"failed: {' '.join(failed)}")
+
+
+if __name__ == "__main__":
+    main()
