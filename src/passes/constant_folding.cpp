@@ -4,8 +4,9 @@
 //
 // - Not folded: random draws, side effects, control flow, checkpoints, nodes with
 //   subgraphs, and anything whose kernel fails (the error then happens at run time, as
-//   before). Outputs must have static shapes of at most kMaxFoldElements elements: a
-//   literal is held in the graph and copied out on every run.
+//   before). Outputs must have static shapes of at most kMaxFoldElements elements, or
+//   of no more than their known inputs hold (a literal is held in the graph: folding
+//   must not blow a small constant up into a big one).
 // - Splats stay cheap: an elementwise op whose inputs all hold one repeated value is
 //   evaluated on one element. A splat too big to spell out stays lazy, as broadcast_to of
 //   a one-element constant, which later folds read as known too.
@@ -13,6 +14,7 @@
 //   constant (and so is a gather of its static dims when others are symbolic), and
 //   dynamic_reshape with a constant shape becomes a reshape, so a chain
 //   shape_of -> gather -> concat -> dynamic_reshape ends as one reshape.
+#include <algorithm>
 #include <cstring>
 
 #include "passes/cleanup.h"
@@ -195,11 +197,15 @@ class Folder {
     if (std::optional<std::vector<Value>> s = fold_splats(op, ks, attrs, out_types, shapes))
       return s;
 
+    // Outputs up to kMaxFoldElements, or no larger than the known inputs they come from (a
+    // transposed or cast weight: the literal it replaces was as big, and runs stop
+    // recomputing it).
     int64_t work = 0;
     for (const Known& k : ks) work += checked_numel(k.shape, "constant_folding");
-    for (const auto& s : shapes)
-      if (checked_numel(s, "constant_folding") > kMaxFoldElements) return std::nullopt;
     if (work > kMaxInputElements) return std::nullopt;
+    for (const auto& s : shapes)
+      if (checked_numel(s, "constant_folding") > std::max(kMaxFoldElements, work))
+        return std::nullopt;
     std::vector<Tensor> tensors;
     for (const Known& k : ks) tensors.push_back(tensor_of(k));
     std::optional<std::vector<Literal>> lits = evaluate_on_cpu(op, tensors, attrs);

@@ -128,6 +128,35 @@ TEST(ConstantFolding, LeavesBigOutputsRandomDrawsAndSideEffects) {
               "");
 }
 
+// A weight transposed at import (ONNX Gemm's transB) is folded however big it is: the
+// literal it replaces was as big, and the runs no longer transpose it (mobilenet_v3's
+// 1280 x 960 classifier: 0.24 ms a run).
+TEST(ConstantFolding, FoldsSizePreservingOpsOfBigConstants) {
+  const int64_t rows = 1280, cols = 1000;  // 1.28 Mi elements: above the small-output limit
+  std::vector<float> w(size_t(rows * cols));
+  for (size_t i = 0; i < w.size(); ++i) w[i] = float(i % 977) * 0.5f;
+  Graph g("main");
+  Value x = g.input("x", TensorType(DType::f32, {2, cols}));
+  Value wt = transpose(g.constant(Literal::from(w, {rows, cols})), {1, 0});
+  g.output(matmul(x, wt), "y");
+  std::vector<std::string> pass{"constant_folding", "dce"};
+  PipelineResult r = run_pipeline(g, pass);
+  int transposes = 0, constants = 0;
+  const Literal* folded = nullptr;
+  for (const Node& n : r.graph->nodes()) {
+    transposes += n.op_name() == "transpose";
+    if (n.op_name() == "constant") {
+      ++constants;
+      folded = &n.attrs.get_tensor("value");
+    }
+  }
+  EXPECT_EQ(transposes, 0);
+  ASSERT_EQ(constants, 1);
+  ASSERT_EQ(folded->shape(), (std::vector<int64_t>{cols, rows}));
+  const float* v = reinterpret_cast<const float*>(folded->data());
+  EXPECT_EQ(v[1 * rows + 3], w[3 * cols + 1]);  // element [1, 3] is w[3, 1]
+}
+
 TEST(ConstantFolding, LeavesNodesWhoseKernelFails) {
   // The bad index is reported when the graph runs, as it would be without the pass.
   expect_pass("constant_folding", R"(graph main() {
