@@ -2,8 +2,13 @@
 // in the channel-blocked layout [N, ceil(C/L), H, W, L] (oneDNN's nChw16c, or nChw8c where
 // the CPU lacks AVX-512) instead of converting NCHW <-> blocked inside every conv:
 //   conv / fused_conv(x, w, [b])  ->  conv_blocked(xb, w, [b]) {activation}
-//   add(a, b) / relu(a)            ->  the same op on the blocked tensors (the lanes past C
-//                                      are 0, and 0 + 0 = relu(0) = 0)
+//   add / mul(a, b), relu(a), …    ->  the same op on the blocked tensors; an operand of one
+//                                      value per channel ([N, C, 1, 1]: squeeze-excitation's
+//                                      scale) is blocked as [N, Cb, 1, 1, L] and broadcasts
+//   global_avg_pool(a)             ->  mean over the blocked tensor's H and W
+// The lanes past C start as zeros and stay finite: the unary ops taken are finite at 0
+// (hard_sigmoid(0) = 0.5: hard-swish is x * hard_sigmoid(x)), and every reader ignores
+// them (from_blocked drops them, oneDNN's blocked weights are zero for them).
 // xb is the producer's blocked value inside a chain, the plain input itself for a first
 // conv of at most 4 channels (groups 1; oneDNN reads it as nchw), else to_blocked(x) made
 // once per value. A value of the chain that anything else reads (a pool, a reshape, a
@@ -67,13 +72,31 @@ bool takes_conv(const Graph& g, const Node& n, const PassContext& ctx) {
   return t && *t == blocked_type(n.outputs[0].type());
 }
 
+// An operand of one value per channel of a [N, C, H, W] output: [N, C, 1, 1].
+bool per_channel(Value v, Value out) {
+  if (!static_f32(v, 4) || v.shape() == out.shape()) return false;
+  const Shape &s = v.shape(), &o = out.shape();
+  return s[0] == o[0] && s[1] == o[1] && s[2].is(1) && s[3].is(1);
+}
+
+// Unary ops finite wherever their input is (so on the zero lanes too), and global_avg_pool;
+// add or mul of two [N, C, H, W] operands, or of one and a per-channel operand.
 bool takes_elementwise(const Node& n) {
   if (n.outputs.size() != 1 || !static_f32(n.outputs[0], 4)) return false;
-  if (n.op_name() == "relu") return n.inputs.size() == 1;
-  if (n.op_name() == "add")
-    return n.inputs.size() == 2 && n.inputs[0].type() == n.outputs[0].type() &&
-           n.inputs[1].type() == n.outputs[0].type();
-  return false;
+  const std::string& op = n.op_name();
+  for (const char* unary :
+       {"relu", "hard_sigmoid", "sigmoid", "tanh", "neg", "abs", "global_avg_pool"})
+    if (op == unary) return n.inputs.size() == 1 && static_f32(n.inputs[0], 4);
+  if ((op != "add" && op != "mul") || n.inputs.size() != 2) return false;
+  Value out = n.outputs[0];
+  int full = 0;
+  for (Value v : n.inputs) {
+    if (v.type() == out.type())
+      ++full;
+    else if (!per_channel(v, out))
+      return false;
+  }
+  return full >= 1;
 }
 
 struct Sets {  // union-find over node indices
@@ -96,9 +119,14 @@ std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
     auto it = made_by.find(v.id);
     return it == made_by.end() ? -1 : it->second;
   };
-  // The chain inputs of a node: conv's x, every input of an elementwise op.
+  // The chain inputs of a node: conv's x, the [N, C, H, W] inputs of an elementwise op (a
+  // per-channel operand is blocked where it is read, whoever made it).
   auto chain_inputs = [&](const Node& n) {
-    return is_conv(n) ? std::vector<Value>{n.inputs[0]} : n.inputs;
+    if (is_conv(n)) return std::vector<Value>{n.inputs[0]};
+    std::vector<Value> in;
+    for (Value v : n.inputs)
+      if (!per_channel(v, n.outputs[0])) in.push_back(v);
+    return in;
   };
 
   std::vector<uint8_t> cand(count), in(count);
@@ -118,7 +146,7 @@ std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
     if (!cand[i] || convs[size_t(sets.find(int32_t(i)))] < 2) continue;
     bool ok = true;
     if (!is_conv(nodes[i]))
-      for (Value v : nodes[i].inputs) {
+      for (Value v : chain_inputs(nodes[i])) {
         int32_t p = producer(v);
         ok = ok && p >= 0 && in[size_t(p)];
       }
@@ -169,7 +197,10 @@ std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
     } else {
       std::vector<Value> args;
       for (Value v : n.inputs) args.push_back(blocked_of(v));
-      out = dst.apply1(n.op_name(), args, n.attrs);
+      if (n.op_name() == "global_avg_pool")  // the lanes past C average to 0
+        out = dst.apply1("mean", args, {{"axes", IntList{2, 3}}, {"keepdims", true}});
+      else
+        out = dst.apply1(n.op_name(), args, n.attrs);
     }
     Value v = n.outputs[0];
     blocked.emplace(v.id, out);
@@ -193,7 +224,8 @@ int64_t nchwc_lanes() {
 
 void register_nchwc_layout(PassRegistry& r) {
   r.add({"nchwc_layout", nchwc_layout,
-         "chains of 2-D convs (and adds / relus between them) kept in oneDNN's channel-blocked "
+         "chains of 2-D convs (and the adds, muls, relus and global pools between them) kept in "
+         "oneDNN's channel-blocked "
          "layout, nChw16c or nChw8c as the CPU's vectors (CPU, f32)"});
 }
 

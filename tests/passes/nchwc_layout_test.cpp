@@ -29,20 +29,29 @@ std::string consts() {
          weights("w3", "24,24,1,1", 24 * 24, 3);
 }
 
-// `text` with $L replaced by this CPU's lanes (16 with AVX-512, else 8) and $B by the
-// blocked type of f32[1, 24, 8, 8] in them.
+// `text` with $L replaced by this CPU's lanes (16 with AVX-512, else 8), and $B, $P and $Q
+// by the blocked types of f32[1, 24, 8, 8], f32[1, 24, 1, 1] and f32[1, 6, 1, 1] in them.
 std::string in_cpu_lanes(std::string text) {
   const int64_t l = passes::nchwc_lanes();
   const std::string lanes = std::to_string(l);
-  const std::string blocked = "f32[1," + std::to_string((24 + l - 1) / l) + ",8,8," + lanes + "]";
-  for (size_t at; (at = text.find('$')) != std::string::npos;)
-    text.replace(at, 2, text[at + 1] == 'L' ? lanes : blocked);
+  auto blocked = [&](int64_t c, const char* hw) {
+    return "f32[1," + std::to_string((c + l - 1) / l) + "," + hw + "," + lanes + "]";
+  };
+  for (size_t at; (at = text.find('$')) != std::string::npos;) {
+    char k = text[at + 1];
+    text.replace(at, 2,
+                 k == 'L'   ? lanes
+                 : k == 'B' ? blocked(24, "8,8")
+                 : k == 'P' ? blocked(24, "1,1")
+                            : blocked(6, "1,1"));
+  }
   return text;
 }
 
 TEST(NchwcLayout, ConvChainWithAResidualAddAndAnOutsideReader) {
   // First conv from a plain 3-channel input, a depthwise conv, a 1x1 conv, a residual add
-  // of two blocked values; the depthwise output and the sum are read outside the chain.
+  // of two blocked values; the depthwise output and the sum are read outside the chain (exp
+  // is not taken: it is not finite at every input, and the zero lanes must stay finite).
   test::PassCheckOptions o;
   o.rtol = 1e-4;
   o.atol = 1e-5;  // oneDNN's blocked kernels against its plain ones: summation order
@@ -54,7 +63,7 @@ TEST(NchwcLayout, ConvChainWithAResidualAddAndAnOutsideReader) {
       %1 = fused_conv(%0, %w2) {activation="relu", groups=24, pads=[1, 1, 1, 1]} : f32[1,24,8,8]
       %2 = conv(%1, %w3) : f32[1,24,8,8]
       %3 = add(%2, %0) : f32[1,24,8,8]
-      %4 = tanh(%1) : f32[1,24,8,8]
+      %4 = exp(%1) : f32[1,24,8,8]
       return out=%3, side=%4
     })",
               in_cpu_lanes(R"(
@@ -66,7 +75,7 @@ TEST(NchwcLayout, ConvChainWithAResidualAddAndAnOutsideReader) {
       %3 = conv_blocked(%1, %w3) {activation="none", lanes=$L} : $B
       %4 = add(%3, %0) : $B
       %5 = from_blocked(%4) {channels=24} : f32[1,24,8,8]
-      %6 = tanh(%2) : f32[1,24,8,8]
+      %6 = exp(%2) : f32[1,24,8,8]
       return out=%5, side=%6
     })"),
               o);
@@ -85,6 +94,45 @@ TEST(NchwcLayout, LeavesLoneConvsAndNonConstantWeights) {
       return out=%1
     })",
               "");
+}
+
+TEST(NchwcLayout, SqueezeExcitationStaysBlocked) {
+  // MobileNetV3's block: conv, then a global pool, two 1x1 convs and a hard_sigmoid give one
+  // scale per channel that multiplies the conv's output, then the next conv. The pool runs
+  // as a mean over the blocked H and W, and the scale [1, Cb, 1, 1, L] broadcasts: nothing
+  // leaves the blocked layout but the output.
+  test::PassCheckOptions o;
+  o.rtol = 1e-4;
+  o.atol = 1e-5;
+  expect_pass("nchwc_layout",
+              R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + consts() + weights("s1", "6,24,1,1", 6 * 24, 4) +
+                  weights("s2", "24,6,1,1", 24 * 6, 5) + R"(
+      %0 = fused_conv(%x, %w1) {activation="relu6", pads=[1, 1, 1, 1]} : f32[1,24,8,8]
+      %1 = global_avg_pool(%0) : f32[1,24,1,1]
+      %2 = fused_conv(%1, %s1) {activation="relu"} : f32[1,6,1,1]
+      %3 = conv(%2, %s2) : f32[1,24,1,1]
+      %4 = hard_sigmoid(%3) {alpha=0.16666666666666666, beta=0.5} : f32[1,24,1,1]
+      %5 = mul(%4, %0) : f32[1,24,8,8]
+      %6 = conv(%5, %w3) : f32[1,24,8,8]
+      return out=%6
+    })",
+              in_cpu_lanes(R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + consts() + weights("s1", "6,24,1,1", 6 * 24, 4) +
+                           weights("s2", "24,6,1,1", 24 * 6, 5) + R"(
+      %0 = conv_blocked(%x, %w1) {activation="relu6", lanes=$L, pads=[1, 1, 1, 1]} : $B
+      %1 = mean(%0) {axes=[2, 3], keepdims=true} : $P
+      %2 = conv_blocked(%1, %s1) {activation="relu", lanes=$L} : $Q
+      %3 = conv_blocked(%2, %s2) {activation="none", lanes=$L} : $P
+      %4 = hard_sigmoid(%3) {alpha=0.16666666666666666, beta=0.5} : $P
+      %5 = mul(%4, %0) : $B
+      %6 = conv_blocked(%5, %w3) {activation="none", lanes=$L} : $B
+      %7 = from_blocked(%6) {channels=24} : f32[1,24,8,8]
+      return out=%7
+    })"),
+              o);
 }
 
 }  // namespace
