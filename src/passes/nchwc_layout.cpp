@@ -9,11 +9,12 @@
 // The lanes past C start as zeros and stay finite: the unary ops taken are finite at 0
 // (hard_sigmoid(0) = 0.5: hard-swish is x * hard_sigmoid(x)), and every reader ignores
 // them (from_blocked drops them, oneDNN's blocked weights are zero for them).
-// xb is the producer's blocked value inside a chain, the plain input itself for a first
-// conv of at most 4 channels (groups 1; oneDNN reads it as nchw), else to_blocked(x) made
-// once per value. A value of the chain that anything else reads (a pool, a reshape, a
-// graph output) gets one from_blocked. Only chains (connected groups of these nodes) with
-// at least two convs are taken: a lone conv gains nothing over conv's own path.
+// xb is the plain x for a dense conv of at most 4 channels (oneDNN reads it as nchw: a
+// first conv's image), else the producer's blocked value inside a chain, else to_blocked(x)
+// made once per value. A conv is taken only where oneDNN has a direct kernel for it (not
+// its reference one, 100x slower). A value of the chain that anything else reads (a pool,
+// a reshape, a graph output, a plain x) gets one from_blocked. Only chains (connected groups of
+// these nodes) with at least two convs are taken: a lone conv gains nothing over conv's own path.
 //
 // conv_blocked's CPU kernel caches its weights reordered, keyed by their address; that is
 // sound only for immutable weights, so a conv is taken only where its weight is made by a
@@ -53,6 +54,12 @@ TensorType blocked_type(const TensorType& t) {
   return {t.dtype, {s[0], Dim((s[1].value() + lanes - 1) / lanes), s[2], s[3], Dim(lanes)}};
 }
 
+// A dense conv of at most 4 input channels reads x plain (oneDNN reads it as nchw; a
+// first conv's image), every other one blocked.
+bool reads_plain(const Node& conv) {
+  return conv.attrs.get_int("groups") == 1 && conv.inputs[0].shape()[1].value() <= 4;
+}
+
 // A conv conv_blocked can take: 2-D, f32, static shapes, constant weights, groups 1 or
 // depthwise, no input activation, run natively.
 bool takes_conv(const Graph& g, const Node& n, const PassContext& ctx) {
@@ -65,10 +72,11 @@ bool takes_conv(const Graph& g, const Node& n, const PassContext& ctx) {
   int64_t groups = n.attrs.get_int("groups"), c = n.inputs[0].shape()[1].value();
   int64_t m = n.outputs[0].shape()[1].value();
   if (groups != 1 && !(groups == c && m == c)) return false;
+  // oneDNN must have a direct kernel for the x the conv will read (reads_plain).
   std::vector<TensorType> types;
   for (Value v : n.inputs) types.push_back(v.type());
-  Attrs a = blocked_attrs(n);
-  auto t = native_type(ctx, "conv_blocked", types, a);
+  if (!reads_plain(n)) types[0] = blocked_type(types[0]);
+  auto t = native_type(ctx, "conv_blocked", types, blocked_attrs(n));
   return t && *t == blocked_type(n.outputs[0].type());
 }
 
@@ -167,8 +175,10 @@ std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
         outside = true;
         continue;
       }
-      if (is_conv(r))  // read as the weight or the bias of a chain conv
+      if (is_conv(r)) {  // read as the weight or the bias of a chain conv, or as a plain x
         for (size_t k = 1; k < r.inputs.size(); ++k) outside = outside || r.inputs[k] == v;
+        outside = outside || (reads_plain(r) && r.inputs[0] == v);
+      }
     }
     plain_read[size_t(v.id)] = outside;
   }
@@ -189,10 +199,7 @@ std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
       if (!producer_is(g, n.inputs[1], "constant"))
         throw std::logic_error("nchwc_layout: conv_blocked needs a constant weight");
       std::vector<Value> args = rw(n.inputs);
-      Value x = n.inputs[0];
-      bool plain =
-          !blocked.count(x.id) && n.attrs.get_int("groups") == 1 && x.shape()[1].value() <= 4;
-      if (!plain) args[0] = blocked_of(x);
+      if (!reads_plain(n)) args[0] = blocked_of(n.inputs[0]);
       out = dst.apply1("conv_blocked", args, blocked_attrs(n));
     } else {
       std::vector<Value> args;

@@ -725,6 +725,9 @@ std::shared_ptr<const BlockedConv> make_blocked(const Conv& c, int64_t lanes, bo
       memory::desc(wd, dt, memory::format_tag::any), d->bias, d->dst, strides, dil, pad_l, pad_r);
   dnnl::convolution_forward::primitive_desc pd(desc, attr, engine());
   if (pd.src_desc() != d->src || pd.dst_desc() != d->dst) return nullptr;
+  // oneDNN's reference kernel is no direct kernel: on an AVX2 CPU a dilated 3x3 conv of 960
+  // channels took 5 s a call in it (DeepLabV3's ASPP); conv's own path runs it instead.
+  if (std::string_view(pd.impl_info_str()).substr(0, 3) == "ref") return nullptr;
   d->wei = pd.weights_desc();
   d->scratch = pd.scratchpad_desc().get_size();
   d->prim = dnnl::convolution_forward(pd);
@@ -743,51 +746,85 @@ struct ReorderedWeights {
   void* data = nullptr;
 };
 
-void conv_blocked_kernel(const KernelContext& ctx, std::span<const Tensor> in,
-                         std::span<Tensor> out) {
-  const Tensor &x = in[0], &wt = in[1];
-  Tensor& y = out[0];
-  const Tensor* b = in.size() > 2 ? &in[2] : nullptr;
-  bool blocked_src = x.rank() == 5;
-  const auto& xs = x.shape();
-  int64_t groups = ctx.attrs.get_int("groups");
-  std::vector<int64_t> xl{xs[0], blocked_src ? wt.shape()[1] * groups : xs[1], xs[2], xs[3]};
-  std::vector<int64_t> yl{y.shape()[0], wt.shape()[0], y.shape()[2], y.shape()[3]};
-  std::vector<int64_t> kernel(wt.shape().begin() + 2, wt.shape().end());
+// One conv_blocked node as oneDNN sees it: the problem, its key and its primitive (null
+// where oneDNN has no direct kernel for it), made once per key.
+struct BlockedProblem {
   Conv c;
-  c.w = make_window(ctx.attrs, xl, yl, kernel, false);
+  int64_t lanes = 16;
+  std::vector<int64_t> key;
+  std::shared_ptr<const BlockedConv> prim;
+};
+
+// x: [N, C, H, W] or [N, Cb, H, W, L]; w: [M, C / groups, KH, KW]; y: [N, Mb, OH, OW, L].
+BlockedProblem blocked_problem(const Attrs& attrs, std::span<const int64_t> xs,
+                               std::span<const int64_t> ws, std::span<const int64_t> ys,
+                               bool has_bias) {
+  static std::mutex mu;
+  static std::map<std::vector<int64_t>, std::shared_ptr<const BlockedConv>> prims;
+  BlockedProblem p;
+  const bool blocked_src = xs.size() == 5;
+  const int64_t groups = attrs.get_int("groups");
+  std::vector<int64_t> xl{xs[0], blocked_src ? ws[1] * groups : xs[1], xs[2], xs[3]};
+  std::vector<int64_t> yl{ys[0], ws[0], ys[2], ys[3]};
+  std::vector<int64_t> kernel(ws.begin() + 2, ws.end());
+  Conv& c = p.c;
+  c.w = make_window(attrs, xl, yl, kernel, false);
   c.n = xl[0];
   c.c = xl[1];
   c.m = yl[1];
   c.groups = groups;
   c.cg = c.c / groups;
   c.mg = c.m / groups;
-  Act act = parse_act(ctx.attrs.get_string("activation"));
-  const int64_t lanes = y.shape()[4];
-
-  std::vector<int64_t> key{lanes, blocked_src, b != nullptr, int64_t(act), c.n, c.c, c.m, c.groups};
+  Act act = parse_act(attrs.get_string("activation"));
+  p.lanes = ys[4];
+  p.key = {p.lanes, blocked_src, has_bias, int64_t(act), c.n, c.c, c.m, c.groups};
   for (int i = 1; i < 3; ++i)
-    key.insert(key.end(), {c.w.in[i], c.w.ker[i], c.w.out[i], c.w.stride[i], c.w.dil[i], c.w.pad[i],
-                           c.w.pad_end[i]});
+    p.key.insert(p.key.end(), {c.w.in[i], c.w.ker[i], c.w.out[i], c.w.stride[i], c.w.dil[i],
+                               c.w.pad[i], c.w.pad_end[i]});
+  std::lock_guard lock(mu);
+  auto it = prims.find(p.key);
+  if (it == prims.end()) {
+    if (prims.size() >= 512) prims.clear();
+    std::shared_ptr<const BlockedConv> made;
+    try {
+      made = make_blocked(c, p.lanes, blocked_src, has_bias, act);
+    } catch (const dnnl::error&) {
+    }
+    it = prims.emplace(p.key, made).first;
+  }
+  p.prim = it->second;
+  return p;
+}
+
+// Whether oneDNN has a direct kernel for the node (static shapes: the pass asks first).
+bool blocked_fits(const KernelQuery& q) {
+  if (!f32_in(q) || q.inputs[1].dtype != DType::f32 ||
+      (q.inputs.size() > 2 && q.inputs[2].dtype != DType::f32) || q.outputs.size() != 1)
+    return false;
+  if (!q.inputs[0].is_static() || !q.inputs[1].is_static() || !q.outputs[0].is_static())
+    return true;  // decided at run time
+  std::vector<int64_t> xs = static_sizes(q.inputs[0].shape), ws = static_sizes(q.inputs[1].shape),
+                       ys = static_sizes(q.outputs[0].shape);
+  if (ws.size() != 4 || ys.size() != 5) return false;
+  return blocked_problem(q.attrs, xs, ws, ys, q.inputs.size() > 2).prim != nullptr;
+}
+
+void conv_blocked_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                         std::span<Tensor> out) {
+  const Tensor &x = in[0], &wt = in[1];
+  Tensor& y = out[0];
+  const Tensor* b = in.size() > 2 ? &in[2] : nullptr;
+  BlockedProblem p = blocked_problem(ctx.attrs, x.shape(), wt.shape(), y.shape(), b != nullptr);
+  const Conv& c = p.c;
+  const int64_t lanes = p.lanes;
+  const std::vector<int64_t>& key = p.key;
   static std::mutex mu;
-  static std::map<std::vector<int64_t>, std::shared_ptr<const BlockedConv>> prims;
   static std::map<std::pair<const void*, std::vector<int64_t>>, std::shared_ptr<ReorderedWeights>>
       weights;
-  std::shared_ptr<const BlockedConv> d;
+  std::shared_ptr<const BlockedConv> d = p.prim;
   std::shared_ptr<ReorderedWeights> rw;
   {
     std::lock_guard lock(mu);
-    auto it = prims.find(key);
-    if (it == prims.end()) {
-      if (prims.size() >= 512) prims.clear();
-      std::shared_ptr<const BlockedConv> made;
-      try {
-        made = make_blocked(c, lanes, blocked_src, b != nullptr, act);
-      } catch (const dnnl::error&) {
-      }
-      it = prims.emplace(key, made).first;
-    }
-    d = it->second;
     if (!d) fail<NotSupported>("conv_blocked", "oneDNN has no nChw", lanes, "c conv for this node");
     auto wk = std::make_pair(static_cast<const void*>(wt.data()), key);
     auto wi = weights.find(wk);
@@ -925,10 +962,7 @@ void register_conv(KernelRegistry& r) {
       },
       dtype_in(kFloat));
 #ifdef RLX_HAVE_DNNL
-  add_kernel(r, "conv_blocked", conv_blocked_kernel, [](const KernelQuery& q) {
-    return f32_in(q) && q.inputs[1].dtype == DType::f32 &&
-           (q.inputs.size() < 3 || q.inputs[2].dtype == DType::f32);
-  });
+  add_kernel(r, "conv_blocked", conv_blocked_kernel, blocked_fits);
 #endif
 }
 
