@@ -75,8 +75,9 @@ std::vector<std::string> default_pipeline(Device device, int opt_level, Precisio
     // Epilogue fusions first (they see plain matmul / conv nodes), then precision (so the
     // fused ops compute in 16 bits), then the clean-up its casts need, and elementwise
     // fusion last, over everything that is left.
-    for (const char* p : {"bn_folding", "layout_sinking", "attention_fusion", "attention_layout",
-                          "matmul_fusion", "conv_fusion", "nchwc_layout", "conv_prologue"})
+    for (const char* p :
+         {"bn_folding", "layout_sinking", "attention_fusion", "attention_layout", "matmul_fusion",
+          "conv_taps", "conv_fusion", "nchwc_layout", "conv_prologue"})
       want.push_back(p);
   }
   if (opt_level >= 1 && precision != Precision::f32) {

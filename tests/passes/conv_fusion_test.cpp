@@ -129,6 +129,36 @@ TEST(ConvFusion, AddOnlyWhenTheActivationHasOtherReaders) {
     })");
 }
 
+TEST(ConvTaps, DilatedTapsThatNeverMeetTheInputAreDropped) {
+  // H: 4 rows, dilation 2, pad 2: every tap meets a row for some output. W: 3 columns,
+  // dilation 4, pad 4: only the middle tap does. The kernel keeps its 3 rows and its middle
+  // column, the W padding drops by 4 on each side, the outputs stay as they were.
+  expect_pass("conv_taps", R"(
+    graph main(%x: f32[1,2,4,3], %b: f32[2]) {
+      %w = constant() {value=tensor<f32[2,2,3,3]>[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0]} : f32[2,2,3,3]
+      %0 = conv(%x, %w, %b) {dilations=[2, 4], pads=[2, 4, 2, 4]} : f32[1,2,4,3]
+      return out=%0
+    })",
+              R"(
+    graph main(%x: f32[1,2,4,3], %b: f32[2]) {
+      %w = constant() {value=tensor<f32[2,2,3,3]>[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0]} : f32[2,2,3,3]
+      %c = constant() {value=tensor<f32[2,2,3,1]>[1.0, 4.0, 7.0, 10.0, 13.0, 16.0, 19.0, 22.0, 25.0, 28.0, 31.0, 34.0]} : f32[2,2,3,1]
+      %0 = conv(%x, %c, %b) {dilations=[2, 4], pads=[2, 0, 2, 0]} : f32[1,2,4,3]
+      return out=%0
+    })");
+}
+
+TEST(ConvTaps, LeavesConvsWhoseTapsAllMeetTheInput) {
+  expect_pass("conv_taps", R"(
+    graph main(%x: f32[1,2,8,8], %w: f32[2,2,3,3]) {
+      %c = constant() {value=tensor<f32[2,2,3,3]>[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0, 25.0, 26.0, 27.0, 28.0, 29.0, 30.0, 31.0, 32.0, 33.0, 34.0, 35.0]} : f32[2,2,3,3]
+      %0 = conv(%x, %c) {dilations=[3, 3], pads=[3, 3, 3, 3]} : f32[1,2,8,8]
+      %1 = conv(%x, %w) {dilations=[9, 9], pads=[9, 9, 9, 9]} : f32[1,2,8,8]
+      return a=%0, b=%1
+    })",
+              "");
+}
+
 }  // namespace
 }  // namespace rlx
 
