@@ -777,7 +777,10 @@ BlockedProblem blocked_problem(const Attrs& attrs, std::span<const int64_t> xs,
   c.mg = c.m / groups;
   Act act = parse_act(attrs.get_string("activation"));
   p.lanes = ys[4];
-  p.key = {p.lanes, blocked_src, has_bias, int64_t(act), c.n, c.c, c.m, c.groups};
+  // oneDNN plans a primitive's threading for the threads of the moment: one made while a
+  // compile asks (one thread, under constant folding) must not serve 2-thread runs.
+  const int64_t threads = omp_get_max_threads();
+  p.key = {threads, p.lanes, blocked_src, has_bias, int64_t(act), c.n, c.c, c.m, c.groups};
   for (int i = 1; i < 3; ++i)
     p.key.insert(p.key.end(), {c.w.in[i], c.w.ker[i], c.w.out[i], c.w.stride[i], c.w.dil[i],
                                c.w.pad[i], c.w.pad_end[i]});
