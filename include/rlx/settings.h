@@ -4,8 +4,8 @@
 // run is in flight: compiles and kernels read them without a lock.
 //
 // RLX_SETTINGS lists them as X(type, field, VARIABLE, default, meaning); the struct, the
-// environment reader, Python's rlx.settings, `rlx settings` and the table in docs/settings.md
-// (checked by a test) all come from this one list.
+// environment reader, Python's rlx.settings (and its listing, print(rlx.settings)) and the
+// table in docs/settings.md (checked by a test) all come from this one list.
 #pragma once
 
 #include <cstdint>
