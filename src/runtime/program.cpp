@@ -208,6 +208,28 @@ std::shared_ptr<const Plan> Program::plan_for(
   return cache_.emplace(key, std::move(plan)).first->second;
 }
 
+namespace {
+
+// The OpenMP threads of the calling thread for one run, given back after it: a run with
+// 1 thread (constant folding's, inside a compile) must not leave the caller's later runs
+// and the oneDNN primitives made meanwhile on one thread.
+class ThreadsScope {
+ public:
+  explicit ThreadsScope(int64_t n) : saved_(n > 0 ? omp_get_max_threads() : 0) {
+    if (n > 0) omp_set_num_threads(int(n));
+  }
+  ~ThreadsScope() {
+    if (saved_ > 0) omp_set_num_threads(saved_);
+  }
+  ThreadsScope(const ThreadsScope&) = delete;
+  ThreadsScope& operator=(const ThreadsScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace
+
 std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
   const Graph& g = graph();
   if (args.size() != g.args().size())
@@ -217,7 +239,7 @@ std::vector<Tensor> Program::run(std::span<const Tensor> args) const {
     for (const Tensor& t : args) types.push_back(t.type());
     return types;
   });
-  if (threads_ > 0) omp_set_num_threads(threads_);
+  ThreadsScope threads(threads_);
   if (plan->graphs)
     if (std::optional<std::vector<Tensor>> out = run_graph(*plan, args)) return std::move(*out);
   DeviceRunGuard guard(backend_ != nullptr);

@@ -270,32 +270,42 @@ TEST(OnnxImport, MissingOpsAreListedInOneError) {
   }
 }
 
+// An If on `cond` giving `out`, its branches empty graphs that each output `r` (f32 of
+// dims `dims`): the caller adds their nodes.
+std::pair<::onnx::GraphProto*, ::onnx::GraphProto*> add_if(::onnx::GraphProto* g,
+                                                           const std::string& cond,
+                                                           const std::string& out,
+                                                           const std::string& r,
+                                                           const std::vector<std::string>& dims) {
+  auto* n = add_node(g, "If", {cond}, {out});
+  ::onnx::GraphProto* branches[2];
+  int i = 0;
+  for (const char* name : {"then_branch", "else_branch"}) {
+    auto* a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(::onnx::AttributeProto::GRAPH);
+    auto* b = a->mutable_g();
+    b->set_name(name);
+    add_io(b->add_output(), r, TensorProto::FLOAT, dims);
+    branches[i++] = b;
+  }
+  return {branches[0], branches[1]};
+}
+
 TEST(OnnxImport, ZeroDimInputAndIfOnARuntimeCondition) {
   ::onnx::ModelProto m = model();
   auto* g = m.mutable_graph();
   add_io(g->add_input(), "c", TensorProto::BOOL, {});
   add_io(g->add_input(), "x", TensorProto::FLOAT, {"2"});
   add_io(g->add_output(), "y", TensorProto::FLOAT, {"2"});
-  auto* n = add_node(g, "If", {"c"}, {"y"});
-  for (const char* branch : {"then_branch", "else_branch"}) {
-    auto* a = n->add_attribute();
-    a->set_name(branch);
-    a->set_type(::onnx::AttributeProto::GRAPH);
-    auto* b = a->mutable_g();
-    b->set_name(branch);
-    // then: x (captured from the outer graph); else: a constant.
-    if (std::string(branch) == "then_branch") {
-      add_node(b, "Identity", {"x"}, {"r"});
-    } else {
-      auto* k = add_node(b, "Constant", {}, {"r"});
-      auto* v = k->add_attribute();
-      v->set_name("value_floats");
-      v->set_type(::onnx::AttributeProto::FLOATS);
-      v->add_floats(7);
-      v->add_floats(8);
-    }
-    add_io(b->add_output(), "r", TensorProto::FLOAT, {"2"});
-  }
+  // then: x (captured from the outer graph); else: a constant.
+  auto [then_g, else_g] = add_if(g, "c", "y", "r", {"2"});
+  add_node(then_g, "Identity", {"x"}, {"r"});
+  auto* v = add_node(else_g, "Constant", {}, {"r"})->add_attribute();
+  v->set_name("value_floats");
+  v->set_type(::onnx::AttributeProto::FLOATS);
+  v->add_floats(7);
+  v->add_floats(8);
   onnx::Model mm = import(m);
   EXPECT_EQ(mm.graph->args()[0].value.type().str(), "bool[]");
   Tensor x = Tensor::from_vector<float>({1, 2}, {2});
@@ -313,24 +323,13 @@ TEST(OnnxImport, IfWithBranchesOfDifferentDims) {
   add_io(g->add_input(), "c", TensorProto::BOOL, {});
   add_io(g->add_input(), "x", TensorProto::FLOAT, {"n"});
   add_io(g->add_output(), "y", TensorProto::FLOAT, {"k"});
-  auto* n = add_node(g, "If", {"c"}, {"y"});
-  for (const char* branch : {"then_branch", "else_branch"}) {
-    auto* a = n->add_attribute();
-    a->set_name(branch);
-    a->set_type(::onnx::AttributeProto::GRAPH);
-    auto* b = a->mutable_g();
-    b->set_name(branch);
-    if (std::string(branch) == "then_branch") {  // f32[0]
-      auto* v = add_node(b, "Constant", {}, {"r"})->add_attribute();
-      v->set_name("value");
-      v->set_type(::onnx::AttributeProto::TENSOR);
-      v->mutable_t()->set_data_type(TensorProto::FLOAT);
-      v->mutable_t()->add_dims(0);
-    } else {
-      add_node(b, "Identity", {"x"}, {"r"});
-    }
-    add_io(b->add_output(), "r", TensorProto::FLOAT, {"k"});
-  }
+  auto [then_g, else_g] = add_if(g, "c", "y", "r", {"k"});
+  auto* v = add_node(then_g, "Constant", {}, {"r"})->add_attribute();  // f32[0]
+  v->set_name("value");
+  v->set_type(::onnx::AttributeProto::TENSOR);
+  v->mutable_t()->set_data_type(TensorProto::FLOAT);
+  v->mutable_t()->add_dims(0);
+  add_node(else_g, "Identity", {"x"}, {"r"});
   onnx::Model mm = import(m);
   Tensor x = Tensor::from_vector<float>({1, 2, 3}, {3});
   EXPECT_EQ(run(*mm.graph, {Tensor::from_vector<bool>({true}, {}), x})[0].shape(),

@@ -4,6 +4,7 @@
 #include "rlx/session.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <atomic>
 #include <thread>
@@ -281,6 +282,20 @@ TEST(SessionViews, ReshapeSharesTheInputBuffer) {
   EXPECT_EQ(y.shape(), (std::vector<int64_t>{3, 2}));
   EXPECT_EQ(y.buffer(), in.buffer());
   EXPECT_EQ(y.to_vector<float>(), in.to_vector<float>());
+}
+
+TEST(SessionThreads, ARunGivesTheCallersThreadCountBack) {
+  // A compile's constant folding runs graphs on one thread; the caller's later runs (and
+  // the oneDNN primitives made meanwhile) must keep the threads they had.
+  Graph g;
+  Value x = g.input("x", TensorType(DType::f32, {4}));
+  g.output(g.apply1("reshape", {x}, {{"shape", IntList{2, 2}}}), "y");
+  CompileOptions one;
+  one.threads = 1;
+  CompiledGraph cg = Session().compile(g, one);
+  omp_set_num_threads(3);
+  cg.run({{"x", Tensor::zeros(DType::f32, {4})}});
+  EXPECT_EQ(omp_get_max_threads(), 3);
 }
 
 TEST(SessionDevice, UnsupportedDeviceIsAnError) {
