@@ -7,8 +7,8 @@
 //    run reads them from memory, as a model does. Per model, the sum over one token's
 //    matrices (layers × per-layer shapes + the output projection) gives the matmul share of
 //    a token and its bandwidth;
-//  - prefill (512 rows): GFLOP/s of both paths, decoded panels through sgemm
-//    (RLX_QMM_GEMM_ROWS=1) and the integer dots tiled over the rows (=513), and the ratio.
+//  - prefill (512 rows): GFLOP/s of the many-row paths (RLX_QMM_PATH): the int8 GEMM of
+//    4-bit weights, decoded panels through sgemm and the integer dots tiled over the rows.
 // Best-of-N times (the machine may be shared; the best run is the least disturbed).
 // Usage: rlx-bench-llm-matvec [--quick] [--threads N] [--no-prefill] [--only TYPE]
 //
@@ -220,11 +220,18 @@ int main(int argc, char** argv) {
 
   if (!opt.prefill) return 0;
   std::printf(
-      "prefill (512 rows): GFLOP/s of decoded panels + sgemm (the default for q4_0 … q8_0 and "
-      "f16) and of tiled integer dots (the default for the K-quants)\n");
-  std::printf("%-6s %-5s %-14s %10s %10s %13s\n", "model", "type", "shape n x k", "panels",
-              "int-tiles", "panels/tiles");
+      "prefill (512 rows): GFLOP/s of the many-row paths (settings().qmm_path): the int8 GEMM "
+      "(the default for q4_0 / q4_k), decoded panels + sgemm (q5_0 … q8_0, f16) and the tiled "
+      "integer dots (the other K-quants); best/panels = the default's speed over sgemm's\n");
+  std::printf("%-6s %-5s %-14s %8s %8s %8s %12s\n", "model", "type", "shape n x k", "int8",
+              "panels", "dots", "best/panels");
   const int64_t m = 512;
+  auto gflops = [&](const Tensor& w, const char* path, double flop) {
+    settings().qmm_path = path;
+    const double t = time_matmul({w}, m, opt.threads, opt.quick ? 2 : 5);
+    settings().qmm_path = "auto";
+    return flop / t / 1e9;
+  };
   for (const Model& md : models)
     for (DType t : types) {
       if (!opt.only.empty() && opt.only != dtype_name(t)) continue;
@@ -232,14 +239,11 @@ int main(int argc, char** argv) {
         if (s.count < 0) continue;  // the output projection runs on the last row only
         Tensor w = make_weights(t, s.n, s.k);
         const double flop = 2.0 * double(m) * double(s.n) * double(s.k);
-        settings().qmm_gemm_rows = 1;
-        double panels = time_matmul({w}, m, opt.threads, opt.quick ? 2 : 5);
-        settings().qmm_gemm_rows = 513;
-        double tiles = time_matmul({w}, m, opt.threads, opt.quick ? 2 : 5);
-        settings().qmm_gemm_rows = 0;
-        std::printf("%-6s %-5s %5lldx%-8lld %10.1f %10.1f %13.2f\n", md.name,
-                    std::string(dtype_name(t)).c_str(), (long long)s.n, (long long)s.k,
-                    flop / panels / 1e9, flop / tiles / 1e9, tiles / panels);
+        const double int8 = gflops(w, "int8", flop), panels = gflops(w, "panels", flop),
+                     dots = gflops(w, "dots", flop);
+        std::printf("%-6s %-5s %5lldx%-8lld %8.1f %8.1f %8.1f %12.2f\n", md.name,
+                    std::string(dtype_name(t)).c_str(), (long long)s.n, (long long)s.k, int8,
+                    panels, dots, std::max({int8, dots}) / panels);
       }
     }
   return 0;

@@ -36,7 +36,9 @@
   X(bool, region_jit, "RLX_REGION_JIT", true,                                                      \
     "CPU: compile fused elementwise regions to AVX-512 code (where the CPU has it)")               \
   X(int64_t, qmm_gemm_rows, "RLX_QMM_GEMM_ROWS", 0,                                                \
-    "CPU quant_matmul: rows from which decoded weight panels serve (0: each type's default)")      \
+    "CPU quant_matmul: rows from which a many-row path serves (0: the default, 32)")               \
+  X(std::string, qmm_path, "RLX_QMM_PATH", "auto",                                                 \
+    "CPU quant_matmul's many-row path: auto, int8 (4-bit weights), panels (sgemm) or dots")        \
   X(bool, cuda_tf32, "RLX_CUDA_TF32", false,                                                       \
     "CUDA: f32 convolutions and products may round their inputs to TF32")                          \
   X(std::string, cuda_f32_gemm, "RLX_CUDA_F32_GEMM", "auto",                                       \

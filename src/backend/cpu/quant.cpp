@@ -33,15 +33,23 @@ namespace rlx::cpu {
 namespace {
 
 constexpr int64_t kRowBlock = 64;  // weight rows kept hot while the row tiles pass
-constexpr int64_t kGemmRows = 32;  // rows from which the decoded panels serve (not K-quants)
+constexpr int64_t kGemmRows = 32;  // rows from which a many-row path serves
 
-// Whether m rows of x take the decoded panels for weights of dtype wt. settings()'s
-// qmm_gemm_rows overrides the row threshold for every type (the bench compares the paths).
-bool use_panels(DType wt, int64_t m) {
-  if (int64_t rows = settings().qmm_gemm_rows; rows > 0) return m >= rows;
-  // Not q4_1 / q5_1 either: their minimum meets the f16 activation sums of ggml's q8_1,
-  // which a product of decoded rows cannot reproduce.
-  return m >= kGemmRows && dtype_block(wt) < quant::kQK_K && wt != DType::q4_1 && wt != DType::q5_1;
+enum class Path { dots, panels, int8 };
+
+// The path of m rows of x against weights of dtype wt. settings() may move the row
+// threshold (qmm_gemm_rows) or name the many-row path (qmm_path; the bench compares them).
+Path path_for(DType wt, int64_t m) {
+  const Settings& s = settings();
+  if (m < (s.qmm_gemm_rows > 0 ? s.qmm_gemm_rows : kGemmRows)) return Path::dots;
+  if (s.qmm_path == "dots") return Path::dots;
+  if (s.qmm_path == "panels") return Path::panels;
+  if (qdot::gemm4_supported(wt)) return Path::int8;
+  // Not the K-quants (their int32 dots over 256 values beat decoding them), nor q4_1 / q5_1:
+  // their minimum meets the f16 activation sums of ggml's q8_1, which a product of decoded
+  // rows cannot reproduce.
+  const bool panels = dtype_block(wt) < quant::kQK_K && wt != DType::q4_1 && wt != DType::q5_1;
+  return panels ? Path::panels : Path::dots;
 }
 
 // Scratch of this thread that only grows: a fresh buffer per call would fault its pages in
@@ -155,6 +163,38 @@ void panel_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t 
   });
 }
 
+// The many-row path of 4-bit weights: the integer GEMM of quant_gemm_avx2.cpp. Each thread
+// packs a chunk of weight groups (up to ~256 KiB, kept in its L2) and runs every tile of
+// activation rows past it.
+void int8_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const float* x,
+                    int64_t m, float* y) {
+  const size_t ab = qdot::gemm4_act_bytes(wt, k), gb = qdot::gemm4_group_bytes(wt, k);
+  uint8_t* act = scratch<uint8_t>(0, ab * size_t(m));
+  parallel_for(m, std::max<int64_t>(1, (1 << 16) / k), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) qdot::gemm4_act(wt, x + r * k, act + r * ab, k);
+  });
+  const int64_t groups = (n + 7) / 8, threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t per = std::clamp<int64_t>(
+      std::min<int64_t>(int64_t(256 << 10) / int64_t(gb), groups / (4 * threads)), 1, 8);
+  for_chunks((groups + per - 1) / per, [&](int64_t c) {
+    const int64_t g0 = c * per, g1 = std::min(groups, g0 + per);
+    uint8_t* packed = scratch<uint8_t>(1, size_t(per) * gb);
+    for (int64_t g = g0; g < g1; ++g)
+      qdot::gemm4_pack(wt, rows8, w, n, k, g, packed + (g - g0) * int64_t(gb));
+    float tile[4 * 8];
+    for (int64_t r0 = 0; r0 < m; r0 += 4) {
+      const int nr = int(std::min<int64_t>(4, m - r0));
+      for (int64_t g = g0; g < g1; ++g) {
+        qdot::gemm4_tile(wt, packed + (g - g0) * int64_t(gb), k, act + r0 * int64_t(ab), ab, nr,
+                         tile);
+        const int64_t cols = std::min<int64_t>(8, n - 8 * g);
+        for (int r = 0; r < nr; ++r)
+          std::memcpy(y + (r0 + r) * n + 8 * g, tile + 8 * r, size_t(cols) * sizeof(float));
+      }
+    }
+  });
+}
+
 // f64 activations (gradient checks, references): decoded rows, products in double.
 void f64_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const double* x,
               int64_t m, double* y) {
@@ -202,10 +242,16 @@ void quant_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   if (xt == DType::f16) widen_into<f16_t>(x, const_cast<float*>(xf));
   if (xt == DType::bf16) widen_into<bf16_t>(x, const_cast<float*>(xf));
   float* yf = xt == DType::f32 ? y.data_as<float>() : scratch<float>(0, size_t(m * n));
-  if (use_panels(wt, m))
-    panel_gemm_path(wt, rows8, wp, n, k, xf, m, yf);
-  else
-    dot_rows_path(wt, rows8, wp, n, k, xf, m, yf);
+  switch (path_for(wt, m)) {
+    case Path::int8:
+      int8_gemm_path(wt, rows8, wp, n, k, xf, m, yf);
+      break;
+    case Path::panels:
+      panel_gemm_path(wt, rows8, wp, n, k, xf, m, yf);
+      break;
+    default:
+      dot_rows_path(wt, rows8, wp, n, k, xf, m, yf);
+  }
   if (xt == DType::f16) narrow(yf, y.data_as<f16_t>(), m * n);
   if (xt == DType::bf16) narrow(yf, y.data_as<bf16_t>(), m * n);
 }

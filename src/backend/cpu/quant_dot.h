@@ -65,4 +65,22 @@ void decode_row(DType w, const void* src, float* dst, int64_t n);
 // The portable dots (no SIMD; what dot_fn falls back to); same contract as dot_fn.
 DotFn scalar_dot_fn(DType w, int nr);
 
+// ---- the many-row product of 4-bit weights (quant_gemm_avx2.cpp) --------------------------
+// An integer GEMM for q4_0 (plain or rows8) and q4_k weights when built with AVX2: groups of
+// 8 weight rows are repacked (gemm4_pack) and meet activation rows prepared by gemm4_act,
+// 8 x up to 4 at a time (gemm4_tile). The activations round as quantize_act rounds them.
+bool gemm4_supported(DType w);
+// Bytes of one activation row of k values, and the row prepared from k floats.
+size_t gemm4_act_bytes(DType w, int64_t k);
+void gemm4_act(DType w, const float* x, uint8_t* dst, int64_t k);
+// Bytes of one packed group of 8 rows, and group g (rows 8g .. 8g + 7 of w [n, k]; rows
+// past n are zeros) packed into dst.
+size_t gemm4_group_bytes(DType w, int64_t k);
+void gemm4_pack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, int64_t g,
+                uint8_t* dst);
+// out[r * 8 + i] = <row i of the packed group, activation row r> for r < nr (1 to 4), the
+// activation rows act_stride bytes apart.
+void gemm4_tile(DType w, const uint8_t* group, int64_t k, const uint8_t* act, size_t act_stride,
+                int nr, float* out);
+
 }  // namespace rlx::cpu::qdot

@@ -1,0 +1,216 @@
+// The many-row product of 4-bit weights (q4_0, q4_k) on AVX2: an integer GEMM.
+//
+// A prompt's rows meet each weight many times, so the weights are first repacked, a few
+// groups of 8 rows at a time, into the form the inner loop wants (quant_dot.h, gemm4_*):
+// per 32 values, the 8 rows' nibbles in 4 runs of 32 bytes (lane i = row i, as the rows8
+// layout of rlx/quant.h) and the 8 rows' scales (and minimums) as f32. The activations are
+// int8 in one contiguous run per row with their block scales beside. Then one tile is 8
+// weight rows x up to 4 activation rows: per 32 values, 8 _mm256_maddubs_epi16 per
+// activation row against 4-byte broadcasts, summed in int16 (8 * 2 * 15 * 127 < 2^15)
+// and widened once, so 256 multiply-adds cost 9 multiplier instructions (the integer dots
+// of quant_avx2.cpp need 16; sgemm on decoded panels 32 FMAs).
+//
+// The activations are rounded as the integer dots round them (ggml's rules: blocks of 32
+// for q4_0, Q8_K blocks of 256 for q4_k), so every path computes the same integer products;
+// only the order of the f32 sums differs.
+#include <algorithm>
+
+#include "backend/cpu/quant_simd.h"
+
+namespace rlx::cpu::qdot {
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+namespace {
+
+using namespace quant;
+
+constexpr int64_t kRun = 128;  // nibble bytes of 8 rows x 32 values
+
+// q4_0 has a zero point (x = d (u - 8)), applied in int32 through the activation sums;
+// q4_k a minimum per 32 values (x = s u + m), applied in f32.
+bool has_min(DType w) { return w == DType::q4_k; }
+
+// Bytes per 32 values of a packed group: nibbles, 8 scales, 8 minimums where the type has them.
+int64_t sub_bytes(DType w) { return kRun + (has_min(w) ? 64 : 32); }
+
+// Activations: k int8, then per 32 values the f32 scale and (d x the int sum) for types
+// with a minimum, or the int32 sum for a zero point.
+struct Act {
+  const int8_t* qs;
+  const float* d;
+  const void* sums;
+};
+inline Act act_of(const uint8_t* p, int64_t k) {
+  const int64_t nb = k / kQK;
+  return {reinterpret_cast<const int8_t*>(p), reinterpret_cast<const float*>(p + k),
+          p + k + 4 * nb};
+}
+
+// The nibble run of 8 rows for 32 values, from one 32-value row slice each: byte 4i + j
+// of vector v holds value 4v + j of row i (low nibble) and value 16 + 4v + j (high).
+void put_nibbles(const uint8_t* const* rows, uint8_t* dst) {
+  for (int v = 0; v < 4; ++v)
+    for (int i = 0; i < 8; ++i)
+      for (int j = 0; j < 4; ++j) {
+        const uint8_t* u = rows[i];
+        dst[32 * v + 4 * i + j] = uint8_t(u[4 * v + j] | (u[16 + 4 * v + j] << 4));
+      }
+}
+
+// One tile: 8 packed weight rows against NR activation rows, out[r * 8 + i].
+template <int NR, bool kMin>
+void tile(const uint8_t* g, int64_t k, const uint8_t* act, size_t as, float* out) {
+  const int64_t nb = k / kQK, sb = kRun + (kMin ? 64 : 32);
+  const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  Act a[NR];
+  for (int r = 0; r < NR; ++r) a[r] = act_of(act + r * as, k);
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b, g += sb) {
+    __m256i s16[NR];
+    for (int v = 0; v < 4; ++v) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32 * v));
+      const __m256i lo = _mm256_and_si256(q, m4);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+      for (int r = 0; r < NR; ++r) {
+        int32_t l, h;
+        std::memcpy(&l, a[r].qs + 32 * b + 4 * v, 4);
+        std::memcpy(&h, a[r].qs + 32 * b + 16 + 4 * v, 4);
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(l)),
+                                           _mm256_maddubs_epi16(hi, _mm256_set1_epi32(h)));
+        s16[r] = v ? _mm256_add_epi16(s16[r], p) : p;
+      }
+    }
+    const __m256 scale = _mm256_loadu_ps(reinterpret_cast<const float*>(g + kRun));
+    for (int r = 0; r < NR; ++r) {
+      __m256i s32 = _mm256_madd_epi16(s16[r], ones);
+      const __m256 da = _mm256_set1_ps(a[r].d[b]);
+      if constexpr (kMin) {
+        const __m256 mn = _mm256_loadu_ps(reinterpret_cast<const float*>(g + kRun + 32));
+        const float ds = static_cast<const float*>(a[r].sums)[b];
+        acc[r] = _mm256_fmadd_ps(mn, _mm256_set1_ps(ds), acc[r]);
+      } else {  // x = d (u - 8): -8 Σa
+        const int32_t sum = static_cast<const int32_t*>(a[r].sums)[b];
+        s32 = _mm256_sub_epi32(s32, _mm256_set1_epi32(8 * sum));
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(scale, da), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) _mm256_storeu_ps(out + 8 * r, acc[r]);
+}
+
+template <bool kMin>
+void tile_rows(int nr, const uint8_t* g, int64_t k, const uint8_t* act, size_t as, float* out) {
+  switch (nr) {
+    case 1:
+      return tile<1, kMin>(g, k, act, as, out);
+    case 2:
+      return tile<2, kMin>(g, k, act, as, out);
+    case 3:
+      return tile<3, kMin>(g, k, act, as, out);
+    default:
+      return tile<4, kMin>(g, k, act, as, out);
+  }
+}
+
+}  // namespace
+
+bool gemm4_supported(DType w) { return w == DType::q4_0 || w == DType::q4_k; }
+
+size_t gemm4_act_bytes(DType, int64_t k) { return size_t(k) + size_t(k / kQK) * 8; }
+
+void gemm4_act(DType w, const float* x, uint8_t* dst, int64_t k) {
+  const int64_t nb = k / kQK;
+  auto* qs = reinterpret_cast<int8_t*>(dst);
+  auto* d = reinterpret_cast<float*>(dst + k);
+  if (w == DType::q4_0) {
+    auto* sum = reinterpret_cast<int32_t*>(d + nb);
+    BlockQ8 blk;
+    for (int64_t b = 0; b < nb; ++b) {
+      quantize_q8_fast(x + kQK * b, &blk, kQK);
+      std::memcpy(qs + kQK * b, blk.qs, kQK);
+      d[b] = blk.d, sum[b] = blk.sum;
+    }
+    return;
+  }
+  auto* ds = d + nb;  // q4_k: Q8_K blocks of 256, the sums of each 32 from bsums
+  BlockQ8K blk;
+  for (int64_t b = 0; b < k / kQK_K; ++b) {
+    quantize_q8k_fast(x + kQK_K * b, &blk, kQK_K);
+    std::memcpy(qs + kQK_K * b, blk.qs, kQK_K);
+    for (int g = 0; g < 8; ++g) {
+      d[8 * b + g] = blk.d;
+      ds[8 * b + g] = blk.d * float(blk.bsums[2 * g] + blk.bsums[2 * g + 1]);
+    }
+  }
+}
+
+size_t gemm4_group_bytes(DType w, int64_t k) { return size_t(k / kQK * sub_bytes(w)); }
+
+void gemm4_pack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, int64_t g,
+                uint8_t* dst) {
+  const int64_t nb = k / kQK, sb = sub_bytes(w);
+  const size_t rb = dtype_nbytes(w, k);
+  if (rows8) {  // q4_0 groups are already nibble runs: convert the scales
+    const uint8_t* p = src + g * 8 * int64_t(rb);
+    for (int64_t b = 0; b < nb; ++b, p += 8 * sizeof(BlockQ4_0), dst += sb) {
+      std::memcpy(dst, p + 16, kRun);
+      _mm256_storeu_ps(reinterpret_cast<float*>(dst + kRun),
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+    }
+    return;
+  }
+  uint8_t u[8][kQK];  // the 8 rows' values of one 32-value slice
+  const uint8_t* rows[8];
+  for (int i = 0; i < 8; ++i) rows[i] = u[i];
+  for (int64_t b = 0; b < nb; ++b, dst += sb) {
+    auto* scale = reinterpret_cast<float*>(dst + kRun);
+    for (int i = 0; i < 8; ++i) {
+      const int64_t row = 8 * g + i;
+      if (row >= n) {  // past the matrix: zero rows
+        std::fill_n(u[i], kQK, uint8_t(0));
+        scale[i] = 0;
+        if (has_min(w)) scale[8 + i] = 0;
+        continue;
+      }
+      const uint8_t* rp = src + row * int64_t(rb);
+      if (w == DType::q4_0) {
+        const auto& blk = reinterpret_cast<const BlockQ4_0*>(rp)[b];
+        for (int j = 0; j < 16; ++j) u[i][j] = blk.qs[j] & 15, u[i][16 + j] = blk.qs[j] >> 4;
+        scale[i] = half(blk.d);
+      } else {  // q4_k: 32-value group s of block b / 8
+        const auto& blk = reinterpret_cast<const BlockQ4_K*>(rp)[b / 8];
+        const int s = int(b % 8);
+        const uint8_t* q = blk.qs + 32 * (s / 2);
+        for (int j = 0; j < kQK; ++j) u[i][j] = s % 2 ? q[j] >> 4 : q[j] & 15;
+        int sc, mn;
+        k4_scale_min(blk.scales, s, sc, mn);
+        scale[i] = half(blk.d) * float(sc);
+        scale[8 + i] = -half(blk.dmin) * float(mn);
+      }
+    }
+    put_nibbles(rows, dst);
+  }
+}
+
+void gemm4_tile(DType w, const uint8_t* group, int64_t k, const uint8_t* act, size_t as, int nr,
+                float* out) {
+  if (has_min(w))
+    tile_rows<true>(nr, group, k, act, as, out);
+  else
+    tile_rows<false>(nr, group, k, act, as, out);
+}
+
+#else  // no AVX2: the other paths serve
+
+bool gemm4_supported(DType) { return false; }
+size_t gemm4_act_bytes(DType, int64_t) { return 0; }
+void gemm4_act(DType, const float*, uint8_t*, int64_t) {}
+size_t gemm4_group_bytes(DType, int64_t) { return 0; }
+void gemm4_pack(DType, bool, const uint8_t*, int64_t, int64_t, int64_t, uint8_t*) {}
+void gemm4_tile(DType, const uint8_t*, int64_t, const uint8_t*, size_t, int, float*) {}
+
+#endif
+
+}  // namespace rlx::cpu::qdot
