@@ -35,7 +35,7 @@ bool has_min(DType w) { return w == DType::q4_k; }
 int64_t sub_bytes(DType w) { return kRun + (has_min(w) ? 64 : 32); }
 
 // Activations: k int8, then per 32 values the f32 scale and (d x the int sum) for types
-// with a minimum, or the int32 sum for a zero point.
+// with a minimum, or 8 x the int32 sum for q4_0's zero point.
 struct Act {
   const int8_t* qs;
   const float* d;
@@ -47,15 +47,28 @@ inline Act act_of(const uint8_t* p, int64_t k) {
           p + k + 4 * nb};
 }
 
-// The nibble run of 8 rows for 32 values, from one 32-value row slice each: byte 4i + j
-// of vector v holds value 4v + j of row i (low nibble) and value 16 + 4v + j (high).
-void put_nibbles(const uint8_t* const* rows, uint8_t* dst) {
+// The nibble runs of 8 rows for 32 values, from each row's 16 nibble bytes in q4_0's order
+// (byte j: value j low, value 16 + j high): dword v of row i goes to lane i of run v, a
+// transpose of two 4 x 4 dword blocks.
+void put_nibbles(const __m128i* rows, uint8_t* dst) {
+  __m128i t[2][4];
+  for (int h = 0; h < 2; ++h) {
+    const __m128i* x = rows + 4 * h;
+    const __m128i a = _mm_unpacklo_epi32(x[0], x[1]), b = _mm_unpackhi_epi32(x[0], x[1]);
+    const __m128i c = _mm_unpacklo_epi32(x[2], x[3]), d = _mm_unpackhi_epi32(x[2], x[3]);
+    t[h][0] = _mm_unpacklo_epi64(a, c), t[h][1] = _mm_unpackhi_epi64(a, c);
+    t[h][2] = _mm_unpacklo_epi64(b, d), t[h][3] = _mm_unpackhi_epi64(b, d);
+  }
   for (int v = 0; v < 4; ++v)
-    for (int i = 0; i < 8; ++i)
-      for (int j = 0; j < 4; ++j) {
-        const uint8_t* u = rows[i];
-        dst[32 * v + 4 * i + j] = uint8_t(u[4 * v + j] | (u[16 + 4 * v + j] << 4));
-      }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 32 * v),
+                        _mm256_set_m128i(t[1][v], t[0][v]));
+}
+
+// The 4 bytes at p in every 32-bit lane.
+inline __m256i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
 }
 
 // One tile: 8 packed weight rows against NR activation rows, out[r * 8 + i].
@@ -68,33 +81,33 @@ void tile(const uint8_t* g, int64_t k, const uint8_t* act, size_t as, float* out
   __m256 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < nb; ++b, g += sb) {
-    __m256i s16[NR];
+    // The 8 rows' 32 values as bytes first, then one activation row at a time: one
+    // int16 sum live per row, so the 8 unpacked runs, the row accumulators and the
+    // broadcasts fit the 16 registers (interleaving the rows spilled: ~1.5x slower).
+    __m256i w[8];
     for (int v = 0; v < 4; ++v) {
       const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(g + 32 * v));
-      const __m256i lo = _mm256_and_si256(q, m4);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-      for (int r = 0; r < NR; ++r) {
-        int32_t l, h;
-        std::memcpy(&l, a[r].qs + 32 * b + 4 * v, 4);
-        std::memcpy(&h, a[r].qs + 32 * b + 16 + 4 * v, 4);
-        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, _mm256_set1_epi32(l)),
-                                           _mm256_maddubs_epi16(hi, _mm256_set1_epi32(h)));
-        s16[r] = v ? _mm256_add_epi16(s16[r], p) : p;
-      }
+      w[v] = _mm256_and_si256(q, m4);
+      w[4 + v] = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
     }
     const __m256 scale = _mm256_loadu_ps(reinterpret_cast<const float*>(g + kRun));
     for (int r = 0; r < NR; ++r) {
-      __m256i s32 = _mm256_madd_epi16(s16[r], ones);
-      const __m256 da = _mm256_set1_ps(a[r].d[b]);
+      const int8_t* qa = a[r].qs + 32 * b;
+      __m256i s16 = _mm256_maddubs_epi16(w[0], bcast4(qa));
+      for (int v = 1; v < 4; ++v)
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[v], bcast4(qa + 4 * v)));
+      for (int v = 0; v < 4; ++v)
+        s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(w[4 + v], bcast4(qa + 16 + 4 * v)));
+      __m256i s32 = _mm256_madd_epi16(s16, ones);
       if constexpr (kMin) {
         const __m256 mn = _mm256_loadu_ps(reinterpret_cast<const float*>(g + kRun + 32));
-        const float ds = static_cast<const float*>(a[r].sums)[b];
-        acc[r] = _mm256_fmadd_ps(mn, _mm256_set1_ps(ds), acc[r]);
-      } else {  // x = d (u - 8): -8 Σa
-        const int32_t sum = static_cast<const int32_t*>(a[r].sums)[b];
-        s32 = _mm256_sub_epi32(s32, _mm256_set1_epi32(8 * sum));
+        acc[r] =
+            _mm256_fmadd_ps(mn, _mm256_set1_ps(static_cast<const float*>(a[r].sums)[b]), acc[r]);
+      } else {  // x = d (u - 8): the activation sums hold 8 Σa
+        s32 = _mm256_sub_epi32(s32, _mm256_set1_epi32(static_cast<const int32_t*>(a[r].sums)[b]));
       }
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(scale, da), acc[r]);
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32),
+                               _mm256_mul_ps(scale, _mm256_set1_ps(a[r].d[b])), acc[r]);
     }
   }
   for (int r = 0; r < NR; ++r) _mm256_storeu_ps(out + 8 * r, acc[r]);
@@ -130,7 +143,7 @@ void gemm4_act(DType w, const float* x, uint8_t* dst, int64_t k) {
     for (int64_t b = 0; b < nb; ++b) {
       quantize_q8_fast(x + kQK * b, &blk, kQK);
       std::memcpy(qs + kQK * b, blk.qs, kQK);
-      d[b] = blk.d, sum[b] = blk.sum;
+      d[b] = blk.d, sum[b] = 8 * blk.sum;
     }
     return;
   }
@@ -161,15 +174,14 @@ void gemm4_pack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, i
     }
     return;
   }
-  uint8_t u[8][kQK];  // the 8 rows' values of one 32-value slice
-  const uint8_t* rows[8];
-  for (int i = 0; i < 8; ++i) rows[i] = u[i];
+  const __m128i m4 = _mm_set1_epi8(15);
+  __m128i nib[8];  // each row's 16 nibble bytes of one 32-value slice
   for (int64_t b = 0; b < nb; ++b, dst += sb) {
     auto* scale = reinterpret_cast<float*>(dst + kRun);
     for (int i = 0; i < 8; ++i) {
       const int64_t row = 8 * g + i;
       if (row >= n) {  // past the matrix: zero rows
-        std::fill_n(u[i], kQK, uint8_t(0));
+        nib[i] = _mm_setzero_si128();
         scale[i] = 0;
         if (has_min(w)) scale[8 + i] = 0;
         continue;
@@ -177,20 +189,23 @@ void gemm4_pack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, i
       const uint8_t* rp = src + row * int64_t(rb);
       if (w == DType::q4_0) {
         const auto& blk = reinterpret_cast<const BlockQ4_0*>(rp)[b];
-        for (int j = 0; j < 16; ++j) u[i][j] = blk.qs[j] & 15, u[i][16 + j] = blk.qs[j] >> 4;
+        nib[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
         scale[i] = half(blk.d);
-      } else {  // q4_k: 32-value group s of block b / 8
+      } else {  // q4_k: 32-value group s of block b / 8, the low or high nibbles of 32 bytes
         const auto& blk = reinterpret_cast<const BlockQ4_K*>(rp)[b / 8];
         const int s = int(b % 8);
         const uint8_t* q = blk.qs + 32 * (s / 2);
-        for (int j = 0; j < kQK; ++j) u[i][j] = s % 2 ? q[j] >> 4 : q[j] & 15;
+        __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+        __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q + 16));
+        if (s % 2) lo = _mm_srli_epi16(lo, 4), hi = _mm_srli_epi16(hi, 4);
+        nib[i] = _mm_or_si128(_mm_and_si128(lo, m4), _mm_slli_epi16(_mm_and_si128(hi, m4), 4));
         int sc, mn;
         k4_scale_min(blk.scales, s, sc, mn);
         scale[i] = half(blk.d) * float(sc);
         scale[8 + i] = -half(blk.dmin) * float(mn);
       }
     }
-    put_nibbles(rows, dst);
+    put_nibbles(nib, dst);
   }
 }
 
