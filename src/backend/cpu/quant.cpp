@@ -1,20 +1,22 @@
 // CPU kernels of dequantize and quant_matmul (the dots are in quant_dot.h).
 //
-// quant_matmul runs the activation rows through one of two paths:
-//  - the integer dots: the rows are quantized once per call into int8 blocks (reused
-//    scratch, no allocation once warm), and the weight rows, in chunks that the threads
-//    take in turn, stream once from memory through the dots, each unpacked block shared by
-//    up to four activation rows (a tile); for many rows, blocks of kRowBlock weight rows
-//    stay in cache while every tile passes. This is the decode path of every type, and the
-//    prefill path of the K-quants, whose dots stay in int32 across 256 values;
-//  - decoded panels (from kGemmRows rows, for q4_0, q5_0, q8_0 and f16 / bf16 / f32 weights):
-//    each thread decodes panels of weight rows into an f32 buffer (AVX2 decoders) and
-//    multiplies them with single-threaded sgemm (OpenBLAS runs one thread inside an
-//    OpenMP region). The decode is a small fraction of the product, and the whole matrix is
-//    never decoded at once. At 512 rows this is 1.2-1.8x the tiled integer dots for these
-//    types, which in turn win below ~32 rows, where decoding every weight costs more than
-//    the product (bench/llm_matvec.cpp `prefill` compares the paths). The activations are
-//    first rounded as the integer dots quantize them, so both paths compute one product.
+// quant_matmul runs the activation rows through one of three paths:
+//  - the integer dots (fewer than kGemmRows rows: decode, and every type's few-row case):
+//    the rows are quantized once per call into int8 blocks (reused scratch, no allocation
+//    once warm), and the weight rows, in chunks that the threads take in turn, stream once
+//    from memory through the dots, each unpacked block shared by up to four activation rows
+//    (a tile). They are also the many-row path of the K-quants but q4_k, whose dots stay in
+//    int32 across 256 values, and of q4_1 / q5_1;
+//  - the int8 GEMM of 4-bit weights (q4_0, q4_k; quant_gemm_avx2.cpp): each thread repacks a
+//    few groups of 8 weight rows into nibble runs and passes every activation row past them
+//    in tiles of 8 x 4; about 1.7x sgemm on decoded panels (bench/llm_matvec.cpp `prefill`);
+//  - decoded panels (q5_0, q8_0 and f16 / bf16 / f32 weights): each thread decodes panels of
+//    weight rows into an f32 buffer (AVX2 decoders) and multiplies them with
+//    single-threaded sgemm (OpenBLAS runs one thread inside an OpenMP region). The decode is
+//    a small fraction of the product, and the whole matrix is never decoded at once. At 512
+//    rows this is 1.2-1.4x the tiled integer dots for these types.
+// Every path rounds the activations as the integer dots quantize them (ggml's rules), so all
+// compute one product up to the order of the f32 sums.
 #include <cblas.h>
 
 #include <algorithm>
