@@ -9,12 +9,12 @@
 //    int32 across 256 values, and of q4_1 / q5_1;
 //  - the int8 GEMM of 4-bit weights (q4_0, q4_k; quant_gemm_avx2.cpp): each thread repacks a
 //    few groups of 8 weight rows into nibble runs and passes every activation row past them
-//    in tiles of 8 x 4; about 1.7x sgemm on decoded panels (bench/llm_matvec.cpp `prefill`);
+//    in tiles of 8 x 4; faster than sgemm on decoded panels (bench/RESULTS.md, "LLM prefill");
 //  - decoded panels (q5_0, q8_0 and f16 / bf16 / f32 weights): each thread decodes panels of
 //    weight rows into an f32 buffer (AVX2 decoders) and multiplies them with
 //    single-threaded sgemm (OpenBLAS runs one thread inside an OpenMP region). The decode is
-//    a small fraction of the product, and the whole matrix is never decoded at once. At 512
-//    rows this is 1.2-1.4x the tiled integer dots for these types.
+//    a small fraction of the product, and the whole matrix is never decoded at once; at 512
+//    rows faster than the tiled integer dots for these types.
 // Every path rounds the activations as the integer dots quantize them (ggml's rules), so all
 // compute one product up to the order of the f32 sums.
 #include <cblas.h>
@@ -79,12 +79,12 @@ void for_chunks(int64_t chunks, F&& f) {
 // interleaved in groups of 8 rows (rows8). A unit is what one call takes: a row, or a group.
 void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const float* x,
                    int64_t m, float* y) {
-  const size_t ab = qdot::act_row_bytes(wt, k), rb = dtype_nbytes(wt, k);
+  const size_t ab = qdot::act_row_bytes(wt, k, rows8), rb = dtype_nbytes(wt, k);
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   if (is_quantized(wt)) {
     uint8_t* buf = scratch<uint8_t>(0, ab * size_t(m));
     parallel_for(m, std::max<int64_t>(1, (1 << 16) / k), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) qdot::quantize_act(wt, x + r * k, buf + r * ab, k);
+      for (int64_t r = r0; r < r1; ++r) qdot::quantize_act(wt, x + r * k, buf + r * ab, k, rows8);
     });
     act = buf;
   }

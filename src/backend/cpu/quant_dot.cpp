@@ -243,13 +243,15 @@ DotFn scalar_for_rows(int nr) {
 
 }  // namespace
 
-size_t act_row_bytes(DType w, int64_t k) {
+size_t act_row_bytes(DType w, int64_t k, bool rows8) {
+  if (size_t b = rows8 && w == DType::q4_0 ? avx2_rows8_act_bytes(k) : 0) return b;
   if (!is_quantized(w)) return size_t(k) * sizeof(float);
   if (dtype_block(w) == kQK) return size_t(k / kQK) * sizeof(BlockQ8);
   return size_t(k / kQK_K) * sizeof(BlockQ8K);
 }
 
-void quantize_act(DType w, const float* x, void* dst, int64_t k) {
+void quantize_act(DType w, const float* x, void* dst, int64_t k, bool rows8) {
+  if (rows8 && w == DType::q4_0 && avx2_rows8_act(x, dst, k)) return;
   if (!is_quantized(w))
     std::memcpy(dst, x, size_t(k) * sizeof(float));
   else if (dtype_block(w) == kQK)

@@ -27,10 +27,11 @@ struct BlockQ8 {
 using BlockQ8K = quant::BlockQ8_K;
 
 // Bytes of one activation row of k values prepared for weights of dtype w (k a multiple
-// of w's block): int8 blocks for the quantized types, k floats for the others.
-size_t act_row_bytes(DType w, int64_t k);
+// of w's block): int8 blocks for the quantized types, k floats for the others; for
+// interleaved weights (rows8) the form dot_rows8 reads.
+size_t act_row_bytes(DType w, int64_t k, bool rows8 = false);
 // Prepares one activation row (k floats) for weights of dtype w into dst.
-void quantize_act(DType w, const float* x, void* dst, int64_t k);
+void quantize_act(DType w, const float* x, void* dst, int64_t k, bool rows8 = false);
 
 // out[r * out_stride] = <w row, activation row r> for r < nr: one weight row of k values
 // against nr activation rows, the r-th at act + r * act_stride bytes.
@@ -50,7 +51,7 @@ void round_act(DType w, const float* x, float* y, int64_t k);
 DotFn dot_fn(DType w, int nr);
 
 // Interleaved weights (layout rows8, rlx/quant.h): the 8 rows of the group at `group`
-// against nr in [1, kMaxRows] activation rows prepared by quantize_act for w:
+// against nr in [1, kMaxRows] activation rows prepared by quantize_act for w and rows8:
 // out[r * out_stride + i] = <row i, activation row r>.
 void dot_rows8(DType w, const void* group, const uint8_t* act, size_t act_stride, int nr, int64_t k,
                float* out, int64_t out_stride);
