@@ -222,8 +222,8 @@ std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
 }  // namespace
 
 // The lanes of oneDNN's direct f32 conv kernels on this CPU: 16 with AVX-512, else 8
-// (AVX2). A 16-lane layout on an AVX2 CPU falls to oneDNN's reference kernels, 100x
-// slower (mobilenet_v3: 145 ms of convs a run against ORT's 0.6).
+// (AVX2). A 16-lane layout on an AVX2 CPU falls to oneDNN's reference kernels, two orders
+// of magnitude slower (bench/RESULTS.md, "Blocked convs").
 int64_t nchwc_lanes() {
   static const int64_t lanes = __builtin_cpu_supports("avx512f") ? 16 : 8;
   return lanes;

@@ -33,10 +33,10 @@ struct Liveness {
 Liveness analyze_liveness(const Graph& g, std::span<const Kernel* const> kernels);
 
 // How intervals are packed into the arena. by_size is the one used: on the demo GPT's
-// train step it reaches the largest live set (17.8 MiB at 2 blocks, 89.1 MiB at 12),
-// where by_time needs 3.5% and 0.7% more; by_time plans faster (5 against 11 ms at 7.8k
-// nodes), but a plan is made once per binding. RLX_ARENA_PACKING=time selects by_time,
-// for comparison (rlx-bench-memory prints both).
+// train step it reaches the largest live set, where by_time needs a few percent more;
+// by_time plans faster, but a plan is made once per binding (bench/RESULTS.md, "Arena
+// packing"). RLX_ARENA_PACKING=time selects by_time, for comparison (rlx-bench-memory
+// prints both).
 enum class Packing : uint8_t {
   by_size,  // largest first, each at the best-fitting gap among the blocks live with it
   by_time,  // in order of definition, best fit on a free list (a malloc simulation)

@@ -114,8 +114,7 @@ struct At {
 
 // The lanes a CSR row is given: one a `per` entries, up to a warp. CG's kernel reads the
 // step before's vectors (two pairs) at each entry's column, BiCGSTAB's products one vector:
-// CG wants fewer lanes (on the 5-point Poisson matrix, one lane a row ran its iteration in
-// 0.040 ms on the H200, four lanes in 0.055). RLX_SPARSE_LANES overrides it.
+// CG wants fewer lanes (bench/RESULTS.md, "Sparse rows"). RLX_SPARSE_LANES overrides it.
 inline int lanes_for(int64_t n, int64_t nnz, int per) {
   const int64_t avg = n > 0 ? nnz / n : 0;
   if (int64_t lanes = settings().sparse_lanes; lanes > 0) return int(lanes);

@@ -489,7 +489,7 @@ bool try_dnnl(const Conv& c, memory::data_type dt, const void* x, const void* wt
               void* y, Act act) {
   bool blocked = choose_path(c, dt == memory::data_type::f32) == Path::blocked;
   // oneDNN's gemm-based kernels (plain layouts) apply eltwise post-ops one element at a
-  // time (1x1 16->96 at 112x112: 2.9 ms with relu, 0.18 ms without): there the
+  // time, many times slower than the conv (bench/RESULTS.md, "Conv post-ops"): there the
   // activation runs afterwards, vectorised.
   Act post = blocked ? act : Act::none;
   auto d = cached_dnnl(c, dt, bias != nullptr, blocked, post);

@@ -4,11 +4,9 @@
 // for small products) on operand views: a transposed operand is a permuted view, which
 // the GEMM reads through its transpose flag instead of copying. Bias and activation:
 // - where the product runs as oneDNN's matmul primitive (f32, >= 256^3 multiply-adds)
-//   they go in as post-ops, applied to each tile while it is in cache. On [1024,768] x
-//   [768,3072] + bias + gelu (2 shared cores, best of 21, two sessions) the primitive with
-//   post-ops took 51 / 40 ms against 63 / 42 ms for the GEMM followed by one pass (the
-//   GEMM alone: 50 / 36 ms). oneDNN's activation math differs from the core ops' by
-//   ~1e-6 relative;
+//   they go in as post-ops, applied to each tile while it is in cache: about the GEMM's
+//   own time, where a separate pass adds to it (bench/RESULTS.md, "GEMM post-ops").
+//   oneDNN's activation math differs from the core ops' by ~1e-6 relative;
 // - elsewhere (smaller products, whose output is still in cache, f64, f16, bf16, a bias
 //   that is not one value per column) one vectorised pass over the output applies them
 //   with the core ops' own math, so fused and unfused results agree to the bit.

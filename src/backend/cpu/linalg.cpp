@@ -418,7 +418,7 @@ void run_library(Gemm& g) {
       return for_batches<float>(g, kConcurrent, [&](const float* a, const float* b, float* c) {
 #ifdef RLX_HAVE_DNNL
         // Large products: the matmul primitive scales over the cores better than dnnl_sgemm
-        // (1024^3 on 2 cores: ~300 against ~180 GFLOP/s).
+        // (bench/RESULTS.md, "Large f32 products").
         // A bias and activation go along as post-ops (on the output while it is hot).
         if (double(g.m) * double(g.n) * double(g.k) >= kPrimitiveMin &&
             DnnlMatmul::get().run(dnnl::memory::data_type::f32, la, lb, g.m, g.n, g.k, a, b, c,

@@ -16,9 +16,7 @@ namespace {
 
 // Planes per parallel chunk for `work` operations per plane. Small: a pool's input is
 // often a conv's output, which the threads wrote plane block by plane block, so each
-// thread pooling its own planes reads them from its own cache (the cnn reference model,
-// 2 threads, its 2x2/2 pool over 2x16x32x32 on one thread under a 32768-op grain: a run
-// took ~70 us, with this grain ~64).
+// thread pooling its own planes reads them from its own cache (bench/RESULTS.md, "Pools").
 int64_t plane_grain(int64_t work) {
   return std::max<int64_t>(1, 8192 / std::max<int64_t>(work, 1));
 }
@@ -50,9 +48,8 @@ inline void tap(C* a, const C* row, int64_t n, bool first, int64_t s = kStride) 
 // which holds the identity there: contiguous loops. Then each tap along w updates every
 // output from those rows, with no bounds to test: over the whole plane in one loop where
 // the windows tile the row exactly (a 2x2/2 pool), else row by row. Strides 1 and 2 are
-// constants there, so the loads are vectors (2: two and a shuffle), not gathers. (Tap by
-// tap over the input rows, with each tap's bounds, a run of a 2x2/2 max pool over
-// 2x16x32x32 took 20 us on one thread; this way 10.9, and 8.7 on two.)
+// constants there, so the loads are vectors (2: two and a shuffle), not gathers: about
+// twice as fast as tap by tap with each tap's bounds (bench/RESULTS.md, "Pools").
 template <class T, bool kMax>
 void pool_planes(const Window& w, const T* x, T* y, int64_t planes, bool include_pad) {
   using C = compute_t<T>;

@@ -76,7 +76,7 @@ __global__ void binary_scalar(const T* a, const T* s, U* y, int64_t n, Op op) {
 }
 // Operands made of rows of `inner` contiguous elements, each at its own row stride (0: one
 // row for all, as a broadcast bias or position table): 16 bytes a load, one division per
-// vector (H200, GPT-2's [8, 1024, 768] + [1024, 768] f32: 42 -> 14 us).
+// vector (3x faster than one division per element: bench/RESULTS.md, "GPU rows").
 template <class T, class U, class Op>
 __global__ void binary_rows(const T* a, const T* b, U* y, int64_t n, int64_t inner, int64_t sa,
                             int64_t sb, int64_t sy, Op op) {

@@ -404,8 +404,7 @@ __global__ void __launch_bounds__(kThreads, kPer <= 24 ? 3 : 2)
 
 // add_norm_rows for rows of exactly kChunks 16-byte vectors a lane (n = 32 V kChunks) with
 // every pointer aligned to its vectors: lane holds vectors lane + 32 j, and each load or
-// store moves V elements (H200, GPT-2's [8192, 768] f32 rows with a residual and a bf16
-// norm: 33 -> 25 us a call; its auto-bf16 forward 5.04 -> 4.80 ms).
+// store moves V elements (bench/RESULTS.md, "GPU rows").
 template <int kChunks, bool kRes, class T, class U>
 __global__ void __launch_bounds__(kThreads, 3)
     add_norm_vectors(const T* __restrict__ x0, const T* __restrict__ res0, T* __restrict__ sum0,
@@ -712,8 +711,7 @@ void embedding_kernel(const KernelContext& ctx, Ins in, Outs out) {
   unsigned long long* bad = deferred_check(ctx.device, s, [vocab](int64_t j, int64_t) {
     fail<ValueError>("embedding", "expected indices in [0, ", vocab, "), got ", j);
   });
-  // Rows of whole 16-byte vectors move as such (H200, 8192 of GPT-2's f32 token rows: 28 ->
-  // 19 us).
+  // Rows of whole 16-byte vectors move as such (bench/RESULTS.md, "GPU rows").
   size_t bytes = dtype_size(table.dtype());
   bool vectors =
       d * int64_t(bytes) % 16 == 0 &&
