@@ -6,6 +6,8 @@
 //                                      value per channel ([N, C, 1, 1]: squeeze-excitation's
 //                                      scale) is blocked as [N, Cb, 1, 1, L] and broadcasts
 //   global_avg_pool(a)             ->  mean over the blocked tensor's H and W
+//   concat(a, b, …) {axis=1}        ->  concat along the blocks, where every input's channels
+//                                      fill whole blocks
 // The lanes past C start as zeros and stay finite: the unary ops taken are finite at 0
 // (hard_sigmoid(0) = 0.5: hard-swish is x * hard_sigmoid(x)), and every reader ignores
 // them (from_blocked drops them, oneDNN's blocked weights are zero for them).
@@ -107,6 +109,19 @@ bool takes_elementwise(const Node& n) {
   return full >= 1;
 }
 
+// concat along the channels of [N, C, H, W] inputs whose channels fill whole blocks: the
+// blocked tensors concatenate along their block axis, with no lanes of zeros in between
+// (SqueezeNet's fire modules, DenseNet's dense blocks).
+bool takes_concat(const Node& n) {
+  if (n.op_name() != "concat" || n.outputs.size() != 1 || !static_f32(n.outputs[0], 4))
+    return false;
+  int64_t axis = n.attrs.get_int("axis");
+  if (axis != 1 && axis != -3) return false;
+  for (Value v : n.inputs)
+    if (!static_f32(v, 4) || v.shape()[1].value() % nchwc_lanes() != 0) return false;
+  return true;
+}
+
 struct Sets {  // union-find over node indices
   std::vector<int32_t> up;
   explicit Sets(size_t n) : up(n) { std::iota(up.begin(), up.end(), 0); }
@@ -139,7 +154,7 @@ std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
 
   std::vector<uint8_t> cand(count), in(count);
   for (size_t i = 0; i < count; ++i)
-    cand[i] = takes_conv(g, nodes[i], ctx) || takes_elementwise(nodes[i]);
+    cand[i] = takes_conv(g, nodes[i], ctx) || takes_elementwise(nodes[i]) || takes_concat(nodes[i]);
   Sets sets(count);
   for (size_t i = 0; i < count; ++i) {
     if (!cand[i]) continue;
@@ -206,6 +221,8 @@ std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
       for (Value v : n.inputs) args.push_back(blocked_of(v));
       if (n.op_name() == "global_avg_pool")  // the lanes past C average to 0
         out = dst.apply1("mean", args, {{"axes", IntList{2, 3}}, {"keepdims", true}});
+      else if (n.op_name() == "concat")  // along the blocks
+        out = dst.apply1("concat", args, {{"axis", int64_t(1)}});
       else
         out = dst.apply1(n.op_name(), args, n.attrs);
     }
@@ -231,7 +248,8 @@ int64_t nchwc_lanes() {
 
 void register_nchwc_layout(PassRegistry& r) {
   r.add({"nchwc_layout", nchwc_layout,
-         "chains of 2-D convs (and the adds, muls, relus and global pools between them) kept in "
+         "chains of 2-D convs (and the adds, muls, relus, channel concats and global pools between "
+         "them) kept in "
          "oneDNN's channel-blocked "
          "layout, nChw16c or nChw8c as the CPU's vectors (CPU, f32)"});
 }

@@ -81,6 +81,66 @@ TEST(NchwcLayout, ConvChainWithAResidualAddAndAnOutsideReader) {
               o);
 }
 
+// f32[1, c, 8, 8] blocked in this CPU's lanes.
+std::string blocked8x8(int64_t c) {
+  const int64_t l = passes::nchwc_lanes();
+  return "f32[1," + std::to_string((c + l - 1) / l) + ",8,8," + std::to_string(l) + "]";
+}
+
+TEST(NchwcLayout, ChannelConcatOfWholeBlocksStaysBlocked) {
+  // SqueezeNet's fire module: two convs of 16 channels (whole blocks at 8 or 16 lanes)
+  // concatenated along the channels, then a 1x1 conv: the concat runs along the blocks.
+  test::PassCheckOptions o;
+  o.rtol = 1e-4;
+  o.atol = 1e-5;
+  const std::string w = weights("wa", "16,3,3,3", 16 * 27, 1) +
+                        weights("wb", "16,3,3,3", 16 * 27, 2) +
+                        weights("wc", "16,32,1,1", 16 * 32, 3);
+  const std::string l = std::to_string(passes::nchwc_lanes());
+  expect_pass("nchwc_layout",
+              R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + w + R"(
+      %a = conv(%x, %wa) {pads=[1, 1, 1, 1]} : f32[1,16,8,8]
+      %b = conv(%x, %wb) {pads=[1, 1, 1, 1]} : f32[1,16,8,8]
+      %c = concat(%a, %b) {axis=1} : f32[1,32,8,8]
+      %d = conv(%c, %wc) : f32[1,16,8,8]
+      return out=%d
+    })",
+              R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + w + R"(
+      %0 = conv_blocked(%x, %wa) {activation="none", lanes=)" +
+                  l + R"(, pads=[1, 1, 1, 1]} : )" + blocked8x8(16) + R"(
+      %1 = conv_blocked(%x, %wb) {activation="none", lanes=)" +
+                  l + R"(, pads=[1, 1, 1, 1]} : )" + blocked8x8(16) + R"(
+      %2 = concat(%0, %1) {axis=1} : )" +
+                  blocked8x8(32) + R"(
+      %3 = conv_blocked(%2, %wc) {activation="none", lanes=)" +
+                  l + R"(} : )" + blocked8x8(16) + R"(
+      %4 = from_blocked(%3) {channels=16} : f32[1,16,8,8]
+      return out=%4
+    })",
+              o);
+}
+
+TEST(NchwcLayout, ConcatOfPartBlocksIsLeftPlain) {
+  // 12 channels fill no whole block: blocked, the concat would leave zero lanes between
+  // its inputs, so it is not taken, and no chain has two convs.
+  expect_pass("nchwc_layout",
+              R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + weights("wa", "12,3,3,3", 12 * 27, 1) +
+                  weights("wb", "12,3,3,3", 12 * 27, 2) + weights("wc", "8,24,1,1", 8 * 24, 3) + R"(
+      %a = conv(%x, %wa) {pads=[1, 1, 1, 1]} : f32[1,12,8,8]
+      %b = conv(%x, %wb) {pads=[1, 1, 1, 1]} : f32[1,12,8,8]
+      %c = concat(%a, %b) {axis=1} : f32[1,24,8,8]
+      %d = conv(%c, %wc) : f32[1,8,8,8]
+      return out=%d
+    })",
+              "");
+}
+
 TEST(NchwcLayout, LeavesLoneConvsAndNonConstantWeights) {
   // One conv alone gains nothing; a weight that is a graph input may change between runs
   // (conv_blocked caches its weights reordered), so that chain is left as it is.
