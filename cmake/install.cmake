@@ -118,3 +118,7 @@ configure_file(cmake/rlx.pc.in ${PROJECT_BINARY_DIR}/cmake/rlx.pc @ONLY)
 configure_file(cmake/rlx-onnx.pc.in ${PROJECT_BINARY_DIR}/cmake/rlx-onnx.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/cmake/rlx.pc ${PROJECT_BINARY_DIR}/cmake/rlx-onnx.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+if(RLX_BUILD_TESTS)
+  add_subdirectory(tests/install)
+endif()
