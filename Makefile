@@ -18,7 +18,8 @@ DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clan
   ocl-icd-opencl-dev libonnx-dev libprotobuf-dev libonnx-testdata \
   python3-torch python3-torchvision python3-torchaudio python3-numpy gnuplot-nox \
   pybind11-dev python3-pytest python3-onnx libsuitesparse-dev python3-scipy \
-  libopenmpi-dev openmpi-bin python3-venv python3-pip python3-setuptools python3-wheel
+  libopenmpi-dev openmpi-bin python3-venv python3-pip python3-setuptools python3-wheel \
+  dpkg-dev pkgconf
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -73,6 +74,11 @@ bench-sparse: build
 # Session::compile time of a GPT-2-small forward graph and train step.
 bench-compile: build
 	./$(BUILD)/bench/rlx-bench-compile $(BENCH_ARGS)
+
+# The Debian package (cmake/install.cmake): $(BUILD)/rlx_<version>_<arch>.deb, for /usr.
+.PHONY: package
+package: build
+	cmake --build $(BUILD) --target package
 
 format: deps
 	git ls-files '*.h' '*.cpp' '*.cu' '*.cuh' | xargs clang-format -i

@@ -119,6 +119,48 @@ configure_file(cmake/rlx-onnx.pc.in ${PROJECT_BINARY_DIR}/cmake/rlx-onnx.pc @ONL
 install(FILES ${PROJECT_BINARY_DIR}/cmake/rlx.pc ${PROJECT_BINARY_DIR}/cmake/rlx-onnx.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
+# `make package`: everything a plain install holds as one Debian package for /usr,
+# rlx_VERSION_ARCH.deb. dpkg-shlibdeps declares what the libraries and the CLI load; the
+# CMake package's link interfaces need the development packages below as well (a static
+# rlx::sparse links SuiteSparse, rlx::dist MPI, librlx's public interface OpenBLAS and
+# oneDNN). The CUDA toolkit is NVIDIA's, not Debian's: a CUDA build needs it in
+# /usr/local/cuda (dpkg-shlibdeps passes over its libraries).
+find_program(RLX_DPKG dpkg)
+set(RLX_DEB_ARCH amd64)
+if(RLX_DPKG)
+  execute_process(COMMAND ${RLX_DPKG} --print-architecture OUTPUT_VARIABLE RLX_DEB_ARCH
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+endif()
+set(RLX_DEB_FILE rlx_${PROJECT_VERSION}_${RLX_DEB_ARCH}.deb)
+set(RLX_DEB_DEPENDS libopenblas-openmp-dev libsuitesparse-dev)
+if(dnnl_FOUND)
+  list(APPEND RLX_DEB_DEPENDS libdnnl-dev)
+endif()
+if(RLX_CONFIG_HAS_DIST)
+  list(APPEND RLX_DEB_DEPENDS libopenmpi-dev)
+endif()
+if(RLX_CONFIG_LAPACK)
+  list(APPEND RLX_DEB_DEPENDS liblapack-dev)
+endif()
+if(NOT RLX_SHARED)
+  list(APPEND RLX_DEB_DEPENDS nlohmann-json3-dev libonnx-dev libprotobuf-dev)
+endif()
+list(JOIN RLX_DEB_DEPENDS ", " RLX_DEB_DEPENDS)
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME rlx)
+set(CPACK_PACKAGE_VERSION ${PROJECT_VERSION})
+set(CPACK_PACKAGE_CONTACT "rlx developers <rlx@invalid>")
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY
+  "ML compiler and runtime: C++ library, ONNX importer, the rlx command, CMake package")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_DEBIAN_FILE_NAME ${RLX_DEB_FILE})
+set(CPACK_DEBIAN_PACKAGE_ARCHITECTURE ${RLX_DEB_ARCH})
+set(CPACK_DEBIAN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_DEPENDS "${RLX_DEB_DEPENDS}")
+set(CPACK_RESOURCE_FILE_LICENSE ${PROJECT_SOURCE_DIR}/LICENSE)
+include(CPack)
+
 if(RLX_BUILD_TESTS)
   add_subdirectory(tests/install)
 endif()
