@@ -27,16 +27,27 @@ class CMakeBuild(build_ext):
                                "-DCMAKE_BUILD_TYPE=Release"])
         subprocess.check_call(["cmake", "--build", str(build), "--target", "rlx_python", "-j",
                                os.environ.get("JOBS", str(os.cpu_count() or 1))])
+        # The module and the shared libraries it loads (librlx, librlx_onnx), as CMake
+        # installs them for Python (cmake/install.cmake, component python): the module
+        # finds them beside itself. A wheel holds no symlinks, so each library is copied
+        # once, under its SONAME (the link NAMELINK_SKIP leaves).
+        stage = pathlib.Path(self.build_temp).resolve() / "cmake-stage"
+        shutil.rmtree(stage, ignore_errors=True)
+        subprocess.check_call(["cmake", "--install", str(build), "--component", "python",
+                               "--prefix", str(stage)])
         # CMake builds for Debian's /usr/bin/python3 (its Python_EXECUTABLE); a venv made
         # from it shares its ABI, which the module's suffix names.
         suffix = sysconfig.get_config_var("EXT_SUFFIX")
-        built = build / "python" / "rlx" / f"_rlx{suffix}"
+        built = stage / "rlx" / f"_rlx{suffix}"
         if not built.exists():
             sys.exit(f"rlx: CMake built no {built.name} in {built.parent} (is pybind11-dev "
                      f"installed, and is {sys.executable} the Python 3.11 CMake found?)")
         target = pathlib.Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(built, target)
+        for lib in (stage / "rlx").glob("lib*.so*"):
+            if lib.is_symlink():
+                shutil.copyfile(lib, target.parent / lib.name)
 
 
 setup(

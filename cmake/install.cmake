@@ -119,6 +119,20 @@ configure_file(cmake/rlx-onnx.pc.in ${PROJECT_BINARY_DIR}/cmake/rlx-onnx.pc @ONL
 install(FILES ${PROJECT_BINARY_DIR}/cmake/rlx.pc ${PROJECT_BINARY_DIR}/cmake/rlx-onnx.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
 
+# The Python package's compiled part for setup.py (`pip wheel .`, `pip install .`):
+# `cmake --install BUILD --component python --prefix STAGE` puts the module and the shared
+# libraries it loads in STAGE/rlx, the module finding them beside itself ($ORIGIN). Not
+# part of a plain install.
+if(TARGET rlx_python_module)
+  set_target_properties(rlx_python_module PROPERTIES
+    INSTALL_RPATH "\$ORIGIN" INSTALL_RPATH_USE_LINK_PATH ON)
+  install(TARGETS rlx_python_module LIBRARY DESTINATION rlx COMPONENT python EXCLUDE_FROM_ALL)
+  if(RLX_SHARED)
+    install(TARGETS rlx rlx_onnx LIBRARY DESTINATION rlx NAMELINK_SKIP
+      COMPONENT python EXCLUDE_FROM_ALL)
+  endif()
+endif()
+
 # `make package`: everything a plain install holds as one Debian package for /usr,
 # rlx_VERSION_ARCH.deb. dpkg-shlibdeps declares what the libraries and the CLI load; the
 # CMake package's link interfaces need the development packages below as well (a static

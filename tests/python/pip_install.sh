@@ -1,7 +1,7 @@
 #!/bin/sh
-# The README's install, checked: `pip install --no-build-isolation .` from a fresh copy of
-# the source tree (what a clone holds) into a venv, then `import rlx` from another
-# directory. ctest runs it (test python_pip_install, label python).
+# The README's install, checked: `pip wheel --no-build-isolation .` from a fresh copy of
+# the source tree (what a clone holds), the wheel installed into a venv, then `import rlx`
+# from another directory. ctest runs it (test python_pip_install, label python).
 #
 #   tests/python/pip_install.sh SOURCE_DIR WORK_DIR [PYTHON]
 #
@@ -41,8 +41,15 @@ unset RLX_BUILD_DIR PYTHONPATH
 # python3 refuses `pip install` into the system (PEP 668).
 "$python" -m venv --system-site-packages "$work/venv"
 start=$(date +%s)
-(cd "$work/src" && "$work/venv/bin/python" -m pip install -q --no-build-isolation --no-index .)
-echo "pip_install: built and installed in $(($(date +%s) - start)) s"
+# `pip wheel .`, then the wheel installed: the module and the libraries it loads
+# (librlx.so.*, beside it) travel in the wheel; the source tree and its build are gone
+# before the import.
+(cd "$work/src" && "$work/venv/bin/python" -m pip wheel -q --no-build-isolation --no-index \
+  --no-deps -w "$work/wheel" .)
+wheel=$(ls "$work"/wheel/rlx-*.whl)
+echo "pip_install: $(basename "$wheel") ($(du -h "$wheel" | cut -f1)) built in $(($(date +%s) - start)) s"
+"$work/venv/bin/python" -m pip install -q --no-index "$wheel"
+rm -rf "$work/src"
 
 cd "$work/elsewhere"
 "$work/venv/bin/python" - "$work/venv" <<'EOF'
@@ -57,6 +64,10 @@ assert venv in where.parents, f"rlx imported from {where}, not from the venv {ve
 assert rlx.__version__ == importlib.metadata.version("rlx"), (
     rlx.__version__, importlib.metadata.version("rlx"))
 # the compiled module works: a gradient through a compiled graph
+# librlx from the wheel (beside the module), not from a build tree or the system
+maps = pathlib.Path("/proc/self/maps").read_text().splitlines()
+libs = {line.split()[-1] for line in maps if "/librlx" in line}
+assert libs and all(venv in pathlib.Path(p).parents for p in libs), libs
 dx = rlx.grad(lambda x: rlx.sum(x * x * x))(np.arange(3.0))
 np.testing.assert_allclose(dx, [0.0, 3.0, 12.0])
 print("pip_install: import rlx", rlx.__version__, "from", where.parent)
