@@ -8,7 +8,9 @@
 //   conv_blocked(x, w, [bias]) {conv attrs, activation, lanes}
 //                                      = to_blocked(act(conv(x', w, bias))) where x' is x
 //                                      itself (4-D, plain) or from_blocked(x) (5-D; the
-//                                      channels are w.shape[1] * groups).
+//                                      channels are w.shape[1] * groups);
+//   max_pool_blocked(x) {pool attrs, lanes}
+//                                      = to_blocked(max_pool(from_blocked(x))), 2-D.
 // conv_blocked's CPU kernel keeps a reordered copy of w keyed by w's data pointer: the
 // pass creates it only for weights made by a `constant` node (immutable bytes at a stable
 // address for the compiled graph's life). Each op decomposes into core ops.
@@ -131,6 +133,35 @@ Values decompose_conv_blocked(const RuleArgs& a) {
   return {blocked(apply_activation(y, a.attrs.get_string("activation")), a.attrs.get_int("lanes"))};
 }
 
+// max_pool_blocked: max_pool's shapes on the logical [N, Cb * L, H, W] (the zero lanes pool
+// to zeros), blocked again.
+Attrs without_lanes(const Attrs& attrs) {
+  Attrs a;
+  for (const auto& [k, v] : attrs)
+    if (k != "lanes") a.set(k, v);
+  return a;
+}
+
+Types infer_max_pool_blocked(const InferContext& ctx) {
+  int64_t lanes = lanes_attr(ctx);
+  const Shape& x = ctx.shape(0);
+  if (ctx.rank(0) != 5 || lanes_of(x) != lanes || !x[1].is_static())
+    ctx.fail("expected x [N, Cb, H, W, ", lanes, "] with static Cb, got ", ctx.input(0).str());
+  Types in{{ctx.dtype(0), {x[0], Dim(x[1].value() * lanes), x[2], x[3]}}};
+  Types out = OpRegistry::global()
+                  .get("max_pool")
+                  .infer(InferContext(ctx.op(), in, without_lanes(ctx.attrs()), {}));
+  const Shape& y = out[0].shape;
+  return {{out[0].dtype, {y[0], x[1], y[2], y[3], Dim(lanes)}}};
+}
+
+Values decompose_max_pool_blocked(const RuleArgs& a) {
+  Value x = a.inputs[0];
+  const int64_t lanes = a.attrs.get_int("lanes");
+  Value y = op("max_pool", {unblocked(x, x.shape()[1].value() * lanes)}, without_lanes(a.attrs));
+  return {blocked(y, lanes)};
+}
+
 }  // namespace
 
 void register_blocked_ops(OpRegistry& r) {
@@ -169,6 +200,20 @@ void register_blocked_ops(OpRegistry& r) {
   cb.decompose = decompose_conv_blocked;
   set_rules_by_decomposition(cb);
   r.add(std::move(cb));
+
+  const OpDef& pool = r.get("max_pool");
+  OpDef mp;
+  mp.name = "max_pool_blocked";
+  mp.arity(1);
+  mp.attrs = pool.attrs;
+  mp.attr("lanes", AttrKind::Int, AttrValue(int64_t(16)));
+  mp.doc =
+      "to_blocked(max_pool(from_blocked(x)), lanes) for a 2-D pool of a blocked x "
+      "[N, Cb, H, W, L], L = lanes (the zero lanes stay zeros).";
+  mp.infer = infer_max_pool_blocked;
+  mp.decompose = decompose_max_pool_blocked;
+  set_rules_by_decomposition(mp);
+  r.add(std::move(mp));
 }
 
 }  // namespace rlx::detail

@@ -8,6 +8,7 @@
 //   global_avg_pool(a)             ->  mean over the blocked tensor's H and W
 //   concat(a, b, …) {axis=1}        ->  concat along the blocks, where every input's channels
 //                                      fill whole blocks
+//   max_pool(a)                    ->  max_pool_blocked(a)
 // The lanes past C start as zeros and stay finite: the unary ops taken are finite at 0
 // (hard_sigmoid(0) = 0.5: hard-swish is x * hard_sigmoid(x)), and every reader ignores
 // them (from_blocked drops them, oneDNN's blocked weights are zero for them).
@@ -122,6 +123,12 @@ bool takes_concat(const Node& n) {
   return true;
 }
 
+// A 2-D max_pool: max_pool_blocked pools the blocked tensor (the zero lanes stay zeros).
+bool takes_max_pool(const Node& n) {
+  return n.op_name() == "max_pool" && n.inputs.size() == 1 && n.outputs.size() == 1 &&
+         static_f32(n.inputs[0], 4) && static_f32(n.outputs[0], 4);
+}
+
 struct Sets {  // union-find over node indices
   std::vector<int32_t> up;
   explicit Sets(size_t n) : up(n) { std::iota(up.begin(), up.end(), 0); }
@@ -154,7 +161,8 @@ std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
 
   std::vector<uint8_t> cand(count), in(count);
   for (size_t i = 0; i < count; ++i)
-    cand[i] = takes_conv(g, nodes[i], ctx) || takes_elementwise(nodes[i]) || takes_concat(nodes[i]);
+    cand[i] = takes_conv(g, nodes[i], ctx) || takes_elementwise(nodes[i]) ||
+              takes_concat(nodes[i]) || takes_max_pool(nodes[i]);
   Sets sets(count);
   for (size_t i = 0; i < count; ++i) {
     if (!cand[i]) continue;
@@ -223,7 +231,11 @@ std::unique_ptr<Graph> nchwc_layout(const Graph& g, const PassContext& ctx) {
         out = dst.apply1("mean", args, {{"axes", IntList{2, 3}}, {"keepdims", true}});
       else if (n.op_name() == "concat")  // along the blocks
         out = dst.apply1("concat", args, {{"axis", int64_t(1)}});
-      else
+      else if (n.op_name() == "max_pool") {
+        Attrs pool = n.attrs;
+        pool.set("lanes", nchwc_lanes());
+        out = dst.apply1("max_pool_blocked", args, pool);
+      } else
         out = dst.apply1(n.op_name(), args, n.attrs);
     }
     Value v = n.outputs[0];
@@ -248,8 +260,9 @@ int64_t nchwc_lanes() {
 
 void register_nchwc_layout(PassRegistry& r) {
   r.add({"nchwc_layout", nchwc_layout,
-         "chains of 2-D convs (and the adds, muls, relus, channel concats and global pools between "
-         "them) kept in "
+         "chains of 2-D convs (and the adds, muls, relus, channel concats, max pools and global "
+         "pools "
+         "between them) kept in "
          "oneDNN's channel-blocked "
          "layout, nChw16c or nChw8c as the CPU's vectors (CPU, f32)"});
 }

@@ -124,6 +124,42 @@ TEST(NchwcLayout, ChannelConcatOfWholeBlocksStaysBlocked) {
               o);
 }
 
+TEST(NchwcLayout, MaxPoolsBetweenConvsStayBlocked) {
+  // SqueezeNet's and ResNet's pools between convs: max_pool_blocked, no conversions.
+  test::PassCheckOptions o;
+  o.rtol = 1e-4;
+  o.atol = 1e-5;
+  const std::string w = weights("wa", "16,3,3,3", 16 * 27, 1) + weights("wc", "16,16,1,1", 256, 3);
+  const std::string l = std::to_string(passes::nchwc_lanes());
+  auto blocked = [&](int64_t hw) {
+    const int64_t lanes = passes::nchwc_lanes();
+    return "f32[1," + std::to_string(16 / lanes) + "," + std::to_string(hw) + "," +
+           std::to_string(hw) + "," + l + "]";
+  };
+  expect_pass("nchwc_layout",
+              R"(
+    graph main(%x: f32[1,3,9,9]) {
+)" + w + R"(
+      %a = conv(%x, %wa) {pads=[1, 1, 1, 1]} : f32[1,16,9,9]
+      %p = max_pool(%a) {ceil_mode=true, kernel_shape=[3, 3], strides=[2, 2]} : f32[1,16,4,4]
+      %d = conv(%p, %wc) : f32[1,16,4,4]
+      return out=%d
+    })",
+              R"(
+    graph main(%x: f32[1,3,9,9]) {
+)" + w + R"(
+      %0 = conv_blocked(%x, %wa) {activation="none", lanes=)" +
+                  l + R"(, pads=[1, 1, 1, 1]} : )" + blocked(9) + R"(
+      %1 = max_pool_blocked(%0) {ceil_mode=true, kernel_shape=[3, 3], lanes=)" +
+                  l + R"(, strides=[2, 2]} : )" + blocked(4) + R"(
+      %2 = conv_blocked(%1, %wc) {activation="none", lanes=)" +
+                  l + R"(} : )" + blocked(4) + R"(
+      %3 = from_blocked(%2) {channels=16} : f32[1,16,4,4]
+      return out=%3
+    })",
+              o);
+}
+
 TEST(NchwcLayout, ConcatOfPartBlocksIsLeftPlain) {
   // 12 channels fill no whole block: blocked, the concat would leave zero lanes between
   // its inputs, so it is not taken, and no chain has two convs.

@@ -95,6 +95,23 @@ std::vector<InferCase> fused_cases() {
       bad("conv_blocked", {"f32[1,3,8,8]", "f32[4,2,3,3]"}, {}, V, "channels"),
       bad("conv_blocked", {"f32[1,3,8,8]", "f32[4,3,3,3]"}, {{"activation", "elu"}}, V,
           "activation"),
+      // max_pool_blocked: max_pool's shapes on [N, Cb * L, H, W].
+      ok("max_pool_blocked", {"f32[1,2,8,8,16]"},
+         {{"kernel_shape", IntList{3, 3}}, {"strides", IntList{2, 2}}}, {"f32[1,2,3,3,16]"}),
+      ok("max_pool_blocked", {"f32[n,3,7,7,8]"},
+         {{"kernel_shape", IntList{3, 3}},
+          {"strides", IntList{2, 2}},
+          {"ceil_mode", true},
+          {"lanes", 8}},
+         {"f32[n,3,3,3,8]"}),
+      bad("max_pool_blocked", {"f32[1,2,8,8,8]"}, {{"kernel_shape", IntList{2, 2}}}, V,
+          "[N, Cb, H, W, 16]"),
+      bad("max_pool_blocked", {"f32[1,16,8,8]"}, {{"kernel_shape", IntList{2, 2}}}, V,
+          "[N, Cb, H, W, 16]"),
+      bad("max_pool_blocked", {"f32[1,c,8,8,16]"}, {{"kernel_shape", IntList{2, 2}}}, V,
+          "static Cb"),
+      bad("max_pool_blocked", {"f32[1,2,8,8,16]"}, {{"kernel_shape", IntList{2, 2}}, {"lanes", 4}},
+          V, "lanes 8 or 16"),
   };
 }
 

@@ -339,6 +339,33 @@ CheckTable checks_fused() {
       cb({blk({1, 16, 8, 8}), r(f, {16, 16, 3, 3})},
          A{{"dilations", IntList{2, 2}}, {"auto_pad", "same_upper"}},
          "dilated, same_upper, no bias");
+      // max_pool_blocked: max_pool of the logical tensor, blocked again (zero lanes included).
+      auto mp = [&](std::vector<int64_t> shape, Attrs attrs, std::string note) {
+        attrs.set("lanes", l);
+        t.add(ref_check(
+            "max_pool_blocked", f, {blk(shape)}, std::move(attrs),
+            [](const Tensors& in, const Attrs& a) {
+              const Tensor& x = in[0];
+              const int64_t lanes = a.get_int("lanes");
+              Attrs pool;
+              for (const auto& [k, v] : a)
+                if (k != "lanes") pool.set(k, v);
+              Tensor y = ref_max_pool({unblock_ref(x, x.shape()[1] * lanes)}, pool)[0];
+              return Tensors{block_ref(y, lanes)};
+            },
+            note + in_lanes));
+      };
+      mp({1, 20, 9, 9}, A{{"kernel_shape", IntList{3, 3}}, {"strides", IntList{2, 2}}},
+         "3x3/2, padded lanes");
+      mp({2, 16, 7, 6},
+         A{{"kernel_shape", IntList{3, 3}},
+           {"strides", IntList{2, 2}},
+           {"pads", IntList{1, 0, 1, 1}},
+           {"ceil_mode", true}},
+         "asymmetric pads, ceil mode");
+      mp({1, 8, 7, 7}, A{{"kernel_shape", IntList{2, 2}}, {"dilations", IntList{2, 2}}}, "dilated");
+      mp({1, 16, 5, 6}, A{{"kernel_shape", IntList{3, 2}}, {"auto_pad", "same_upper"}},
+         "same_upper");
     }
   return t;
 }

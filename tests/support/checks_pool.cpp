@@ -80,7 +80,6 @@ Tensors ref_pool(const Tensors& in, const Attrs& a, bool is_max) {
   return {tensor_of(x.dtype(), ys, y)};
 }
 
-Tensors ref_max_pool(const Tensors& in, const Attrs& a) { return ref_pool(in, a, true); }
 Tensors ref_avg_pool(const Tensors& in, const Attrs& a) { return ref_pool(in, a, false); }
 
 Tensors ref_global(const Tensors& in, bool is_max) {
@@ -582,6 +581,8 @@ void window_grad_checks(CheckTable& t) {
 }
 
 }  // namespace
+
+Tensors ref_max_pool(const Tensors& in, const Attrs& a) { return ref_pool(in, a, true); }
 
 CheckTable checks_pool() {
   CheckTable t;

@@ -52,6 +52,9 @@ struct CheckTable {
   void append(CheckTable other);
 };
 
+// max_pool's reference (checks_pool.cpp), which max_pool_blocked's reuses.
+Tensors ref_max_pool(const Tensors& in, const Attrs& attrs);
+
 // A check against a reference.
 OpCheck ref_check(std::string op, DType dtype, Tensors inputs, Attrs attrs, RefFn ref,
                   std::string note = {});

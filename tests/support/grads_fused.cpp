@@ -39,6 +39,8 @@ GradTable grads_fused() {
       {{"pads", IntList{1, 1, 1, 1}}, {"activation", "tanh"}}, "blocked input, bias, tanh");
   add("conv_blocked", {{1, 2, 4, 4}, {2, 1, 3, 3}}, {{"groups", 2}, {"activation", "gelu"}},
       "plain input, groups");
+  add("max_pool_blocked", {{1, 1, 4, 4, 8}},
+      {{"kernel_shape", IntList{2, 2}}, {"strides", IntList{2, 2}}, {"lanes", 8}}, "2x2/2");
   return t;
 }
 
