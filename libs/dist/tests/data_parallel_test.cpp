@@ -1,6 +1,6 @@
 // Data-parallel training of the demo's GPT under mpirun -np 2: after N steps every rank's
 // params equal those of one process trained on the combined batch (which each rank also
-// runs, as the reference), within 1e-5.
+// runs, as the reference), within f32 rounding (1e-3 of how far they moved).
 #include <unistd.h>
 
 #include <cmath>
@@ -92,15 +92,8 @@ void check_equivalence(std::shared_ptr<train::Optimizer> optimizer, double lr) {
     // The shards' mean loss is the combined batch's; the norm is the global one.
     double mean_loss = pg.all_reduce(d.at("loss"), dist::ReduceOp::mean).to_doubles()[0];
     EXPECT_NEAR(mean_loss, r.at("loss").to_doubles()[0], 1e-5) << "step " << s;
-    EXPECT_NEAR(d.at("train.grad_norm").to_doubles()[0], r.at("train.grad_norm").to_doubles()[0],
-                1e-5)
-        << "step " << s;
-  }
-  double worst = 0;
-  for (const std::string& p : ref.trained_params()) {
-    double diff = max_abs_diff(dp.param(p), ref.param(p));
-    EXPECT_LE(diff, 1e-5) << p;
-    worst = std::max(worst, diff);
+    const double norm = r.at("train.grad_norm").to_doubles()[0];
+    EXPECT_NEAR(d.at("train.grad_norm").to_doubles()[0], norm, 1e-4 * norm) << "step " << s;
   }
   // The params must have moved, or the comparison proves nothing.
   auto init = demo::init_params(*model, config().layers, 7);
@@ -108,6 +101,17 @@ void check_equivalence(std::shared_ptr<train::Optimizer> optimizer, double lr) {
   for (const std::string& p : ref.trained_params())
     moved = std::max(moved, max_abs_diff(ref.param(p), init.at(p)));
   EXPECT_GT(moved, 1e-2);
+  // Both runs compute the same sums in another order (two shards reduced, against one
+  // batch), so they part by f32 rounding, which AdamW's normalised steps amplify where a
+  // gradient is near zero: a bound of 1e-3 of how far the params moved, far below what a
+  // wrong reduction (a lost bucket, a shard's own clipping norm) gives; the norm check above
+  // catches a sum for a mean, to which AdamW's steps are blind.
+  double worst = 0;
+  for (const std::string& p : ref.trained_params()) {
+    double diff = max_abs_diff(dp.param(p), ref.param(p));
+    EXPECT_LE(diff, 1e-3 * moved) << p;
+    worst = std::max(worst, diff);
+  }
   std::printf("[rank %d] %s: max |dp - single| = %.3g after %lld steps (params moved %.3g)\n",
               pg.rank(), optimizer->name().c_str(), worst, (long long)kSteps, moved);
 }
