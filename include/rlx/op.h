@@ -30,6 +30,7 @@ enum class Trait : uint32_t {
   nondifferentiable = 1u << 8,  // outputs carry no gradient (comparisons, argmax, …)
   shape_op = 1u << 9,           // moves or selects data without arithmetic
   checkpoint = 1u << 10,        // ends a rematerialisation segment (Remat::checkpoints)
+  finite = 1u << 11,            // finite wherever its inputs are (a layout may pad with zero lanes)
 };
 constexpr Trait operator|(Trait a, Trait b) { return Trait(uint32_t(a) | uint32_t(b)); }
 constexpr bool has_trait(Trait set, Trait t) { return (uint32_t(set) & uint32_t(t)) != 0; }
@@ -109,6 +110,15 @@ using VmapFn = std::function<VmapResult(const RuleArgs&, std::span<const int> in
 
 inline constexpr int kVariadic = -1;
 
+// How an op runs under a mixed precision (PassContext::precision, passes/mixed_precision.cpp).
+enum class AmpRole : uint8_t {
+  follow,    // in its inputs' precision: 16 bits when its float inputs are, f32 when any is f32
+  low,       // compute-bound: 16-bit inputs, the kernels accumulating in f32 (matmul, conv)
+  keep_f32,  // needs range or accuracy: f32 inputs (exp / log, norms, reductions, softmax)
+  wide,      // reads 16-bit inputs as they are and keeps f32 outputs when its bool attribute
+             // OpDef::amp_attr is set (its math is f32 either way: a cast is saved)
+};
+
 struct OpDef {
   std::string name;  // "add"; downstream ops are namespaced: "sparse.cg_solve"
   Trait traits = Trait::none;
@@ -122,6 +132,8 @@ struct OpDef {
   JvpFn jvp;
   VmapFn vmap;
   std::string doc;
+  AmpRole amp = AmpRole::follow;
+  std::string amp_attr;  // AmpRole::wide: the bool attribute the pass sets
 
   bool has(Trait t) const { return has_trait(traits, t); }
   const AttrSpec* find_attr(std::string_view key) const;

@@ -49,61 +49,64 @@ struct UnarySpec {
   Trait traits;  // in addition to elementwise
   std::vector<AttrSpec> attrs;
   const char* doc;
+  AmpRole amp = AmpRole::follow;
 };
 
 constexpr Trait kNone = Trait::none;
 constexpr Trait kNoGrad = Trait::nondifferentiable;
+constexpr Trait kFinite = Trait::finite;     // bounded, or growing at most like x
+constexpr AmpRole kF32 = AmpRole::keep_f32;  // range or accuracy: exponentials, logarithms
 
 std::vector<UnarySpec> unary_specs() {
   using A = Accepts;
   return {
-      {"neg", A::numeric, false, kNone, {}, "-x."},
-      {"abs", A::numeric, false, kNone, {}, "|x|."},
-      {"sign", A::numeric, false, kNoGrad, {}, "-1, 0 or 1 by the sign of x."},
+      {"neg", A::numeric, false, kFinite, {}, "-x."},
+      {"abs", A::numeric, false, kFinite, {}, "|x|."},
+      {"sign", A::numeric, false, kNoGrad | kFinite, {}, "-1, 0 or 1 by the sign of x."},
       {"square", A::numeric, false, kNone, {}, "x * x."},
-      {"exp", A::floating, false, kNone, {}, "e^x."},
-      {"expm1", A::floating, false, kNone, {}, "e^x - 1, accurate near 0."},
-      {"log", A::floating, false, kNone, {}, "Natural logarithm."},
-      {"log1p", A::floating, false, kNone, {}, "log(1 + x), accurate near 0."},
+      {"exp", A::floating, false, kNone, {}, "e^x.", kF32},
+      {"expm1", A::floating, false, kNone, {}, "e^x - 1, accurate near 0.", kF32},
+      {"log", A::floating, false, kNone, {}, "Natural logarithm.", kF32},
+      {"log1p", A::floating, false, kNone, {}, "log(1 + x), accurate near 0.", kF32},
       {"sqrt", A::floating, false, kNone, {}, "Square root."},
       {"rsqrt", A::floating, false, kNone, {}, "1 / sqrt(x)."},
       {"reciprocal", A::floating, false, kNone, {}, "1 / x."},
-      {"sin", A::floating, false, kNone, {}, "Sine."},
-      {"cos", A::floating, false, kNone, {}, "Cosine."},
+      {"sin", A::floating, false, kFinite, {}, "Sine."},
+      {"cos", A::floating, false, kFinite, {}, "Cosine."},
       {"tan", A::floating, false, kNone, {}, "Tangent."},
-      {"tanh", A::floating, false, kNone, {}, "Hyperbolic tangent."},
-      {"sigmoid", A::floating, false, kNone, {}, "1 / (1 + e^-x)."},
-      {"erf", A::floating, false, kNone, {}, "Gauss error function."},
-      {"softplus", A::floating, false, kNone, {}, "log(1 + e^x)."},
-      {"silu", A::floating, false, kNone, {}, "x * sigmoid(x)."},
-      {"floor", A::floating, false, kNoGrad, {}, "Rounds toward -infinity."},
-      {"ceil", A::floating, false, kNoGrad, {}, "Rounds toward +infinity."},
-      {"round", A::floating, false, kNoGrad, {}, "Rounds to nearest, ties to even."},
+      {"tanh", A::floating, false, kFinite, {}, "Hyperbolic tangent."},
+      {"sigmoid", A::floating, false, kFinite, {}, "1 / (1 + e^-x)."},
+      {"erf", A::floating, false, kFinite, {}, "Gauss error function."},
+      {"softplus", A::floating, false, kNone, {}, "log(1 + e^x).", kF32},
+      {"silu", A::floating, false, kFinite, {}, "x * sigmoid(x)."},
+      {"floor", A::floating, false, kNoGrad | kFinite, {}, "Rounds toward -infinity."},
+      {"ceil", A::floating, false, kNoGrad | kFinite, {}, "Rounds toward +infinity."},
+      {"round", A::floating, false, kNoGrad | kFinite, {}, "Rounds to nearest, ties to even."},
       {"hard_sigmoid",
        A::floating,
        false,
-       kNone,
+       kFinite,
        {float_attr("alpha", 0.2), float_attr("beta", 0.5)},
        "max(0, min(1, alpha * x + beta))."},
       {"gelu",
        A::floating,
        false,
-       kNone,
+       kFinite,
        {{"approximate", AttrKind::String, "none", {"none", "tanh"}}},
        "Gaussian error linear unit, exact or with the tanh approximation."},
       {"elu",
        A::floating,
        false,
-       kNone,
+       kFinite,
        {float_attr("alpha", 1.0)},
        "x if x > 0 else alpha * (e^x - 1)."},
       {"leaky_relu",
        A::floating,
        false,
-       kNone,
+       kFinite,
        {float_attr("alpha", 0.01)},
        "x if x > 0 else alpha * x."},
-      {"relu", A::float_or_signed, false, kNone, {}, "max(x, 0)."},
+      {"relu", A::float_or_signed, false, kFinite, {}, "max(x, 0)."},
       {"logical_not", A::boolean, true, kNoGrad, {}, "Boolean negation."},
       {"isnan", A::floating, true, kNoGrad, {}, "True where x is NaN."},
       {"isinf", A::floating, true, kNoGrad, {}, "True where x is +-infinity."},
@@ -117,6 +120,7 @@ void register_unary(OpRegistry& r, const UnarySpec& s) {
   d.arity(1);
   d.attrs = s.attrs;
   d.doc = s.doc;
+  d.amp = s.amp;
   d.infer = [acc = s.accepts, to_bool = s.to_bool](const InferContext& ctx) {
     expect_accepts(ctx, 0, acc);
     expect_finite_float_attrs(ctx);
@@ -133,6 +137,7 @@ struct BinarySpec {
   bool to_bool;  // output is bool rather than the input dtype
   Trait traits;  // in addition to elementwise
   const char* doc;
+  AmpRole amp = AmpRole::follow;
 };
 
 std::vector<BinarySpec> binary_specs() {
@@ -147,7 +152,7 @@ std::vector<BinarySpec> binary_specs() {
       {"sub", A::numeric, false, kNone, "a - b."},
       {"mul", A::numeric, false, ca, "a * b."},
       {"div", A::numeric, false, kNone, "a / b."},
-      {"pow", A::numeric, false, kNone, "a raised to the power b."},
+      {"pow", A::numeric, false, kNone, "a raised to the power b.", kF32},
       {"max", A::numeric, false, ca, "Elementwise maximum."},
       {"min", A::numeric, false, ca, "Elementwise minimum."},
       {"mod", A::numeric, false, kNone, "Floor modulo: the result has the sign of b."},
@@ -174,6 +179,7 @@ void register_binary(OpRegistry& r, const BinarySpec& s) {
   d.traits = Trait::elementwise | s.traits;
   d.arity(2);
   d.doc = s.doc;
+  d.amp = s.amp;
   d.infer = [acc = s.accepts, to_bool = s.to_bool](const InferContext& ctx) {
     expect_same_dtype(ctx, 0, 1);
     expect_accepts(ctx, 0, acc);

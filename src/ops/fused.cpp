@@ -272,6 +272,7 @@ void set_rules_by_decomposition(OpDef& d) { set_rules(d); }
 void register_fused_ops(OpRegistry& r) {
   OpDef mm;
   mm.name = "fused_matmul";
+  mm.amp = AmpRole::low;
   mm.arity(2, 3)
       .attr("transpose_a", AttrKind::Bool, AttrValue(false))
       .attr("transpose_b", AttrKind::Bool, AttrValue(false))
@@ -289,6 +290,7 @@ void register_fused_ops(OpRegistry& r) {
   const OpDef& conv = r.get("conv");
   OpDef fc;
   fc.name = "fused_conv";
+  fc.amp = AmpRole::low;
   fc.arity(conv.min_inputs, conv.max_inputs);
   fc.attrs = conv.attrs;
   fc.attr("activation", AttrKind::String, AttrValue("none"), fused_activations());

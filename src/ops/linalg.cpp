@@ -273,6 +273,7 @@ VmapResult dot_general_vmap(const RuleArgs& a, std::span<const int> in_axes) {
 void register_linalg_ops(OpRegistry& r) {
   OpDef mm;
   mm.name = "matmul";
+  mm.amp = AmpRole::low;
   mm.arity(2);
   mm.doc = "Matrix product with NumPy matmul semantics (1-D operands, broadcast batch dims).";
   mm.infer = infer_matmul;
@@ -283,6 +284,7 @@ void register_linalg_ops(OpRegistry& r) {
 
   OpDef dg;
   dg.name = "dot_general";
+  dg.amp = AmpRole::low;
   dg.arity(2)
       .attr("lhs_contracting", AttrKind::Ints)
       .attr("rhs_contracting", AttrKind::Ints)

@@ -49,6 +49,7 @@ void register_softmax(OpRegistry& r) {
         Entry{"log_softmax", "x - logsumexp(x) along `axis`.", log_softmax_vjp, log_softmax_jvp}}) {
     OpDef d;
     d.name = e.name;
+    d.amp = AmpRole::keep_f32;
     d.arity(1).attr("axis", AttrKind::Int, AttrValue(-1));
     d.doc = e.doc;
     d.infer = [](const InferContext& ctx) {
@@ -81,6 +82,7 @@ std::vector<TensorType> infer_trailing_norm(const InferContext& ctx) {
 void register_trailing_norms(OpRegistry& r) {
   OpDef ln;
   ln.name = "layer_norm";
+  ln.amp = AmpRole::keep_f32;
   ln.arity(1, 3)
       .attr("axis", AttrKind::Int, AttrValue(-1))
       .attr("epsilon", AttrKind::Float, AttrValue(1e-5));
@@ -93,6 +95,7 @@ void register_trailing_norms(OpRegistry& r) {
 
   OpDef rms;
   rms.name = "rms_norm";
+  rms.amp = AmpRole::keep_f32;
   rms.arity(1, 2)
       .attr("axis", AttrKind::Int, AttrValue(-1))
       .attr("epsilon", AttrKind::Float, AttrValue(1e-6));
@@ -107,6 +110,7 @@ void register_trailing_norms(OpRegistry& r) {
   // for all three gradients, instead of a dozen reductions and elementwise passes.
   OpDef g;
   g.name = "layer_norm_grad";
+  g.amp = AmpRole::keep_f32;
   g.arity(2, 3)
       .attr("axis", AttrKind::Int, AttrValue(-1))
       .attr("epsilon", AttrKind::Float, AttrValue(1e-5))
@@ -156,6 +160,7 @@ std::vector<TensorType> infer_channel_norm(const InferContext& ctx) {
 void register_channel_norms(OpRegistry& r) {
   OpDef gn;
   gn.name = "group_norm";
+  gn.amp = AmpRole::keep_f32;
   gn.arity(3).attr("num_groups", AttrKind::Int).attr("epsilon", AttrKind::Float, AttrValue(1e-5));
   gn.doc = "Normalises x [N, C, ...] over each group of C/num_groups channels; scale, bias [C].";
   gn.infer = infer_channel_norm;
@@ -166,6 +171,7 @@ void register_channel_norms(OpRegistry& r) {
 
   OpDef bn;
   bn.name = "batch_norm";
+  bn.amp = AmpRole::keep_f32;
   bn.arity(5).attr("epsilon", AttrKind::Float, AttrValue(1e-5));
   bn.doc =
       "Inference batch norm of x [N, C, ...]: (x - mean) / sqrt(var + epsilon) * scale "
@@ -301,6 +307,7 @@ std::vector<TensorType> infer_attention_grad(const InferContext& ctx) {
 void register_attention(OpRegistry& r) {
   OpDef d;
   d.name = "attention";
+  d.amp = AmpRole::low;
   d.arity(3, 4)
       .attr("mask", AttrKind::String, AttrValue("none"), {"none", "causal", "sliding_window"})
       .attr("window", AttrKind::Int, AttrValue(0))
@@ -432,6 +439,7 @@ std::vector<TensorType> infer_cross_entropy_grad(const InferContext& ctx) {
 void register_cross_entropy(OpRegistry& r) {
   OpDef d;
   d.name = "cross_entropy";
+  d.amp = AmpRole::wide, d.amp_attr = "f32_loss";
   d.arity(2)
       .attr("reduction", AttrKind::String, AttrValue("mean"), {"mean", "sum", "none"})
       .attr("label_smoothing", AttrKind::Float, AttrValue(0.0))
@@ -452,6 +460,7 @@ void register_cross_entropy(OpRegistry& r) {
   // writes the logits' gradient in one pass, without the softmax and one-hot tensors.
   OpDef g;
   g.name = "cross_entropy_grad";
+  g.amp = AmpRole::low;  // one pass over the logits; the gradient in their dtype
   g.arity(3)
       .attr("label_smoothing", AttrKind::Float, AttrValue(0.0))
       .attr("ignore_index", AttrKind::Int, AttrValue(-100));
@@ -636,6 +645,7 @@ std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
 void register_convs(OpRegistry& r) {
   OpDef c;
   c.name = "conv";
+  c.amp = AmpRole::low;
   c.arity(2, 3);
   add_window_attrs(c);
   c.attr("groups", AttrKind::Int, AttrValue(1));
@@ -650,6 +660,7 @@ void register_convs(OpRegistry& r) {
 
   OpDef t;
   t.name = "conv_transpose";
+  t.amp = AmpRole::low;
   t.arity(2, 3);
   add_window_attrs(t);
   t.attr("output_padding", AttrKind::Ints, AttrValue(IntList{}))

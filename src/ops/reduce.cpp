@@ -189,6 +189,7 @@ void register_reduce(OpRegistry& r, const ReduceSpec& s) {
   OpDef d;
   d.name = s.name;
   d.traits = Trait::reduction | s.traits;
+  d.amp = AmpRole::keep_f32;
   d.arity(1).attr("axes", AttrKind::Ints, IntList{}).attr("keepdims", AttrKind::Bool, false);
   d.doc = s.doc;
   d.vjp = s.rules.vjp;
@@ -216,6 +217,7 @@ void register_arg_reduce(OpRegistry& r, const char* name, const char* doc) {
   OpDef d;
   d.name = name;
   d.traits = Trait::reduction | Trait::nondifferentiable;
+  d.amp = AmpRole::keep_f32;  // ties decided in f32, as the full-precision graph
   d.arity(1)
       .attr("axis", AttrKind::Int, 0)
       .attr("keepdims", AttrKind::Bool, false)
@@ -238,6 +240,7 @@ void register_arg_reduce(OpRegistry& r, const char* name, const char* doc) {
 void register_cumsum(OpRegistry& r) {
   OpDef d;
   d.name = "cumsum";
+  d.amp = AmpRole::keep_f32;
   d.arity(1)
       .attr("axis", AttrKind::Int, 0)
       .attr("exclusive", AttrKind::Bool, false)

@@ -1,4 +1,5 @@
-// mixed_precision: runs float ops in a 16-bit type (PassContext::precision).
+// mixed_precision: runs float ops in a 16-bit type (PassContext::precision), each as its
+// OpDef::amp says (the op's own policy: a downstream package declares its ops' roles).
 //
 //   auto_bf16 / auto_f16  the compute-bound ops (matmul, conv, attention, their fused forms)
 //                         run in 16 bits; the ops that need range or accuracy (reductions,
@@ -28,58 +29,6 @@
 namespace rlx::passes {
 
 namespace {
-
-// What an op does under a mixed precision: run in 16 bits, stay f32, or follow its inputs;
-// or (wide) read its 16-bit inputs as they are and keep its f32 outputs, through a bool
-// attribute of the op that says so (its math is f32 either way: the cast is saved).
-enum class Role : uint8_t { follow, low, keep_f32, wide };
-
-// The policy as data. Ops named here that no one registered are simply never met.
-struct PolicyEntry {
-  std::string_view op;
-  Role role;
-  std::string_view wide_attr = {};  // Role::wide: the attribute set to true
-};
-constexpr PolicyEntry kPolicy[] = {
-    // Compute-bound: 16-bit inputs, f32 accumulation in the kernels.
-    {"matmul", Role::low},
-    {"dot_general", Role::low},
-    {"conv", Role::low},
-    {"conv_transpose", Role::low},
-    {"attention", Role::low},
-    {"fused_matmul", Role::low},
-    {"fused_conv", Role::low},
-    // Range or accuracy: exponentials and logarithms, normalisations, losses, running sums.
-    // (Every Trait::reduction op stays f32 too.)
-    {"exp", Role::keep_f32},
-    {"expm1", Role::keep_f32},
-    {"log", Role::keep_f32},
-    {"log1p", Role::keep_f32},
-    {"pow", Role::keep_f32},
-    {"softplus", Role::keep_f32},
-    {"softmax", Role::keep_f32},
-    {"log_softmax", Role::keep_f32},
-    {"layer_norm", Role::keep_f32},
-    {"layer_norm_grad", Role::keep_f32},
-    {"rms_norm", Role::keep_f32},
-    {"batch_norm", Role::keep_f32},
-    {"group_norm", Role::keep_f32},
-    {"cross_entropy", Role::wide, "f32_loss"},
-    // One pass over the logits; its output is their gradient, in their dtype.
-    {"cross_entropy_grad", Role::low},
-    {"cumsum", Role::keep_f32},
-};
-
-PolicyEntry policy_of(const OpDef& op) {
-  static const auto* table = [] {
-    auto* t = new std::unordered_map<std::string_view, PolicyEntry>();
-    for (const PolicyEntry& e : kPolicy) t->emplace(e.op, e);
-    return t;
-  }();
-  auto it = table->find(op.name);
-  if (it != table->end()) return it->second;
-  return {op.name, op.has(Trait::reduction) ? Role::keep_f32 : Role::follow};
-}
 
 DType half_of(Precision p) {
   return p == Precision::f16 || p == Precision::auto_f16 ? DType::f16 : DType::bf16;
@@ -169,11 +118,10 @@ class MixedPrecision {
   // the op in f32. An input whose dtype the op ignores (the shape donor of reshape_like or
   // broadcast_like) neither blocks the op nor gets a cast of its own.
   bool emit_low(const Node& n) {
-    PolicyEntry policy = policy_of(*n.op);
-    Role role = policy.role;
-    if (role == Role::wide) return emit_wide(n, policy.wide_attr);
-    if (role == Role::keep_f32) return false;
-    const bool follow = auto_ && role == Role::follow;
+    const AmpRole role = n.op->amp;  // the op's own policy (OpDef::amp)
+    if (role == AmpRole::wide) return emit_wide(n, n.op->amp_attr);
+    if (role == AmpRole::keep_f32) return false;
+    const bool follow = auto_ && role == AmpRole::follow;
     if (follow && !may_follow(n)) return false;
 
     std::vector<TensorType> in;

@@ -9,9 +9,10 @@
 //   concat(a, b, …) {axis=1}        ->  concat along the blocks, where every input's channels
 //                                      fill whole blocks
 //   max_pool(a)                    ->  max_pool_blocked(a)
-// The lanes past C start as zeros and stay finite: the unary ops taken are finite at 0
-// (hard_sigmoid(0) = 0.5: hard-swish is x * hard_sigmoid(x)), and every reader ignores
-// them (from_blocked drops them, oneDNN's blocked weights are zero for them).
+// The lanes past C start as zeros and stay finite: the unary ops taken are finite wherever
+// their input is (Trait::finite; hard_sigmoid(0) = 0.5: hard-swish is x * hard_sigmoid(x)),
+// and every reader ignores them (from_blocked drops them, oneDNN's blocked weights are zero
+// for them).
 // xb is the plain x for a dense conv of at most 4 channels (oneDNN reads it as nchw: a
 // first conv's image), else the producer's blocked value inside a chain, else to_blocked(x)
 // made once per value. A conv is taken only where oneDNN has a direct kernel for it (not
@@ -90,14 +91,14 @@ bool per_channel(Value v, Value out) {
   return s[0] == o[0] && s[1] == o[1] && s[2].is(1) && s[3].is(1);
 }
 
-// Unary ops finite wherever their input is (so on the zero lanes too), and global_avg_pool;
-// add or mul of two [N, C, H, W] operands, or of one and a per-channel operand.
+// Unary elementwise ops finite wherever their input is (Trait::finite: so on the zero lanes
+// too), and global_avg_pool; add or mul of two [N, C, H, W] operands, or of one and a
+// per-channel operand.
 bool takes_elementwise(const Node& n) {
   if (n.outputs.size() != 1 || !static_f32(n.outputs[0], 4)) return false;
   const std::string& op = n.op_name();
-  for (const char* unary :
-       {"relu", "hard_sigmoid", "sigmoid", "tanh", "neg", "abs", "global_avg_pool"})
-    if (op == unary) return n.inputs.size() == 1 && static_f32(n.inputs[0], 4);
+  const bool unary = n.op->has(Trait::elementwise) && n.op->has(Trait::finite);
+  if (unary || op == "global_avg_pool") return n.inputs.size() == 1 && static_f32(n.inputs[0], 4);
   if ((op != "add" && op != "mul") || n.inputs.size() != 2) return false;
   Value out = n.outputs[0];
   int full = 0;

@@ -486,6 +486,40 @@ TEST(MixedPrecision, ControlFlowBodiesAreLeftAlone) {
   EXPECT_EQ(count(*out, "relu", DType::bf16), 1);
 }
 
+// The policy is the op's own (OpDef::amp): a package's ops declare their roles as the core
+// ops do, with no list in the pass to extend.
+TEST(MixedPrecision, ADownstreamOpDeclaresItsOwnRole) {
+  auto& r = OpRegistry::global();
+  if (!r.contains("amptest.low")) {
+    for (auto [name, role] : {std::pair{"amptest.low", AmpRole::low},
+                              {"amptest.keep", AmpRole::keep_f32},
+                              {"amptest.follow", AmpRole::follow}}) {
+      OpDef d;
+      d.name = name;
+      d.arity(1);
+      d.amp = role;
+      d.infer = [](const InferContext& ctx) { return std::vector<TensorType>{ctx.input(0)}; };
+      r.add(std::move(d));
+    }
+  }
+  KernelRegistry kernels;  // kernels for every dtype, so only the roles decide
+  for (const char* op : {"amptest.low", "amptest.keep", "amptest.follow", "cast"})
+    kernels.add(op, DeviceKind::cpu, [](const KernelContext&, auto, auto) {});
+  PassContext ctx;
+  ctx.precision = Precision::auto_bf16;
+  ctx.kernels = &kernels;
+  for (auto [name, bf16] :
+       {std::pair{"amptest.low", true}, {"amptest.keep", false}, {"amptest.follow", false}}) {
+    Graph g("amp");
+    Value x = g.input("x", {DType::f32, {4, 8}});
+    g.output(op(name, {x}), "y");
+    std::unique_ptr<Graph> out = run_pass("mixed_precision", g, ctx);  // null: unchanged
+    const Graph& result = out ? *out : g;
+    EXPECT_EQ(count(result, name, DType::bf16), bf16 ? 1 : 0) << name;
+    EXPECT_EQ(count(result, name, DType::f32), bf16 ? 0 : 1) << name;
+  }
+}
+
 TEST(MixedPrecision, AKernelWithout16BitSupportKeepsTheOpInF32) {
   // A device whose matmul kernel takes f32 only: the pass leaves the graph as it is.
   KernelRegistry f32_only;

@@ -48,13 +48,18 @@ std::string in_cpu_lanes(std::string text) {
   return text;
 }
 
+// oneDNN's blocked kernels against its plain ones: another summation order.
+test::PassCheckOptions blocked_tolerance() {
+  test::PassCheckOptions o;
+  o.rtol = 1e-4;
+  o.atol = 1e-5;
+  return o;
+}
+
 TEST(NchwcLayout, ConvChainWithAResidualAddAndAnOutsideReader) {
   // First conv from a plain 3-channel input, a depthwise conv, a 1x1 conv, a residual add
   // of two blocked values; the depthwise output and the sum are read outside the chain (exp
   // is not taken: it is not finite at every input, and the zero lanes must stay finite).
-  test::PassCheckOptions o;
-  o.rtol = 1e-4;
-  o.atol = 1e-5;  // oneDNN's blocked kernels against its plain ones: summation order
   expect_pass("nchwc_layout",
               R"(
     graph main(%x: f32[1,3,8,8]) {
@@ -78,7 +83,7 @@ TEST(NchwcLayout, ConvChainWithAResidualAddAndAnOutsideReader) {
       %6 = exp(%2) : f32[1,24,8,8]
       return out=%5, side=%6
     })"),
-              o);
+              blocked_tolerance());
 }
 
 // f32[1, c, 8, 8] blocked in this CPU's lanes.
@@ -90,9 +95,6 @@ std::string blocked8x8(int64_t c) {
 TEST(NchwcLayout, ChannelConcatOfWholeBlocksStaysBlocked) {
   // SqueezeNet's fire module: two convs of 16 channels (whole blocks at 8 or 16 lanes)
   // concatenated along the channels, then a 1x1 conv: the concat runs along the blocks.
-  test::PassCheckOptions o;
-  o.rtol = 1e-4;
-  o.atol = 1e-5;
   const std::string w = weights("wa", "16,3,3,3", 16 * 27, 1) +
                         weights("wb", "16,3,3,3", 16 * 27, 2) +
                         weights("wc", "16,32,1,1", 16 * 32, 3);
@@ -121,14 +123,11 @@ TEST(NchwcLayout, ChannelConcatOfWholeBlocksStaysBlocked) {
       %4 = from_blocked(%3) {channels=16} : f32[1,16,8,8]
       return out=%4
     })",
-              o);
+              blocked_tolerance());
 }
 
 TEST(NchwcLayout, MaxPoolsBetweenConvsStayBlocked) {
   // SqueezeNet's and ResNet's pools between convs: max_pool_blocked, no conversions.
-  test::PassCheckOptions o;
-  o.rtol = 1e-4;
-  o.atol = 1e-5;
   const std::string w = weights("wa", "16,3,3,3", 16 * 27, 1) + weights("wc", "16,16,1,1", 256, 3);
   const std::string l = std::to_string(passes::nchwc_lanes());
   auto blocked = [&](int64_t hw) {
@@ -157,7 +156,7 @@ TEST(NchwcLayout, MaxPoolsBetweenConvsStayBlocked) {
       %3 = from_blocked(%2) {channels=16} : f32[1,16,4,4]
       return out=%3
     })",
-              o);
+              blocked_tolerance());
 }
 
 TEST(NchwcLayout, ConcatOfPartBlocksIsLeftPlain) {
@@ -175,6 +174,34 @@ TEST(NchwcLayout, ConcatOfPartBlocksIsLeftPlain) {
       return out=%d
     })",
               "");
+}
+
+TEST(NchwcLayout, UnaryOpsFiniteAtEveryInputJoinTheChain) {
+  // silu and leaky_relu carry Trait::finite (their zero lanes stay finite): they run on the
+  // blocked tensors with their attributes; nothing leaves the layout but the output.
+  expect_pass("nchwc_layout",
+              R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + consts() + R"(
+      %0 = conv(%x, %w1) {pads=[1, 1, 1, 1]} : f32[1,24,8,8]
+      %1 = silu(%0) : f32[1,24,8,8]
+      %2 = conv(%1, %w2) {groups=24, pads=[1, 1, 1, 1]} : f32[1,24,8,8]
+      %3 = leaky_relu(%2) {alpha=0.1} : f32[1,24,8,8]
+      %4 = conv(%3, %w3) : f32[1,24,8,8]
+      return out=%4
+    })",
+              in_cpu_lanes(R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + consts() + R"(
+      %0 = conv_blocked(%x, %w1) {activation="none", lanes=$L, pads=[1, 1, 1, 1]} : $B
+      %1 = silu(%0) : $B
+      %2 = conv_blocked(%1, %w2) {activation="none", groups=24, lanes=$L, pads=[1, 1, 1, 1]} : $B
+      %3 = leaky_relu(%2) {alpha=0.1} : $B
+      %4 = conv_blocked(%3, %w3) {activation="none", lanes=$L} : $B
+      %5 = from_blocked(%4) {channels=24} : f32[1,24,8,8]
+      return out=%5
+    })"),
+              blocked_tolerance());
 }
 
 TEST(NchwcLayout, LeavesLoneConvsAndNonConstantWeights) {
@@ -197,9 +224,6 @@ TEST(NchwcLayout, SqueezeExcitationStaysBlocked) {
   // scale per channel that multiplies the conv's output, then the next conv. The pool runs
   // as a mean over the blocked H and W, and the scale [1, Cb, 1, 1, L] broadcasts: nothing
   // leaves the blocked layout but the output.
-  test::PassCheckOptions o;
-  o.rtol = 1e-4;
-  o.atol = 1e-5;
   expect_pass("nchwc_layout",
               R"(
     graph main(%x: f32[1,3,8,8]) {
@@ -228,7 +252,7 @@ TEST(NchwcLayout, SqueezeExcitationStaysBlocked) {
       %7 = from_blocked(%6) {channels=24} : f32[1,24,8,8]
       return out=%7
     })"),
-              o);
+              blocked_tolerance());
 }
 
 }  // namespace
