@@ -75,16 +75,19 @@ std::vector<int64_t> static_sizes(const Shape& s, std::string_view where) {
   return out;
 }
 
+// The sizes other than 0 must multiply within int64 too: an empty [0, 2^62, 4] has no
+// element, but its strides (2^64) would overflow wherever they are worked out.
 int64_t checked_numel(const std::vector<int64_t>& sizes, std::string_view where) {
   int64_t n = 1;
-  bool overflow = false;
+  bool overflow = false, empty = false;
   for (int64_t d : sizes) {
     if (d < 0) fail<ValueError>(where, "expected sizes >= 0, got ", ints_str(sizes));
-    overflow |= __builtin_mul_overflow(n, d, &n);
+    empty |= d == 0;
+    if (d) overflow |= __builtin_mul_overflow(n, d, &n);
   }
   if (overflow)
     fail<ValueError>(where, "expected a size that fits in int64, got ", ints_str(sizes));
-  return n;
+  return empty ? 0 : n;
 }
 
 Shape to_shape(const std::vector<int64_t>& sizes) { return Shape(sizes.begin(), sizes.end()); }

@@ -6,7 +6,9 @@
 #include <queue>
 #include <set>
 
+#include "rlx/error.h"
 #include "rlx/op.h"
+#include "rlx/shape.h"
 
 namespace rlx::detail {
 
@@ -112,10 +114,22 @@ size_t pack_by_time(std::vector<Block>& blocks) {
   return top;
 }
 
-size_t bytes_of(DType dtype, const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return dtype_nbytes(dtype, n);
+// Shapes a file makes up can claim more than any machine has: past 2^60 bytes in all, the
+// plan is a ValueError, so that no size, sum or offset below can wrap.
+constexpr uint64_t kMaxPlanBytes = uint64_t{1} << 60;
+
+// A value's bytes, added to `total`.
+size_t bytes_of(DType dtype, const std::vector<int64_t>& shape, uint64_t& total) {
+  int64_t n = checked_numel(shape, "memory plan");
+  if (uint64_t(n) <= kMaxPlanBytes) {
+    size_t b = dtype_nbytes(dtype, n);  // at most 8 * 2^60
+    if (b <= kMaxPlanBytes - total) {
+      total += b;
+      return b;
+    }
+  }
+  fail<ValueError>("memory plan", "expected at most 2^60 bytes of values in all, got ",
+                   dtype_name(dtype), ints_str(shape), " after ", total, " bytes");
 }
 
 }  // namespace
@@ -193,12 +207,13 @@ MemoryPlan plan_memory(const Graph& g, std::span<const Kernel* const> kernels, c
   std::vector<const std::vector<int64_t>*> shape(nv, nullptr);
   std::vector<std::vector<int64_t>> arg_shapes(args.size());
   std::vector<size_t> bytes(nv, 0);
+  uint64_t total = 0;
   for (size_t i = 0; i < args.size(); ++i) {
     const Arg& a = g.args()[i];
     arg_shapes[i] = static_sizes(args[i].shape, "memory plan");
     size_t v = size_t(a.value.id);
     shape[v] = &arg_shapes[i];
-    bytes[v] = bytes_of(args[i].dtype, arg_shapes[i]);
+    bytes[v] = bytes_of(args[i].dtype, arg_shapes[i], total);
     (a.kind == ArgKind::input ? s.input_bytes : s.param_bytes) += bytes[v];
   }
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -209,7 +224,7 @@ MemoryPlan plan_memory(const Graph& g, std::span<const Kernel* const> kernels, c
     for (size_t j = 0; j < nodes[i].outputs.size(); ++j) {
       Value v = nodes[i].outputs[j];
       shape[size_t(v.id)] = &shapes[i][j];
-      bytes[size_t(v.id)] = bytes_of(v.dtype(), shapes[i][j]);
+      bytes[size_t(v.id)] = bytes_of(v.dtype(), shapes[i][j], total);
     }
   }
   std::vector<bool> counted(nv, false);

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <limits>
@@ -383,7 +384,10 @@ std::span<const uint8_t> File::tensor_bytes(const TensorInfo& info) const {
   if (!ggml_type_info(info.ggml_type).block)
     fail<NotSupported>("gguf", impl_->name, ": tensor '", info.name,
                        "': expected a known ggml type, got ", ggml_type_name(info.ggml_type));
-  return {impl_->bytes->data + impl_->data_offset + info.offset, size_t(info.nbytes)};
+  // An empty tensor's offset is not checked against the file (it reads nothing): its span
+  // starts at the data section.
+  uint64_t at = impl_->data_offset + (info.nbytes ? info.offset : 0);
+  return {impl_->bytes->data + std::min<uint64_t>(at, impl_->bytes->size), size_t(info.nbytes)};
 }
 
 Tensor File::tensor(std::string_view name) const {

@@ -6,6 +6,7 @@
 
 #include <bit>
 #include <climits>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -114,9 +115,11 @@ void parse_model(std::string_view bytes, ::onnx::ModelProto& model, std::string_
 
 namespace {
 
-// The bytes of a tensor stored outside the model (data_location EXTERNAL).
-std::string external_bytes(const TensorProto& t, const std::string& base_dir,
-                           std::string_view what) {
+// The `want` bytes of a tensor stored outside the model (data_location EXTERNAL), in a
+// file inside the model's folder (as ONNX's checker requires: a model cannot name any file
+// on the machine).
+std::string external_bytes(const TensorProto& t, const std::string& base_dir, std::string_view what,
+                           size_t want) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : t.external_data()) {
@@ -131,15 +134,26 @@ std::string external_bytes(const TensorProto& t, const std::string& base_dir,
   }
   if (location.empty())
     fail<ValueError>("onnx", what, ": expected an external-data location, got none");
-  std::filesystem::path p = std::filesystem::path(base_dir) / location;
+  std::filesystem::path rel(location);
+  bool inside = rel.is_relative() && !rel.has_root_name();
+  for (const auto& part : rel) inside &= part != "..";
+  if (!inside)
+    fail<ValueError>("onnx", what,
+                     ": expected an external-data location inside the model's folder, got '",
+                     location, "'");
+  std::filesystem::path p = std::filesystem::path(base_dir) / rel;
   std::ifstream f(p, std::ios::binary);
   if (!f) fail<IoError>("onnx", what, ": cannot open external data file '", p.string(), "'");
   f.seekg(0, std::ios::end);
   int64_t size = f.tellg();
-  if (length < 0) length = size - offset;
-  if (offset < 0 || length < 0 || offset + length > size)
-    fail<IoError>("onnx", what, ": expected bytes [", offset, ", ", offset + length, ") of '",
-                  p.string(), "', which holds ", size);
+  if (length < 0 && offset >= 0 && offset <= size) length = size - offset;
+  if (offset < 0 || length < 0 || offset > size || length > size - offset)
+    fail<IoError>("onnx", what, ": expected bytes [", offset, ", +", length, ") of '", p.string(),
+                  "', which holds ", size);
+  if (size_t(length) != want)
+    fail<ValueError>("onnx", what, ": expected ", want, " bytes of external data for ",
+                     onnx_type_name(t.data_type()), ints_str({t.dims().begin(), t.dims().end()}),
+                     ", got ", length);
   std::string out(size_t(length), '\0');
   f.seekg(offset);
   f.read(out.data(), length);
@@ -235,6 +249,23 @@ void copy_field(const Field& f, DType dtype, Tensor& out) {
   }
 }
 
+// The length of the typed field that holds a TensorProto's elements, and its name.
+std::pair<size_t, const char*> typed_count(const TensorProto& t) {
+  switch (t.data_type()) {
+    case TensorProto::FLOAT:
+      return {size_t(t.float_data_size()), "float_data"};
+    case TensorProto::DOUBLE:
+      return {size_t(t.double_data_size()), "double_data"};
+    case TensorProto::INT64:
+      return {size_t(t.int64_data_size()), "int64_data"};
+    case TensorProto::UINT32:
+    case TensorProto::UINT64:
+      return {size_t(t.uint64_data_size()), "uint64_data"};
+    default:
+      return {size_t(t.int32_data_size()), "int32_data"};
+  }
+}
+
 }  // namespace
 
 Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, std::string_view what) {
@@ -247,7 +278,8 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, std:
   try {
     n = checked_numel(dims, what);
   } catch (const ValueError&) {
-    fail<ValueError>("onnx", what, ": expected dims >= 0, got ", ints_str(dims));
+    fail<ValueError>("onnx", what, ": expected dims >= 0 whose product fits in int64, got ",
+                     ints_str(dims));
   }
   if (*dtype == DType::string) {  // always in string_data (the spec allows no raw form)
     if (t.string_data_size() != n)
@@ -255,18 +287,21 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, std:
                        " in string_data, got ", t.string_data_size());
     return Tensor::from_strings({t.string_data().begin(), t.string_data().end()}, dims);
   }
-  Tensor out = Tensor::empty(*dtype, dims);
-  size_t want = size_t(n) * onnx_elem_size(t.data_type());
+  // The data is checked against dims before the tensor is allocated: a small file that
+  // claims 10^12 elements is a ValueError, not a 4 TB allocation.
+  size_t es = onnx_elem_size(t.data_type());
+  if (uint64_t(n) > uint64_t(INT64_MAX) / es)
+    fail<ValueError>("onnx", what, ": expected dims whose size fits in memory, got ",
+                     ints_str(dims));
+  size_t want = size_t(n) * es;
   auto check_count = [&](size_t got, const char* field) {
     if (got != size_t(n))
       fail<ValueError>("onnx", what, ": expected ", n, " elements for dims ", ints_str(dims),
                        " in ", field, ", got ", got);
   };
   if (t.data_location() == TensorProto::EXTERNAL) {
-    std::string raw = external_bytes(t, base_dir, what);
-    if (raw.size() != want)
-      fail<ValueError>("onnx", what, ": expected ", want, " bytes of external data for ",
-                       onnx_type_name(t.data_type()), ints_str(dims), ", got ", raw.size());
+    std::string raw = external_bytes(t, base_dir, what, want);
+    Tensor out = Tensor::empty(*dtype, dims);
     copy_raw(raw, t.data_type(), out);
     return out;
   }
@@ -275,29 +310,28 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, std:
       fail<ValueError>("onnx", what, ": expected ", want, " bytes of raw_data for ",
                        onnx_type_name(t.data_type()), ints_str(dims), ", got ",
                        t.raw_data().size());
+    Tensor out = Tensor::empty(*dtype, dims);
     copy_raw(t.raw_data(), t.data_type(), out);
     return out;
   }
+  auto [count, field] = typed_count(t);
+  check_count(count, field);
+  Tensor out = Tensor::empty(*dtype, dims);
   switch (t.data_type()) {
     case TensorProto::FLOAT:
-      check_count(size_t(t.float_data_size()), "float_data");
       copy_field<float>(t.float_data(), *dtype, out);
       break;
     case TensorProto::DOUBLE:
-      check_count(size_t(t.double_data_size()), "double_data");
       copy_field<double>(t.double_data(), *dtype, out);
       break;
     case TensorProto::INT64:
-      check_count(size_t(t.int64_data_size()), "int64_data");
       copy_field<int64_t>(t.int64_data(), *dtype, out);
       break;
     case TensorProto::UINT32:
     case TensorProto::UINT64:
-      check_count(size_t(t.uint64_data_size()), "uint64_data");
       copy_field<uint64_t>(t.uint64_data(), *dtype, out);
       break;
     default:
-      check_count(size_t(t.int32_data_size()), "int32_data");
       copy_field<int32_t>(t.int32_data(), *dtype, out);
       break;
   }
