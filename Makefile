@@ -23,13 +23,13 @@ DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clan
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps configure build demo demo-dp test asan tsan bench bench-train bench-compile bench-fusion bench-sparse bench-onnx bench-corpus ort-node corpus format clean
+.PHONY: all deps configure build demo demo-dp test asan tsan fuzz bench bench-train bench-compile bench-fusion bench-sparse bench-onnx bench-corpus ort-node corpus format clean
 
 all: build
 
 deps:
 	@missing=""; \
-	for p in $(DEB_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	for p in $(DEB_PACKAGES) $(EXTRA_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
@@ -59,7 +59,7 @@ test: build ort-node
 # DEVELOPERS.md). Any report fails its test (-fno-sanitize-recover).
 #   make asan — AddressSanitizer + UndefinedBehaviorSanitizer over the core labels
 #   make tsan — ThreadSanitizer over the concurrency tests
-SAN_LABELS := ir ops runtime onnx passes autodiff cpu
+SAN_LABELS := ir ops runtime onnx passes autodiff cpu fuzz
 # -O1 -g1 (line tables) everywhere, kernels included: a third of -O2 -g's compile time
 # (-O3 kernels with full debug info took 74 minutes for 190 of 297 steps on 2 shared cores).
 SAN_CMAKE := -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DRLX_CUDA=OFF -DRLX_PYTHON=OFF \
@@ -82,6 +82,17 @@ tsan: deps
 	cmake --build build-tsan -j $(JOBS) --target runtime_concurrency_test
 	cd build-tsan && OMP_NUM_THREADS=1 TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 	  ctest --output-on-failure -R '^Concurrency\.'
+
+# libFuzzer targets (fuzz/README.md), built with clang under ASan + UBSan in build-fuzz, each
+# run for FUZZ_SECONDS; FUZZ_TARGETS picks some.
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS ?= onnx text npy safetensors tensor_proto gguf
+fuzz: EXTRA_PACKAGES := clang libclang-rt-14-dev
+fuzz: deps
+	cmake -S . -B build-fuzz $(SAN_CMAKE) -DCMAKE_CXX_COMPILER=clang++ \
+	  -DRLX_SANITIZE=fuzzer-no-link,address,undefined -DRLX_FUZZ=ON -DRLX_BUILD_TESTS=OFF
+	cmake --build build-fuzz -j $(JOBS) --target $(addprefix fuzz_,$(FUZZ_TARGETS))
+	fuzz/run.sh build-fuzz $(FUZZ_SECONDS) $(FUZZ_TARGETS)
 
 # CPU kernels against the machine's limits (sgemm, a STREAM-like copy); BENCH_ARGS=--quick.
 bench: build

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <tuple>
 #include <vector>
 
 #include "backend/cpu/cpu_util.h"
@@ -182,7 +183,8 @@ void trailing_norm(const KernelContext& ctx, std::span<const Tensor> in, Tensor&
     for (int64_t r = r0; r < r1; ++r) {
       const C* x = as_compute(x0 + r * n, n, buf);
       T* y = y0 + r * n;
-      auto [mean, inv] = moments(x, n, eps, !rms);
+      C mean, inv;  // not a structured binding: clang 14 cannot capture one in `omp simd`
+      std::tie(mean, inv) = moments(x, n, eps, !rms);
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) {
         C v = (x[i] - mean) * inv;
@@ -219,7 +221,8 @@ void group_norm(const KernelContext& ctx, std::span<const Tensor> in, Tensor& ou
     for (int64_t b = b0; b < b1; ++b) {
       const C* x = as_compute(x0 + b * m, m, buf);
       T* y = y0 + b * m;
-      auto [mean, inv] = moments(x, m, eps, true);
+      C mean, inv;
+      std::tie(mean, inv) = moments(x, m, eps, true);
       for (int64_t c = 0; c < cpg; ++c) {
         int64_t cc = (b % groups) * cpg + c;
         C a = inv * scale[size_t(cc)], off = bias[size_t(cc)];
