@@ -10,7 +10,9 @@
 //  - prefill (512 rows): GFLOP/s of the many-row paths (RLX_QMM_PATH): the int8 GEMM of
 //    4-bit weights, decoded panels through sgemm and the integer dots tiled over the rows.
 // Best-of-N times (the machine may be shared; the best run is the least disturbed).
-// Usage: rlx-bench-llm-matvec [--quick] [--threads N] [--no-prefill] [--only TYPE]
+// Usage: rlx-bench-llm-matvec [--quick] [--threads N] [--no-prefill] [--only TYPE] [--hot]
+// (--hot: decode reruns one copy of each matrix, from the caches where it fits: the
+// kernel's compute limit, not the memory's.)
 //
 // llama.cpp's side: `llama-bench -m M.gguf -p 512 -n 128 -t 2` on the same shapes
 // (make_gguf.py --config small|1b --type T); its tg128 tokens/s times the bytes of the
@@ -37,7 +39,7 @@ using namespace rlx;
 namespace {
 
 struct Options {
-  bool quick = false, prefill = true;
+  bool quick = false, prefill = true, hot = false;
   int threads = 2;
   std::string only;
 };
@@ -86,8 +88,11 @@ double read_bandwidth(int threads, int runs) {
   return double(slice) * 4 / t;
 }
 
+bool rows8(const Tensor& w) { return quant::interleavable(w.dtype()) && w.shape()[0] % 8 == 0; }
+
 // Weights [n, k] of dtype t: 64 rows of N(0, 0.02) values encoded with the reference
-// quantizer, repeated (the values do not change the speed; encoding all would be slow).
+// quantizer, repeated (the values do not change the speed; encoding all would be slow);
+// interleaved in groups of 8 rows where the type has that form, as rlx::llm loads them.
 Tensor make_weights(DType t, int64_t n, int64_t k) {
   const int64_t base = std::min<int64_t>(n, 64);
   std::mt19937 rng(7);
@@ -101,7 +106,10 @@ Tensor make_weights(DType t, int64_t n, int64_t k) {
   Tensor w = Tensor::empty(t, {n, k});
   auto* p = static_cast<uint8_t*>(w.data());
   for (int64_t r = 0; r < n; ++r) std::memcpy(p + r * rb, rows.data() + (r % base) * rb, rb);
-  return w;
+  if (!rows8(w)) return w;
+  Tensor wi = Tensor::empty(t, {n, k});
+  quant::interleave_rows8(t, w.data(), wi.data(), n, k);
+  return wi;
 }
 
 Tensor random_x(int64_t m, int64_t k) {
@@ -120,7 +128,9 @@ double time_matmul(const std::vector<Tensor>& ws, int64_t m, int threads, int ru
   Graph g("llm_matvec");
   Value xv = g.input("x", {DType::f32, {m, k}});
   Value wv = g.input("w", ws[0].type());
-  g.output(op("quant_matmul", {xv, wv}), "y");
+  Attrs a;
+  if (rows8(ws[0])) a.set("layout", std::string("rows8"));
+  g.output(op("quant_matmul", {xv, wv}, a), "y");
   CompileOptions o;
   o.threads = threads;
   CompiledGraph cg = Session(Device::cpu()).compile(g, o);
@@ -159,6 +169,8 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (a == "--quick")
       opt.quick = true;
+    else if (a == "--hot")
+      opt.hot = true;
     else if (a == "--no-prefill")
       opt.prefill = false;
     else if (a == "--threads" && i + 1 < argc)
@@ -166,7 +178,7 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc)
       opt.only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--threads N] [--no-prefill] [--only TYPE]\n",
+      std::fprintf(stderr, "usage: %s [--quick] [--threads N] [--no-prefill] [--only TYPE] [--hot]\n",
                    argv[0]);
       return 2;
     }
@@ -202,7 +214,7 @@ int main(int argc, char** argv) {
       double token_s = 0, token_bytes = 0;
       for (const MatShape& s : md.shapes) {
         Tensor w = make_weights(t, s.n, s.k);
-        double sec = time_matmul(copies(w, size_t(256) << 20), 1, opt.threads, runs);
+        double sec = time_matmul(copies(w, opt.hot ? 0 : size_t(256) << 20), 1, opt.threads, runs);
         double bytes = double(w.nbytes());
         std::printf("%-6s %-5s %5lldx%-8lld %-12s %10.1f %9.1f %7.2f\n", md.name,
                     std::string(dtype_name(t)).c_str(), (long long)s.n, (long long)s.k, s.what,

@@ -93,10 +93,9 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
   const int64_t per = rows8 ? 8 : 1, units = n / per;
   const size_t ub = rb * size_t(per);
   // Decode (one tile) streams the weights from memory: chunks of up to 1 MiB, at least 4
-  // per thread, each one contiguous run for the hardware prefetcher, with ~4 KiB ahead
-  // prefetched by hand (rows are short, the hardware stops at page ends, and a run
-  // restarts at every chunk: +10-25% tokens/s on 134M models). Many rows: kRowBlock weight rows per
-  // chunk (at least 8 chunks), which stay in cache while each tile of activations passes once.
+  // per thread, each one contiguous run (the kernels prefetch ahead as they read). Many
+  // rows: kRowBlock weight rows per chunk (at least 8 chunks), which stay in cache while
+  // each tile of activations passes once.
   const bool decode = m <= qdot::kMaxRows;
   const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
   const int64_t chunk =
@@ -104,17 +103,12 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
                    std::min<int64_t>(int64_t(1 << 20) / int64_t(ub) / m, units / (4 * threads)), 1,
                    units)
              : std::clamp<int64_t>(units / 8, 1, kRowBlock / per);
-  const int64_t ahead = decode ? std::max<int64_t>(1, 4096 / int64_t(ub)) : 0;
   for_chunks((units + chunk - 1) / chunk, [&](int64_t c) {
     const int64_t jb = c * chunk, je = std::min(units, jb + chunk);
     for (int64_t r0 = 0; r0 < m; r0 += qdot::kMaxRows) {
       const int nr = int(std::min<int64_t>(qdot::kMaxRows, m - r0));
       const qdot::DotFn f = fns[nr - 1];
       for (int64_t j = jb; j < je; ++j) {
-        if (ahead && j + ahead < units) {
-          const char* p = reinterpret_cast<const char*>(w) + (j + ahead) * int64_t(ub);
-          for (size_t o = 0; o < ub; o += 64) __builtin_prefetch(p + o);
-        }
         const uint8_t* a = act + r0 * int64_t(ab);
         if (rows8)
           qdot::dot_rows8(wt, w + j * int64_t(ub), a, ab, nr, k, y + r0 * n + 8 * j, n);
