@@ -107,6 +107,7 @@ struct LlmOptions {
   std::string model, device = "cpu", kv = "f16";
   int threads = 0;
   int64_t ctx = 0;
+  int64_t ubatch = llm::LoadOptions{}.prefill_chunk;
   std::string prompt, prompt_tokens, dump_logits;
   int64_t n = 128;
   llm::SamplerOptions sampler;

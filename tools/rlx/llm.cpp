@@ -44,6 +44,7 @@ llm::LoadOptions load_options(const LlmOptions& o) {
   lo.threads = o.threads;
   lo.kv_dtype = parse_kv(o.kv);
   lo.batch = o.batch;
+  lo.prefill_chunk = o.ubatch;
   return lo;
 }
 
@@ -107,6 +108,9 @@ void add_llm_commands(CLI::App& app, LlmOptions& o) {
         ->capture_default_str();
     c->add_option("--kv", o.kv, "KV cache dtype")
         ->check(CLI::IsMember({"f16", "f32"}))
+        ->capture_default_str();
+    c->add_option("--ubatch,-u", o.ubatch, "prompt tokens per prefill step (0: all at once)")
+        ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
         ->capture_default_str();
   };
   o.generate =

@@ -81,11 +81,6 @@ int32_t Generator::prefill(std::span<const int32_t> ids, int64_t seq) {
       fail<ValueError>("llm.prefill", "expected token ids in [0, ", model_.config().vocab,
                        "), got ", t);
   auto t0 = std::chrono::steady_clock::now();
-  const CompiledGraph& cg = model_.compiled(1, n, sampler_, keep_logits ? "last" : "none");
-  Tensor tokens = Tensor::from_data(DType::i32, {1, n}, ids.data());
-  Tensor positions = Tensor::empty(DType::i32, {1, n});
-  for (int64_t i = 0; i < n; ++i) positions.data_as<int32_t>()[i] = int32_t(i);
-  Tensor pos = Tensor::zeros(DType::i32, {1});
   auto& hist = history_[size_t(seq)];
   hist.assign(ids.begin(), ids.end());
   counter_[size_t(seq)] = 0;
@@ -100,9 +95,23 @@ int32_t Generator::prefill(std::span<const int32_t> ids, int64_t seq) {
     k.push_back(batch_ == 1 ? k_cache_[l] : k_cache_[l].slice(0, seq, seq + 1));
     v.push_back(batch_ == 1 ? v_cache_[l] : v_cache_[l].slice(0, seq, seq + 1));
   }
-  std::vector<Tensor> out = cg.run(step_inputs(tokens, positions, pos, rng, history, k, v));
-  int32_t next = out[0].to(Device::cpu()).data_as<int32_t>()[0];
-  if (keep_logits) last_logits_ = out[1].to(Device::cpu()).reshape({model_.config().vocab});
+  // Steps of at most `chunk` tokens; only the last one's sample (and logits) are kept.
+  const int64_t chunk = model_.options().prefill_chunk > 0 ? model_.options().prefill_chunk : n;
+  int32_t next = 0;
+  for (int64_t at = 0; at < n; at += chunk) {
+    const int64_t len = std::min(chunk, n - at);
+    const bool last = at + len == n;
+    const CompiledGraph& cg =
+        model_.compiled(1, len, sampler_, last && keep_logits ? "last" : "none");
+    Tensor tokens = Tensor::from_data(DType::i32, {1, len}, ids.data() + at);
+    Tensor positions = Tensor::empty(DType::i32, {1, len});
+    for (int64_t i = 0; i < len; ++i) positions.data_as<int32_t>()[i] = int32_t(at + i);
+    Tensor pos = Tensor::from_vector<int32_t>({int32_t(at)}, {1});
+    std::vector<Tensor> out = cg.run(step_inputs(tokens, positions, pos, rng, history, k, v));
+    if (!last) continue;
+    next = out[0].to(Device::cpu()).data_as<int32_t>()[0];
+    if (keep_logits) last_logits_ = out[1].to(Device::cpu()).reshape({model_.config().vocab});
+  }
   pos_[size_t(seq)] = n;
   counter_[size_t(seq)] = 1;
   hist.push_back(next);

@@ -87,6 +87,26 @@ TEST(Decode, WithTheCacheEqualsRecomputing) {
   }
 }
 
+// A prompt prefilled in steps (LoadOptions::prefill_chunk), each attending to the cache the
+// earlier ones wrote, ends where one step over the whole prompt does, and decodes on alike.
+TEST(Decode, ChunkedPrefillEqualsOneStep) {
+  std::string path = write_model(Spec{}, "chunked");
+  auto whole = Model::load(path, {.kv_dtype = DType::f32, .prefill_chunk = 0});
+  auto chunked = Model::load(path, {.kv_dtype = DType::f32, .prefill_chunk = 3});
+  std::vector<int32_t> ids = some_ids(11, 320);  // steps of 3, 3, 3 and 2
+  Generator a(*whole, {.temperature = 0}), b(*chunked, {.temperature = 0});
+  a.keep_logits = b.keep_logits = true;
+  int32_t ta = a.prefill(ids), tb = b.prefill(ids);
+  EXPECT_EQ(ta, tb);
+  EXPECT_LT(rel_l2(b.last_logits(), a.last_logits()), 1e-5);
+  EXPECT_EQ(b.position(), 11);
+  for (int i = 0; i < 4; ++i) {
+    ta = a.step(ta), tb = b.step(tb);
+    EXPECT_EQ(ta, tb) << "step " << i;
+  }
+  EXPECT_LT(rel_l2(b.last_logits(), a.last_logits()), 1e-5);
+}
+
 // q4_0 weights held interleaved (the CPU default) compute what the file's layout does, in
 // decode (the rows8 dots) and in a long prefill (the decoded panels); the pages the copies
 // replaced are released, so the model is not held twice.

@@ -66,6 +66,10 @@ struct LoadOptions {
   // On a GPU, each compiled step runs as a captured CUDA Graph from its second run on (one
   // launch per token); false runs every kernel eagerly (for comparison).
   bool cuda_graphs = true;
+  // A prompt is prefilled in steps of at most this many tokens, each attending to the cache
+  // the earlier ones wrote: the activations of one step bound the memory a long prompt
+  // needs (llama.cpp's ubatch, with its default). 0: the whole prompt in one step.
+  int64_t prefill_chunk = 512;
 };
 
 // llama.cpp's defaults. temperature 0 is greedy.
