@@ -247,6 +247,36 @@ std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Att
   return bad ? cat(bad, " outside the bound; first ", first) : "";
 }
 
+// The GPU's product of many rows (backend/cuda/quant.cu: more than its matvec's 8) runs on
+// the tensor cores in bf16, as PyTorch runs such models: the decoded weights and x each
+// rounded to 8 significant bits, f32 sums. Within 2^-7 Σ|w x| of the exact product of x
+// and the decoded weights (plus a 16-bit output's rounding); fewer rows, the integer dots
+// and quant_matmul_verify's bound.
+std::string quant_matmul_gpu_verify(const Tensors& in, const Tensors& out, const Attrs& a) {
+  const Tensor &x = in[0], &w = in[1];
+  const int64_t n = w.shape()[0], k = w.shape()[1], m = k ? x.numel() / k : 0;
+  if (m <= 8 || x.dtype() == DType::f64 || w.dtype() == DType::f32)
+    return quant_matmul_verify(in, out, a);
+  const std::vector<double> xv = values(x), wv = decoded(w), y = values(out[0]);
+  const double out_rel = x.dtype() == DType::f16 ? 0x1p-11 : x.dtype() == DType::bf16 ? 0x1p-8 : 0;
+  int bad = 0;
+  std::string first;
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      long double s = 0, mag = 0;
+      for (int64_t i = 0; i < k; ++i) {
+        const long double p = (long double)xv[size_t(r * k + i)] * wv[size_t(j * k + i)];
+        s += p;
+        mag += std::fabs(p);
+      }
+      const double want = double(s), got = y[size_t(r * n + j)];
+      const double bound = 0x1p-7 * double(mag) + out_rel * std::fabs(want) + 1e-30;
+      if (!(std::fabs(got - want) <= bound) && bad++ == 0)
+        first = cat("at [", r, ", ", j, "]: expected ", want, " within ", bound, ", got ", got);
+    }
+  return bad ? cat(bad, " outside the bf16 bound; first ", first) : "";
+}
+
 }  // namespace
 
 // Random weights of dtype t, [rows, k]: random bytes with the f16 scales (d, dmin, m) set to
@@ -325,6 +355,7 @@ CheckTable checks_quant() {
     c.dtype = is_quantized(w.dtype()) ? xv.dtype() : w.dtype();
     c.inputs = {std::move(xv), std::move(w)};
     c.verify = quant_matmul_verify;
+    c.verify_gpu = quant_matmul_gpu_verify;
     c.note = std::move(note);
     c.strided = !is_quantized(c.inputs[1].dtype());
     return c;
@@ -364,6 +395,7 @@ CheckTable checks_quant() {
                    cat("q4_0 rows8, ", m, " rows"));
     c.attrs.set("layout", std::string("rows8"));
     c.verify = quant_matmul_rows8_verify;
+    c.verify_gpu = nullptr;  // the GPU takes the plain rows (a decomposition)
     t.add(std::move(c));
   }
   // Longer rows: many blocks per dot (the alternating accumulators, a tail block).

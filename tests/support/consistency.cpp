@@ -289,7 +289,8 @@ std::vector<std::string> run_op_check(const OpCheck& c, Device device) {
       Tensors got = cg.run(std::span<const Tensor>(inputs));
       for (Tensor& t : got) t = t.to(Device::cpu());
       if (c.verify) {
-        std::string msg = c.verify(c.inputs, got, attrs);  // the host copies
+        const VerifyFn& verify = !device.is_cpu() && c.verify_gpu ? c.verify_gpu : c.verify;
+        std::string msg = verify(c.inputs, got, attrs);  // the host copies
         if (!msg.empty()) failures.push_back(cat(how, ": ", msg));
       } else {
         compare(c, c.ref(c.inputs, attrs), got, how, failures);

@@ -36,6 +36,7 @@ struct OpCheck {
   // When set, the run must throw an rlx::Error whose message contains this (a bad index
   // found only in the data, …); ref and verify are then unused.
   std::string error;
+  VerifyFn verify_gpu;  // with verify: the GPU's check, where it computes otherwise by design
 };
 
 // An (op, dtype) the op's type rules accept but the CPU does not cover, with the reason.

@@ -17,10 +17,15 @@ using namespace test;
 #define REQUIRE_GPU() \
   if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one"
 
+// rel_l2 of the logits, GPU against CPU. Few rows (matvec): the integer dots of both round
+// the activations alike (per block of 32: equal to float rounding; the K-quants' blocks of
+// 256 flip a rounding now and then, which random-weight layers amplify). Many rows: the
+// GPU multiplies in bf16 (as PyTorch runs such models), within the CPU's own tolerance
+// against the NumPy reference (model_test: 2e-2 for 8-bit, 3e-2 for 4-bit weights).
 struct Case {
   const char* name;
   DType type;
-  double tol;        // rel_l2 of the logits, GPU against CPU
+  double tol_matvec, tol_gemm;
   bool same_tokens;  // greedy tokens equal (the K-quants: within the tolerance only)
 };
 
@@ -42,10 +47,10 @@ TEST_P(CudaModel, LogitsAndGreedyTokensMatchTheCpu) {
   std::string path = write_model(spec_of(c.type), std::string("cuda_") + c.name);
   auto cpu = Model::load(path, {.kv_dtype = DType::f32});
   auto gpu = Model::load(path, {.device = Device::cuda(), .kv_dtype = DType::f32});
-  // 6 rows: the matvec kernels; 40 rows: the decoded-weight GEMM.
+  // 6 rows: the matvec kernels; 40 rows: the GEMM.
   for (int64_t n : {6, 40}) {
     std::vector<int32_t> ids = some_ids(n, 320);
-    EXPECT_LT(rel_l2(gpu->logits(ids), cpu->logits(ids)), c.tol)
+    EXPECT_LT(rel_l2(gpu->logits(ids), cpu->logits(ids)), n == 6 ? c.tol_matvec : c.tol_gemm)
         << c.name << ", " << n << " tokens";
   }
   if (!c.same_tokens) return;
@@ -58,13 +63,13 @@ TEST_P(CudaModel, LogitsAndGreedyTokensMatchTheCpu) {
 INSTANTIATE_TEST_SUITE_P(
     Types, CudaModel,
     ::testing::Values(
-        Case{"f32", DType::f32, 1e-5, true}, Case{"f16", DType::f16, 1e-5, true},
-        Case{"bf16", DType::bf16, 1e-5, true}, Case{"q8_0", DType::q8_0, 1e-4, true},
-        Case{"q4_0", DType::q4_0, 1e-4, true}, Case{"q4_1", DType::q4_1, 1e-4, false},
-        Case{"q5_0", DType::q5_0, 1e-4, false}, Case{"q5_1", DType::q5_1, 1e-4, false},
-        Case{"q2_k", DType::q2_k, 1e-3, false}, Case{"q3_k", DType::q3_k, 1e-3, false},
-        Case{"q4_k", DType::q4_k, 1e-3, false}, Case{"q5_k", DType::q5_k, 1e-3, false},
-        Case{"q6_k", DType::q6_k, 1e-3, false}),
+        Case{"f32", DType::f32, 1e-5, 1e-5, true}, Case{"f16", DType::f16, 1e-5, 1e-2, true},
+        Case{"bf16", DType::bf16, 1e-5, 1e-2, true}, Case{"q8_0", DType::q8_0, 1e-4, 2e-2, true},
+        Case{"q4_0", DType::q4_0, 1e-4, 3e-2, true}, Case{"q4_1", DType::q4_1, 1e-4, 3e-2, false},
+        Case{"q5_0", DType::q5_0, 1e-4, 3e-2, false}, Case{"q5_1", DType::q5_1, 1e-4, 3e-2, false},
+        Case{"q2_k", DType::q2_k, 2e-2, 3e-2, false}, Case{"q3_k", DType::q3_k, 2e-2, 3e-2, false},
+        Case{"q4_k", DType::q4_k, 2e-2, 3e-2, false}, Case{"q5_k", DType::q5_k, 2e-2, 3e-2, false},
+        Case{"q6_k", DType::q6_k, 2e-2, 3e-2, false}),
     [](const auto& info) { return std::string(info.param.name); });
 
 // Greedy decode of several steps: replays of the captured step against eager runs, with

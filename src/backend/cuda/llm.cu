@@ -46,19 +46,19 @@ struct RopeArgs {
   bool neox;
 };
 
-// One thread per (row, pair) rotates that pair in every head: the angle (a double pow,
-// cos and sin) is worked out once per position, not once per head.
+// One thread per (row, head, pair) rotates that pair, or passes one dim of the head through:
+// a decode step has one row, and a thread walking every head in turn waits on each load.
 template <class T, class I, class F>
 __global__ void rope_rows(const T* x, const I* pos, const F* factors, T* y, Lead lead, RopeArgs a) {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  const int64_t per_row = a.half + (a.d - a.n_rot);  // pairs, then the dims passed through
-  RLX_GRID_STRIDE(t, a.rows * per_row) {
-    const int64_t c = t % per_row, l = t / per_row;
-    const T* xr = x + l * a.heads * a.d;
-    T* yr = y + l * a.heads * a.d;
+  const int64_t per_head = a.half + (a.d - a.n_rot);  // pairs, then the dims passed through
+  RLX_GRID_STRIDE(t, a.rows * a.heads * per_head) {
+    const int64_t c = t % per_head, lh = t / per_head, l = lh / a.heads;
+    const T* xr = x + lh * a.d;
+    T* yr = y + lh * a.d;
     if (c >= a.half) {
       const int64_t e = a.n_rot + (c - a.half);
-      for (int64_t h = 0; h < a.heads; ++h) yr[h * a.d + e] = xr[h * a.d + e];
+      yr[e] = xr[e];
       continue;
     }
     double freq = pow(a.base, -2.0 * double(c) / double(a.n_rot));
@@ -66,11 +66,9 @@ __global__ void rope_rows(const T* x, const I* pos, const F* factors, T* y, Lead
     const double th = double(pos[lead.pos_offset(l)]) * a.fs * freq;
     const C cv = C(cos(th)), sv = C(sin(th));
     const int64_t i0 = a.neox ? c : 2 * c, i1 = i0 + (a.neox ? a.half : 1);
-    for (int64_t h = 0; h < a.heads; ++h) {
-      const C x0 = C(load(xr[h * a.d + i0])), x1 = C(load(xr[h * a.d + i1]));
-      yr[h * a.d + i0] = store<T>(x0 * cv - x1 * sv);
-      yr[h * a.d + i1] = store<T>(x0 * sv + x1 * cv);
-    }
+    const C x0 = C(load(xr[i0])), x1 = C(load(xr[i1]));
+    yr[i0] = store<T>(x0 * cv - x1 * sv);
+    yr[i1] = store<T>(x0 * sv + x1 * cv);
   }
 }
 
@@ -105,7 +103,7 @@ void rope_kernel(const KernelContext& ctx, Ins in, Outs out) {
     lead.pos_stride[lsize.size() - ps.size() + size_t(i)] = ps[size_t(i)] == 1 ? 0 : st;
     st *= ps[size_t(i)];
   }
-  const int64_t threads = a.rows * (a.half + a.d - a.n_rot);
+  const int64_t threads = a.rows * a.heads * (a.half + a.d - a.n_rot);
   if (threads == 0) return;
   cudaStream_t s = stream_of(ctx);
   visit(x.dtype(), [&](auto tag) {

@@ -4,14 +4,13 @@
 // words of signed 8-bit values with an integer scale and min (x = D * sc * v - M * mn, as
 // the CPU's Unpacked), so one decoder per type serves both kernels.
 //
-// quant_matmul with few activation rows (decode: up to kMatvecRows, or q4_1 / q5_1 at any
-// count) runs the matvec: the rows are first quantized to int8 blocks by ggml's rules (the
-// CPU kernel's, so both compute one product: q8_0 / q8_1 per 32 values with f16 scales,
-// q8_K per 256), then one warp per weight row streams its blocks once, lanes taking
-// 16-value groups in turn, with dp4a integer dots per group. Float weights stream 16 bytes
-// per lane with f32 products. Many rows (prefill) decode the weights to f32 once and
-// multiply the rounded activations on the tensor cores at SGEMM's accuracy (linalg.h's
-// batched_gemm, 3xTF32).
+// quant_matmul with few activation rows (decode: up to kMatvecRows) runs the matvec: the rows are
+// first quantized to int8 blocks by ggml's rules (the CPU kernel's, so both compute one product:
+// q8_0 / q8_1 per 32 values with f16 scales, q8_K per 256), then one warp per weight row streams
+// its blocks once, lanes taking 16-value groups in turn, with dp4a integer dots per group. Float
+// weights stream 16 bytes per lane with f32 products. Many rows (prefill) multiply on the tensor
+// cores in bf16 (quantized weights decoded to bf16 once per call; linalg.h's batched_gemm,
+// cuBLASLt).
 #include <cuda_fp16.h>
 
 #include <vector>
@@ -193,11 +192,6 @@ __global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* 
   if (lane == 0) xd[b] = max != 0 ? 1 / iscale : 0.f;
 }
 
-// The activations dequantized (f32), as the decoded-weight product takes them.
-__global__ void act_values(const int8_t* xq, const float* xd, int64_t n, int blk, float* y) {
-  RLX_GRID_STRIDE(i, n) { y[i] = xd[i / blk] * float(xq[i]); }
-}
-
 struct Act {
   Tensor q, d, s;  // int8 values, block scales, q8_1 sums
   int blk = 32;
@@ -242,6 +236,8 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int64_t nb = k / B::kValues, groups = nb * per;
   const uint8_t* wr = w + row * nb * B::kBytes;
   float acc[MR] = {};
+  // Unrolled so that the loads of several groups are in flight at once (see fmatvec).
+#pragma unroll 4
   for (int64_t gi = lane; gi < groups; gi += 32) {
     const int64_t bi = gi / per;
     const int g = int(gi % per);
@@ -264,7 +260,25 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
-// Float weights: lanes take 8 values at a time (one 16-byte load for f16 / bf16).
+// Float weights: lanes take 8 values at a time (16 bytes of f16 / bf16, 32 of f32), kLoads
+// of them loaded before any is used: one load in flight per lane leaves a warp waiting on
+// memory latency, and decode has too few rows (warps) to hide it otherwise.
+constexpr int kLoads = 4;
+
+template <class W>
+struct Vec8 {
+  uint4 v[sizeof(W) == 4 ? 2 : 1];
+};
+
+template <class W>
+__device__ __forceinline__ Vec8<W> load8(const W* p) {
+  Vec8<W> r;
+#pragma unroll
+  for (int j = 0; j < int(sizeof(r.v) / 16); ++j)
+    r.v[j] = __ldg(reinterpret_cast<const uint4*>(p) + j);
+  return r;
+}
+
 template <class W, int MR>
 __global__ void __launch_bounds__(32 * kWarps)
     fmatvec(const W* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {
@@ -274,25 +288,31 @@ __global__ void __launch_bounds__(32 * kWarps)
   if (row >= n) return;
   const W* wr = w + row * k;
   float acc[MR] = {};
-  const bool vec = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0;
+  const bool vec = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+                   reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int64_t k8 = vec ? k : 0;
-  for (int64_t i = 8 * lane; i < k8; i += 256) {
-    float wv[8];
-    if constexpr (sizeof(W) == 2) {
-      const uint4 raw = *reinterpret_cast<const uint4*>(wr + i);
-      const W* h = reinterpret_cast<const W*>(&raw);
+  for (int64_t i0 = 8 * lane; i0 < k8; i0 += 256 * kLoads) {
+    Vec8<W> raw[kLoads];
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u)
+      if (i0 + 256 * u < k8) raw[u] = load8(wr + i0 + 256 * u);
+#pragma unroll
+    for (int u = 0; u < kLoads; ++u) {
+      const int64_t i = i0 + 256 * u;
+      if (i >= k8) break;
+      const W* h = reinterpret_cast<const W*>(raw[u].v);
+      float wv[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) wv[j] = float(load(h[j]));
-    } else {
 #pragma unroll
-      for (int j = 0; j < 8; ++j) wv[j] = float(load(wr[i + j]));
-    }
+      for (int r = 0; r < MR; ++r) {
+        if (r0 + r >= m) break;
+        const float4* xr = reinterpret_cast<const float4*>(x + (r0 + r) * k + i);
+        const float4 a = xr[0], b = xr[1];
+        const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
-    for (int r = 0; r < MR; ++r) {
-      if (r0 + r >= m) break;
-      const float* xr = x + (r0 + r) * k + i;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[r] = fmaf(wv[j], xr[j], acc[r]);
+        for (int j = 0; j < 8; ++j) acc[r] = fmaf(wv[j], xv[j], acc[r]);
+      }
     }
   }
   for (int64_t i = k8 + lane; i < k; i += 32) {
@@ -349,26 +369,24 @@ void matvec(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int64_
   RLX_CUDA_LAUNCHED("quant_matmul");
 }
 
-// Many rows: the weights decoded to f32 once, the activations rounded as the matvec
-// quantizes them (so both paths compute one product), one GEMM at SGEMM's accuracy.
+// Many rows (prefill): on the tensor cores in bf16 with f32 accumulation, as PyTorch runs
+// bf16 models: f16 / bf16 weights as they are, quantized ones decoded to bf16 once per call
+// (a 512-row product spends far longer multiplying than decoding), the activations rounded
+// to the weights' 16-bit type. f32 weights keep an f32 GEMM (SGEMM's accuracy, 3xTF32).
 void gemm_path(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int64_t n, int64_t k,
                cudaStream_t s) {
   const Device dev = x.device();
-  Tensor wf = w;
-  if (w.dtype() != DType::f32) {
-    wf = Tensor::empty(DType::f32, {n, k}, dev);
-    dequantize_into(w, nullptr, wf, nullptr, s);
-  }
-  Tensor xr = x;
+  Tensor wh = w;
   if (is_quantized(w.dtype())) {
-    Act a = quantize_act(x, w.dtype(), m, k, s);
-    xr = Tensor::empty(DType::f32, {m, k}, dev);
-    act_values<<<blocks_for(m * k), kThreads, 0, s>>>(static_cast<const int8_t*>(a.q.data()),
-                                                      static_cast<const float*>(a.d.data()), m * k,
-                                                      a.blk, static_cast<float*>(xr.data()));
-    RLX_CUDA_LAUNCHED("quant_matmul: activations");
+    wh = Tensor::empty(DType::bf16, {n, k}, dev);
+    dequantize_into(w, nullptr, wh, nullptr, s);
   }
-  batched_gemm(xr.reshape({1, m, k}), false, wf.reshape({1, n, k}), true, y.reshape({1, m, n}), 1.0,
+  Tensor xh = x;
+  if (wh.dtype() != DType::f32) {
+    xh = Tensor::empty(wh.dtype(), {m, k}, dev);
+    cast_into(x, xh, s);
+  }
+  batched_gemm(xh.reshape({1, m, k}), false, wh.reshape({1, n, k}), true, y.reshape({1, m, n}), 1.0,
                s);
 }
 
@@ -391,8 +409,7 @@ void quant_matmul_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor y = out[0].dtype() == DType::f32 ? out[0].reshape({m, n})
                                                 : Tensor::empty(DType::f32, {m, n}, x.device());
   const Tensor wa = reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 ? w : w.clone();
-  // q4_1 / q5_1 stay on the integer dots (their f16 activation sums, as on the CPU).
-  if (m <= kMatvecRows || w.dtype() == DType::q4_1 || w.dtype() == DType::q5_1)
+  if (m <= kMatvecRows)
     matvec(x, wa, y, m, n, k, s);
   else
     gemm_path(x, wa, y, m, n, k, s);
