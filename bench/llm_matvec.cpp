@@ -178,7 +178,8 @@ int main(int argc, char** argv) {
     else if (a == "--only" && i + 1 < argc)
       opt.only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--threads N] [--no-prefill] [--only TYPE] [--hot]\n",
+      std::fprintf(stderr,
+                   "usage: %s [--quick] [--threads N] [--no-prefill] [--only TYPE] [--hot]\n",
                    argv[0]);
       return 2;
     }
