@@ -64,9 +64,10 @@ def make_vocab(n_vocab):
     return toks, np.array(scores, np.float32), np.array(types, np.int32)
 
 
-def tensor_specs(cfg):
+def tensor_specs(cfg, branch_gain=1.0):
     """(gguf name, numpy shape, kind, gain) in file order. kind: 'emb' N(0,1), 'mat'
-    N(0,1) * gain / sqrt(fan_in), 'norm' 1 + 0.1 N(0,1)."""
+    N(0,1) * gain / sqrt(fan_in), 'norm' 1 + 0.1 N(0,1). branch_gain scales what each
+    block adds to the residual stream (attn_output, ffn_down)."""
     d, hd = cfg['dim'], cfg['dim'] // cfg['n_head']
     nq, nkv, ff, V = cfg['n_head'] * hd, cfg['n_kv_head'] * hd, cfg['ffn'], cfg['vocab']
     specs = [('token_embd.weight', (V, d), 'emb', 1.0)]
@@ -76,11 +77,11 @@ def tensor_specs(cfg):
                   (p + 'attn_q.weight', (nq, d), 'mat', 2.0),
                   (p + 'attn_k.weight', (nkv, d), 'mat', 2.0),
                   (p + 'attn_v.weight', (nkv, d), 'mat', 1.0),
-                  (p + 'attn_output.weight', (d, nq), 'mat', 1.0),
+                  (p + 'attn_output.weight', (d, nq), 'mat', branch_gain),
                   (p + 'ffn_norm.weight', (d,), 'norm', 0),
                   (p + 'ffn_gate.weight', (ff, d), 'mat', 1.0),
                   (p + 'ffn_up.weight', (ff, d), 'mat', 1.0),
-                  (p + 'ffn_down.weight', (d, ff), 'mat', 1.0)]
+                  (p + 'ffn_down.weight', (d, ff), 'mat', branch_gain)]
     specs += [('output_norm.weight', (d,), 'norm', 0),
               ('output.weight', (V, d), 'mat', 3.0)]
     return specs
@@ -164,6 +165,9 @@ def main():
         ap.add_argument('--' + k.replace('_', '-'), dest=k, type=int, help='override the config')
     ap.add_argument('--rope-base', type=float, default=10000.0)
     ap.add_argument('--eps', type=float, default=1e-5)
+    ap.add_argument('--branch-gain', type=float, default=1.0,
+                    help='scale of what each block adds to the residual (0.1: a trained '
+                         "model's calm; at 1 random layers amplify rounding differences)")
     a = ap.parse_args()
 
     cfg = dict(CONFIGS[a.config])
@@ -177,7 +181,7 @@ def main():
     w = G.StreamWriter(a.out)
     add_metadata(w, cfg, f'rlx-random-{a.config}-{a.type}-seed{a.seed}', a.type, a.rope_base,
                  a.eps)
-    specs = tensor_specs(cfg)
+    specs = tensor_specs(cfg, a.branch_gain)
     for name, shape, kind, _ in specs:
         w.add_tensor_info(name, shape, 'F32' if kind == 'norm' else a.type)
     w.write_header()
