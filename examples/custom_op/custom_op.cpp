@@ -1,7 +1,10 @@
 #include "custom_op.h"
 
+#include <algorithm>
 #include <mutex>
 
+#include "rlx/axes.h"
+#include "rlx/parallel.h"
 #include "rlx/rlx.h"
 
 namespace example {
@@ -19,44 +22,43 @@ std::vector<rlx::TensorType> infer_masked_moments(const rlx::InferContext& ctx) 
   int64_t axis = ctx.attrs().get_int("axis");
   if (axis < -x.rank() || axis >= x.rank())
     ctx.fail("expected axis in [", -x.rank(), ", ", x.rank(), "), got ", axis);
-  if (axis < 0) axis += x.rank();
   rlx::Shape reduced = x.shape;
-  reduced.erase(reduced.begin() + axis);
+  reduced.erase(reduced.begin() + rlx::norm_axis(axis, x.rank()));
   return {{x.dtype, reduced}, {rlx::DType::i64, reduced}};
 }
 
 // Written against the public API only: element access through load_double/store_double
-// keeps the example short for every dtype (a production kernel would template on them).
+// keeps the example short for every dtype (a production kernel would template on them);
+// rlx/axes.h splits the shape around the axis, rlx/parallel.h spreads the output elements
+// over the CPU threads.
 void masked_moments_cpu(const rlx::KernelContext& ctx, std::span<const rlx::Tensor> in,
                         std::span<rlx::Tensor> out) {
   const rlx::Tensor& x = in[0];
   const rlx::Tensor& mask = in[1];
-  int64_t rank = x.rank(), axis = ctx.attrs.get_int("axis");
-  if (axis < 0) axis += rank;
-  int64_t outer = 1, n = x.shape()[size_t(axis)], inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[size_t(d)];
-  for (int64_t d = axis + 1; d < rank; ++d) inner *= x.shape()[size_t(d)];
+  const auto [outer, n, inner] = rlx::split_at(x.shape(), ctx.attrs.get_int("axis"));
   double scale = ctx.attrs.get_float("scale");
   size_t xs = rlx::dtype_size(x.dtype()), ms = rlx::dtype_size(mask.dtype());
   const auto* xp = static_cast<const char*>(x.data());
   const auto* mp = static_cast<const char*>(mask.data());
   auto* mean = static_cast<char*>(out[0].data());
   auto* count = out[1].data_as<int64_t>();
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
-      double sum = 0;
-      int64_t kept = 0;
-      for (int64_t k = 0; k < n; ++k) {
-        size_t e = size_t((o * n + k) * inner + i);
-        if (rlx::load_double(mask.dtype(), mp + e * ms) == 0) continue;
-        sum += rlx::load_double(x.dtype(), xp + e * xs);
-        ++kept;
-      }
-      size_t r = size_t(o * inner + i);
-      rlx::store_double(x.dtype(), mean + r * xs, scale * sum / double(std::max<int64_t>(kept, 1)));
-      count[r] = kept;
-    }
-  }
+  rlx::parallel_for(outer * inner, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)),
+                    [&](int64_t r0, int64_t r1) {
+                      for (int64_t r = r0; r < r1; ++r) {
+                        const int64_t o = r / inner, i = r % inner;
+                        double sum = 0;
+                        int64_t kept = 0;
+                        for (int64_t k = 0; k < n; ++k) {
+                          size_t e = size_t((o * n + k) * inner + i);
+                          if (rlx::load_double(mask.dtype(), mp + e * ms) == 0) continue;
+                          sum += rlx::load_double(x.dtype(), xp + e * xs);
+                          ++kept;
+                        }
+                        rlx::store_double(x.dtype(), mean + size_t(r) * xs,
+                                          scale * sum / double(std::max<int64_t>(kept, 1)));
+                        count[r] = kept;
+                      }
+                    });
 }
 
 // Rules, written with the public rule helpers (rlx/rules.h) as any downstream package
@@ -64,8 +66,7 @@ void masked_moments_cpu(const rlx::KernelContext& ctx, std::span<const rlx::Tens
 // cotangent spreads ct * scale / max(count, 1) over the kept elements.
 std::vector<rlx::Value> masked_moments_vjp(const rlx::RuleArgs& a, std::span<const rlx::Value> ct) {
   rlx::Value x = a.inputs[0], mask = a.inputs[1];
-  int64_t axis = a.attrs.get_int("axis");
-  if (axis < 0) axis += x.rank();
+  const int64_t axis = rlx::norm_axis(a.attrs.get_int("axis"), x.rank());
   rlx::Value kept = rlx::cast(rlx::op("ne", {mask, rlx::scalar_like(mask, 0)}), x.dtype());
   rlx::Value count = rlx::cast(a.outputs[1], x.dtype());
   rlx::Value denom = rlx::op("max", {count, rlx::scalar_like(count, 1)});

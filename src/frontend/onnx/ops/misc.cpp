@@ -1,8 +1,6 @@
 // ONNX-only ops: onnx.dft, onnx.non_max_suppression, onnx.tfidf_vectorizer, with CPU kernels.
 #include "frontend/onnx/ops/misc.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -15,6 +13,7 @@
 
 #include "rlx/kernel.h"
 #include "rlx/op.h"
+#include "rlx/parallel.h"
 
 namespace rlx::onnx_import {
 
@@ -136,28 +135,28 @@ void dft_lines(const KernelContext& ctx, const Tensor& x, Tensor& y) {
   T* yp = y.data_as<T>();
   double scale = inverse ? 1.0 / double(n) : 1.0;
   int64_t lines = outer * inner;
-#pragma omp parallel if (lines > 1 && lines * n > 4096)
-  {
-    std::vector<cd> buf(static_cast<size_t>(n)), work(static_cast<size_t>(2 * fft.work_size()));
-#pragma omp for
-    for (int64_t l = 0; l < lines; ++l) {
-      int64_t o = l / inner, i = l % inner;
-      for (int64_t k = 0; k < n; ++k) {
-        if (k >= n_in) {
-          buf[size_t(k)] = cd(0);
-          continue;
+  // Per chunk: its own buffers; lines of under 4096 values in all run inline.
+  parallel_for(
+      lines, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t l0, int64_t l1) {
+        std::vector<cd> buf(static_cast<size_t>(n)), work(static_cast<size_t>(2 * fft.work_size()));
+        for (int64_t l = l0; l < l1; ++l) {
+          int64_t o = l / inner, i = l % inner;
+          for (int64_t k = 0; k < n; ++k) {
+            if (k >= n_in) {
+              buf[size_t(k)] = cd(0);
+              continue;
+            }
+            const T* p = xp + ((o * n_in + k) * inner + i) * c;
+            buf[size_t(k)] = cd(double(p[0]), c == 2 ? double(p[1]) : 0.0);
+          }
+          fft.run(buf.data(), work.data());
+          for (int64_t k = 0; k < n_out; ++k) {
+            T* q = yp + ((o * n_out + k) * inner + i) * 2;
+            q[0] = T(buf[size_t(k)].real() * scale);
+            q[1] = T(buf[size_t(k)].imag() * scale);
+          }
         }
-        const T* p = xp + ((o * n_in + k) * inner + i) * c;
-        buf[size_t(k)] = cd(double(p[0]), c == 2 ? double(p[1]) : 0.0);
-      }
-      fft.run(buf.data(), work.data());
-      for (int64_t k = 0; k < n_out; ++k) {
-        T* q = yp + ((o * n_out + k) * inner + i) * 2;
-        q[0] = T(buf[size_t(k)].real() * scale);
-        q[1] = T(buf[size_t(k)].imag() * scale);
-      }
-    }
-  }
+      });
 }
 
 void dft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
@@ -225,25 +224,26 @@ void stft_frames(const KernelContext& ctx, std::span<const Tensor> in, std::span
   T* yp = out[0].data_as<T>();
   Fft fft(frame, -1);
   int64_t lines = B * frames;
-#pragma omp parallel if (lines > 1 && lines * frame > 4096)
-  {
-    std::vector<cd> buf(static_cast<size_t>(frame)), work(static_cast<size_t>(2 * fft.work_size()));
-#pragma omp for
-    for (int64_t l = 0; l < lines; ++l) {
-      int64_t b = l / frames, f = l % frames;
-      for (int64_t k = 0; k < frame; ++k) {
-        const T* p = xp + (b * L + f * step + k) * c;
-        double w = wp ? double(wp[k]) : 1.0;
-        buf[size_t(k)] = cd(double(p[0]) * w, c == 2 ? double(p[1]) * w : 0.0);
-      }
-      fft.run(buf.data(), work.data());
-      T* q = yp + (b * frames + f) * bins * 2;
-      for (int64_t k = 0; k < bins; ++k) {
-        q[2 * k] = T(buf[size_t(k)].real());
-        q[2 * k + 1] = T(buf[size_t(k)].imag());
-      }
-    }
-  }
+  // Per chunk: its own buffers; lines of under 4096 values in all run inline.
+  parallel_for(lines, std::max<int64_t>(1, 4096 / std::max<int64_t>(frame, 1)),
+               [&](int64_t l0, int64_t l1) {
+                 std::vector<cd> buf(static_cast<size_t>(frame)),
+                     work(static_cast<size_t>(2 * fft.work_size()));
+                 for (int64_t l = l0; l < l1; ++l) {
+                   int64_t b = l / frames, f = l % frames;
+                   for (int64_t k = 0; k < frame; ++k) {
+                     const T* p = xp + (b * L + f * step + k) * c;
+                     double w = wp ? double(wp[k]) : 1.0;
+                     buf[size_t(k)] = cd(double(p[0]) * w, c == 2 ? double(p[1]) * w : 0.0);
+                   }
+                   fft.run(buf.data(), work.data());
+                   T* q = yp + (b * frames + f) * bins * 2;
+                   for (int64_t k = 0; k < bins; ++k) {
+                     q[2 * k] = T(buf[size_t(k)].real());
+                     q[2 * k + 1] = T(buf[size_t(k)].imag());
+                   }
+                 }
+               });
 }
 
 void register_stft() {

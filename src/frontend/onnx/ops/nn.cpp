@@ -21,6 +21,7 @@
 #include "rlx/axes.h"
 #include "rlx/kernel.h"
 #include "rlx/op.h"
+#include "rlx/parallel.h"
 
 namespace rlx::onnx_import {
 
@@ -188,16 +189,17 @@ void resize_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
     }
     int64_t outer = dims_product(shape, 0, d), inner = dims_product(shape, d + 1);
     std::vector<double> next(size_t(outer * n_out * inner), 0.0);
-#pragma omp parallel for schedule(static)
-    for (int64_t row = 0; row < outer * n_out; ++row) {
-      int64_t o = row / n_out;
-      const Taps& t = taps[size_t(row % n_out)];
-      double* q = next.data() + row * inner;
-      for (size_t k = 0; k < t.idx.size(); ++k) {
-        const double* p = cur.data() + (o * n_in + t.idx[k]) * inner;
-        for (int64_t i = 0; i < inner; ++i) q[i] += t.w[k] * p[i];
+    parallel_for(outer * n_out, 1, [&](int64_t r0, int64_t r1) {
+      for (int64_t row = r0; row < r1; ++row) {
+        int64_t o = row / n_out;
+        const Taps& t = taps[size_t(row % n_out)];
+        double* q = next.data() + row * inner;
+        for (size_t k = 0; k < t.idx.size(); ++k) {
+          const double* p = cur.data() + (o * n_in + t.idx[k]) * inner;
+          for (int64_t i = 0; i < inner; ++i) q[i] += t.w[k] * p[i];
+        }
       }
-    }
+    });
     shape[d] = n_out;
     cur = std::move(next);
   }
@@ -313,13 +315,11 @@ void grid_sample_kernel(const KernelContext& ctx, std::span<const Tensor> in,
     if (pad == "border") return std::clamp<int64_t>(t, 0, d - 1);
     return std::clamp<int64_t>(int64_t(reflect(double(t), lo[i], hi[i])), 0, d - 1);
   };
-#pragma omp parallel
-  {
+  parallel_for(N * points, 1, [&](int64_t np0, int64_t np1) {
     std::vector<std::vector<int64_t>> idx(k);
     std::vector<std::vector<double>> wt(k);
     std::vector<size_t> it(k, 0);
-#pragma omp for schedule(static)
-    for (int64_t np = 0; np < N * points; ++np) {
+    for (int64_t np = np0; np < np1; ++np) {
       int64_t n = np / points, p = np % points;
       const double* gp = g.data() + (n * points + p) * int64_t(k);
       for (size_t i = 0; i < k; ++i) {
@@ -372,7 +372,7 @@ void grid_sample_kernel(const KernelContext& ctx, std::span<const Tensor> in,
         y[size_t((n * C + c) * points + p)] = acc;
       }
     }
-  }
+  });
   write(out[0], y);
 }
 
@@ -432,65 +432,66 @@ void roi_align_kernel(const KernelContext& ctx, std::span<const Tensor> in, std:
     if (b < 0 || b >= double(xs[0]))
       rlx::fail<ValueError>("onnx.roi_align", "expected batch_indices in [0, ", xs[0], "), got ",
                             b);
-#pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < R; ++r) {
-    int64_t b = int64_t(batch[size_t(r)]);
-    double off = half ? 0.5 : 0.0;
-    const double* box = rois.data() + r * 4;
-    double x0 = box[0] * scale - off, y0 = box[1] * scale - off;
-    double rw = box[2] * scale - off - x0, rh = box[3] * scale - off - y0;
-    if (!half) {
-      rw = std::max(rw, 1.0);
-      rh = std::max(rh, 1.0);
-    }
-    double bh = rh / double(ph_n), bw = rw / double(pw_n);
-    int64_t gh = sampling > 0 ? sampling : int64_t(std::ceil(rh / double(ph_n)));
-    int64_t gw = sampling > 0 ? sampling : int64_t(std::ceil(rw / double(pw_n)));
-    double count = double(std::max<int64_t>(gh * gw, 1));
-    for (int64_t c = 0; c < C; ++c) {
-      const double* xp = x.data() + (b * C + c) * H * W;
-      for (int64_t ph = 0; ph < ph_n; ++ph)
-        for (int64_t pw = 0; pw < pw_n; ++pw) {
-          double acc = 0.0;
-          bool first = true;
-          for (int64_t iy = 0; iy < gh; ++iy)
-            for (int64_t ix = 0; ix < gw; ++ix) {
-              double yy = y0 + double(ph) * bh + (double(iy) + 0.5) * bh / double(gh);
-              double xx = x0 + double(pw) * bw + (double(ix) + 0.5) * bw / double(gw);
-              double v[4] = {0, 0, 0, 0}, w[4] = {0, 0, 0, 0};
-              if (!(yy < -1.0 || yy > double(H) || xx < -1.0 || xx > double(W))) {
-                yy = std::max(yy, 0.0);
-                xx = std::max(xx, 0.0);
-                int64_t yl = int64_t(yy), xl = int64_t(xx), yh, xh;
-                if (yl >= H - 1) {
-                  yh = yl = H - 1;
-                  yy = double(yl);
-                } else {
-                  yh = yl + 1;
+  parallel_for(R, 1, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      int64_t b = int64_t(batch[size_t(r)]);
+      double off = half ? 0.5 : 0.0;
+      const double* box = rois.data() + r * 4;
+      double x0 = box[0] * scale - off, y0 = box[1] * scale - off;
+      double rw = box[2] * scale - off - x0, rh = box[3] * scale - off - y0;
+      if (!half) {
+        rw = std::max(rw, 1.0);
+        rh = std::max(rh, 1.0);
+      }
+      double bh = rh / double(ph_n), bw = rw / double(pw_n);
+      int64_t gh = sampling > 0 ? sampling : int64_t(std::ceil(rh / double(ph_n)));
+      int64_t gw = sampling > 0 ? sampling : int64_t(std::ceil(rw / double(pw_n)));
+      double count = double(std::max<int64_t>(gh * gw, 1));
+      for (int64_t c = 0; c < C; ++c) {
+        const double* xp = x.data() + (b * C + c) * H * W;
+        for (int64_t ph = 0; ph < ph_n; ++ph)
+          for (int64_t pw = 0; pw < pw_n; ++pw) {
+            double acc = 0.0;
+            bool first = true;
+            for (int64_t iy = 0; iy < gh; ++iy)
+              for (int64_t ix = 0; ix < gw; ++ix) {
+                double yy = y0 + double(ph) * bh + (double(iy) + 0.5) * bh / double(gh);
+                double xx = x0 + double(pw) * bw + (double(ix) + 0.5) * bw / double(gw);
+                double v[4] = {0, 0, 0, 0}, w[4] = {0, 0, 0, 0};
+                if (!(yy < -1.0 || yy > double(H) || xx < -1.0 || xx > double(W))) {
+                  yy = std::max(yy, 0.0);
+                  xx = std::max(xx, 0.0);
+                  int64_t yl = int64_t(yy), xl = int64_t(xx), yh, xh;
+                  if (yl >= H - 1) {
+                    yh = yl = H - 1;
+                    yy = double(yl);
+                  } else {
+                    yh = yl + 1;
+                  }
+                  if (xl >= W - 1) {
+                    xh = xl = W - 1;
+                    xx = double(xl);
+                  } else {
+                    xh = xl + 1;
+                  }
+                  double ly = yy - double(yl), lx = xx - double(xl), hy = 1 - ly, hx = 1 - lx;
+                  w[0] = hy * hx, w[1] = hy * lx, w[2] = ly * hx, w[3] = ly * lx;
+                  v[0] = xp[yl * W + xl], v[1] = xp[yl * W + xh], v[2] = xp[yh * W + xl],
+                  v[3] = xp[yh * W + xh];
                 }
-                if (xl >= W - 1) {
-                  xh = xl = W - 1;
-                  xx = double(xl);
+                if (avg) {
+                  for (int i = 0; i < 4; ++i) acc += w[i] * v[i];
                 } else {
-                  xh = xl + 1;
+                  double m = std::max({w[0] * v[0], w[1] * v[1], w[2] * v[2], w[3] * v[3]});
+                  acc = first ? m : std::max(acc, m);
+                  first = false;
                 }
-                double ly = yy - double(yl), lx = xx - double(xl), hy = 1 - ly, hx = 1 - lx;
-                w[0] = hy * hx, w[1] = hy * lx, w[2] = ly * hx, w[3] = ly * lx;
-                v[0] = xp[yl * W + xl], v[1] = xp[yl * W + xh], v[2] = xp[yh * W + xl],
-                v[3] = xp[yh * W + xh];
               }
-              if (avg) {
-                for (int i = 0; i < 4; ++i) acc += w[i] * v[i];
-              } else {
-                double m = std::max({w[0] * v[0], w[1] * v[1], w[2] * v[2], w[3] * v[3]});
-                acc = first ? m : std::max(acc, m);
-                first = false;
-              }
-            }
-          y[size_t(((r * C + c) * ph_n + ph) * pw_n + pw)] = avg ? acc / count : acc;
-        }
+            y[size_t(((r * C + c) * ph_n + ph) * pw_n + pw)] = avg ? acc / count : acc;
+          }
+      }
     }
-  }
+  });
   write(out[0], y);
 }
 
@@ -553,41 +554,42 @@ void max_pool_indices_kernel(const KernelContext& ctx, std::span<const Tensor> i
   int64_t plane = dims_product(in_dims), oplane = dims_product(out_dims);
   std::vector<double> x = read(in[0]);
   auto* y = out[0].data_as<int64_t>();
-#pragma omp parallel for schedule(static)
-  for (int64_t p = 0; p < xs[0] * xs[1]; ++p) {
-    std::vector<int64_t> o(k), t(k);
-    const double* xp = x.data() + p * plane;
-    std::fill(o.begin(), o.end(), 0);
-    for (int64_t q = 0; q < oplane; ++q) {
-      double best = -std::numeric_limits<double>::infinity();
-      int64_t best_at = -1;
-      std::fill(t.begin(), t.end(), 0);
-      while (true) {
-        int64_t off = 0, coff = 0, cstride = 1;
-        bool inside = true;
-        for (size_t i = 0; i < k; ++i) {
-          int64_t pos = o[i] * st[i] - pb[i] + t[i] * dil[i];
-          inside &= pos >= 0 && pos < in_dims[i];
-          off = off * in_dims[i] + pos;
-          coff += pos * cstride;
-          cstride *= in_dims[i];
+  parallel_for(xs[0] * xs[1], 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      std::vector<int64_t> o(k), t(k);
+      const double* xp = x.data() + p * plane;
+      std::fill(o.begin(), o.end(), 0);
+      for (int64_t q = 0; q < oplane; ++q) {
+        double best = -std::numeric_limits<double>::infinity();
+        int64_t best_at = -1;
+        std::fill(t.begin(), t.end(), 0);
+        while (true) {
+          int64_t off = 0, coff = 0, cstride = 1;
+          bool inside = true;
+          for (size_t i = 0; i < k; ++i) {
+            int64_t pos = o[i] * st[i] - pb[i] + t[i] * dil[i];
+            inside &= pos >= 0 && pos < in_dims[i];
+            off = off * in_dims[i] + pos;
+            coff += pos * cstride;
+            cstride *= in_dims[i];
+          }
+          if (inside && (xp[off] > best || best_at < 0)) {
+            best = xp[off];
+            best_at = col ? coff : off;
+          }
+          size_t i = k;
+          while (i-- > 0 && ++t[i] == ker[i]) t[i] = 0;
+          if (i == size_t(-1)) break;
         }
-        if (inside && (xp[off] > best || best_at < 0)) {
-          best = xp[off];
-          best_at = col ? coff : off;
-        }
-        size_t i = k;
-        while (i-- > 0 && ++t[i] == ker[i]) t[i] = 0;
-        if (i == size_t(-1)) break;
+        y[p * oplane + q] = p * plane + std::max<int64_t>(best_at, 0);
+        for (size_t i = k; i-- > 0;)
+          if (++o[i] < out_dims[i])
+            break;
+          else
+            o[i] = 0;
       }
-      y[p * oplane + q] = p * plane + std::max<int64_t>(best_at, 0);
-      for (size_t i = k; i-- > 0;)
-        if (++o[i] < out_dims[i])
-          break;
-        else
-          o[i] = 0;
     }
-  }
+  });
 }
 
 void register_max_pool_indices() {

@@ -16,7 +16,6 @@
 #include <cctype>
 #include <cmath>
 #include <cstring>
-#include <exception>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -25,6 +24,7 @@
 
 #include "rlx/kernel.h"
 #include "rlx/op.h"
+#include "rlx/parallel.h"
 
 namespace rlx::onnx_import {
 
@@ -496,18 +496,10 @@ void recurrent_kernel(Cell cell, const KernelContext& ctx, std::span<const Tenso
   // The two directions of a small bidirectional layer run on two threads (each keeps its
   // BLAS calls on its own thread); large ones leave the threads to BLAS.
   bool small = c.B * c.G * c.H * c.H < (1 << 20);
-  if (c.dirs == 2 && small && omp_get_max_threads() > 1 && !omp_in_parallel()) {
-    std::exception_ptr error;
-#pragma omp parallel for num_threads(2)
-    for (int64_t d = 0; d < 2; ++d) {
-      try {
-        run_direction(c, d, p);
-      } catch (...) {
-#pragma omp critical(rlx_onnx_rnn_error)
-        if (!error) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
+  if (c.dirs == 2 && small && parallel_threads() > 1) {
+    parallel_for(2, 1, [&](int64_t d0, int64_t d1) {
+      for (int64_t d = d0; d < d1; ++d) run_direction(c, d, p);
+    });
     return;
   }
   for (int64_t d = 0; d < c.dirs; ++d) run_direction(c, d, p);
