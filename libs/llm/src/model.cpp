@@ -24,18 +24,49 @@ std::string layer_name(int64_t l, const char* what) {
   return "blk." + std::to_string(l) + "." + what;
 }
 
-// Builds the step graph; weights are params named as the file's tensors.
+// Builds the step graph; weights are params named as the file's tensors, or as a fused
+// group of them (Model::fused_: the rows of its parts, one after another).
 class Builder {
  public:
-  Builder(const Config& c, const gguf::File& f, const std::set<std::string>& rows8, Graph& g)
-      : c_(c), f_(f), rows8_(rows8), g_(g) {}
+  Builder(const Config& c, const gguf::File& f, const std::set<std::string>& rows8,
+          const std::map<std::string, std::vector<std::string>>& fused, Graph& g)
+      : c_(c), f_(f), rows8_(rows8), fused_(fused), g_(g) {}
 
   Value weight(const std::string& name) {
+    if (const Arg* a = g_.find_arg(name)) return a->value;
+    if (auto it = fused_.find(name); it != fused_.end()) {
+      const gguf::TensorInfo* t = f_.find(it->second[0]);
+      int64_t rows = 0;
+      for (const std::string& part : it->second) rows += f_.find(part)->shape[0];
+      return g_.param(name, TensorType{*t->dtype, to_shape({rows, t->shape[1]})});
+    }
     const gguf::TensorInfo* t = f_.find(name);
     if (!t) fail<ValueError>("llm", "expected a tensor ", name, " in the file, got none");
-    if (const Arg* a = g_.find_arg(name)) return a->value;
     if (!t->dtype) (void)f_.tensor(name);  // NotSupported, naming the tensor and its type
     return g_.param(name, TensorType{*t->dtype, to_shape(t->shape)});
+  }
+
+  // The products of x with each of `ws` (+ its bias): one quant_matmul over their fused
+  // group where the model holds one (one pass over x, one kernel), sliced apart.
+  std::vector<Value> linears(Value x, const std::string& group, const std::vector<std::string>& ws,
+                             const std::vector<std::string>& biases) {
+    std::vector<Value> out;
+    if (!fused_.count(group)) {
+      for (size_t i = 0; i < ws.size(); ++i) out.push_back(linear(x, ws[i], biases[i]));
+      return out;
+    }
+    Value y = linear(x, group);
+    int64_t at = 0;
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const int64_t rows = f_.find(ws[i])->shape[0];
+      Value part =
+          op("slice", {y},
+             {{"starts", IntList{at}}, {"stops", IntList{at + rows}}, {"axes", IntList{2}}});
+      if (!biases[i].empty()) part = part + weight(biases[i]);
+      out.push_back(part);
+      at += rows;
+    }
+    return out;
   }
 
   // x [B, S, in] @ W^T (+ bias) with W [out, in] in its stored encoding.
@@ -67,9 +98,13 @@ class Builder {
     auto name = [&](const char* w) { return layer_name(l, w); };
     auto bias = [&](const char* b) { return c_.qkv_bias ? name(b) : std::string(); };
     Value h = norm(x, name("attn_norm.weight"));
-    Value q = reshape(linear(h, name("attn_q.weight"), bias("attn_q.bias")), {0, 0, H, D});
-    Value k = reshape(linear(h, name("attn_k.weight"), bias("attn_k.bias")), {0, 0, KVH, D});
-    Value v = reshape(linear(h, name("attn_v.weight"), bias("attn_v.bias")), {0, 0, KVH, D});
+    std::vector<Value> qkv =
+        linears(h, name("attn_qkv.weight"),
+                {name("attn_q.weight"), name("attn_k.weight"), name("attn_v.weight")},
+                {bias("attn_q.bias"), bias("attn_k.bias"), bias("attn_v.bias")});
+    Value q = reshape(qkv[0], {0, 0, H, D});
+    Value k = reshape(qkv[1], {0, 0, KVH, D});
+    Value v = reshape(qkv[2], {0, 0, KVH, D});
     q = rope(q, positions);
     k = rope(k, positions);
     Value kc = op("kv_cache_write", {k_cache, k, pos});
@@ -77,15 +112,16 @@ class Builder {
     Value o = op("attention_cached", {q, kc, vc, pos}, {{"scale", 1.0 / std::sqrt(double(D))}});
     x = x + linear(reshape(o, {0, 0, H * D}), name("attn_output.weight"));
     h = norm(x, name("ffn_norm.weight"));
-    Value gate = linear(h, name("ffn_gate.weight"));
-    Value up = linear(h, name("ffn_up.weight"));
-    return x + linear(op("silu", {gate}) * up, name("ffn_down.weight"));
+    std::vector<Value> gate_up = linears(
+        h, name("ffn_gate_up.weight"), {name("ffn_gate.weight"), name("ffn_up.weight")}, {"", ""});
+    return x + linear(op("silu", {gate_up[0]}) * gate_up[1], name("ffn_down.weight"));
   }
 
  private:
   const Config& c_;
   const gguf::File& f_;
   const std::set<std::string>& rows8_;
+  const std::map<std::string, std::vector<std::string>>& fused_;
   Graph& g_;
 };
 
@@ -152,7 +188,7 @@ std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq, const Samp
                                           const std::string& logits) const {
   const Config& c = config_;
   auto g = std::make_unique<Graph>("llm." + c.arch);
-  Builder b(c, *file_, rows8_, *g);
+  Builder b(c, *file_, rows8_, fused_, *g);
   Dim S = seq > 0 ? Dim(seq) : Dim::sym("seq");
   Value tokens = g->input("tokens", {DType::i32, {Dim(batch), S}});
   Value positions = g->input("positions", {DType::i32, {Dim(batch), S}});
@@ -196,6 +232,32 @@ std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq, const Samp
   return g;
 }
 
+// Per layer, q/k/v and gate/up as one weight each where the file allows it: the same
+// implemented dtype and row length (and, for an interleaved form, parts of whole groups of
+// 8 rows). llama.cpp's quantized mixes often keep attn_v in another type: those stay apart.
+void Model::fuse_groups() {
+  auto fusable = [&](const std::vector<std::string>& parts) {
+    const gguf::TensorInfo* first = file_->find(parts[0]);
+    if (!first || !first->dtype || first->shape.size() != 2) return false;
+    for (const std::string& p : parts) {
+      const gguf::TensorInfo* t = file_->find(p);
+      if (!t || t->dtype != first->dtype || t->shape.size() != 2 ||
+          t->shape[1] != first->shape[1] ||
+          (quant::interleavable(*t->dtype) && t->shape[0] % 8 != 0))
+        return false;
+    }
+    return true;
+  };
+  for (int64_t l = 0; l < config_.n_layer; ++l) {
+    std::vector<std::string> qkv = {layer_name(l, "attn_q.weight"), layer_name(l, "attn_k.weight"),
+                                    layer_name(l, "attn_v.weight")};
+    std::vector<std::string> gate_up = {layer_name(l, "ffn_gate.weight"),
+                                        layer_name(l, "ffn_up.weight")};
+    if (fusable(qkv)) fused_[layer_name(l, "attn_qkv.weight")] = qkv;
+    if (fusable(gate_up)) fused_[layer_name(l, "ffn_gate_up.weight")] = gate_up;
+  }
+}
+
 std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options) {
   std::shared_ptr<Model> m(new Model());
   m->file_ = std::make_shared<gguf::File>(gguf::File::open(path));
@@ -211,11 +273,12 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   if (int64_t(m->tokenizer_->size()) > m->config_.vocab)
     fail<ValueError>("llm", "expected at most ", m->config_.vocab,
                      " tokens (token_embd rows), got ", m->tokenizer_->size());
+  if (options.fuse) m->fuse_groups();
   // Every tensor the graph reads, wrapped in the mapping (no copy on the CPU).
   auto g = m->build_graph(1, 1, SamplerOptions{}, "none");
   struct Held {
     std::string name;
-    Tensor t;
+    std::vector<Tensor> parts;  // one, or a fused group's in order
     bool rows8;
     size_t offset;
   };
@@ -223,28 +286,58 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   size_t arena = 0;
   for (const Arg& a : g->args()) {
     if (a.kind != ArgKind::param) continue;
-    Tensor t = m->file_->tensor(a.name);
+    std::vector<Tensor> parts;
+    if (auto it = m->fused_.find(a.name); it != m->fused_.end())
+      for (const std::string& p : it->second) parts.push_back(m->file_->tensor(p));
+    else
+      parts.push_back(m->file_->tensor(a.name));
+    const Tensor& t = parts[0];
+    int64_t rows = 0;
+    size_t bytes = 0;
+    for (const Tensor& p : parts) rows += p.shape()[0], bytes += p.nbytes();
     if (!options.device.is_cpu()) {
-      m->weights_[a.name] = t.to(options.device);
+      if (parts.size() == 1) {
+        m->weights_[a.name] = t.to(options.device);
+        continue;
+      }
+      Tensor cat = Tensor::empty(t.dtype(), {rows, t.shape()[1]});
+      size_t at = 0;
+      for (const Tensor& p : parts) {
+        std::memcpy(static_cast<uint8_t*>(cat.data()) + at, p.data(), p.nbytes());
+        at += p.nbytes();
+      }
+      m->weights_[a.name] = cat.to(options.device);
       continue;
     }
     // What every decode step streams: the matrices quant_matmul reads (the embedding table
     // too when the output reuses it; otherwise it is read a row per token).
     const bool embd = a.name == "token_embd.weight";
     const bool streamed = t.rank() == 2 && (!embd || m->config_.tied_embeddings);
-    const bool rows8 =
-        options.interleave && !embd && quant::interleavable(t.dtype()) && t.shape()[0] % 8 == 0;
+    bool rows8 = options.interleave && !embd && quant::interleavable(t.dtype());
+    for (const Tensor& p : parts) rows8 &= p.shape()[0] % 8 == 0;
     if (rows8) m->rows8_.insert(a.name);
-    if (rows8 || (options.huge_pages && streamed)) {
-      held.push_back({a.name, t, rows8, arena});
-      arena += (t.nbytes() + 4095) / 4096 * 4096;
+    // A fused group is copied too: its parts lie one after another in the arena.
+    if (rows8 || parts.size() > 1 || (options.huge_pages && streamed)) {
+      held.push_back({a.name, std::move(parts), rows8, arena});
+      arena += (bytes + 4095) / 4096 * 4096;
     } else {
       m->weights_[a.name] = t;
     }
   }
   if (!held.empty()) {
     std::shared_ptr<uint8_t> mem = weight_arena(arena, options.huge_pages);
-    for (const Held& h : held) m->weights_[h.name] = held_copy(h.t, h.rows8, mem, h.offset);
+    for (const Held& h : held) {
+      size_t at = h.offset;
+      int64_t rows = 0;
+      for (const Tensor& p : h.parts) {
+        (void)held_copy(p, h.rows8, mem, at);
+        at += p.nbytes(), rows += p.shape()[0];
+      }
+      std::shared_ptr<uint8_t> keep = mem;
+      const Tensor& t = h.parts[0];
+      m->weights_[h.name] =
+          Tensor::wrap(t.dtype(), {rows, t.shape()[1]}, mem.get() + h.offset, [keep](void*) {});
+    }
   }
   return m;
 }

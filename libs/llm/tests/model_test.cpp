@@ -107,6 +107,29 @@ TEST(Decode, ChunkedPrefillEqualsOneStep) {
   EXPECT_LT(rel_l2(b.last_logits(), a.last_logits()), 1e-5);
 }
 
+// q/k/v and gate/up fused into one product each (LoadOptions::fuse) compute what the
+// separate products do: plain and interleaved (q4_0) weights, q/k/v biases (qwen2),
+// decode and prefill.
+TEST(Fuse, StackedProjectionsMatchSeparateOnes) {
+  const Spec specs[] = {Spec{}, Spec{.type = DType::q4_0}, Spec{.arch = "qwen2", .bias = true}};
+  for (const Spec& spec : specs) {
+    const DType t = spec.type;
+    std::string path = write_model(spec, "fuse_" + spec.arch + "_" + std::string(dtype_name(t)));
+    auto apart = Model::load(path, {.kv_dtype = DType::f32});
+    auto fused = Model::load(path, {.kv_dtype = DType::f32, .fuse = true});
+    for (int64_t n : {1, 5, 40}) {
+      std::vector<int32_t> ids = some_ids(n, 320);
+      EXPECT_LT(rel_l2(fused->logits(ids), apart->logits(ids)), 1e-5)
+          << dtype_name(t) << ", " << n << " tokens";
+    }
+    EXPECT_EQ(fused->weight_bytes(), apart->weight_bytes());
+    auto g = fused->build_graph(1, 1, {});
+    EXPECT_NE(g->find_arg("blk.0.attn_qkv.weight"), nullptr);
+    EXPECT_NE(g->find_arg("blk.1.ffn_gate_up.weight"), nullptr);
+    EXPECT_EQ(g->find_arg("blk.0.attn_q.weight"), nullptr);
+  }
+}
+
 // q4_0 weights held interleaved (the CPU default) compute what the file's layout does, in
 // decode (the rows8 dots) and in a long prefill (the decoded panels); the pages the copies
 // replaced are released, so the model is not held twice.

@@ -70,6 +70,12 @@ struct LoadOptions {
   // the earlier ones wrote: the activations of one step bound the memory a long prompt
   // needs (llama.cpp's ubatch, with its default). 0: the whole prompt in one step.
   int64_t prefill_chunk = 512;
+  // Each layer's q/k/v projections run as one product over their rows stacked, and gate/up
+  // as another (as gpt-fast's wqkv and w13), where their types allow: fewer, larger
+  // kernels per token. The stacked copy replaces the file's pages (no extra memory). Off
+  // by default until measured on the GPU, where it is meant to help (on 2 CPU cores it
+  // changes nothing measurable).
+  bool fuse = false;
 };
 
 // llama.cpp's defaults. temperature 0 is greedy.
@@ -126,6 +132,9 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::map<std::string, Tensor> weights_;  // graph param name -> tensor (on the device)
   std::set<std::string> rows8_;            // the weights held interleaved (layout rows8)
+  // Fused weights (a param name such as blk.0.attn_qkv.weight) and their parts in order.
+  std::map<std::string, std::vector<std::string>> fused_;
+  void fuse_groups();
   std::map<std::string, CompiledGraph> compiled_;
 };
 
