@@ -38,7 +38,11 @@ for c in $configs; do
   if [ "$stage" = quick ]; then
     for t in bf16 q8_0 q4_k; do
       for b in 1 8; do
-        timeout 60 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p $((b == 1 ? 512 : 0)) -n 64 -r 2 -b $b
+        # --fuse (stacked q/k/v and gate/up) beside the default, until it is measured here
+        for f in "" --fuse; do
+          echo "== $t b$b ${f:-separate}"
+          timeout 60 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p $((b == 1 ? 512 : 0)) -n 64 -r 2 -b $b $f
+        done
       done
     done > $OUT/bench_$c.log 2>&1
     echo "== rlx $c rc=$?"
