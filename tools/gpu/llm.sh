@@ -46,7 +46,7 @@ for c in $configs; do
       done
     done > $OUT/bench_$c.log 2>&1
     echo "== rlx $c rc=$?"
-    grep -v "^$" $OUT/bench_$c.log | tail -60
+    grep -E "^==|^pp|^tg" $OUT/bench_$c.log
     continue
   fi
   timeout ${BENCH_TIMEOUT:-400} python3 bench/llm/llm_torch.py $M/$c-bf16.gguf $M/$c-q8_0.gguf \
