@@ -193,7 +193,9 @@ class Trainer {
   const std::vector<std::string>& state_names() const;  // optimizer state params
 
   // Params, optimizer state and the step count ("train.step" metadata) as safetensors.
-  // Nothing is written when TrainerOptions::writes_checkpoints is false.
+  // Nothing is written when TrainerOptions::writes_checkpoints is false. save(), param(),
+  // steps() and evaluate() may run on another thread while step() runs (a checkpoint
+  // writer): they see the params and state of one completed step.
   void save(const std::string& path) const;
   // Strict: every param and state must be in the file with its dtype and shape, and
   // nothing else. Errors name the tensor: ValueError (missing, unknown, shape, metadata),

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <charconv>
+#include <mutex>
 #include <set>
 
 #include "rlx/ops.h"
@@ -97,6 +98,10 @@ struct Trainer::Impl {
   CompiledGraph compiled;
   CompiledGraph eval;
   int64_t steps = 0;
+  // Held while the params and state are swapped (step, set_param, load) and while another
+  // thread reads them (save, param, evaluate): a checkpoint writer sees one completed step.
+  // The tensors themselves are never written once made, so the step's compute runs unlocked.
+  mutable std::mutex swap;
 
   bool is_model_param(std::string_view name) const {
     return std::find(model_params.begin(), model_params.end(), name) != model_params.end();
@@ -197,6 +202,7 @@ void Trainer::set_param(std::string_view name, Tensor value) {
   if (!value.defined()) bad("expected a tensor for param '", name, "', got an undefined one");
   std::string n(name);
   check_type("", cat("param '", n, "'"), value, m.graph->find_arg(n)->value.type());
+  std::lock_guard lock(m.swap);
   m.bind(n, value);
   // Fresh optimizer state for a param that has none, or one of another shape.
   auto it = m.states_of.find(n);
@@ -212,6 +218,7 @@ Tensor Trainer::param(std::string_view name) const {
   const Impl& m = *impl_;
   if (!m.is_model_param(name) && !m.is_state(name))
     bad("expected the name of a model param or optimizer state, got '", name, "'");
+  std::lock_guard lock(m.swap);
   return m.compiled.param(name);
 }
 
@@ -226,12 +233,15 @@ TensorMap Trainer::step(const TensorMap& inputs) {
   in[kLr] = Tensor::full(DType::f64, {}, lr());
   in[kStep] = Tensor::full(DType::f64, {}, double(m.steps + 1));
   TensorMap out = m.compiled.run(in);
-  // Swap in the new params and state: shared, not copied.
-  for (const std::string& p : m.trained) m.bind(p, out.at(kNew + p));
-  for (const std::string& s : m.states) m.bind(s, out.at(kNew + s));
+  {
+    // Swap in the new params and state: shared, not copied.
+    std::lock_guard lock(m.swap);
+    for (const std::string& p : m.trained) m.bind(p, out.at(kNew + p));
+    for (const std::string& s : m.states) m.bind(s, out.at(kNew + s));
+    ++m.steps;
+  }
   for (auto it = out.begin(); it != out.end();)
     it = it->first.starts_with(kNew) ? out.erase(it) : std::next(it);
-  ++m.steps;
   return out;
 }
 
@@ -240,11 +250,15 @@ TensorMap Trainer::evaluate(const TensorMap& inputs) const {
   for (const std::string& p : m.model_params)
     if (!m.eval.param(p).defined())
       bad("expected param '", p, "' to be set (set_param) before evaluate(), got none");
+  std::lock_guard lock(m.swap);
   return m.eval.run(inputs);
 }
 
-int64_t Trainer::steps() const { return impl_->steps; }
-double Trainer::lr() const { return impl_->options.schedule(impl_->steps); }
+int64_t Trainer::steps() const {
+  std::lock_guard lock(impl_->swap);
+  return impl_->steps;
+}
+double Trainer::lr() const { return impl_->options.schedule(steps()); }
 const std::vector<std::string>& Trainer::trained_params() const { return impl_->trained; }
 const std::vector<std::string>& Trainer::state_names() const { return impl_->states; }
 const Graph& Trainer::train_graph() const { return *impl_->graph; }
@@ -254,15 +268,22 @@ void Trainer::save(const std::string& path) const {
   const Impl& m = *impl_;
   if (!m.options.writes_checkpoints) return;
   TensorMap tensors;
-  for (const auto* names : {&m.model_params, &m.states})
-    for (const std::string& n : *names) {
-      Tensor t = m.compiled.param(n);
-      if (!t.defined()) bad("expected param '", n, "' to be set before save(), got none");
-      tensors.emplace(n, t.to(Device::cpu()));
-    }
+  int64_t steps = 0;
+  {
+    // One step's params and state (shared handles), copied and written after.
+    std::lock_guard lock(m.swap);
+    for (const auto* names : {&m.model_params, &m.states})
+      for (const std::string& n : *names) {
+        Tensor t = m.compiled.param(n);
+        if (!t.defined()) bad("expected param '", n, "' to be set before save(), got none");
+        tensors.emplace(n, t);
+      }
+    steps = m.steps;
+  }
+  for (auto& [n, t] : tensors) t = t.to(Device::cpu());
   save_safetensors(
       path, tensors,
-      {{kStepMeta, std::to_string(m.steps)}, {kOptimizerMeta, m.options.optimizer->name()}});
+      {{kStepMeta, std::to_string(steps)}, {kOptimizerMeta, m.options.optimizer->name()}});
 }
 
 void Trainer::load(const std::string& path) {
@@ -296,6 +317,7 @@ void Trainer::load(const std::string& path) {
     if (!m.is_model_param(n) && !m.is_state(n))
       bad(where("expected only params and optimizer state, got an unknown tensor '"), n, "'");
 
+  std::lock_guard lock(m.swap);
   for (auto& [n, t] : f.tensors) m.bind(n, t);
   m.steps = steps;
 }

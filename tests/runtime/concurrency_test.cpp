@@ -1,17 +1,21 @@
-// Threads sharing rlx: one CompiledGraph run from 8 threads at once, and compiles that
-// hit and miss the process-wide compile cache from several threads. They are plain tests
+// Threads sharing rlx: one CompiledGraph run from 8 threads at once, compiles that hit and
+// miss the process-wide compile cache from several threads, and a Trainer stepping while
+// another thread writes its checkpoints. They are plain tests
 // here; `make tsan` runs them under ThreadSanitizer (DEVELOPERS.md, "Sanitizers"), where a
 // race fails them even when the numbers come out right.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <latch>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "rlx/compile_cache.h"
 #include "rlx/rlx.h"
+#include "rlx/train.h"
 
 namespace rlx {
 namespace {
@@ -118,6 +122,54 @@ TEST(Concurrency, CompileCacheFromSeveralThreads) {
   EXPECT_GE(misses.load(), kGraphs);
   EXPECT_GT(hits.load(), 0);
   EXPECT_EQ(compile_cache_size(), size_t(kGraphs));
+}
+
+// A training loop with a checkpoint writer: one thread steps the Trainer while another
+// saves checkpoints; each checkpoint holds the params and state of one completed step
+// (loaded into a fresh Trainer, they equal what the loop recorded after that step).
+TEST(Concurrency, CheckpointWriterBesideTheTrainingLoop) {
+  auto g = std::make_unique<Graph>();
+  Value w = g->param("w", {DType::f64, {64}});
+  Value t = g->input("t", {DType::f64, {64}});
+  Value d = w - t;
+  g->output(sum(d * d), "loss");
+  train::TrainerOptions o;
+  o.optimizer = std::make_shared<train::AdamW>(0.9, 0.999, 1e-8, 0.01);
+  o.schedule = train::constant_lr(0.05);
+  train::Trainer tr(*g, o);
+  auto f64 = [](const Tensor& v) {
+    return Tensor::from_doubles(DType::f64, v.shape(), v.to_doubles());
+  };
+  tr.set_param("w", f64(wave({64}, 0)));
+  const Tensor target = f64(wave({64}, 3));
+  constexpr int kSteps = 60;
+  std::vector<std::vector<double>> after(kSteps + 1);  // w after each step
+  after[0] = tr.param("w").to_doubles();
+  const std::string dir = ::testing::TempDir();
+  std::atomic<bool> done{false};
+  std::vector<std::string> files;
+  std::thread writer([&] {
+    for (int i = 0; !done.load() || i == 0; ++i) {
+      files.push_back(dir + "/rlx_ckpt_" + std::to_string(i) + ".safetensors");
+      tr.save(files.back());
+    }
+  });
+  for (int k = 1; k <= kSteps; ++k) {
+    tr.step({{"t", target}});
+    after[size_t(k)] = tr.param("w").to_doubles();
+  }
+  done = true;
+  writer.join();
+  ASSERT_FALSE(files.empty());
+  for (const std::string& f : files) {
+    train::Trainer back(*g, o);
+    back.load(f);
+    const int64_t k = back.steps();
+    ASSERT_GE(k, 0);
+    ASSERT_LE(k, kSteps);
+    EXPECT_EQ(back.param("w").to_doubles(), after[size_t(k)]) << f << " at step " << k;
+    std::remove(f.c_str());
+  }
 }
 
 }  // namespace
