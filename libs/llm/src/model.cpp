@@ -279,6 +279,7 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   struct Held {
     std::string name;
     std::vector<Tensor> parts;  // one, or a fused group's in order
+    int64_t rows;               // theirs in all
     bool rows8;
     size_t offset;
   };
@@ -318,7 +319,7 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
     if (rows8) m->rows8_.insert(a.name);
     // A fused group is copied too: its parts lie one after another in the arena.
     if (rows8 || parts.size() > 1 || (options.huge_pages && streamed)) {
-      held.push_back({a.name, std::move(parts), rows8, arena});
+      held.push_back({a.name, std::move(parts), rows, rows8, arena});
       arena += (bytes + 4095) / 4096 * 4096;
     } else {
       m->weights_[a.name] = t;
@@ -328,15 +329,14 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
     std::shared_ptr<uint8_t> mem = weight_arena(arena, options.huge_pages);
     for (const Held& h : held) {
       size_t at = h.offset;
-      int64_t rows = 0;
       for (const Tensor& p : h.parts) {
         (void)held_copy(p, h.rows8, mem, at);
-        at += p.nbytes(), rows += p.shape()[0];
+        at += p.nbytes();
       }
       std::shared_ptr<uint8_t> keep = mem;
       const Tensor& t = h.parts[0];
       m->weights_[h.name] =
-          Tensor::wrap(t.dtype(), {rows, t.shape()[1]}, mem.get() + h.offset, [keep](void*) {});
+          Tensor::wrap(t.dtype(), {h.rows, t.shape()[1]}, mem.get() + h.offset, [keep](void*) {});
     }
   }
   return m;

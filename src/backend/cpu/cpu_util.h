@@ -181,13 +181,17 @@ inline bool in_set(DType t, unsigned set) {
   return set & kInt;
 }
 
+// The threads a parallel region started here would get: 1 inside one (nested regions run
+// inline on the caller's thread).
+inline int threads_here() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+
 // Runs f(begin, end) over [0, n) on the OpenMP threads, in chunks of at least `grain`
 // items; small ranges (and calls from inside a parallel region) run inline. An exception
 // thrown by f is rethrown on the calling thread (it must not escape an OpenMP region).
 template <class F>
 void parallel_for(int64_t n, int64_t grain, F&& f) {
   if (n <= 0) return;
-  int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  int64_t threads = threads_here();
   int64_t chunks = std::min<int64_t>(
       threads, (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1));
   if (chunks <= 1) {

@@ -348,7 +348,7 @@ void attention_cached_kernel(const KernelContext& ctx, std::span<const Tensor> i
   pb.g = pb.h / pb.kvh;
   double scale = ctx.attrs.get_float("scale");
   pb.scale = float(scale != 0 ? scale : 1.0 / std::sqrt(double(pb.d)));
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t threads = threads_here();
   pb.block = std::max<int64_t>(1, kRows / pb.g);
   auto blocks_of = [&](int64_t blk) { return (pb.s + blk - 1) / blk; };
   while (pb.block > 1 && pb.b * pb.kvh * blocks_of(pb.block) < 2 * threads) pb.block /= 2;

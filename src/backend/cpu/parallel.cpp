@@ -1,8 +1,6 @@
 // rlx/parallel.h: the CPU kernels' parallel_for (cpu_util.h), for code outside the backend.
 #include "rlx/parallel.h"
 
-#include <omp.h>
-
 #include "backend/cpu/cpu_util.h"
 
 namespace rlx {
@@ -11,6 +9,6 @@ void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, in
   cpu::parallel_for(n, grain, f);
 }
 
-int parallel_threads() { return omp_in_parallel() ? 1 : omp_get_max_threads(); }
+int parallel_threads() { return cpu::threads_here(); }
 
 }  // namespace rlx

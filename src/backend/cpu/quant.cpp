@@ -68,7 +68,7 @@ T* scratch(int slot, size_t n) {
 // when it is done with one: a static split would wait on a thread that shares its core.
 template <class F>
 void for_chunks(int64_t chunks, F&& f) {
-  const int64_t threads = omp_in_parallel() ? 1 : std::min<int64_t>(omp_get_max_threads(), chunks);
+  const int64_t threads = std::min<int64_t>(threads_here(), chunks);
   std::atomic<int64_t> next{0};
   parallel_for(threads, 1, [&](int64_t, int64_t) {
     for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) f(c);
@@ -97,7 +97,7 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
   // rows: kRowBlock weight rows per chunk (at least 8 chunks), which stay in cache while
   // each tile of activations passes once.
   const bool decode = m <= qdot::kMaxRows;
-  const int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t threads = threads_here();
   const int64_t chunk =
       decode ? std::clamp<int64_t>(
                    std::min<int64_t>(int64_t(1 << 20) / int64_t(ub) / m, units / (4 * threads)), 1,
@@ -169,7 +169,7 @@ void int8_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k
   parallel_for(m, std::max<int64_t>(1, (1 << 16) / k), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) qdot::gemm4_act(wt, x + r * k, act + r * ab, k);
   });
-  const int64_t groups = (n + 7) / 8, threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int64_t groups = (n + 7) / 8, threads = threads_here();
   const int64_t per = std::clamp<int64_t>(
       std::min<int64_t>(int64_t(256 << 10) / int64_t(gb), groups / (4 * threads)), 1, 8);
   for_chunks((groups + per - 1) / per, [&](int64_t c) {

@@ -373,7 +373,7 @@ void reduce_run(const T* x, T* y, const Blocks& b) {
   if (outs == 0) return;
   int64_t chunks = (b.inner + kColChunk - 1) / kColChunk;
   int64_t items = b.outer * chunks;
-  int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  int64_t threads = threads_here();
 
   // Few outputs over long extents (a full reduction, a few long rows): split R across
   // threads into partials, then combine.

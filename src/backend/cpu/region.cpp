@@ -1100,7 +1100,7 @@ class Runner {
   };
 
   void chunks() {
-    int64_t threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+    int64_t threads = threads_here();
     int64_t chunks = std::clamp<int64_t>((numel_ + kGrain - 1) / kGrain, 1, threads);
     std::vector<int64_t> bounds(size_t(chunks) + 1);
     bool by_rows = !c_.reductions.empty() && rows_ >= chunks;

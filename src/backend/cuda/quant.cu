@@ -373,19 +373,24 @@ void matvec(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int64_
 // bf16 models: f16 / bf16 weights as they are, quantized ones decoded to bf16 once per call
 // (a 512-row product spends far longer multiplying than decoding), the activations rounded
 // to the weights' 16-bit type. f32 weights keep an f32 GEMM (SGEMM's accuracy, 3xTF32).
+// t as a [rows, cols] tensor of dtype dt: itself, or a cast copy (a fresh allocation, so
+// aligned for the kernels' 16-byte loads).
+Tensor as_dtype(const Tensor& t, DType dt, std::vector<int64_t> shape, cudaStream_t s) {
+  if (t.dtype() == dt) return t.reshape(shape);
+  Tensor c = Tensor::empty(dt, shape, t.device());
+  cast_into(t.reshape(shape), c, s);
+  return c;
+}
+
+// x is the op's input as it came (any float dtype), cast once to the operands' dtype.
 void gemm_path(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int64_t n, int64_t k,
                cudaStream_t s) {
-  const Device dev = x.device();
   Tensor wh = w;
   if (is_quantized(w.dtype())) {
-    wh = Tensor::empty(DType::bf16, {n, k}, dev);
+    wh = Tensor::empty(DType::bf16, {n, k}, x.device());
     dequantize_into(w, nullptr, wh, nullptr, s);
   }
-  Tensor xh = x;
-  if (wh.dtype() != DType::f32) {
-    xh = Tensor::empty(wh.dtype(), {m, k}, dev);
-    cast_into(x, xh, s);
-  }
+  const Tensor xh = as_dtype(x, wh.dtype(), {m, k}, s);
   batched_gemm(xh.reshape({1, m, k}), false, wh.reshape({1, n, k}), true, y.reshape({1, m, n}), 1.0,
                s);
 }
@@ -397,22 +402,15 @@ void quant_matmul_kernel(const KernelContext& ctx, Ins in, Outs out) {
   cudaStream_t s = stream_of(ctx);
   if (m * n == 0) return;
   if (k == 0) return fill(out[0], 0, s);
-  // The kernels take f32 rows and give f32 products; the 16-byte loads of the K-quant
-  // blocks need their start aligned (a fresh allocation is).
-  auto f32 = [&](const Tensor& t, std::vector<int64_t> shape) {
-    if (t.dtype() == DType::f32) return t.reshape(shape);
-    Tensor c = Tensor::empty(DType::f32, shape, t.device());
-    cast_into(t.reshape(shape), c, s);
-    return c;
-  };
-  const Tensor x = f32(in[0], {m, k});
+  // The kernels give f32 products; the 16-byte loads of the K-quant blocks need their start
+  // aligned (a fresh allocation is).
   const Tensor y = out[0].dtype() == DType::f32 ? out[0].reshape({m, n})
-                                                : Tensor::empty(DType::f32, {m, n}, x.device());
+                                                : Tensor::empty(DType::f32, {m, n}, in[0].device());
   const Tensor wa = reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 ? w : w.clone();
   if (m <= kMatvecRows)
-    matvec(x, wa, y, m, n, k, s);
+    matvec(as_dtype(in[0], DType::f32, {m, k}, s), wa, y, m, n, k, s);
   else
-    gemm_path(x, wa, y, m, n, k, s);
+    gemm_path(in[0], wa, y, m, n, k, s);
   if (y.data() != out[0].data()) cast_into(y, out[0].reshape({m, n}), s);
 }
 
