@@ -277,6 +277,20 @@ void attention_cached_checks(CheckTable& t) {
                  random_tensor(DType::f32, {2, 2, 80, 128}, 3597),
                  random_tensor(DType::f32, {2, 2, 80, 128}, 3598), ints(DType::i32, {2}, {70, 9})},
                 {}, attention_cached_ref, "D 128"));
+  // A cache of more rows than the GPU's one-kernel decode takes (4096): its split kernels;
+  // and one at that bound, with a D of 256 and bf16 queries.
+  t.add(ref_check(
+      "attention_cached", DType::f32,
+      {random_tensor(DType::f32, {2, 1, 4, 32}, 3599),
+       random_tensor(DType::f16, {2, 2, 4200, 32}, 3600),
+       random_tensor(DType::f16, {2, 2, 4200, 32}, 3601), ints(DType::i32, {2}, {4150, 77})},
+      {}, attention_cached_ref, "decode, 4151 keys of a 4200-row cache"));
+  t.add(ref_check(
+      "attention_cached", DType::bf16,
+      {random_tensor(DType::bf16, {1, 2, 2, 256}, 3602),
+       random_tensor(DType::bf16, {1, 1, 4096, 256}, 3603),
+       random_tensor(DType::bf16, {1, 1, 4096, 256}, 3604), ints(DType::i32, {1}, {4094})},
+      {}, attention_cached_ref, "decode, a 4096-row cache, D 256"));
 }
 
 // ---- sample --------------------------------------------------------------------------

@@ -414,6 +414,15 @@ CheckTable checks_quant() {
     t.add(mm(x(DType::f32, {4, 80}), random_quantized(wt, 9, 80, ++seed), "4 rows"));
     t.add(mm(x(DType::f32, {33, 40}), random_quantized(wt, 70, 40, ++seed), "33 rows: sgemm"));
   }
+  // bf16 weights and 2 to 8 rows, k in chunks of 32: the GPU's tensor-core matvec (37 rows:
+  // a partial tile of 16; 70 chunks: uneven shares of its warps).
+  for (int64_t m : {2, 5, 8})
+    t.add(mm(x(DType::f32, {m, 96}), random_quantized(DType::bf16, 37, 96, ++seed),
+             cat("bf16, ", m, " rows, k = 96")));
+  t.add(mm(x(DType::f32, {8, 32 * 70}), random_quantized(DType::bf16, 20, 32 * 70, ++seed),
+           "bf16, 8 rows, k = 2240"));
+  t.add(mm(x(DType::bf16, {3, 64}), random_quantized(DType::bf16, 16, 64, ++seed),
+           "bf16 in and out, 3 rows"));
   t.add(mm(x(DType::f32, {0, 64}), random_quantized(DType::q4_0, 3, 64, ++seed), "no rows"));
 
   // dequantize: every dtype to f32, a few to the other floats, rows of a table.

@@ -616,7 +616,10 @@ void add_concat_split(CheckTable& t, uint64_t& seed) {
       {{6, 5}, {{"axis", -1}, {"sizes", IntList{1, 4, 0}}}},
       {{0}, {{"num", 2}}},
       {{2, 6, 3}, {{"axis", 1}, {"sizes", IntList{2, 1, 3}}}},
-      {{4, 3}, {{"num", 1}}}};
+      {{4, 3}, {{"num", 1}}},
+      // More parts than the GPU's one-launch split takes (8); a fused q/k/v row.
+      {{2, 10}, {{"axis", 1}, {"num", 10}}},
+      {{2, 1, 40}, {{"axis", 2}, {"sizes", IntList{24, 8, 8}}}}};
   add_data_op(t, seed, "split", split_ref, split);
 }
 

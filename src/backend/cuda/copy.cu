@@ -153,6 +153,57 @@ void copy_raw(void* dst, const std::vector<int64_t>& dst_strides, const void* sr
   RLX_CUDA_LAUNCHED("copy_kernel");
 }
 
+// Word i of a contiguous [outer, row] source (row: the parts' words one after another)
+// to its part: dst[j] is [outer, start[j + 1] - start[j]] words.
+struct SplitParts {
+  char* dst[kSplitParts];
+  int64_t start[kSplitParts + 1];
+};
+
+template <class W>
+__global__ void split_rows(const W* src, int64_t words, int64_t row, SplitParts p) {
+  RLX_GRID_STRIDE(i, words) {
+    const int64_t o = i / row, c = i % row;
+    int j = 0;
+    while (c >= p.start[j + 1]) ++j;
+    const int64_t size = p.start[j + 1] - p.start[j];
+    reinterpret_cast<W*>(p.dst[j])[o * size + c - p.start[j]] = src[i];
+  }
+}
+
+bool split_contiguous(const void* src, int64_t outer, int64_t inner, std::span<void* const> dst,
+                      std::span<const int64_t> sizes, size_t elem, cudaStream_t stream) {
+  if (dst.size() > size_t(kSplitParts) || dst.size() != sizes.size()) return false;
+  const int64_t unit = inner * int64_t(elem);  // bytes per index along the axis
+  int64_t len = 0;
+  for (int64_t n : sizes) len += n;
+  if (outer * len * unit == 0) return true;
+  std::vector<int64_t> all{unit, int64_t(reinterpret_cast<uintptr_t>(src))};
+  for (void* d : dst) all.push_back(int64_t(reinterpret_cast<uintptr_t>(d)));
+  int w = 16;  // the widest word that every pointer and the unit allow
+  for (int64_t v : all)
+    while (v % w) w /= 2;
+  SplitParts p{};
+  p.start[0] = 0;
+  for (size_t j = 0; j < sizes.size(); ++j) {
+    p.dst[j] = static_cast<char*>(dst[j]);
+    p.start[j + 1] = p.start[j] + sizes[j] * unit / w;
+  }
+  for (size_t j = sizes.size(); j < size_t(kSplitParts); ++j) p.start[j + 1] = p.start[j];
+  const int64_t row = len * unit / w, words = outer * row;
+  auto go = [&](auto word) {
+    using W = decltype(word);
+    split_rows<W>
+        <<<blocks_for(words), kThreads, 0, stream>>>(static_cast<const W*>(src), words, row, p);
+  };
+  if (w == 16)
+    go(uint4{});
+  else
+    visit_bytes(size_t(w), [&](auto tag) { go(typename decltype(tag)::type{}); });
+  RLX_CUDA_LAUNCHED("split_rows");
+  return true;
+}
+
 void copy_strided(const Tensor& src, const Tensor& dst, cudaStream_t stream) {
   if (dst.numel() == 0) return;
   copy_raw(dst.data(), dst.strides(), src.data(), src.strides(), dst.shape(),

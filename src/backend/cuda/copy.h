@@ -4,6 +4,7 @@
 
 #include <cuda_runtime.h>
 
+#include <span>
 #include <vector>
 
 #include "rlx/tensor.h"
@@ -18,6 +19,11 @@ void copy_raw(void* dst, const std::vector<int64_t>& dst_strides, const void* sr
 // dst[i] = src[i] for every index; same dtype and shape, any strides (src may broadcast
 // with stride 0; dst must not overlap src).
 void copy_strided(const Tensor& src, const Tensor& dst, cudaStream_t stream);
+// A contiguous source read as [outer, sum(sizes), inner] into contiguous parts dst[j]
+// [outer, sizes[j], inner], in one launch; false (nothing done) for more than kSplitParts parts.
+constexpr int kSplitParts = 8;
+bool split_contiguous(const void* src, int64_t outer, int64_t inner, std::span<void* const> dst,
+                      std::span<const int64_t> sizes, size_t elem, cudaStream_t stream);
 // Every element of dst (any strides) set to the bit pattern of `value` in dst's dtype.
 void fill(const Tensor& dst, double value, cudaStream_t stream);
 

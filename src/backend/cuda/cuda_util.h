@@ -43,6 +43,10 @@ unsigned long long* deferred_check(Device device, cudaStream_t stream, BadIndexR
 // The multiprocessors of the current device (for grid sizes).
 int sm_count();
 
+// Whether kernels may launch programmatically dependent (launch_pdl, kernels.cuh): on
+// sm_90 and later, unless RLX_PDL=0.
+bool pdl_enabled();
+
 // The dims of `shape` with size-1 dims dropped and neighbours merged wherever every
 // operand's strides allow (row-major): the merged sizes, and each operand's strides over
 // them. Index arithmetic then runs over as few dims as the operands permit.

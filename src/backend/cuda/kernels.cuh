@@ -239,6 +239,46 @@ inline int blocks_for(int64_t n, int per_thread = 1) {
   return int(want < 1 ? 1 : (want < cap ? want : cap));
 }
 
+// Programmatic dependent launch (sm_90): a kernel launched by launch_pdl may start while
+// the kernel before it in the stream still runs (once each of that kernel's blocks has
+// called pdl_trigger or exited), so its launch and whatever it does before pdl_wait (such
+// as prefetching weights, which no kernel writes) overlap that kernel's tail. It must call
+// pdl_wait before it reads what earlier kernels wrote and before it writes anything.
+// Both are no-ops where the kernel was launched the usual way.
+__device__ __forceinline__ void pdl_wait() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void pdl_trigger() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+template <class... P, class... A>
+void launch_pdl(void (*kernel)(P...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                A&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  RLX_CUDA(cudaLaunchKernelEx(&cfg, kernel, P(std::forward<A>(args))...));
+}
+
+// L2 prefetches of [p, p + bytes), a line (128 bytes) per thread of `threads` from `t`.
+__device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes, int t, int threads) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t o = int64_t(t) * 128; o < bytes; o += int64_t(threads) * 128)
+    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(c + o));
+}
+
 #define RLX_GRID_STRIDE(i, n)                                               \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(blockDim.x) * gridDim.x)

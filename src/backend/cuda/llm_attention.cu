@@ -7,13 +7,17 @@
 //
 // The query rows of one (sequence b, KV head) are its G = H / KVH heads at each of the S
 // positions (row r = s G + g): they share every key and value row, read once for all.
-//   - Decode (S <= 8), flash-decoding: each group of kRows rows splits its keys into up to
-//     kMaxSplit chunks, a block each. The chunks are sized on the device from pos: the
-//     host never reads it (a decode step runs under CUDA Graph capture), so the grid is
-//     for the worst case and chunks past pos + S exit at once. decode_scores writes the
-//     scores (f64, on the tensor cores) and each chunk's max and sum; decode_values merges
-//     those into the rows' max and sum and weights its chunk's values; decode_combine adds
-//     the chunks' outputs.
+//   - Decode (S <= 8) over a cache of at most kFusedKeys rows: one kernel, a block per
+//     query row, that keeps the row's scores (f64) and probabilities in shared memory: its
+//     max and sum, then the normalised probabilities times the values. One launch instead
+//     of three, no scratch in global memory: a decode step's attention is latency-bound.
+//   - Decode over a longer cache, flash-decoding: each group of kRows rows splits its keys
+//     into up to kMaxSplit chunks, a block each. The chunks are sized on the device from
+//     pos: the host never reads it (a decode step runs under CUDA Graph capture), so the
+//     grid is for the worst case and chunks past pos + S exit at once. decode_scores
+//     writes the scores (f64, on the tensor cores) and each chunk's max and sum;
+//     decode_values merges those into the rows' max and sum and weights its chunk's
+//     values; decode_combine adds the chunks' outputs.
 //   - Prefill: a block takes kTile rows and streams the keys they see through shared
 //     memory twice, as f32 FMA tiles: the rows' max and sum first, then the output.
 // A bad position (pos < 0 or pos + S > C) is reported through position_check's slot; its
@@ -30,6 +34,9 @@ namespace rlx::gpu {
 namespace {
 
 constexpr int kMaxD = 256;           // head dims up to this
+constexpr int kFusedKeys = 4096;     // decode: the most cache rows of the one-kernel path
+constexpr int kFusedThreads = 256;   // decode, one kernel: a block
+constexpr int kKeyLanes = 8;         // decode, one kernel: lanes that share a key's dot
 constexpr int kRows = 8;             // decode: query rows a block takes
 constexpr int kMaxSplit = 64;        // decode: most chunks of a row group's keys
 constexpr int kDecodeThreads = 128;  // decode: a block
@@ -361,6 +368,126 @@ __global__ void decode_combine(Params p, int blocks) {
   static_cast<TQ*>(p.out)[row_offset(p, b, kh, r) + e] = store<TQ>(sum);
 }
 
+// ---- decode, one kernel ---------------------------------------------------------------
+
+struct MaxD {
+  template <class A>
+  __device__ static A init() {
+    return -INFINITY;
+  }
+  template <class A>
+  __device__ static A combine(A a, A b) {
+    return fmax(a, b);
+  }
+};
+struct SumD {
+  template <class A>
+  __device__ static A init() {
+    return 0;
+  }
+  template <class A>
+  __device__ static A combine(A a, A b) {
+    return a + b;
+  }
+};
+
+__host__ __device__ constexpr size_t fused_smem(int64_t c, int dp) {
+  return size_t(c) * (sizeof(double) + sizeof(float)) + size_t(dp) * sizeof(double) +
+         size_t(kFusedThreads) * 8 * sizeof(float);
+}
+
+// Grid (B * KVH, S * G): block (pair, r) is query row r of (b, KV head). kKeyLanes lanes
+// share a key: each takes vectors of it (f64 products with the query, rounded to the cache
+// dtype, in shared memory), and their sum is the key's score. The row's max and sum (f64)
+// come from the block; then threads own a vector column each over strided keys, weighting
+// the values by the normalised probabilities (f32), and their shares are summed at the end.
+template <class TQ, class TK>
+__global__ void __launch_bounds__(kFusedThreads) decode_fused(Params p) {
+  pdl_trigger();  // the output projection may start (and prefetch its weights)
+  constexpr int W = kW<TK>;
+  extern __shared__ float4 smem[];
+  const int64_t pair = blockIdx.x, b = pair / p.kvh, kh = pair % p.kvh;
+  const int r = blockIdx.y, t = threadIdx.x;
+  int64_t at;
+  if (!position(p, b, at)) {
+    if (t == 0 && r == 0) report_bad(p.bad, at, b);
+    return;
+  }
+  const int64_t keys = at + r / p.g + 1;  // the keys row r sees
+  const int nv = p.dp / W;
+  double* ss = reinterpret_cast<double*>(smem);     // [c] scores
+  double* sq = ss + p.c;                            // [dp] the query, rounded
+  float* sp = reinterpret_cast<float*>(sq + p.dp);  // [c] probabilities
+  float* red = sp + p.c;                            // [threads / nv][dp] output shares
+  const TQ* q = static_cast<const TQ*>(p.q) + row_offset(p, b, kh, r);
+  for (int e = t; e < p.dp; e += kFusedThreads)
+    sq[e] = e < p.d ? cache_rounded<TK>(double(load(q[e]))) : 0.0;
+  __syncthreads();
+  const TK* kc = static_cast<const TK*>(p.k) + pair * p.c * p.d;
+  const TK* vc = static_cast<const TK*>(p.v) + pair * p.c * p.d;
+  const int kl = t % kKeyLanes;
+  double mx = -INFINITY;
+  for (int64_t j0 = 0; j0 < keys; j0 += kFusedThreads / kKeyLanes) {
+    const int64_t j = j0 + t / kKeyLanes;
+    double acc = 0;
+    if (j < keys) {
+      const TK* kr = kc + j * p.d;
+      for (int v = kl; v < nv; v += kKeyLanes) {
+        const Vec<TK, W> x = load_raw<TK>(kr, v, p);
+#pragma unroll
+        for (int e = 0; e < W; ++e) acc = fma(wide(x.v[e]), sq[v * W + e], acc);
+      }
+    }
+    for (int o = kKeyLanes / 2; o > 0; o /= 2) acc += __shfl_xor_sync(kAll, acc, o);
+    if (j < keys) {
+      const double s = acc * p.scale;
+      if (kl == 0) ss[j] = s;
+      mx = fmax(mx, s);
+    }
+  }
+  mx = block_fold<MaxD>(mx);
+  double sum = 0;
+  for (int64_t j = t; j < keys; j += kFusedThreads) sum += exp(ss[j] - mx);
+  sum = block_fold<SumD>(sum);
+  const double inv = sum > 0 ? 1.0 / sum : 0.0;
+  for (int64_t j = t; j < keys; j += kFusedThreads)
+    sp[j] = cache_rounded<TK>(exp(ss[j] - mx) * inv);
+  __syncthreads();
+  // Values: thread (ks, vi) takes vector column vi of keys ks, ks + splits, ...
+  const int splits = kFusedThreads / nv, ks = t / nv, vi = t % nv;
+  float acc[W] = {};
+  if (ks < splits) {
+    int64_t j = ks;
+    for (; j + 3 * splits < keys; j += 4 * splits) {
+      float x[4][W];  // four rows in flight
+#pragma unroll
+      for (int u = 0; u < 4; ++u) load_vec<TK>(vc + (j + u * splits) * p.d, vi, p, x[u]);
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float pr = sp[j + u * splits];
+#pragma unroll
+        for (int e = 0; e < W; ++e) acc[e] = fmaf(pr, x[u][e], acc[e]);
+      }
+    }
+    for (; j < keys; j += splits) {
+      float x[W];
+      load_vec<TK>(vc + j * p.d, vi, p, x);
+      const float pr = sp[j];
+#pragma unroll
+      for (int e = 0; e < W; ++e) acc[e] = fmaf(pr, x[e], acc[e]);
+    }
+#pragma unroll
+    for (int e = 0; e < W; ++e) red[ks * p.dp + vi * W + e] = acc[e];
+  }
+  __syncthreads();
+  TQ* out = static_cast<TQ*>(p.out) + row_offset(p, b, kh, r);
+  for (int e = t; e < p.d; e += kFusedThreads) {
+    float y = 0;
+    for (int k = 0; k < splits; ++k) y += red[k * p.dp + e];
+    out[e] = store<TQ>(y);
+  }
+}
+
 // An empty output still checks the positions, as the CPU does.
 __global__ void check_positions(Params p, int64_t batch) {
   for (int64_t b = threadIdx.x; b < batch; b += blockDim.x) {
@@ -570,6 +697,18 @@ void launch(Params p, int64_t pairs, cudaStream_t st, const Scratch& scratch) {
                        : p.dp <= 128 ? launch_prefill<TQ, TK, 2>
                                      : launch_prefill<TQ, TK, 4>;
     return tile_kernel(p, pairs, st);
+  }
+  if (p.c <= kFusedKeys) {
+    constexpr auto kernel = decode_fused<TQ, TK>;
+    static const bool raised = [&] {
+      RLX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(fused_smem(kFusedKeys, kMaxD))));
+      return true;
+    }();
+    (void)raised;
+    const dim3 grid(unsigned(pairs), unsigned(p.rows));
+    kernel<<<grid, kFusedThreads, fused_smem(p.c, p.dp), st>>>(p);
+    return;
   }
   // Chunks for about four blocks per multiprocessor when every key is in use, each of at
   // least 32 keys.

@@ -233,6 +233,7 @@ void softmax_kernel(const KernelContext& ctx, Ins in, Outs out) {
 template <bool kRms, bool kBlock, class T>
 __global__ void norm_rows(const T* x0, T* y0, const T* scale, const T* bias, int64_t rows,
                           int64_t n, double eps) {
+  pdl_trigger();  // a matvec reading the rows may start (and prefetch its weights)
   using C = compute_t<T>;
   Group<kBlock> g;
   for (int64_t r = g.first(); r < rows; r += g.stride()) {

@@ -8,9 +8,11 @@
 // first quantized to int8 blocks by ggml's rules (the CPU kernel's, so both compute one product:
 // q8_0 / q8_1 per 32 values with f16 scales, q8_K per 256), then one warp per weight row streams
 // its blocks once, lanes taking 16-value groups in turn, with dp4a integer dots per group. Float
-// weights stream 16 bytes per lane with f32 products. Many rows (prefill) multiply on the tensor
-// cores in bf16 (quantized weights decoded to bf16 once per call; linalg.h's batched_gemm,
-// cuBLASLt).
+// weights stream 16 bytes per lane with f32 products; bf16 ones with 2 to 8 rows multiply
+// on the tensor cores (bmatvec, exact products). The matvecs launch programmatically
+// dependent (kernels.cuh): they prefetch their rows into L2 while the kernel before them
+// finishes. Many rows (prefill) multiply on the tensor cores in bf16 (quantized weights
+// decoded to bf16 once per call; linalg.h's batched_gemm, cuBLASLt).
 #include <cuda_fp16.h>
 
 #include <vector>
@@ -19,6 +21,7 @@
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/linalg.h"
+#include "backend/cuda/mma.cuh"
 #include "backend/cuda/quant_blocks.cuh"
 #include "rlx/quant.h"
 
@@ -149,6 +152,7 @@ __device__ __forceinline__ float round_half(float v) { return __half2float(__flo
 
 // One warp per block of 32 (q8_0 / q8_1 rules).
 __global__ void quantize_q8(const float* x, int64_t blocks, int8_t* xq, float* xd, float* xs) {
+  pdl_trigger();  // the matvec may start (and prefetch its weights)
   const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (b >= blocks) return;
@@ -169,6 +173,7 @@ __global__ void quantize_q8(const float* x, int64_t blocks, int8_t* xq, float* x
 // One warp per block of 256 (q8_K rules: the scale from the signed value of largest
 // magnitude, the first one on ties).
 __global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* xd) {
+  pdl_trigger();
   const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
   if (b >= blocks) return;
@@ -219,11 +224,17 @@ Act quantize_act(const Tensor& x, DType wt, int64_t m, int64_t k, cudaStream_t s
 
 // ---- the matvec ------------------------------------------------------------------------
 
+// Groups of a row a lane has in flight: each round of loads costs a memory latency. Blocks
+// of 32 read 18-36 bytes a group, the K-quants more: H100, 1.1 B decode, q8_0 2.5 % (batch 1)
+// and 8 % (batch 8) faster at 8 than at 4, q4_k 2-4 % slower.
+template <DType T>
+constexpr int kQuantDepth = Blocks<T>::kValues == 32 ? 8 : 4;
+
 // y[r, row] for MR activation rows from r0; one warp per weight row, lanes over its
 // 16-value groups. Per group: integer dots with each row's 16 values (dp4a), the group's
 // share D * sc * s - M * mn * (sum of the row's values) scaled by the row's block scale;
 // blocks of 32 carry their whole minimum (q8_1's s) on the first group.
-template <DType T, int MR>
+template <DType T, int MR, int kDepth>
 __global__ void __launch_bounds__(32 * kWarps)
     qmatvec(const uint8_t* w, int64_t n, int64_t k, const int8_t* xq, const float* xd,
             const float* xs, int64_t m, float* y) {
@@ -235,9 +246,13 @@ __global__ void __launch_bounds__(32 * kWarps)
   constexpr int per = B::kValues / 16;
   const int64_t nb = k / B::kValues, groups = nb * per;
   const uint8_t* wr = w + row * nb * B::kBytes;
+  // The row streams into L2 while the kernel before (the activations') finishes.
+  prefetch_l2(wr, nb * B::kBytes, lane, 32);
+  pdl_wait();
+  pdl_trigger();
   float acc[MR] = {};
   // Unrolled so that the loads of several groups are in flight at once (see fmatvec).
-#pragma unroll 4
+#pragma unroll(kDepth)
   for (int64_t gi = lane; gi < groups; gi += 32) {
     const int64_t bi = gi / per;
     const int g = int(gi % per);
@@ -262,9 +277,8 @@ __global__ void __launch_bounds__(32 * kWarps)
 
 // Float weights: lanes take 8 values at a time (16 bytes of f16 / bf16, 32 of f32), kLoads
 // of them loaded before any is used: one load in flight per lane leaves a warp waiting on
-// memory latency, and decode has too few rows (warps) to hide it otherwise.
-constexpr int kLoads = 4;
-
+// memory latency, and decode has too few rows (warps) to hide it otherwise (8 measured no
+// faster on the H100).
 template <class W>
 struct Vec8 {
   uint4 v[sizeof(W) == 4 ? 2 : 1];
@@ -279,6 +293,8 @@ __device__ __forceinline__ Vec8<W> load8(const W* p) {
   return r;
 }
 
+constexpr int kLoads = 4;
+
 template <class W, int MR>
 __global__ void __launch_bounds__(32 * kWarps)
     fmatvec(const W* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {
@@ -287,6 +303,9 @@ __global__ void __launch_bounds__(32 * kWarps)
   const int64_t r0 = int64_t(blockIdx.y) * MR;
   if (row >= n) return;
   const W* wr = w + row * k;
+  prefetch_l2(wr, k * int64_t(sizeof(W)), lane, 32);
+  pdl_wait();
+  pdl_trigger();
   float acc[MR] = {};
   const bool vec = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(x) % 16 == 0;
@@ -329,6 +348,90 @@ __global__ void __launch_bounds__(32 * kWarps)
   }
 }
 
+// bf16 weights and 2 to 8 activation rows (a batch's decode) on the tensor cores: the fp32
+// kernel above reads 8 rows of x per weight read, which leaves it bound by the loads of x.
+// A block takes 16 weight rows, its kSplitWarps warps a share of k each, and one
+// m16n8k16 product per 16 k multiplies the 16 rows by the (up to) 8 activation rows. x is
+// f32: each value enters as three bf16 parts (head, middle, tail: 24 bits, all of f32's),
+// so the products are exact and only the f32 accumulation rounds, as in fmatvec.
+// The k order within a chunk of 32 is permuted alike in both operands (a dot product does
+// not care): lane (g, t) of step s holds the elements 8 t + 4 s + {0, 1} (fragment k 2 t,
+// 2 t + 1) and 8 t + 4 s + {2, 3} (k 2 t + 8, 2 t + 9), so each lane loads 16 contiguous
+// bytes of weight rows g and g + 8 and 32 of activation row g per chunk.
+constexpr int kSplitWarps = 8;
+constexpr int kChunkLoads = 4;  // chunks of 32 a lane loads before it multiplies
+
+__device__ __forceinline__ void split3(const float (&x)[8], uint32_t (&h)[3][4]) {
+  float r[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) r[j] = x[j];
+#pragma unroll
+  for (int part = 0; part < 3; ++part)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      __nv_bfloat162 b = __floats2bfloat162_rn(r[2 * j], r[2 * j + 1]);
+      h[part][j] = *reinterpret_cast<uint32_t*>(&b);
+      r[2 * j] -= __low2float(b);
+      r[2 * j + 1] -= __high2float(b);
+    }
+}
+
+__global__ void __launch_bounds__(32 * kSplitWarps)
+    bmatvec(const __nv_bfloat16* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {
+  __shared__ float part[kSplitWarps][32][4];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int64_t n0 = int64_t(blockIdx.x) * 16, chunks = k / 32;
+  const bool row_a = n0 + g < n, row_b = n0 + g + 8 < n, has_x = g < m;
+  const __nv_bfloat16* wa = w + (n0 + g) * k + 8 * t;
+  const __nv_bfloat16* wb = wa + 8 * k;
+  const float* xr = x + g * k + 8 * t;
+  prefetch_l2(w + n0 * k, (std::min<int64_t>(n, n0 + 16) - n0) * k * 2, threadIdx.x,
+              32 * kSplitWarps);
+  pdl_wait();
+  pdl_trigger();
+  float c[4] = {};
+  for (int64_t c0 = warp; c0 < chunks; c0 += kSplitWarps * kChunkLoads) {
+    uint4 ua[kChunkLoads], ub[kChunkLoads];
+    float4 xa[kChunkLoads], xb[kChunkLoads];
+#pragma unroll
+    for (int u = 0; u < kChunkLoads; ++u) {
+      const int64_t ch = c0 + int64_t(u) * kSplitWarps;
+      const bool in = ch < chunks;
+      ua[u] = in && row_a ? __ldg(reinterpret_cast<const uint4*>(wa + ch * 32)) : uint4{};
+      ub[u] = in && row_b ? __ldg(reinterpret_cast<const uint4*>(wb + ch * 32)) : uint4{};
+      const float4* xp = reinterpret_cast<const float4*>(xr + ch * 32);
+      xa[u] = in && has_x ? xp[0] : float4{};
+      xb[u] = in && has_x ? xp[1] : float4{};
+    }
+#pragma unroll
+    for (int u = 0; u < kChunkLoads; ++u) {
+      const float xv[8] = {xa[u].x, xa[u].y, xa[u].z, xa[u].w, xb[u].x, xb[u].y, xb[u].z, xb[u].w};
+      uint32_t h[3][4];
+      split3(xv, h);
+      const uint32_t a0[4] = {ua[u].x, ub[u].x, ua[u].y, ub[u].y};  // step 0
+      const uint32_t a1[4] = {ua[u].z, ub[u].z, ua[u].w, ub[u].w};  // step 1
+#pragma unroll
+      for (int part3 = 0; part3 < 3; ++part3) {
+        mma<__nv_bfloat16>(c, a0, h[part3][0], h[part3][1]);
+        mma<__nv_bfloat16>(c, a1, h[part3][2], h[part3][3]);
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 4; ++i) part[warp][lane][i] = c[i];
+  __syncthreads();
+  if (warp != 0) return;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    float v = 0;
+#pragma unroll
+    for (int w8 = 0; w8 < kSplitWarps; ++w8) v += part[w8][lane][i];
+    // c0, c1: weight row g, activation rows 2 t, 2 t + 1; c2, c3: weight row g + 8.
+    const int64_t row = n0 + g + (i >= 2 ? 8 : 0), xrow = 2 * t + (i % 2);
+    if (row < n && xrow < m) y[xrow * n + row] = v;
+  }
+}
+
 // Launches f(std::integral_constant<int, MR>) for the row tile that fits m rows.
 template <class F>
 void by_rows(int64_t m, F&& f) {
@@ -336,6 +439,14 @@ void by_rows(int64_t m, F&& f) {
   if (m <= 2) return f(std::integral_constant<int, 2>{});
   if (m <= 4) return f(std::integral_constant<int, 4>{});
   f(std::integral_constant<int, 8>{});
+}
+
+// Whether bmatvec takes these rows: 2 to 8 of them (one row streams faster through fmatvec:
+// H100, 1.1 B bf16 decode 428 against 499 tokens/s), k in whole chunks of 32, 16-byte
+// aligned operands.
+bool use_mma(int64_t m, int64_t k, const void* w, const void* x) {
+  return m >= 2 && m <= 8 && k % 32 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
+         reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
 // x [m, k] f32 times the weights into y [m, n] f32.
@@ -351,19 +462,23 @@ void matvec(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int64_
     if (is_quantized(wt)) {
       Act a = quantize_act(x, wt, m, k, s);
       visit_quant(wt, [&](auto t) {
-        qmatvec<decltype(t)::value, MR><<<grid, 32 * kWarps, 0, s>>>(
-            wp, n, k, static_cast<const int8_t*>(a.q.data()), static_cast<const float*>(a.d.data()),
-            static_cast<const float*>(a.s.data()), m, yp);
+        constexpr DType T = decltype(t)::value;
+        launch_pdl(qmatvec<T, MR, kQuantDepth<T>>, grid, 32 * kWarps, 0, s, wp, n, k,
+                   static_cast<const int8_t*>(a.q.data()), static_cast<const float*>(a.d.data()),
+                   static_cast<const float*>(a.s.data()), m, yp);
       });
     } else if (wt == DType::f16) {
-      fmatvec<__half, MR>
-          <<<grid, 32 * kWarps, 0, s>>>(reinterpret_cast<const __half*>(wp), n, k, xp, m, yp);
+      launch_pdl(fmatvec<__half, MR>, grid, 32 * kWarps, 0, s, reinterpret_cast<const __half*>(wp),
+                 n, k, xp, m, yp);
+    } else if (wt == DType::bf16 && use_mma(m, k, wp, xp)) {
+      launch_pdl(bmatvec, unsigned((n + 15) / 16), 32 * kSplitWarps, 0, s,
+                 reinterpret_cast<const __nv_bfloat16*>(wp), n, k, xp, m, yp);
     } else if (wt == DType::bf16) {
-      fmatvec<__nv_bfloat16, MR><<<grid, 32 * kWarps, 0, s>>>(
-          reinterpret_cast<const __nv_bfloat16*>(wp), n, k, xp, m, yp);
+      launch_pdl(fmatvec<__nv_bfloat16, MR>, grid, 32 * kWarps, 0, s,
+                 reinterpret_cast<const __nv_bfloat16*>(wp), n, k, xp, m, yp);
     } else {
-      fmatvec<float, MR>
-          <<<grid, 32 * kWarps, 0, s>>>(reinterpret_cast<const float*>(wp), n, k, xp, m, yp);
+      launch_pdl(fmatvec<float, MR>, grid, 32 * kWarps, 0, s, reinterpret_cast<const float*>(wp), n,
+                 k, xp, m, yp);
     }
   });
   RLX_CUDA_LAUNCHED("quant_matmul");

@@ -290,7 +290,7 @@ Program generate(const Graph& body, const std::string& layout = {}) {
             "    const i64 S = T;\n";
   p.source =
       cat(kRegionPrelude, "#define kU ", kU, "\n", helpers,
-          "extern \"C\" __global__ void rlx_region(const Args a) {\n", pre,
+          "extern \"C\" __global__ void rlx_region(const Args a) {\n", kPdlTrigger, pre,
           "  const i64 T = i64(blockDim.x) * gridDim.x;\n", loop, "    i64 ix[kU];\n", kUnroll,
           "ix[k] = i + k * S < a.n ? i + k * S : a.n - 1;\n", coords, code, "  }\n}\n");
   return p;

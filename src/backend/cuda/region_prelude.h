@@ -7,6 +7,11 @@
 
 namespace rlx::gpu {
 
+// A region's first statement: a programmatically dependent kernel after it (a matvec
+// reading its output, kernels.cuh's launch_pdl) may start and prefetch its weights.
+inline constexpr const char* kPdlTrigger =
+    "#if __CUDA_ARCH__ >= 900\n  asm volatile(\"griddepcontrol.launch_dependents;\");\n#endif\n";
+
 inline constexpr const char* kRegionPrelude = R"(
 typedef long long i64;
 #define RLX_MAX_SITES 24

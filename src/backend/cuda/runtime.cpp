@@ -7,6 +7,7 @@
 // allocation gives the pool's unused memory back and tries once more before OutOfMemory.
 #include <array>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -39,6 +40,7 @@ struct DeviceState {
   cudaStream_t stream = nullptr;
   cudaMemPool_t pool = nullptr;
   int sms = 0;
+  int major = 0;  // compute capability
   std::mutex staging_mu;
   void* staging = nullptr;  // 2 * kStagingChunk pinned bytes
   std::array<cudaEvent_t, 2> done{};
@@ -94,6 +96,7 @@ class CudaBackend final : public detail::DeviceBackend {
       uint64_t keep = UINT64_MAX;
       RLX_CUDA(cudaMemPoolSetAttribute(s->pool, cudaMemPoolAttrReleaseThreshold, &keep));
       RLX_CUDA(cudaDeviceGetAttribute(&s->sms, cudaDevAttrMultiProcessorCount, d.index));
+      RLX_CUDA(cudaDeviceGetAttribute(&s->major, cudaDevAttrComputeCapabilityMajor, d.index));
       states_[size_t(d.index)] = std::move(s);
     });
     RLX_CUDA(cudaSetDevice(d.index));
@@ -246,6 +249,7 @@ class CudaBackend final : public detail::DeviceBackend {
   void synchronize(Device d) override { RLX_CUDA(cudaStreamSynchronize(state(d).stream)); }
 
   int sms() { return state(Device::cuda(current())).sms; }
+  int major() { return state(Device::cuda(current())).major; }
   static int current() {
     int d = 0;
     RLX_CUDA(cudaGetDevice(&d));
@@ -326,6 +330,14 @@ CudaBackend& backend() {
 }  // namespace
 
 int sm_count() { return backend().sms(); }
+
+bool pdl_enabled() {
+  static const bool off = [] {
+    const char* e = std::getenv("RLX_PDL");
+    return e && std::string(e) == "0";
+  }();
+  return !off && backend().major() >= 9;
+}
 
 MergedDims merge_dims(const std::vector<int64_t>& shape,
                       const std::vector<const std::vector<int64_t>*>& strides) {

@@ -58,9 +58,20 @@ void concat_kernel(const KernelContext& ctx, Ins in, Outs out) {
   }
 }
 
+// A contiguous x in one launch (a fused q/k/v product's parts, every decode step); else
+// a strided copy per part.
 void split_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor& x = in[0];
   size_t axis = size_t(norm_axis(ctx.attrs.get_int("axis"), x.rank()));
+  if (x.is_contiguous()) {
+    int64_t outer = 1, inner = 1;
+    for (size_t d = 0; d < axis; ++d) outer *= x.shape()[d];
+    for (size_t d = axis + 1; d < x.shape().size(); ++d) inner *= x.shape()[d];
+    std::vector<void*> dst;
+    std::vector<int64_t> sizes;
+    for (Tensor& y : out) dst.push_back(y.data()), sizes.push_back(y.shape()[axis]);
+    if (split_contiguous(x.data(), outer, inner, dst, sizes, elem(x), stream_of(ctx))) return;
+  }
   int64_t pos = 0;
   for (Tensor& y : out) {
     copy_to(ctx, y, at(x, pos * x.strides()[axis]), x.strides());
