@@ -38,9 +38,8 @@ for c in $configs; do
   if [ "$stage" = quick ]; then
     for t in bf16 q8_0 q4_k; do
       for b in 1 8; do
-        # --fuse (stacked q/k/v and gate/up) beside the default, until it is measured here
-        for f in "" --fuse; do
-          echo "== $t b$b ${f:-separate}"
+        for f in "" ${AB:-}; do  # AB=--no-fuse (say) times a variant beside the default
+          echo "== $t b$b ${f:-default}"
           timeout 60 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p $((b == 1 ? 512 : 0)) -n 64 -r 2 -b $b $f
         done
       done

@@ -108,7 +108,7 @@ struct LlmOptions {
   int threads = 0;
   int64_t ctx = 0;
   int64_t ubatch = llm::LoadOptions{}.prefill_chunk;
-  bool fuse = false;
+  int fuse = -1;  // --fuse 1, --no-fuse 0, neither: LoadOptions' default
   std::string prompt, prompt_tokens, dump_logits;
   int64_t n = 128;
   llm::SamplerOptions sampler;

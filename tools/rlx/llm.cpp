@@ -45,7 +45,7 @@ llm::LoadOptions load_options(const LlmOptions& o) {
   lo.kv_dtype = parse_kv(o.kv);
   lo.batch = o.batch;
   lo.prefill_chunk = o.ubatch;
-  lo.fuse = o.fuse;
+  if (o.fuse >= 0) lo.fuse = o.fuse == 1;
   return lo;
 }
 
@@ -117,7 +117,11 @@ void add_llm_commands(CLI::App& app, LlmOptions& o) {
     c->add_option("--ubatch,-u", o.ubatch, "prompt tokens per prefill step (0: all at once)")
         ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
         ->capture_default_str();
-    c->add_flag("--fuse", o.fuse, "q/k/v and gate/up each as one product (LoadOptions::fuse)");
+    c->add_flag_callback(
+        "--fuse", [&o] { o.fuse = 1; },
+        "q/k/v and gate/up each as one product (the default on a GPU; LoadOptions::fuse)");
+    c->add_flag_callback(
+        "--no-fuse", [&o] { o.fuse = 0; }, "each projection as its own product");
   };
   o.generate =
       app.add_subcommand("generate", "generate text from a GGUF model (streams to stdout)");

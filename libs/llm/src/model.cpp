@@ -47,7 +47,7 @@ class Builder {
   }
 
   // The products of x with each of `ws` (+ its bias): one quant_matmul over their fused
-  // group where the model holds one (one pass over x, one kernel), sliced apart.
+  // group where the model holds one (one pass over x, one kernel), split apart (one more).
   std::vector<Value> linears(Value x, const std::string& group, const std::vector<std::string>& ws,
                              const std::vector<std::string>& biases) {
     std::vector<Value> out;
@@ -55,18 +55,37 @@ class Builder {
       for (size_t i = 0; i < ws.size(); ++i) out.push_back(linear(x, ws[i], biases[i]));
       return out;
     }
-    Value y = linear(x, group);
-    int64_t at = 0;
-    for (size_t i = 0; i < ws.size(); ++i) {
-      const int64_t rows = f_.find(ws[i])->shape[0];
-      Value part =
-          op("slice", {y},
-             {{"starts", IntList{at}}, {"stops", IntList{at + rows}}, {"axes", IntList{2}}});
-      if (!biases[i].empty()) part = part + weight(biases[i]);
-      out.push_back(part);
-      at += rows;
-    }
+    IntList rows;
+    for (const std::string& w : ws) rows.push_back(f_.find(w)->shape[0]);
+    out = split(linear(x, group), 2, rows);
+    for (size_t i = 0; i < ws.size(); ++i)
+      if (!biases[i].empty()) out[i] = out[i] + weight(biases[i]);
     return out;
+  }
+
+  static std::vector<Value> split(Value x, int64_t axis, IntList sizes) {
+    return op_n("split", {x}, {{"axis", axis}, {"sizes", std::move(sizes)}});
+  }
+
+  // q [B, S, H, D] and k [B, S, KVH, D] rotated, and v [B, S, KVH, D]. A fused q/k/v
+  // product without biases (llama) rotates the q and k heads as one tensor: one split
+  // before the rotation, one after, instead of a slice and a rope per part.
+  std::vector<Value> attention_inputs(int64_t l, Value h, Value positions) {
+    const int64_t H = c_.n_head, KVH = c_.n_kv_head, D = c_.head_dim;
+    auto name = [&](const char* w) { return layer_name(l, w); };
+    const std::string group = name("attn_qkv.weight");
+    if (fused_.count(group) && !c_.qkv_bias) {
+      std::vector<Value> qk_v = split(linear(h, group), 2, {(H + KVH) * D, KVH * D});
+      Value qk = rope(reshape(qk_v[0], {0, 0, H + KVH, D}), positions);
+      std::vector<Value> q_k = split(qk, 2, {H, KVH});
+      return {q_k[0], q_k[1], reshape(qk_v[1], {0, 0, KVH, D})};
+    }
+    auto bias = [&](const char* b) { return c_.qkv_bias ? name(b) : std::string(); };
+    std::vector<Value> qkv =
+        linears(h, group, {name("attn_q.weight"), name("attn_k.weight"), name("attn_v.weight")},
+                {bias("attn_q.bias"), bias("attn_k.bias"), bias("attn_v.bias")});
+    return {rope(reshape(qkv[0], {0, 0, H, D}), positions),
+            rope(reshape(qkv[1], {0, 0, KVH, D}), positions), reshape(qkv[2], {0, 0, KVH, D})};
   }
 
   // x [B, S, in] @ W^T (+ bias) with W [out, in] in its stored encoding.
@@ -94,21 +113,13 @@ class Builder {
 
   // One transformer block over x [B, S, dim].
   Value block(int64_t l, Value x, Value positions, Value pos, Value k_cache, Value v_cache) {
-    const int64_t H = c_.n_head, KVH = c_.n_kv_head, D = c_.head_dim;
+    const int64_t H = c_.n_head, D = c_.head_dim;
     auto name = [&](const char* w) { return layer_name(l, w); };
-    auto bias = [&](const char* b) { return c_.qkv_bias ? name(b) : std::string(); };
     Value h = norm(x, name("attn_norm.weight"));
-    std::vector<Value> qkv =
-        linears(h, name("attn_qkv.weight"),
-                {name("attn_q.weight"), name("attn_k.weight"), name("attn_v.weight")},
-                {bias("attn_q.bias"), bias("attn_k.bias"), bias("attn_v.bias")});
-    Value q = reshape(qkv[0], {0, 0, H, D});
-    Value k = reshape(qkv[1], {0, 0, KVH, D});
-    Value v = reshape(qkv[2], {0, 0, KVH, D});
-    q = rope(q, positions);
-    k = rope(k, positions);
-    Value kc = op("kv_cache_write", {k_cache, k, pos});
-    Value vc = op("kv_cache_write", {v_cache, v, pos});
+    std::vector<Value> qkv = attention_inputs(l, h, positions);
+    Value q = qkv[0];
+    Value kc = op("kv_cache_write", {k_cache, qkv[1], pos});
+    Value vc = op("kv_cache_write", {v_cache, qkv[2], pos});
     Value o = op("attention_cached", {q, kc, vc, pos}, {{"scale", 1.0 / std::sqrt(double(D))}});
     x = x + linear(reshape(o, {0, 0, H * D}), name("attn_output.weight"));
     h = norm(x, name("ffn_norm.weight"));
@@ -273,7 +284,7 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   if (int64_t(m->tokenizer_->size()) > m->config_.vocab)
     fail<ValueError>("llm", "expected at most ", m->config_.vocab,
                      " tokens (token_embd rows), got ", m->tokenizer_->size());
-  if (options.fuse) m->fuse_groups();
+  if (options.fuse.value_or(!options.device.is_cpu())) m->fuse_groups();
   // Every tensor the graph reads, wrapped in the mapping (no copy on the CPU).
   auto g = m->build_graph(1, 1, SamplerOptions{}, "none");
   struct Held {

@@ -1,0 +1,36 @@
+#!/usr/bin/env python3
+"""tools/gpu/ncu_kernels.py NCU.csv — per kernel (name and grid) of an Nsight Compute run
+(`ncu --csv --metrics gpu__time_duration.sum`), its calls and median / min / total time, the
+largest total first: where a decode step's GPU time goes (tools/gpu/llm_profile.sh). ncu
+times each kernel alone at locked clocks with cold caches, so the times run above those of
+a CUDA-Graph replay; their ratios are what to read."""
+import collections
+import csv
+import re
+import sys
+
+
+def short(name):
+    name = re.sub(r'\(.*', '', name).replace('void ', '')
+    return re.sub(r'rlx::(gpu::)?|<unnamed>::', '', name)[:60]
+
+
+def main(path):
+    lines = (line for line in open(path, errors='replace') if line.startswith('"'))
+    rows = list(csv.reader(lines))
+    head, rows = rows[0], rows[1:]
+    at = {k: i for i, k in enumerate(head)}
+    by = collections.defaultdict(list)
+    for r in rows:
+        us = float(r[at['Metric Value']].replace(',', '')) / 1000
+        by[(short(r[at['Kernel Name']]), r[at['Grid Size']])].append(us)
+    total = sum(sum(v) for v in by.values())
+    print(f'{len(rows)} kernels, {total:.0f} us')
+    for (name, grid), v in sorted(by.items(), key=lambda kv: -sum(kv[1])):
+        v.sort()
+        print(f'{len(v):5d} x {v[len(v) // 2]:8.2f} us (min {v[0]:7.2f})  {100 * sum(v) / total:5.1f} %'
+              f'  {name} grid{grid}')
+
+
+if __name__ == '__main__':
+    main(sys.argv[1])
