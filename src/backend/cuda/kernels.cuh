@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cuda/std/limits>
 #include <type_traits>
 #include <vector>
 
@@ -196,6 +197,32 @@ template <class A>
 __device__ __forceinline__ A shfl_down(A v, int d) {
   return shfl(v, d, true);
 }
+
+// Sums, and maxima where NaN does not win (b > a keeps a; -inf, or an integer's lowest,
+// where a lane has nothing).
+struct FoldSum {
+  template <class A>
+  __device__ static A init() {
+    return A(0);
+  }
+  template <class A>
+  __device__ static A combine(A a, A b) {
+    return a + b;
+  }
+};
+struct FoldMax {
+  template <class A>
+  __device__ static A init() {
+    if constexpr (::cuda::std::numeric_limits<A>::has_infinity)
+      return -::cuda::std::numeric_limits<A>::infinity();
+    else
+      return ::cuda::std::numeric_limits<A>::lowest();
+  }
+  template <class A>
+  __device__ static A combine(A a, A b) {
+    return b > a ? b : a;
+  }
+};
 
 // Folds a warp's values; lane 0 has the result.
 template <class Op, class A>

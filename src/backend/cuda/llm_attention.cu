@@ -370,27 +370,6 @@ __global__ void decode_combine(Params p, int blocks) {
 
 // ---- decode, one kernel ---------------------------------------------------------------
 
-struct MaxD {
-  template <class A>
-  __device__ static A init() {
-    return -INFINITY;
-  }
-  template <class A>
-  __device__ static A combine(A a, A b) {
-    return fmax(a, b);
-  }
-};
-struct SumD {
-  template <class A>
-  __device__ static A init() {
-    return 0;
-  }
-  template <class A>
-  __device__ static A combine(A a, A b) {
-    return a + b;
-  }
-};
-
 __host__ __device__ constexpr size_t fused_smem(int64_t c, int dp) {
   return size_t(c) * (sizeof(double) + sizeof(float)) + size_t(dp) * sizeof(double) +
          size_t(kFusedThreads) * 8 * sizeof(float);
@@ -445,10 +424,10 @@ __global__ void __launch_bounds__(kFusedThreads) decode_fused(Params p) {
       mx = fmax(mx, s);
     }
   }
-  mx = block_fold<MaxD>(mx);
+  mx = block_fold<FoldMax>(mx);
   double sum = 0;
   for (int64_t j = t; j < keys; j += kFusedThreads) sum += exp(ss[j] - mx);
-  sum = block_fold<SumD>(sum);
+  sum = block_fold<FoldSum>(sum);
   const double inv = sum > 0 ? 1.0 / sum : 0.0;
   for (int64_t j = t; j < keys; j += kFusedThreads)
     sp[j] = cache_rounded<TK>(exp(ss[j] - mx) * inv);

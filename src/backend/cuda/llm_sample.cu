@@ -88,17 +88,6 @@ __device__ __forceinline__ float logit_of(uint64_t c) { return value_of(uint32_t
 
 // ---- block helpers -------------------------------------------------------------------
 
-struct Max {
-  template <class A>
-  __device__ static A init() {
-    return ::cuda::std::numeric_limits<A>::lowest();
-  }
-  template <class A>
-  __device__ static A combine(A a, A b) {
-    return b > a ? b : a;
-  }
-};
-
 // f(i, x[i], in) over a scratch row (16-byte aligned and padded), four ids a load; whole
 // warps make every call (in is false past the end), so f may use warp votes.
 template <class F>
@@ -220,7 +209,7 @@ __device__ uint64_t prepare(const T* l, const int32_t* h, const Params& p, float
       best = max(best, order_of(y, id));
     }
   }
-  return block_fold<Max>(best);
+  return block_fold<FoldMax>(best);
 }
 
 // ---- selecting and gathering ---------------------------------------------------------
@@ -437,7 +426,7 @@ __device__ int row_walk(const float* x, int64_t v, uint64_t lo, float cut, doubl
     if (found != INT_MAX) return found;
     base += tile;
   }
-  return block_fold<Max>(last);  // rounding at the very top: the last candidate
+  return block_fold<FoldMax>(last);  // rounding at the very top: the last candidate
 }
 
 // ---- the kernels ---------------------------------------------------------------------

@@ -18,27 +18,6 @@ namespace {
 using Ins = std::span<const Tensor>;
 using Outs = std::span<Tensor>;
 
-struct MaxF {  // NaN does not win here: the sum that follows carries it
-  template <class A>
-  __device__ static A init() {
-    return -::cuda::std::numeric_limits<A>::infinity();
-  }
-  template <class A>
-  __device__ static A combine(A a, A b) {
-    return b > a ? b : a;
-  }
-};
-struct SumF {
-  template <class A>
-  __device__ static A init() {
-    return A(0);
-  }
-  template <class A>
-  __device__ static A combine(A a, A b) {
-    return a + b;
-  }
-};
-
 // The threads that share one row: a warp (kBlock false) or the whole block.
 template <bool kBlock>
 struct Group {
@@ -138,11 +117,11 @@ __device__ __forceinline__ C exp_for(C x) {
 // sum NaN (as the two-pass form does), and so does +inf (exp(inf - inf)).
 template <class C, class G, class T>
 __device__ void max_and_sumexp(G& g, const T* x, int64_t classes, C& m, C& sum) {
-  const C none = MaxF::init<C>();
+  const C none = FoldMax::init<C>();
   C lm = none, ls = 0;
   row_runs(g, x, classes, [&](int64_t, const C* v, int count) {
     C cm = lm;
-    for (int j = 0; j < count; ++j) cm = MaxF::combine(cm, v[j]);
+    for (int j = 0; j < count; ++j) cm = FoldMax::combine(cm, v[j]);
     if (cm > lm) {
       ls *= exp_for<T>(lm - cm);  // 0 from -inf; a NaN sum stays NaN
       lm = cm;
@@ -150,8 +129,8 @@ __device__ void max_and_sumexp(G& g, const T* x, int64_t classes, C& m, C& sum) 
     for (int j = 0; j < count; ++j)
       if (lm > none || v[j] != v[j]) ls += exp_for<T>(v[j] - lm);
   });
-  m = g.template fold<MaxF>(lm);
-  sum = g.template fold<SumF>(lm > none || ls != ls ? ls * exp_for<T>(lm - m) : C(0));
+  m = g.template fold<FoldMax>(lm);
+  sum = g.template fold<FoldSum>(lm > none || ls != ls ? ls * exp_for<T>(lm - m) : C(0));
 }
 
 template <bool kLog, bool kBlock, class T>
@@ -176,8 +155,8 @@ __global__ void softmax_columns(const T* x0, T* y0, int64_t outer, int64_t n, in
     int64_t o = c / inner, i = c - o * inner;
     const T* x = x0 + o * n * inner + i;
     T* y = y0 + o * n * inner + i;
-    C m = MaxF::init<C>(), s = 0;
-    for (int64_t j = 0; j < n; ++j) m = MaxF::combine(m, C(load(x[j * inner])));
+    C m = FoldMax::init<C>(), s = 0;
+    for (int64_t j = 0; j < n; ++j) m = FoldMax::combine(m, C(load(x[j * inner])));
     for (int64_t j = 0; j < n; ++j) s += exp(C(load(x[j * inner])) - m);
     C ls = log(s), inv = C(1) / s;
     for (int64_t j = 0; j < n; ++j) {
@@ -244,13 +223,13 @@ __global__ void norm_rows(const T* x0, T* y0, const T* scale, const T* bias, int
       row_runs(g, x, n, [&](int64_t, const C* v, int count) {
         for (int j = 0; j < count; ++j) mean += v[j];
       });
-      mean = g.template fold<SumF>(mean) / C(n);
+      mean = g.template fold<FoldSum>(mean) / C(n);
     }
     C ss = 0;
     row_runs(g, x, n, [&](int64_t, const C* v, int count) {
       for (int j = 0; j < count; ++j) ss += (v[j] - mean) * (v[j] - mean);
     });
-    C inv = C(1) / sqrt(g.template fold<SumF>(ss) / C(n) + C(eps));
+    C inv = C(1) / sqrt(g.template fold<FoldSum>(ss) / C(n) + C(eps));
     map_row(g, x, y, n, [&](int64_t i, C v) {
       v = (v - mean) * inv;
       if (scale) v *= C(load(scale[i]));
@@ -355,11 +334,11 @@ __device__ __forceinline__ void row_moments(const C (&v)[kPer], int n, double ep
   C sum = 0, ss = 0;
 #pragma unroll
   for (int k = 0; k < kPer; ++k) sum += v[k];
-  mean = kCenter ? shfl(warp_fold<SumF>(sum), 0, false) / C(n) : C(0);
+  mean = kCenter ? shfl(warp_fold<FoldSum>(sum), 0, false) / C(n) : C(0);
 #pragma unroll
   for (int k = 0; k < kPer; ++k)
     if (lane + 32 * k < n) ss += (v[k] - mean) * (v[k] - mean);
-  inv = C(1) / sqrt(shfl(warp_fold<SumF>(ss), 0, false) / C(n) + C(eps));
+  inv = C(1) / sqrt(shfl(warp_fold<FoldSum>(ss), 0, false) / C(n) + C(eps));
 }
 
 // Every load of a row is issued before its first store (the pointers are __restrict__):
@@ -594,8 +573,8 @@ __global__ void __launch_bounds__(kThreads, sizeof(compute_t<T>) == 8 ? 1 : 2)
       xv[k] = xh;
       dv[k] = g;
     }
-    sg = kCenter ? shfl(warp_fold<SumF>(sg), 0, false) / C(n) : C(0);
-    sgx = shfl(warp_fold<SumF>(sgx), 0, false) / C(n);
+    sg = kCenter ? shfl(warp_fold<FoldSum>(sg), 0, false) / C(n) : C(0);
+    sgx = shfl(warp_fold<FoldSum>(sgx), 0, false) / C(n);
     T* dx = dx0 + r * n;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
@@ -758,7 +737,7 @@ __global__ void xent_rows(const T* x0, const I* labels, const T* p0, double* los
       C u = classes ? C(eps) / C(classes) : C(0), acc = 0;
       for (int64_t i = g.lane(); i < classes; i += g.width())
         acc += ((C(1) - C(eps)) * C(load(p[i])) + u) * (C(load(x[i])) - lse);
-      l = -g.template fold<SumF>(acc);
+      l = -g.template fold<FoldSum>(acc);
     } else if (int64_t(labels[r]) == ignore) {
       count = 0;
     } else {
@@ -773,7 +752,7 @@ __global__ void xent_rows(const T* x0, const I* labels, const T* p0, double* los
         row_runs(g, x, classes, [&](int64_t, const C* v, int count) {
           for (int j = 0; j < count; ++j) sum += v[j];
         });
-        l += C(eps) * (lse - g.template fold<SumF>(sum) / C(classes));
+        l += C(eps) * (lse - g.template fold<FoldSum>(sum) / C(classes));
       }
     }
     if (g.lane() == 0) {
@@ -791,8 +770,8 @@ __global__ void xent_total(const double* loss, const double* counted, int64_t ro
     total += loss[r];
     count += counted[r];
   }
-  total = block_fold<SumF>(total);
-  count = block_fold<SumF>(count);
+  total = block_fold<FoldSum>(total);
+  count = block_fold<FoldSum>(count);
   if (threadIdx.x == 0) y[0] = store<T>(compute_t<T>(mean ? total / count : total));
 }
 

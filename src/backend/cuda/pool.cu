@@ -71,23 +71,12 @@ struct MaxNaN {
     return max_nan(a, b);
   }
 };
-struct Sum {
-  template <class A>
-  __device__ static A init() {
-    return A(0);
-  }
-  template <class A>
-  __device__ static A combine(A a, A b) {
-    return a + b;
-  }
-};
-
 // One plane of `size` per warp (kBlock false) or per block; the max in the compute type,
 // the sum in double.
 template <class T, bool kMax, bool kBlock>
 __global__ void global_pool_kernel(const T* x, T* y, int64_t planes, int64_t size) {
   using A = std::conditional_t<kMax, compute_t<T>, double>;
-  using Op = std::conditional_t<kMax, MaxNaN, Sum>;
+  using Op = std::conditional_t<kMax, MaxNaN, FoldSum>;
   int lane = kBlock ? threadIdx.x : threadIdx.x % 32, width = kBlock ? blockDim.x : 32;
   int64_t first = kBlock ? blockIdx.x : int64_t(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   int64_t step = kBlock ? gridDim.x : int64_t(gridDim.x) * (blockDim.x / 32);
