@@ -44,7 +44,7 @@ unsigned long long* deferred_check(Device device, cudaStream_t stream, BadIndexR
 int sm_count();
 
 // Whether kernels may launch programmatically dependent (launch_pdl, kernels.cuh): on
-// sm_90 and later, unless RLX_PDL=0.
+// sm_90 and later, unless settings().cuda_pdl is off (RLX_PDL=0).
 bool pdl_enabled();
 
 // The dims of `shape` with size-1 dims dropped and neighbours merged wherever every

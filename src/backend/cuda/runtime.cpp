@@ -7,7 +7,6 @@
 // allocation gives the pool's unused memory back and tries once more before OutOfMemory.
 #include <array>
 #include <atomic>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -16,6 +15,7 @@
 #include "backend/cuda/copy.h"
 #include "backend/cuda/cuda_util.h"
 #include "rlx/cuda.h"
+#include "rlx/settings.h"
 #include "runtime/device_backend.h"
 #include "runtime/program.h"
 
@@ -331,13 +331,7 @@ CudaBackend& backend() {
 
 int sm_count() { return backend().sms(); }
 
-bool pdl_enabled() {
-  static const bool off = [] {
-    const char* e = std::getenv("RLX_PDL");
-    return e && std::string(e) == "0";
-  }();
-  return !off && backend().major() >= 9;
-}
+bool pdl_enabled() { return settings().cuda_pdl && backend().major() >= 9; }
 
 MergedDims merge_dims(const std::vector<int64_t>& shape,
                       const std::vector<const std::vector<int64_t>*>& strides) {
