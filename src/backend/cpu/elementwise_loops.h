@@ -5,6 +5,7 @@
 // blocks of converted operands onto the stack.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cstdlib>
@@ -137,6 +138,38 @@ void walk_tiles(const Space<N>& s, int64_t begin, int64_t end, F&& f) {
         f((outer * rows + row) * cols + c0, off, std::min(kTileCols, cols - c0));
       }
   }
+}
+
+// Whether the inner runs are short (a blocked layout's 8 or 16 channels, broadcast over
+// the pixels above them): one call of f per run would cost more than its few elements.
+template <size_t N>
+bool short_runs(const Space<N>& s) {
+  return s.numel > 0 && s.shape.size() >= 2 && s.shape.back() < 32 &&
+         s.numel >= 4 * s.shape.back() && !wants_tiles(s);
+}
+
+// Calls f(out_index, offsets, rows) for blocks of rows of the last two dims, in parallel:
+// `rows` runs of the inner dim from output element out_index, input i starting at offsets[i]
+// and stepping s.strides[r - 2][i] per row.
+template <size_t N, class F>
+void for_each_rows(const Space<N>& s, F&& f) {
+  size_t r = s.shape.size();
+  int64_t rows = s.shape[r - 2], cols = s.shape[r - 1];
+  int64_t block = std::max<int64_t>(1, 2048 / cols);  // rows per task
+  int64_t blocks = (rows + block - 1) / block, tasks = s.numel / (rows * cols) * blocks;
+  parallel_for(tasks, std::max<int64_t>(1, kGrain / (block * cols)), [&](int64_t b, int64_t e) {
+    for (int64_t task = b; task < e; ++task) {
+      int64_t outer = task / blocks, r0 = task % blocks * block, rest = outer;
+      std::array<int64_t, N> off{};
+      for (size_t d = r - 2; d-- > 0;) {
+        int64_t k = rest % s.shape[d];
+        rest /= s.shape[d];
+        for (size_t i = 0; i < N; ++i) off[i] += k * s.strides[d][i];
+      }
+      for (size_t i = 0; i < N; ++i) off[i] += r0 * s.strides[r - 2][i];
+      f((outer * rows + r0) * cols, off, std::min(block, rows - r0));
+    }
+  });
 }
 
 // Runs f over the space in parallel chunks: of the flat output range, or of row tiles.
@@ -302,6 +335,27 @@ void binary_loop(const Tensor& in0, const Tensor& in1, Tensor& out, const F& f) 
   const auto* b = static_cast<const T*>(in1.data());
   auto* y = static_cast<U*>(out.data());
   Space<2> s = make_space<2>({&in0, &in1}, out.shape());
+  if (short_runs(s)) {  // e.g. a squeeze-excitation scale [C/8, 1, 1, 8] times [C/8, H, W, 8]
+    const int64_t cols = s.shape.back();
+    const std::array<int64_t, 2> row = s.strides[s.shape.size() - 2], in = s.inner();
+    for_each_rows(s, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t rows) {
+      if constexpr (!is_half_v<T> && !is_half_v<U>) {
+        if (cols == 8 && in[0] == 1 && in[1] == 1) {  // 8 channels: rows of a fixed width
+          for (int64_t q = 0; q < rows; ++q) {
+            compute_t<T> av[8], bv[8];
+            for (int c = 0; c < 8; ++c) av[c] = a[off[0] + q * row[0] + c];
+            for (int c = 0; c < 8; ++c) bv[c] = b[off[1] + q * row[1] + c];
+            for (int c = 0; c < 8; ++c) y[o + q * 8 + c] = U(f(av[c], bv[c]));
+          }
+          return;
+        }
+      }
+      for (int64_t q = 0; q < rows; ++q)
+        binary_run(a + off[0] + q * row[0], in[0], b + off[1] + q * row[1], in[1], y + o + q * cols,
+                   cols, f);
+    });
+    return;
+  }
   for_each_run(s, [&](int64_t o, const std::array<int64_t, 2>& off, int64_t n) {
     binary_run(a + off[0], s.inner()[0], b + off[1], s.inner()[1], y + o, n, f);
   });

@@ -322,9 +322,11 @@ A fold_row(const T* x, int64_t n, A shift) {
 }
 
 // Folds `rows` rows of w columns (row stride `stride`) into acc[w], kRowBlock rows at a
-// time into a fresh partial so that long columns keep their accuracy.
-template <class Op, class A, class T>
-void fold_cols(const T* x, int64_t rows, int64_t stride, int64_t w, const A* shift, A* acc) {
+// time into a fresh partial so that long columns keep their accuracy. kW: w known at
+// compile time (0: not), so that a blocked layout's 8 or 16 channels fold as whole vectors.
+template <int kW, class Op, class A, class T>
+void fold_cols_of(const T* x, int64_t rows, int64_t stride, int64_t w_any, const A* shift, A* acc) {
+  const int64_t w = kW ? kW : w_any;
   A part[kColChunk];
   [[maybe_unused]] float buf[kColChunk];
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBlock) {
@@ -347,6 +349,13 @@ void fold_cols(const T* x, int64_t rows, int64_t stride, int64_t w, const A* shi
     }
     for (int64_t c = 0; c < w; ++c) acc[c] = Op::combine(acc[c], part[c]);
   }
+}
+
+template <class Op, class A, class T>
+void fold_cols(const T* x, int64_t rows, int64_t stride, int64_t w, const A* shift, A* acc) {
+  if (w == 8) return fold_cols_of<8, Op, A>(x, rows, stride, w, shift, acc);
+  if (w == 16) return fold_cols_of<16, Op, A>(x, rows, stride, w, shift, acc);
+  fold_cols_of<0, Op, A>(x, rows, stride, w, shift, acc);
 }
 
 // Folds main-run rows [r0, r1) of output block `o` (columns [c0, c0 + w)), for every index
