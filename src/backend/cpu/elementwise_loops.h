@@ -113,6 +113,18 @@ bool wants_tiles(const Space<N>& s) {
   return false;
 }
 
+// Each input's offset at index `outer` of the dims before the last two (row-major).
+template <size_t N>
+std::array<int64_t, N> outer_offsets(const Space<N>& s, int64_t outer) {
+  std::array<int64_t, N> off{};
+  for (size_t d = s.shape.size() - 2; d-- > 0;) {
+    int64_t k = outer % s.shape[d];
+    outer /= s.shape[d];
+    for (size_t i = 0; i < N; ++i) off[i] += k * s.strides[d][i];
+  }
+  return off;
+}
+
 // Runs of at most kTileCols along the inner dim, kTileRows rows at a time: a tile reads
 // kTileCols lines of the transposed input per row, each line serving several rows.
 template <size_t N, class F>
@@ -123,13 +135,7 @@ void walk_tiles(const Space<N>& s, int64_t begin, int64_t end, F&& f) {
   for (int64_t task = begin; task < end; ++task) {  // (outer index, row tile)
     int64_t outer = task / row_tiles, r0 = task % row_tiles * kTileRows;
     int64_t r1 = std::min(rows, r0 + kTileRows);
-    std::array<int64_t, N> base{};
-    int64_t rest = outer;
-    for (size_t d = r - 2; d-- > 0;) {
-      int64_t k = rest % s.shape[d];
-      rest /= s.shape[d];
-      for (size_t i = 0; i < N; ++i) base[i] += k * s.strides[d][i];
-    }
+    const std::array<int64_t, N> base = outer_offsets(s, outer);
     for (int64_t c0 = 0; c0 < cols; c0 += kTileCols)
       for (int64_t row = r0; row < r1; ++row) {
         std::array<int64_t, N> off;
@@ -159,13 +165,8 @@ void for_each_rows(const Space<N>& s, F&& f) {
   int64_t blocks = (rows + block - 1) / block, tasks = s.numel / (rows * cols) * blocks;
   parallel_for(tasks, std::max<int64_t>(1, kGrain / (block * cols)), [&](int64_t b, int64_t e) {
     for (int64_t task = b; task < e; ++task) {
-      int64_t outer = task / blocks, r0 = task % blocks * block, rest = outer;
-      std::array<int64_t, N> off{};
-      for (size_t d = r - 2; d-- > 0;) {
-        int64_t k = rest % s.shape[d];
-        rest /= s.shape[d];
-        for (size_t i = 0; i < N; ++i) off[i] += k * s.strides[d][i];
-      }
+      int64_t outer = task / blocks, r0 = task % blocks * block;
+      std::array<int64_t, N> off = outer_offsets(s, outer);
       for (size_t i = 0; i < N; ++i) off[i] += r0 * s.strides[r - 2][i];
       f((outer * rows + r0) * cols, off, std::min(block, rows - r0));
     }

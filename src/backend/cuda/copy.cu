@@ -66,6 +66,24 @@ __global__ void fill_kernel(T* dst, int64_t n, Indexer<1> ix, T value) {
   }
 }
 
+// The widest word (16 bytes down to 1) that divides every one of `values` (byte lengths,
+// strides, addresses): what a copy moves per load and store.
+int widest_word(const std::vector<int64_t>& values) {
+  int w = 16;
+  for (int64_t v : values)
+    while (v % w) w /= 2;
+  return w;
+}
+
+// go(W{}) with W the word of w bytes: uint4 for 16, else visit_bytes' unsigned integer.
+template <class F>
+void visit_word(int w, F&& go) {
+  if (w == 16)
+    go(uint4{});
+  else
+    visit_bytes(size_t(w), [&](auto tag) { go(typename decltype(tag)::type{}); });
+}
+
 // copy_raw's fast paths over the merged layout ix (strides in elements); false when
 // neither applies.
 bool copy_fast(void* dst, const void* src, const Indexer<2>& ix, size_t elem, int64_t n,
@@ -85,19 +103,14 @@ bool copy_fast(void* dst, const void* src, const Indexer<2>& ix, size_t elem, in
         all.push_back(rows.stride[k][d]);
       }
     }
-    int w = 16;  // the widest word that every offset and the row length allow
-    for (int64_t v : all)
-      while (v % w) w /= 2;
+    const int w = widest_word(all);
     int64_t per_row = row / w, words = n * int64_t(elem) / w;
     auto go = [&](auto word) {
       using W = decltype(word);
       copy_rows<W><<<blocks_for(words), kThreads, 0, stream>>>(
           static_cast<const char*>(src), static_cast<char*>(dst), words, per_row, rows);
     };
-    if (w == 16)
-      go(uint4{});
-    else
-      visit_bytes(size_t(w), [&](auto tag) { go(typename decltype(tag)::type{}); });
+    visit_word(w, go);
     RLX_CUDA_LAUNCHED("copy_rows");
     return true;
   }
@@ -153,6 +166,8 @@ void copy_raw(void* dst, const std::vector<int64_t>& dst_strides, const void* sr
   RLX_CUDA_LAUNCHED("copy_kernel");
 }
 
+namespace {
+
 // Word i of a contiguous [outer, row] source (row: the parts' words one after another)
 // to its part: dst[j] is [outer, start[j + 1] - start[j]] words.
 struct SplitParts {
@@ -171,6 +186,8 @@ __global__ void split_rows(const W* src, int64_t words, int64_t row, SplitParts 
   }
 }
 
+}  // namespace
+
 bool split_contiguous(const void* src, int64_t outer, int64_t inner, std::span<void* const> dst,
                       std::span<const int64_t> sizes, size_t elem, cudaStream_t stream) {
   if (dst.size() > size_t(kSplitParts) || dst.size() != sizes.size()) return false;
@@ -180,9 +197,7 @@ bool split_contiguous(const void* src, int64_t outer, int64_t inner, std::span<v
   if (outer * len * unit == 0) return true;
   std::vector<int64_t> all{unit, int64_t(reinterpret_cast<uintptr_t>(src))};
   for (void* d : dst) all.push_back(int64_t(reinterpret_cast<uintptr_t>(d)));
-  int w = 16;  // the widest word that every pointer and the unit allow
-  for (int64_t v : all)
-    while (v % w) w /= 2;
+  const int w = widest_word(all);
   SplitParts p{};
   p.start[0] = 0;
   for (size_t j = 0; j < sizes.size(); ++j) {
@@ -196,10 +211,7 @@ bool split_contiguous(const void* src, int64_t outer, int64_t inner, std::span<v
     split_rows<W>
         <<<blocks_for(words), kThreads, 0, stream>>>(static_cast<const W*>(src), words, row, p);
   };
-  if (w == 16)
-    go(uint4{});
-  else
-    visit_bytes(size_t(w), [&](auto tag) { go(typename decltype(tag)::type{}); });
+  visit_word(w, go);
   RLX_CUDA_LAUNCHED("split_rows");
   return true;
 }
