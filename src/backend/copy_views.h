@@ -10,6 +10,7 @@
 
 #include "rlx/attrs.h"
 #include "rlx/axes.h"
+#include "rlx/kernel.h"
 #include "rlx/tensor.h"
 
 namespace rlx::views {
@@ -119,6 +120,29 @@ inline Copy pad_interior(const Tensor& x, const std::vector<int64_t>& y_shape,
     c.dst_offset += dst0 * c.dst_strides[d];
   }
   return c;
+}
+
+// split where every dim before the axis is 1 (a decode step's [1, 1, n] product split
+// into its parts): each part is a contiguous run of the input, so the parts are views of
+// it (makes_outputs) and no byte moves.
+inline bool split_is_views(const KernelQuery& q) {
+  const Shape& x = q.inputs[0].shape;
+  const int64_t axis = norm_axis(q.attrs.get_int("axis"), int64_t(x.size()));
+  for (int64_t d = 0; d < axis; ++d)
+    if (!x[size_t(d)].is(1)) return false;
+  return true;
+}
+
+inline void split_views(const KernelContext& ctx, std::span<const Tensor> in,
+                        std::span<Tensor> out) {
+  const Tensor& x = in[0];
+  const int64_t axis = norm_axis(ctx.attrs.get_int("axis"), x.rank());
+  int64_t at = 0;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int64_t len = ctx.output_shapes[i][size_t(axis)];
+    out[i] = x.slice(axis, at, at + len);
+    at += len;
+  }
 }
 
 }  // namespace rlx::views

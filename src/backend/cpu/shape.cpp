@@ -404,6 +404,7 @@ void register_shape(KernelRegistry& r) {
   for (const char* op : {"reshape", "expand_dims", "squeeze"})
     add_kernel(r, op, view_kernel, {}, {.makes_outputs = true, .any_device = true});
   add_kernel(r, "slice", slice_view_kernel, contiguous_slice, {.makes_outputs = true});
+  add_kernel(r, "split", views::split_views, views::split_is_views, {.makes_outputs = true});
   struct Entry {
     const char* op;
     void (*fn)(const KernelContext&, Ins, Outs);

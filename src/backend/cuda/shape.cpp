@@ -118,6 +118,7 @@ void constant_kernel(const KernelContext& ctx, Ins, Outs out) {
 void register_shape(KernelRegistry& r) {
   add_kernel(r, "constant", constant_kernel, {}, {.makes_outputs = true});
   KernelFlags strided{.strided_inputs = true};
+  add_kernel(r, "split", views::split_views, views::split_is_views, {.makes_outputs = true});
   struct Entry {
     const char* op;
     void (*fn)(const KernelContext&, Ins, Outs);
