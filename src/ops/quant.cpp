@@ -1,7 +1,10 @@
 // Ops on weights in storage form (block-quantized, f16, bf16, f32; rlx/quant.h):
 //   dequantize(w [, rows]) — the values as f32 / f64 / f16 / bf16; with integer `rows`,
 //     only those rows of w [V, k] (an embedding lookup into a quantized table);
-//   quant_matmul(x [..., k], w [n, k]) = x @ w^T with w never decoded as a whole.
+//   quant_matmul(x [..., k], w [n, k] [, c]) = x @ w^T (+ c) with w never decoded as a
+//     whole; c (a residual stream or a bias) broadcasts onto the product without growing
+//     it: matmul_fusion folds a following add into it where a device's kernel adds c as
+//     it stores each product (a decode step's residual adds cost no kernel of their own).
 // quant_matmul decomposes into dequantize + dot_general, which is how a device without a
 // kernel runs it; its rules differentiate and batch through x only (a quantized weight is
 // a constant: it has no tangent).
@@ -96,8 +99,18 @@ Types infer_quant_matmul(const InferContext& ctx) {
   }
   Shape out(x.begin(), x.end() - 1);
   out.push_back(w[0]);
+  if (ctx.num_inputs() == 3) {
+    expect_same_dtype(ctx, 0, 2);
+    if (broadcast_shapes(ctx, out, ctx.shape(2)).size() != out.size())
+      ctx.fail("expected an addend c that broadcasts onto the product ",
+               TensorType{ctx.dtype(0), out}.str(), " without growing it, got ",
+               ctx.input(2).str());
+  }
   return {{ctx.dtype(0), out}};
 }
+
+// y plus the addend c (input 2) where there is one.
+Value plus_addend(const RuleArgs& a, Value y) { return a.inputs.size() == 3 ? y + a.inputs[2] : y; }
 
 // w decoded to dtype t, then contracted with v's last dim (against w's dim `wdim`).
 Value times_dequantized(Value v, Value w, int64_t wdim, DType t) {
@@ -116,24 +129,48 @@ void expect_plain(const RuleArgs& a, const char* what) {
 
 Values quant_matmul_decomposed(const RuleArgs& a) {
   expect_plain(a, "a decomposition");
-  return {times_dequantized(a.inputs[0], a.inputs[1], 1, a.inputs[0].dtype())};
+  return {plus_addend(a, times_dequantized(a.inputs[0], a.inputs[1], 1, a.inputs[0].dtype()))};
 }
 
-// dx = g @ dequantize(w); the weights get no gradient.
+// dx = g @ dequantize(w); the weights get no gradient; dc = g summed to c's shape.
 Values quant_matmul_vjp(const RuleArgs& a, std::span<const Value> cts) {
   expect_plain(a, "a gradient");
-  return {times_dequantized(cts[0], a.inputs[1], 0, a.inputs[0].dtype()), Value{}};
+  Values out{times_dequantized(cts[0], a.inputs[1], 0, a.inputs[0].dtype()), Value{}};
+  if (a.inputs.size() == 3) out.push_back(rules::unbroadcast(cts[0], a.inputs[2]));
+  return out;
 }
 
 Values quant_matmul_jvp(const RuleArgs& a, std::span<const Value> ts) {
-  if (!ts[0].valid()) return {Value{}};
-  return {op("quant_matmul", {ts[0], a.inputs[1]}, a.attrs)};
+  Value t = ts[0].valid() ? op("quant_matmul", {ts[0], a.inputs[1]}, a.attrs) : Value{};
+  return {a.inputs.size() == 3 ? rules::add_any(t, ts[2]) : t};
 }
 
 // x's leading dims are independent rows: a batch axis there stays; one at k moves first.
 // Batched weights (not the decode case) go through their decoded values, one product per
 // batch element.
+VmapResult quant_matmul_vmap(const RuleArgs& a, std::span<const int> in_axes);
+
+// With an addend: the product's vmap, then c added with both batch axes in front (c
+// padded with unit dims up to the product's rank).
+VmapResult addend_vmap(const RuleArgs& a, std::span<const int> in_axes) {
+  RuleArgs two = a;
+  two.inputs = a.inputs.subspan(0, 2);
+  VmapResult r = quant_matmul_vmap(two, in_axes.subspan(0, 2));
+  Value y = r.outputs[0], c = a.inputs[2];
+  if (r.out_axes[0] < 0 && in_axes[2] < 0) return {{y + c}, {-1}};
+  if (r.out_axes[0] >= 0) y = rules::moveaxis(y, r.out_axes[0], 0);
+  if (in_axes[2] >= 0) {
+    c = rules::moveaxis(c, in_axes[2], 0);
+    const int64_t rank = y.rank() + (r.out_axes[0] >= 0 ? 0 : 1);
+    IntList unit;
+    for (int64_t d = c.rank(); d < rank; ++d) unit.push_back(d - c.rank() + 1);
+    if (!unit.empty()) c = rules::expand_dims(c, unit);
+  }
+  return {{y + c}, {0}};
+}
+
 VmapResult quant_matmul_vmap(const RuleArgs& a, std::span<const int> in_axes) {
+  if (a.inputs.size() == 3) return addend_vmap(a, in_axes);
   Value x = a.inputs[0], w = a.inputs[1];
   int ax = in_axes[0];
   if (in_axes[1] >= 0) {
@@ -178,10 +215,11 @@ void register_quant_ops(OpRegistry& r) {
 
   OpDef mm;
   mm.name = "quant_matmul";
-  mm.arity(2).attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8"});
+  mm.arity(2, 3).attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8"});
   mm.doc =
-      "x [..., k] @ w^T for weights w [n, k] in storage form (any block-quantized dtype, f32, "
-      "f16, bf16) → [..., n] in x's dtype (a float); k must be a multiple of w's block. The "
+      "x [..., k] @ w^T (+ c) for weights w [n, k] in storage form (any block-quantized dtype, "
+      "f32, f16, bf16) → [..., n] in x's dtype (a float); k must be a multiple of w's block; "
+      "the optional addend c (x's dtype) broadcasts onto the product without growing it. The "
       "CPU kernel quantizes x per block to int8 and runs integer dot products, never decoding "
       "the whole of w. Gradient and tangent through x only; vmap over x. layout rows8: w's "
       "bytes interleaved in groups of 8 rows (rlx/quant.h, q4_0, n a multiple of 8), the "

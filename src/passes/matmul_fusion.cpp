@@ -10,6 +10,9 @@
 //
 // Only when each intermediate has no other reader (else it is computed anyway) and only
 // for float dtypes on a device with a native fused_matmul kernel.
+//
+// Likewise quant_matmul(x, w) -> add(·, c) becomes quant_matmul(x, w, c) where c does not
+// grow the product and the device's kernel adds it as it stores (an LLM's residual adds).
 #include <algorithm>
 
 #include "ops/fused.h"
@@ -75,10 +78,34 @@ std::optional<Product> product_of(const Node& n) {
   return std::nullopt;
 }
 
+// quant_matmul's single reader `add` folded in as its addend.
+void fold_addends(const Graph& g, const PassContext& ctx, const UseInfo& uses, FusionPlan& plan) {
+  const auto& nodes = g.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node& n = nodes[i];
+    if (n.op_name() != "quant_matmul" || n.inputs.size() != 2 || plan.taken(int32_t(i)) ||
+        !uses.single_use(n.outputs[0]))
+      continue;
+    const int32_t u = uses.users[size_t(n.outputs[0].id)][0];
+    const Node& a = nodes[size_t(u)];
+    if (a.op_name() != "add" || plan.taken(u) || a.outputs[0].type() != n.outputs[0].type())
+      continue;
+    const Value c = a.inputs[0] == n.outputs[0] ? a.inputs[1] : a.inputs[0];
+    std::vector<Value> in{n.inputs[0], n.inputs[1], c};
+    auto t = native_type(ctx, "quant_matmul", {in[0].type(), in[1].type(), c.type()}, n.attrs);
+    if (!t || *t != a.outputs[0].type()) continue;
+    plan.claim(int32_t(i));
+    plan.root(u, in, [in, attrs = n.attrs](Rewriter& rw) {
+      return std::vector<Value>{rw.dst().apply1("quant_matmul", rw(in), attrs)};
+    });
+  }
+}
+
 std::unique_ptr<Graph> matmul_fusion(const Graph& g, const PassContext& ctx) {
-  if (!has_any_op(g, {"matmul", "dot_general", "fused_matmul"})) return nullptr;
+  if (!has_any_op(g, {"matmul", "dot_general", "fused_matmul", "quant_matmul"})) return nullptr;
   UseInfo uses(g);
   FusionPlan plan(g);
+  fold_addends(g, ctx, uses, plan);
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -136,7 +163,9 @@ std::unique_ptr<Graph> matmul_fusion(const Graph& g, const PassContext& ctx) {
 }  // namespace
 
 void register_matmul_fusion(PassRegistry& r) {
-  r.add({"matmul_fusion", matmul_fusion, "matmul (+ bias add) (+ activation) -> fused_matmul"});
+  r.add({"matmul_fusion", matmul_fusion,
+         "matmul (+ bias add) (+ activation) -> fused_matmul; quant_matmul + add -> quant_matmul "
+         "with an addend"});
 }
 
 }  // namespace rlx::passes

@@ -302,6 +302,43 @@ TEST(MatmulFusion, DecomposedWhereTheDeviceHasNoKernel) {
   EXPECT_NE(run_pass("matmul_fusion", *plain, {}), nullptr);
 }
 
+TEST(MatmulFusion, QuantMatmulTakesTheAddAsItsAddend) {
+  // A residual add (either operand order) and a per-column bias join the product (float
+  // weights in storage form here: the check runs both graphs on random values).
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[4,64], param %w: f32[32,64], param %v: f16[32,256], %r: f32[4,32],
+               %h: f32[2,4,256], %b: f32[32]) {
+      %0 = quant_matmul(%x, %w) : f32[4,32]
+      %1 = add(%r, %0) : f32[4,32]
+      %2 = quant_matmul(%h, %v) : f32[2,4,32]
+      %3 = add(%2, %1) : f32[2,4,32]
+      %4 = quant_matmul(%h, %v) : f32[2,4,32]
+      %5 = add(%4, %b) : f32[2,4,32]
+      return a=%3, b=%5
+    })",
+              R"(
+    graph main(%x: f32[4,64], param %w: f32[32,64], param %v: f16[32,256], %r: f32[4,32],
+               %h: f32[2,4,256], %b: f32[32]) {
+      %0 = quant_matmul(%x, %w, %r) : f32[4,32]
+      %1 = quant_matmul(%h, %v, %0) : f32[2,4,32]
+      %2 = quant_matmul(%h, %v, %b) : f32[2,4,32]
+      return a=%1, b=%2
+    })");
+  // An addend the kernels cannot repeat over the output ([4, 1]), one that grows the
+  // product, and a product read twice stay adds.
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[4,64], param %w: bf16[32,64], %c: f32[4,1], %g: f32[3,4,32]) {
+      %0 = quant_matmul(%x, %w) : f32[4,32]
+      %1 = add(%0, %c) : f32[4,32]
+      %2 = quant_matmul(%x, %w) : f32[4,32]
+      %3 = add(%2, %g) : f32[3,4,32]
+      %4 = quant_matmul(%x, %w) : f32[4,32]
+      %5 = add(%4, %4) : f32[4,32]
+      return a=%1, b=%3, c=%5
+    })",
+              "");
+}
+
 TEST(MatmulFusion, FusionPassesAreLinearOnLargeGraphs) {
   // 2,500 layers of transpose + matmul + bias + gelu: 10,000 nodes through every pass of
   // this family, each walking the graph once.

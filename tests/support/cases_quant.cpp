@@ -43,7 +43,14 @@ std::vector<InferCase> quant_cases() {
       bad("quant_matmul", {"f32[2,64]", "q4_0[3,32]"}, {}, V, "contraction dims"),
       bad("quant_matmul", {"f32[2,512]", "q4_0[2,3,512]"}, {}, V, "rank 2"),
       bad("quant_matmul", {"f32[]", "q4_0[3,32]"}, {}, V, "rank"),
-      bad("quant_matmul", {"f32[2,32]"}, {}, V, "expected 2 inputs"),
+      bad("quant_matmul", {"f32[2,32]"}, {}, V, "expected 2 to 3 inputs"),
+      // With an addend c that broadcasts onto the product without growing it.
+      ok("quant_matmul", {"f32[1,2048]", "q4_0[5632,2048]", "f32[1,5632]"}, {}, {"f32[1,5632]"}),
+      ok("quant_matmul", {"f32[b,s,256]", "q4_k[n,256]", "f32[n]"}, {}, {"f32[b,s,n]"}),
+      ok("quant_matmul", {"f32[2,64]", "q8_0[5,64]", "f32[2,1]"}, {}, {"f32[2,5]"}),
+      bad("quant_matmul", {"f32[2,64]", "q8_0[5,64]", "f32[3,2,5]"}, {}, V, "without growing"),
+      bad("quant_matmul", {"f32[2,64]", "q8_0[5,64]", "f32[4]"}, {}, V, "broadcast"),
+      bad("quant_matmul", {"f32[2,64]", "q8_0[5,64]", "f16[5]"}, {}, T, "dtype"),
       // layout rows8: q4_0 interleaved in groups of 8 rows.
       ok("quant_matmul", {"f32[1,64]", "q4_0[16,64]"}, {{"layout", std::string("rows8")}},
          {"f32[1,16]"}),

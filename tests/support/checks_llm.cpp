@@ -277,6 +277,26 @@ void attention_cached_checks(CheckTable& t) {
                  random_tensor(DType::f32, {2, 2, 80, 128}, 3597),
                  random_tensor(DType::f32, {2, 2, 80, 128}, 3598), ints(DType::i32, {2}, {70, 9})},
                 {}, attention_cached_ref, "D 128"));
+  // The GPU's tensor-core prefill (16-bit caches, D 64 / 128): a batch at two positions, a
+  // row count (S G = 39) that leaves warps and lanes without rows, f16 queries. A probability
+  // near a rounding boundary of the cache dtype may round either way in f32 and in the
+  // reference's double: one f16 ulp of a probability times a value (~2^-11) is allowed.
+  OpCheck mixed =
+      ref_check("attention_cached", DType::f16,
+                {random_tensor(DType::f16, {2, 13, 6, 128}, 3605),
+                 random_tensor(DType::f16, {2, 2, 90, 128}, 3606),
+                 random_tensor(DType::f16, {2, 2, 90, 128}, 3607), ints(DType::i32, {2}, {5, 70})},
+                {}, attention_cached_ref, "prefill at two positions, f16, D 128");
+  OpCheck longer =
+      ref_check("attention_cached", DType::f32,
+                {random_tensor(DType::f32, {1, 100, 4, 64}, 3608),
+                 random_tensor(DType::f16, {1, 1, 200, 64}, 3609),
+                 random_tensor(DType::f16, {1, 1, 200, 64}, 3610), ints(DType::i32, {1}, {90})},
+                {}, attention_cached_ref, "prefill of 100 after 90, f16 cache, D 64");
+  for (OpCheck* c : {&mixed, &longer}) {
+    c->atol = 1e-3;
+    t.add(std::move(*c));
+  }
   // A cache of more rows than the GPU's one-kernel decode takes (4096): its split kernels;
   // and one at that bound, with a D of 256 and bf16 queries.
   t.add(ref_check(

@@ -204,7 +204,33 @@ double block_min(const Tensor& w, int64_t j, int64_t b) {
   return h(m);
 }
 
-// quant_matmul within the bound described at the top of the file.
+// The addend c (input 2, if any) broadcast (NumPy rules) onto the output's shape, flat; zeros
+// without one.
+std::vector<double> addend_values(const Tensors& in, const std::vector<int64_t>& shape) {
+  int64_t total = 1;
+  for (int64_t d : shape) total *= d;
+  std::vector<double> out(size_t(total), 0.0);
+  if (in.size() < 3) return out;
+  const std::vector<double> c = values(in[2]);
+  const std::vector<int64_t>& cs = in[2].shape();
+  const size_t rank = shape.size(), lead = rank - cs.size();
+  for (int64_t i = 0; i < total; ++i) {
+    int64_t rest = i, ci = 0, stride = 1;
+    for (size_t d = rank; d-- > 0;) {
+      const int64_t at = rest % shape[d];
+      rest /= shape[d];
+      if (d < lead) continue;
+      const int64_t cd = cs[d - lead];
+      ci += (cd == 1 ? 0 : at) * stride;
+      stride *= cd;
+    }
+    out[size_t(i)] = c[size_t(ci)];
+  }
+  return out;
+}
+
+// quant_matmul within the bound described at the top of the file, plus the addend's: a
+// 16-bit output may round twice (the product, then its sum with c: the unfused add's way).
 std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Attrs&) {
   const Tensor &x = in[0], &w = in[1];
   const int64_t n = w.shape()[0], k = w.shape()[1], m = k ? x.numel() / k : 0;
@@ -214,6 +240,7 @@ std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Att
     return cat("expected ", TensorType{x.dtype(), to_shape(shape)}.str(), ", got ",
                out[0].type().str());
   std::vector<double> xv = values(x), wv = decoded(w), y = values(out[0]), sb;
+  const std::vector<double> cv = addend_values(in, shape);
   const bool q = is_quantized(w.dtype()) && x.dtype() != DType::f64;
   const bool has_min = w.dtype() == DType::q4_1 || w.dtype() == DType::q5_1;
   const int64_t blk = q ? dtype_block(w.dtype()) : 1;
@@ -238,8 +265,10 @@ std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Att
         }
         if (has_min) s += block_min(wc, j, b) * (sb[size_t(b)] - xsum);
       }
-      double want = double(s), got = y[size_t(r * n + j)];
-      double bound = rel * double(mag) + out_rel * std::fabs(want) + 1e-30;
+      const double c = cv[size_t(r * n + j)];
+      double want = double(s) + c, got = y[size_t(r * n + j)];
+      double bound =
+          rel * double(mag) + (out_rel + 1e-6) * (2 * std::fabs(want) + std::fabs(c)) + 1e-30;
       if (!(std::fabs(got - want) <= bound) && bad++ == 0)
         first = cat("at [", r, ", ", j, "]: expected ", want, " within ", bound, ", got ", got);
     }
@@ -258,6 +287,9 @@ std::string quant_matmul_gpu_verify(const Tensors& in, const Tensors& out, const
   if (m <= 8 || x.dtype() == DType::f64 || w.dtype() == DType::f32)
     return quant_matmul_verify(in, out, a);
   const std::vector<double> xv = values(x), wv = decoded(w), y = values(out[0]);
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = n;
+  const std::vector<double> cv = addend_values(in, shape);
   const double out_rel = x.dtype() == DType::f16 ? 0x1p-11 : x.dtype() == DType::bf16 ? 0x1p-8 : 0;
   int bad = 0;
   std::string first;
@@ -269,8 +301,10 @@ std::string quant_matmul_gpu_verify(const Tensors& in, const Tensors& out, const
         s += p;
         mag += std::fabs(p);
       }
-      const double want = double(s), got = y[size_t(r * n + j)];
-      const double bound = 0x1p-7 * double(mag) + out_rel * std::fabs(want) + 1e-30;
+      const double c = cv[size_t(r * n + j)];
+      const double want = double(s) + c, got = y[size_t(r * n + j)];
+      const double bound =
+          0x1p-7 * double(mag) + (out_rel + 1e-6) * (2 * std::fabs(want) + std::fabs(c)) + 1e-30;
       if (!(std::fabs(got - want) <= bound) && bad++ == 0)
         first = cat("at [", r, ", ", j, "]: expected ", want, " within ", bound, ", got ", got);
     }
@@ -424,6 +458,38 @@ CheckTable checks_quant() {
   t.add(mm(x(DType::bf16, {3, 64}), random_quantized(DType::bf16, 16, 64, ++seed),
            "bf16 in and out, 3 rows"));
   t.add(mm(x(DType::f32, {0, 64}), random_quantized(DType::q4_0, 3, 64, ++seed), "no rows"));
+  // Long rows over few weight rows: the GPU matvec splits each row over 2 or 4 warps (an odd
+  // row count leaves a block's last share idle).
+  t.add(mm(x(DType::f32, {1, 2048}), random_quantized(DType::bf16, 37, 2048, ++seed),
+           "bf16, 1 row, k = 2048: rows shared by 4 warps"));
+  t.add(mm(x(DType::f32, {3, 2048}), random_quantized(DType::q4_k, 13, 2048, ++seed),
+           "q4_k, 3 rows, k = 2048: rows shared by 4 warps"));
+  t.add(mm(x(DType::f32, {2, 1536}), random_quantized(DType::f16, 21, 1536, ++seed),
+           "f16, 2 rows, k = 1536: rows shared by 2 warps"));
+  t.add(mm(x(DType::f32, {1, 1536}), random_quantized(DType::q8_0, 21, 1536, ++seed),
+           "q8_0, 1 row, k = 1536: rows shared by 2 warps"));
+  // With an addend (matmul_fusion folds a residual add into it): the matvecs (1 and 5 rows:
+  // a whole residual, a bias per column), the many-row path (a residual of a suffix shape),
+  // an addend that does not repeat over the output (the decomposition), f16 activations.
+  auto with_addend = [&](Tensor xv, Tensor w, std::vector<int64_t> c, std::string note) {
+    OpCheck ch = mm(xv, std::move(w), std::move(note));
+    ch.inputs.push_back(x(xv.dtype(), std::move(c)));
+    return ch;
+  };
+  t.add(with_addend(x(DType::f32, {1, 256}), random_quantized(DType::q4_k, 37, 256, ++seed),
+                    {1, 37}, "q4_k, 1 row + a residual"));
+  t.add(with_addend(x(DType::f32, {5, 64}), random_quantized(DType::q8_0, 37, 64, ++seed), {37},
+                    "q8_0, 5 rows + a bias"));
+  t.add(with_addend(x(DType::f32, {1, 96}), random_quantized(DType::bf16, 40, 96, ++seed), {1, 40},
+                    "bf16, 1 row + a residual"));
+  t.add(with_addend(x(DType::f32, {4, 96}), random_quantized(DType::bf16, 40, 96, ++seed), {4, 40},
+                    "bf16, 4 rows + a residual"));
+  t.add(with_addend(x(DType::f32, {2, 20, 64}), random_quantized(DType::q4_0, 24, 64, ++seed),
+                    {20, 24}, "q4_0, 40 rows + a residual per position"));
+  t.add(with_addend(x(DType::f32, {3, 64}), random_quantized(DType::f16, 9, 64, ++seed), {3, 1},
+                    "f16 weights + a column (decomposed)"));
+  t.add(with_addend(x(DType::f16, {2, 64}), random_quantized(DType::q8_0, 7, 64, ++seed), {2, 7},
+                    "f16 activations + a residual"));
 
   // dequantize: every dtype to f32, a few to the other floats, rows of a table.
   t.add(dq({random_quantized(DType::q4_0, 3, 64, ++seed)}, DType::f32, "first"));

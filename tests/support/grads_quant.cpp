@@ -24,6 +24,22 @@ GradTable grads_quant() {
   add({2, 2, 256}, DType::q4_k, 3, "q4_k, batch dims");
   add({256}, DType::q6_k, 4, "q6_k, 1-D x");
   add({2, 32}, DType::f16, 6, "f16 weights");
+  // With an addend (a residual, a per-column bias): gradients through x and c.
+  for (auto [cshape, note] : {std::pair<std::vector<int64_t>, const char*>{{3, 5}, "a residual"},
+                              {{5}, "a per-column bias"}}) {
+    Tensor x = random_tensor(DType::f64, {3, 64}, 7200, -1, 1);
+    Tensor c = random_tensor(DType::f64, cshape, 7201, -1, 1);
+    GradCheck g = with_inputs("quant_matmul", {x, random_quantized(DType::q8_0, 5, 64, 7202), c},
+                              {}, cat("q8_0 + ", note));
+    g.wrt = {0, 2};
+    g.vmap = false;
+    t.add(std::move(g));
+    Tensor xf = random_tensor(DType::f64, {3, 32}, 7203, -1, 1);
+    GradCheck f = with_inputs("quant_matmul", {xf, random_quantized(DType::f32, 5, 32, 7204), c},
+                              {}, cat("f32 weights + ", note, ", vmap"));
+    f.wrt = {0, 2};
+    t.add(std::move(f));
+  }
   t.exempt.push_back({"dequantize", "no gradient: weights in storage form are constants"});
   return t;
 }

@@ -218,14 +218,17 @@ int bench_llm_command(const LlmOptions& o) {
     prompt.push_back(int32_t(3 + (i * 7919 + 17) % (V - 3)));
   // As llama-bench: ppN prefills N tokens into an empty cache; tgN decodes N tokens one
   // at a time from an empty cache (here after one untimed token, which compiles the step).
+  // The first run warms up (compiles); on a GPU the second too, as it captures the step's
+  // CUDA Graph, which the timed runs replay.
+  const int warm = o.device == "cpu" ? 1 : 2;
   std::vector<double> pp, tg;
-  for (int r = 0; r < o.bench_reps + 1; ++r) {  // the first run warms up
+  for (int r = 0; r < o.bench_reps + warm; ++r) {
     if (o.bench_prompt > 0) {
       llm::Generator gen(*model, greedy);
       auto t0 = Clock::now();
       gen.prefill(prompt);
       synchronize(lo.device);
-      if (r > 0) pp.push_back(double(o.bench_prompt) / seconds_since(t0));
+      if (r >= warm) pp.push_back(double(o.bench_prompt) / seconds_since(t0));
     }
     if (o.bench_gen > 0) {  // every sequence of the batch decodes; t/s counts them all
       llm::Generator gen(*model, greedy);
@@ -236,7 +239,7 @@ int bench_llm_command(const LlmOptions& o) {
       auto t0 = Clock::now();
       for (int64_t i = 0; i < o.bench_gen; ++i) t = gen.step(t);
       synchronize(lo.device);
-      if (r > 0) tg.push_back(double(o.bench_gen * o.batch) / seconds_since(t0));
+      if (r >= warm) tg.push_back(double(o.bench_gen * o.batch) / seconds_since(t0));
     }
   }
   std::printf("model %s: %s, %.1f MiB of weights, %lld threads, %s, batch %lld\n", o.model.c_str(),

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/addend.h"
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
 #include "backend/cpu/quant_dot.h"
@@ -218,8 +219,7 @@ void widen_into(const Tensor& t, float* dst) {
   });
 }
 
-void quant_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
-                         std::span<Tensor> out) {
+void product_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   const bool rows8 = ctx.attrs.get_string("layout") == "rows8";
   const Tensor &x = in[0], &w = in[1];
   Tensor& y = out[0];
@@ -250,6 +250,30 @@ void quant_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
   }
   if (xt == DType::f16) narrow(yf, y.data_as<f16_t>(), m * n);
   if (xt == DType::bf16) narrow(yf, y.data_as<bf16_t>(), m * n);
+}
+
+// y[i] += c[i % c.numel()] (backend/addend.h), in y's dtype as the add it replaces rounds.
+template <class T>
+void add_repeating(const Tensor& c, Tensor& y) {
+  const T* cp = c.data_as<T>();
+  T* yp = y.data_as<T>();
+  const int64_t period = c.numel();
+  parallel_for(y.numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) yp[i] = store<T>(load(yp[i]) + load(cp[i % period]));
+  });
+}
+
+void quant_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                         std::span<Tensor> out) {
+  product_kernel(ctx, in.subspan(0, 2), out);
+  if (in.size() < 3 || out[0].numel() == 0) return;
+  visit_float(out[0].dtype(), "quant_matmul", [&](auto tag) {
+    add_repeating<typename decltype(tag)::type>(in[2].contiguous(), out[0]);
+  });
+}
+
+bool quant_matmul_supported(const KernelQuery& q) {
+  return q.inputs.size() < 3 || addend_repeats(q.inputs[2], q.outputs[0]);
 }
 
 // ---- dequantize ---------------------------------------------------------------------------
@@ -293,7 +317,7 @@ void dequantize_kernel(const KernelContext&, std::span<const Tensor> in, std::sp
 }  // namespace
 
 void register_quant(KernelRegistry& r) {
-  add_kernel(r, "quant_matmul", quant_matmul_kernel);
+  add_kernel(r, "quant_matmul", quant_matmul_kernel, quant_matmul_supported);
   add_kernel(r, "dequantize", dequantize_kernel);
 }
 

@@ -10,7 +10,7 @@
 //     rounded to the input type for P V, as FlashAttention does; the row sums add the
 //     unrounded f32 values.
 // Masks align bottom-right as on the CPU: query i sits at key position p = i + Sk - Sq.
-// Included by attention.cu only.
+// Included by attention.cu (and llm_attention.cu, for HalfMma and load_tile).
 #pragma once
 
 #include <cstdint>

@@ -57,6 +57,8 @@ template <class T, class I, class F>
 __global__ void rope_rows(const T* x, const I* pos, const F* factors, T* y, Lead lead, RopeArgs a) {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
   const int64_t per_head = a.half + (a.d - a.n_rot);  // pairs, then the dims passed through
+  pdl_wait();  // launched programmatically dependent: overlaps the product's tail
+  pdl_trigger();
   RLX_GRID_STRIDE(t, a.rows * a.heads * per_head) {
     const int64_t c = t % per_head, lh = t / per_head, l = lh / a.heads;
     const T* xr = x + lh * a.d;
@@ -124,9 +126,8 @@ void rope_kernel(const KernelContext& ctx, Ins in, Outs out) {
         const F* ff = in.size() > 2 ? static_cast<const F*>(in[2].data()) : nullptr;
         const int blocks = int(std::min<int64_t>((threads + kRopeThreads - 1) / kRopeThreads,
                                                  int64_t(sm_count()) * 32));
-        rope_rows<T, I, F><<<blocks, kRopeThreads, 0, s>>>(static_cast<const T*>(x.data()),
-                                                           static_cast<const I*>(pos.data()), ff,
-                                                           static_cast<T*>(out[0].data()), lead, a);
+        launch_pdl(rope_rows<T, I, F>, blocks, kRopeThreads, 0, s, static_cast<const T*>(x.data()),
+                   static_cast<const I*>(pos.data()), ff, static_cast<T*>(out[0].data()), lead, a);
       };
       auto with_factors = [&](auto itag) {
         if (in.size() < 3) return go(itag, Tag<float>{});
@@ -150,6 +151,8 @@ void rope_kernel(const KernelContext& ctx, Ins in, Outs out) {
 template <class TC, class TN, class I>
 __global__ void cache_rows(const TN* src, const I* pos, TC* dst, int64_t total, int64_t s,
                            int64_t kvh, int64_t c, int64_t d, unsigned long long* bad) {
+  pdl_wait();
+  pdl_trigger();
   RLX_GRID_STRIDE(i, total) {
     const int64_t r = i / d, e = i % d;
     const int64_t b = r / (s * kvh), si = (r / kvh) % s, h = r % kvh;
@@ -178,9 +181,9 @@ void kv_cache_write_kernel(const KernelContext& ctx, Ins in, Outs out) {
       if constexpr (is_float_v<TC> && is_float_v<TN>) {
         auto go = [&](auto itag) {
           using I = typename decltype(itag)::type;
-          cache_rows<TC, TN, I><<<blocks_for(total), kThreads, 0, st>>>(
-              static_cast<const TN*>(nw.data()), static_cast<const I*>(pos.data()),
-              static_cast<TC*>(cache.data()), total, s, kvh, c, d, bad);
+          launch_pdl(cache_rows<TC, TN, I>, blocks_for(total), kThreads, 0, st,
+                     static_cast<const TN*>(nw.data()), static_cast<const I*>(pos.data()),
+                     static_cast<TC*>(cache.data()), total, s, kvh, c, d, bad);
         };
         if (pos.dtype() == DType::i64)
           go(Tag<int64_t>{});

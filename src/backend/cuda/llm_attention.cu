@@ -19,13 +19,15 @@
 //     decode_values merges those into the rows' max and sum and weights its chunk's
 //     values; decode_combine adds the chunks' outputs.
 //   - Prefill: a block takes kTile rows and streams the keys they see through shared
-//     memory twice, as f32 FMA tiles: the rows' max and sum first, then the output.
+//     memory twice: the rows' max and sum first, then the output. With a 16-bit cache and
+//     a head dim of 64 or 128 on the tensor cores (prefill_mma), else as f32 FMA tiles.
 // A bad position (pos < 0 or pos + S > C) is reported through position_check's slot; its
 // sequence is left unwritten.
 #include <algorithm>
 #include <cmath>
 #include <functional>
 
+#include "backend/cuda/flash.cuh"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/llm_kernels.h"
 
@@ -382,6 +384,7 @@ __host__ __device__ constexpr size_t fused_smem(int64_t c, int dp) {
 // the values by the normalised probabilities (f32), and their shares are summed at the end.
 template <class TQ, class TK>
 __global__ void __launch_bounds__(kFusedThreads) decode_fused(Params p) {
+  pdl_wait();     // launched programmatically dependent: overlaps the cache writes' tail
   pdl_trigger();  // the output projection may start (and prefetch its weights)
   constexpr int W = kW<TK>;
   extern __shared__ float4 smem[];
@@ -651,6 +654,163 @@ __global__ void __launch_bounds__(kTileThreads) prefill(Params p) {
   }
 }
 
+// ---- prefill on the tensor cores -------------------------------------------------------
+
+// 16-bit caches with a head dim of 64 or 128 (the llama shapes): `prefill`'s two passes with
+// S = Q K^T and O = P V as m16n8k16 products (flash.cuh's HalfMma). The queries are
+// rounded to the cache dtype as there, so every product is exact and only the order of the
+// f32 sums differs from the FMA tiles'; P holds the normalised probabilities, rounded to
+// the cache dtype as it enters P V. kMmaWarps warps of 16 rows: a block takes kTile rows.
+constexpr int kMmaWarps = kTile / 16;
+
+template <class TK, int D>
+constexpr size_t mma_smem() {
+  return size_t(3) * kTile * flash::HalfMma<TK, D>::kS * sizeof(TK);
+}
+
+// The scaled scores of the lane's rows (group, group + 8 of its warp's 16: s[.][2 i + e])
+// against keys j0 .. j0 + kTile, -inf past each row's last key.
+__device__ __forceinline__ void mask_scaled(float (&s)[kTile / 8][4], int64_t j0,
+                                            const int64_t (&last)[2], int tig, float scale) {
+#pragma unroll
+  for (int jn = 0; jn < kTile / 8; ++jn)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const int64_t key = j0 + jn * 8 + 2 * tig + c % 2;
+      s[jn][c] = key <= last[c / 2] ? __fmul_rn(s[jn][c], scale) : -INFINITY;
+    }
+}
+
+template <class TQ, class TK, int D>
+__global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
+  using Mma = flash::HalfMma<TK, D>;
+  constexpr int kS = Mma::kS, kThreads = 32 * kMmaWarps;
+  static_assert(flash::kBN == kTile);
+  extern __shared__ float4 smem[];
+  TK* sq = reinterpret_cast<TK*>(smem);
+  TK* sk = sq + kTile * kS;
+  TK* sv = sk + kTile * kS;
+  const int tiles = (p.rows + kTile - 1) / kTile;
+  const int64_t pairs = int64_t(gridDim.x) / tiles;
+  const int64_t pair = blockIdx.x % pairs, b = pair / p.kvh, kh = pair % p.kvh;
+  int64_t at;
+  if (!position(p, b, at)) {
+    if (threadIdx.x == 0) report_bad(p.bad, at, b);
+    return;
+  }
+  const int r0 = (tiles - 1 - int(blockIdx.x / pairs)) * kTile;  // heavy (late) tiles first
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tig = lane % 4;
+  const int64_t keys = at + (min(r0 + kTile, p.rows) - 1) / p.g + 1;  // the block's rows see
+  const TQ* q = static_cast<const TQ*>(p.q);
+  for (int i = threadIdx.x; i < kTile * D; i += kThreads) {
+    const int r = i / D, e = i % D;
+    sq[r * kS + e] =
+        store<TK>(r0 + r < p.rows ? float(load(q[row_offset(p, b, kh, r0 + r) + e])) : 0.f);
+  }
+  __syncthreads();
+  Mma mma;
+  mma.load_q(sq, warp, lane);
+  const int w0 = r0 + warp * 16;  // the warp's first row
+  int64_t last[2];                // the last key each of the lane's rows sees (-1: no row)
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const int r = w0 + lane / 4 + 8 * i;
+    last[i] = r < p.rows ? at + r / p.g : -1;
+  }
+  const int64_t warp_last = w0 < p.rows ? at + (min(w0 + 16, p.rows) - 1) / p.g : -1;
+  const float scale = float(p.scale);
+  const TK* kc = static_cast<const TK*>(p.k) + pair * p.c * D;
+  const TK* vc = static_cast<const TK*>(p.v) + pair * p.c * D;
+  auto stage = [&](TK* dst, const TK* src, int64_t j0) {
+    flash::load_tile<TK, D, kS, kThreads>(dst, src, D, kTile, j0, keys);
+  };
+
+  // Pass 1: each row's max and sum (the four lanes of a row share its max).
+  float m[2] = {-INFINITY, -INFINITY};
+  double l[2] = {0, 0};
+  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+    __syncthreads();
+    stage(sk, kc, j0);
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    if (j0 > warp_last) continue;  // no row of the warp sees these keys
+    float s[kTile / 8][4] = {};
+    mma.scores(s, sk, lane);
+    mask_scaled(s, j0, last, tig, scale);
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int jn = 0; jn < kTile / 8; ++jn) mx = fmaxf(mx, fmaxf(s[jn][2 * i], s[jn][2 * i + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
+      if (mx > m[i]) {
+        l[i] *= exp(double(m[i]) - double(mx));
+        m[i] = mx;
+      }
+#pragma unroll
+      for (int jn = 0; jn < kTile / 8; ++jn)
+#pragma unroll
+        for (int e = 0; e < 2; ++e)
+          if (s[jn][2 * i + e] != -INFINITY) l[i] += expf(s[jn][2 * i + e] - m[i]);
+    }
+  }
+  float inv[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    double sum = l[i];
+    sum += __shfl_xor_sync(kAll, sum, 1);
+    sum += __shfl_xor_sync(kAll, sum, 2);
+    inv[i] = sum > 0 ? float(1.0 / sum) : 0.f;
+  }
+
+  // Pass 2: the same scores again; their normalised probabilities times the values.
+  float o[D / 8][4] = {};
+  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+    __syncthreads();
+    stage(sk, kc, j0);
+    stage(sv, vc, j0);
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    if (j0 > warp_last) continue;
+    float s[kTile / 8][4] = {};
+    mma.scores(s, sk, lane);
+    mask_scaled(s, j0, last, tig, scale);
+#pragma unroll
+    for (int jn = 0; jn < kTile / 8; ++jn)
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+        s[jn][c] = s[jn][c] != -INFINITY ? expf(s[jn][c] - m[c / 2]) * inv[c / 2] : 0.f;
+    mma.accumulate(o, s, sv, lane);
+  }
+  TQ* out = static_cast<TQ*>(p.out);
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    if (last[i] < 0) continue;
+    TQ* row = out + row_offset(p, b, kh, w0 + lane / 4 + 8 * i);
+#pragma unroll
+    for (int np = 0; np < D / 8; ++np) {
+      row[np * 8 + 2 * tig] = store<TQ>(o[np][2 * i]);
+      row[np * 8 + 2 * tig + 1] = store<TQ>(o[np][2 * i + 1]);
+    }
+  }
+}
+
+template <class TQ, class TK, int D>
+void launch_prefill_mma(const Params& p, int64_t pairs, cudaStream_t st) {
+  constexpr auto kernel = prefill_mma<TQ, TK, D>;
+  static const bool raised = [&] {
+    RLX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                  int(mma_smem<TK, D>())));
+    return true;
+  }();
+  (void)raised;
+  const int64_t tiles = (p.rows + kTile - 1) / kTile;
+  kernel<<<unsigned(tiles * pairs), 32 * kMmaWarps, mma_smem<TK, D>(), st>>>(p);
+}
+
 // ---- host -----------------------------------------------------------------------------
 
 template <class TQ, class TK, int kNC>
@@ -672,6 +832,10 @@ using Scratch = std::function<double*(int64_t n)>;
 template <class TQ, class TK>
 void launch(Params p, int64_t pairs, cudaStream_t st, const Scratch& scratch) {
   if (p.s > 8) {
+    if constexpr (is_half_v<TK>) {
+      if (p.vec && p.d == 64) return launch_prefill_mma<TQ, TK, 64>(p, pairs, st);
+      if (p.vec && p.d == 128) return launch_prefill_mma<TQ, TK, 128>(p, pairs, st);
+    }
     auto tile_kernel = p.dp <= 64    ? launch_prefill<TQ, TK, 1>
                        : p.dp <= 128 ? launch_prefill<TQ, TK, 2>
                                      : launch_prefill<TQ, TK, 4>;
@@ -686,7 +850,7 @@ void launch(Params p, int64_t pairs, cudaStream_t st, const Scratch& scratch) {
     }();
     (void)raised;
     const dim3 grid(unsigned(pairs), unsigned(p.rows));
-    kernel<<<grid, kFusedThreads, fused_smem(p.c, p.dp), st>>>(p);
+    launch_pdl(kernel, grid, kFusedThreads, fused_smem(p.c, p.dp), st, p);
     return;
   }
   // Chunks for about four blocks per multiprocessor when every key is in use, each of at

@@ -212,6 +212,7 @@ void softmax_kernel(const KernelContext& ctx, Ins in, Outs out) {
 template <bool kRms, bool kBlock, class T>
 __global__ void norm_rows(const T* x0, T* y0, const T* scale, const T* bias, int64_t rows,
                           int64_t n, double eps) {
+  pdl_wait();     // launched programmatically dependent: overlaps the residual's producer
   pdl_trigger();  // a matvec reading the rows may start (and prefetch its weights)
   using C = compute_t<T>;
   Group<kBlock> g;
@@ -290,8 +291,8 @@ void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
       auto sp = sc.defined() ? static_cast<const T*>(sc.data()) : nullptr;
       auto bp = bi.defined() ? static_cast<const T*>(bi.data()) : nullptr;
       launch_rows(rows, n, [&](auto block, int grid, int threads) {
-        norm_rows<kRms, decltype(block)::value, T>
-            <<<grid, threads, 0, s>>>(xp, yp, sp, bp, rows, n, eps);
+        launch_pdl(norm_rows<kRms, decltype(block)::value, T>, grid, threads, 0, s, xp, yp, sp, bp,
+                   rows, n, eps);
       });
     }
   });

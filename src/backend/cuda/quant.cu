@@ -15,8 +15,10 @@
 // decoded to bf16 once per call; linalg.h's batched_gemm, cuBLASLt).
 #include <cuda_fp16.h>
 
+#include <cstdlib>
 #include <vector>
 
+#include "backend/addend.h"
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
@@ -64,9 +66,29 @@ __device__ __forceinline__ int64_t source_row(const I* rows, int64_t r, int64_t 
   return -1;
 }
 
+// 16 values to out: as 16-byte vectors where kVec (out 16-byte aligned), else one by one.
+// A warp's scalar stores would each touch 32 sectors for 64 useful bytes: decoding a 1.1 B
+// model's q8_0 weights to bf16 for a prefill ran at ~0.3 TB/s that way.
+template <bool kVec, class O>
+__device__ __forceinline__ void store16(O* out, const float (&v)[16]) {
+  if constexpr (kVec && sizeof(O) <= 4) {
+    constexpr int kPer = 16 / int(sizeof(O));  // values per 16-byte vector
+    Vec<O, kPer> u;
+#pragma unroll
+    for (int c = 0; c < 16 / kPer; ++c) {
+#pragma unroll
+      for (int j = 0; j < kPer; ++j) u.v[j] = store<O>(v[c * kPer + j]);
+      reinterpret_cast<uint4*>(out)[c] = *reinterpret_cast<const uint4*>(&u);
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) out[j] = store<O>(v[j]);
+  }
+}
+
 // One thread per 16-value group of the selected rows (rows: the table's row of each output
 // row; null for all rows in order).
-template <DType T, class O, class I>
+template <DType T, bool kVec, class O, class I>
 __global__ void dequant_groups(const uint8_t* w, const I* rows, int64_t out_rows,
                                int64_t table_rows, int64_t k, O* y, unsigned long long* bad) {
   using B = Blocks<T>;
@@ -79,9 +101,10 @@ __global__ void dequant_groups(const uint8_t* w, const I* rows, int64_t out_rows
     float D, M;
     const Group u = B::unpack(blk, int(gi % per), D, M);
     const float a = D * float(u.sc), m = M * float(u.mn);
-    O* out = y + r * k + gi * 16;
+    float v[16];
 #pragma unroll
-    for (int j = 0; j < 16; ++j) out[j] = store<O>(a * float(sbyte(u.v[j / 4], j % 4)) - m);
+    for (int j = 0; j < 16; ++j) v[j] = a * float(sbyte(u.v[j / 4], j % 4)) - m;
+    store16<kVec>(y + r * k + gi * 16, v);
   }
 }
 
@@ -115,8 +138,11 @@ void dequantize_into(const Tensor& w, const Tensor* idx, const Tensor& y, const 
       if constexpr (is_float_v<O>) {
         O* yp = static_cast<O*>(y.data());
         if (is_quantized(w.dtype())) {
+          const bool vec = reinterpret_cast<uintptr_t>(yp) % 16 == 0;
           visit_quant(w.dtype(), [&](auto t) {
-            dequant_groups<decltype(t)::value, O, I><<<blocks_for(rows * k / 16), kThreads, 0, s>>>(
+            constexpr DType T = decltype(t)::value;
+            auto kernel = vec ? dequant_groups<T, true, O, I> : dequant_groups<T, false, O, I>;
+            kernel<<<blocks_for(rows * k / 16), kThreads, 0, s>>>(
                 static_cast<const uint8_t*>(w.data()), ip, rows, table, k, yp, bad);
           });
         } else {
@@ -224,6 +250,57 @@ Act quantize_act(const Tensor& x, DType wt, int64_t m, int64_t k, cudaStream_t s
 
 // ---- the matvec ------------------------------------------------------------------------
 
+// Where the matvecs store output i: the product plus quant_matmul's addend c, which repeats
+// every cn outputs (backend/addend.h; none where c is null): a residual add in the store.
+struct Out {
+  float* y;
+  const float* c;
+  int64_t cn;
+  __device__ __forceinline__ void put(int64_t i, float v) const { y[i] = c ? v + c[i % cn] : v; }
+};
+
+// How the matvecs' warps share the weight rows: `split` consecutive warps of a block take
+// one row, each a 1/split share of its k. Decode has few rows for the memory to stay busy
+// (a 2048-row product is 15 warps per SM, each with a few loads in flight), so shorter
+// products split their rows (split_for).
+struct Share {
+  int64_t row;
+  int part, split;
+  bool live;  // a row of the product (the last block may have fewer)
+  __device__ Share(int64_t n, int split_) : split(split_) {
+    const int warp = int(threadIdx.x / 32);
+    row = int64_t(blockIdx.x) * (kWarps / split) + warp / split;
+    part = warp % split;
+    live = row < n;
+  }
+};
+
+// Each warp's MR partial sums folded over its lanes, then over the row's split warps (in
+// order: deterministic), and stored with the addend.
+template <int MR>
+__device__ __forceinline__ void finish(float (&acc)[MR], const Share& sh, int64_t n, int64_t r0,
+                                       int64_t m, const Out& y) {
+  __shared__ float share[kWarps][MR];
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+#pragma unroll
+  for (int r = 0; r < MR; ++r)
+    for (int o = 16; o > 0; o /= 2) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+  if (sh.split > 1) {
+    if (lane == 0)
+#pragma unroll
+      for (int r = 0; r < MR; ++r) share[warp][r] = acc[r];
+    __syncthreads();
+    if (sh.part != 0) return;
+#pragma unroll
+    for (int r = 0; r < MR; ++r)
+      for (int j = 1; j < sh.split; ++j) acc[r] += share[warp + j][r];
+  }
+  if (lane != 0 || !sh.live) return;
+#pragma unroll
+  for (int r = 0; r < MR; ++r)
+    if (r0 + r < m) y.put((r0 + r) * n + sh.row, acc[r]);
+}
+
 // Groups of a row a lane has in flight: each round of loads costs a memory latency. Blocks
 // of 32 read 18-36 bytes a group, the K-quants more: H100, 1.1 B decode, q8_0 2.5 % (batch 1)
 // and 8 % (batch 8) faster at 8 than at 4, q4_k 2-4 % slower.
@@ -237,23 +314,22 @@ constexpr int kQuantDepth = Blocks<T>::kValues == 32 ? 8 : 4;
 template <DType T, int MR, int kDepth>
 __global__ void __launch_bounds__(32 * kWarps)
     qmatvec(const uint8_t* w, int64_t n, int64_t k, const int8_t* xq, const float* xd,
-            const float* xs, int64_t m, float* y) {
+            const float* xs, int64_t m, Out y, int split) {
   using B = Blocks<T>;
-  const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const Share sh(n, split);
   const int lane = threadIdx.x % 32;
   const int64_t r0 = int64_t(blockIdx.y) * MR;
-  if (row >= n) return;
   constexpr int per = B::kValues / 16;
-  const int64_t nb = k / B::kValues, groups = nb * per;
-  const uint8_t* wr = w + row * nb * B::kBytes;
+  const int64_t nb = k / B::kValues, groups = sh.live ? nb * per : 0;
+  const uint8_t* wr = w + (sh.live ? sh.row : 0) * nb * B::kBytes;
   // The row streams into L2 while the kernel before (the activations') finishes.
-  prefetch_l2(wr, nb * B::kBytes, lane, 32);
+  if (sh.live) prefetch_l2(wr, nb * B::kBytes, sh.part * 32 + lane, 32 * split);
   pdl_wait();
   pdl_trigger();
   float acc[MR] = {};
   // Unrolled so that the loads of several groups are in flight at once (see fmatvec).
 #pragma unroll(kDepth)
-  for (int64_t gi = lane; gi < groups; gi += 32) {
+  for (int64_t gi = lane + 32 * sh.part; gi < groups; gi += 32 * split) {
     const int64_t bi = gi / per;
     const int g = int(gi % per);
     float D, M;
@@ -267,12 +343,7 @@ __global__ void __launch_bounds__(32 * kWarps)
                                B::kValues == 256 ? 0.f : xs[(r0 + r) * nb + bi], g);
     }
   }
-#pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    float v = acc[r];
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0 && r0 + r < m) y[(r0 + r) * n + row] = v;
-  }
+  finish(acc, sh, n, r0, m, y);
 }
 
 // Float weights: lanes take 8 values at a time (16 bytes of f16 / bf16, 32 of f32), kLoads
@@ -297,20 +368,20 @@ constexpr int kLoads = 4;
 
 template <class W, int MR>
 __global__ void __launch_bounds__(32 * kWarps)
-    fmatvec(const W* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {
-  const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+    fmatvec(const W* w, int64_t n, int64_t k, const float* x, int64_t m, Out y, int split) {
+  const Share sh(n, split);
   const int lane = threadIdx.x % 32;
   const int64_t r0 = int64_t(blockIdx.y) * MR;
-  if (row >= n) return;
-  const W* wr = w + row * k;
-  prefetch_l2(wr, k * int64_t(sizeof(W)), lane, 32);
+  const W* wr = w + (sh.live ? sh.row : 0) * k;
+  if (sh.live) prefetch_l2(wr, k * int64_t(sizeof(W)), sh.part * 32 + lane, 32 * split);
   pdl_wait();
   pdl_trigger();
   float acc[MR] = {};
   const bool vec = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
                    reinterpret_cast<uintptr_t>(x) % 16 == 0;
-  const int64_t k8 = vec ? k : 0;
-  for (int64_t i0 = 8 * lane; i0 < k8; i0 += 256 * kLoads) {
+  const int64_t kk = sh.live ? k : 0, k8 = vec ? kk : 0;
+  const int64_t step = 256 * kLoads * int64_t(split);
+  for (int64_t i0 = 8 * lane + 256 * kLoads * sh.part; i0 < k8; i0 += step) {
     Vec8<W> raw[kLoads];
 #pragma unroll
     for (int u = 0; u < kLoads; ++u)
@@ -334,18 +405,13 @@ __global__ void __launch_bounds__(32 * kWarps)
       }
     }
   }
-  for (int64_t i = k8 + lane; i < k; i += 32) {
+  for (int64_t i = k8 + lane + 32 * sh.part; i < kk; i += 32 * int64_t(split)) {
     const float wv = float(load(wr[i]));
 #pragma unroll
     for (int r = 0; r < MR; ++r)
       if (r0 + r < m) acc[r] = fmaf(wv, x[(r0 + r) * k + i], acc[r]);
   }
-#pragma unroll
-  for (int r = 0; r < MR; ++r) {
-    float v = acc[r];
-    for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
-    if (lane == 0 && r0 + r < m) y[(r0 + r) * n + row] = v;
-  }
+  finish(acc, sh, n, r0, m, y);
 }
 
 // bf16 weights and 2 to 8 activation rows (a batch's decode) on the tensor cores: the fp32
@@ -377,7 +443,7 @@ __device__ __forceinline__ void split3(const float (&x)[8], uint32_t (&h)[3][4])
 }
 
 __global__ void __launch_bounds__(32 * kSplitWarps)
-    bmatvec(const __nv_bfloat16* w, int64_t n, int64_t k, const float* x, int64_t m, float* y) {
+    bmatvec(const __nv_bfloat16* w, int64_t n, int64_t k, const float* x, int64_t m, Out y) {
   __shared__ float part[kSplitWarps][32][4];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
   const int64_t n0 = int64_t(blockIdx.x) * 16, chunks = k / 32;
@@ -428,7 +494,7 @@ __global__ void __launch_bounds__(32 * kSplitWarps)
     for (int w8 = 0; w8 < kSplitWarps; ++w8) v += part[w8][lane][i];
     // c0, c1: weight row g, activation rows 2 t, 2 t + 1; c2, c3: weight row g + 8.
     const int64_t row = n0 + g + (i >= 2 ? 8 : 0), xrow = 2 * t + (i % 2);
-    if (row < n && xrow < m) y[xrow * n + row] = v;
+    if (row < n && xrow < m) y.put(xrow * n + row, v);
   }
 }
 
@@ -449,36 +515,45 @@ bool use_mma(int64_t m, int64_t k, const void* w, const void* x) {
          reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
-// x [m, k] f32 times the weights into y [m, n] f32.
-void matvec(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int64_t n, int64_t k,
+// Warps per weight row (Share): doubled while the product's warps still fit the device in
+// one round of its resident warps and each share keeps 512 or more of k.
+int split_for(int64_t n, int64_t k) {
+  const int64_t fill = int64_t(sm_count()) * 64;
+  int split = 1;
+  while (split < kWarps && n * split * 2 <= fill && k / (split * 2) >= 512) split *= 2;
+  return split;
+}
+
+// x [m, k] f32 times the weights into y [m, n] f32 (plus its addend).
+void matvec(const Tensor& x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k,
             cudaStream_t s) {
   const DType wt = w.dtype();
   const auto* wp = static_cast<const uint8_t*>(w.data());
   const auto* xp = static_cast<const float*>(x.data());
-  auto* yp = static_cast<float*>(y.data());
+  const int split = split_for(n, k), rows = kWarps / split;
   by_rows(m, [&](auto mr) {
     constexpr int MR = decltype(mr)::value;
-    const dim3 grid(unsigned((n + kWarps - 1) / kWarps), unsigned((m + MR - 1) / MR));
+    const dim3 grid(unsigned((n + rows - 1) / rows), unsigned((m + MR - 1) / MR));
     if (is_quantized(wt)) {
       Act a = quantize_act(x, wt, m, k, s);
       visit_quant(wt, [&](auto t) {
         constexpr DType T = decltype(t)::value;
         launch_pdl(qmatvec<T, MR, kQuantDepth<T>>, grid, 32 * kWarps, 0, s, wp, n, k,
                    static_cast<const int8_t*>(a.q.data()), static_cast<const float*>(a.d.data()),
-                   static_cast<const float*>(a.s.data()), m, yp);
+                   static_cast<const float*>(a.s.data()), m, yp, split);
       });
     } else if (wt == DType::f16) {
       launch_pdl(fmatvec<__half, MR>, grid, 32 * kWarps, 0, s, reinterpret_cast<const __half*>(wp),
-                 n, k, xp, m, yp);
+                 n, k, xp, m, yp, split);
     } else if (wt == DType::bf16 && use_mma(m, k, wp, xp)) {
       launch_pdl(bmatvec, unsigned((n + 15) / 16), 32 * kSplitWarps, 0, s,
                  reinterpret_cast<const __nv_bfloat16*>(wp), n, k, xp, m, yp);
     } else if (wt == DType::bf16) {
       launch_pdl(fmatvec<__nv_bfloat16, MR>, grid, 32 * kWarps, 0, s,
-                 reinterpret_cast<const __nv_bfloat16*>(wp), n, k, xp, m, yp);
+                 reinterpret_cast<const __nv_bfloat16*>(wp), n, k, xp, m, yp, split);
     } else {
       launch_pdl(fmatvec<float, MR>, grid, 32 * kWarps, 0, s, reinterpret_cast<const float*>(wp), n,
-                 k, xp, m, yp);
+                 k, xp, m, yp, split);
     }
   });
   RLX_CUDA_LAUNCHED("quant_matmul");
@@ -510,28 +585,47 @@ void gemm_path(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int
                s);
 }
 
+// y[i] += c[i % cn]: the addend after a GEMM.
+__global__ void add_repeating(float* y, const float* c, int64_t total, int64_t cn) {
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] += c[i % cn];
+}
+
 void quant_matmul_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor& w = in[1];
   const int64_t n = w.shape()[0], k = w.shape()[1];
-  const int64_t m = k ? in[0].numel() / k : 0;
+  const int64_t m = k ? in[0].numel() / k : out[0].numel() / std::max<int64_t>(n, 1);
   cudaStream_t s = stream_of(ctx);
   if (m * n == 0) return;
-  if (k == 0) return fill(out[0], 0, s);
   // The kernels give f32 products; the 16-byte loads of the K-quant blocks need their start
   // aligned (a fresh allocation is).
   const Tensor y = out[0].dtype() == DType::f32 ? out[0].reshape({m, n})
                                                 : Tensor::empty(DType::f32, {m, n}, in[0].device());
+  // The addend repeats every cn outputs (quant_matmul_supported); it joins the f32 products
+  // before their one rounding to a 16-bit output.
+  const Tensor c =
+      in.size() == 3 ? as_dtype(in[2].contiguous(), DType::f32, {in[2].numel()}, s) : Tensor();
+  const Out o{static_cast<float*>(y.data()),
+              c.defined() ? static_cast<const float*>(c.data()) : nullptr,
+              c.defined() ? std::max<int64_t>(c.numel(), 1) : 1};
   const Tensor wa = reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 ? w : w.clone();
-  if (m <= kMatvecRows)
-    matvec(as_dtype(in[0], DType::f32, {m, k}, s), wa, y, m, n, k, s);
-  else
-    gemm_path(in[0], wa, y, m, n, k, s);
+  const bool matvec_path = k > 0 && m <= kMatvecRows;
+  if (k == 0) fill(y, 0, s);
+  if (matvec_path) matvec(as_dtype(in[0], DType::f32, {m, k}, s), wa, o, m, n, k, s);
+  if (k > 0 && !matvec_path) gemm_path(in[0], wa, y, m, n, k, s);
+  if (o.c && !matvec_path) {
+    add_repeating<<<blocks_for(m * n), kThreads, 0, s>>>(o.y, o.c, m * n, o.cn);
+    RLX_CUDA_LAUNCHED("quant_matmul");
+  }
   if (y.data() != out[0].data()) cast_into(y, out[0].reshape({m, n}), s);
 }
 
-// Plain weights and f32 / f16 / bf16 activations (f64 takes the decomposition).
+// Plain weights and f32 / f16 / bf16 activations (f64 takes the decomposition); an addend
+// that repeats over the output (backend/addend.h).
 bool quant_matmul_supported(const KernelQuery& q) {
   const DType x = q.inputs[0].dtype, w = q.inputs[1].dtype;
+  if (q.inputs.size() == 3 && !addend_repeats(q.inputs[2], q.outputs[0])) return false;
   return q.attrs.get_string("layout") == "rows" &&
          (x == DType::f32 || x == DType::f16 || x == DType::bf16) &&
          (is_quantized(w) || w == DType::f32 || w == DType::f16 || w == DType::bf16);
