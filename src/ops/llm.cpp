@@ -1,4 +1,4 @@
-// The LLM ops: rope, kv_cache_write, attention_cached, sample. Their layouts are the ones a
+// The LLM ops: rope, kv_cache_write, attention_cached, sample, swiglu. Their layouts are the ones a
 // decode step produces without transposes: activations [B, S, H, D] (as the projections
 // leave them), the KV cache [B, KVH, C, D] (each head's rows contiguous, as attention reads
 // them). Rules and decompositions are in llm_rules.cpp.
@@ -8,6 +8,7 @@
 #include "ops/fused.h"
 #include "ops/infer_util.h"
 #include "ops/llm_rules.h"
+#include "rlx/ops.h"
 
 namespace rlx::detail {
 
@@ -236,6 +237,42 @@ void register_sample(OpRegistry& r) {
   r.add(std::move(d));
 }
 
+// ---- swiglu --------------------------------------------------------------------------
+
+std::vector<TensorType> infer_swiglu(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  expect_min_rank(ctx, 0, 1);
+  Shape s = ctx.shape(0);
+  const auto axis = size_t(normalize_axis(ctx, ctx.attrs().get_int("axis"), int64_t(s.size())));
+  const Dim& d = s[axis];
+  if (d.is_static() && d.value() % 2 != 0)
+    ctx.fail("expected an even size along axis ", axis, " (gate and up halves), got ",
+             ctx.input(0).str());
+  s[axis] = d.is_static() ? Dim(d.value() / 2) : Dim::unknown();
+  return one({ctx.dtype(0), s});
+}
+
+// silu of the first half times the second: split, silu, mul.
+std::vector<Value> swiglu_decomposed(const RuleArgs& a) {
+  std::vector<Value> halves =
+      op_n("split", {a.inputs[0]}, {{"axis", a.attrs.get_int("axis")}, {"num", int64_t(2)}});
+  return {op("silu", {halves[0]}) * halves[1]};
+}
+
+void register_swiglu(OpRegistry& r) {
+  OpDef d;
+  d.name = "swiglu";
+  d.arity(1).attr("axis", AttrKind::Int, AttrValue(-1));
+  d.doc =
+      "silu(a) * b for the halves a, b of x along axis (a first): a gated MLP's activation "
+      "over its gate and up projections stacked in one product (llama's FFN), without "
+      "splitting that product first.";
+  d.infer = infer_swiglu;
+  d.decompose = swiglu_decomposed;
+  set_rules_by_decomposition(d);
+  r.add(std::move(d));
+}
+
 }  // namespace
 
 void register_llm_ops(OpRegistry& r) {
@@ -243,6 +280,7 @@ void register_llm_ops(OpRegistry& r) {
   register_kv_cache_write(r);
   register_attention_cached(r);
   register_sample(r);
+  register_swiglu(r);
 }
 
 }  // namespace rlx::detail

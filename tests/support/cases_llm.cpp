@@ -117,6 +117,16 @@ void sample_cases(Cases& c) {
       bad("sample", {"f32[2,9]", "i64[2,2]"}, {{"repeat_penalty", 0.0}}, V, "repeat_penalty > 0"));
 }
 
+void swiglu_cases(Cases& c) {
+  c.push_back(ok("swiglu", {"f32[1,1,11264]"}, {}, {"f32[1,1,5632]"}));
+  c.push_back(ok("swiglu", {"bf16[b,s,?]"}, {}, {"bf16[b,s,?]"}));
+  c.push_back(ok("swiglu", {"f16[8,6]"}, {{"axis", 0}}, {"f16[4,6]"}));
+  c.push_back(bad("swiglu", {"f32[2,7]"}, {}, V, "even size along axis 1"));
+  c.push_back(bad("swiglu", {"i32[2,8]"}, {}, T, "float dtype"));
+  c.push_back(bad("swiglu", {"f32[2,8]"}, {{"axis", 2}}, V, "axis"));
+  c.push_back(bad("swiglu", {"f32[]"}, {}, V, "rank"));
+}
+
 }  // namespace
 
 std::vector<InferCase> llm_cases() {
@@ -125,6 +135,7 @@ std::vector<InferCase> llm_cases() {
   kv_cache_cases(c);
   attention_cached_cases(c);
   sample_cases(c);
+  swiglu_cases(c);
   return c;
 }
 

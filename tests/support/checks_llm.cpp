@@ -439,6 +439,39 @@ void sample_checks(CheckTable& t) {
   t.add(std::move(bad));
 }
 
+// ---- swiglu --------------------------------------------------------------------------
+
+// silu(a) * b over the halves of x along axis, in double.
+Tensors swiglu_ref(const Tensors& in, const Attrs& a) {
+  const Tensor& x = in[0];
+  const int64_t rank = x.rank(),
+                axis = a.get_int("axis") < 0 ? a.get_int("axis") + rank : a.get_int("axis");
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x.shape()[size_t(d)];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= x.shape()[size_t(d)];
+  const int64_t f = x.shape()[size_t(axis)] / 2;
+  std::vector<double> v = values(x), y;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < f; ++j)
+      for (int64_t i = 0; i < inner; ++i) {
+        const double g = v[size_t((o * 2 * f + j) * inner + i)];
+        const double u = v[size_t((o * 2 * f + f + j) * inner + i)];
+        y.push_back(g / (1 + std::exp(-g)) * u);
+      }
+  std::vector<int64_t> shape = x.shape();
+  shape[size_t(axis)] = f;
+  return {tensor_of(x.dtype(), shape, y)};
+}
+
+void swiglu_checks(CheckTable& t) {
+  uint64_t seed = 3900;
+  for (DType dt : kFloats)
+    t.add(ref_check("swiglu", dt, {random_tensor(dt, {3, 2, 22}, ++seed, -4, 4)}, {{"axis", -1}},
+                    swiglu_ref, "a fused gate / up product"));
+  t.add(ref_check("swiglu", DType::f32, {random_tensor(DType::f32, {4, 6, 3}, ++seed, -4, 4)},
+                  {{"axis", 1}}, swiglu_ref, "an inner axis (decomposed on the GPU)"));
+}
+
 }  // namespace
 
 CheckTable checks_llm() {
@@ -447,6 +480,7 @@ CheckTable checks_llm() {
   kv_cache_checks(t);
   attention_cached_checks(t);
   sample_checks(t);
+  swiglu_checks(t);
   return t;
 }
 

@@ -38,6 +38,9 @@ GradTable grads_llm() {
                   "partial, freq_factors, inverse"),
       {0}));
 
+  t.add(with_inputs("swiglu", {f64({2, 3, 8}, 60)}, {}, "last axis"));
+  t.add(with_inputs("swiglu", {f64({4, 3}, 61)}, {{"axis", 0}}, "first axis"));
+
   // Rows 1..2 of sequence 0 and 3..4 of sequence 1 are written: their cache gradient is 0.
   t.add(with_inputs("kv_cache_write",
                     {f64({2, 2, 5, 3}, 45), f64({2, 2, 2, 3}, 46), idx(DType::i32, {2}, {1, 3})},

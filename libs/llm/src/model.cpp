@@ -123,9 +123,15 @@ class Builder {
     Value o = op("attention_cached", {q, kc, vc, pos}, {{"scale", 1.0 / std::sqrt(double(D))}});
     x = x + linear(reshape(o, {0, 0, H * D}), name("attn_output.weight"));
     h = norm(x, name("ffn_norm.weight"));
-    std::vector<Value> gate_up = linears(
-        h, name("ffn_gate_up.weight"), {name("ffn_gate.weight"), name("ffn_up.weight")}, {"", ""});
-    return x + linear(op("silu", {gate_up[0]}) * gate_up[1], name("ffn_down.weight"));
+    // A fused gate / up product goes through swiglu whole (no split of it first).
+    const std::string group = name("ffn_gate_up.weight");
+    Value act;
+    if (fused_.count(group)) {
+      act = op("swiglu", {linear(h, group)});
+    } else {
+      act = op("silu", {linear(h, name("ffn_gate.weight"))}) * linear(h, name("ffn_up.weight"));
+    }
+    return x + linear(act, name("ffn_down.weight"));
   }
 
  private:

@@ -195,8 +195,11 @@ bool split_contiguous(const void* src, int64_t outer, int64_t inner, std::span<v
   int64_t len = 0;
   for (int64_t n : sizes) len += n;
   if (outer * len * unit == 0) return true;
-  std::vector<int64_t> all{unit, int64_t(reinterpret_cast<uintptr_t>(src))};
+  // Words as wide as every part's run per outer index allows (a [512, 2 x 5632] f32 gate /
+  // up product moves in 16-byte words, not in its 4-byte unit).
+  std::vector<int64_t> all{int64_t(reinterpret_cast<uintptr_t>(src))};
   for (void* d : dst) all.push_back(int64_t(reinterpret_cast<uintptr_t>(d)));
+  for (int64_t n : sizes) all.push_back(n * unit);
   const int w = widest_word(all);
   SplitParts p{};
   p.start[0] = 0;

@@ -1,4 +1,5 @@
-// rope and kv_cache_write on CUDA, and the family's registration (as backend/cpu/llm.cpp).
+// rope, kv_cache_write and swiglu on CUDA, and the family's registration (as
+// backend/cpu/llm.cpp).
 //
 // rope: one thread per rotated pair (or passed-through dim) of a position, over its heads;
 // the angle in double, as on the CPU (at position 4000 an f32 angle is already ~2e-4 rad off), so
@@ -8,9 +9,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cuda/elementwise_ops.cuh"
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/llm_kernels.h"
+#include "rlx/axes.h"
 
 namespace rlx::gpu {
 
@@ -195,6 +198,43 @@ void kv_cache_write_kernel(const KernelContext& ctx, Ins in, Outs out) {
   RLX_CUDA_LAUNCHED("kv_cache_write");
 }
 
+// ---- swiglu ---------------------------------------------------------------------------
+
+// One thread per output element of rows of f: silu of the gate half times the up half (the
+// elementwise kernels' Silu, so the fused form computes what the split one does).
+template <class T>
+__global__ void swiglu_rows(const T* x, T* y, int64_t rows, int64_t f) {
+  pdl_wait();
+  pdl_trigger();
+  RLX_GRID_STRIDE(i, rows * f) {
+    const int64_t r = i / f, j = i % f;
+    const float a = float(load(x[r * 2 * f + j])), b = float(load(x[r * 2 * f + f + j]));
+    y[i] = store<T>(ewop::Silu{}(a)*b);
+  }
+}
+
+void swiglu_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  const int64_t f = x.shape().back() / 2, rows = f ? out[0].numel() / f : 0;
+  if (rows * f == 0) return;
+  cudaStream_t s = stream_of(ctx);
+  visit(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T> && !std::is_same_v<T, double>)
+      launch_pdl(swiglu_rows<T>, blocks_for(rows * f), kThreads, 0, s,
+                 static_cast<const T*>(x.data()), static_cast<T*>(out[0].data()), rows, f);
+  });
+  RLX_CUDA_LAUNCHED("swiglu");
+}
+
+// The halves along the last axis, f32 / f16 / bf16 (others: the decomposition).
+bool swiglu_supported(const KernelQuery& q) {
+  const TensorType& x = q.inputs[0];
+  const DType t = x.dtype;
+  return (t == DType::f32 || t == DType::f16 || t == DType::bf16) &&
+         norm_axis(q.attrs.get_int("axis"), int64_t(x.shape.size())) == int64_t(x.shape.size()) - 1;
+}
+
 bool float_pair(const KernelQuery& q) {
   return q.inputs.size() >= 2 && is_float(q.inputs[0].dtype) && is_float(q.inputs[1].dtype);
 }
@@ -204,6 +244,7 @@ bool float_pair(const KernelQuery& q) {
 void register_llm(KernelRegistry& r) {
   add_kernel(r, "rope", rope_kernel, dtype_in(kFloat));
   add_kernel(r, "kv_cache_write", kv_cache_write_kernel, float_pair, {.makes_outputs = true});
+  add_kernel(r, "swiglu", swiglu_kernel, swiglu_supported);
   register_attention_cached(r);
   register_sample(r);
 }
