@@ -6,8 +6,10 @@
 //
 // quant_matmul with few activation rows (decode: up to kMatvecRows) runs the matvec: the rows are
 // first quantized to int8 blocks by ggml's rules (the CPU kernel's, so both compute one product:
-// q8_0 / q8_1 per 32 values with f16 scales, q8_K per 256), then one warp per weight row streams
-// its blocks once, lanes taking 16-value groups in turn, with dp4a integer dots per group. Float
+// q8_0 / q8_1 per 32 values with f16 scales, q8_K per 256), then one warp per weight row (or
+// 2-4 sharing it, where the product has few rows: Share) streams its blocks once, lanes
+// taking 16-value groups in turn, with dp4a integer dots per group; the store adds the
+// addend (a residual the fusion pass folded in). Float
 // weights stream 16 bytes per lane with f32 products; bf16 ones with 2 to 8 rows multiply
 // on the tensor cores (bmatvec, exact products). The matvecs launch programmatically
 // dependent (kernels.cuh): they prefetch their rows into L2 while the kernel before them
@@ -15,7 +17,6 @@
 // decoded to bf16 once per call; linalg.h's batched_gemm, cuBLASLt).
 #include <cuda_fp16.h>
 
-#include <cstdlib>
 #include <vector>
 
 #include "backend/addend.h"
