@@ -231,6 +231,20 @@ CheckTable checks_conv() {
        true,
        {{"pads", IntList{1, 1, 1, 1}}},
        "wider (blocked layouts)"},
+      // Taps that mostly read padding (the CPU's conv_by_taps): an ASPP-like dilation on a
+      // small map, two images; a 3-D one with a stride.
+      {{2, 6, 6, 6},
+       {5, 6, 3, 3},
+       true,
+       {{"pads", IntList{4, 4, 4, 4}}, {"dilations", IntList{4, 4}}},
+       "dilation 4 on 6 x 6"},
+      {{1, 3, 4, 5, 5},
+       {4, 3, 3, 3, 3},
+       false,
+       {{"pads", IntList{3, 3, 3, 3, 3, 3}},
+        {"dilations", IntList{3, 3, 3}},
+        {"strides", IntList{1, 2, 1}}},
+       "3-D dilation 3, stride"},
   };
   add_cases(t, "conv", conv_all, {kF32, kF64, kF16, kBF16}, 100);
   add_cases(t, "conv", conv_more, {kF32, kF64}, 200);
