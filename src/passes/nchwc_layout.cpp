@@ -64,8 +64,8 @@ bool reads_plain(const Node& conv) {
   return conv.attrs.get_int("groups") == 1 && conv.inputs[0].shape()[1].value() <= 4;
 }
 
-// A conv conv_blocked can take: 2-D, f32, static shapes, constant weights, groups 1 or
-// depthwise, no input activation, run natively.
+// A conv conv_blocked can take: 2-D, f32, static shapes, constant weights, groups 1,
+// depthwise or of whole channel blocks, no input activation, run natively.
 bool takes_conv(const Graph& g, const Node& n, const PassContext& ctx) {
   if (!is_conv(n) || n.inputs.size() < 2 || !static_f32(n.inputs[0], 4) ||
       !static_f32(n.inputs[1], 4) || !static_f32(n.outputs[0], 4))
@@ -75,7 +75,10 @@ bool takes_conv(const Graph& g, const Node& n, const PassContext& ctx) {
   if (n.op_name() == "fused_conv" && n.attrs.get_string("input_activation") != "none") return false;
   int64_t groups = n.attrs.get_int("groups"), c = n.inputs[0].shape()[1].value();
   int64_t m = n.outputs[0].shape()[1].value();
-  if (groups != 1 && !(groups == c && m == c)) return false;
+  // Groups of whole channel blocks (RegNet's 8-channel groups on 8 lanes) stay blocked too.
+  const int64_t lanes = nchwc_lanes();
+  const bool block_groups = groups > 1 && (c / groups) % lanes == 0 && (m / groups) % lanes == 0;
+  if (groups != 1 && !(groups == c && m == c) && !block_groups) return false;
   // oneDNN must have a direct kernel for the x the conv will read (reads_plain).
   std::vector<TensorType> types;
   for (Value v : n.inputs) types.push_back(v.type());

@@ -92,6 +92,36 @@ std::string blocked8x8(int64_t c) {
   return "f32[1," + std::to_string((c + l - 1) / l) + ",8,8," + std::to_string(l) + "]";
 }
 
+TEST(NchwcLayout, GroupsOfWholeBlocksStayBlocked) {
+  // RegNet's grouped 3x3 convs: groups of 16 channels are whole blocks at 8 or 16 lanes
+  // and run blocked between the 1x1 convs; groups of 4 channels are not (a plain conv).
+  const std::string w = weights("wa", "32,3,3,3", 32 * 27, 1) +
+                        weights("wb", "32,16,3,3", 32 * 16 * 9, 2) +
+                        weights("wc", "32,4,3,3", 32 * 4 * 9, 3);
+  const std::string b32 = blocked8x8(32), l = std::to_string(passes::nchwc_lanes());
+  expect_pass("nchwc_layout",
+              R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + w + R"(
+      %0 = conv(%x, %wa) {pads=[1, 1, 1, 1]} : f32[1,32,8,8]
+      %1 = conv(%0, %wb) {groups=2, pads=[1, 1, 1, 1]} : f32[1,32,8,8]
+      %2 = conv(%1, %wc) {groups=8, pads=[1, 1, 1, 1]} : f32[1,32,8,8]
+      return out=%2
+    })",
+              R"(
+    graph main(%x: f32[1,3,8,8]) {
+)" + w + R"(
+      %0 = conv_blocked(%x, %wa) {activation="none", lanes=)" +
+                  l + R"(, pads=[1, 1, 1, 1]} : )" + b32 + R"(
+      %1 = conv_blocked(%0, %wb) {activation="none", groups=2, lanes=)" +
+                  l + R"(, pads=[1, 1, 1, 1]} : )" + b32 + R"(
+      %2 = from_blocked(%1) {channels=32} : f32[1,32,8,8]
+      %3 = conv(%2, %wc) {groups=8, pads=[1, 1, 1, 1]} : f32[1,32,8,8]
+      return out=%3
+    })",
+              blocked_tolerance());
+}
+
 TEST(NchwcLayout, ChannelConcatOfWholeBlocksStaysBlocked) {
   // SqueezeNet's fire module: two convs of 16 channels (whole blocks at 8 or 16 lanes)
   // concatenated along the channels, then a 1x1 conv: the concat runs along the blocks.

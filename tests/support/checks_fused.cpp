@@ -339,6 +339,9 @@ CheckTable checks_fused() {
       cb({blk({1, 16, 8, 8}), r(f, {16, 16, 3, 3})},
          A{{"dilations", IntList{2, 2}}, {"auto_pad", "same_upper"}},
          "dilated, same_upper, no bias");
+      cb({blk({1, 32, 7, 7}), r(f, {32, 16, 3, 3}), r(f, {32})},
+         A{{"groups", 2}, {"pads", IntList{1, 1, 1, 1}}, {"activation", "relu"}},
+         "groups of 16 channels (whole blocks)");
       // max_pool_blocked: max_pool of the logical tensor, blocked again (zero lanes included).
       auto mp = [&](std::vector<int64_t> shape, Attrs attrs, std::string note) {
         attrs.set("lanes", l);
