@@ -70,7 +70,9 @@ std::vector<const PassInfo*> PassRegistry::all() const {
 
 std::vector<std::string> default_pipeline(Device device, int opt_level, Precision precision) {
   std::vector<std::string> want;
-  if (opt_level >= 1) want = {"dce", "constant_folding", "simplify", "cse"};
+  // dce again after simplify and cse: the nodes they bypass (x * sigmoid(x)'s sigmoid, now a
+  // silu) would otherwise still read their inputs when the fusions ask for single readers.
+  if (opt_level >= 1) want = {"dce", "constant_folding", "simplify", "cse", "dce"};
   if (opt_level >= 2) {
     // Epilogue fusions first (they see plain matmul / conv nodes), then precision (so the
     // fused ops compute in 16 bits), then the clean-up its casts need, and elementwise

@@ -16,6 +16,8 @@
 //       x's dtype exactly (so cast(cast(x: bf16, f32), bf16) is x)
 //   x / c (float constant) -> x * (1 / c): may differ by 1 ulp, as in XLA and PyTorch;
 //       exact when c is a power of two. Only where 1 / c is a normal number.
+//   x * sigmoid(x), sigmoid(x) * x -> silu(x) (how ONNX exporters write SiLU / swish; the
+//       fusion passes then take it as a conv's or a matmul's activation)
 //   an elementwise op's input broadcast_to(y) or broadcast_like(y, …), or a splat
 //       constant, that the op would broadcast anyway -> y, or a scalar constant
 #include <cmath>
@@ -34,16 +36,26 @@ constexpr int64_t kMaxReciprocal = int64_t{1} << 20;  // elements of a divisor m
 // The ops the rules are about, resolved once.
 struct Ops {
   const OpDef *add, *sub, *mul, *div, *neg, *cast, *transpose, *reshape, *squeeze, *expand_dims,
-      *reshape_like, *broadcast_to, *broadcast_like;
+      *reshape_like, *broadcast_to, *broadcast_like, *sigmoid, *silu;
 
   static const Ops& get() {
     static const Ops ops = [] {
       const OpRegistry& r = OpRegistry::global();
-      return Ops{&r.get("add"),           &r.get("sub"),          &r.get("mul"),
-                 &r.get("div"),           &r.get("neg"),          &r.get("cast"),
-                 &r.get("transpose"),     &r.get("reshape"),      &r.get("squeeze"),
-                 &r.get("expand_dims"),   &r.get("reshape_like"), &r.get("broadcast_to"),
-                 &r.get("broadcast_like")};
+      return Ops{&r.get("add"),
+                 &r.get("sub"),
+                 &r.get("mul"),
+                 &r.get("div"),
+                 &r.get("neg"),
+                 &r.get("cast"),
+                 &r.get("transpose"),
+                 &r.get("reshape"),
+                 &r.get("squeeze"),
+                 &r.get("expand_dims"),
+                 &r.get("reshape_like"),
+                 &r.get("broadcast_to"),
+                 &r.get("broadcast_like"),
+                 &r.get("sigmoid"),
+                 &r.get("silu")};
     }();
     return ops;
   }
@@ -217,6 +229,12 @@ class Simplifier {
       }
     }
     if (op == ops_.div) return reciprocal(in, want);
+    if (op == ops_.mul) {  // x * sigmoid(x), either order: SiLU as ONNX exporters write it
+      for (size_t i : {size_t(1), size_t(0)}) {
+        const Node* p = made_by(in[i], ops_.sigmoid);
+        if (p && p->inputs[0] == in[1 - i]) return emit(*ops_.silu, {in[1 - i]}, {}, want);
+      }
+    }
     return {};
   }
 

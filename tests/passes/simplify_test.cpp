@@ -90,6 +90,24 @@ TEST(Simplify, LeavesWhatDependsOnXThroughNanAndInfinity) {
               "");
 }
 
+TEST(Simplify, TimesItsSigmoidIsSilu) {
+  // Either order; the sigmoid stays for dce. A sigmoid of another value is left alone.
+  expect_pass("simplify", R"(graph main(%x: f32[2,3], %y: f32[2,3]) {
+      %s = sigmoid(%x) : f32[2,3]
+      %a = mul(%x, %s) : f32[2,3]
+      %b = mul(%s, %x) : f32[2,3]
+      %c = mul(%y, %s) : f32[2,3]
+      return a=%a, b=%b, c=%c
+    })",
+              R"(graph main(%x: f32[2,3], %y: f32[2,3]) {
+      %s = sigmoid(%x) : f32[2,3]
+      %a = silu(%x) : f32[2,3]
+      %b = silu(%x) : f32[2,3]
+      %c = mul(%y, %s) : f32[2,3]
+      return a=%a, b=%b, c=%c
+    })");
+}
+
 TEST(Simplify, DoubleNegationCollapsesInOneRun) {
   expect_pass("simplify", R"(graph main(%x: i64[batch]) {
       %a = neg(%x) : i64[batch]
