@@ -131,8 +131,19 @@ int main(int argc, char** argv) {
       threads = std::max(1, std::atoi(argv[++i]));
     else if (a == "--quick")
       runs = 10;
-    else
+    else if (a.rfind("-", 0) == 0) {
+      std::fprintf(stderr,
+                   "usage: rlx-bench-onnx [MODELS_DIR] [--runs N] [--threads N] [--quick]\n"
+                   "  MODELS_DIR holds one folder per model with model.onnx (default "
+                   "../shared/models)\n");
+      return a == "--help" || a == "-h" ? 0 : 2;
+    } else
       root = a;
+  }
+  std::error_code ec;
+  if (!fs::is_directory(root, ec)) {
+    std::fprintf(stderr, "rlx-bench-onnx: expected a folder of models, got '%s'\n", root.c_str());
+    return 2;
   }
   std::vector<fs::path> models;
   for (const auto& e : fs::directory_iterator(root))

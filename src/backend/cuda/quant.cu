@@ -68,8 +68,8 @@ __device__ __forceinline__ int64_t source_row(const I* rows, int64_t r, int64_t 
 }
 
 // 16 values to out: as 16-byte vectors where kVec (out 16-byte aligned), else one by one.
-// A warp's scalar stores would each touch 32 sectors for 64 useful bytes: decoding a 1.1 B
-// model's q8_0 weights to bf16 for a prefill ran at ~0.3 TB/s that way.
+// A warp's scalar stores would each touch 32 sectors for 64 useful bytes (bench/RESULTS.md,
+// "LLM on the GPU": a prefill decodes its quantized weights this way).
 template <bool kVec, class O>
 __device__ __forceinline__ void store16(O* out, const float (&v)[16]) {
   if constexpr (kVec && sizeof(O) <= 4) {
@@ -357,8 +357,7 @@ struct Vec8 {
 };
 
 // 16 bytes that are read once (weights): not kept in L1, which then holds the activation
-// rows every warp of the SM reads again (H100, 1.1 B bf16 decode, two A/B rounds against
-// __ldg: 532 -> 541 and 528 -> 537 tokens/s).
+// rows every warp of the SM reads again (measured in bench/RESULTS.md, "LLM on the GPU").
 __device__ __forceinline__ uint4 load_once(const uint4* p) {
   uint4 r;
   asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
