@@ -82,6 +82,26 @@ double round_to(DType dt, double v) { return values(tensor_of(dt, {}, {v}))[0]; 
 Value k(Value like, double v) { return scalar_like(like, v); }
 
 void add_float_chains(CheckTable& t) {
+  // relu(x * s + t) with per-channel s, t in a blocked layout's shape (a run of lanes
+  // repeated over the pixels): blocks of repeats longer than a tile, runs of 8 and of 5
+  // (tiles then start inside a run), and many blocks per tile ([4, 5, 3, 5]).
+  for (Sizes xs : {Sizes{1, 3, 50, 7, 8}, Sizes{2, 3, 40, 7, 5}, Sizes{4, 5, 3, 5}}) {
+    Sizes cs = xs;
+    cs[cs.size() - 2] = 1;
+    if (cs.size() == 5) cs[2] = 1;
+    Tensors in = {random_tensor(DType::f32, xs, 6), random_tensor(DType::f32, cs, 7),
+                  random_tensor(DType::f32, cs, 8)};
+    t.add(region_check(
+        DType::f32, in,
+        [](Graph&, const std::vector<Value>& x) {
+          return std::vector<Value>{relu(x[0] * x[1] + x[2])};
+        },
+        [xs](const Tensors& in, const Attrs&) {
+          Vals y = eval(xs, in, [](const Vals& a) { return std::max(0.0, a[0] * a[1] + a[2]); });
+          return Tensors{tensor_of(DType::f32, xs, y)};
+        },
+        "per-channel affine, runs repeated over pixels"));
+  }
   for (DType dt : kFloats) {
     // relu(sigmoid(x * a + s) * x - 0.25): a broadcast row, a scalar input, a constant.
     Tensors in = {random_tensor(dt, {4, 5}, 1), random_tensor(dt, {5}, 2),

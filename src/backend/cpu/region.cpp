@@ -830,10 +830,43 @@ using GatherFn = void (*)(const ew::Space<1>&, const void* base, int64_t t0, int
 using FillFn = void (*)(const void* src, void* tile, int64_t n);  // one value, converted
 using StoreFn = void (*)(const void* tile, void* dst, int64_t n, bool stream);
 
+// Short runs repeated by a broadcast dim above them (a per-channel operand in the blocked
+// layout: 8 or 16 lanes repeated over the pixels): each run is loaded once and copied
+// along, where walking it would call load_block for every 8 elements. False otherwise.
+template <class T>
+bool gather_repeated(const ew::Space<1>& sp, const T* x, int64_t t0, int64_t t1, compute_t<T>* o) {
+  constexpr int64_t kMaxRun = 32;
+  const size_t r = sp.shape.size();
+  if (r < 2 || sp.shape[r - 1] > kMaxRun || sp.strides[r - 2][0] != 0) return false;
+  const int64_t len = sp.shape[r - 1], rep = sp.shape[r - 2], block = len * rep;
+  compute_t<T> run[kMaxRun];
+  for (int64_t i = t0; i < t1;) {
+    int64_t b = i / block, off = 0;  // the block of runs i is in: its source run
+    for (size_t d = r - 2; d-- > 0;) {
+      off += (b % sp.shape[d]) * sp.strides[d][0];
+      b /= sp.shape[d];
+    }
+    ew::load_block(x + off, sp.strides[r - 1][0], run, len);
+    const int64_t end = std::min(t1, (i / block + 1) * block), total = end - i;
+    compute_t<T>* dst = o + (i - t0);
+    // One period (the run from i's place in it), then the filled part doubled.
+    const int64_t at = i % len, first = std::min(len, total);
+    for (int64_t k = 0; k < first; ++k) dst[k] = run[(at + k) % len];
+    for (int64_t done = first; done < total;) {
+      const int64_t n = std::min(done, total - done);
+      std::memcpy(dst + done, dst, size_t(n) * sizeof(compute_t<T>));
+      done += n;
+    }
+    i = end;
+  }
+  return true;
+}
+
 template <class T>
 void gather_tile(const ew::Space<1>& sp, const void* base, int64_t t0, int64_t t1, void* tile) {
   const T* x = static_cast<const T*>(base);
   auto* o = static_cast<compute_t<T>*>(tile);
+  if (gather_repeated(sp, x, t0, t1, o)) return;
   ew::walk(sp, t0, t1, [&](int64_t i, const std::array<int64_t, 1>& off, int64_t n) {
     ew::load_block(x + off[0], sp.inner()[0], o + (i - t0), n);
   });
