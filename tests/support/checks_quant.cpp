@@ -212,20 +212,8 @@ std::vector<double> addend_values(const Tensors& in, const std::vector<int64_t>&
   std::vector<double> out(size_t(total), 0.0);
   if (in.size() < 3) return out;
   const std::vector<double> c = values(in[2]);
-  const std::vector<int64_t>& cs = in[2].shape();
-  const size_t rank = shape.size(), lead = rank - cs.size();
-  for (int64_t i = 0; i < total; ++i) {
-    int64_t rest = i, ci = 0, stride = 1;
-    for (size_t d = rank; d-- > 0;) {
-      const int64_t at = rest % shape[d];
-      rest /= shape[d];
-      if (d < lead) continue;
-      const int64_t cd = cs[d - lead];
-      ci += (cd == 1 ? 0 : at) * stride;
-      stride *= cd;
-    }
-    out[size_t(i)] = c[size_t(ci)];
-  }
+  for (int64_t i = 0; i < total; ++i)
+    out[size_t(i)] = c[size_t(broadcast_index(unravel(i, shape), in[2].shape()))];
   return out;
 }
 

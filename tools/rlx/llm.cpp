@@ -220,7 +220,7 @@ int bench_llm_command(const LlmOptions& o) {
   // at a time from an empty cache (here after one untimed token, which compiles the step).
   // The first run warms up (compiles); on a GPU the second too, as it captures the step's
   // CUDA Graph, which the timed runs replay.
-  const int warm = o.device == "cpu" ? 1 : 2;
+  const int warm = lo.device.is_cpu() ? 1 : 2;
   std::vector<double> pp, tg;
   for (int r = 0; r < o.bench_reps + warm; ++r) {
     if (o.bench_prompt > 0) {
