@@ -354,9 +354,16 @@ def torch_tg(runner, c, N, B, reps):
         pos = torch.zeros(1, dtype=torch.long, device=dev)
         tok = runner.decode(first, pos, 1)
         sync(dev)
+        # RLX_PROFILE_RANGE=1: the last timed run inside cudaProfilerStart / Stop, for
+        # `ncu --profile-from-start off` (the decode kernels without the compiles' own).
+        profile = dev.type == 'cuda' and r == reps and os.environ.get('RLX_PROFILE_RANGE')
+        if profile:
+            torch.cuda.cudart().cudaProfilerStart()
         t0 = time.perf_counter()
         runner.decode(tok, pos, N)
         sync(dev)
+        if profile:
+            torch.cuda.cudart().cudaProfilerStop()
         if r > 0:
             ts.append(time.perf_counter() - t0)
     return B * N / sorted(ts)[len(ts) // 2]

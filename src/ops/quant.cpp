@@ -5,12 +5,16 @@
 //     whole; c (a residual stream or a bias) broadcasts onto the product without growing
 //     it: matmul_fusion folds a following add into it where a device's kernel adds c as
 //     it stores each product (a decode step's residual adds cost no kernel of their own).
+//   fused_quant_matmul(x, [scale], w, [c]) = swiglu(quant_matmul(rms_norm(x), w)) + c, each
+//     part optional: an LLM block's norm, product, gate and residual as matmul_fusion
+//     folds them where a device runs them as one kernel.
 // quant_matmul decomposes into dequantize + dot_general, which is how a device without a
 // kernel runs it; its rules differentiate and batch through x only (a quantized weight is
 // a constant: it has no tangent).
 #include "rlx/quant.h"
 
 #include "ops/families.h"
+#include "ops/fused.h"
 #include "ops/infer_util.h"
 #include "rlx/rules.h"
 
@@ -79,33 +83,43 @@ VmapResult dequantize_vmap(const RuleArgs& a, std::span<const int> in_axes) {
 
 // ---- quant_matmul ----------------------------------------------------------------------
 
-Types infer_quant_matmul(const InferContext& ctx) {
-  expect_float(ctx, 0);
-  expect_weights(ctx, 1);
-  expect_min_rank(ctx, 0, 1);
-  expect_rank(ctx, 1, 2);
-  const Shape &x = ctx.shape(0), &w = ctx.shape(1);
-  Dim k = unify_dims(ctx, x.back(), w[1],
-                     cat("contraction dims of ", ctx.input(0).str(), " and ", ctx.input(1).str()));
-  expect_whole_blocks(ctx, 1, k);
+// x (input xi) @ w^T (input wi)'s shape, the weights' layout checked.
+Shape product_shape(const InferContext& ctx, size_t xi, size_t wi) {
+  expect_float(ctx, xi);
+  expect_weights(ctx, wi);
+  expect_min_rank(ctx, xi, 1);
+  expect_rank(ctx, wi, 2);
+  const Shape &x = ctx.shape(xi), &w = ctx.shape(wi);
+  Dim k =
+      unify_dims(ctx, x.back(), w[1],
+                 cat("contraction dims of ", ctx.input(xi).str(), " and ", ctx.input(wi).str()));
+  expect_whole_blocks(ctx, wi, k);
   if (ctx.attrs().get_string("layout") == "rows8") {
-    if (!quant::interleavable(ctx.dtype(1)))
+    if (!quant::interleavable(ctx.dtype(wi)))
       ctx.fail_type(
           "expected weights of a dtype with an interleaved form (q4_0) for layout "
           "rows8, got ",
-          ctx.input(1).str());
+          ctx.input(wi).str());
     if (w[0].is_static() && w[0].value() % 8 != 0)
-      ctx.fail("expected a multiple of 8 weight rows for layout rows8, got ", ctx.input(1).str());
+      ctx.fail("expected a multiple of 8 weight rows for layout rows8, got ", ctx.input(wi).str());
   }
   Shape out(x.begin(), x.end() - 1);
   out.push_back(w[0]);
-  if (ctx.num_inputs() == 3) {
-    expect_same_dtype(ctx, 0, 2);
-    if (broadcast_shapes(ctx, out, ctx.shape(2)).size() != out.size())
-      ctx.fail("expected an addend c that broadcasts onto the product ",
-               TensorType{ctx.dtype(0), out}.str(), " without growing it, got ",
-               ctx.input(2).str());
-  }
+  return out;
+}
+
+// The addend (input ci, when there is one) broadcasts onto out without growing it.
+void expect_addend(const InferContext& ctx, size_t ci, const Shape& out) {
+  if (ctx.num_inputs() <= ci) return;
+  expect_same_dtype(ctx, 0, ci);
+  if (broadcast_shapes(ctx, out, ctx.shape(ci)).size() != out.size())
+    ctx.fail("expected an addend c that broadcasts onto the product ",
+             TensorType{ctx.dtype(0), out}.str(), " without growing it, got ", ctx.input(ci).str());
+}
+
+Types infer_quant_matmul(const InferContext& ctx) {
+  Shape out = product_shape(ctx, 0, 1);
+  expect_addend(ctx, 2, out);
   return {{ctx.dtype(0), out}};
 }
 
@@ -196,6 +210,50 @@ VmapResult quant_matmul_vmap(const RuleArgs& a, std::span<const int> in_axes) {
   return {{op("quant_matmul", {x, w}, a.attrs)}, {ax}};
 }
 
+// ---- fused_quant_matmul ------------------------------------------------------------------
+// quant_matmul with what surrounds it in an LLM block folded in (matmul_fusion): the
+// rms_norm before it (norm "rms_norm": input 1 is the norm's scale) and the swiglu after it
+// (activation "swiglu" over the product's halves), then the addend.
+
+bool has_norm(const Attrs& a) { return a.get_string("norm") == "rms_norm"; }
+
+Types infer_fused_quant_matmul(const InferContext& ctx) {
+  const bool norm = has_norm(ctx.attrs());
+  const size_t wi = norm ? 2 : 1;
+  if (ctx.num_inputs() < wi + 1)
+    ctx.fail("expected x, ", norm ? "the norm's scale, " : "", "w and an optional addend, got ",
+             ctx.num_inputs(), " inputs");
+  Shape out = product_shape(ctx, 0, wi);
+  if (norm) {
+    expect_same_dtype(ctx, 0, 1);
+    expect_rank(ctx, 1, 1);
+    unify_dims(ctx, ctx.shape(1)[0], ctx.shape(0).back(),
+               cat("the norm's scale ", ctx.input(1).str(), " and x's last dim"));
+    expect_at_least(ctx, "epsilon", ctx.attrs().get_float("epsilon"), 0.0);
+  }
+  if (ctx.attrs().get_string("activation") == "swiglu") {
+    Dim& n = out.back();
+    if (n.is_static() && n.value() % 2 != 0)
+      ctx.fail("expected an even number of weight rows (gate and up halves) for swiglu, got ",
+               ctx.input(wi).str());
+    n = n.is_static() ? Dim(n.value() / 2) : Dim::unknown();
+  }
+  expect_addend(ctx, wi + 1, out);
+  return {{ctx.dtype(0), out}};
+}
+
+Values fused_quant_matmul_decomposed(const RuleArgs& a) {
+  const bool norm = has_norm(a.attrs);
+  const size_t wi = norm ? 2 : 1;
+  Value x = a.inputs[0];
+  if (norm)
+    x = op("rms_norm", {x, a.inputs[1]},
+           {{"axis", int64_t(-1)}, {"epsilon", a.attrs.get_float("epsilon")}});
+  Value y = op("quant_matmul", {x, a.inputs[wi]}, {{"layout", a.attrs.get_string("layout")}});
+  if (a.attrs.get_string("activation") == "swiglu") y = op("swiglu", {y});
+  return {a.inputs.size() > wi + 1 ? y + a.inputs[wi + 1] : y};
+}
+
 }  // namespace
 
 void register_quant_ops(OpRegistry& r) {
@@ -230,6 +288,24 @@ void register_quant_ops(OpRegistry& r) {
   mm.jvp = quant_matmul_jvp;
   mm.vmap = quant_matmul_vmap;
   r.add(std::move(mm));
+
+  OpDef fq;
+  fq.name = "fused_quant_matmul";
+  fq.arity(2, 4)
+      .attr("norm", AttrKind::String, AttrValue("none"), {"none", "rms_norm"})
+      .attr("epsilon", AttrKind::Float, AttrValue(1e-6))
+      .attr("activation", AttrKind::String, AttrValue("none"), {"none", "swiglu"})
+      .attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8"});
+  fq.doc =
+      "act(quant_matmul(norm(x), w)) + c: inputs x, [scale (norm rms_norm: rms_norm over x's "
+      "last dim with this scale and epsilon)], w, [c]; activation swiglu takes silu of the "
+      "product's first half times its second (output n / 2 wide). What matmul_fusion makes "
+      "of an LLM block's norm -> product -> swiglu -> residual add where a device runs it as "
+      "one kernel; rules by its decomposition.";
+  fq.infer = infer_fused_quant_matmul;
+  fq.decompose = fused_quant_matmul_decomposed;
+  set_rules_by_decomposition(fq);
+  r.add(std::move(fq));
 }
 
 }  // namespace rlx::detail

@@ -12,7 +12,9 @@
 // for float dtypes on a device with a native fused_matmul kernel.
 //
 // Likewise quant_matmul(x, w) -> add(·, c) becomes quant_matmul(x, w, c) where c does not
-// grow the product and the device's kernel adds it as it stores (an LLM's residual adds).
+// grow the product and the device's kernel adds it as it stores (an LLM's residual adds),
+// and rms_norm -> quant_matmul -> swiglu (-> add) becomes fused_quant_matmul where the
+// device runs that as one kernel (an LLM block's norm, product and gate).
 #include <algorithm>
 
 #include "ops/fused.h"
@@ -78,26 +80,88 @@ std::optional<Product> product_of(const Node& n) {
   return std::nullopt;
 }
 
-// quant_matmul's single reader `add` folded in as its addend.
-void fold_addends(const Graph& g, const PassContext& ctx, const UseInfo& uses, FusionPlan& plan) {
+// The single reader of v when it is an `op` node no other pattern took; -1 otherwise.
+int32_t sole_reader(const Graph& g, const UseInfo& uses, const FusionPlan& plan, Value v,
+                    std::string_view op) {
+  if (!uses.single_use(v)) return -1;
+  const int32_t u = uses.users[size_t(v.id)][0];
+  const Node& n = g.nodes()[size_t(u)];
+  return n.op_name() == op && !plan.taken(u) ? u : -1;
+}
+
+// Whether a norm / swiglu node works over its input's last axis.
+bool over_last_axis(const Node& n) {
+  return norm_axis(n.attrs.get_int("axis"), n.inputs[0].rank()) == n.inputs[0].rank() - 1;
+}
+
+// quant_matmul(x, w) with its neighbours folded in: the rms_norm that makes x (with a scale,
+// over the last axis, read by nothing else), a swiglu over the product's last axis, then
+// an add of an addend that does not grow the result. Only the add: quant_matmul with an
+// addend; the norm or the swiglu too: fused_quant_matmul. Each where the device's kernel
+// takes it.
+void fold_quant(const Graph& g, const PassContext& ctx, const UseInfo& uses, FusionPlan& plan) {
   const auto& nodes = g.nodes();
+  // The pattern rooted at quant_matmul node i, with or without its norm and swiglu; false
+  // where the device's kernel does not take it.
+  auto fold = [&](int32_t i, bool neighbours) {
+    const Node& n = nodes[size_t(i)];
+    Attrs attrs{{"norm", std::string("none")},
+                {"epsilon", 1e-6},
+                {"activation", std::string("none")},
+                {"layout", n.attrs.get_string("layout")}};
+    std::vector<int32_t> chain;  // the nodes folded in, the root last
+    std::vector<Value> in{n.inputs[0], n.inputs[1]};
+    const int32_t p = neighbours ? producer_index(g, n.inputs[0]) : -1;
+    if (p >= 0 && !plan.taken(p) && uses.single_use(n.inputs[0])) {
+      const Node& norm = nodes[size_t(p)];
+      if (norm.op_name() == "rms_norm" && norm.inputs.size() == 2 && over_last_axis(norm) &&
+          norm.inputs[1].rank() == 1) {
+        attrs.set("norm", std::string("rms_norm"));
+        attrs.set("epsilon", norm.attrs.get_float("epsilon"));
+        in = {norm.inputs[0], norm.inputs[1], n.inputs[1]};
+        chain.push_back(p);
+      }
+    }
+    chain.push_back(i);
+    Value cur = n.outputs[0];
+    const int32_t s = neighbours ? sole_reader(g, uses, plan, cur, "swiglu") : -1;
+    if (s >= 0 && over_last_axis(nodes[size_t(s)])) {
+      attrs.set("activation", std::string("swiglu"));
+      chain.push_back(s);
+      cur = nodes[size_t(s)].outputs[0];
+    }
+    if (neighbours && chain.size() == 1) return false;
+    const std::string op = neighbours ? "fused_quant_matmul" : "quant_matmul";
+    if (!neighbours) attrs = n.attrs;
+    auto native = [&](const std::vector<Value>& v) {
+      std::vector<TensorType> types;
+      for (Value x : v) types.push_back(x.type());
+      return native_type(ctx, op, types, attrs);
+    };
+    const int32_t a = sole_reader(g, uses, plan, cur, "add");
+    if (a >= 0 && nodes[size_t(a)].outputs[0].type() == cur.type()) {
+      const Node& add = nodes[size_t(a)];
+      std::vector<Value> with = in;
+      with.push_back(add.inputs[0] == cur ? add.inputs[1] : add.inputs[0]);
+      if (auto t = native(with); t && *t == add.outputs[0].type()) {
+        in = std::move(with);
+        chain.push_back(a);
+        cur = add.outputs[0];
+      }
+    }
+    if (chain.size() == 1) return false;
+    if (auto t = native(in); !t || *t != cur.type()) return false;
+    for (size_t k = 0; k + 1 < chain.size(); ++k) plan.claim(chain[k]);
+    plan.root(chain.back(), in, [in, op, attrs](Rewriter& rw) {
+      return std::vector<Value>{rw.dst().apply1(op, rw(in), attrs)};
+    });
+    return true;
+  };
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
-    if (n.op_name() != "quant_matmul" || n.inputs.size() != 2 || plan.taken(int32_t(i)) ||
-        !uses.single_use(n.outputs[0]))
-      continue;
-    const int32_t u = uses.users[size_t(n.outputs[0].id)][0];
-    const Node& a = nodes[size_t(u)];
-    if (a.op_name() != "add" || plan.taken(u) || a.outputs[0].type() != n.outputs[0].type())
-      continue;
-    const Value c = a.inputs[0] == n.outputs[0] ? a.inputs[1] : a.inputs[0];
-    std::vector<Value> in{n.inputs[0], n.inputs[1], c};
-    auto t = native_type(ctx, "quant_matmul", {in[0].type(), in[1].type(), c.type()}, n.attrs);
-    if (!t || *t != a.outputs[0].type()) continue;
-    plan.claim(int32_t(i));
-    plan.root(u, in, [in, attrs = n.attrs](Rewriter& rw) {
-      return std::vector<Value>{rw.dst().apply1("quant_matmul", rw(in), attrs)};
-    });
+    if (n.op_name() == "quant_matmul" && n.inputs.size() == 2 && !plan.taken(int32_t(i)) &&
+        !fold(int32_t(i), true))
+      fold(int32_t(i), false);
   }
 }
 
@@ -105,7 +169,7 @@ std::unique_ptr<Graph> matmul_fusion(const Graph& g, const PassContext& ctx) {
   if (!has_any_op(g, {"matmul", "dot_general", "fused_matmul", "quant_matmul"})) return nullptr;
   UseInfo uses(g);
   FusionPlan plan(g);
-  fold_addends(g, ctx, uses, plan);
+  fold_quant(g, ctx, uses, plan);
   const auto& nodes = g.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
@@ -165,7 +229,7 @@ std::unique_ptr<Graph> matmul_fusion(const Graph& g, const PassContext& ctx) {
 void register_matmul_fusion(PassRegistry& r) {
   r.add({"matmul_fusion", matmul_fusion,
          "matmul (+ bias add) (+ activation) -> fused_matmul; quant_matmul + add -> quant_matmul "
-         "with an addend"});
+         "with an addend; rms_norm + quant_matmul + swiglu (+ add) -> fused_quant_matmul"});
 }
 
 }  // namespace rlx::passes

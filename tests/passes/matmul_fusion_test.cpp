@@ -339,6 +339,62 @@ TEST(MatmulFusion, QuantMatmulTakesTheAddAsItsAddend) {
               "");
 }
 
+// An LLM block's feed-forward half, then the next block's q / k / v product.
+const char* kLlmBlock = R"(
+    graph main(%x: f32[1,64], param %g: f32[64], param %wu: bf16[32,64], param %wd: f16[64,16],
+               param %wq: bf16[24,64]) {
+      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,64]
+      %1 = quant_matmul(%0, %wu) : f32[1,32]
+      %2 = swiglu(%1) : f32[1,16]
+      %3 = quant_matmul(%2, %wd) : f32[1,64]
+      %4 = add(%x, %3) : f32[1,64]
+      %5 = rms_norm(%4, %g) {epsilon=1e-05} : f32[1,64]
+      %6 = quant_matmul(%5, %wq) : f32[1,24]
+      return y=%4, q=%6
+    })";
+
+TEST(MatmulFusion, QuantNormAndSwigluStayWithoutAFusedKernel) {
+  // The CPU has no fused_quant_matmul kernel: only the residual add joins its product.
+  expect_pass("matmul_fusion", kLlmBlock, R"(
+    graph main(%x: f32[1,64], param %g: f32[64], param %wu: bf16[32,64], param %wd: f16[64,16],
+               param %wq: bf16[24,64]) {
+      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,64]
+      %1 = quant_matmul(%0, %wu) : f32[1,32]
+      %2 = swiglu(%1) : f32[1,16]
+      %3 = quant_matmul(%2, %wd, %x) : f32[1,64]
+      %4 = rms_norm(%3, %g) {epsilon=1e-05} : f32[1,64]
+      %5 = quant_matmul(%4, %wq) : f32[1,24]
+      return y=%3, q=%5
+    })");
+}
+
+#ifdef RLX_HAVE_CUDA
+TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnCuda) {
+  KernelRegistry cuda;
+  register_cuda_kernels(cuda);
+  // The norms fold into the products they feed (the residual stream %3 is also an
+  // output: the norm reads it, no one else reads the norm), swiglu into the gate / up
+  // product; a norm read by two products stays.
+  expect_pass("matmul_fusion", kLlmBlock, R"(
+    graph main(%x: f32[1,64], param %g: f32[64], param %wu: bf16[32,64], param %wd: f16[64,16],
+               param %wq: bf16[24,64]) {
+      %0 = fused_quant_matmul(%x, %g, %wu) {activation="swiglu", epsilon=1e-05, norm="rms_norm"} : f32[1,16]
+      %1 = quant_matmul(%0, %wd, %x) : f32[1,64]
+      %2 = fused_quant_matmul(%1, %g, %wq) {epsilon=1e-05, norm="rms_norm"} : f32[1,24]
+      return y=%1, q=%2
+    })",
+              test::on_device(Device::cuda(), cuda));
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[1,64], param %g: f32[64], param %w: bf16[24,64]) {
+      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,64]
+      %1 = quant_matmul(%0, %w) : f32[1,24]
+      %2 = quant_matmul(%0, %w) : f32[1,24]
+      return a=%1, b=%2
+    })",
+              "", test::on_device(Device::cuda(), cuda));
+}
+#endif
+
 TEST(MatmulFusion, FusionPassesAreLinearOnLargeGraphs) {
   // 2,500 layers of transpose + matmul + bias + gelu: 10,000 nodes through every pass of
   // this family, each walking the graph once.

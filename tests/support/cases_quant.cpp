@@ -62,6 +62,26 @@ std::vector<InferCase> quant_cases() {
           "a multiple of 8 weight rows"),
       bad("quant_matmul", {"f32[1,64]", "q4_0[16,64]"}, {{"layout", std::string("cols")}}, V,
           "layout"),
+      // fused_quant_matmul: x, [the norm's scale], w, [c]; swiglu halves the product.
+      ok("fused_quant_matmul", {"f32[1,1,2048]", "f32[2048]", "bf16[11264,2048]"},
+         {{"norm", std::string("rms_norm")}, {"activation", std::string("swiglu")}},
+         {"f32[1,1,5632]"}),
+      ok("fused_quant_matmul", {"f32[b,s,256]", "f32[256]", "q4_k[n,256]"},
+         {{"norm", std::string("rms_norm")}}, {"f32[b,s,n]"}),
+      ok("fused_quant_matmul", {"f32[2,64]", "q8_0[10,64]", "f32[2,5]"},
+         {{"activation", std::string("swiglu")}}, {"f32[2,5]"}),
+      ok("fused_quant_matmul", {"f32[s,64]", "q8_0[n,64]"}, {{"activation", std::string("swiglu")}},
+         {"f32[s,?]"}),
+      bad("fused_quant_matmul", {"f32[2,64]", "q8_0[9,64]"},
+          {{"activation", std::string("swiglu")}}, V, "an even number of weight rows"),
+      bad("fused_quant_matmul", {"f32[2,64]", "f32[32]", "q8_0[8,64]"},
+          {{"norm", std::string("rms_norm")}}, V, "the norm's scale"),
+      bad("fused_quant_matmul", {"f32[2,64]", "f16[64]", "q8_0[8,64]"},
+          {{"norm", std::string("rms_norm")}}, T, "dtype"),
+      bad("fused_quant_matmul", {"f32[2,64]", "f32[64]"}, {{"norm", std::string("rms_norm")}}, V,
+          "expected x, the norm's scale, w"),
+      bad("fused_quant_matmul", {"f32[2,64]", "q8_0[8,64]"}, {{"activation", std::string("gelu")}},
+          V, "activation"),
   };
 }
 

@@ -217,51 +217,120 @@ std::vector<double> addend_values(const Tensors& in, const std::vector<int64_t>&
   return out;
 }
 
-// quant_matmul within the bound described at the top of the file, plus the addend's: a
-// 16-bit output may round twice (the product, then its sum with c: the unfused add's way).
-std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Attrs&) {
-  const Tensor &x = in[0], &w = in[1];
+// x @ w^T as quant_matmul_verify's reference takes it (x rounded by ggml's rules for
+// quantized weights): per output, the long double sum and the sum of |terms|.
+struct Products {
+  std::vector<double> s, mag;
+};
+Products exact_products(const Tensor& x, const Tensor& w) {
   const int64_t n = w.shape()[0], k = w.shape()[1], m = k ? x.numel() / k : 0;
-  std::vector<int64_t> shape = x.shape();
-  shape.back() = n;
-  if (out[0].dtype() != x.dtype() || out[0].shape() != shape)
-    return cat("expected ", TensorType{x.dtype(), to_shape(shape)}.str(), ", got ",
-               out[0].type().str());
-  std::vector<double> xv = values(x), wv = decoded(w), y = values(out[0]), sb;
-  const std::vector<double> cv = addend_values(in, shape);
+  std::vector<double> xv = values(x), wv = decoded(w), sb;
   const bool q = is_quantized(w.dtype()) && x.dtype() != DType::f64;
   const bool has_min = w.dtype() == DType::q4_1 || w.dtype() == DType::q5_1;
   const int64_t blk = q ? dtype_block(w.dtype()) : 1;
-  const double rel = x.dtype() == DType::f64 ? 3e-7 : 1e-5;  // f64: the f32-decoded weights
-  const double out_rel = x.dtype() == DType::f16 ? 0x1p-11 : x.dtype() == DType::bf16 ? 0x1p-8 : 0;
   const Tensor wc = w.contiguous();
-  int bad = 0;
-  std::string first;
+  Products p{std::vector<double>(size_t(m * n)), std::vector<double>(size_t(m * n))};
   for (int64_t r = 0; r < m; ++r) {
     const std::vector<double> xr =
         q ? ggml_rounded(w.dtype(), xv.data() + r * k, k, sb)
           : std::vector<double>(xv.begin() + r * k, xv.begin() + (r + 1) * k);
     for (int64_t j = 0; j < n; ++j) {
-      long double s = 0, mag = 0;
+      long double sum = 0, mag = 0;
       for (int64_t b = 0; b < k / blk; ++b) {
         long double xsum = 0;
         for (int64_t i = b * blk; i < (b + 1) * blk; ++i) {
           const double xi = xr[size_t(i)], wi = wv[size_t(j * k + i)];
-          s += (long double)xi * wi;
+          sum += (long double)xi * wi;
           mag += std::fabs(xi * wi);
           xsum += xi;
         }
-        if (has_min) s += block_min(wc, j, b) * (sb[size_t(b)] - xsum);
+        if (has_min) sum += block_min(wc, j, b) * (sb[size_t(b)] - xsum);
       }
-      const double c = cv[size_t(r * n + j)];
-      double want = double(s) + c, got = y[size_t(r * n + j)];
-      double bound =
-          rel * double(mag) + (out_rel + 1e-6) * (2 * std::fabs(want) + std::fabs(c)) + 1e-30;
-      if (!(std::fabs(got - want) <= bound) && bad++ == 0)
-        first = cat("at [", r, ", ", j, "]: expected ", want, " within ", bound, ", got ", got);
+      p.s[size_t(r * n + j)] = double(sum);
+      p.mag[size_t(r * n + j)] = double(mag);
     }
   }
+  return p;
+}
+
+// out against act(x @ w^T) + c: each product within rel Σ|terms| (through swiglu's
+// derivatives), plus the rounding of a 16-bit output (twice: the product's, then its sum
+// with c, the unfused add's way).
+std::string verify_products(const Tensor& x, const Tensor& w, const Tensor* c, bool swiglu,
+                            double rel, const Tensor& y) {
+  const int64_t n = w.shape()[0], width = swiglu ? n / 2 : n;
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = width;
+  if (y.dtype() != x.dtype() || y.shape() != shape)
+    return cat("expected ", TensorType{x.dtype(), to_shape(shape)}.str(), ", got ", y.type().str());
+  const Products p = exact_products(x, w);
+  const std::vector<double> got = values(y);
+  Tensors with_c{x, w};
+  if (c) with_c.push_back(*c);
+  const std::vector<double> cv = addend_values(with_c, shape);
+  const double out_rel = x.dtype() == DType::f16 ? 0x1p-11 : x.dtype() == DType::bf16 ? 0x1p-8 : 0;
+  const double out_abs = x.dtype() == DType::f16 ? 0x1p-24 : 0;  // f16's underflow
+  int bad = 0;
+  std::string first;
+  for (int64_t i = 0; i < int64_t(got.size()); ++i) {
+    const int64_t r = i / width, j = i % width;
+    const size_t a = size_t(r * n + j);
+    double want = p.s[a], err = rel * p.mag[a];
+    if (swiglu) {  // silu(g) u, the errors of g and u (their sums', a 16-bit rounding of each
+                   // where the decomposition stores them) through d/dg and d/du
+      const double g = p.s[a], u = p.s[a + size_t(width)], sg = 1 / (1 + std::exp(-g));
+      const double eg = rel * p.mag[a] + out_rel * std::fabs(g),
+                   eu = rel * p.mag[a + size_t(width)] + out_rel * std::fabs(u);
+      want = g * sg * u;
+      // (+ silu's own 16-bit output, which may underflow)
+      err = std::fabs(sg * (1 + g * (1 - sg)) * u) * eg + std::fabs(g * sg) * eu +
+            (out_rel * std::fabs(g * sg) + out_abs) * std::fabs(u) + out_abs;
+    }
+    want += cv[size_t(i)];
+    const double bound =
+        err + (out_rel + 1e-6) * (2 * std::fabs(want) + std::fabs(cv[size_t(i)])) + 1e-30;
+    if (!(std::fabs(got[size_t(i)] - want) <= bound) && bad++ == 0)
+      first = cat("at [", r, ", ", j, "]: expected ", want, " within ", bound, ", got ",
+                  got[size_t(i)]);
+  }
   return bad ? cat(bad, " outside the bound; first ", first) : "";
+}
+
+// quant_matmul within the bound described at the top of the file, plus the addend's.
+std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Attrs&) {
+  const double rel = in[0].dtype() == DType::f64 ? 3e-7 : 1e-5;  // f64: the f32-decoded weights
+  return verify_products(in[0], in[1], in.size() == 3 ? &in[2] : nullptr, false, rel, out[0]);
+}
+
+// fused_quant_matmul: rms_norm in double (stored in x's dtype, as the unfused op stores
+// it), then the product, swiglu and the addend as above. Rows normalised on the device
+// may round to other 8-bit values than the reference's where the weights are quantized:
+// one step of a block here and there, within 1e-3 Σ|w x|. On the GPU, more than 8 rows
+// multiply in bf16 (quant_matmul_gpu_verify's bound).
+std::string fused_verify(const Tensors& in, const Tensors& out, const Attrs& a, bool gpu) {
+  const bool norm = a.get_string("norm") == "rms_norm";
+  const size_t wi = norm ? 2 : 1;
+  const Tensor& w = in[wi];
+  Tensor x = in[0];
+  const int64_t k = w.shape()[1], m = k ? x.numel() / k : 0;
+  if (norm && k > 0) {
+    std::vector<double> xv = values(x);
+    const std::vector<double> g = values(in[1]);
+    for (int64_t r = 0; r < m; ++r) {
+      double ss = 0;
+      for (int64_t i = 0; i < k; ++i) ss += xv[size_t(r * k + i)] * xv[size_t(r * k + i)];
+      const double inv = 1 / std::sqrt(ss / double(k) + a.get_float("epsilon"));
+      for (int64_t i = 0; i < k; ++i) xv[size_t(r * k + i)] *= inv * g[size_t(i)];
+    }
+    x = tensor_of(x.dtype(), x.shape(), xv);
+  }
+  const bool f64 = x.dtype() == DType::f64;
+  double rel = f64 ? 3e-7 : norm && is_quantized(w.dtype()) ? 1e-3 : 1e-5;
+  // A 16-bit x: the device normalises in f32, the reference rounds the norm to x's dtype.
+  if (norm) rel += x.dtype() == DType::f16 ? 0x1p-11 : x.dtype() == DType::bf16 ? 0x1p-8 : 0;
+  if (gpu && m > 8 && !f64 && w.dtype() != DType::f32) rel = 0x1p-7;
+  return verify_products(x, w, in.size() > wi + 1 ? &in[wi + 1] : nullptr,
+                         a.get_string("activation") == "swiglu", rel, out[0]);
 }
 
 // The GPU's product of many rows (backend/cuda/quant.cu: more than its matvec's 8) runs on
@@ -363,6 +432,51 @@ std::string quant_matmul_rows8_verify(const Tensors& in, const Tensors& out, con
     quant::deinterleave_rows8(w.dtype(), static_cast<const uint8_t*>(w.data()) + g * group,
                               static_cast<uint8_t*>(plain.data()) + g * group, k);
   return quant_matmul_verify({in[0], plain}, out, a);
+}
+
+// fused_quant_matmul (an LLM block's norm -> product -> swiglu -> residual add as one op):
+// each matvec kind with the norm and / or the paired rows (fmatvec with its rows shared by
+// 2 warps, the integer dots, the bf16 tensor-core tiles), the many-row path, odd output
+// counts (a block's last pair idle), f16 / f64 activations.
+static void fused_quant_checks(CheckTable& t) {
+  uint64_t seed = 7300;
+  auto fq = [&](DType xt, std::vector<int64_t> xs, DType wt, int64_t n, bool norm, bool swiglu,
+                std::vector<int64_t> c, std::string note) {
+    const int64_t k = xs.back();
+    OpCheck ch;
+    ch.op = "fused_quant_matmul";
+    ch.dtype = is_quantized(wt) ? xt : wt;
+    ch.inputs = {random_tensor(xt, xs, ++seed, -2, 2)};
+    if (norm) ch.inputs.push_back(random_tensor(xt, {k}, ++seed, 0.5, 1.5));
+    ch.inputs.push_back(random_quantized(wt, n, k, ++seed));
+    if (!c.empty()) ch.inputs.push_back(random_tensor(xt, c, ++seed, -1, 1));
+    ch.attrs = {{"norm", std::string(norm ? "rms_norm" : "none")},
+                {"epsilon", 1e-5},
+                {"activation", std::string(swiglu ? "swiglu" : "none")}};
+    ch.verify = [](const Tensors& in, const Tensors& out, const Attrs& a) {
+      return fused_verify(in, out, a, false);
+    };
+    ch.verify_gpu = [](const Tensors& in, const Tensors& out, const Attrs& a) {
+      return fused_verify(in, out, a, true);
+    };
+    ch.note = std::move(note);
+    ch.strided = !is_quantized(wt);
+    return ch;
+  };
+  using D = DType;
+  t.add(fq(D::f32, {1, 2048}, D::bf16, 74, true, true, {}, "bf16 gate / up: norm + swiglu"));
+  t.add(fq(D::f32, {1, 2048}, D::bf16, 37, true, false, {}, "bf16 q / k / v: norm"));
+  t.add(fq(D::f32, {1, 1, 2048}, D::bf16, 40, false, true, {1, 1, 20}, "bf16 swiglu + residual"));
+  t.add(fq(D::f32, {3, 96}, D::bf16, 40, true, true, {}, "bf16, 3 rows: tensor-core tiles"));
+  t.add(fq(D::f32, {6, 96}, D::bf16, 37, true, false, {6, 37}, "bf16, 6 rows, norm + residual"));
+  t.add(fq(D::f32, {1, 256}, D::q8_0, 26, true, true, {}, "q8_0: norm + swiglu"));
+  t.add(fq(D::f32, {2, 256}, D::q4_k, 18, false, true, {2, 9}, "q4_k, 2 rows: swiglu + residual"));
+  t.add(fq(D::f32, {1, 45}, D::f16, 10, true, true, {}, "f16, k = 45 (no 16-byte loads)"));
+  t.add(fq(D::f32, {12, 64}, D::q4_0, 20, true, true, {10}, "q4_0, 12 rows: the GEMM path"));
+  t.add(fq(D::f32, {12, 64}, D::f32, 14, true, false, {14}, "f32 weights, 12 rows"));
+  t.add(fq(D::f64, {2, 32}, D::f32, 8, true, true, {}, "f64 activations (decomposed)"));
+  t.add(fq(D::f16, {2, 64}, D::q8_0, 14, false, true, {}, "f16 activations, swiglu"));
+  t.add(fq(D::f16, {1, 64}, D::f16, 10, true, false, {}, "f16 activations, norm"));
 }
 
 CheckTable checks_quant() {
@@ -497,6 +611,7 @@ CheckTable checks_quant() {
   OpCheck oob = dq({table, tensor_of(DType::i64, {2}, {1, 6})}, DType::f32, "row out of range");
   oob.error = "expected row indices in [0, 6), got 6";
   t.add(std::move(oob));
+  fused_quant_checks(t);
   return t;
 }
 

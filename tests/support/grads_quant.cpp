@@ -40,6 +40,21 @@ GradTable grads_quant() {
     f.wrt = {0, 2};
     t.add(std::move(f));
   }
+  // fused_quant_matmul through its decomposition: gradients through x, the norm's scale
+  // and the addend.
+  for (bool swiglu : {false, true}) {
+    Tensor x = random_tensor(DType::f64, {2, 32}, 7300 + swiglu, -1, 1);
+    Tensor g = random_tensor(DType::f64, {32}, 7302 + swiglu, 0.5, 1.5);
+    Tensor c = random_tensor(DType::f64, {2, swiglu ? 3 : 6}, 7304 + swiglu, -1, 1);
+    GradCheck f =
+        with_inputs("fused_quant_matmul", {x, g, random_quantized(DType::f32, 6, 32, 7306), c},
+                    {{"norm", std::string("rms_norm")},
+                     {"activation", std::string(swiglu ? "swiglu" : "none")}},
+                    swiglu ? "norm + swiglu + residual" : "norm + residual");
+    f.wrt = {0, 1, 3};
+    f.vmap = false;
+    t.add(std::move(f));
+  }
   t.exempt.push_back({"dequantize", "no gradient: weights in storage form are constants"});
   return t;
 }

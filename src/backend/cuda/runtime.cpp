@@ -34,6 +34,7 @@ namespace {
 // Copies between host and device go through two pinned halves, so that the host-side
 // memcpy of one chunk overlaps the transfer of the other.
 constexpr size_t kStagingChunk = size_t(16) << 20;
+constexpr size_t kDirectCopy = size_t(64) << 10;  // host -> device bytes copied unstaged
 
 struct DeviceState {
   int index = 0;
@@ -273,6 +274,14 @@ class CudaBackend final : public detail::DeviceBackend {
   // src: contiguous host; dst: contiguous device.
   void to_device(const Tensor& src, const Tensor& dst) {
     DeviceState& s = state(dst.device());
+    // A small copy (an LLM step's token ids and positions) goes from pageable memory: the
+    // driver stages it before cudaMemcpyAsync returns, so neither this thread nor the
+    // device waits (each wait is a round trip that leaves the device idle).
+    if (src.nbytes() <= kDirectCopy) {
+      RLX_CUDA(
+          cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyHostToDevice, s.stream));
+      return;
+    }
     std::lock_guard lock(s.staging_mu);
     stage_init(s);
     const auto* from = static_cast<const uint8_t*>(src.data());
