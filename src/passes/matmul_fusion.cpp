@@ -101,9 +101,11 @@ bool over_last_axis(const Node& n) {
 // takes it.
 void fold_quant(const Graph& g, const PassContext& ctx, const UseInfo& uses, FusionPlan& plan) {
   const auto& nodes = g.nodes();
-  // The pattern rooted at quant_matmul node i, with or without its norm and swiglu; false
-  // where the device's kernel does not take it.
-  auto fold = [&](int32_t i, bool neighbours) {
+  // The pattern rooted at quant_matmul node i, with its norm and / or swiglu where
+  // `with_norm` / `with_act` and it has them; false where the device's kernel does not take
+  // it (its norm then stays and its swiglu may still join).
+  auto fold = [&](int32_t i, bool with_norm, bool with_act) {
+    const bool neighbours = with_norm || with_act;
     const Node& n = nodes[size_t(i)];
     Attrs attrs{{"norm", std::string("none")},
                 {"epsilon", 1e-6},
@@ -111,7 +113,7 @@ void fold_quant(const Graph& g, const PassContext& ctx, const UseInfo& uses, Fus
                 {"layout", n.attrs.get_string("layout")}};
     std::vector<int32_t> chain;  // the nodes folded in, the root last
     std::vector<Value> in{n.inputs[0], n.inputs[1]};
-    const int32_t p = neighbours ? producer_index(g, n.inputs[0]) : -1;
+    const int32_t p = with_norm ? producer_index(g, n.inputs[0]) : -1;
     if (p >= 0 && !plan.taken(p) && uses.single_use(n.inputs[0])) {
       const Node& norm = nodes[size_t(p)];
       if (norm.op_name() == "rms_norm" && norm.inputs.size() == 2 && over_last_axis(norm) &&
@@ -124,7 +126,7 @@ void fold_quant(const Graph& g, const PassContext& ctx, const UseInfo& uses, Fus
     }
     chain.push_back(i);
     Value cur = n.outputs[0];
-    const int32_t s = neighbours ? sole_reader(g, uses, plan, cur, "swiglu") : -1;
+    const int32_t s = with_act ? sole_reader(g, uses, plan, cur, "swiglu") : -1;
     if (s >= 0 && over_last_axis(nodes[size_t(s)])) {
       attrs.set("activation", std::string("swiglu"));
       chain.push_back(s);
@@ -160,8 +162,8 @@ void fold_quant(const Graph& g, const PassContext& ctx, const UseInfo& uses, Fus
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node& n = nodes[i];
     if (n.op_name() == "quant_matmul" && n.inputs.size() == 2 && !plan.taken(int32_t(i)) &&
-        !fold(int32_t(i), true))
-      fold(int32_t(i), false);
+        !fold(int32_t(i), true, true) && !fold(int32_t(i), false, true))
+      fold(int32_t(i), false, false);
   }
 }
 
