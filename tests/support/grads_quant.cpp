@@ -52,7 +52,6 @@ GradTable grads_quant() {
                      {"activation", std::string(swiglu ? "swiglu" : "none")}},
                     swiglu ? "norm + swiglu + residual" : "norm + residual");
     f.wrt = {0, 1, 3};
-    f.vmap = false;
     t.add(std::move(f));
   }
   t.exempt.push_back({"dequantize", "no gradient: weights in storage form are constants"});
