@@ -258,41 +258,31 @@ void attention_cached_checks(CheckTable& t) {
     bad.note = "out of range";
     t.add(std::move(bad));
   }
+  // q, then the k and v caches of one dtype and shape, from seeds seed, seed + 1, seed + 2.
+  auto cached = [](DType dt, DType qt, std::vector<int64_t> q, DType ct, std::vector<int64_t> kv,
+                   Tensor pos, uint64_t seed, std::string note) {
+    return ref_check("attention_cached", dt,
+                     {random_tensor(qt, std::move(q), seed), random_tensor(ct, kv, seed + 1),
+                      random_tensor(ct, kv, seed + 2), std::move(pos)},
+                     {}, attention_cached_ref, std::move(note));
+  };
   // Decode over many chunks on several threads; prefill in several query blocks.
-  OpCheck decode =
-      ref_check("attention_cached", DType::f32,
-                {random_tensor(DType::f32, {1, 1, 32, 64}, 3590),
-                 random_tensor(DType::f16, {1, 4, 300, 64}, 3591),
-                 random_tensor(DType::f16, {1, 4, 300, 64}, 3592), ints(DType::i32, {1}, {290})},
-                {}, attention_cached_ref, "decode, 291 keys, D 64");
-  t.add(std::move(decode));
-  t.add(ref_check("attention_cached", DType::f32,
-                  {random_tensor(DType::f32, {1, 40, 8, 64}, 3593),
-                   random_tensor(DType::bf16, {1, 2, 128, 64}, 3594),
-                   random_tensor(DType::bf16, {1, 2, 128, 64}, 3595), ints(DType::i64, {1}, {20})},
-                  {}, attention_cached_ref, "prefill blocks, D 64"));
-  t.add(
-      ref_check("attention_cached", DType::f32,
-                {random_tensor(DType::f32, {2, 3, 4, 128}, 3596),
-                 random_tensor(DType::f32, {2, 2, 80, 128}, 3597),
-                 random_tensor(DType::f32, {2, 2, 80, 128}, 3598), ints(DType::i32, {2}, {70, 9})},
-                {}, attention_cached_ref, "D 128"));
+  t.add(cached(DType::f32, DType::f32, {1, 1, 32, 64}, DType::f16, {1, 4, 300, 64},
+               ints(DType::i32, {1}, {290}), 3590, "decode, 291 keys, D 64"));
+  t.add(cached(DType::f32, DType::f32, {1, 40, 8, 64}, DType::bf16, {1, 2, 128, 64},
+               ints(DType::i64, {1}, {20}), 3593, "prefill blocks, D 64"));
+  t.add(cached(DType::f32, DType::f32, {2, 3, 4, 128}, DType::f32, {2, 2, 80, 128},
+               ints(DType::i32, {2}, {70, 9}), 3596, "D 128"));
   // The GPU's tensor-core prefill (16-bit caches, D 64 / 128): a batch at two positions, a
   // row count (S G = 39) that leaves warps and lanes without rows, f16 queries. A probability
   // near a rounding boundary of the cache dtype may round either way in f32 and in the
   // reference's double: one f16 ulp of a probability times a value (~2^-11) is allowed.
   OpCheck mixed =
-      ref_check("attention_cached", DType::f16,
-                {random_tensor(DType::f16, {2, 13, 6, 128}, 3605),
-                 random_tensor(DType::f16, {2, 2, 90, 128}, 3606),
-                 random_tensor(DType::f16, {2, 2, 90, 128}, 3607), ints(DType::i32, {2}, {5, 70})},
-                {}, attention_cached_ref, "prefill at two positions, f16, D 128");
+      cached(DType::f16, DType::f16, {2, 13, 6, 128}, DType::f16, {2, 2, 90, 128},
+             ints(DType::i32, {2}, {5, 70}), 3605, "prefill at two positions, f16, D 128");
   OpCheck longer =
-      ref_check("attention_cached", DType::f32,
-                {random_tensor(DType::f32, {1, 100, 4, 64}, 3608),
-                 random_tensor(DType::f16, {1, 1, 200, 64}, 3609),
-                 random_tensor(DType::f16, {1, 1, 200, 64}, 3610), ints(DType::i32, {1}, {90})},
-                {}, attention_cached_ref, "prefill of 100 after 90, f16 cache, D 64");
+      cached(DType::f32, DType::f32, {1, 100, 4, 64}, DType::f16, {1, 1, 200, 64},
+             ints(DType::i32, {1}, {90}), 3608, "prefill of 100 after 90, f16 cache, D 64");
   for (OpCheck* c : {&mixed, &longer}) {
     c->atol = 1e-3;
     t.add(std::move(*c));

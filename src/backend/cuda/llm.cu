@@ -214,17 +214,7 @@ __global__ void swiglu_rows(const T* x, T* y, int64_t rows, int64_t f) {
 }
 
 void swiglu_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
-  const int64_t f = x.shape().back() / 2, rows = f ? out[0].numel() / f : 0;
-  if (rows * f == 0) return;
-  cudaStream_t s = stream_of(ctx);
-  visit(x.dtype(), [&](auto tag) {
-    using T = typename decltype(tag)::type;
-    if constexpr (is_float_v<T> && !std::is_same_v<T, double>)
-      launch_pdl(swiglu_rows<T>, blocks_for(rows * f), kThreads, 0, s,
-                 static_cast<const T*>(x.data()), static_cast<T*>(out[0].data()), rows, f);
-  });
-  RLX_CUDA_LAUNCHED("swiglu");
+  swiglu_into(in[0], out[0], stream_of(ctx));
 }
 
 // The halves along the last axis, f32 / f16 / bf16 (others: the decomposition).
@@ -240,6 +230,18 @@ bool float_pair(const KernelQuery& q) {
 }
 
 }  // namespace
+
+void swiglu_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
+  const int64_t f = x.shape().back() / 2, rows = f ? y.numel() / f : 0;
+  if (rows * f == 0) return;
+  visit(x.dtype(), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (is_float_v<T> && !std::is_same_v<T, double>)
+      launch_pdl(swiglu_rows<T>, blocks_for(rows * f), kThreads, 0, s,
+                 static_cast<const T*>(x.data()), static_cast<T*>(y.data()), rows, f);
+  });
+  RLX_CUDA_LAUNCHED("swiglu");
+}
 
 void register_llm(KernelRegistry& r) {
   add_kernel(r, "rope", rope_kernel, dtype_in(kFloat));

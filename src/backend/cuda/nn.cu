@@ -9,6 +9,7 @@
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
+#include "backend/cuda/nn.h"
 #include "rlx/axes.h"
 
 namespace rlx::gpu {
@@ -275,19 +276,15 @@ Tensor norm_param(Ins in, size_t i, const std::vector<int64_t>& tail, cudaStream
   return c;
 }
 
+// y = the norm of x's rows of n (scale / bias: contiguous n-vectors or undefined).
 template <bool kRms>
-void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  const Tensor& x = in[0];
-  if (x.numel() == 0) return;
-  const auto [rows, n, tail] = trailing_rows(x, ctx.attrs);
-  cudaStream_t s = stream_of(ctx);
-  Tensor sc = norm_param(in, 1, tail, s), bi = norm_param(in, 2, tail, s);
-  double eps = ctx.attrs.get_float("epsilon");
+void norm_into(const Tensor& x, const Tensor& sc, const Tensor& bi, double eps, int64_t rows,
+               int64_t n, const Tensor& y, cudaStream_t s) {
   visit(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     if constexpr (is_float_v<T>) {
       auto xp = static_cast<const T*>(x.data());
-      auto yp = static_cast<T*>(out[0].data());
+      auto yp = static_cast<T*>(y.data());
       auto sp = sc.defined() ? static_cast<const T*>(sc.data()) : nullptr;
       auto bp = bi.defined() ? static_cast<const T*>(bi.data()) : nullptr;
       launch_rows(rows, n, [&](auto block, int grid, int threads) {
@@ -296,6 +293,16 @@ void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
       });
     }
   });
+}
+
+template <bool kRms>
+void norm_kernel(const KernelContext& ctx, Ins in, Outs out) {
+  const Tensor& x = in[0];
+  if (x.numel() == 0) return;
+  const auto [rows, n, tail] = trailing_rows(x, ctx.attrs);
+  cudaStream_t s = stream_of(ctx);
+  Tensor sc = norm_param(in, 1, tail, s), bi = norm_param(in, 2, tail, s);
+  norm_into<kRms>(x, sc, bi, ctx.attrs.get_float("epsilon"), rows, n, out[0], s);
   RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
 }
 
@@ -905,6 +912,14 @@ void cross_entropy_grad_kernel(const KernelContext& ctx, Ins in, Outs out) {
 }
 
 }  // namespace
+
+void rms_norm_into(const Tensor& x, const Tensor& scale, double eps, const Tensor& y,
+                   cudaStream_t s) {
+  const int64_t n = x.shape().back();
+  if (x.numel() == 0) return;
+  norm_into<true>(x, scale, Tensor(), eps, x.numel() / n, n, y, s);
+  RLX_CUDA_LAUNCHED("rms_norm");
+}
 
 void register_nn(KernelRegistry& r) {
   add_kernel(r, "cross_entropy", cross_entropy_kernel, dtype_in(kFloat));

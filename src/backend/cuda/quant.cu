@@ -29,7 +29,9 @@
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/linalg.h"
+#include "backend/cuda/llm_kernels.h"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/nn.h"
 #include "backend/cuda/quant_blocks.cuh"
 #include "rlx/quant.h"
 
@@ -617,39 +619,28 @@ int split_for(int64_t n, int64_t k, bool pairs) {
   return split;
 }
 
-// rms_norm of rows of k (one block a row), as the rms_norm kernel computes it: where a
-// matvec path cannot apply fused_quant_matmul's norm itself.
-__global__ void rms_rows(const float* x, const float* g, float eps, int64_t k, float* y) {
-  const float* xr = x + int64_t(blockIdx.x) * k;
-  float* yr = y + int64_t(blockIdx.x) * k;
-  pdl_wait();
-  pdl_trigger();
-  float ss = 0;
-  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) ss += xr[i] * xr[i];
-  const float inv = 1.f / sqrtf(block_fold<FoldSum>(ss) / float(k) + eps);
-  for (int64_t i = threadIdx.x; i < k; i += blockDim.x) yr[i] = xr[i] * inv * g[i];
-}
-
-Tensor normalized(const Tensor& x, const Norm& nm, int64_t m, int64_t k, cudaStream_t s) {
+// x's rows normalised by the rms_norm kernel: where a matvec path cannot apply
+// fused_quant_matmul's norm itself.
+Tensor normalized(const Tensor& x, const Tensor& g, double eps, int64_t m, int64_t k,
+                  cudaStream_t s) {
   Tensor y = Tensor::empty(DType::f32, {m, k}, x.device());
-  launch_pdl(rms_rows, unsigned(m), kThreads, 0, s, static_cast<const float*>(x.data()), nm.g,
-             nm.eps, k, static_cast<float*>(y.data()));
-  RLX_CUDA_LAUNCHED("fused_quant_matmul: rms_norm");
+  rms_norm_into(x.reshape({m, k}), g, eps, y, s);
   return y;
 }
 
 // x [m, k] f32 times the weights into y [m, n] f32 (plus its addend; y.swiglu: [m, n / 2]),
 // after nm's norm of x where it has one.
-void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, Norm nm,
-            cudaStream_t s) {
+void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, const Tensor& g,
+            double eps, cudaStream_t s) {
   const DType wt = w.dtype();
   const auto* wp = static_cast<const uint8_t*>(w.data());
   const bool mma = wt == DType::bf16 && use_mma(m, k, wp, x.data());
   // Only fmatvec applies the norm as it multiplies; the others read normalised rows.
-  if (nm.g && (is_quantized(wt) || mma)) {
-    x = normalized(x, nm, m, k, s);
-    nm = Norm{};
-  }
+  Norm nm;
+  if (g.defined() && (is_quantized(wt) || mma))
+    x = normalized(x, g, eps, m, k, s);
+  else if (g.defined())
+    nm = {static_cast<const float*>(g.data()), float(eps), float(k)};
   const auto* xp = static_cast<const float*>(x.data());
   const int split = split_for(n, k, yp.swiglu), rows = kWarps / split;
   const int64_t outs = yp.swiglu ? n / 2 : n, per_block = yp.swiglu ? rows / 2 : rows;
@@ -714,15 +705,6 @@ __global__ void add_repeating(float* y, const float* c, int64_t total, int64_t c
     y[i] += c[i % cn];
 }
 
-// y[r, j] = silu(t[r, j]) * t[r, n / 2 + j] (+ addend): swiglu after a GEMM.
-__global__ void swiglu_store(const float* t, int64_t m, int64_t half, Out y) {
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < m * half;
-       i += int64_t(gridDim.x) * blockDim.x) {
-    const int64_t r = i / half, j = i % half;
-    y.put(i, ewop::Silu{}(t[r * 2 * half + j]) * t[r * 2 * half + half + j]);
-  }
-}
-
 // The operands of quant_matmul and fused_quant_matmul: x [..., k], the norm's scale
 // (fused, norm rms_norm), w [n, k], the addend.
 struct Operands {
@@ -748,23 +730,19 @@ void run_product(const Operands& op, const Tensor& out, cudaStream_t s) {
               c.defined() ? static_cast<const float*>(c.data()) : nullptr,
               c.defined() ? std::max<int64_t>(c.numel(), 1) : 1, width, op.swiglu};
   const Tensor g = op.g.defined() ? as_dtype(op.g.contiguous(), DType::f32, {k}, s) : Tensor();
-  const Norm nm{g.defined() ? static_cast<const float*>(g.data()) : nullptr, float(op.eps),
-                float(k)};
   const Tensor wa = reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 ? w : w.clone();
   if (k > 0 && m <= kMatvecRows) {
-    matvec(as_dtype(op.x, DType::f32, {m, k}, s), wa, o, m, n, k, nm, s);
+    matvec(as_dtype(op.x, DType::f32, {m, k}, s), wa, o, m, n, k, g, op.eps, s);
   } else {  // a GEMM (or, for k = 0, zeros), then swiglu and the addend over its output
     const Tensor t = op.swiglu ? Tensor::empty(DType::f32, {m, n}, out.device()) : y;
     if (k == 0)
       fill(t, 0, s);
     else
-      gemm_path(nm.g ? normalized(as_dtype(op.x, DType::f32, {m, k}, s), nm, m, k, s) : op.x, wa, t,
-                m, n, k, s);
-    if (op.swiglu)
-      swiglu_store<<<blocks_for(m * width), kThreads, 0, s>>>(static_cast<const float*>(t.data()),
-                                                              m, width, o);
-    else if (o.c)
-      add_repeating<<<blocks_for(m * n), kThreads, 0, s>>>(o.y, o.c, m * n, o.cn);
+      gemm_path(g.defined() ? normalized(as_dtype(op.x, DType::f32, {m, k}, s), g, op.eps, m, k, s)
+                            : op.x,
+                wa, t, m, n, k, s);
+    if (op.swiglu) swiglu_into(t, y, s);
+    if (o.c) add_repeating<<<blocks_for(m * width), kThreads, 0, s>>>(o.y, o.c, m * width, o.cn);
   }
   RLX_CUDA_LAUNCHED("quant_matmul");
   if (y.data() != out.data()) cast_into(y, out.reshape({m, width}), s);
