@@ -6,11 +6,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string_view>
 
 namespace rlx {
 struct KernelContext;  // rlx/kernel.h
-}
+class Tensor;          // rlx/tensor.h
+}  // namespace rlx
 
 namespace rlx::cuda {
 
@@ -69,6 +71,35 @@ class Event {
   void* event_ = nullptr;
   int device_ = 0;
   bool recorded_ = false;
+};
+
+// For a loop that queues its next step before it reads the last one's result, so that
+// the device never waits for the host (a decode loop: step t + 1 is queued while step t's
+// token comes back). read_back(t) queues a copy of a device tensor into pinned host
+// memory and returns at once; take() waits for the oldest copy still queued and returns
+// it. While a Pipeline lives, CUDA Graph replays on its thread do not wait to read their
+// kernels' bad-input checks (deferred_check below): take() reads those the device has
+// passed, finish() all of them, and the first that was set throws there. Use it on the
+// thread that made it. A NotSupported error where there is no such device.
+class Pipeline {
+ public:
+  explicit Pipeline(int device = 0);
+  ~Pipeline();  // waits for what it queued; a check set and not yet read is dropped
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // Queues a copy of `t` (on this pipeline's device) to the host.
+  void read_back(const Tensor& t);
+  // Waits for the oldest queued copy and returns it (a host tensor of its own); a
+  // ValueError when nothing is queued.
+  Tensor take();
+  size_t queued() const;
+  // Waits for the device and reads every deferred check.
+  void finish();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
 };
 
 // For a CUDA kernel (a downstream package's too) that may meet bad input, say an index out

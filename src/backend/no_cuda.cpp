@@ -3,6 +3,7 @@
 #include "rlx/error.h"
 #include "rlx/kernel.h"
 #include "rlx/session.h"
+#include "rlx/tensor.h"
 #include "runtime/device_backend.h"
 
 namespace rlx {
@@ -31,6 +32,16 @@ void Event::record() {}
 bool Event::done() const { return false; }
 void Event::synchronize() const {}
 double Event::elapsed_ms(const Event&) const { return 0; }
+
+struct Pipeline::Impl {};
+Pipeline::Pipeline(int device) {
+  detail::device_backend(Device::cuda(device));  // throws NotSupported: no backend
+}
+Pipeline::~Pipeline() = default;
+void Pipeline::read_back(const Tensor&) {}
+Tensor Pipeline::take() { return {}; }
+size_t Pipeline::queued() const { return 0; }
+void Pipeline::finish() {}
 
 unsigned long long* deferred_check(const KernelContext& ctx,
                                    std::function<void(int64_t, int64_t)>) {

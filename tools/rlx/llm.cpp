@@ -237,7 +237,7 @@ int bench_llm_command(const LlmOptions& o) {
         t.push_back(
             gen.prefill(std::span(prompt).subspan(size_t(b % int64_t(prompt.size())), 1), b));
       auto t0 = Clock::now();
-      for (int64_t i = 0; i < o.bench_gen; ++i) t = gen.step(t);
+      gen.decode(t, o.bench_gen, {});
       synchronize(lo.device);
       if (r >= warm) tg.push_back(double(o.bench_gen * o.batch) / seconds_since(t0));
     }

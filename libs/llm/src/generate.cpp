@@ -4,8 +4,12 @@
 // place, so a decode step allocates nothing of its own.
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <deque>
+#include <optional>
 
+#include "rlx/cuda.h"
 #include "rlx/error.h"
 #include "rlx_llm/llm.h"
 
@@ -52,12 +56,39 @@ std::vector<Tensor> make_caches(const Model& m, int64_t batch) {
   return out;
 }
 
+// RLX_LLM_CHAIN=0: decode() runs step() after step(), each step's inputs from the host
+// (for A/B timings).
+bool chained() {
+  static const bool off = [] {
+    const char* e = std::getenv("RLX_LLM_CHAIN");
+    return e && std::string(e) == "0";
+  }();
+  return !off;
+}
+
 }  // namespace
+
+Model::Caches Model::take_caches(int64_t batch) {
+  {
+    std::lock_guard lock(caches_mu_);
+    for (auto it = spare_caches_.begin(); it != spare_caches_.end(); ++it)
+      if (it->batch == batch) {
+        Caches c = std::move(*it);
+        spare_caches_.erase(it);
+        return c;
+      }
+  }
+  return {batch, make_caches(*this, batch), make_caches(*this, batch)};
+}
+
+void Model::give_caches(Caches c) {
+  std::lock_guard lock(caches_mu_);
+  spare_caches_.push_back(std::move(c));
+}
 
 Generator::Generator(Model& model, SamplerOptions sampler)
     : model_(model), sampler_(sampler), batch_(model.options().batch) {
-  k_cache_ = make_caches(model, batch_);
-  v_cache_ = make_caches(model, batch_);
+  caches_ = model.take_caches(batch_);
   pos_.assign(size_t(batch_), 0);
   history_.resize(size_t(batch_));
   counter_.assign(size_t(batch_), 0);
@@ -68,6 +99,10 @@ Generator::Generator(Model& model, SamplerOptions sampler)
   if (uses_history(sampler_))
     history_in_ = Tensor::empty(DType::i32, {batch_, sampler_.repeat_last_n});
 }
+
+// A cache's rows past a sequence's position are never read (attention reads the first
+// pos + n), so the next Generator takes them as they are.
+Generator::~Generator() { model_.give_caches(std::move(caches_)); }
 
 int32_t Generator::prefill(std::span<const int32_t> ids, int64_t seq) {
   if (seq < 0 || seq >= batch_)
@@ -91,9 +126,9 @@ int32_t Generator::prefill(std::span<const int32_t> ids, int64_t seq) {
     fill_history(history.data_as<int32_t>(), hist, sampler_.repeat_last_n);
   }
   std::vector<Tensor> k, v;
-  for (size_t l = 0; l < k_cache_.size(); ++l) {  // this sequence's rows: views, no copy
-    k.push_back(batch_ == 1 ? k_cache_[l] : k_cache_[l].slice(0, seq, seq + 1));
-    v.push_back(batch_ == 1 ? v_cache_[l] : v_cache_[l].slice(0, seq, seq + 1));
+  for (size_t l = 0; l < caches_.k.size(); ++l) {  // this sequence's rows: views, no copy
+    k.push_back(batch_ == 1 ? caches_.k[l] : caches_.k[l].slice(0, seq, seq + 1));
+    v.push_back(batch_ == 1 ? caches_.v[l] : caches_.v[l].slice(0, seq, seq + 1));
   }
   // Steps of at most `chunk` tokens; only the last one's sample (and logits) are kept.
   const int64_t chunk = model_.options().prefill_chunk > 0 ? model_.options().prefill_chunk : n;
@@ -120,44 +155,101 @@ int32_t Generator::prefill(std::span<const int32_t> ids, int64_t seq) {
   return next;
 }
 
-std::vector<int32_t> Generator::step(std::span<const int32_t> last) {
+void Generator::set_inputs(std::span<const int32_t> last, int64_t steps) {
   if (int64_t(last.size()) != batch_)
     fail<ValueError>("llm.step", "expected one token per sequence (", batch_, "), got ",
                      last.size());
-  auto t0 = std::chrono::steady_clock::now();
-  if (!decode_ || decode_logits_ != keep_logits) {  // not a map lookup per token
-    decode_ = &model_.compiled(batch_, 1, sampler_, keep_logits ? "last" : "none");
-    decode_logits_ = keep_logits;
-  }
-  const CompiledGraph& cg = *decode_;
-  const Tensor &tokens = tokens_, &positions = positions_, &pos = pos_in_, &rng = rng_,
-               &history = history_in_;
   for (int64_t b = 0; b < batch_; ++b) {
-    if (pos_[size_t(b)] >= model_.ctx())
-      fail<ValueError>("llm.step", "expected room in the context of ", model_.ctx(),
-                       " tokens (--ctx), got sequence ", b, " at position ", pos_[size_t(b)]);
-    tokens.data_as<int32_t>()[b] = last[size_t(b)];
-    positions.data_as<int32_t>()[b] = int32_t(pos_[size_t(b)]);
-    pos.data_as<int32_t>()[b] = int32_t(pos_[size_t(b)]);
-    rng.data_as<int64_t>()[2 * b] = int64_t(sampler_.seed) + b;
-    rng.data_as<int64_t>()[2 * b + 1] = int64_t(counter_[size_t(b)]);
-    if (history.defined())
-      fill_history(history.data_as<int32_t>() + b * sampler_.repeat_last_n, history_[size_t(b)],
+    if (pos_[size_t(b)] + steps > model_.ctx())
+      fail<ValueError>("llm.step", "expected room for ", steps, " more tokens in the context of ",
+                       model_.ctx(), " (--ctx), got sequence ", b, " at position ",
+                       pos_[size_t(b)]);
+    tokens_.data_as<int32_t>()[b] = last[size_t(b)];
+    positions_.data_as<int32_t>()[b] = int32_t(pos_[size_t(b)]);
+    pos_in_.data_as<int32_t>()[b] = int32_t(pos_[size_t(b)]);
+    rng_.data_as<int64_t>()[2 * b] = int64_t(sampler_.seed) + b;
+    rng_.data_as<int64_t>()[2 * b + 1] = int64_t(counter_[size_t(b)]);
+    if (history_in_.defined())
+      fill_history(history_in_.data_as<int32_t>() + b * sampler_.repeat_last_n, history_[size_t(b)],
                    sampler_.repeat_last_n);
   }
-  std::vector<Tensor> out =
-      cg.run(step_inputs(tokens, positions, pos, rng, history, k_cache_, v_cache_));
-  Tensor ids = out[0].to(Device::cpu());
-  std::vector<int32_t> next(ids.data_as<int32_t>(), ids.data_as<int32_t>() + batch_);
-  if (keep_logits) last_logits_ = out[1].to(Device::cpu());
+}
+
+void Generator::accept(std::span<const int32_t> next) {
   for (int64_t b = 0; b < batch_; ++b) {
     ++pos_[size_t(b)];
     ++counter_[size_t(b)];
     history_[size_t(b)].push_back(next[size_t(b)]);
   }
   stats_.generated_tokens += batch_;
+}
+
+std::vector<int32_t> Generator::step(std::span<const int32_t> last) {
+  set_inputs(last, 1);
+  auto t0 = std::chrono::steady_clock::now();
+  if (!decode_ || decode_logits_ != keep_logits) {  // not a map lookup per token
+    decode_ = &model_.compiled(batch_, 1, sampler_, keep_logits ? "last" : "none");
+    decode_logits_ = keep_logits;
+  }
+  std::vector<Tensor> out = decode_->run(
+      step_inputs(tokens_, positions_, pos_in_, rng_, history_in_, caches_.k, caches_.v));
+  Tensor ids = out[0].to(Device::cpu());
+  std::vector<int32_t> next(ids.data_as<int32_t>(), ids.data_as<int32_t>() + batch_);
+  if (keep_logits) last_logits_ = out[1].to(Device::cpu());
+  accept(next);
   stats_.decode_seconds += seconds_since(t0);
   return next;
+}
+
+int64_t Generator::decode(std::span<const int32_t> last, int64_t n,
+                          const std::function<bool(std::span<const int32_t>)>& on_step) {
+  if (n <= 0) return 0;
+  if (!chained() || keep_logits) {  // the logits leave every step anyway
+    std::vector<int32_t> t(last.begin(), last.end());
+    for (int64_t i = 0; i < n; ++i) {
+      t = step(t);
+      if (on_step && !on_step(t)) return i + 1;
+    }
+    return n;
+  }
+  set_inputs(last, n);
+  auto t0 = std::chrono::steady_clock::now();
+  const CompiledGraph& cg = model_.compiled(batch_, 1, sampler_, "none", /*chain=*/true);
+  // On a GPU each step's tokens come back while the next step runs; on the CPU they are
+  // there when the step returns.
+  const Device device = model_.options().device;
+  std::optional<cuda::Pipeline> pipe;
+  if (!device.is_cpu()) pipe.emplace(device.index);
+  std::deque<Tensor> done;
+  const size_t ahead = pipe ? 1 : 0;
+  auto queued = [&] { return pipe ? pipe->queued() : done.size(); };
+  int64_t taken = 0;
+  auto take = [&] {
+    Tensor ids = pipe ? pipe->take() : done.front();
+    if (!pipe) done.pop_front();
+    std::span<const int32_t> next(ids.data_as<int32_t>(), size_t(batch_));
+    accept(next);
+    ++taken;
+    return !on_step || on_step(next);
+  };
+  // Outputs: token, then the next step's tokens, positions, pos, rng [, history].
+  Tensor tokens = tokens_, positions = positions_, pos = pos_in_, rng = rng_, history = history_in_;
+  bool go = true;
+  for (int64_t i = 0; i < n && go; ++i) {
+    std::vector<Tensor> out =
+        cg.run(step_inputs(tokens, positions, pos, rng, history, caches_.k, caches_.v));
+    if (pipe)
+      pipe->read_back(out[0]);
+    else
+      done.push_back(out[0]);
+    tokens = out[1], positions = out[2], pos = out[3], rng = out[4];
+    if (history.defined()) history = out[5];
+    if (queued() > ahead) go = take();
+  }
+  while (go && queued() > 0) go = take();
+  if (pipe) pipe->finish();
+  stats_.decode_seconds += seconds_since(t0);
+  return taken;
 }
 
 Tensor Model::logits(std::span<const int32_t> ids, bool all) {
@@ -187,14 +279,15 @@ std::vector<int32_t> generate(Model& model, std::span<const int32_t> prompt, int
   StreamDecoder text(model.tokenizer());
   std::vector<int32_t> out;
   if (n <= 0) return out;
-  int32_t t = gen.prefill(prompt);
-  while (true) {
+  auto emit = [&](int32_t t) {
     out.push_back(t);
     if (on_piece) on_piece(text.push(t));
-    if (int64_t(out.size()) >= n || model.tokenizer().is_eog(t) || gen.position() >= model.ctx())
-      break;
-    t = gen.step(t);
-  }
+    return int64_t(out.size()) < n && !model.tokenizer().is_eog(t) && gen.position() < model.ctx();
+  };
+  int32_t t = gen.prefill(prompt);
+  if (emit(t))
+    gen.decode(std::span(&t, 1), std::min(n - 1, model.ctx() - gen.position()),
+               [&](std::span<const int32_t> next) { return emit(next[0]); });
   if (on_piece) on_piece(text.flush());
   if (stats) *stats = gen.stats();
   return out;

@@ -202,7 +202,7 @@ Tensor held_copy(const Tensor& w, bool rows8, const std::shared_ptr<uint8_t>& ar
 }  // namespace
 
 std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq, const SamplerOptions& s,
-                                          const std::string& logits) const {
+                                          const std::string& logits, bool chain) const {
   const Config& c = config_;
   auto g = std::make_unique<Graph>("llm." + c.arch);
   Builder b(c, *file_, rows8_, fused_, *g);
@@ -246,6 +246,21 @@ std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq, const Samp
   g->output(token, "token");
   if (logits == "all") g->output(out, "logits");
   if (logits == "last") g->output(last, "logits");
+  if (chain) {  // the next decode step's inputs, worked out where this step ran
+    if (seq != 1)
+      fail<ValueError>("llm.build_graph", "expected a chained step of one token, got ", seq);
+    g->output(reshape(token, {batch, 1}), "next.tokens");
+    g->output(positions + 1.0, "next.positions");
+    g->output(pos + 1.0, "next.pos");
+    g->output(rng + g->constant(Literal::from<int64_t>({0, 1}, {1, 2})), "next.rng");
+    if (penalty) {
+      Value kept =
+          op("slice", {history},
+             {{"starts", IntList{1}}, {"stops", IntList{INT64_MAX}}, {"axes", IntList{1}}});
+      g->output(op("concat", {kept, reshape(token, {batch, 1})}, {{"axis", int64_t(1)}}),
+                "next.history");
+    }
+  }
   return g;
 }
 
@@ -360,14 +375,15 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
 }
 
 const CompiledGraph& Model::compiled(int64_t batch, int64_t seq, const SamplerOptions& s,
-                                     const std::string& logits) {
-  std::string key = std::to_string(batch) + "/" + std::to_string(seq) + "/" + logits + "/" +
-                    std::to_string(s.temperature) + "/" + std::to_string(s.top_k) + "/" +
-                    std::to_string(s.top_p) + "/" + std::to_string(s.min_p) + "/" +
-                    std::to_string(s.repeat_penalty) + "/" + std::to_string(s.repeat_last_n);
+                                     const std::string& logits, bool chain) {
+  std::string key = std::to_string(batch) + "/" + std::to_string(seq) + "/" + logits +
+                    (chain ? "/chain/" : "/") + std::to_string(s.temperature) + "/" +
+                    std::to_string(s.top_k) + "/" + std::to_string(s.top_p) + "/" +
+                    std::to_string(s.min_p) + "/" + std::to_string(s.repeat_penalty) + "/" +
+                    std::to_string(s.repeat_last_n);
   auto it = compiled_.find(key);
   if (it != compiled_.end()) return it->second;
-  auto g = build_graph(batch, seq, s, logits);
+  auto g = build_graph(batch, seq, s, logits, chain);
   CompileOptions o;
   o.threads = options_.threads;
   o.cuda_graphs = options_.cuda_graphs;

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "decode_check.h"
 #include "rlx_llm/llm.h"
 #include "test_models.h"
 
@@ -82,10 +83,11 @@ TEST(CudaDecode, GraphReplaysEqualEagerRuns) {
   std::vector<int32_t> prompt = some_ids(7, 320);
   std::vector<int32_t> a = generate(*graphs, prompt, 24, {.temperature = 0});
   EXPECT_EQ(a, generate(*eager, prompt, 24, {.temperature = 0}));
+  // generate() decodes through the chained step (Generator::decode).
   SamplerOptions greedy{.temperature = 0};
-  EXPECT_GT(graphs->compiled(1, 1, greedy, "none").graph_launches(), 0)
+  EXPECT_GT(graphs->compiled(1, 1, greedy, "none", true).graph_launches(), 0)
       << "the decode step never replayed a CUDA Graph";
-  EXPECT_EQ(eager->compiled(1, 1, greedy, "none").graph_launches(), 0);
+  EXPECT_EQ(eager->compiled(1, 1, greedy, "none", true).graph_launches(), 0);
 }
 
 TEST(CudaDecode, BatchOfSequencesEqualsOneAtATime) {
@@ -107,6 +109,22 @@ TEST(CudaDecode, BatchOfSequencesEqualsOneAtATime) {
   }
   for (size_t b = 0; b < 8; ++b)
     EXPECT_EQ(got[b], generate(*one, prompts[b], 6, {.temperature = 0})) << "sequence " << b;
+}
+
+// decode() on the device: steps queued back to back, each reading the inputs the one
+// before wrote, its tokens read back while the next runs; the same tokens as step().
+TEST(CudaDecode, ChainedStepsEqualStepAfterStep) {
+  REQUIRE_GPU();
+  std::string path = write_model(Spec{}, "cuda_chained");
+  for (int64_t batch : {1, 8}) {
+    auto m = Model::load(path, {.device = Device::cuda(), .batch = batch, .kv_dtype = DType::f32});
+    expect_decode_equals_steps(*m, {.temperature = 0});
+    expect_decode_equals_steps(
+        *m, {.temperature = 1.5, .repeat_penalty = 1.3, .repeat_last_n = 4, .seed = 9});
+    SamplerOptions greedy{.temperature = 0};
+    EXPECT_GT(m->compiled(batch, 1, greedy, "none", true).graph_launches(), 0)
+        << "the chained step never replayed a CUDA Graph";
+  }
 }
 
 // A seed reproduces a run; llama.cpp's default chain (top-k 40, top-p, min-p) on the device.

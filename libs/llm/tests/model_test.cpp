@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <random>
 
+#include "decode_check.h"
 #include "rlx/npy.h"
 #include "rlx_llm/llm.h"
 #include "test_models.h"
@@ -85,6 +86,25 @@ TEST(Decode, WithTheCacheEqualsRecomputing) {
     }
     EXPECT_EQ(gen.position(), 10);
   }
+}
+
+// decode() feeds each step the tokens, positions and sampler state the step before worked
+// out (the chained step graph): greedy, and sampling with a repeat penalty, on batches of 1
+// and 3 sequences.
+TEST(Decode, ChainedStepsEqualStepAfterStep) {
+  std::string path = write_model(Spec{}, "chained");
+  for (int64_t batch : {1, 3}) {
+    auto m = Model::load(path, {.batch = batch, .kv_dtype = DType::f32});
+    expect_decode_equals_steps(*m, {.temperature = 0});
+    expect_decode_equals_steps(
+        *m, {.temperature = 1.5, .repeat_penalty = 1.3, .repeat_last_n = 4, .seed = 9});
+  }
+  auto m = Model::load(path, {.ctx = 8, .kv_dtype = DType::f32});
+  Generator gen(*m, {.temperature = 0});
+  int32_t t = gen.prefill(some_ids(3, 320));
+  EXPECT_THROW(gen.decode(std::span(&t, 1), 6, {}), ValueError);  // 3 + 6 > 8 rows
+  EXPECT_EQ(gen.position(), 3);
+  EXPECT_EQ(gen.decode(std::span(&t, 1), 5, {}), 5);
 }
 
 // A prompt prefilled in steps (LoadOptions::prefill_chunk), each attending to the cache the

@@ -9,6 +9,10 @@
 namespace rlx::sparse::gpu {
 
 void throw_cuda(cudaError_t e, const char* call) {
+  // Clears a non-sticky error, which cudaGetLastError would otherwise hand the next
+  // launch's check (an event waited on inside a failed CUDA Graph capture: the eager run
+  // that follows reported cudaErrorCapturedEvent at its first kernel).
+  cudaGetLastError();
   std::string msg = cat("[cuda] expected ", call, " to succeed, got ", cudaGetErrorName(e), ": ",
                         cudaGetErrorString(e));
   if (e == cudaErrorMemoryAllocation) throw OutOfMemory(msg);

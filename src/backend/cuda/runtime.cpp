@@ -5,9 +5,11 @@
 // release threshold raised to the maximum, so freed blocks stay reserved and reused: the
 // caching allocator is CUDA's, and nothing calls cudaMalloc on the hot path. A failed
 // allocation gives the pool's unused memory back and tries once more before OutOfMemory.
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstring>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -61,11 +63,12 @@ struct PendingCheck {
   int64_t slot;
   BadIndexReport report;
 };
-thread_local std::vector<PendingCheck> t_checks;
+using Checks = std::vector<PendingCheck>;
+thread_local Checks t_checks;
 
 // This thread's pending checks on `device`, taken out of t_checks.
-std::vector<PendingCheck> take_checks(int device) {
-  std::vector<PendingCheck> mine, rest;
+Checks take_checks(int device) {
+  Checks mine, rest;
   for (PendingCheck& c : t_checks) (c.device == device ? mine : rest).push_back(std::move(c));
   t_checks = std::move(rest);
   return mine;
@@ -74,12 +77,23 @@ std::vector<PendingCheck> take_checks(int device) {
 // A captured graph and the index checks to read after each replay.
 struct Captured {
   cudaGraphExec_t exec = nullptr;
-  std::vector<PendingCheck> checks;
-  Captured(cudaGraphExec_t e, std::vector<PendingCheck> c) : exec(e), checks(std::move(c)) {}
+  std::shared_ptr<const Checks> checks;
+  Captured(cudaGraphExec_t e, Checks c)
+      : exec(e), checks(std::make_shared<const Checks>(std::move(c))) {}
   Captured(const Captured&) = delete;  // one owner of the exec
   Captured& operator=(const Captured&) = delete;
   ~Captured() { cudaGraphExecDestroy(exec); }
 };
+
+// Replays whose checks are read once the device has passed `done` (cuda::Pipeline): a
+// decode loop queues its next step before it reads the last one's result.
+struct DeferredRead {
+  int device;
+  std::shared_ptr<const Checks> checks;
+  cudaEvent_t done;
+};
+thread_local int t_defer = 0;  // live Pipelines on this thread
+thread_local std::deque<DeferredRead> t_deferred;
 
 // Set on the thread that is capturing a graph: the allocations made during the capture
 // that are still live.
@@ -166,39 +180,97 @@ class CudaBackend final : public detail::DeviceBackend {
 
   void replay(const void* graph, Device d) override {
     const auto* c = static_cast<const Captured*>(graph);
-    RLX_CUDA(cudaGraphLaunch(c->exec, state(d).stream));
-    read_checks(state(d), c->checks);
+    DeviceState& s = state(d);
+    if (t_defer == 0 || c->checks->empty()) {
+      RLX_CUDA(cudaGraphLaunch(c->exec, s.stream));
+      return read_checks(s, *c->checks);
+    }
+    // The checks' host mirror is one per slot: an earlier replay's is read before this
+    // one's copy can overwrite it.
+    resolve_deferred(false, c->checks.get());
+    RLX_CUDA(cudaGraphLaunch(c->exec, s.stream));
+    queue_reads(s, *c->checks);
+    cudaEvent_t done = nullptr;
+    RLX_CUDA(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+    RLX_CUDA(cudaEventRecord(done, s.stream));
+    t_deferred.push_back({d.index, c->checks, done});
   }
 
-  unsigned long long* check_slot(Device d, cudaStream_t stream, BadIndexReport report) {
+  unsigned long long* check_slot(Device d, cudaStream_t, BadIndexReport report) {
     DeviceState& s = state(d);
     std::call_once(s.checks_once, [&] {
-      RLX_CUDA(cudaMalloc(&s.check_slots, 3 * sizeof(unsigned long long) * kCheckSlots));
-      RLX_CUDA(cudaMallocHost(&s.check_host, 3 * sizeof(unsigned long long) * kCheckSlots));
+      constexpr size_t kBytes = 3 * sizeof(unsigned long long) * kCheckSlots;
+      RLX_CUDA(cudaMalloc(&s.check_slots, kBytes));
+      RLX_CUDA(cudaMemset(s.check_slots, 0, kBytes));
+      RLX_CUDA(cudaMallocHost(&s.check_host, kBytes));
     });
+    // Slots are clear when handed out: each read clears what it copied (queue_reads), so a
+    // captured graph carries no memset per check.
     int64_t slot = s.next_slot.fetch_add(1) % kCheckSlots;
-    unsigned long long* p = s.check_slots + 3 * slot;
-    RLX_CUDA(cudaMemsetAsync(p, 0, 3 * sizeof(unsigned long long), stream));
     t_checks.push_back({d.index, slot, std::move(report)});
-    return p;
+    return s.check_slots + 3 * slot;
   }
 
   void finish_checks(Device d, bool report) override {
-    std::vector<PendingCheck> mine = take_checks(d.index);
-    if (report) read_checks(state(d), mine);
+    Checks mine = take_checks(d.index);
+    if (report) return read_checks(state(d), mine);
+    if (!mine.empty()) queue_reads(state(d), mine);  // cleared for the slots' next use
   }
 
-  // Copies the slots back, waits, and reports the first that was set.
-  static void read_checks(DeviceState& s, const std::vector<PendingCheck>& checks) {
-    if (checks.empty()) return;
-    constexpr size_t kBytes = 3 * sizeof(unsigned long long);
-    for (const PendingCheck& c : checks)
-      RLX_CUDA(cudaMemcpyAsync(s.check_host + 3 * c.slot, s.check_slots + 3 * c.slot, kBytes,
-                               cudaMemcpyDeviceToHost, s.stream));
-    RLX_CUDA(cudaStreamSynchronize(s.stream));
+  // Queues the copy of the slots into their host mirror and clears them: one copy and
+  // one memset per run of consecutive slots (a run's checks take consecutive ones).
+  static void queue_reads(DeviceState& s, const Checks& checks) {
+    std::vector<int64_t> slots;
+    for (const PendingCheck& c : checks) slots.push_back(c.slot);
+    std::sort(slots.begin(), slots.end());
+    slots.erase(std::unique(slots.begin(), slots.end()), slots.end());
+    constexpr size_t kWords = 3, kBytes = kWords * sizeof(unsigned long long);
+    for (size_t i = 0, j = 0; i < slots.size(); i = j) {
+      for (j = i + 1; j < slots.size() && slots[j] == slots[j - 1] + 1;) ++j;
+      size_t bytes = (j - i) * kBytes;
+      unsigned long long* dev = s.check_slots + kWords * slots[i];
+      RLX_CUDA(cudaMemcpyAsync(s.check_host + kWords * slots[i], dev, bytes, cudaMemcpyDeviceToHost,
+                               s.stream));
+      RLX_CUDA(cudaMemsetAsync(dev, 0, bytes, s.stream));
+    }
+  }
+
+  // Reports the first check set in the host mirror.
+  static void report_checks(const DeviceState& s, const Checks& checks) {
     for (const PendingCheck& c : checks) {
       const unsigned long long* h = s.check_host + 3 * c.slot;
       if (h[0]) c.report(int64_t(h[1]), int64_t(h[2]));
+    }
+  }
+
+  // Copies the slots back, waits, and reports the first that was set.
+  static void read_checks(DeviceState& s, const Checks& checks) {
+    if (checks.empty()) return;
+    queue_reads(s, checks);
+    RLX_CUDA(cudaStreamSynchronize(s.stream));
+    report_checks(s, checks);
+  }
+
+  // Reads this thread's deferred checks in order: those the device has passed, or all of
+  // them (`wait`), or up to the last replay of `upto`'s graph (waiting for it).
+  void resolve_deferred(bool wait, const Checks* upto = nullptr) {
+    size_t must = wait ? t_deferred.size() : 0;
+    for (size_t i = 0; i < t_deferred.size(); ++i)
+      if (t_deferred[i].checks.get() == upto) must = std::max(must, i + 1);
+    while (!t_deferred.empty()) {
+      cudaEvent_t done = t_deferred.front().done;
+      if (must > 0) {
+        RLX_CUDA(cudaEventSynchronize(done));
+        --must;
+      } else {
+        cudaError_t e = cudaEventQuery(done);
+        if (e == cudaErrorNotReady) return;
+        RLX_CUDA(e);
+      }
+      DeferredRead r = std::move(t_deferred.front());
+      t_deferred.pop_front();
+      cudaEventDestroy(r.done);
+      report_checks(state(Device::cuda(r.device)), *r.checks);
     }
   }
 
@@ -464,6 +536,88 @@ double Event::elapsed_ms(const Event& end) const {
   float ms = 0;
   RLX_CUDA(cudaEventElapsedTime(&ms, a, b));
   return double(ms);
+}
+
+struct Pipeline::Impl {
+  int device = 0;
+  struct Copy {
+    void* host = nullptr;  // pinned
+    size_t capacity = 0;
+    cudaEvent_t done = nullptr;
+    DType dtype = DType::f32;
+    std::vector<int64_t> shape;
+  };
+  std::deque<Copy> queued;  // oldest first
+  std::vector<Copy> spare;  // taken, their memory and events kept for the next copy
+};
+
+Pipeline::Pipeline(int device) : impl_(std::make_unique<Impl>()) {
+  detail::device_backend(Device::cuda(device));  // NotSupported without the device
+  gpu::backend().state(Device::cuda(device));
+  impl_->device = device;
+  ++gpu::t_defer;
+}
+
+Pipeline::~Pipeline() {
+  if (--gpu::t_defer == 0) try {
+      gpu::backend().resolve_deferred(true);
+    } catch (const std::exception&) {  // a destructor does not throw: finish() reports
+      gpu::t_deferred.clear();
+    }
+  for (Impl::Copy& c : impl_->queued) cudaEventSynchronize(c.done);  // before its memory goes
+  auto release = [](Impl::Copy& c) {
+    if (c.host) cudaFreeHost(c.host);
+    if (c.done) cudaEventDestroy(c.done);
+  };
+  for (Impl::Copy& c : impl_->queued) release(c);
+  for (Impl::Copy& c : impl_->spare) release(c);
+}
+
+void Pipeline::read_back(const Tensor& t) {
+  const Device d = Device::cuda(impl_->device);
+  if (t.device() != d)
+    fail<ValueError>("Pipeline.read_back", "expected a tensor on ", d.str(), ", got one on ",
+                     t.device().str());
+  Tensor src = t.contiguous();
+  Impl::Copy c;
+  if (!impl_->spare.empty()) {
+    c = std::move(impl_->spare.back());
+    impl_->spare.pop_back();
+  }
+  if (c.capacity < src.nbytes()) {
+    if (c.host) RLX_CUDA(cudaFreeHost(c.host));
+    c.host = nullptr;
+    RLX_CUDA(cudaMallocHost(&c.host, std::max<size_t>(src.nbytes(), 64)));
+    c.capacity = std::max<size_t>(src.nbytes(), 64);
+  }
+  if (!c.done) RLX_CUDA(cudaEventCreateWithFlags(&c.done, cudaEventDisableTiming));
+  c.dtype = src.dtype();
+  c.shape = src.shape();
+  detail::DeviceRunGuard guard(true);  // not into another thread's CUDA Graph capture
+  cudaStream_t stream = gpu::backend().state(d).stream;
+  RLX_CUDA(cudaMemcpyAsync(c.host, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream));
+  RLX_CUDA(cudaEventRecord(c.done, stream));
+  impl_->queued.push_back(std::move(c));
+}
+
+Tensor Pipeline::take() {
+  if (impl_->queued.empty())
+    fail<ValueError>("Pipeline.take", "expected a copy queued by read_back, got none");
+  Impl::Copy c = std::move(impl_->queued.front());
+  impl_->queued.pop_front();
+  RLX_CUDA(cudaEventSynchronize(c.done));
+  Tensor out = Tensor::empty(c.dtype, c.shape);
+  std::memcpy(out.data(), c.host, out.nbytes());
+  impl_->spare.push_back(std::move(c));
+  gpu::backend().resolve_deferred(false);  // the replays before this copy are done
+  return out;
+}
+
+size_t Pipeline::queued() const { return impl_->queued.size(); }
+
+void Pipeline::finish() {
+  for (Impl::Copy& c : impl_->queued) RLX_CUDA(cudaEventSynchronize(c.done));
+  gpu::backend().resolve_deferred(true);
 }
 
 unsigned long long* deferred_check(const KernelContext& ctx,

@@ -13,6 +13,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <set>
 #include <span>
@@ -110,14 +111,17 @@ class Model {
 
   // The graph of one step (exposed for tests and the dispatch report): `batch`
   // sequences of `seq` new tokens each (0: a symbolic length), sampling with `sampler`;
-  // outputs "token" (i32 [batch]) and, with `logits` "last" or "all", "logits".
+  // outputs "token" (i32 [batch]) and, with `logits` "last" or "all", "logits". With
+  // `chain` (one token per sequence), the next step's inputs too: "next.tokens",
+  // "next.positions", "next.pos", "next.rng" and "next.history" (with a repeat penalty),
+  // so that decode steps follow each other on the device.
   std::unique_ptr<Graph> build_graph(int64_t batch, int64_t seq, const SamplerOptions& sampler,
-                                     const std::string& logits = "none") const;
+                                     const std::string& logits = "none", bool chain = false) const;
 
   // A graph compiled for this model's device with its weights bound, cached by key (the
   // reference stays valid for the model's life).
   const CompiledGraph& compiled(int64_t batch, int64_t seq, const SamplerOptions& sampler,
-                                const std::string& logits);
+                                const std::string& logits, bool chain = false);
 
   // Bytes of the weights (as stored) and of one sequence's KV cache.
   size_t weight_bytes() const;
@@ -137,6 +141,16 @@ class Model {
   std::map<std::string, std::vector<std::string>> fused_;
   void fuse_groups();
   std::map<std::string, CompiledGraph> compiled_;
+  // KV caches a Generator gave back, kept for the next one: the same storage, so the
+  // CUDA Graphs captured over it replay instead of being captured again.
+  struct Caches {
+    int64_t batch = 0;
+    std::vector<Tensor> k, v;  // per layer [batch, kv_heads, ctx, head_dim]
+  };
+  std::mutex caches_mu_;
+  std::vector<Caches> spare_caches_;
+  Caches take_caches(int64_t batch);
+  void give_caches(Caches c);
 };
 
 struct GenerationStats {
@@ -149,6 +163,9 @@ struct GenerationStats {
 class Generator {
  public:
   Generator(Model& model, SamplerOptions sampler = {});
+  ~Generator();  // its caches go back to the model
+  Generator(const Generator&) = delete;
+  Generator& operator=(const Generator&) = delete;
 
   // Prefills sequence `seq` with `ids` from position 0 (resetting it) and returns its
   // first sampled token.
@@ -157,6 +174,15 @@ class Generator {
   // next token of each. A sequence at the end of its context is a ValueError.
   std::vector<int32_t> step(std::span<const int32_t> last);
   int32_t step(int32_t last) { return step(std::span<const int32_t>(&last, 1))[0]; }
+  // Up to `n` decode steps after `last` (as step()), each step's tokens handed to on_step,
+  // which returns false to stop; returns the steps taken. Each step hands its tokens,
+  // positions and sampler state to the next where it ran (build_graph's `chain`); on a GPU
+  // step t + 1 is queued before step t's tokens reach the host, so the device does not
+  // wait for the host between tokens (the one step queued past a stop is dropped: it
+  // wrote only cache rows past the sequence's end). Positions past the context are a
+  // ValueError before anything runs.
+  int64_t decode(std::span<const int32_t> last, int64_t n,
+                 const std::function<bool(std::span<const int32_t>)>& on_step);
   // Logits of the last step's last positions ([vocab] after prefill, [batch, vocab] after
   // a decode step), kept when keep_logits is set.
   bool keep_logits = false;
@@ -166,11 +192,14 @@ class Generator {
   const GenerationStats& stats() const { return stats_; }
 
  private:
-  std::vector<Tensor> cache_inputs(int64_t seq) const;  // the caches (or one row of them)
+  // Writes the step's host inputs from `last` and each sequence's state; a ValueError when
+  // a sequence has no room for `steps` more tokens.
+  void set_inputs(std::span<const int32_t> last, int64_t steps);
+  void accept(std::span<const int32_t> next);  // each sequence one token further
   Model& model_;
   SamplerOptions sampler_;
   int64_t batch_;
-  std::vector<Tensor> k_cache_, v_cache_;  // per layer [batch, kv_heads, ctx, head_dim]
+  Model::Caches caches_;
   std::vector<int64_t> pos_;
   std::vector<std::vector<int32_t>> history_;
   std::vector<uint64_t> counter_;
