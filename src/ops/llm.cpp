@@ -1,7 +1,7 @@
-// The LLM ops: rope, kv_cache_write, attention_cached, sample, swiglu. Their layouts are the ones a
-// decode step produces without transposes: activations [B, S, H, D] (as the projections
-// leave them), the KV cache [B, KVH, C, D] (each head's rows contiguous, as attention reads
-// them). Rules and decompositions are in llm_rules.cpp.
+// The LLM ops: rope, kv_cache_write, attention_cached (and the three as one op), sample, swiglu.
+// Their layouts are the ones a decode step produces without transposes: activations [B, S, H, D]
+// (as the projections leave them), the KV cache [B, KVH, C, D] (each head's rows contiguous, as
+// attention reads them). Rules and decompositions are in llm_rules.cpp.
 #include <cmath>
 
 #include "ops/families.h"
@@ -176,6 +176,52 @@ void register_attention_cached(OpRegistry& r) {
   r.add(std::move(d));
 }
 
+// ---- rope_attention_cached -----------------------------------------------------------
+
+// The parts' own inference on the parts' inputs (errors name this op and the part's input
+// roles), and q, k and v over one S.
+std::vector<TensorType> infer_rope_attention_cached(const InferContext& ctx) {
+  const TensorType &q = ctx.input(0), &k = ctx.input(1), &v = ctx.input(2);
+  auto part = [&](auto infer, std::vector<TensorType> in) {
+    return infer(InferContext(ctx.op(), in, ctx.attrs(), {}))[0];
+  };
+  auto rotated = [&](const TensorType& x) {
+    std::vector<TensorType> in{x, ctx.input(5)};
+    if (ctx.num_inputs() == 8) in.push_back(ctx.input(7));
+    return part(infer_rope, in);
+  };
+  const TensorType qr = rotated(q), kr = rotated(k);
+  const TensorType kc = part(infer_kv_cache_write, {ctx.input(3), kr, ctx.input(6)});
+  const TensorType vc = part(infer_kv_cache_write, {ctx.input(4), v, ctx.input(6)});
+  unify_dims(ctx, q.shape[1], k.shape[1], "S of q and k");
+  unify_dims(ctx, k.shape[1], v.shape[1], "S of k and v");
+  return {part(infer_attention_cached, {qr, kc, vc, ctx.input(6)}), kc, vc};
+}
+
+void register_rope_attention_cached(OpRegistry& r) {
+  OpDef d;
+  d.name = "rope_attention_cached";
+  d.traits = Trait::side_effect;
+  d.arity(7, 8)
+      .attr("scale", AttrKind::Float, AttrValue(0.0))
+      .attr("mode", AttrKind::String, AttrValue("pairs"), {"pairs", "neox"})
+      .attr("n_rot", AttrKind::Int, AttrValue(0))
+      .attr("base", AttrKind::Float, AttrValue(10000.0))
+      .attr("freq_scale", AttrKind::Float, AttrValue(1.0));
+  d.doc =
+      "A decode step's attention with what comes before it, as one op: q [B, S, H, D] and k "
+      "[B, S, KVH, D] rotated by rope at positions (input 5, as rope's pos; freq_factors "
+      "optional input 7; rope's attrs), k and v [B, S, KVH, D] written into k_cache and "
+      "v_cache [B, KVH, C, D] at rows pos[b] .. (input 6, as kv_cache_write: IN PLACE), then "
+      "attention_cached of the rotated q over the caches. Outputs: the attention [B, S, H, D] "
+      "and the two caches (their inputs' storage). A device without a kernel for it (or for "
+      "its shapes: the GPU's takes one new row per sequence) runs the parts.";
+  d.infer = infer_rope_attention_cached;
+  d.decompose = rope_attention_cached_decomposed;
+  set_rules_by_decomposition(d);
+  r.add(std::move(d));
+}
+
 // ---- sample --------------------------------------------------------------------------
 
 std::vector<TensorType> infer_sample(const InferContext& ctx) {
@@ -279,6 +325,7 @@ void register_llm_ops(OpRegistry& r) {
   register_rope(r);
   register_kv_cache_write(r);
   register_attention_cached(r);
+  register_rope_attention_cached(r);
   register_sample(r);
   register_swiglu(r);
 }

@@ -140,6 +140,26 @@ Values kv_cache_write_decomposed(const RuleArgs& a) {
   return {op("scatter_elements", {cache, rows, upd}, {{"axis", 2}})};
 }
 
+// ---- rope_attention_cached -----------------------------------------------------------
+
+Values rope_attention_cached_decomposed(const RuleArgs& a) {
+  std::span<const Value> in = a.inputs;
+  const Attrs rope_attrs{{"mode", a.attrs.get_string("mode")},
+                         {"n_rot", a.attrs.get_int("n_rot")},
+                         {"base", a.attrs.get_float("base")},
+                         {"freq_scale", a.attrs.get_float("freq_scale")}};
+  auto rope = [&](Value x) {
+    Values r{x, in[5]};
+    if (in.size() > 7) r.push_back(in[7]);
+    return op("rope", r, rope_attrs);
+  };
+  Value kc = op("kv_cache_write", {in[3], rope(in[1]), in[6]});
+  Value vc = op("kv_cache_write", {in[4], in[2], in[6]});
+  return {
+      op("attention_cached", {rope(in[0]), kc, vc, in[6]}, {{"scale", a.attrs.get_float("scale")}}),
+      kc, vc};
+}
+
 // ---- attention_cached ----------------------------------------------------------------
 
 Values attention_cached_decomposed(const RuleArgs& a) {

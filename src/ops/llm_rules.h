@@ -23,6 +23,9 @@ std::vector<Value> kv_cache_write_decomposed(const RuleArgs& a);
 // uninitialised cache) never reaches the output.
 std::vector<Value> attention_cached_decomposed(const RuleArgs& a);
 
+// rope of q and k, kv_cache_write of k and v, attention_cached: the parts it fuses.
+std::vector<Value> rope_attention_cached_decomposed(const RuleArgs& a);
+
 VmapResult sample_vmap(const RuleArgs& a, std::span<const int> in_axes);
 
 }  // namespace rlx::detail

@@ -140,6 +140,18 @@ TEST(CudaDispatch, LlmOpsResolveToNativeKernels) {
     EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), dispatch_path_name(want)) << check_label(c);
   }
   EXPECT_GT(n, 0);
+  // rope_attention_cached: native for one new row per sequence in f32 / f16 / bf16; the
+  // parts otherwise.
+  int fused = 0;
+  for (const OpCheck& c : table().checks) {
+    if (c.op != "rope_attention_cached" || !c.error.empty()) continue;
+    const bool one = c.inputs[0].shape()[1] == 1 && c.inputs[0].dtype() != DType::f64;
+    fused += one;
+    EXPECT_EQ(dispatch_path_name(path_on_cuda(c)),
+              dispatch_path_name(one ? DispatchPath::native : DispatchPath::decomposed))
+        << check_label(c);
+  }
+  EXPECT_GT(fused, 0);
 }
 
 TEST(CudaDispatch, FloatMatmulIsNativeIntegerMatmulRunsOnTheHost) {

@@ -392,8 +392,7 @@ TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnCuda) {
       return a=%1, b=%2
     })",
               "", test::on_device(Device::cuda(), cuda));
-  // Quantized weights: the norm stays (the kernel folds it for float weights only), the
-  // swiglu still joins.
+  // Quantized weights: the norm joins the activations' quantizer.
   test::PassCheckOptions o = test::on_device(Device::cuda(), cuda);
   o.compare_outputs = false;  // (no random values for quantized params)
   expect_pass("matmul_fusion", R"(
@@ -405,9 +404,8 @@ TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnCuda) {
     })",
               R"(
     graph main(%x: f32[1,64], param %g: f32[64], param %w: q8_0[32,64]) {
-      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,64]
-      %1 = fused_quant_matmul(%0, %w) {activation="swiglu"} : f32[1,16]
-      return y=%1
+      %0 = fused_quant_matmul(%x, %g, %w) {activation="swiglu", epsilon=1e-05, norm="rms_norm"} : f32[1,16]
+      return y=%0
     })",
               o);
 }

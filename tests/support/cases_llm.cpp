@@ -95,6 +95,47 @@ void attention_cached_cases(Cases& c) {
                   {{"scale", -1.0}}, V, "'scale' >= 0"));
 }
 
+void rope_attention_cached_cases(Cases& c) {
+  const std::string op = "rope_attention_cached";
+  auto in = [](std::string q, std::string k, std::string v, std::string cache, std::string ps,
+               std::string pos) {
+    return std::vector<std::string>{q, k, v, cache, cache, ps, pos};
+  };
+  c.push_back(ok(
+      op,
+      in("f32[1,1,8,16]", "f32[1,1,2,16]", "f32[1,1,2,16]", "f16[1,2,32,16]", "i32[1,1]", "i32[1]"),
+      {}, {"f32[1,1,8,16]", "f16[1,2,32,16]", "f16[1,2,32,16]"}));
+  std::vector<std::string> ff = in("bf16[2,s,4,64]", "bf16[2,s,2,64]", "bf16[2,s,2,64]",
+                                   "f32[2,2,128,64]", "i64[2,s]", "i64[2]");
+  ff.push_back("f32[16]");
+  c.push_back(ok(op, ff, {{"mode", "neox"}, {"n_rot", 32}},
+                 {"bf16[2,s,4,64]", "f32[2,2,128,64]", "f32[2,2,128,64]"}));
+  c.push_back(bad(
+      op,
+      in("f32[1,2,8,16]", "f32[1,2,2,16]", "f32[1,1,2,16]", "f16[1,2,32,16]", "i32[1,2]", "i32[1]"),
+      {}, V, "S of k and v"));
+  c.push_back(bad(
+      op,
+      in("f32[1,2,8,16]", "f32[1,1,2,16]", "f32[1,1,2,16]", "f16[1,2,32,16]", "i32[1,1]", "i32[1]"),
+      {}, V, "positions of pos and S"));
+  c.push_back(bad(
+      op,
+      in("f32[1,1,6,16]", "f32[1,1,4,16]", "f32[1,1,4,16]", "f16[1,4,32,16]", "i32[1,1]", "i32[1]"),
+      {}, V, "multiple of KV heads KVH = 4"));
+  c.push_back(bad(
+      op,
+      in("f32[1,1,8,16]", "f32[1,1,2,16]", "f32[1,1,2,16]", "f16[1,2,32,16]", "f32[1,1]", "i32[1]"),
+      {}, T, "i32 or i64"));
+  c.push_back(bad(
+      op,
+      in("f32[1,1,8,16]", "f32[1,1,3,16]", "f32[1,1,3,16]", "f16[1,2,32,16]", "i32[1,1]", "i32[1]"),
+      {}, V, "KV heads of cache"));
+  c.push_back(bad(
+      op,
+      in("f32[1,1,8,16]", "f32[1,1,2,16]", "f32[1,1,2,16]", "f16[1,2,32,16]", "i32[1,1]", "i32[1]"),
+      {{"n_rot", 3}}, V, "even n_rot"));
+}
+
 void sample_cases(Cases& c) {
   c.push_back(ok("sample", {"f32[2,100]", "i64[2,2]"}, {}, {"i32[2]"}));
   c.push_back(ok("sample", {"f32[3,50]", "i64[3,2]", "i32[3,8]"},
@@ -134,6 +175,7 @@ std::vector<InferCase> llm_cases() {
   rope_cases(c);
   kv_cache_cases(c);
   attention_cached_cases(c);
+  rope_attention_cached_cases(c);
   sample_cases(c);
   swiglu_cases(c);
   return c;

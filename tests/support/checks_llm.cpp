@@ -303,6 +303,122 @@ void attention_cached_checks(CheckTable& t) {
       {}, attention_cached_ref, "decode, a 4096-row cache, D 256"));
 }
 
+// ---- rope_attention_cached -----------------------------------------------------------
+
+// Its parts' references in turn: q and k rotated, the caches written (copies taken now, as
+// for kv_cache_write), attention over them.
+RefFn rope_attention_ref(const Tensor& k_cache, const Tensor& v_cache) {
+  RefFn k_write = kv_cache_ref(k_cache), v_write = kv_cache_ref(v_cache);
+  return [=](const Tensors& in, const Attrs& a) {
+    const Attrs rope{{"mode", a.get_string("mode")},
+                     {"n_rot", a.get_int("n_rot")},
+                     {"base", a.get_float("base")},
+                     {"freq_scale", a.get_float("freq_scale")},
+                     {"inverse", false}};
+    auto rotated = [&](const Tensor& x) {
+      Tensors r{x, in[5]};
+      if (in.size() > 7) r.push_back(in[7]);
+      return rope_ref(r, rope)[0];
+    };
+    Tensor kc = k_write({in[3], rotated(in[1]), in[6]}, {})[0];
+    Tensor vc = v_write({in[4], in[2], in[6]}, {})[0];
+    Tensor o = attention_cached_ref({rotated(in[0]), kc, vc, in[6]}, a)[0];
+    return Tensors{o, kc, vc};
+  };
+}
+
+void rope_attention_cached_checks(CheckTable& t) {
+  struct Case {
+    DType dt, cache;
+    Shape q, kv, cache_shape;  // q [B, S, H, D], k and v [B, S, KVH, D]
+    std::vector<double> pos;
+    Attrs attrs;
+    bool factors;
+    const char* note;
+  };
+  using D = DType;
+  const std::vector<Case> cases = {
+      {D::f32,
+       D::f16,
+       {2, 1, 4, 16},
+       {2, 1, 2, 16},
+       {2, 2, 12, 16},
+       {5, 11},
+       {},
+       false,
+       "decode, per-sequence positions, f16 cache"},
+      {D::f32,
+       D::f32,
+       {1, 1, 4, 16},
+       {1, 1, 1, 16},
+       {1, 1, 9, 16},
+       {0},
+       {{"mode", "neox"}, {"n_rot", 8}, {"scale", 0.3}},
+       true,
+       "first token, neox, partial, freq_factors"},
+      {D::bf16,
+       D::bf16,
+       {1, 1, 8, 64},
+       {1, 1, 2, 64},
+       {1, 2, 40, 64},
+       {37},
+       {{"base", 5e5}},
+       false,
+       "bf16, D 64"},
+      {D::f32,
+       D::bf16,
+       {1, 1, 2, 20},
+       {1, 1, 1, 20},
+       {1, 1, 7, 20},
+       {3},
+       {},
+       false,
+       "D not a multiple of 16"},
+      {D::f16,
+       D::f16,
+       {1, 3, 4, 8},
+       {1, 3, 2, 8},
+       {1, 2, 10, 8},
+       {4},
+       {},
+       false,
+       "three new rows (the parts on the GPU)"},
+      {D::f64, D::f64, {2, 1, 2, 8}, {2, 1, 1, 8}, {2, 1, 6, 8}, {2, 4}, {}, false, "f64"},
+  };
+  uint64_t seed = 3700;
+  for (const Case& c : cases) {
+    Tensor kc = random_tensor(c.cache, c.cache_shape, ++seed);
+    Tensor vc = random_tensor(c.cache, c.cache_shape, ++seed);
+    const int64_t b = c.q[0], sn = c.q[1];
+    std::vector<double> positions;
+    for (int64_t i = 0; i < b; ++i)
+      for (int64_t j = 0; j < sn; ++j) positions.push_back(c.pos[size_t(i)] + double(j));
+    Tensors in{random_tensor(c.dt, c.q, ++seed),
+               random_tensor(c.dt, c.kv, ++seed),
+               random_tensor(c.dt, c.kv, ++seed),
+               kc,
+               vc,
+               ints(DType::i32, {b, sn}, positions),
+               ints(DType::i64, {b}, c.pos)};
+    if (c.factors) in.push_back(random_tensor(DType::f32, {4}, ++seed, 1, 3));
+    OpCheck check =
+        ref_check("rope_attention_cached", c.dt, in, c.attrs, rope_attention_ref(kc, vc), c.note);
+    if (c.dt == D::f16) check.atol = 1e-3;  // as attention_cached's f16 prefill rows
+    t.add(std::move(check));
+  }
+  OpCheck bad{"rope_attention_cached",
+              DType::f32,
+              {random_tensor(DType::f32, {1, 1, 2, 4}, ++seed),
+               random_tensor(DType::f32, {1, 1, 1, 4}, ++seed),
+               random_tensor(DType::f32, {1, 1, 1, 4}, ++seed),
+               random_tensor(DType::f32, {1, 1, 6, 4}, ++seed),
+               random_tensor(DType::f32, {1, 1, 6, 4}, ++seed), ints(DType::i32, {1, 1}, {6}),
+               ints(DType::i32, {1}, {6})}};
+  bad.error = "pos[b] + S <= C = 6, got pos[0] = 6 with S = 1";
+  bad.note = "out of range";
+  t.add(std::move(bad));
+}
+
 // ---- sample --------------------------------------------------------------------------
 
 // The whole chain in double (llama.cpp's order), then the draw of the op's definition.
@@ -469,6 +585,7 @@ CheckTable checks_llm() {
   rope_checks(t);
   kv_cache_checks(t);
   attention_cached_checks(t);
+  rope_attention_cached_checks(t);
   sample_checks(t);
   swiglu_checks(t);
   return t;

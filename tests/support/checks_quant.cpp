@@ -456,6 +456,10 @@ static void fused_quant_checks(CheckTable& t) {
   t.add(fq(D::f64, {2, 32}, D::f32, 8, true, true, {}, "f64 activations (decomposed)"));
   t.add(fq(D::f16, {2, 64}, D::q8_0, 14, false, true, {}, "f16 activations, swiglu"));
   t.add(fq(D::f16, {1, 64}, D::f16, 10, true, false, {}, "f16 activations, norm"));
+  // The norm in the activations' quantizer (a block per row: rows of several blocks).
+  t.add(fq(D::f32, {3, 512}, D::q4_k, 16, true, false, {3, 16}, "q4_k, 3 rows: norm + residual"));
+  t.add(fq(D::f32, {1, 256}, D::q6_k, 12, true, true, {}, "q6_k: norm + swiglu"));
+  t.add(fq(D::f16, {2, 96}, D::q4_0, 8, true, false, {}, "f16 activations, q4_0, norm"));
 }
 
 CheckTable checks_quant() {

@@ -56,6 +56,14 @@ GradTable grads_llm() {
                      idx(DType::i64, {1}, {4})},
                     {{"scale", 0.7}}, "decode, scale"));
 
+  // The three parts as one op: gradients of the output and the caches by its decomposition.
+  t.add(wrt_first(with_inputs("rope_attention_cached",
+                              {f64({2, 1, 4, 4}, 54), f64({2, 1, 2, 4}, 55), f64({2, 1, 2, 4}, 56),
+                               f64({2, 2, 5, 4}, 57), f64({2, 2, 5, 4}, 58),
+                               idx(DType::i32, {2, 1}, {1, 3}), idx(DType::i32, {2}, {1, 3})},
+                              {{"mode", "neox"}}, "decode, GQA 2:1"),
+                  {0, 1, 2, 3, 4}));
+
   GradCheck s =
       with_inputs("sample",
                   {f64({2, 6}, 53, -2, 2), idx(DType::i64, {2, 2}, {7, 1, 8, 2}),

@@ -67,25 +67,18 @@ class Builder {
     return op_n("split", {x}, {{"axis", axis}, {"sizes", std::move(sizes)}});
   }
 
-  // q [B, S, H, D] and k [B, S, KVH, D] rotated, and v [B, S, KVH, D]. A fused q/k/v
-  // product without biases (llama) rotates the q and k heads as one tensor: one split
-  // before the rotation, one after, instead of a slice and a rope per part.
-  std::vector<Value> attention_inputs(int64_t l, Value h, Value positions) {
+  // q [B, S, H, D], k and v [B, S, KVH, D] as the projections leave them (rope comes with
+  // the attention): one stacked product split three ways where the file allows it.
+  std::vector<Value> attention_inputs(int64_t l, Value h) {
     const int64_t H = c_.n_head, KVH = c_.n_kv_head, D = c_.head_dim;
     auto name = [&](const char* w) { return layer_name(l, w); };
-    const std::string group = name("attn_qkv.weight");
-    if (fused_.count(group) && !c_.qkv_bias) {
-      std::vector<Value> qk_v = split(linear(h, group), 2, {(H + KVH) * D, KVH * D});
-      Value qk = rope(reshape(qk_v[0], {0, 0, H + KVH, D}), positions);
-      std::vector<Value> q_k = split(qk, 2, {H, KVH});
-      return {q_k[0], q_k[1], reshape(qk_v[1], {0, 0, KVH, D})};
-    }
     auto bias = [&](const char* b) { return c_.qkv_bias ? name(b) : std::string(); };
     std::vector<Value> qkv =
-        linears(h, group, {name("attn_q.weight"), name("attn_k.weight"), name("attn_v.weight")},
+        linears(h, name("attn_qkv.weight"),
+                {name("attn_q.weight"), name("attn_k.weight"), name("attn_v.weight")},
                 {bias("attn_q.bias"), bias("attn_k.bias"), bias("attn_v.bias")});
-    return {rope(reshape(qkv[0], {0, 0, H, D}), positions),
-            rope(reshape(qkv[1], {0, 0, KVH, D}), positions), reshape(qkv[2], {0, 0, KVH, D})};
+    return {reshape(qkv[0], {0, 0, H, D}), reshape(qkv[1], {0, 0, KVH, D}),
+            reshape(qkv[2], {0, 0, KVH, D})};
   }
 
   // x [B, S, in] @ W^T (+ bias) with W [out, in] in its stored encoding.
@@ -101,14 +94,18 @@ class Builder {
     return op("rms_norm", {x, weight(w)}, {{"axis", int64_t(-1)}, {"epsilon", c_.eps}});
   }
 
-  Value rope(Value x, Value positions) {
-    std::vector<Value> in{x, positions};
+  // rope of q and k, both cache writes and the attention over the caches: one op (one
+  // kernel of a decode step on the GPU; its parts elsewhere).
+  Value attention(Value q, Value k, Value v, Value k_cache, Value v_cache, Value positions,
+                  Value pos) {
+    std::vector<Value> in{q, k, v, k_cache, v_cache, positions, pos};
     if (c_.rope_freq_factors) in.push_back(weight("rope_freqs.weight"));
-    return op("rope", in,
-              {{"mode", c_.rope_mode},
-               {"n_rot", c_.n_rot},
-               {"base", c_.rope_base},
-               {"freq_scale", c_.rope_freq_scale}});
+    return op_n("rope_attention_cached", in,
+                {{"scale", 1.0 / std::sqrt(double(c_.head_dim))},
+                 {"mode", c_.rope_mode},
+                 {"n_rot", c_.n_rot},
+                 {"base", c_.rope_base},
+                 {"freq_scale", c_.rope_freq_scale}})[0];
   }
 
   // One transformer block over x [B, S, dim].
@@ -116,11 +113,8 @@ class Builder {
     const int64_t H = c_.n_head, D = c_.head_dim;
     auto name = [&](const char* w) { return layer_name(l, w); };
     Value h = norm(x, name("attn_norm.weight"));
-    std::vector<Value> qkv = attention_inputs(l, h, positions);
-    Value q = qkv[0];
-    Value kc = op("kv_cache_write", {k_cache, qkv[1], pos});
-    Value vc = op("kv_cache_write", {v_cache, qkv[2], pos});
-    Value o = op("attention_cached", {q, kc, vc, pos}, {{"scale", 1.0 / std::sqrt(double(D))}});
+    std::vector<Value> qkv = attention_inputs(l, h);
+    Value o = attention(qkv[0], qkv[1], qkv[2], k_cache, v_cache, positions, pos);
     x = x + linear(reshape(o, {0, 0, H * D}), name("attn_output.weight"));
     h = norm(x, name("ffn_norm.weight"));
     // A fused gate / up product goes through swiglu whole (no split of it first).

@@ -1,9 +1,8 @@
 // rope, kv_cache_write and swiglu on CUDA, and the family's registration (as
 // backend/cpu/llm.cpp).
 //
-// rope: one thread per rotated pair (or passed-through dim) of a position, over its heads;
-// the angle in double, as on the CPU (at position 4000 an f32 angle is already ~2e-4 rad off), so
-// both backends rotate by the same f32 cos / sin. The positions stay on the device. kv_cache_write:
+// rope: one thread per rotated pair (or passed-through dim) of a position, over its heads
+// (angles: rope.cuh). The positions stay on the device. kv_cache_write:
 // writes the new rows into input 0's storage and returns it (KernelFlags::makes_outputs), so a
 // decode step moves S rows per head, never the cache.
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/llm_kernels.h"
+#include "backend/cuda/rope.cuh"
 #include "rlx/axes.h"
 
 namespace rlx::gpu {
@@ -46,12 +46,6 @@ struct Lead {
   }
 };
 
-struct RopeArgs {
-  int64_t rows, heads, d, half, n_rot;
-  double log2_base, fs;
-  bool neox;
-};
-
 constexpr int kRopeThreads = 64;  // small blocks: a decode step's pairs over more SMs (f64 math)
 
 // One thread per (row, head, pair) rotates that pair, or passes one dim of the head through:
@@ -71,15 +65,10 @@ __global__ void rope_rows(const T* x, const I* pos, const F* factors, T* y, Lead
       yr[e] = xr[e];
       continue;
     }
-    // base^(-2c / n_rot) as exp2 of a product with log2(base) (the host's): a relative
-    // error of ~1e-16 in the frequency, far below the f32 rounding of cos and sin.
-    double freq = exp2(-2.0 * double(c) / double(a.n_rot) * a.log2_base);
-    if (factors) freq /= double(load(factors[c]));
-    const double th = double(pos[lead.pos_offset(l)]) * a.fs * freq;
-    double sd, cd;
-    sincos(th, &sd, &cd);
-    const C cv = C(cd), sv = C(sd);
-    const int64_t i0 = a.neox ? c : 2 * c, i1 = i0 + (a.neox ? a.half : 1);
+    C cv, sv;
+    rope_cos_sin(a, c, double(pos[lead.pos_offset(l)]), factors, cv, sv);
+    int64_t i0, i1;
+    rope_pair(a, c, i0, i1);
     const C x0 = C(load(xr[i0])), x1 = C(load(xr[i1]));
     yr[i0] = store<T>(x0 * cv - x1 * sv);
     yr[i1] = store<T>(x0 * sv + x1 * cv);
@@ -90,17 +79,8 @@ void rope_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &x = in[0], &pos = in[1];
   const auto& xs = x.shape();
   const size_t r = xs.size();
-  RopeArgs a{};
-  a.d = xs[r - 1];
+  RopeArgs a = rope_args(ctx.attrs, xs[r - 1], ctx.attrs.get_bool("inverse"));
   a.heads = xs[r - 2];
-  a.n_rot = ctx.attrs.get_int("n_rot");
-  if (a.n_rot == 0) a.n_rot = a.d;
-  if (a.n_rot % 2 != 0 || a.n_rot > a.d)
-    fail<ValueError>("rope", "expected an even n_rot <= D = ", a.d, ", got ", a.n_rot);
-  a.half = a.n_rot / 2;
-  a.neox = ctx.attrs.get_string("mode") == "neox";
-  a.fs = ctx.attrs.get_float("freq_scale") * (ctx.attrs.get_bool("inverse") ? -1.0 : 1.0);
-  a.log2_base = std::log2(ctx.attrs.get_float("base"));
   Lead lead;
   std::vector<int64_t> lsize(xs.begin(), xs.end() - 2);
   if (lsize.size() > size_t(kMaxDims))

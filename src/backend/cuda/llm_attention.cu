@@ -11,6 +11,8 @@
 //     query row, that keeps the row's scores (f64) and probabilities in shared memory: its
 //     max and sum, then the normalised probabilities times the values. One launch instead
 //     of three, no scratch in global memory: a decode step's attention is latency-bound.
+//     rope_attention_cached (one new row per sequence) runs it with the rope of its q and k
+//     rows and the two cache writes in the same launch: four kernels of a layer in one.
 //   - Decode over a longer cache, flash-decoding: each group of kRows rows splits its keys
 //     into up to kMaxSplit chunks, a block each. The chunks are sized on the device from
 //     pos: the host never reads it (a decode step runs under CUDA Graph capture), so the
@@ -30,6 +32,7 @@
 #include "backend/cuda/flash.cuh"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/llm_kernels.h"
+#include "backend/cuda/rope.cuh"
 
 namespace rlx::gpu {
 
@@ -61,6 +64,14 @@ struct Params {
   int split;            // decode: chunks per row group
   bool pos64, vec;      // vec: cache rows load as aligned 16-byte vectors
   double scale;
+  // rope_attention_cached (decode_fused with kNew, S = 1): q [B, 1, H, D], k and v
+  // [B, 1, KVH, D] before rope (q's dtype), rope's positions [B, 1] (or one for all) and
+  // freq_factors (f32, or null); p.q unused.
+  const void *qn, *kn, *vn, *positions;
+  const float* factors;
+  bool positions64;
+  int64_t positions_stride;  // 0: one position for every sequence
+  RopeArgs rope;
   // Decode scratch.
   double* score;  // [B * KVH, rows_pad, C]
   double* cmax;   // [B * KVH, rows_pad, split]: each chunk's max
@@ -91,6 +102,13 @@ __device__ __forceinline__ Vec<TK, kW<TK>> load_raw(const TK* row, int i, const 
 #pragma unroll
     for (int j = 0; j < W; ++j) x.v[j] = i * W + j < p.d ? row[i * W + j] : store<TK>(0.f);
   }
+  return x;
+}
+// load_raw for a row in shared memory (the step's new key or value row): plain loads.
+template <class TK>
+__device__ __forceinline__ Vec<TK, kW<TK>> load_shared(const TK* row, int i) {
+  Vec<TK, kW<TK>> x;
+  *reinterpret_cast<uint4*>(&x) = *(reinterpret_cast<const uint4*>(row) + i);
   return x;
 }
 template <class TK>
@@ -376,13 +394,36 @@ __host__ __device__ constexpr size_t fused_smem(int64_t c, int dp) {
   return size_t(c) * (sizeof(double) + sizeof(float)) + size_t(dp) * sizeof(double) +
          size_t(kFusedThreads) * 8 * sizeof(float);
 }
+// With rope_attention_cached's new key and value rows after those (16-byte aligned).
+template <class TK>
+__host__ __device__ constexpr size_t fused_new_smem(int64_t c, int dp) {
+  return (fused_smem(c, dp) + 15) / 16 * 16 + 2 * size_t(dp) * sizeof(TK);
+}
+
+// Element e of row x rotated as rope rotates it (rope_rows: the same f32 products).
+template <class T>
+__device__ __forceinline__ float rotated(const T* x, int64_t e, const RopeArgs& a, double pos,
+                                         const float* factors) {
+  if (e >= a.n_rot) return float(load(x[e]));
+  const int64_t c = a.neox ? e % a.half : e / 2;
+  int64_t i0, i1;
+  rope_pair(a, c, i0, i1);
+  float cv, sv;
+  rope_cos_sin(a, c, pos, factors, cv, sv);
+  const float x0 = float(load(x[i0])), x1 = float(load(x[i1]));
+  return e == i0 ? x0 * cv - x1 * sv : x0 * sv + x1 * cv;
+}
 
 // Grid (B * KVH, S * G): block (pair, r) is query row r of (b, KV head). kKeyLanes lanes
 // share a key: each takes vectors of it (f64 products with the query, rounded to the cache
 // dtype, in shared memory), and their sum is the key's score. The row's max and sum (f64)
 // come from the block; then threads own a vector column each over strided keys, weighting
 // the values by the normalised probabilities (f32), and their shares are summed at the end.
-template <class TQ, class TK>
+// kNew (rope_attention_cached, S = 1): the block rotates its query row itself, and the new
+// key and value rows of (b, KV head), rounded to the cache dtype as kv_cache_write stores
+// them, wait in shared memory for key pos[b]: row 0's block writes them to the caches,
+// and no block reads that row back from memory (another may not have written it yet).
+template <class TQ, class TK, bool kNew>
 __global__ void __launch_bounds__(kFusedThreads) decode_fused(Params p) {
   pdl_wait();     // launched programmatically dependent: overlaps the cache writes' tail
   pdl_trigger();  // the output projection may start (and prefetch its weights)
@@ -401,21 +442,51 @@ __global__ void __launch_bounds__(kFusedThreads) decode_fused(Params p) {
   double* sq = ss + p.c;                            // [dp] the query, rounded
   float* sp = reinterpret_cast<float*>(sq + p.dp);  // [c] probabilities
   float* red = sp + p.c;                            // [threads / nv][dp] output shares
-  const TQ* q = static_cast<const TQ*>(p.q) + row_offset(p, b, kh, r);
-  for (int e = t; e < p.dp; e += kFusedThreads)
-    sq[e] = e < p.d ? cache_rounded<TK>(double(load(q[e]))) : 0.0;
-  __syncthreads();
   const TK* kc = static_cast<const TK*>(p.k) + pair * p.c * p.d;
   const TK* vc = static_cast<const TK*>(p.v) + pair * p.c * p.d;
+  TK* kn = reinterpret_cast<TK*>(reinterpret_cast<char*>(smem) +
+                                 (fused_smem(p.c, p.dp) + 15) / 16 * 16);  // [dp]
+  TK* vn = kn + p.dp;                                                      // [dp]
+  if constexpr (kNew) {
+    const double at_pos =
+        p.positions64 ? double(static_cast<const int64_t*>(p.positions)[b * p.positions_stride])
+                      : double(static_cast<const int32_t*>(p.positions)[b * p.positions_stride]);
+    const TQ* q = static_cast<const TQ*>(p.qn) + (b * p.h + kh * p.g + r) * p.d;
+    const TQ* k = static_cast<const TQ*>(p.kn) + (b * p.kvh + kh) * p.d;
+    const TQ* v = static_cast<const TQ*>(p.vn) + (b * p.kvh + kh) * p.d;
+    // Each value as the separate kernels leave it: rope's output in q's dtype, then the
+    // cache's (kv_cache_write) or the cache-dtype rounding of the queries.
+    for (int e = t; e < p.dp; e += kFusedThreads) {
+      const bool in = e < p.d;
+      sq[e] =
+          in ? cache_rounded<TK>(double(load(store<TQ>(rotated(q, e, p.rope, at_pos, p.factors)))))
+             : 0.0;
+      kn[e] =
+          store<TK>(in ? float(load(store<TQ>(rotated(k, e, p.rope, at_pos, p.factors)))) : 0.f);
+      vn[e] = store<TK>(in ? float(load(v[e])) : 0.f);
+    }
+    __syncthreads();
+    if (r == 0)
+      for (int e = t; e < p.d; e += kFusedThreads) {
+        const_cast<TK*>(kc)[at * p.d + e] = kn[e];
+        const_cast<TK*>(vc)[at * p.d + e] = vn[e];
+      }
+  } else {
+    const TQ* q = static_cast<const TQ*>(p.q) + row_offset(p, b, kh, r);
+    for (int e = t; e < p.dp; e += kFusedThreads)
+      sq[e] = e < p.d ? cache_rounded<TK>(double(load(q[e]))) : 0.0;
+    __syncthreads();
+  }
   const int kl = t % kKeyLanes;
   double mx = -INFINITY;
   for (int64_t j0 = 0; j0 < keys; j0 += kFusedThreads / kKeyLanes) {
     const int64_t j = j0 + t / kKeyLanes;
     double acc = 0;
     if (j < keys) {
-      const TK* kr = kc + j * p.d;
+      const bool fresh = kNew && j == at;  // the step's own key: shared memory
+      const TK* kr = fresh ? kn : kc + j * p.d;
       for (int v = kl; v < nv; v += kKeyLanes) {
-        const Vec<TK, W> x = load_raw<TK>(kr, v, p);
+        const Vec<TK, W> x = fresh ? load_shared<TK>(kr, v) : load_raw<TK>(kr, v, p);
 #pragma unroll
         for (int e = 0; e < W; ++e) acc = fma(wide(x.v[e]), sq[v * W + e], acc);
       }
@@ -437,10 +508,13 @@ __global__ void __launch_bounds__(kFusedThreads) decode_fused(Params p) {
   __syncthreads();
   // Values: thread (ks, vi) takes vector column vi of keys ks, ks + splits, ...
   const int splits = kFusedThreads / nv, ks = t / nv, vi = t % nv;
+  // With kNew the last key's values come from shared memory, after the others (the order
+  // its thread would take them in anyway).
+  const int64_t cached = kNew ? keys - 1 : keys;
   float acc[W] = {};
   if (ks < splits) {
     int64_t j = ks;
-    for (; j + 3 * splits < keys; j += 4 * splits) {
+    for (; j + 3 * splits < cached; j += 4 * splits) {
       float x[4][W];  // four rows in flight
 #pragma unroll
       for (int u = 0; u < 4; ++u) load_vec<TK>(vc + (j + u * splits) * p.d, vi, p, x[u]);
@@ -451,12 +525,18 @@ __global__ void __launch_bounds__(kFusedThreads) decode_fused(Params p) {
         for (int e = 0; e < W; ++e) acc[e] = fmaf(pr, x[u][e], acc[e]);
       }
     }
-    for (; j < keys; j += splits) {
+    for (; j < cached; j += splits) {
       float x[W];
       load_vec<TK>(vc + j * p.d, vi, p, x);
       const float pr = sp[j];
 #pragma unroll
       for (int e = 0; e < W; ++e) acc[e] = fmaf(pr, x[e], acc[e]);
+    }
+    if (kNew && j == cached) {
+      const Vec<TK, W> u = load_shared<TK>(vn, vi);
+      const float pr = sp[j];
+#pragma unroll
+      for (int e = 0; e < W; ++e) acc[e] = fmaf(pr, float(load(u.v[e])), acc[e]);
     }
 #pragma unroll
     for (int e = 0; e < W; ++e) red[ks * p.dp + vi * W + e] = acc[e];
@@ -842,7 +922,7 @@ void launch(Params p, int64_t pairs, cudaStream_t st, const Scratch& scratch) {
     return tile_kernel(p, pairs, st);
   }
   if (p.c <= kFusedKeys) {
-    constexpr auto kernel = decode_fused<TQ, TK>;
+    constexpr auto kernel = decode_fused<TQ, TK, false>;
     static const bool raised = [&] {
       RLX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                     int(fused_smem(kFusedKeys, kMaxD))));
@@ -939,6 +1019,62 @@ void attention_cached_kernel(const KernelContext& ctx, std::span<const Tensor> i
   });
 }
 
+// One new row per sequence (decode) over a cache the one-kernel path takes: rope, both
+// cache writes and the attention in one launch (decode_fused with kNew).
+void rope_attention_cached_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                                  std::span<Tensor> out) {
+  const Tensor &q = in[0], &kc = in[3], &vc = in[4], &positions = in[5], &pos = in[6];
+  const int64_t batch = q.shape()[0];
+  out[1] = kc;  // the caches' own storage, written in place (as kv_cache_write)
+  out[2] = vc;
+  Params p{};
+  p.s = 1;
+  p.h = int(q.shape()[2]);
+  p.d = int(q.shape()[3]);
+  p.kvh = int(kc.shape()[1]);
+  p.c = kc.shape()[2];
+  if (batch == 0 || p.h == 0) return;
+  p.qn = q.data();
+  p.kn = in[1].data();
+  p.vn = in[2].data();
+  p.k = kc.data();
+  p.v = vc.data();
+  p.positions = positions.data();
+  p.positions64 = positions.dtype() == DType::i64;
+  p.positions_stride = positions.numel() == 1 ? 0 : 1;
+  p.factors = in.size() > 7 ? in[7].data_as<float>() : nullptr;
+  p.rope = rope_args(ctx.attrs, p.d, false);
+  p.pos = pos.data();
+  p.out = out[0].data();
+  p.pos64 = pos.dtype() == DType::i64;
+  p.bad = position_check(ctx, p.s, p.c);
+  p.g = p.h / p.kvh;
+  p.rows = p.g;
+  p.rows_pad = (p.rows + kRows - 1) / kRows * kRows;
+  const double scale = ctx.attrs.get_float("scale");
+  p.scale = scale != 0 ? scale : 1.0 / std::sqrt(double(p.d));
+  cudaStream_t st = stream_of(ctx);
+  visit_kernel_float(q.dtype(), [&](auto qtag) {
+    visit_kernel_float(kc.dtype(), [&](auto ktag) {
+      using TQ = typename decltype(qtag)::type;
+      using TK = typename decltype(ktag)::type;
+      constexpr int W = kW<TK>;
+      p.dp = (p.d + W - 1) / W * W;
+      p.vec = p.d % W == 0 && aligned<W>(static_cast<const TK*>(p.k), static_cast<const TK*>(p.v));
+      constexpr auto kernel = decode_fused<TQ, TK, true>;
+      static const bool raised = [&] {
+        RLX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      int(fused_new_smem<TK>(kFusedKeys, kMaxD))));
+        return true;
+      }();
+      (void)raised;
+      launch_pdl(kernel, dim3(unsigned(batch * p.kvh), unsigned(p.rows)), kFusedThreads,
+                 fused_new_smem<TK>(p.c, p.dp), st, p);
+    });
+  });
+  RLX_CUDA_LAUNCHED("rope_attention_cached");
+}
+
 // f32, f16 and bf16 queries and caches with head dims up to kMaxD; f64 runs through the
 // decomposition (the gradient checks' dtype).
 bool supported(const KernelQuery& q) {
@@ -950,8 +1086,23 @@ bool supported(const KernelQuery& q) {
 
 }  // namespace
 
+// rope_attention_cached where decode_fused takes it: one new row per sequence (S = 1) over
+// a cache of at most kFusedKeys rows, q / k / v of one dtype, f32 freq_factors. Other
+// shapes run the parts (the op's decomposition).
+bool fused_supported(const KernelQuery& q) {
+  auto ok = [](DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; };
+  const auto& in = q.inputs;
+  if (in.size() < 7 || !ok(in[0].dtype) || in[1].dtype != in[0].dtype ||
+      in[2].dtype != in[0].dtype || !ok(in[3].dtype) || in[4].dtype != in[3].dtype)
+    return false;
+  if (in.size() > 7 && in[7].dtype != DType::f32) return false;
+  const Dim &s = in[0].shape[1], &d = in[0].shape[3], &c = in[3].shape[2];
+  return s.is(1) && d.is_static() && d.value() <= kMaxD && c.is_static() && c.value() <= kFusedKeys;
+}
+
 void register_attention_cached(KernelRegistry& r) {
   add_kernel(r, "attention_cached", attention_cached_kernel, supported);
+  add_kernel(r, "rope_attention_cached", rope_attention_cached_kernel, fused_supported);
 }
 
 }  // namespace rlx::gpu

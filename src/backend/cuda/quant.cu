@@ -184,13 +184,9 @@ void dequantize_kernel(const KernelContext& ctx, Ins in, Outs out) {
 
 __device__ __forceinline__ float round_half(float v) { return __half2float(__float2half_rn(v)); }
 
-// One warp per block of 32 (q8_0 / q8_1 rules).
-__global__ void quantize_q8(const float* x, int64_t blocks, int8_t* xq, float* xd, float* xs) {
-  pdl_trigger();  // the matvec may start (and prefetch its weights)
-  const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (b >= blocks) return;
-  const float v = x[b * 32 + lane];
+// Block b of 32 values (q8_0 / q8_1 rules), lane holding value `lane`.
+__device__ __forceinline__ void q8_block(float v, int lane, int64_t b, int8_t* xq, float* xd,
+                                         float* xs) {
   float amax = fabsf(v);
   for (int o = 16; o > 0; o /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float d = amax / 127.f, id = amax != 0 ? 127.f / amax : 0.f;
@@ -204,20 +200,15 @@ __global__ void quantize_q8(const float* x, int64_t blocks, int8_t* xq, float* x
   }
 }
 
-// One warp per block of 256 (q8_K rules: the scale from the signed value of largest
-// magnitude, the first one on ties).
-__global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* xd) {
-  pdl_trigger();
-  const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x % 32;
-  if (b >= blocks) return;
-  float v[8], best = -1, max = 0;
+// Block b of 256 values (q8_K rules: the scale from the signed value of largest
+// magnitude, the first one on ties), lane holding values 8 lane .. 8 lane + 7.
+__device__ __forceinline__ void q8k_block(const float (&v)[8], int lane, int64_t b, int8_t* xq,
+                                          float* xd) {
+  float best = -1, max = 0;
   int at = 0;
 #pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    v[j] = x[b * 256 + lane * 8 + j];
+  for (int j = 0; j < 8; ++j)
     if (fabsf(v[j]) > best) best = fabsf(v[j]), max = v[j], at = lane * 8 + j;
-  }
   for (int o = 16; o > 0; o /= 2) {
     const float ob = __shfl_xor_sync(0xffffffffu, best, o);
     const float om = __shfl_xor_sync(0xffffffffu, max, o);
@@ -231,27 +222,97 @@ __global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* 
   if (lane == 0) xd[b] = max != 0 ? 1 / iscale : 0.f;
 }
 
+// One warp per block of 32.
+__global__ void quantize_q8(const float* x, int64_t blocks, int8_t* xq, float* xd, float* xs) {
+  pdl_trigger();  // the matvec may start (and prefetch its weights)
+  const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  if (b < blocks) q8_block(x[b * 32 + threadIdx.x % 32], int(threadIdx.x % 32), b, xq, xd, xs);
+}
+
+// One warp per block of 256.
+__global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* xd) {
+  pdl_trigger();
+  const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x % 32;
+  if (b >= blocks) return;
+  float v[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) v[j] = x[b * 256 + lane * 8 + j];
+  q8k_block(v, lane, b, xq, xd);
+}
+
+constexpr int kNormThreads = 256;
+
+// fused_quant_matmul's rms_norm and the quantization in one kernel, a block per row of x
+// [m, k]: the row's sum of squares, then its blocks of kBlk as the kernels above take
+// them, each value x * inv * g as the rms_norm kernel computes it (nn.cu's norm_rows).
+template <int kBlk>
+__global__ void __launch_bounds__(kNormThreads)
+    quantize_norm(const float* x, const float* g, float eps, int64_t k, int8_t* xq, float* xd,
+                  float* xs) {
+  pdl_trigger();
+  __shared__ float part[kNormThreads / 32];
+  const int64_t r = blockIdx.x;
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const float* xr = x + r * k;
+  float ss = 0;
+  for (int64_t i = t; i < k; i += kNormThreads) ss += xr[i] * xr[i];
+  for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (lane == 0) part[warp] = ss;
+  __syncthreads();
+  ss = 0;
+  for (int w = 0; w < kNormThreads / 32; ++w) ss += part[w];
+  const float inv = 1.f / sqrtf(ss / float(k) + eps);
+  const int64_t nb = k / kBlk;
+  for (int64_t b = warp; b < nb; b += kNormThreads / 32) {
+    if constexpr (kBlk == 32) {
+      const int64_t i = b * 32 + lane;
+      q8_block(xr[i] * inv * g[i], lane, r * nb + b, xq, xd, xs);
+    } else {
+      float v[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const int64_t i = b * 256 + lane * 8 + j;
+        v[j] = xr[i] * inv * g[i];
+      }
+      q8k_block(v, lane, r * nb + b, xq, xd);
+    }
+  }
+}
+
+// The quantized activations: one allocation (a graph captured over it holds one memory
+// node, not three).
 struct Act {
-  Tensor q, d, s;  // int8 values, block scales, q8_1 sums
+  Tensor buf;
+  const int8_t* q;  // int8 values [m, k]
+  const float* d;   // block scales
+  const float* s;   // q8_1 sums (blocks of 32)
   int blk = 32;
 };
 
-Act quantize_act(const Tensor& x, DType wt, int64_t m, int64_t k, cudaStream_t s) {
+// Rows of x [m, k] quantized, after rms_norm with scale g (when given) and eps.
+Act quantize_act(const Tensor& x, DType wt, int64_t m, int64_t k, cudaStream_t s,
+                 const float* g = nullptr, double eps = 0) {
   Act a;
   a.blk = dtype_block(wt) == quant::kQK_K ? 256 : 32;
-  const int64_t blocks = m * k / a.blk;
-  a.q = Tensor::empty(DType::i8, {m, k}, x.device());
-  a.d = Tensor::empty(DType::f32, {std::max<int64_t>(blocks, 1)}, x.device());
-  a.s = Tensor::empty(DType::f32, {std::max<int64_t>(blocks, 1)}, x.device());
-  const int grid = int((blocks * 32 + kThreads - 1) / kThreads);
+  const int64_t blocks = m * k / a.blk, qbytes = (m * k + 15) / 16 * 16;
+  a.buf = Tensor::empty(DType::u8, {qbytes + 8 * std::max<int64_t>(blocks, 1)}, x.device());
+  auto* base = static_cast<uint8_t*>(a.buf.data());
+  auto* q = reinterpret_cast<int8_t*>(base);
+  auto* d = reinterpret_cast<float*>(base + qbytes);
+  float* sums = d + std::max<int64_t>(blocks, 1);
+  a.q = q, a.d = d, a.s = sums;
   if (blocks == 0) return a;
-  auto* q = static_cast<int8_t*>(a.q.data());
-  auto* d = static_cast<float*>(a.d.data());
   const auto* xp = static_cast<const float*>(x.data());
-  if (a.blk == 256)
+  const unsigned grid = unsigned((blocks * 32 + kThreads - 1) / kThreads);  // a warp a block
+  if (g && a.blk == 256)
+    quantize_norm<256><<<unsigned(m), kNormThreads, 0, s>>>(xp, g, float(eps), k, q, d, sums);
+  else if (g)
+    quantize_norm<32><<<unsigned(m), kNormThreads, 0, s>>>(xp, g, float(eps), k, q, d, sums);
+  else if (a.blk == 256)
     quantize_q8k<<<grid, kThreads, 0, s>>>(xp, blocks, q, d);
   else
-    quantize_q8<<<grid, kThreads, 0, s>>>(xp, blocks, q, d, static_cast<float*>(a.s.data()));
+    quantize_q8<<<grid, kThreads, 0, s>>>(xp, blocks, q, d, sums);
   RLX_CUDA_LAUNCHED("quant_matmul: activations");
   return a;
 }
@@ -636,10 +697,12 @@ void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, 
   const auto* wp = static_cast<const uint8_t*>(w.data());
   const bool mma = wt == DType::bf16 && use_mma(m, k, wp, x.data());
   // Only fmatvec applies the norm as it multiplies; the others read normalised rows.
+  // fmatvec applies the norm as it multiplies, the quantizer before the integer dots;
+  // bmatvec reads normalised rows.
   Norm nm;
-  if (g.defined() && (is_quantized(wt) || mma))
+  if (g.defined() && mma)
     x = normalized(x, g, eps, m, k, s);
-  else if (g.defined())
+  else if (g.defined() && !is_quantized(wt))
     nm = {static_cast<const float*>(g.data()), float(eps), float(k)};
   const auto* xp = static_cast<const float*>(x.data());
   const int split = split_for(n, k, yp.swiglu), rows = kWarps / split;
@@ -648,12 +711,11 @@ void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, 
     constexpr int MR = decltype(mr)::value;
     const dim3 grid(unsigned((outs + per_block - 1) / per_block), unsigned((m + MR - 1) / MR));
     if (is_quantized(wt)) {
-      Act a = quantize_act(x, wt, m, k, s);
+      Act a = quantize_act(x, wt, m, k, s, g.defined() ? g.data_as<float>() : nullptr, eps);
       visit_quant(wt, [&](auto t) {
         constexpr DType T = decltype(t)::value;
-        launch_pdl(qmatvec<T, MR, kQuantDepth<T>>, grid, 32 * kWarps, 0, s, wp, n, k,
-                   static_cast<const int8_t*>(a.q.data()), static_cast<const float*>(a.d.data()),
-                   static_cast<const float*>(a.s.data()), m, yp, split);
+        launch_pdl(qmatvec<T, MR, kQuantDepth<T>>, grid, 32 * kWarps, 0, s, wp, n, k, a.q, a.d, a.s,
+                   m, yp, split);
       });
     } else if (wt == DType::f16) {
       launch_pdl(fmatvec<__half, MR>, grid, 32 * kWarps, 0, s, reinterpret_cast<const __half*>(wp),
@@ -780,13 +842,8 @@ void register_quant(KernelRegistry& r) {
   });
   add_kernel(r, "quant_matmul", quant_matmul_kernel,
              [](const KernelQuery& q) { return product_supported(q, 1); });
-  // The norm only with float weights, which fmatvec scales as it multiplies: before the
-  // integer dots it would be a kernel of its own plus a buffer per call, slower than the
-  // rms_norm kernel it replaces (H200, 1.1 B q8_0 decode: 598 against 647 tokens/s).
   add_kernel(r, "fused_quant_matmul", fused_quant_matmul_kernel, [](const KernelQuery& q) {
-    const bool norm = q.attrs.get_string("norm") == "rms_norm";
-    if (norm && is_quantized(q.inputs[2].dtype)) return false;
-    return product_supported(q, norm ? 2 : 1);
+    return product_supported(q, q.attrs.get_string("norm") == "rms_norm" ? 2 : 1);
   });
 }
 
