@@ -51,7 +51,10 @@
     "CUDA (sm_90 on): decode kernels launch programmatically dependent (matvecs prefetch their "   \
     "weights)")                                                                                    \
   X(int64_t, sparse_lanes, "RLX_SPARSE_LANES", 0,                                                  \
-    "CUDA sparse rows: lanes per CSR row (0: chosen from the row lengths)")
+    "CUDA sparse rows: lanes per CSR row (0: chosen from the row lengths)")                        \
+  X(bool, llm_chain, "RLX_LLM_CHAIN", true,                                                        \
+    "rlx::llm decode: each step's token and state come from the step before, where it ran (0: "    \
+    "through the host every token)")
 
 namespace rlx {
 

@@ -4,13 +4,13 @@
 // place, so a decode step allocates nothing of its own.
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <optional>
 
 #include "rlx/cuda.h"
 #include "rlx/error.h"
+#include "rlx/settings.h"
 #include "rlx_llm/llm.h"
 
 namespace rlx::llm {
@@ -54,16 +54,6 @@ std::vector<Tensor> make_caches(const Model& m, int64_t batch) {
     out.push_back(m.options().device.is_cpu() ? t : t.to(m.options().device));
   }
   return out;
-}
-
-// RLX_LLM_CHAIN=0: decode() runs step() after step(), each step's inputs from the host
-// (for A/B timings).
-bool chained() {
-  static const bool off = [] {
-    const char* e = std::getenv("RLX_LLM_CHAIN");
-    return e && std::string(e) == "0";
-  }();
-  return !off;
 }
 
 }  // namespace
@@ -204,7 +194,7 @@ std::vector<int32_t> Generator::step(std::span<const int32_t> last) {
 int64_t Generator::decode(std::span<const int32_t> last, int64_t n,
                           const std::function<bool(std::span<const int32_t>)>& on_step) {
   if (n <= 0) return 0;
-  if (!chained() || keep_logits) {  // the logits leave every step anyway
+  if (!settings().llm_chain || keep_logits) {  // the logits leave every step anyway
     std::vector<int32_t> t(last.begin(), last.end());
     for (int64_t i = 0; i < n; ++i) {
       t = step(t);
