@@ -68,15 +68,18 @@ std::vector<TensorType> infer_rope(const InferContext& ctx) {
   return one(ctx.input(0));
 }
 
+// The rotation's attributes, rope's and rope_attention_cached's.
+OpDef& rope_attrs(OpDef& d) {
+  return d.attr("mode", AttrKind::String, AttrValue("pairs"), {"pairs", "neox"})
+      .attr("n_rot", AttrKind::Int, AttrValue(0))
+      .attr("base", AttrKind::Float, AttrValue(10000.0))
+      .attr("freq_scale", AttrKind::Float, AttrValue(1.0));
+}
+
 void register_rope(OpRegistry& r) {
   OpDef d;
   d.name = "rope";
-  d.arity(2, 3)
-      .attr("mode", AttrKind::String, AttrValue("pairs"), {"pairs", "neox"})
-      .attr("n_rot", AttrKind::Int, AttrValue(0))
-      .attr("base", AttrKind::Float, AttrValue(10000.0))
-      .attr("freq_scale", AttrKind::Float, AttrValue(1.0))
-      .attr("inverse", AttrKind::Bool, AttrValue(false));
+  rope_attrs(d.arity(2, 3)).attr("inverse", AttrKind::Bool, AttrValue(false));
   d.doc =
       "Rotary position embedding of x [..., S, H, D] at integer positions pos (broadcasting "
       "against [..., S]: [S] or [B, S]), optional freq_factors [n_rot / 2]. The first n_rot "
@@ -202,12 +205,7 @@ void register_rope_attention_cached(OpRegistry& r) {
   OpDef d;
   d.name = "rope_attention_cached";
   d.traits = Trait::side_effect;
-  d.arity(7, 8)
-      .attr("scale", AttrKind::Float, AttrValue(0.0))
-      .attr("mode", AttrKind::String, AttrValue("pairs"), {"pairs", "neox"})
-      .attr("n_rot", AttrKind::Int, AttrValue(0))
-      .attr("base", AttrKind::Float, AttrValue(10000.0))
-      .attr("freq_scale", AttrKind::Float, AttrValue(1.0));
+  rope_attrs(d.arity(7, 8).attr("scale", AttrKind::Float, AttrValue(0.0)));
   d.doc =
       "A decode step's attention with what comes before it, as one op: q [B, S, H, D] and k "
       "[B, S, KVH, D] rotated by rope at positions (input 5, as rope's pos; freq_factors "
