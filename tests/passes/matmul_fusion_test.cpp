@@ -5,6 +5,7 @@
 
 #include "backend/cpu/families.h"
 #include "rlx/rlx.h"
+#include "rlx/settings.h"
 #include "rlx/text.h"
 #include "support/pass_check.h"
 
@@ -392,22 +393,33 @@ TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnCuda) {
       return a=%1, b=%2
     })",
               "", test::on_device(Device::cuda(), cuda));
-  // Quantized weights: the norm joins the activations' quantizer.
+  // Quantized weights: the swiglu joins; the norm too with settings().decode_fusions (it
+  // runs in the activations' quantizer, not yet run on a GPU).
   test::PassCheckOptions o = test::on_device(Device::cuda(), cuda);
   o.compare_outputs = false;  // (no random values for quantized params)
-  expect_pass("matmul_fusion", R"(
+  const char* unfused = R"(
     graph main(%x: f32[1,64], param %g: f32[64], param %w: q8_0[32,64]) {
       %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,64]
       %1 = quant_matmul(%0, %w) : f32[1,32]
       %2 = swiglu(%1) : f32[1,16]
       return y=%2
+    })";
+  expect_pass("matmul_fusion", unfused, R"(
+    graph main(%x: f32[1,64], param %g: f32[64], param %w: q8_0[32,64]) {
+      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,64]
+      %1 = fused_quant_matmul(%0, %w) {activation="swiglu"} : f32[1,16]
+      return y=%1
     })",
-              R"(
+              o);
+  const bool before = settings().decode_fusions;
+  settings().decode_fusions = true;
+  expect_pass("matmul_fusion", unfused, R"(
     graph main(%x: f32[1,64], param %g: f32[64], param %w: q8_0[32,64]) {
       %0 = fused_quant_matmul(%x, %g, %w) {activation="swiglu", epsilon=1e-05, norm="rms_norm"} : f32[1,16]
       return y=%0
     })",
               o);
+  settings().decode_fusions = before;
 }
 #endif
 

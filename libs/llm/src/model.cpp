@@ -14,6 +14,7 @@
 #include "rlx/error.h"
 #include "rlx/ops.h"
 #include "rlx/quant.h"
+#include "rlx/settings.h"
 #include "rlx_llm/llm.h"
 
 namespace rlx::llm {
@@ -67,18 +68,42 @@ class Builder {
     return op_n("split", {x}, {{"axis", axis}, {"sizes", std::move(sizes)}});
   }
 
-  // q [B, S, H, D], k and v [B, S, KVH, D] as the projections leave them (rope comes with
-  // the attention): one stacked product split three ways where the file allows it.
-  std::vector<Value> attention_inputs(int64_t l, Value h) {
+  // A block's attention over the caches from its normalised input h. With
+  // settings().decode_fusions one rope_attention_cached op (a GPU kernel for the whole of
+  // it; elsewhere its parts), else the parts: a fused q/k/v product without biases (llama)
+  // rotates the q and k heads as one tensor (one split before the rotation, one after,
+  // instead of a slice and a rope per part).
+  Value attention(int64_t l, Value h, Value positions, Value pos, Value k_cache, Value v_cache) {
     const int64_t H = c_.n_head, KVH = c_.n_kv_head, D = c_.head_dim;
     auto name = [&](const char* w) { return layer_name(l, w); };
+    const std::string group = name("attn_qkv.weight");
+    const bool fusions = settings().decode_fusions;
+    auto parts = [&](Value q, Value k, Value v) {
+      Value kc = op("kv_cache_write", {k_cache, k, pos});
+      Value vc = op("kv_cache_write", {v_cache, v, pos});
+      return op("attention_cached", {q, kc, vc, pos}, {{"scale", 1.0 / std::sqrt(double(D))}});
+    };
+    if (!fusions && fused_.count(group) && !c_.qkv_bias) {
+      std::vector<Value> qk_v = split(linear(h, group), 2, {(H + KVH) * D, KVH * D});
+      Value qk = rope(reshape(qk_v[0], {0, 0, H + KVH, D}), positions);
+      std::vector<Value> q_k = split(qk, 2, {H, KVH});
+      return parts(q_k[0], q_k[1], reshape(qk_v[1], {0, 0, KVH, D}));
+    }
     auto bias = [&](const char* b) { return c_.qkv_bias ? name(b) : std::string(); };
     std::vector<Value> qkv =
-        linears(h, name("attn_qkv.weight"),
-                {name("attn_q.weight"), name("attn_k.weight"), name("attn_v.weight")},
+        linears(h, group, {name("attn_q.weight"), name("attn_k.weight"), name("attn_v.weight")},
                 {bias("attn_q.bias"), bias("attn_k.bias"), bias("attn_v.bias")});
-    return {reshape(qkv[0], {0, 0, H, D}), reshape(qkv[1], {0, 0, KVH, D}),
-            reshape(qkv[2], {0, 0, KVH, D})};
+    Value q = reshape(qkv[0], {0, 0, H, D}), k = reshape(qkv[1], {0, 0, KVH, D}),
+          v = reshape(qkv[2], {0, 0, KVH, D});
+    if (!fusions) return parts(rope(q, positions), rope(k, positions), v);
+    std::vector<Value> in{q, k, v, k_cache, v_cache, positions, pos};
+    if (c_.rope_freq_factors) in.push_back(weight("rope_freqs.weight"));
+    return op_n("rope_attention_cached", in,
+                {{"scale", 1.0 / std::sqrt(double(D))},
+                 {"mode", c_.rope_mode},
+                 {"n_rot", c_.n_rot},
+                 {"base", c_.rope_base},
+                 {"freq_scale", c_.rope_freq_scale}})[0];
   }
 
   // x [B, S, in] @ W^T (+ bias) with W [out, in] in its stored encoding.
@@ -94,18 +119,14 @@ class Builder {
     return op("rms_norm", {x, weight(w)}, {{"axis", int64_t(-1)}, {"epsilon", c_.eps}});
   }
 
-  // rope of q and k, both cache writes and the attention over the caches: one op (one
-  // kernel of a decode step on the GPU; its parts elsewhere).
-  Value attention(Value q, Value k, Value v, Value k_cache, Value v_cache, Value positions,
-                  Value pos) {
-    std::vector<Value> in{q, k, v, k_cache, v_cache, positions, pos};
+  Value rope(Value x, Value positions) {
+    std::vector<Value> in{x, positions};
     if (c_.rope_freq_factors) in.push_back(weight("rope_freqs.weight"));
-    return op_n("rope_attention_cached", in,
-                {{"scale", 1.0 / std::sqrt(double(c_.head_dim))},
-                 {"mode", c_.rope_mode},
-                 {"n_rot", c_.n_rot},
-                 {"base", c_.rope_base},
-                 {"freq_scale", c_.rope_freq_scale}})[0];
+    return op("rope", in,
+              {{"mode", c_.rope_mode},
+               {"n_rot", c_.n_rot},
+               {"base", c_.rope_base},
+               {"freq_scale", c_.rope_freq_scale}});
   }
 
   // One transformer block over x [B, S, dim].
@@ -113,8 +134,7 @@ class Builder {
     const int64_t H = c_.n_head, D = c_.head_dim;
     auto name = [&](const char* w) { return layer_name(l, w); };
     Value h = norm(x, name("attn_norm.weight"));
-    std::vector<Value> qkv = attention_inputs(l, h);
-    Value o = attention(qkv[0], qkv[1], qkv[2], k_cache, v_cache, positions, pos);
+    Value o = attention(l, h, positions, pos, k_cache, v_cache);
     x = x + linear(reshape(o, {0, 0, H * D}), name("attn_output.weight"));
     h = norm(x, name("ffn_norm.weight"));
     // A fused gate / up product goes through swiglu whole (no split of it first).

@@ -12,6 +12,8 @@
 
 #include "decode_check.h"
 #include "rlx/npy.h"
+#include "rlx/settings.h"
+#include "rlx/text.h"
 #include "rlx_llm/llm.h"
 #include "test_models.h"
 
@@ -105,6 +107,32 @@ TEST(Decode, ChainedStepsEqualStepAfterStep) {
   EXPECT_THROW(gen.decode(std::span(&t, 1), 6, {}), ValueError);  // 3 + 6 > 8 rows
   EXPECT_EQ(gen.position(), 3);
   EXPECT_EQ(gen.decode(std::span(&t, 1), 5, {}), 5);
+}
+
+// settings().decode_fusions: the model's attention as one rope_attention_cached op (its
+// parts on the CPU) computes what the parts the model emits otherwise compute: prefill
+// logits and greedy decode, llama with freq_factors and qwen2 (biases, NeoX), f16 caches.
+TEST(Decode, FusedAttentionOpEqualsItsParts) {
+  const Spec specs[] = {Spec{.freq_factors = true}, Spec{.arch = "qwen2", .bias = true}};
+  for (const Spec& spec : specs) {
+    std::string path = write_model(spec, "fused_attention_" + spec.arch);
+    std::vector<int32_t> ids = some_ids(9, 320);
+    auto run = [&](bool fusions) {
+      const bool before = settings().decode_fusions;
+      settings().decode_fusions = fusions;
+      auto m = Model::load(path);
+      std::string text = print_graph(*m->build_graph(1, 1, {.temperature = 0}));
+      EXPECT_EQ(text.find("rope_attention_cached") != std::string::npos, fusions);
+      Tensor logits = m->logits(ids);
+      std::vector<int32_t> tokens = generate(*m, ids, 6, {.temperature = 0});
+      settings().decode_fusions = before;
+      return std::make_pair(logits, tokens);
+    };
+    auto [fused_logits, fused_tokens] = run(true);
+    auto [parts_logits, parts_tokens] = run(false);
+    EXPECT_LT(rel_l2(fused_logits, parts_logits), 1e-6) << spec.arch;
+    EXPECT_EQ(fused_tokens, parts_tokens) << spec.arch;
+  }
 }
 
 // A prompt prefilled in steps (LoadOptions::prefill_chunk), each attending to the cache the

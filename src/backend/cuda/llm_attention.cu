@@ -33,6 +33,7 @@
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/llm_kernels.h"
 #include "backend/cuda/rope.cuh"
+#include "rlx/settings.h"
 
 namespace rlx::gpu {
 
@@ -1088,8 +1089,10 @@ bool supported(const KernelQuery& q) {
 
 // rope_attention_cached where decode_fused takes it: one new row per sequence (S = 1) over
 // a cache of at most kFusedKeys rows, q / k / v of one dtype, f32 freq_factors. Other
-// shapes run the parts (the op's decomposition).
+// shapes run the parts (the op's decomposition), and so does every shape unless
+// settings().decode_fusions: the kernel has not run on a GPU yet.
 bool fused_supported(const KernelQuery& q) {
+  if (!settings().decode_fusions) return false;
   auto ok = [](DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; };
   const auto& in = q.inputs;
   if (in.size() < 7 || !ok(in[0].dtype) || in[1].dtype != in[0].dtype ||

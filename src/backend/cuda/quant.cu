@@ -34,6 +34,7 @@
 #include "backend/cuda/nn.h"
 #include "backend/cuda/quant_blocks.cuh"
 #include "rlx/quant.h"
+#include "rlx/settings.h"
 
 namespace rlx::gpu {
 
@@ -842,8 +843,12 @@ void register_quant(KernelRegistry& r) {
   });
   add_kernel(r, "quant_matmul", quant_matmul_kernel,
              [](const KernelQuery& q) { return product_supported(q, 1); });
+  // The norm with quantized weights runs in the activations' quantizer (quantize_norm),
+  // which has not run on a GPU yet: only with settings().decode_fusions.
   add_kernel(r, "fused_quant_matmul", fused_quant_matmul_kernel, [](const KernelQuery& q) {
-    return product_supported(q, q.attrs.get_string("norm") == "rms_norm" ? 2 : 1);
+    const bool norm = q.attrs.get_string("norm") == "rms_norm";
+    if (norm && is_quantized(q.inputs[2].dtype) && !settings().decode_fusions) return false;
+    return product_supported(q, norm ? 2 : 1);
   });
 }
 
