@@ -2,6 +2,9 @@
 // the GIL is released while a step runs.
 #include "rlx_llm/llm.h"
 
+#include <algorithm>
+#include <deque>
+
 #include "common.h"
 #include "rlx/device.h"
 
@@ -11,7 +14,9 @@ namespace {
 
 using llm::Model;
 
-// for piece in m.generate(...): prefill on the first next(), one decode step per next().
+// for piece in m.generate(...): prefill on the first next(), then decode steps. On a GPU
+// the steps run in runs of kGpuRun (Generator::decode: each queued before the last one's
+// token is back), the tokens waiting here for the next() calls; on the CPU one at a time.
 class PieceIterator {
  public:
   PieceIterator(std::shared_ptr<Model> m, std::vector<int32_t> prompt, int64_t max_tokens,
@@ -20,26 +25,37 @@ class PieceIterator {
         gen_(*model_, s),
         text_(model_->tokenizer()),
         prompt_(std::move(prompt)),
-        left_(max_tokens) {}
+        left_(max_tokens),
+        run_(model_->options().device.is_cpu() ? 1 : kGpuRun) {}
 
   std::string next() {
+    const llm::Tokenizer& tok = model_->tokenizer();
     while (true) {
       if (done_) throw pyb::stop_iteration();
-      if (left_ <= 0 ||
-          (started_ && (model_->tokenizer().is_eog(last_) || gen_.position() >= model_->ctx()))) {
-        done_ = true;
-        std::string rest = text_.flush();
-        if (!rest.empty()) return rest;
-        throw pyb::stop_iteration();
-      }
-      {
+      if (pending_.empty()) {
+        if (left_ <= 0 || (started_ && (tok.is_eog(last_) || gen_.position() >= model_->ctx()))) {
+          done_ = true;
+          std::string rest = text_.flush();
+          if (!rest.empty()) return rest;
+          throw pyb::stop_iteration();
+        }
         pyb::gil_scoped_release nogil;
-        last_ = started_ ? gen_.step(last_) : gen_.prefill(prompt_);
+        if (!started_) {
+          pending_.push_back(gen_.prefill(prompt_));
+        } else {
+          const int64_t n = std::min({left_, run_, model_->ctx() - gen_.position()});
+          gen_.decode(std::span(&last_, 1), n, [&](std::span<const int32_t> t) {
+            pending_.push_back(t[0]);
+            return !tok.is_eog(t[0]);
+          });
+        }
+        started_ = true;
       }
-      started_ = true;
+      last_ = pending_.front();
+      pending_.pop_front();
       --left_;
       ids_.push_back(last_);
-      if (model_->tokenizer().is_eog(last_)) continue;  // an end token prints nothing
+      if (tok.is_eog(last_)) continue;  // an end token prints nothing
       std::string piece = text_.push(last_);
       if (!piece.empty()) return piece;
     }
@@ -47,13 +63,16 @@ class PieceIterator {
   const std::vector<int32_t>& tokens() const { return ids_; }
 
  private:
+  static constexpr int64_t kGpuRun = 16;
   std::shared_ptr<Model> model_;
   llm::Generator gen_;
   llm::StreamDecoder text_;
   std::vector<int32_t> prompt_;
   int64_t left_;
+  const int64_t run_;
   bool started_ = false, done_ = false;
   int32_t last_ = -1;
+  std::deque<int32_t> pending_;  // decoded, not yet handed out
   std::vector<int32_t> ids_;
 };
 
