@@ -22,6 +22,42 @@ TEST(CudaRuntime, WithoutADeviceSessionsSayWhatIsMissing) {
   EXPECT_THROW(Session(Device::cuda()), NotSupported);
   EXPECT_THROW(Tensor::empty(DType::f32, {4}, Device::cuda()), NotSupported);
   EXPECT_THROW(cuda::Event(), NotSupported);
+  EXPECT_THROW(cuda::Pipeline(), NotSupported);
+}
+
+// A Pipeline reads results back while later work may be queued, and the bad-input checks
+// of the CUDA Graph replays queued under it surface at take() / finish(), not at the run
+// (which would have to wait for the device; a second replay of the same graph reads the
+// first one's before it starts); without one a replay's bad index throws at the run.
+TEST(CudaRuntime, PipelineReadsBackAndDefersReplayChecks) {
+  NEED_GPU();
+  Graph g("gather");
+  Value t = g.input("t", TensorType::parse("f32[8,4]"));
+  Value i = g.input("i", TensorType::parse("i32[2]"));
+  g.output(g.apply("gather", {t, i}, {{"axis", int64_t(0)}})[0]);
+  CompileOptions o;
+  o.cuda_graphs = true;
+  CompiledGraph cg = Session(Device::cuda()).compile(g, o);
+  Tensor host = random_tensor(DType::f32, {8, 4}, 2), table = host.to(Device::cuda());
+  auto idx = [](std::vector<int32_t> v) { return Tensor::from_vector<int32_t>(v, {2}); };
+  for (int r = 0; r < 3; ++r) cg.run(std::vector<Tensor>{table, idx({1, 7})});
+  ASSERT_GT(cg.graph_launches(), 0) << "the gather never replayed a CUDA Graph";
+  {
+    cuda::Pipeline pipe;
+    EXPECT_THROW(pipe.take(), ValueError);                               // nothing queued
+    EXPECT_THROW(pipe.read_back(host), ValueError);                      // not on the device
+    pipe.read_back(cg.run(std::vector<Tensor>{table, idx({3, 9})})[0]);  // no throw here
+    EXPECT_EQ(pipe.queued(), 1u);
+    EXPECT_THROW(pipe.take(), ValueError);  // index 9 of 8 rows, read with the copy
+    pipe.read_back(cg.run(std::vector<Tensor>{table, idx({2, 5})})[0]);
+    Tensor got = pipe.take();
+    std::vector<float> want;
+    for (int row : {2, 5})
+      for (int c = 0; c < 4; ++c) want.push_back(host.data_as<float>()[row * 4 + c]);
+    EXPECT_EQ(std::vector<float>(got.data_as<float>(), got.data_as<float>() + 8), want);
+    pipe.finish();
+  }
+  EXPECT_THROW(cg.run(std::vector<Tensor>{table, idx({3, 9})}), ValueError);
 }
 
 // Events time device work without a synchronize() between the steps: a mark before and
