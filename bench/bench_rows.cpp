@@ -65,7 +65,7 @@ CompiledGraph compile(const Graph& g) {
 }
 
 Row matmul_row(int64_t n, const Config& c) {
-  std::string size = cat(n, "^3");
+  std::string size = str_cat(n, "^3");
   Tensor a = random_f32({n, n}, 1), b = random_f32({n, n}, 2),
          ref = Tensor::empty(DType::f32, {n, n});
   int ni = int(n);

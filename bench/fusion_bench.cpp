@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
         std::printf(
             "%-37s  %7d  %10.2f  %8.2f  %6.2fx  %8.2f  %8.2f  %13.2f  %s\n", name, t, tu * 1e3,
             tf * 1e3, tu / tf, tl * 1e3, th * 1e3, tf / tl,
-            good ? "ok" : cat("WRONG (", regions, " regions, max diff ", diff, ")").c_str());
+            good ? "ok" : str_cat("WRONG (", regions, " regions, max diff ", diff, ")").c_str());
       }
     }
     std::printf("\nspeedup: unfused / fused (target >= 4); fused / limit: target <= 1.3.\n");

@@ -113,7 +113,7 @@ Scipy run_scipy(const Options& o) {
       }
       r.iterations = it;
     } else if (std::sscanf(line, "VERSION scipy %63s numpy %63s", v1, v2) == 2) {
-      r.version = rlx::cat("SciPy ", v1, ", NumPy ", v2);
+      r.version = rlx::str_cat("SciPy ", v1, ", NumPy ", v2);
     } else {
       std::fputs(line, stderr);
     }

@@ -54,7 +54,7 @@ Torch run_torch(const Options& o) {
     if (std::sscanf(line, "RESULT torch_cg %lf %lf", &r.ms, &r.min_ms) == 2) continue;
     if (std::sscanf(line, "RESULT torch_spmv %lf %lf", &r.spmv_ms, &r.spmv_min_ms) == 2) continue;
     if (std::sscanf(line, "VERSION torch %63s %63s", v1, v2) == 2)
-      r.version = rlx::cat("PyTorch ", v1, ", CUDA ", v2);
+      r.version = rlx::str_cat("PyTorch ", v1, ", CUDA ", v2);
     else
       std::fputs(line, stderr);
   }

@@ -89,7 +89,7 @@ void must_verify(const Graph& g, std::string_view what) {
   try {
     verify(g);
   } catch (const Error& e) {
-    throw std::logic_error(cat(what, " does not verify: ", e.what()));
+    throw std::logic_error(str_cat(what, " does not verify: ", e.what()));
   }
 }
 
@@ -121,10 +121,10 @@ void text_ir(std::span<const uint8_t> bytes) {
   try {
     twice = print_graph(*parse_graph(once));
   } catch (const Error& e) {
-    throw std::logic_error(cat("printed text does not parse: ", e.what(), "\n", once));
+    throw std::logic_error(str_cat("printed text does not parse: ", e.what(), "\n", once));
   }
   if (once != twice)
-    throw std::logic_error(cat("print(parse(print(g))) != print(g):\n", once, "\n", twice));
+    throw std::logic_error(str_cat("print(parse(print(g))) != print(g):\n", once, "\n", twice));
 }
 
 void npy(std::span<const uint8_t> bytes) {

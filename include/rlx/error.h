@@ -53,7 +53,7 @@ class OutOfMemory : public DeviceError {
 
 // Concatenates anything that has operator<< into a string.
 template <class... Args>
-std::string cat(Args&&... args) {
+std::string str_cat(Args&&... args) {
   std::ostringstream os;
   (os << ... << std::forward<Args>(args));
   return os.str();
@@ -62,7 +62,7 @@ std::string cat(Args&&... args) {
 // Throws E with the message "[where] parts…".
 template <class E, class... Args>
 [[noreturn]] void fail(std::string_view where, Args&&... parts) {
-  throw E(cat("[", where, "] ", std::forward<Args>(parts)...));
+  throw E(str_cat("[", where, "] ", std::forward<Args>(parts)...));
 }
 
 }  // namespace rlx

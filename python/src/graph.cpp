@@ -252,8 +252,8 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
       .def("clone", [](const Graph& g) { return GraphPtr(g.clone()); })
       .def("__str__", [](const Graph& g) { return print_graph(g); })
       .def("__repr__", [](const Graph& g) {
-        return cat("<rlx.Graph '", g.name(), "': ", g.args().size(), " args, ", g.nodes().size(),
-                   " nodes, ", g.outputs().size(), " outputs>");
+        return str_cat("<rlx.Graph '", g.name(), "': ", g.args().size(), " args, ",
+                       g.nodes().size(), " nodes, ", g.outputs().size(), " outputs>");
       });
 
   pyb::class_<PyValue> value(m, "Value",
@@ -267,7 +267,7 @@ A graph under construction (or returned by a transform, parse_graph or onnx.load
       .def_property_readonly("graph", [](const PyValue& v) { return v.graph; })
       .def("__repr__",
            [](const PyValue& v) {
-             return cat("<rlx.Value %", v.value.id, ": ", v.value.type().str(), ">");
+             return str_cat("<rlx.Value %", v.value.id, ": ", v.value.type().str(), ">");
            })
       .def("__add__", binary([](Value a, Value b) { return a + b; }))
       .def("__radd__", rbinary([](Value a, Value b) { return a + b; }))

@@ -42,7 +42,8 @@ set one before compiling, e.g. rlx.settings.profile = True. str(rlx.settings) li
   cls.def("__repr__", [](const Settings&) {
     std::string out;
     for (const SettingInfo& r : setting_table())
-      out += cat(r.name, " = ", r.value, "  (", r.variable, ", default ", r.default_value, ")\n");
+      out +=
+          str_cat(r.name, " = ", r.value, "  (", r.variable, ", default ", r.default_value, ")\n");
     return out;
   });
   m.attr("settings") = pyb::cast(&settings(), pyb::return_value_policy::reference);

@@ -34,8 +34,8 @@ identifier), .opset, .ir_version, .producer.
       .def_readonly("opset", &PyModel::opset)
       .def_readonly("producer", &PyModel::producer)
       .def("__repr__", [](const PyModel& p) {
-        return cat("<rlx.onnx.Model opset ", p.opset, ": ", p.inputs.size(), " inputs, ",
-                   p.outputs.size(), " outputs>");
+        return str_cat("<rlx.onnx.Model opset ", p.opset, ": ", p.inputs.size(), " inputs, ",
+                       p.outputs.size(), " outputs>");
       });
   m.def(
       "load",

@@ -72,11 +72,13 @@ std::string shape_repr(const std::vector<int64_t>& s) { return ints_str(s); }
 
 std::map<std::string, std::string> parse_metadata(const json& j, std::string_view name) {
   if (!j.is_object())
-    bad(name, cat("expected \"__metadata__\" to be an object of strings, got a ", j.type_name()));
+    bad(name,
+        str_cat("expected \"__metadata__\" to be an object of strings, got a ", j.type_name()));
   std::map<std::string, std::string> out;
   for (auto& [k, v] : j.items()) {
     if (!v.is_string())
-      bad(name, cat("expected metadata value \"", k, "\" to be a string, got a ", v.type_name()));
+      bad(name,
+          str_cat("expected metadata value \"", k, "\" to be a string, got a ", v.type_name()));
     out[k] = v.get<std::string>();
   }
   return out;
@@ -84,38 +86,38 @@ std::map<std::string, std::string> parse_metadata(const json& j, std::string_vie
 
 uint64_t as_offset(const json& v, const std::string& tensor, std::string_view name) {
   if (!v.is_number_unsigned())
-    bad(name,
-        cat("expected data_offsets of '", tensor, "' to be non-negative integers, got ", v.dump()));
+    bad(name, str_cat("expected data_offsets of '", tensor, "' to be non-negative integers, got ",
+                      v.dump()));
   return v.get<uint64_t>();
 }
 
 Entry parse_entry(const std::string& key, const json& j, uint64_t data_size,
                   std::string_view name) {
   if (!j.is_object())
-    bad(name, cat("expected tensor '", key,
-                  "' to be an object {dtype, shape, data_offsets}, got a ", j.type_name()));
+    bad(name, str_cat("expected tensor '", key,
+                      "' to be an object {dtype, shape, data_offsets}, got a ", j.type_name()));
   Entry e{key, DType::f32, {}, 0, 0};
   auto dt = j.find("dtype");
   if (dt == j.end() || !dt->is_string())
-    bad(name, cat("expected a string \"dtype\" for tensor '", key, "', got ",
-                  dt == j.end() ? std::string("none") : dt->dump()));
+    bad(name, str_cat("expected a string \"dtype\" for tensor '", key, "', got ",
+                      dt == j.end() ? std::string("none") : dt->dump()));
   auto parsed = dtype_from_safetensors(dt->get<std::string>());
   if (!parsed)
-    bad(name, cat("expected the dtype of '", key,
-                  "' to be one of F32 F64 F16 BF16 I8 I16 I32 I64 U8 BOOL, got \"",
-                  dt->get<std::string>(), "\""));
+    bad(name, str_cat("expected the dtype of '", key,
+                      "' to be one of F32 F64 F16 BF16 I8 I16 I32 I64 U8 BOOL, got \"",
+                      dt->get<std::string>(), "\""));
   e.dtype = *parsed;
 
   auto shape = j.find("shape");
   if (shape == j.end() || !shape->is_array())
-    bad(name, cat("expected a \"shape\" array for tensor '", key, "', got ",
-                  shape == j.end() ? std::string("none") : shape->dump()));
+    bad(name, str_cat("expected a \"shape\" array for tensor '", key, "', got ",
+                      shape == j.end() ? std::string("none") : shape->dump()));
   // numel * item size, guarding against overflow of the declared shape.
   uint64_t bytes = dtype_size(e.dtype);
   for (const json& d : *shape) {
     if (!d.is_number_unsigned() || d.get<uint64_t>() > uint64_t(INT64_MAX))
-      bad(name, cat("expected the shape of '", key, "' to hold non-negative integers, got ",
-                    shape->dump()));
+      bad(name, str_cat("expected the shape of '", key, "' to hold non-negative integers, got ",
+                        shape->dump()));
     uint64_t n = d.get<uint64_t>();
     e.shape.push_back(int64_t(n));
     if (n != 0 && bytes > std::numeric_limits<uint64_t>::max() / n)
@@ -126,17 +128,17 @@ Entry parse_entry(const std::string& key, const json& j, uint64_t data_size,
 
   auto offs = j.find("data_offsets");
   if (offs == j.end() || !offs->is_array() || offs->size() != 2)
-    bad(name, cat("expected \"data_offsets\": [begin, end] for tensor '", key, "', got ",
-                  offs == j.end() ? std::string("none") : offs->dump()));
+    bad(name, str_cat("expected \"data_offsets\": [begin, end] for tensor '", key, "', got ",
+                      offs == j.end() ? std::string("none") : offs->dump()));
   e.begin = as_offset((*offs)[0], key, name);
   e.end = as_offset((*offs)[1], key, name);
   if (e.begin > e.end || e.end > data_size)
-    bad(name, cat("expected data_offsets of '", key, "' within the ", data_size,
-                  " bytes of data (begin <= end), got [", e.begin, ", ", e.end, "]"));
+    bad(name, str_cat("expected data_offsets of '", key, "' within the ", data_size,
+                      " bytes of data (begin <= end), got [", e.begin, ", ", e.end, "]"));
   if (e.end - e.begin != bytes)
-    bad(name, cat("expected ", bytes, " bytes for '", key, "' (", dt->get<std::string>(), " ",
-                  shape_repr(e.shape), "), got data_offsets [", e.begin, ", ", e.end, "] (",
-                  e.end - e.begin, " bytes)"));
+    bad(name, str_cat("expected ", bytes, " bytes for '", key, "' (", dt->get<std::string>(), " ",
+                      shape_repr(e.shape), "), got data_offsets [", e.begin, ", ", e.end, "] (",
+                      e.end - e.begin, " bytes)"));
   return e;
 }
 
@@ -146,17 +148,17 @@ void check_tiling(const std::vector<Entry>& entries, uint64_t data_size, std::st
   const Entry* prev = nullptr;
   for (const Entry& e : entries) {
     if (e.begin < at)
-      bad(name, cat("expected tensor '", e.name, "' to start at byte ", at, " (where '", prev->name,
-                    "' ends), got ", e.begin, " (overlapping offsets)"));
+      bad(name, str_cat("expected tensor '", e.name, "' to start at byte ", at, " (where '",
+                        prev->name, "' ends), got ", e.begin, " (overlapping offsets)"));
     if (e.begin > at)
-      bad(name, cat("expected tensor '", e.name, "' to start at byte ", at, ", got ", e.begin,
-                    " (a hole in the data)"));
+      bad(name, str_cat("expected tensor '", e.name, "' to start at byte ", at, ", got ", e.begin,
+                        " (a hole in the data)"));
     at = e.end;
     prev = &e;
   }
   if (at != data_size)
-    bad(name, cat("expected the tensors to cover the ", data_size, " bytes of data, got ", at,
-                  " (unindexed bytes at the end)"));
+    bad(name, str_cat("expected the tensors to cover the ", data_size, " bytes of data, got ", at,
+                      " (unindexed bytes at the end)"));
 }
 
 // The header (the JSON text) checked against the data that follows it.
@@ -165,9 +167,9 @@ Layout parse_header(std::span<const uint8_t> text, uint64_t data_size, std::stri
   try {
     j = json::parse(text.begin(), text.end());
   } catch (const json::exception& e) {
-    bad(name, cat("expected a JSON header, got a parse error: ", e.what()));
+    bad(name, str_cat("expected a JSON header, got a parse error: ", e.what()));
   }
-  if (!j.is_object()) bad(name, cat("expected a JSON object header, got a ", j.type_name()));
+  if (!j.is_object()) bad(name, str_cat("expected a JSON object header, got a ", j.type_name()));
   Layout out;
   for (auto& [key, v] : j.items()) {
     if (key == kMetadataKey)
@@ -191,11 +193,11 @@ uint64_t read_u64_le(const uint8_t* p) {
 // The 8-byte size prefix, checked against the bytes there are.
 uint64_t header_size(std::span<const uint8_t> prefix, uint64_t total, std::string_view name) {
   if (total < 8)
-    bad(name, cat("expected an 8-byte header size (truncated file), got ", total, " bytes"));
+    bad(name, str_cat("expected an 8-byte header size (truncated file), got ", total, " bytes"));
   uint64_t n = read_u64_le(prefix.data());
   if (n > total - 8)
-    bad(name, cat("expected a header of ", n, " bytes (truncated file?), got ", total - 8,
-                  " bytes after the size"));
+    bad(name, str_cat("expected a header of ", n, " bytes (truncated file?), got ", total - 8,
+                      " bytes after the size"));
   return n;
 }
 
@@ -322,7 +324,7 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
   Plan p = plan(tensors, metadata);
   errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) bad(path, cat("expected a writable file, got: ", sys_error()));
+  if (!out) bad(path, str_cat("expected a writable file, got: ", sys_error()));
   auto write = [&](const void* d, size_t n) {
     if (n) out.write(static_cast<const char*>(d), std::streamsize(n));
   };
@@ -335,7 +337,7 @@ void save_safetensors(const std::string& path, const TensorMap& tensors,
     written += t.nbytes();
   }
   out.flush();
-  if (!out) bad(path, cat("expected to write ", written, " bytes, got a write error"));
+  if (!out) bad(path, str_cat("expected to write ", written, " bytes, got a write error"));
 }
 
 }  // namespace rlx

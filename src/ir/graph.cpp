@@ -104,7 +104,7 @@ Value Graph::apply1(std::string_view op, std::vector<Value> inputs, Attrs attrs,
 
 void Graph::output(Value v, std::string name) {
   check_own(v, "output", outputs_.size());
-  if (name.empty()) name = cat("out", outputs_.size());
+  if (name.empty()) name = str_cat("out", outputs_.size());
   if (!is_identifier(name))
     fail<ValueError>("output", "expected an identifier as the name, got '", name, "'");
   for (const auto& o : outputs_)

@@ -60,9 +60,10 @@ std::vector<TensorType> infer_types(const OpDef& op, std::span<const TensorType>
                                     const Attrs& attrs, std::span<const SubgraphPtr> subgraphs) {
   int n = int(inputs.size());
   if (n < op.min_inputs || (op.max_inputs != kVariadic && n > op.max_inputs)) {
-    std::string want = op.max_inputs == kVariadic       ? cat("at least ", op.min_inputs)
-                       : op.min_inputs == op.max_inputs ? std::to_string(op.min_inputs)
-                                                        : cat(op.min_inputs, " to ", op.max_inputs);
+    std::string want = op.max_inputs == kVariadic ? str_cat("at least ", op.min_inputs)
+                       : op.min_inputs == op.max_inputs
+                           ? std::to_string(op.min_inputs)
+                           : str_cat(op.min_inputs, " to ", op.max_inputs);
     fail<ValueError>(op.name, "expected ", want, " inputs, got ", n);
   }
   if (subgraphs.size() != op.subgraphs.size())

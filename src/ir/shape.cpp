@@ -92,7 +92,7 @@ int64_t checked_numel(const std::vector<int64_t>& sizes, std::string_view where)
 
 Shape to_shape(const std::vector<int64_t>& sizes) { return Shape(sizes.begin(), sizes.end()); }
 
-std::string TensorType::str() const { return cat(dtype_name(dtype), shape_str(shape)); }
+std::string TensorType::str() const { return str_cat(dtype_name(dtype), shape_str(shape)); }
 
 TensorType TensorType::parse(std::string_view text) {
   auto bad = [&](std::string_view why) -> void {

@@ -31,7 +31,7 @@ struct Token {
 };
 
 [[noreturn]] void error_at(int line, int col, const std::string& msg) {
-  throw ParseError(line, col, cat("[text:", line, ":", col, "] ", msg));
+  throw ParseError(line, col, str_cat("[text:", line, ":", col, "] ", msg));
 }
 [[noreturn]] void error_at(const Token& t, const std::string& msg) { error_at(t.line, t.col, msg); }
 
@@ -77,7 +77,8 @@ class Lexer {
         advance();
         while (i_ < s_.size() && ident_char(s_[i_])) advance();
         t.text = std::string(s_.substr(start + 1, i_ - start - 1));
-        if (t.text.empty()) error_at(t, cat("expected a value name after '%', got ", next_char()));
+        if (t.text.empty())
+          error_at(t, str_cat("expected a value name after '%', got ", next_char()));
       } else if (c == '"') {
         t.kind = Tok::string;
         string(t);
@@ -86,7 +87,7 @@ class Lexer {
         t.text = std::string(1, c);
         advance();
       } else {
-        error_at(t, cat("expected a token, got ", next_char()));
+        error_at(t, str_cat("expected a token, got ", next_char()));
       }
       t.src = std::string(s_.substr(start, i_ - start));
       out.push_back(std::move(t));
@@ -112,7 +113,7 @@ class Lexer {
       std::snprintf(hex, sizeof hex, "byte 0x%02x", u);
       return hex;
     }
-    return cat("'", s_[i_], "'");
+    return str_cat("'", s_[i_], "'");
   }
   void skip_space() {
     while (i_ < s_.size()) {
@@ -135,7 +136,7 @@ class Lexer {
       while (i_ < s_.size() && ident_char(s_[i_])) advance();
       std::string_view word = s_.substr(w, i_ - w);
       if (word != "inf" && word != "nan")
-        error_at(t, cat("expected a number, got '", s_.substr(start, i_ - start), "'"));
+        error_at(t, str_cat("expected a number, got '", s_.substr(start, i_ - start), "'"));
       return;
     }
     while (digit(peek())) advance();
@@ -147,20 +148,20 @@ class Lexer {
       advance();
       if (peek() == '+' || peek() == '-') advance();
       if (!digit(peek()))
-        error_at(t, cat("expected a number, got '", s_.substr(start, i_ - start), "'"));
+        error_at(t, str_cat("expected a number, got '", s_.substr(start, i_ - start), "'"));
       while (digit(peek())) advance();
     }
     if (ident_char(peek())) {
       while (i_ < s_.size() && ident_char(s_[i_])) advance();
-      error_at(t, cat("expected a number, got '", s_.substr(start, i_ - start), "'"));
+      error_at(t, str_cat("expected a number, got '", s_.substr(start, i_ - start), "'"));
     }
   }
   void string(Token& t) {
     advance();  // the opening quote
     for (;;) {
       if (i_ >= s_.size() || s_[i_] == '\n')
-        error_at(t, cat("expected a closing '\"' of the string, got ",
-                        i_ >= s_.size() ? "end of input" : "end of line"));
+        error_at(t, str_cat("expected a closing '\"' of the string, got ",
+                            i_ >= s_.size() ? "end of input" : "end of line"));
       char c = s_[i_];
       if (c == '"') {
         advance();
@@ -206,8 +207,8 @@ class Lexer {
           [[fallthrough]];
         default:
           error_at(el, ec,
-                   cat("expected an escape (\\n \\t \\r \\\" \\\\ \\xHH), got '\\",
-                       i_ < s_.size() ? std::string(1, e) : "", "'"));
+                   str_cat("expected an escape (\\n \\t \\r \\\" \\\\ \\xHH), got '\\",
+                           i_ < s_.size() ? std::string(1, e) : "", "'"));
       }
       advance();
     }
@@ -235,17 +236,17 @@ F parse_float(const Token& t) {
   F v{};
   auto r = std::from_chars(s.data(), s.data() + s.size(), v);
   if (r.ec != std::errc() || r.ptr != s.data() + s.size())
-    error_at(t, cat("expected a number in range, got ", describe(t)));
+    error_at(t, str_cat("expected a number in range, got ", describe(t)));
   return v;
 }
 
 int64_t parse_int(const Token& t) {
   if (t.kind != Tok::number || float_text(t.text))
-    error_at(t, cat("expected an integer, got ", describe(t)));
+    error_at(t, str_cat("expected an integer, got ", describe(t)));
   int64_t v = 0;
   auto r = std::from_chars(t.text.data(), t.text.data() + t.text.size(), v);
   if (r.ec != std::errc() || r.ptr != t.text.data() + t.text.size())
-    error_at(t, cat("expected an integer in the int64 range, got ", describe(t)));
+    error_at(t, str_cat("expected an integer in the int64 range, got ", describe(t)));
   return v;
 }
 
@@ -278,7 +279,7 @@ class Parser {
     auto g = std::make_unique<Graph>(graph_name());
     graph_rest(*g, 0);
     if (peek().kind != Tok::end)
-      error_at(peek(), cat("expected end of input, got ", describe(peek())));
+      error_at(peek(), str_cat("expected end of input, got ", describe(peek())));
     return g;
   }
 
@@ -299,17 +300,18 @@ class Parser {
     return true;
   }
   const Token& expect(char c) {
-    if (!peek().is(c)) error_at(peek(), cat("expected '", c, "', got ", describe(peek())));
+    if (!peek().is(c)) error_at(peek(), str_cat("expected '", c, "', got ", describe(peek())));
     return next();
   }
   const Token& expect(Tok kind, std::string_view what) {
-    if (peek().kind != kind) error_at(peek(), cat("expected ", what, ", got ", describe(peek())));
+    if (peek().kind != kind)
+      error_at(peek(), str_cat("expected ", what, ", got ", describe(peek())));
     return next();
   }
 
   std::string graph_name() {
     if (!peek().is_ident("graph"))
-      error_at(peek(), cat("expected 'graph', got ", describe(peek())));
+      error_at(peek(), str_cat("expected 'graph', got ", describe(peek())));
     next();
     return expect(Tok::ident, "a graph name").text;
   }
@@ -325,7 +327,7 @@ class Parser {
         expect(':');
         TensorType type = parse_type();
         if (scope.count(name.text))
-          error_at(name, cat("expected a new argument name, got duplicate '%", name.text, "'"));
+          error_at(name, str_cat("expected a new argument name, got duplicate '%", name.text, "'"));
         try {
           scope[name.text] = is_param ? g.param(name.text, type) : g.input(name.text, type);
         } catch (const Error& e) {
@@ -356,7 +358,7 @@ class Parser {
       expect('=');
       Value v = lookup(scope);
       if (!names.insert(name.text).second)
-        error_at(name, cat("expected a new output name, got duplicate '", name.text, "'"));
+        error_at(name, str_cat("expected a new output name, got duplicate '", name.text, "'"));
       try {
         g.output(v, name.text);
       } catch (const Error& e) {
@@ -369,7 +371,7 @@ class Parser {
     const Token& t = expect(Tok::value, "a value like %0");
     auto it = scope.find(t.text);
     if (it == scope.end())
-      error_at(t, cat("expected a defined value, got unknown '%", t.text, "'"));
+      error_at(t, str_cat("expected a defined value, got unknown '%", t.text, "'"));
     return it->second;
   }
 
@@ -384,21 +386,22 @@ class Parser {
     if (peek().kind == Tok::value) {
       do {
         const Token& r = next();
-        if (r.kind != Tok::value) error_at(r, cat("expected a result like %0, got ", describe(r)));
+        if (r.kind != Tok::value)
+          error_at(r, str_cat("expected a result like %0, got ", describe(r)));
         bool dup = scope.count(r.text) != 0;
         for (const Token* o : results) dup = dup || o->text == r.text;
-        if (dup) error_at(r, cat("expected a new value name, got duplicate '%", r.text, "'"));
+        if (dup) error_at(r, str_cat("expected a new value name, got duplicate '%", r.text, "'"));
         results.push_back(&r);
       } while (accept(','));
       expect('=');
     }
     const Token& op_tok = peek();
     if (op_tok.kind != Tok::ident)
-      error_at(op_tok, cat("expected ", results.empty() ? "a statement" : "an op name", ", got ",
-                           describe(op_tok)));
+      error_at(op_tok, str_cat("expected ", results.empty() ? "a statement" : "an op name",
+                               ", got ", describe(op_tok)));
     next();
     const OpDef* op = OpRegistry::global().find(op_tok.text);
-    if (!op) error_at(op_tok, cat("expected a registered op, got unknown '", op_tok.text, "'"));
+    if (!op) error_at(op_tok, str_cat("expected a registered op, got unknown '", op_tok.text, "'"));
 
     std::vector<Value> inputs;
     expect('(');
@@ -424,7 +427,8 @@ class Parser {
     if (peek().is('[')) {
       const Token& open = next();
       if (depth + 1 > kMaxDepth)
-        error_at(open, cat("expected subgraphs nested at most ", kMaxDepth, " deep, got deeper"));
+        error_at(open,
+                 str_cat("expected subgraphs nested at most ", kMaxDepth, " deep, got deeper"));
       do {
         auto sg = std::make_shared<Graph>(graph_name());
         graph_rest(*sg, depth + 1);
@@ -451,16 +455,17 @@ class Parser {
       error_at(op_tok, e.what());
     }
     if (outs.size() != results.size())
-      error_at(op_tok, cat("expected ", outs.size(), " result names for '", op->name,
-                           "' (its outputs), got ", results.size()));
+      error_at(op_tok, str_cat("expected ", outs.size(), " result names for '", op->name,
+                               "' (its outputs), got ", results.size()));
     if (types.size() != outs.size())
       error_at(*types[std::min(outs.size(), types.size() - 1)].first,  // the first extra one
-               cat("expected ", outs.size(), " result types, got ", types.size()));
+               str_cat("expected ", outs.size(), " result types, got ", types.size()));
     for (size_t i = 0; i < outs.size(); ++i) {
       const TensorType& inferred = g.type(outs[i]);
       if (types[i].second != inferred)
-        error_at(*types[i].first, cat("expected ", inferred.str(), " (the inferred type of result ",
-                                      i, "), got ", types[i].second.str()));
+        error_at(*types[i].first,
+                 str_cat("expected ", inferred.str(), " (the inferred type of result ", i,
+                         "), got ", types[i].second.str()));
       scope[results[i]->text] = outs[i];
     }
   }
@@ -468,20 +473,21 @@ class Parser {
   // Rejects unknown keys and wrong kinds here, to point at the attribute itself.
   void check_attr(const OpDef& op, const Attrs& seen, const ParsedAttr& a) {
     const std::string& key = a.key->text;
-    if (seen.has(key)) error_at(*a.key, cat("expected a new attribute, got duplicate '", key, "'"));
+    if (seen.has(key))
+      error_at(*a.key, str_cat("expected a new attribute, got duplicate '", key, "'"));
     const AttrSpec* spec = op.find_attr(key);
     if (!spec) {
       std::string known;
       for (const auto& s : op.attrs) known += (known.empty() ? "" : ", ") + s.name;
-      error_at(*a.key, cat("expected attributes of '", op.name, "' among {", known,
-                           "}, got unknown '", key, "'"));
+      error_at(*a.key, str_cat("expected attributes of '", op.name, "' among {", known,
+                               "}, got unknown '", key, "'"));
     }
     AttrKind k = a.v.kind();
     bool ok = k == spec->kind || (spec->kind == AttrKind::Float && k == AttrKind::Int) ||
               (spec->kind == AttrKind::Floats && k == AttrKind::Ints);
     if (!ok)
-      error_at(*a.value, cat("expected attribute '", key, "' of kind ", attr_kind_name(spec->kind),
-                             ", got ", attr_kind_name(k)));
+      error_at(*a.value, str_cat("expected attribute '", key, "' of kind ",
+                                 attr_kind_name(spec->kind), ", got ", attr_kind_name(k)));
   }
 
   ParsedAttr parse_attr() {
@@ -518,9 +524,10 @@ class Parser {
         return *d;
       }
     }
-    error_at(t, cat("expected an attribute value (number, string, bool, dtype, list or tensor), "
-                    "got ",
-                    describe(t)));
+    error_at(t,
+             str_cat("expected an attribute value (number, string, bool, dtype, list or tensor), "
+                     "got ",
+                     describe(t)));
   }
 
   // [numbers]: Ints unless an element is written as a float; [] is Ints.
@@ -531,7 +538,7 @@ class Parser {
     if (!peek().is(']')) {
       do {
         const Token& e = peek();
-        if (!is_number_token(e)) error_at(e, cat("expected a number, got ", describe(e)));
+        if (!is_number_token(e)) error_at(e, str_cat("expected a number, got ", describe(e)));
         next();
         any_float = any_float || float_text(e.text);
         elems.push_back(&e);
@@ -551,25 +558,25 @@ class Parser {
   // A block-quantized tensor's bytes as stored: a quoted string of 2 hex digits per byte.
   static Literal quantized(const TensorType& type, const Token& e) {
     if (e.kind != Tok::string)
-      error_at(e, cat("expected the blocks of ", type.str(), " as a quoted hex string, got ",
-                      describe(e)));
+      error_at(e, str_cat("expected the blocks of ", type.str(), " as a quoted hex string, got ",
+                          describe(e)));
     std::vector<int64_t> sizes;
     for (const Dim& d : type.shape) sizes.push_back(d.value());
     const int64_t blk = dtype_block(type.dtype);
     if (sizes.empty() || sizes.back() % blk != 0)
-      error_at(e, cat("expected a last dim that is a multiple of ", dtype_name(type.dtype),
-                      "'s block of ", blk, ", got ", type.str()));
+      error_at(e, str_cat("expected a last dim that is a multiple of ", dtype_name(type.dtype),
+                          "'s block of ", blk, ", got ", type.str()));
     int64_t n = 1;
     for (int64_t v : sizes) n *= v;
     const size_t want = dtype_nbytes(type.dtype, n);
     if (e.text.size() != 2 * want)
-      error_at(e, cat("expected ", 2 * want, " hex digits (", want, " bytes) for ", type.str(),
-                      ", got ", e.text.size()));
+      error_at(e, str_cat("expected ", 2 * want, " hex digits (", want, " bytes) for ", type.str(),
+                          ", got ", e.text.size()));
     auto nibble = [&](char c) {
       if (c >= '0' && c <= '9') return c - '0';
       if (c >= 'a' && c <= 'f') return c - 'a' + 10;
       if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-      error_at(e, cat("expected hex digits, got '", std::string(1, c), "'"));
+      error_at(e, str_cat("expected hex digits, got '", std::string(1, c), "'"));
     };
     std::vector<uint8_t> bytes(want);
     for (size_t i = 0; i < want; ++i)
@@ -584,14 +591,14 @@ class Parser {
     const Token& type_tok = peek();
     TensorType type = parse_type();
     if (!type.is_static())
-      error_at(type_tok, cat("expected a static tensor type, got ", type.str()));
+      error_at(type_tok, str_cat("expected a static tensor type, got ", type.str()));
     expect('>');
     if (is_quantized(type.dtype)) return quantized(type, next());
     int64_t n = 1;
     for (const Dim& d : type.shape) {
       int64_t v = d.value();
       if (v != 0 && n > std::numeric_limits<int64_t>::max() / v)
-        error_at(type_tok, cat("expected a tensor type of fewer elements, got ", type.str()));
+        error_at(type_tok, str_cat("expected a tensor type of fewer elements, got ", type.str()));
       n *= v;
     }
     std::vector<uint8_t> bytes;
@@ -601,13 +608,13 @@ class Parser {
       do {
         const Token& e = next();
         if (count++ >= n)
-          error_at(e, cat("expected ", n, " elements for ", type.str(), ", got more"));
+          error_at(e, str_cat("expected ", n, " elements for ", type.str(), ", got more"));
         element(type.dtype, e, bytes);
       } while (accept(','));
     }
     const Token& close = expect(']');
     if (count != n)
-      error_at(close, cat("expected ", n, " elements for ", type.str(), ", got ", count));
+      error_at(close, str_cat("expected ", n, " elements for ", type.str(), ", got ", count));
     std::vector<int64_t> sizes;
     for (const Dim& d : type.shape) sizes.push_back(d.value());
     return Literal(type.dtype, std::move(sizes), bytes);
@@ -615,16 +622,17 @@ class Parser {
 
   static void element(DType dt, const Token& e, std::vector<uint8_t>& bytes) {
     if (is_string(dt)) {
-      if (e.kind != Tok::string) error_at(e, cat("expected a quoted string, got ", describe(e)));
+      if (e.kind != Tok::string)
+        error_at(e, str_cat("expected a quoted string, got ", describe(e)));
       return append(bytes, intern(e.text));
     }
     if (is_bool(dt)) {
       if (!e.is_ident("true") && !e.is_ident("false"))
-        error_at(e, cat("expected true or false, got ", describe(e)));
+        error_at(e, str_cat("expected true or false, got ", describe(e)));
       bytes.push_back(e.text == "true" ? 1 : 0);
       return;
     }
-    if (!is_number_token(e)) error_at(e, cat("expected a number, got ", describe(e)));
+    if (!is_number_token(e)) error_at(e, str_cat("expected a number, got ", describe(e)));
     switch (dt) {
       case DType::f64:
         return append(bytes, parse_float<double>(e));
@@ -641,8 +649,8 @@ class Parser {
     for (const auto& r : kIntRanges) {
       if (r.type != dt) continue;
       if (v < r.lo || v > r.hi)
-        error_at(e,
-                 cat("expected a ", dtype_name(dt), " value in [", r.lo, ", ", r.hi, "], got ", v));
+        error_at(e, str_cat("expected a ", dtype_name(dt), " value in [", r.lo, ", ", r.hi,
+                            "], got ", v));
       switch (dt) {
         case DType::i8:
           return append(bytes, int8_t(v));
@@ -662,10 +670,10 @@ class Parser {
   TensorType parse_type() {
     const Token& dt = peek();
     if (dt.kind != Tok::ident)
-      error_at(dt, cat("expected a type like f32[2,3], got ", describe(dt)));
+      error_at(dt, str_cat("expected a type like f32[2,3], got ", describe(dt)));
     next();
     auto d = dtype_from_name(dt.text);
-    if (!d) error_at(dt, cat("expected a dtype (f32, i64, bool, …), got ", describe(dt)));
+    if (!d) error_at(dt, str_cat("expected a dtype (f32, i64, bool, …), got ", describe(dt)));
     TensorType t;
     t.dtype = *d;
     expect('[');
@@ -679,7 +687,7 @@ class Parser {
         } else if (e.is('?')) {
           t.shape.push_back(Dim::unknown());
         } else {
-          error_at(e, cat("expected a dim (a size >= 0, a symbol or ?), got ", describe(e)));
+          error_at(e, str_cat("expected a dim (a size >= 0, a symbol or ?), got ", describe(e)));
         }
       } while (accept(','));
     }

@@ -109,7 +109,8 @@ class Printer {
     int next = 0;
     for (const auto& n : g.nodes())
       for (const auto& v : n.outputs)
-        if (owned(g, v) && names_[size_t(v.id)].empty()) names_[size_t(v.id)] = cat("%", next++);
+        if (owned(g, v) && names_[size_t(v.id)].empty())
+          names_[size_t(v.id)] = str_cat("%", next++);
 
     std::string pad(size_t(indent), ' ');
     out_ += "graph " + g.name() + "(";
@@ -136,9 +137,9 @@ class Printer {
   // Printing must not crash on malformed graphs (verify() reports them); bad handles are
   // written in a form the parser rejects.
   std::string ref(const Graph& g, Value v) const {
-    if (!owned(g, v)) return cat("%<invalid ", v.id, ">");
+    if (!owned(g, v)) return str_cat("%<invalid ", v.id, ">");
     const std::string& s = names_[size_t(v.id)];
-    return s.empty() ? cat("%<undefined ", v.id, ">") : s;
+    return s.empty() ? str_cat("%<undefined ", v.id, ">") : s;
   }
   static std::string type_of(const Graph& g, Value v) {
     return owned(g, v) ? g.type(v).str() : "<invalid>";

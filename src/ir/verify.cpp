@@ -27,7 +27,7 @@ class Verifier {
  private:
   template <class... A>
   [[noreturn]] void fail(A&&... parts) const {
-    throw ValueError(cat("[verify] ", where_, std::forward<A>(parts)...));
+    throw ValueError(str_cat("[verify] ", where_, std::forward<A>(parts)...));
   }
 
   bool owned(Value v) const {
@@ -40,7 +40,8 @@ class Verifier {
     // Another graph may be gone already: do not read it.
     if (v.graph != &g_) return "a value of another graph";
     if (size_t(v.id) >= g_.num_values())
-      return cat("value id ", v.id, ", out of range (the graph has ", g_.num_values(), " values)");
+      return str_cat("value id ", v.id, ", out of range (the graph has ", g_.num_values(),
+                     " values)");
     return "";
   }
 
@@ -79,8 +80,8 @@ class Verifier {
     if (!is_quantized(t.dtype)) return {};
     int64_t b = dtype_block(t.dtype);
     if (t.rank() == 0 || (t.shape.back().is_static() && t.shape.back().value() % b != 0))
-      return cat("expected a ", dtype_name(t.dtype), " type whose last dim is a multiple of ", b,
-                 ", got ", t.str());
+      return str_cat("expected a ", dtype_name(t.dtype), " type whose last dim is a multiple of ",
+                     b, ", got ", t.str());
     return {};
   }
 
@@ -88,7 +89,7 @@ class Verifier {
     const Node& n = g_.nodes()[i];
     if (!n.op) fail("node ", i, ": expected an op, got null");
     const OpDef& op = *n.op;
-    std::string at = cat("node ", i, " (", op.name, "): ");
+    std::string at = str_cat("node ", i, " (", op.name, "): ");
 
     // Inputs: values of this graph, defined before the node.
     std::vector<TensorType> in_types;
@@ -109,9 +110,9 @@ class Verifier {
     int num_in = int(n.inputs.size());
     if (num_in < op.min_inputs || (op.max_inputs != kVariadic && num_in > op.max_inputs))
       fail(at, "expected ",
-           op.max_inputs == kVariadic       ? cat(op.min_inputs, " or more")
-           : op.min_inputs == op.max_inputs ? cat(op.min_inputs)
-                                            : cat(op.min_inputs, " to ", op.max_inputs),
+           op.max_inputs == kVariadic       ? str_cat(op.min_inputs, " or more")
+           : op.min_inputs == op.max_inputs ? str_cat(op.min_inputs)
+                                            : str_cat(op.min_inputs, " to ", op.max_inputs),
            " inputs, got ", num_in);
 
     attrs(at, op, n.attrs);
@@ -120,8 +121,9 @@ class Verifier {
     if (n.subgraphs.size() != op.subgraphs.size())
       fail(at, "expected ", op.subgraphs.size(), " subgraphs, got ", n.subgraphs.size());
     for (size_t s = 0; s < n.subgraphs.size(); ++s) {
-      std::string sub = cat(where_, at, "subgraph '", op.subgraphs[s], "': ");
-      if (!n.subgraphs[s]) throw ValueError(cat("[verify] ", sub, "expected a graph, got null"));
+      std::string sub = str_cat(where_, at, "subgraph '", op.subgraphs[s], "': ");
+      if (!n.subgraphs[s])
+        throw ValueError(str_cat("[verify] ", sub, "expected a graph, got null"));
       Verifier(*n.subgraphs[s], sub).run(true);
     }
 

@@ -53,7 +53,8 @@ void expect_types(const InferContext& ctx, const Types& want, const Types& got,
 }
 
 void expect_args(const InferContext& ctx, size_t slot, const Types& want) {
-  expect_types(ctx, want, arg_types(ctx, slot), cat("subgraph '", slot_name(ctx, slot), "' args"));
+  expect_types(ctx, want, arg_types(ctx, slot),
+               str_cat("subgraph '", slot_name(ctx, slot), "' args"));
 }
 
 // A predicate: one bool scalar.

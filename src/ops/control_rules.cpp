@@ -83,7 +83,7 @@ struct Builder {
   Values args;
 
   Builder(const std::string& name, const Types& types) : g(std::make_shared<Graph>(name)) {
-    for (size_t i = 0; i < types.size(); ++i) args.push_back(g->input(cat("a", i), types[i]));
+    for (size_t i = 0; i < types.size(); ++i) args.push_back(g->input(str_cat("a", i), types[i]));
   }
   Values args_at(size_t from, size_t to) const { return slice(args, from, to); }
   SubgraphPtr finish(const Values& outputs) {

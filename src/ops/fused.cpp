@@ -191,7 +191,7 @@ Values decompose_fused_cast(const RuleArgs& a) {
 std::unique_ptr<Graph> decomposition(const OpDef& d, const Attrs& attrs, const Types& types) {
   auto g = std::make_unique<Graph>(d.name + ".decomposed");
   Values args;
-  for (size_t i = 0; i < types.size(); ++i) args.push_back(g->input(cat("x", i), types[i]));
+  for (size_t i = 0; i < types.size(); ++i) args.push_back(g->input(str_cat("x", i), types[i]));
   for (Value v : d.decompose(RuleArgs{*g, attrs, args, {}, {}, &d})) g->output(v);
   return g;
 }

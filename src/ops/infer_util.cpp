@@ -8,7 +8,7 @@
 namespace rlx::detail {
 
 std::string describe_input(const InferContext& ctx, size_t i) {
-  return cat("input ", i, " (", ctx.input(i).str(), ")");
+  return str_cat("input ", i, " (", ctx.input(i).str(), ")");
 }
 
 Dim broadcast_dim(const InferContext& ctx, const Dim& a, const Dim& b, const Shape& sa,
@@ -139,7 +139,7 @@ Shape matmul_shape(const InferContext& ctx, Shape a, Shape b) {
   if (a_vec) a.insert(a.begin(), Dim(1));
   if (b_vec) b.push_back(Dim(1));
   unify_dims(ctx, a.back(), b[b.size() - 2],
-             cat("contraction dims of ", ctx.input(0).str(), " and ", ctx.input(1).str()));
+             str_cat("contraction dims of ", ctx.input(0).str(), " and ", ctx.input(1).str()));
   Shape out = broadcast_shapes(ctx, Shape(a.begin(), a.end() - 2), Shape(b.begin(), b.end() - 2));
   if (!a_vec) out.push_back(a[a.size() - 2]);
   if (!b_vec) out.push_back(b.back());

@@ -53,7 +53,7 @@ Shape matmul_shape(const InferContext& ctx, Shape a, Shape b);
 template <class T>
 std::string list_str(const std::vector<T>& v) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += cat(i ? "," : "", v[i]);
+  for (size_t i = 0; i < v.size(); ++i) s += str_cat(i ? "," : "", v[i]);
   return s + "]";
 }
 

@@ -34,13 +34,13 @@ struct Axes {
 
 Axes operand_axes(const InferContext& ctx, size_t i, const char* side) {
   const auto& attrs = ctx.attrs();
-  const IntList& batch = attrs.get_ints(cat(side, "_batch"));
-  const IntList& contr = attrs.get_ints(cat(side, "_contracting"));
+  const IntList& batch = attrs.get_ints(str_cat(side, "_batch"));
+  const IntList& contr = attrs.get_ints(str_cat(side, "_contracting"));
   int64_t r = ctx.rank(i);
   Axes ax;
-  for (int64_t a : batch) ax.batch.push_back(normalize_axis(ctx, a, r, cat(side, "_batch")));
+  for (int64_t a : batch) ax.batch.push_back(normalize_axis(ctx, a, r, str_cat(side, "_batch")));
   for (int64_t a : contr)
-    ax.contracting.push_back(normalize_axis(ctx, a, r, cat(side, "_contracting")));
+    ax.contracting.push_back(normalize_axis(ctx, a, r, str_cat(side, "_contracting")));
   std::vector<int64_t> all = ax.batch;
   all.insert(all.end(), ax.contracting.begin(), ax.contracting.end());
   std::sort(all.begin(), all.end());
@@ -54,7 +54,8 @@ Types infer_dot_general(const InferContext& ctx) {
   expect_numeric_pair(ctx);
   const auto& attrs = ctx.attrs();
   for (const char* kind : {"batch", "contracting"}) {
-    const IntList &l = attrs.get_ints(cat("lhs_", kind)), &r = attrs.get_ints(cat("rhs_", kind));
+    const IntList &l = attrs.get_ints(str_cat("lhs_", kind)),
+                  &r = attrs.get_ints(str_cat("rhs_", kind));
     if (l.size() != r.size())
       ctx.fail("expected lhs_", kind, " and rhs_", kind, " of equal length, got ", list_str(l),
                " and ", list_str(r));
@@ -64,12 +65,12 @@ Types infer_dot_general(const InferContext& ctx) {
   Shape out;
   for (size_t i = 0; i < la.batch.size(); ++i)
     out.push_back(unify_dims(ctx, a[size_t(la.batch[i])], b[size_t(ra.batch[i])],
-                             cat("batch dims ", la.batch[i], " and ", ra.batch[i], " of ",
-                                 ctx.input(0).str(), " and ", ctx.input(1).str())));
+                             str_cat("batch dims ", la.batch[i], " and ", ra.batch[i], " of ",
+                                     ctx.input(0).str(), " and ", ctx.input(1).str())));
   for (size_t i = 0; i < la.contracting.size(); ++i)
     unify_dims(ctx, a[size_t(la.contracting[i])], b[size_t(ra.contracting[i])],
-               cat("contracting dims ", la.contracting[i], " and ", ra.contracting[i], " of ",
-                   ctx.input(0).str(), " and ", ctx.input(1).str()));
+               str_cat("contracting dims ", la.contracting[i], " and ", ra.contracting[i], " of ",
+                       ctx.input(0).str(), " and ", ctx.input(1).str()));
   // Free dims: every axis that is neither batch nor contracting, in order.
   auto append_free = [&](const Shape& s, const Axes& ax) {
     for (int64_t d = 0; d < int64_t(s.size()); ++d) {
@@ -186,7 +187,7 @@ struct DotAxes {
 DotAxes dot_axes(const RuleArgs& a, size_t i, const char* side) {
   int64_t rank = a.inputs[i].rank();
   auto norm = [&](const char* kind) {
-    IntList v = a.attrs.get_ints(cat(side, "_", kind));
+    IntList v = a.attrs.get_ints(str_cat(side, "_", kind));
     for (int64_t& d : v) d = norm_axis(d, rank);
     return v;
   };
@@ -254,10 +255,10 @@ VmapResult dot_general_vmap(const RuleArgs& a, std::span<const int> in_axes) {
     const char* side = i == 0 ? "lhs" : "rhs";
     int64_t rank = in[i].rank() - 1;  // unbatched
     for (const char* kind : {"_batch", "_contracting"}) {
-      IntList v = a.attrs.get_ints(cat(side, kind));
+      IntList v = a.attrs.get_ints(str_cat(side, kind));
       for (int64_t& d : v) d = norm_axis(d, rank) + 1;
       if (both && std::string_view(kind) == "_batch") v.insert(v.begin(), 0);
-      attrs.set(cat(side, kind), v);
+      attrs.set(str_cat(side, kind), v);
     }
   }
   Value out = op("dot_general", {in[0], in[1]}, attrs);

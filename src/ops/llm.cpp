@@ -436,7 +436,7 @@ std::vector<TensorType> infer_sample(const InferContext& ctx) {
       ctx.fail("expected ", role, " of rank ", rows.size() + 1, " like logits, got ",
                ctx.input(i).str());
     for (size_t d = 0; d < rows.size(); ++d)
-      rows[d] = unify_dims(ctx, rows[d], s[d], cat("leading dims of logits and ", role));
+      rows[d] = unify_dims(ctx, rows[d], s[d], str_cat("leading dims of logits and ", role));
   };
   lead_of(1, "rng");
   unify_dims(ctx, ctx.shape(1).back(), Dim(2), "rng's last dim (seed, counter)");

@@ -25,7 +25,7 @@ Shape unify_shape(const InferContext& ctx, size_t i, const Shape& want, std::str
              ", got ", ctx.input(i).str());
   Shape out(want.size());
   for (size_t d = 0; d < want.size(); ++d)
-    out[d] = unify_dims(ctx, want[d], ctx.shape(i)[d], cat("dims of ", role, " and ", ref));
+    out[d] = unify_dims(ctx, want[d], ctx.shape(i)[d], str_cat("dims of ", role, " and ", ref));
   return out;
 }
 
@@ -701,8 +701,8 @@ void register_pools(OpRegistry& r) {
     d.attr("ceil_mode", AttrKind::Bool, AttrValue(false));
     bool avg = d.name == "avg_pool";
     if (avg) d.attr("count_include_pad", AttrKind::Bool, AttrValue(false));
-    d.doc = cat(avg ? "Mean" : "Maximum", " over sliding windows of x [N, C, D...] ",
-                "(ONNX output-size rules, floor or ceil mode).");
+    d.doc = str_cat(avg ? "Mean" : "Maximum", " over sliding windows of x [N, C, D...] ",
+                    "(ONNX output-size rules, floor or ceil mode).");
     d.infer = infer_pool;
     d.vjp = avg ? avg_pool_vjp : max_pool_vjp;
     d.jvp = avg ? JvpFn(rules::linear_jvp) : JvpFn(max_pool_jvp);
@@ -713,8 +713,8 @@ void register_pools(OpRegistry& r) {
     OpDef d;
     d.name = name;
     d.arity(1);
-    d.doc = cat(d.name == "global_max_pool" ? "Maximum" : "Mean",
-                " over all spatial dims: [N, C, ...] -> [N, C, 1, ..., 1].");
+    d.doc = str_cat(d.name == "global_max_pool" ? "Maximum" : "Mean",
+                    " over all spatial dims: [N, C, ...] -> [N, C, 1, ..., 1].");
     bool max = d.name == "global_max_pool";
     d.vjp = max ? global_max_pool_vjp : global_avg_pool_vjp;
     d.jvp = max ? JvpFn(global_max_pool_jvp) : JvpFn(rules::linear_jvp);

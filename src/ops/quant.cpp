@@ -90,9 +90,9 @@ Shape product_shape(const InferContext& ctx, size_t xi, size_t wi) {
   expect_min_rank(ctx, xi, 1);
   expect_rank(ctx, wi, 2);
   const Shape &x = ctx.shape(xi), &w = ctx.shape(wi);
-  Dim k =
-      unify_dims(ctx, x.back(), w[1],
-                 cat("contraction dims of ", ctx.input(xi).str(), " and ", ctx.input(wi).str()));
+  Dim k = unify_dims(
+      ctx, x.back(), w[1],
+      str_cat("contraction dims of ", ctx.input(xi).str(), " and ", ctx.input(wi).str()));
   expect_whole_blocks(ctx, wi, k);
   if (ctx.attrs().get_string("layout") == "rows8") {
     if (!quant::interleavable(ctx.dtype(wi)))
@@ -228,7 +228,7 @@ Types infer_fused_quant_matmul(const InferContext& ctx) {
     expect_same_dtype(ctx, 0, 1);
     expect_rank(ctx, 1, 1);
     unify_dims(ctx, ctx.shape(1)[0], ctx.shape(0).back(),
-               cat("the norm's scale ", ctx.input(1).str(), " and x's last dim"));
+               str_cat("the norm's scale ", ctx.input(1).str(), " and x's last dim"));
     expect_at_least(ctx, "epsilon", ctx.attrs().get_float("epsilon"), 0.0);
   }
   if (ctx.attrs().get_string("activation") == "swiglu") {

@@ -24,7 +24,7 @@ std::vector<TensorType> infer_random(const InferContext& ctx) {
   for (int64_t n : shape) {
     if (n < 0) {
       std::string list;
-      for (int64_t m : shape) list += cat(list.empty() ? "" : ",", m);
+      for (int64_t m : shape) list += str_cat(list.empty() ? "" : ",", m);
       ctx.fail("expected shape entries >= 0, got [", list, "]");
     }
     out.push_back(Dim(n));
@@ -66,10 +66,10 @@ void register_random_ops(OpRegistry& r) {
         .attr("seed", AttrKind::Int, AttrValue(0))
         .attr(e.p1, AttrKind::Float, AttrValue(e.v1))
         .attr(e.p2, AttrKind::Float, AttrValue(e.v2));
-    d.doc = cat(e.doc,
-                " of dtype[shape], from the counter-based Philox4x32-10 generator "
-                "keyed by seed (optional integer scalar key input: added to the counter), so "
-                "results are reproducible across backends.");
+    d.doc = str_cat(e.doc,
+                    " of dtype[shape], from the counter-based Philox4x32-10 generator "
+                    "keyed by seed (optional integer scalar key input: added to the counter), so "
+                    "results are reproducible across backends.");
     d.infer = infer_random;
     // Only a batched key batches a draw: one draw per key, so a loop over the keys.
     d.vmap = rules::vmap_by_scan;

@@ -229,7 +229,7 @@ Types infer_concat(const InferContext& ctx) {
     for (size_t d = 0; d < out.size(); ++d)
       out[d] = d == axis ? dim_sum(out[d], ctx.shape(i)[d])
                          : unify_dims(ctx, out[d], ctx.shape(i)[d],
-                                      cat("dims at axis ", d, " of concatenated inputs"));
+                                      str_cat("dims at axis ", d, " of concatenated inputs"));
   }
   return {{ctx.dtype(0), out}};
 }
@@ -363,7 +363,7 @@ Types infer_gather_nd(const InferContext& ctx) {
   int64_t m = index_depth(ctx, 1, ctx.rank(0) - b);
   Shape out(idx.begin(), idx.end() - 1);
   for (size_t i = 0; i < size_t(b); ++i)
-    out[i] = unify_dims(ctx, data[i], idx[i], cat("batch dims ", i, " of data and indices"));
+    out[i] = unify_dims(ctx, data[i], idx[i], str_cat("batch dims ", i, " of data and indices"));
   out.insert(out.end(), data.begin() + b + m, data.end());
   return {{ctx.dtype(0), out}};
 }
@@ -376,7 +376,7 @@ Types infer_scatter_elements(const InferContext& ctx) {
   expect_equal_rank(ctx, 1, 2);
   size_t axis = size_t(normalize_axis(ctx, ctx.attrs().get_int("axis"), ctx.rank(0), "axis"));
   for (size_t d = 0; d < ctx.shape(1).size(); ++d)
-    unify_dims(ctx, ctx.shape(1)[d], ctx.shape(2)[d], cat("indices and updates dims ", d));
+    unify_dims(ctx, ctx.shape(1)[d], ctx.shape(2)[d], str_cat("indices and updates dims ", d));
   check_elements_dims(ctx, 0, 1, axis);
   return {ctx.input(0)};
 }
@@ -392,7 +392,7 @@ Types infer_scatter_nd(const InferContext& ctx) {
     ctx.fail("expected updates of shape ", shape_str(want), ", got ", ctx.input(2).str());
   for (size_t d = 0; d < want.size(); ++d)
     unify_dims(ctx, want[d], ctx.shape(2)[d],
-               cat("updates dims ", d, " (want ", shape_str(want), ")"));
+               str_cat("updates dims ", d, " (want ", shape_str(want), ")"));
   return {ctx.input(0)};
 }
 

@@ -43,7 +43,7 @@ void expect_shape(const InferContext& ctx, const Shape& want, std::string_view r
     ctx.fail("expected input 1 of shape ", shape_str(want), " (", role, "), got ",
              ctx.input(1).str());
   for (size_t d = 0; d < want.size(); ++d)
-    unify_dims(ctx, want[d], ctx.shape(1)[d], cat("dims of input 1 and ", role));
+    unify_dims(ctx, want[d], ctx.shape(1)[d], str_cat("dims of input 1 and ", role));
 }
 
 // The forward op's output type for x, its errors reported under this op's name.
@@ -77,7 +77,7 @@ void register_window_grad_ops(OpRegistry& r) {
       expect_same_dtype(ctx, 0, 1);
       TensorType y = forward_type(ctx, fwd);
       if (s.to_input) {
-        expect_shape(ctx, y.shape, cat(s.forward, "'s output"));
+        expect_shape(ctx, y.shape, str_cat(s.forward, "'s output"));
         return std::vector<TensorType>{ctx.input(0)};
       }
       expect_shape(ctx, ctx.shape(0), "x");

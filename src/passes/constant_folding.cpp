@@ -32,7 +32,7 @@ std::optional<std::vector<Literal>> evaluate_on_cpu(const OpDef& op,
     Graph g("fold");
     std::vector<Value> ins;
     for (size_t i = 0; i < inputs.size(); ++i)
-      ins.push_back(g.input(cat("x", i), inputs[i].type()));
+      ins.push_back(g.input(str_cat("x", i), inputs[i].type()));
     for (Value v : g.apply(op, ins, attrs)) g.output(v);
     CompileOptions options;
     options.opt_level = 0;

@@ -60,7 +60,7 @@ class Support {
     auto body = std::make_shared<Graph>("probe");
     std::vector<Value> args;
     for (size_t i = 0; i < n.inputs.size(); ++i)
-      args.push_back(body->input(cat("x", i), n.inputs[i].type()));
+      args.push_back(body->input(str_cat("x", i), n.inputs[i].type()));
     bool ok = false;
     try {
       for (Value v : body->apply(*n.op, args, n.attrs)) body->output(v);
@@ -333,7 +333,7 @@ class Fusion {
     Value arg(Value v) {
       auto it = args.find(v.id);
       if (it != args.end()) return it->second;
-      Value a = body->input(cat("x", sources.size()), v.type());
+      Value a = body->input(str_cat("x", sources.size()), v.type());
       sources.push_back(v);
       return args[v.id] = a;
     }

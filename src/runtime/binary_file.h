@@ -21,7 +21,7 @@ class BinaryReader {
     if (std::filesystem::is_directory(path, ec)) fail("expected a file, got a directory");
     errno = 0;
     in_.open(path, std::ios::binary);
-    if (!in_) fail(cat("expected a readable file, got: ", std::strerror(errno)));
+    if (!in_) fail(str_cat("expected a readable file, got: ", std::strerror(errno)));
     in_.seekg(0, std::ios::end);
     auto end = in_.tellg();
     in_.seekg(0);
@@ -33,7 +33,7 @@ class BinaryReader {
   void seek(uint64_t offset) { in_.seekg(std::streamoff(offset)); }
   void read(void* dst, size_t n) {
     if (n && !in_.read(static_cast<char*>(dst), std::streamsize(n)))
-      fail(cat("expected to read ", n, " bytes, got a read error"));
+      fail(str_cat("expected to read ", n, " bytes, got a read error"));
   }
   [[noreturn]] void fail(const std::string& what) const {
     rlx::fail<IoError>(component_, path_, ": ", what);

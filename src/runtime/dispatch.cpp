@@ -30,7 +30,7 @@ int DispatchReport::total(DispatchPath p) const {
 std::string DispatchReport::str() const {
   size_t w = 2;
   for (const auto& r : rows) w = std::max(w, r.op.size());
-  std::string out = cat("dispatch report (", device.str(), ")\n");
+  std::string out = str_cat("dispatch report (", device.str(), ")\n");
   char line[256];
   std::snprintf(line, sizeof line, "  %-*s %7s %11s %5s %8s\n", int(w), "op", "native",
                 "decomposed", "host", "missing");
@@ -100,8 +100,8 @@ struct Lowerer {
       }
     }
     if (cpu) return place(op, inputs, attrs, subgraphs, cpu, DispatchPath::host);
-    missing.insert(cat("(", op.name, ", ", dtypes_str(in_types.empty() ? out_types : in_types),
-                       ", ", device.str(), ")"));
+    missing.insert(str_cat("(", op.name, ", ", dtypes_str(in_types.empty() ? out_types : in_types),
+                           ", ", device.str(), ")"));
     return place(op, inputs, attrs, subgraphs, nullptr, DispatchPath::missing);
   }
 
@@ -116,7 +116,7 @@ struct Lowerer {
     Graph scratch("decompose");
     std::vector<Value> args;
     for (size_t i = 0; i < in_types.size(); ++i)
-      args.push_back(scratch.input(cat("x", i), in_types[i]));
+      args.push_back(scratch.input(str_cat("x", i), in_types[i]));
     std::vector<Value> results;
     try {
       results = decompose(RuleArgs{scratch, attrs, args, {}, subgraphs});

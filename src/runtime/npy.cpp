@@ -42,23 +42,24 @@ constexpr size_t kPreambleMin = 10;  // format 1.0; 2.0 and 3.0 take 12
 
 Preamble parse_preamble(std::span<const uint8_t> b, std::string_view name) {
   if (b.size() < 8 || !std::equal(kMagic, kMagic + 6, b.begin()))
-    bad(name, cat("expected the .npy magic string \\x93NUMPY, got ",
-                  b.size() < 6 ? cat(b.size(), " bytes") : detail::escape_bytes(b.first(6))));
+    bad(name,
+        str_cat("expected the .npy magic string \\x93NUMPY, got ",
+                b.size() < 6 ? str_cat(b.size(), " bytes") : detail::escape_bytes(b.first(6))));
   int major = b[6], minor = b[7];
   if (major < 1 || major > 3 || minor != 0)
-    bad(name, cat("expected format version 1.0, 2.0 or 3.0, got ", major, ".", minor));
+    bad(name, str_cat("expected format version 1.0, 2.0 or 3.0, got ", major, ".", minor));
   size_t len_bytes = major == 1 ? 2 : 4;
   if (b.size() < 8 + len_bytes)
-    bad(name, cat("expected a ", 8 + len_bytes, "-byte preamble (truncated header), got ", b.size(),
-                  " bytes"));
+    bad(name, str_cat("expected a ", 8 + len_bytes, "-byte preamble (truncated header), got ",
+                      b.size(), " bytes"));
   return {8 + len_bytes, read_le(b.data() + 8, int(len_bytes))};
 }
 
 // The header's extent, checked against the bytes there are.
 void check_header_fits(const Preamble& p, size_t total, std::string_view name) {
   if (total - p.header_offset < p.header_len)
-    bad(name, cat("expected a header of ", p.header_len, " bytes (truncated header), got ",
-                  total - p.header_offset));
+    bad(name, str_cat("expected a header of ", p.header_len, " bytes (truncated header), got ",
+                      total - p.header_offset));
 }
 
 // numel * itemsize against the bytes after the header.
@@ -66,13 +67,13 @@ size_t check_data_size(const NpyHeader& h, size_t available, std::string_view na
   size_t item = dtype_size(h.dtype);
   uint64_t numel = uint64_t(h.numel);
   if (numel > std::numeric_limits<uint64_t>::max() / item || numel * item > available)
-    bad(name, cat("expected ", h.numel, " elements of '", h.descr, "' for shape ",
-                  detail::shape_repr(h.shape), " (", h.numel, " x ", item,
-                  " bytes; truncated data), got ", available, " bytes of data"));
+    bad(name, str_cat("expected ", h.numel, " elements of '", h.descr, "' for shape ",
+                      detail::shape_repr(h.shape), " (", h.numel, " x ", item,
+                      " bytes; truncated data), got ", available, " bytes of data"));
   size_t want = size_t(numel * item);
   if (want != available)
-    bad(name, cat("expected ", want, " bytes of data for shape ", detail::shape_repr(h.shape), " '",
-                  h.descr, "', got ", available, " (the shape does not match the data)"));
+    bad(name, str_cat("expected ", want, " bytes of data for shape ", detail::shape_repr(h.shape),
+                      " '", h.descr, "', got ", available, " (the shape does not match the data)"));
   return want;
 }
 
@@ -157,10 +158,10 @@ void save_npy(const std::string& path, const Tensor& t) {
   std::vector<uint8_t> bytes = write_npy_bytes(t);
   errno = 0;
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) bad(path, cat("expected a writable file, got: ", sys_error()));
+  if (!out) bad(path, str_cat("expected a writable file, got: ", sys_error()));
   out.write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
   out.flush();
-  if (!out) bad(path, cat("expected to write ", bytes.size(), " bytes, got a write error"));
+  if (!out) bad(path, str_cat("expected to write ", bytes.size(), " bytes, got a write error"));
 }
 
 }  // namespace rlx

@@ -36,13 +36,13 @@ constexpr DescrInfo kDescrs[] = {
 
 std::string descr_of(DType t) {
   for (const auto& d : kDescrs)
-    if (d.dtype == t) return cat(d.size == 1 ? '|' : '<', d.kind, d.size);
+    if (d.dtype == t) return str_cat(d.size == 1 ? '|' : '<', d.kind, d.size);
   fail<ValueError>("npy", "expected a dtype .npy can hold, got ", dtype_name(t));
 }
 
 std::string supported_descrs() {
   std::string s;
-  for (const auto& d : kDescrs) s += cat(s.empty() ? "'" : ", '", descr_of(d.dtype), "'");
+  for (const auto& d : kDescrs) s += str_cat(s.empty() ? "'" : ", '", descr_of(d.dtype), "'");
   return s;
 }
 
@@ -75,7 +75,7 @@ class HeaderParser {
   [[noreturn]] void error(std::string_view expected) const {
     std::string_view rest = t_.substr(pos_, 24);
     fail<IoError>("npy", name_, ": expected ", expected, " in the header at offset ", pos_,
-                  ", got ", rest.empty() ? std::string("the end") : cat('"', escape(rest), '"'),
+                  ", got ", rest.empty() ? std::string("the end") : str_cat('"', escape(rest), '"'),
                   " (header: \"", escape(t_.substr(0, 80)), t_.size() > 80 ? "..." : "", "\")");
   }
 
@@ -179,8 +179,9 @@ using Dict = std::map<std::string, PyValue>;
 
 [[noreturn]] void bad_keys(const Dict& d, std::string_view name) {
   std::string keys;
-  for (const auto& [key, v] : d) keys += cat(keys.empty() ? "'" : ", '", key, "'");
-  bad(name, cat("expected the header keys 'descr', 'fortran_order', 'shape', got {", keys, "}"));
+  for (const auto& [key, v] : d) keys += str_cat(keys.empty() ? "'" : ", '", key, "'");
+  bad(name,
+      str_cat("expected the header keys 'descr', 'fortran_order', 'shape', got {", keys, "}"));
 }
 
 const PyValue& key(const Dict& d, const std::string& k, std::string_view name) {
@@ -191,8 +192,8 @@ const PyValue& key(const Dict& d, const std::string& k, std::string_view name) {
 
 void parse_descr(NpyHeader& h, const PyValue& v, std::string_view name) {
   if (v.kind != PyValue::str)
-    bad(name, cat("expected 'descr' to be a simple dtype string (one of ", supported_descrs(),
-                  "), got a ", v.kind == PyValue::list ? "structured dtype" : "non-string"));
+    bad(name, str_cat("expected 'descr' to be a simple dtype string (one of ", supported_descrs(),
+                      "), got a ", v.kind == PyValue::list ? "structured dtype" : "non-string"));
   h.descr = v.s;
   std::string_view d = v.s;
   char order = d.empty() ? '?' : d[0];
@@ -209,8 +210,9 @@ void parse_descr(NpyHeader& h, const PyValue& v, std::string_view name) {
       h.swap = order == '>' && size > 1;
       return;
     }
-  bad(name, cat("expected 'descr' to be one of ", supported_descrs(),
-                " (any byte order; rlx has no u16/u32/u64, and bf16 is '<V2'), got '", v.s, "'"));
+  bad(name,
+      str_cat("expected 'descr' to be one of ", supported_descrs(),
+              " (any byte order; rlx has no u16/u32/u64, and bf16 is '<V2'), got '", v.s, "'"));
 }
 
 void parse_shape(NpyHeader& h, const PyValue& v, std::string_view name) {
@@ -224,7 +226,8 @@ void parse_shape(NpyHeader& h, const PyValue& v, std::string_view name) {
   try {
     h.numel = checked_numel(h.shape, "npy");
   } catch (const ValueError&) {
-    bad(name, cat("expected a shape whose element count fits int64, got ", shape_repr(h.shape)));
+    bad(name,
+        str_cat("expected a shape whose element count fits int64, got ", shape_repr(h.shape)));
   }
 }
 
@@ -246,8 +249,8 @@ NpyHeader parse_npy_header(std::span<const uint8_t> bytes, std::string_view name
 }
 
 std::string format_npy_header(DType dtype, const std::vector<int64_t>& shape) {
-  return cat("{'descr': '", descr_of(dtype),
-             "', 'fortran_order': False, 'shape': ", shape_repr(shape), ", }");
+  return str_cat("{'descr': '", descr_of(dtype),
+                 "', 'fortran_order': False, 'shape': ", shape_repr(shape), ", }");
 }
 
 std::string pad_npy_header(std::string dict, size_t preamble) {
@@ -259,7 +262,7 @@ std::string pad_npy_header(std::string dict, size_t preamble) {
 
 std::string shape_repr(const std::vector<int64_t>& shape) {
   std::string s = "(";
-  for (size_t i = 0; i < shape.size(); ++i) s += cat(i ? ", " : "", shape[i]);
+  for (size_t i = 0; i < shape.size(); ++i) s += str_cat(i ? ", " : "", shape[i]);
   return s + (shape.size() == 1 ? ",)" : ")");
 }
 

@@ -21,7 +21,7 @@ namespace {
 constexpr size_t kMaxPlans = 64;
 
 std::string arg_label(const Arg& a) {
-  return cat(a.kind == ArgKind::input ? "input '" : "param '", a.name, "'");
+  return str_cat(a.kind == ArgKind::input ? "input '" : "param '", a.name, "'");
 }
 
 bool all_static(const TensorType& t) { return is_static(t.shape); }

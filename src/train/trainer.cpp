@@ -201,7 +201,7 @@ void Trainer::set_param(std::string_view name, Tensor value) {
   if (!m.is_model_param(name)) bad("expected the name of a model param, got '", name, "'");
   if (!value.defined()) bad("expected a tensor for param '", name, "', got an undefined one");
   std::string n(name);
-  check_type("", cat("param '", n, "'"), value, m.graph->find_arg(n)->value.type());
+  check_type("", str_cat("param '", n, "'"), value, m.graph->find_arg(n)->value.type());
   std::lock_guard lock(m.swap);
   m.bind(n, value);
   // Fresh optimizer state for a param that has none, or one of another shape.
@@ -289,7 +289,7 @@ void Trainer::save(const std::string& path) const {
 void Trainer::load(const std::string& path) {
   Impl& m = *impl_;
   SafetensorsFile f = load_safetensors(path);
-  auto where = [&](const std::string& what) { return cat(path, ": ", what); };
+  auto where = [&](const std::string& what) { return str_cat(path, ": ", what); };
 
   // Check everything before changing anything.
   auto step_it = f.metadata.find(kStepMeta);
@@ -310,7 +310,7 @@ void Trainer::load(const std::string& path) {
     for (const std::string& n : *names) {
       auto it = f.tensors.find(n);
       if (it == f.tensors.end()) bad(where("expected a tensor '"), n, "', got none");
-      check_type(path + ": ", cat("tensor '", n, "'"), it->second,
+      check_type(path + ": ", str_cat("tensor '", n, "'"), it->second,
                  m.graph->find_arg(n)->value.type());
     }
   for (auto& [n, _] : f.tensors)

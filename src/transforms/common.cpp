@@ -80,7 +80,7 @@ size_t resolve_output(const Graph& g, const std::string& name, const char* trans
 }
 
 std::unique_ptr<Graph> derived_graph(const Graph& src, const char* suffix) {
-  return std::make_unique<Graph>(cat(src.name(), "_", suffix));
+  return std::make_unique<Graph>(str_cat(src.name(), "_", suffix));
 }
 
 }  // namespace rlx::detail

@@ -81,7 +81,7 @@ std::unique_ptr<Graph> jacrev(const Graph& g, const std::vector<std::string>& wr
     const TensorType& yt = g.type(y.value);
     if (!is_float(yt.dtype)) continue;
     int64_t m = static_numel(yt, "jacrev", y.name);
-    std::vector<Value> res = batch_over_basis(g, *lin, *out, map, cat("ct.", y.name), m);
+    std::vector<Value> res = batch_over_basis(g, *lin, *out, map, str_cat("ct.", y.name), m);
     for (size_t j = 0; j < wrt.size(); ++j) {
       const TensorType& xt = g.type(g.args()[size_t(wrt[j])].value);
       static_numel(xt, "jacrev", names[j]);
@@ -89,7 +89,7 @@ std::unique_ptr<Graph> jacrev(const Graph& g, const std::vector<std::string>& wr
       Value r = res[n_out + j];
       Value jac =
           r.valid() ? reshape_to(r, shape) : out->constant(Literal::full(xt.dtype, shape, 0.0));
-      out->output(jac, cat("jac.", y.name, ".", names[j]));
+      out->output(jac, str_cat("jac.", y.name, ".", names[j]));
     }
   }
   return prune(*out);
@@ -107,7 +107,7 @@ std::unique_ptr<Graph> jacfwd(const Graph& g, const std::vector<std::string>& wr
   for (size_t j = 0; j < wrt.size(); ++j) {
     const TensorType& xt = g.type(g.args()[size_t(wrt[j])].value);
     int64_t n = static_numel(xt, "jacfwd", names[j]);
-    std::vector<Value> res = batch_over_basis(g, *lin, *out, map, cat("tan.", names[j]), n);
+    std::vector<Value> res = batch_over_basis(g, *lin, *out, map, str_cat("tan.", names[j]), n);
     size_t t = g.outputs().size();  // tangent outputs follow g's outputs
     for (size_t k = 0; k < g.outputs().size(); ++k) {
       const TensorType& yt = g.type(g.outputs()[k].value);
@@ -122,7 +122,7 @@ std::unique_ptr<Graph> jacfwd(const Graph& g, const std::vector<std::string>& wr
   for (size_t k = 0; k < g.outputs().size(); ++k)
     for (size_t j = 0; j < wrt.size(); ++j)
       if (jac[k][j].valid())
-        out->output(jac[k][j], cat("jac.", g.outputs()[k].name, ".", names[j]));
+        out->output(jac[k][j], str_cat("jac.", g.outputs()[k].name, ".", names[j]));
   return prune(*out);
 }
 

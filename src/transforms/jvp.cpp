@@ -80,13 +80,13 @@ std::unique_ptr<Graph> jvp(const Graph& g, const std::vector<std::string>& wrt_n
   auto out = derived_graph(g, "jvp");
   ValueMap map = copy_args(g, *out);
   std::vector<Value> arg_tan = tangent_inputs(
-      g, *out, wrt, [&](size_t i) { return cat("tan.", g.args()[size_t(wrt[i])].name); });
+      g, *out, wrt, [&](size_t i) { return str_cat("tan.", g.args()[size_t(wrt[i])].name); });
   std::vector<Value> tan = forward_tangents(g, *out, map, arg_tan);
   std::vector<Value> touts = output_tangents(g, map, tan);
   for (const Output& o : g.outputs()) out->output(mapped(map, o.value), o.name);
   size_t k = 0;
   for (const Output& o : g.outputs())
-    if (is_float(g.type(o.value).dtype)) out->output(touts[k++], cat("tan.", o.name));
+    if (is_float(g.type(o.value).dtype)) out->output(touts[k++], str_cat("tan.", o.name));
   return prune(*out);
 }
 
@@ -96,7 +96,8 @@ std::unique_ptr<Graph> transform::jvp(const Graph& g, const std::vector<int>& wr
       fail<ValueError>("jvp", "expected wrt positions in [0, ", g.args().size(), "), got ", i);
   auto out = derived_graph(g, "jvp");
   ValueMap map = copy_args(g, *out);
-  std::vector<Value> arg_tan = tangent_inputs(g, *out, wrt, [](size_t i) { return cat("t", i); });
+  std::vector<Value> arg_tan =
+      tangent_inputs(g, *out, wrt, [](size_t i) { return str_cat("t", i); });
   std::vector<Value> tan = forward_tangents(g, *out, map, arg_tan);
   std::vector<Value> touts = output_tangents(g, map, tan);
   for (const Output& o : g.outputs()) out->output(mapped(map, o.value), o.name);
@@ -116,7 +117,7 @@ std::unique_ptr<Graph> hvp(const Graph& g, const GradOptions& options) {
   std::vector<Output> keep;
   for (const Output& o : j->outputs())
     for (const std::string& n : names)
-      if (o.name == cat("tan.grad.", n)) keep.push_back({cat("hvp.", n), o.value});
+      if (o.name == str_cat("tan.grad.", n)) keep.push_back({str_cat("hvp.", n), o.value});
   j->mutable_outputs() = keep;
   return prune(*j);
 }

@@ -191,7 +191,7 @@ VmapResult vmap_by_scan(const RuleArgs& a, std::span<const int> in_axes) {
   for (size_t i = 0; i < a.inputs.size(); ++i) {
     if (in_axes[i] >= 0) continue;
     carries.push_back(a.inputs[i]);
-    body_ins[i] = body->input(cat("c", i), a.inputs[i].type());
+    body_ins[i] = body->input(str_cat("c", i), a.inputs[i].type());
     body_carries.push_back(body_ins[i]);
   }
   for (size_t i = 0; i < a.inputs.size(); ++i) {
@@ -199,7 +199,7 @@ VmapResult vmap_by_scan(const RuleArgs& a, std::span<const int> in_axes) {
     Value x = moveaxis(a.inputs[i], in_axes[i], 0);
     xs.push_back(x);
     Shape elem(x.shape().begin() + 1, x.shape().end());
-    body_ins[i] = body->input(cat("x", i), {x.dtype(), elem});
+    body_ins[i] = body->input(str_cat("x", i), {x.dtype(), elem});
   }
   std::vector<Value> ys = body->apply(op_of(a), body_ins, a.attrs, subgraphs_of(a));
   for (Value c : body_carries) body->output(c);

@@ -140,7 +140,7 @@ std::unique_ptr<Graph> grad_graph(const Graph& g, const GradOptions& o, bool kee
   if (keep_values)
     for (const Output& o2 : g.outputs()) out->output(mapped(map, o2.value), o2.name);
   for (size_t i = 0; i < wrt.size(); ++i)
-    out->output(grads[i], cat("grad.", g.args()[size_t(wrt[i])].name));
+    out->output(grads[i], str_cat("grad.", g.args()[size_t(wrt[i])].name));
   return prune(*out);
 }
 
@@ -167,13 +167,13 @@ std::unique_ptr<Graph> vjp(const Graph& g, const VjpOptions& options) {
   std::vector<Value> seeds;
   for (const Output& o : g.outputs()) {
     const TensorType& t = g.type(o.value);
-    seeds.push_back(is_float(t.dtype) ? out->input(cat("ct.", o.name), t) : Value{});
+    seeds.push_back(is_float(t.dtype) ? out->input(str_cat("ct.", o.name), t) : Value{});
   }
   copy_nodes(g, *out, map);
   std::vector<Value> grads = backprop(g, *out, map, seeds, wrt, options.remat);
   for (const Output& o : g.outputs()) out->output(mapped(map, o.value), o.name);
   for (size_t i = 0; i < wrt.size(); ++i)
-    out->output(grads[i], cat("grad.", g.args()[size_t(wrt[i])].name));
+    out->output(grads[i], str_cat("grad.", g.args()[size_t(wrt[i])].name));
   return prune(*out);
 }
 
@@ -186,7 +186,7 @@ std::unique_ptr<Graph> transform::vjp(const Graph& g, const std::vector<int>& wr
   std::vector<Value> seeds;
   for (size_t k = 0; k < g.outputs().size(); ++k) {
     const TensorType& t = g.type(g.outputs()[k].value);
-    seeds.push_back(is_float(t.dtype) ? out->input(cat("ct", k), t) : Value{});
+    seeds.push_back(is_float(t.dtype) ? out->input(str_cat("ct", k), t) : Value{});
   }
   copy_nodes(g, *out, map);
   for (Value v : backprop(g, *out, map, seeds, wrt, remat)) out->output(v);

@@ -189,7 +189,7 @@ TEST(Transforms, RematRecomputesSegmentsWithTheSameGradients) {
   Graph g;
   Value h = g.input("x", TensorType::parse("f64[64,32]"));
   for (int l = 0; l < 6; ++l) {
-    Value w = g.param(cat("w", l), TensorType::parse("f64[32,32]"));
+    Value w = g.param(str_cat("w", l), TensorType::parse("f64[32,32]"));
     h = op("checkpoint", {tanh(tanh(matmul(h, w)) * 1.5)});
   }
   g.output(sum(h * h), "loss");
@@ -201,12 +201,12 @@ TEST(Transforms, RematRecomputesSegmentsWithTheSameGradients) {
   CompiledGraph a = Session().compile(*plain), b = Session().compile(*remat);
   for (int l = 0; l < 6; ++l) {
     Tensor w = random_tensor(DType::f64, {32, 32}, uint64_t(20 + l), -0.3, 0.3);
-    a.set_param(cat("w", l), w);
-    b.set_param(cat("w", l), w);
+    a.set_param(str_cat("w", l), w);
+    b.set_param(str_cat("w", l), w);
   }
   TensorMap ga = a.run(in), gb = b.run(in);
   for (int l = 0; l < 6; ++l)
-    expect_near(gb.at(cat("grad.w", l)), values(ga.at(cat("grad.w", l))), 1e-12);
+    expect_near(gb.at(str_cat("grad.w", l)), values(ga.at(str_cat("grad.w", l))), 1e-12);
 }
 
 TEST(Transforms, IntegerValuesCarryNoGradientAndRandomOpsAreConstants) {

@@ -47,7 +47,8 @@ TEST(Philox, StreamLayout) {
 std::vector<Tensor> run(const std::string& op, std::vector<Tensor> inputs, const Attrs& attrs) {
   Graph g("random");
   std::vector<Value> ins;
-  for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(g.input(cat("x", i), inputs[i].type()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ins.push_back(g.input(str_cat("x", i), inputs[i].type()));
   for (Value v : g.apply(op, ins, attrs)) g.output(v);
   return Session(Device::cpu()).compile(g).run(std::span<const Tensor>(inputs));
 }

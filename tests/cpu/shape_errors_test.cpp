@@ -12,7 +12,8 @@ namespace {
 std::string run_error(const std::string& op, const std::vector<Tensor>& inputs, Attrs attrs = {}) {
   Graph g("err");
   std::vector<Value> ins;
-  for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(g.input(cat("x", i), inputs[i].type()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ins.push_back(g.input(str_cat("x", i), inputs[i].type()));
   for (Value v : g.apply(op, ins, std::move(attrs))) g.output(v);
   CompiledGraph cg = Session(Device::cpu()).compile(g);
   try {

@@ -42,7 +42,7 @@ DispatchPath path_on_cuda(const OpCheck& c) {
   Graph g("check");
   std::vector<Value> ins;
   for (size_t i = 0; i < c.inputs.size(); ++i)
-    ins.push_back(g.input(cat("x", i), c.inputs[i].type()));
+    ins.push_back(g.input(str_cat("x", i), c.inputs[i].type()));
   for (Value v : g.apply(c.op, ins, c.attrs, c.subgraphs)) g.output(v);
   LoweredGraph l = lower_for_device(g, Device::cuda());
   const DispatchReport& r = l.report;

@@ -64,7 +64,7 @@ TEST(Text, AllDTypesSymbolicDimsAndParams) {
   for (DType d : kAllDTypes) {
     Shape s = {Dim::sym("batch"), Dim::unknown(), Dim(0), Dim(1), Dim(7)};
     s.resize(size_t(i % 6));
-    Value v = i % 2 ? g.param(cat("p", i), {d, s}) : g.input(cat("in_", i), {d, s});
+    Value v = i % 2 ? g.param(str_cat("p", i), {d, s}) : g.input(str_cat("in_", i), {d, s});
     vals.push_back(v);
     ++i;
   }
@@ -247,7 +247,7 @@ std::unique_ptr<Graph> nested_graph() {
   auto ident = [](const std::string& name, const std::vector<std::string>& types) {
     auto g = std::make_shared<Graph>(name);
     for (size_t i = 0; i < types.size(); ++i)
-      g->output(g->input(cat("a", i), TensorType::parse(types[i])));
+      g->output(g->input(str_cat("a", i), TensorType::parse(types[i])));
     return g;
   };
   auto g = std::make_unique<Graph>("main");
@@ -426,7 +426,7 @@ TEST(Text, ParseErrorsPointAtTheToken) {
       }
       EXPECT_EQ(e.line(), c.line) << msg;
       EXPECT_EQ(e.column(), col) << msg;
-      EXPECT_EQ(msg.rfind(cat("[text:", c.line, ":", col, "] "), 0), 0u) << msg;
+      EXPECT_EQ(msg.rfind(str_cat("[text:", c.line, ":", col, "] "), 0), 0u) << msg;
       EXPECT_NE(msg.find(c.message), std::string::npos) << msg;
     } catch (const std::exception& e) {
       ADD_FAILURE() << "expected a ParseError, got " << e.what();

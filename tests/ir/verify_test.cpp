@@ -50,7 +50,7 @@ TEST(Verify, AcceptsTheFixtureAndAClone) {
 // Graphs with subgraphs: cond inside a while body (two deep), and scan.
 std::shared_ptr<Graph> ident(const std::string& name, const std::vector<const char*>& types) {
   auto g = std::make_shared<Graph>(name);
-  for (size_t i = 0; i < types.size(); ++i) g->output(g->input(cat("a", i), T(types[i])));
+  for (size_t i = 0; i < types.size(); ++i) g->output(g->input(str_cat("a", i), T(types[i])));
   return g;
 }
 

@@ -125,7 +125,7 @@ TEST(Limits, OnnxConstantClaimingTeraElementsIsAValueError) {
 }
 
 TEST(Limits, OnnxExternalDataStaysInTheModelFolder) {
-  fs::path dir = fs::temp_directory_path() / cat("rlx_limits_", ::getpid());
+  fs::path dir = fs::temp_directory_path() / str_cat("rlx_limits_", ::getpid());
   fs::create_directories(dir / "sub");
   std::ofstream(dir / "sub" / "w.bin", std::ios::binary) << std::string(8, '\0');
   auto external = [](std::string location, std::string length = "8") {
@@ -180,15 +180,15 @@ std::string nested_ifs(int depth) {
       a->set_name(b ? "else_branch" : "then_branch");
       a->set_type(::onnx::AttributeProto::GRAPH);
       branches[b] = a->mutable_g();
-      branches[b]->set_name(cat("b", d, "_", b));
-      add_io(branches[b]->add_output(), cat("o", d, "_", b), {2});
+      branches[b]->set_name(str_cat("b", d, "_", b));
+      add_io(branches[b]->add_output(), str_cat("o", d, "_", b), {2});
     }
     auto* id = branches[1]->add_node();  // else: x
     id->set_op_type("Identity");
     id->add_input("x");
-    id->add_output(cat("o", d, "_1"));
+    id->add_output(str_cat("o", d, "_1"));
     at = branches[0];  // then: the next level
-    out = cat("o", d, "_0");
+    out = str_cat("o", d, "_0");
   }
   auto* id = at->add_node();
   id->set_op_type("Identity");
@@ -208,7 +208,7 @@ TEST(Limits, OnnxSubgraphNestingIsBounded) {
 }
 
 TEST(Limits, TensorProtoFileClaimingTeraElementsIsAValueError) {
-  fs::path p = fs::temp_directory_path() / cat("rlx_limits_", ::getpid(), ".pb");
+  fs::path p = fs::temp_directory_path() / str_cat("rlx_limits_", ::getpid(), ".pb");
   TensorProto t;
   t.set_data_type(TensorProto::FLOAT);
   t.add_dims(kMega);

@@ -64,7 +64,7 @@ CompiledGraph compile_op(const std::string& op, const std::vector<TensorType>& t
                          const Attrs& attrs = {}) {
   Graph g("op");
   std::vector<Value> ins;
-  for (size_t i = 0; i < types.size(); ++i) ins.push_back(g.input(cat("x", i), types[i]));
+  for (size_t i = 0; i < types.size(); ++i) ins.push_back(g.input(str_cat("x", i), types[i]));
   for (Value v : g.apply(op, ins, attrs)) g.output(v);
   return Session(Device::cpu()).compile(g);
 }
@@ -84,7 +84,7 @@ Tensors run_decomposed(const std::string& op, const Tensors& in, const Attrs& at
   const OpDef& def = OpRegistry::global().get(op);
   Graph g("decomposed");
   std::vector<Value> ins;
-  for (size_t i = 0; i < in.size(); ++i) ins.push_back(g.input(cat("x", i), in[i].type()));
+  for (size_t i = 0; i < in.size(); ++i) ins.push_back(g.input(str_cat("x", i), in[i].type()));
   Attrs full = validate_attrs(def, attrs);
   for (Value v : def.decompose(RuleArgs{g, full, ins, {}, {}, &def})) g.output(v);
   return Session(Device::cpu()).compile(g).run(std::span<const Tensor>(in));

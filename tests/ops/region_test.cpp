@@ -17,7 +17,7 @@ using Build = std::function<std::vector<Value>(Graph&, const std::vector<Value>&
 SubgraphPtr body(const std::vector<TensorType>& args, const Build& build) {
   auto g = std::make_shared<Graph>("body");
   std::vector<Value> a;
-  for (size_t i = 0; i < args.size(); ++i) a.push_back(g->input(cat("x", i), args[i]));
+  for (size_t i = 0; i < args.size(); ++i) a.push_back(g->input(str_cat("x", i), args[i]));
   for (Value v : build(*g, a)) g->output(v);
   return g;
 }

@@ -220,7 +220,7 @@ TEST(Cse, KeepsTheRecomputationsOfRematerialisation) {
   Graph f;
   Value h = f.input("x", {DType::f32, {4, 8}});
   for (int i = 0; i < 3; ++i) {
-    h = tanh(matmul(h, f.param(cat("w", i), {DType::f32, {8, 8}})));
+    h = tanh(matmul(h, f.param(str_cat("w", i), {DType::f32, {8, 8}})));
     if (i < 2) h = op("checkpoint", {h});
   }
   f.output(sum(h * h), "loss");

@@ -314,12 +314,12 @@ TEST(MemoryPlan, ContiguousSlicesAreViews) {
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.slice);
-    auto g = parse(cat(R"(graph main(%x: f32[4,3,8]) {
+    auto g = parse(str_cat(R"(graph main(%x: f32[4,3,8]) {
       %a = exp(%x) : f32[4,3,8]
       %s = slice(%a) {)",
-                       c.slice, "} : ", c.type, R"(
+                           c.slice, "} : ", c.type, R"(
       %y = neg(%s) : )",
-                       c.type, R"(
+                           c.type, R"(
       return y=%y
     })"));
     MemoryStats m = compile0(*g).memory_stats();

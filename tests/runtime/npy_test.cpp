@@ -78,7 +78,7 @@ TEST(Npy, RoundTripsEveryDtypeAndShape) {
   const std::vector<std::vector<int64_t>> shapes = {{}, {0}, {5}, {2, 3}, {2, 0, 4}, {1, 2, 3, 2}};
   for (DType dt : kAllDTypes) {
     for (const auto& shape : shapes) {
-      SCOPED_TRACE(cat(dtype_name(dt), ints_str(shape)));
+      SCOPED_TRACE(str_cat(dtype_name(dt), ints_str(shape)));
       std::vector<double> v(size_t(checked_numel(shape, "test")));
       for (size_t i = 0; i < v.size(); ++i) v[i] = double(i % 5) * (is_float(dt) ? 0.5 : 1);
       Tensor t = Tensor::from_doubles(dt, shape, v);

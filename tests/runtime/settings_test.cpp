@@ -35,7 +35,7 @@ TEST(Settings, DocsTableListsEverySettingWithItsDefault) {
   EXPECT_EQ(rows, table.size()) << "docs/settings.md has a row per setting, no more";
   for (const SettingInfo& s : table) {
     std::string def = s.default_value.empty() ? "(empty)" : "`" + s.default_value + "`";
-    std::string row = cat("| `", s.name, "` | `", s.variable, "` | ", def, " | ");
+    std::string row = str_cat("| `", s.name, "` | `", s.variable, "` | ", def, " | ");
     EXPECT_NE(docs.find(row), std::string::npos) << "docs/settings.md lacks the row " << row;
   }
 }

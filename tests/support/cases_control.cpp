@@ -9,7 +9,7 @@ using Graphs = std::vector<SubgraphPtr>;
 
 std::shared_ptr<Graph> with_args(const std::string& name, const Types& args) {
   auto g = std::make_shared<Graph>(name);
-  for (size_t i = 0; i < args.size(); ++i) g->input(cat("a", i), TensorType::parse(args[i]));
+  for (size_t i = 0; i < args.size(); ++i) g->input(str_cat("a", i), TensorType::parse(args[i]));
   return g;
 }
 

@@ -14,7 +14,7 @@ SubgraphPtr body(const Types& args, const Body& f) {
   auto g = std::make_shared<Graph>("body");
   std::vector<Value> a;
   for (size_t i = 0; i < args.size(); ++i)
-    a.push_back(g->input(cat("x", i), TensorType::parse(args[i])));
+    a.push_back(g->input(str_cat("x", i), TensorType::parse(args[i])));
   for (Value v : f(*g, a)) g->output(v);
   return g;
 }

@@ -78,7 +78,7 @@ void add_while(CheckTable& t) {
         return Tensors{tensor_of(DType::i64, {}, {double(i)}), tensor_of(dt, {4}, acc), in[2],
                        in[3]};
       };
-      c.note = cat("limit ", limit, ", max_iter ", max_iter);
+      c.note = str_cat("limit ", limit, ", max_iter ", max_iter);
       t.add(std::move(c));
     }
   }
@@ -113,7 +113,7 @@ void add_scan(CheckTable& t) {
           }
           return Tensors{tensor_of(dt, {2}, carry), tensor_of(dt, {len, 2}, ys)};
         };
-        c.note = cat("length ", len, reverse ? ", reverse" : "");
+        c.note = str_cat("length ", len, reverse ? ", reverse" : "");
         t.add(std::move(c));
       }
     }

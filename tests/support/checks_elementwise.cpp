@@ -616,7 +616,7 @@ void add_cast(CheckTable& t) {
              {},
              -1,
              -1,
-             cat(dtype_name(from), " -> ", dtype_name(to))});
+             str_cat(dtype_name(from), " -> ", dtype_name(to))});
   uint64_t seed = 31;
   auto add = [&](Tensor x, DType to, const char* note) {
     DType from = x.dtype();

@@ -25,11 +25,6 @@ double activate(const std::string& a, double x) {
   return x;
 }
 
-std::vector<int64_t> cat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // An operand's values as a row-major matrix batch, its last two dims swapped if `t`.
 Tensor as_read(const Tensor& x, bool t) {
   if (!t) return x;
@@ -49,7 +44,7 @@ Tensors fused_matmul_ref(const Tensors& in, const Attrs& attrs) {
   int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
   std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
   auto batch = broadcast_shape(ab, bb);
-  auto full = cat(batch, {m, n});
+  auto full = joined(batch, {m, n});
   std::vector<int64_t> shape = batch;
   if (!av) shape.push_back(m);
   if (!bv) shape.push_back(n);

@@ -26,11 +26,6 @@ struct Dot {
   double value() const { return is_float(dt) ? double(f) : double(wrap_int(dt, u)); }
 };
 
-std::vector<int64_t> cat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 // NumPy matmul: 1-D operands become a row / column whose unit dim is dropped; batch dims
 // broadcast.
 Tensor matmul_ref(const Tensor& a, const Tensor& b) {
@@ -41,7 +36,7 @@ Tensor matmul_ref(const Tensor& a, const Tensor& b) {
   int64_t m = as[as.size() - 2], k = as.back(), n = bs.back();
   std::vector<int64_t> ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
   auto batch = broadcast_shape(ab, bb);
-  auto full = cat(batch, {m, n});
+  auto full = joined(batch, {m, n});
   auto x = values(a), y = values(b);
   int64_t total = 1;
   for (int64_t d : full) total *= d;
@@ -88,7 +83,7 @@ Tensor dot_general_ref(const Tensor& l, const Tensor& r, const Attrs& attrs) {
     return s;
   };
   auto bshape = sizes(l, lb), lfs = sizes(l, lf), rfs = sizes(r, rf), cshape = sizes(l, lc);
-  auto oshape = cat(cat(bshape, lfs), rfs);
+  auto oshape = joined(joined(bshape, lfs), rfs);
   int64_t total = 1, ctotal = 1;
   for (int64_t d : oshape) total *= d;
   for (int64_t d : cshape) ctotal *= d;

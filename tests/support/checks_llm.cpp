@@ -238,7 +238,7 @@ void attention_cached_checks(CheckTable& t) {
                    random_tensor(cd, c.cache, ++seed),
                    ints(DType::i32, {int64_t(c.pos.size())}, c.pos)};
         t.add(ref_check("attention_cached", dt, in, c.attrs, attention_cached_ref,
-                        cat(c.note, ", cache ", dtype_name(cd))));
+                        str_cat(c.note, ", cache ", dtype_name(cd))));
       }
     // Rows past the last query hold NaN: never read.
     std::vector<double> pos{2, 4};

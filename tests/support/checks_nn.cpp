@@ -530,7 +530,7 @@ void attention_stats_checks(CheckTable& t) {
       in.push_back(saved[1]);
       RefFn grad_ref = bshd ? bshd_ref(attention_grad_ref, 4) : RefFn(attention_grad_ref);
       OpCheck check = ref_check("attention_grad", dt, in, c.attrs, grad_ref,
-                                cat(c.note, ", forward's statistics given"));
+                                str_cat(c.note, ", forward's statistics given"));
       if (dt == DType::bf16) check.atol = 3e-2, check.rtol = 5e-2;
       if (dt == DType::f16) check.atol = 4e-3, check.rtol = 2e-2;
       t.add(std::move(check));
@@ -723,7 +723,7 @@ Tensors identity_ref(const Tensors& in, const Attrs&) { return {in[0].clone()}; 
 // sigma of rate; a second compile and run gives the same mask; another seed another mask.
 std::string dropout_verify(const Tensors& in, const Tensors& out, const Attrs& a) {
   if (out.size() != 1 || out[0].type().str() != in[0].type().str())
-    return cat("expected one output of type ", in[0].type().str());
+    return str_cat("expected one output of type ", in[0].type().str());
   double rate = a.get_float("rate");
   auto [rtol, atol] = default_tolerance(in[0].dtype());
   auto x = values(in[0]), y = values(out[0]);
@@ -733,12 +733,13 @@ std::string dropout_verify(const Tensors& in, const Tensors& out, const Attrs& a
     if (y[i] == 0 && x[i] != 0) {
       ++dropped;
     } else if (std::fabs(y[i] - want) > atol + rtol * std::fabs(want)) {
-      return cat("expected 0 or x/(1-rate) = ", want, " at ", i, ", got ", y[i]);
+      return str_cat("expected 0 or x/(1-rate) = ", want, " at ", i, ", got ", y[i]);
     }
   }
   double sigma = std::sqrt(rate * (1 - rate) / double(std::max<int64_t>(n, 1)));
   if (n >= 1000 && std::fabs(double(dropped) / double(n) - rate) > 5 * sigma)
-    return cat("expected a dropped fraction near ", rate, ", got ", double(dropped) / double(n));
+    return str_cat("expected a dropped fraction near ", rate, ", got ",
+                   double(dropped) / double(n));
   if (values(run_graph("dropout", in, a, out[0].device())[0]) != y)
     return "expected the same mask from a second run with the same seed";
   if (n >= 64) {

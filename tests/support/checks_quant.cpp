@@ -262,7 +262,8 @@ std::string verify_products(const Tensor& x, const Tensor& w, const Tensor* c, b
   std::vector<int64_t> shape = x.shape();
   shape.back() = width;
   if (y.dtype() != x.dtype() || y.shape() != shape)
-    return cat("expected ", TensorType{x.dtype(), to_shape(shape)}.str(), ", got ", y.type().str());
+    return str_cat("expected ", TensorType{x.dtype(), to_shape(shape)}.str(), ", got ",
+                   y.type().str());
   const Products p = exact_products(x, w, ggml);
   const std::vector<double> got = values(y);
   Tensors with_c{x, w};
@@ -290,10 +291,10 @@ std::string verify_products(const Tensor& x, const Tensor& w, const Tensor* c, b
     const double bound =
         err + (out_rel + 1e-6) * (2 * std::fabs(want) + std::fabs(cv[size_t(i)])) + 1e-30;
     if (!(std::fabs(got[size_t(i)] - want) <= bound) && bad++ == 0)
-      first = cat("at [", r, ", ", j, "]: expected ", want, " within ", bound, ", got ",
-                  got[size_t(i)]);
+      first = str_cat("at [", r, ", ", j, "]: expected ", want, " within ", bound, ", got ",
+                      got[size_t(i)]);
   }
-  return bad ? cat(bad, " outside the bound; first ", first) : "";
+  return bad ? str_cat(bad, " outside the bound; first ", first) : "";
 }
 
 // quant_matmul within the bound described at the top of the file, plus the addend's.
@@ -495,7 +496,7 @@ CheckTable checks_quant() {
     std::string name(dtype_name(qt));
     for (int64_t m : {1, 3, 6})
       t.add(mm(x(DType::f32, {m, k}), random_quantized(qt, 37, k, ++seed),
-               cat(name, ", ", m, " rows")));
+               str_cat(name, ", ", m, " rows")));
     t.add(mm(x(DType::f32, {2, 2, k}), random_quantized(qt, 9, k, ++seed), name + ", batch dims"));
     t.add(mm(x(DType::f32, {k}), random_quantized(qt, 7, k, ++seed), name + ", 1-D x"));
     // Many rows: decoded panels through sgemm (q4_0 … q8_0), tiles of the integer dots
@@ -511,7 +512,7 @@ CheckTable checks_quant() {
                              {DType::f16, 2, 16, 64},
                              {DType::f64, 3, 16, 64}}) {
     OpCheck c = mm(x(dt, {m, k}), rows8_of(random_quantized(DType::q4_0, n, k, ++seed)),
-                   cat("q4_0 rows8, ", m, " rows"));
+                   str_cat("q4_0 rows8, ", m, " rows"));
     c.attrs.set("layout", std::string("rows8"));
     c.verify = quant_matmul_rows8_verify;
     c.verify_gpu = nullptr;  // the GPU takes the plain rows (a decomposition)
@@ -537,7 +538,7 @@ CheckTable checks_quant() {
   // a partial tile of 16; 70 chunks: uneven shares of its warps).
   for (int64_t m : {2, 5, 8})
     t.add(mm(x(DType::f32, {m, 96}), random_quantized(DType::bf16, 37, 96, ++seed),
-             cat("bf16, ", m, " rows, k = 96")));
+             str_cat("bf16, ", m, " rows, k = 96")));
   t.add(mm(x(DType::f32, {8, 32 * 70}), random_quantized(DType::bf16, 20, 32 * 70, ++seed),
            "bf16, 8 rows, k = 2240"));
   t.add(mm(x(DType::bf16, {3, 64}), random_quantized(DType::bf16, 16, 64, ++seed),

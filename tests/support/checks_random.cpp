@@ -41,12 +41,12 @@ std::string check_stats(const std::vector<double>& y, const Dist& d) {
   for (double v : y) sq += (v - mean) * (v - mean);
   double sd = std::sqrt(sq / (n - 1));
   if (std::fabs(mean - d.mean) > 5 * d.sd / std::sqrt(n) + 1e-12)
-    return cat("expected a sample mean near ", d.mean, ", got ", mean);
+    return str_cat("expected a sample mean near ", d.mean, ", got ", mean);
   // The standard error of a sample sd is about sd * sqrt((kurtosis - 1) / (4n)).
   if (std::fabs(sd - d.sd) > 5 * d.sd * std::sqrt((d.kurtosis - 1) / (4 * n)) + 1e-12)
-    return cat("expected a sample standard deviation near ", d.sd, ", got ", sd);
+    return str_cat("expected a sample standard deviation near ", d.sd, ", got ", sd);
   if (d.sd > 0 && std::fabs(hits / n - d.p) > 5 * std::sqrt(d.p * (1 - d.p) / n))
-    return cat("expected a fraction ", d.p, " in [", d.lo, ", ", d.hi, "), got ", hits / n);
+    return str_cat("expected a fraction ", d.p, " in [", d.lo, ", ", d.hi, "), got ", hits / n);
   return "";
 }
 
@@ -67,15 +67,15 @@ VerifyFn random_verify(const std::string& op) {
     const IntList& shape = a.get_ints("shape");
     TensorType want{a.get_dtype("dtype"), to_shape(shape)};
     if (out.size() != 1 || out[0].type().str() != want.str())
-      return cat("expected one output of type ", want.str());
+      return str_cat("expected one output of type ", want.str());
     auto y = values(out[0]);
     Dist d = dist_of(op, a);
     for (size_t i = 0; i < y.size(); ++i) {
-      if (!std::isfinite(y[i])) return cat("expected finite draws, got ", y[i], " at ", i);
+      if (!std::isfinite(y[i])) return str_cat("expected finite draws, got ", y[i], " at ", i);
       if (op == "uniform" && !(y[i] >= a.get_float("low") && y[i] < a.get_float("high")))
-        return cat("expected draws in [low, high), got ", y[i], " at ", i);
+        return str_cat("expected draws in [low, high), got ", y[i], " at ", i);
       if (op == "normal" && d.sd == 0 && y[i] != d.mean)
-        return cat("expected every draw to be the mean with std 0, got ", y[i], " at ", i);
+        return str_cat("expected every draw to be the mean with std 0, got ", y[i], " at ", i);
     }
     if (y.size() >= 60000)
       if (std::string e = check_stats(y, d); !e.empty()) return e;

@@ -27,7 +27,7 @@ SubgraphPtr body_of(const Tensors& inputs, const Build& build) {
   auto g = std::make_shared<Graph>("body");
   std::vector<Value> args;
   for (size_t i = 0; i < inputs.size(); ++i)
-    args.push_back(g->input(cat("x", i), inputs[i].type()));
+    args.push_back(g->input(str_cat("x", i), inputs[i].type()));
   for (Value v : build(*g, args)) g->output(v);
   return g;
 }
@@ -264,7 +264,7 @@ void add_large(CheckTable& t) {
                          tensor_of(DType::f32, red, fold_rows(y, rows, cols, Fold::sum)),
                          tensor_of(DType::f32, red, fold_rows(y, rows, cols, Fold::max))};
         },
-        cat("large ", ints_str(shape))));
+        str_cat("large ", ints_str(shape))));
     t.checks.back().rtol = 1e-5;
     t.checks.back().atol = 1e-3;  // sums of many f32 values
   }
@@ -333,7 +333,7 @@ void add_empty(CheckTable& t) {
         [shape](const Tensors&, const Attrs&) {
           return Tensors{tensor_of(DType::f32, shape, {}), Tensor::zeros(DType::f32, {shape[0]})};
         },
-        cat("empty ", ints_str(shape))));
+        str_cat("empty ", ints_str(shape))));
   }
 }
 

@@ -638,7 +638,7 @@ void add_gathers(CheckTable& t, uint64_t& seed) {
   for (DType it : kIndexDTypes)
     t.add(ref_check("gather", DType::f32,
                     {data(DType::f32, {5, 4}, seed++), tensor_of(it, {2, 3}, {3, 0, 2, 1, 3, 3})},
-                    {{"axis", 1}}, gather_ref, cat("indices ", dtype_name(it))));
+                    {{"axis", 1}}, gather_ref, str_cat("indices ", dtype_name(it))));
   t.add(ref_check("gather", DType::f16,
                   {data(DType::f16, {5, 4}, seed++), tensor_of(DType::i64, {}, {-5})},
                   {{"axis", -2}}, gather_ref, "scalar index"));
@@ -661,7 +661,7 @@ void add_gathers(CheckTable& t, uint64_t& seed) {
   for (DType it : kIndexDTypes)
     t.add(ref_check("gather_elements", DType::f32,
                     {data(DType::f32, {5, 4}, seed++), random_tensor(it, {2, 9}, seed++, -4, 3)},
-                    {{"axis", -1}}, gather_elements_ref, cat("indices ", dtype_name(it))));
+                    {{"axis", -1}}, gather_elements_ref, str_cat("indices ", dtype_name(it))));
   t.add(ref_check(
       "gather_elements", DType::i16,
       {data(DType::i16, {3, 4, 5}, seed++), random_tensor(DType::i32, {2, 6, 3}, seed++, -4, 3)},
@@ -710,7 +710,7 @@ void add_scatters(CheckTable& t, uint64_t& seed) {
                     {data(DType::f32, {3, 5}, seed++), random_tensor(it, {2, 8}, seed++, -5, 4),
                      data(DType::f32, {2, 8}, seed++)},
                     {{"axis", -1}, {"reduction", "add"}}, scatter_elements_ref,
-                    cat("indices ", dtype_name(it))));
+                    str_cat("indices ", dtype_name(it))));
   t.add(ref_check("scatter_elements", DType::i64,
                   {data(DType::i64, {5}, seed++), tensor_of(DType::i64, {0}, {}),
                    tensor_of(DType::i64, {0}, {})},
@@ -747,7 +747,7 @@ void add_scatters(CheckTable& t, uint64_t& seed) {
     t.add(ref_check("scatter_nd", DType::f32,
                     {data(DType::f32, {5, 4}, seed++), random_tensor(it, {2, 6, 1}, seed++, -5, 4),
                      data(DType::f32, {2, 6, 4}, seed++)},
-                    {{"reduction", "mul"}}, scatter_nd_ref, cat("indices ", dtype_name(it))));
+                    {{"reduction", "mul"}}, scatter_nd_ref, str_cat("indices ", dtype_name(it))));
   t.add(ref_check("scatter_nd", DType::f32,
                   {data(DType::f32, {5, 4}, seed++), tensor_of(DType::i64, {3, 0}, {}),
                    data(DType::f32, {3, 5, 4}, seed++)},
@@ -835,7 +835,7 @@ void add_generators(CheckTable& t, uint64_t& seed) {
   for (DType out : kAllDTypes)
     t.add(ref_check("one_hot", DType::i32, {random_tensor(DType::i32, {2, 3}, seed++, -3, 2)},
                     {{"depth", 3}, {"axis", 0}, {"dtype", out}, {"on_value", 5}, {"off_value", -1}},
-                    one_hot_ref, cat("to ", dtype_name(out))));
+                    one_hot_ref, str_cat("to ", dtype_name(out))));
   t.add(ref_check("one_hot", DType::u8, {random_tensor(DType::u8, {2, 3}, seed++, 0, 3)},
                   {{"depth", 3}, {"axis", -2}, {"on_value", 5}}, one_hot_ref));
   t.add(ref_check("one_hot", DType::i64, {tensor_of(DType::i64, {}, {0})},

@@ -109,22 +109,22 @@ bool close(double got, double want, double rtol, double atol) {
 void compare(const OpCheck& c, const Tensors& want, const Tensors& got, const std::string& how,
              std::vector<std::string>& failures) {
   if (want.size() != got.size()) {
-    failures.push_back(cat(how, ": expected ", want.size(), " outputs, got ", got.size()));
+    failures.push_back(str_cat(how, ": expected ", want.size(), " outputs, got ", got.size()));
     return;
   }
   for (size_t k = 0; k < want.size(); ++k) {
     if (want[k].type().str() != got[k].type().str()) {
-      failures.push_back(cat(how, ": output ", k, ": expected ", want[k].type().str(), ", got ",
-                             got[k].type().str()));
+      failures.push_back(str_cat(how, ": output ", k, ": expected ", want[k].type().str(), ", got ",
+                                 got[k].type().str()));
       continue;
     }
     if (is_string(want[k].dtype())) {
       std::vector<std::string> w = want[k].to_strings(), g = got[k].to_strings();
       for (size_t i = 0; i < w.size(); ++i)
         if (w[i] != g[i])
-          failures.push_back(cat(how, ": output ", k, " at ",
-                                 ints_str(unravel(int64_t(i), want[k].shape())), ": expected \"",
-                                 w[i], "\", got \"", g[i], "\""));
+          failures.push_back(str_cat(how, ": output ", k, " at ",
+                                     ints_str(unravel(int64_t(i), want[k].shape())),
+                                     ": expected \"", w[i], "\", got \"", g[i], "\""));
       continue;
     }
     auto [rtol, atol] = default_tolerance(want[k].dtype());
@@ -135,11 +135,11 @@ void compare(const OpCheck& c, const Tensors& want, const Tensors& got, const st
     for (size_t i = 0; i < w.size(); ++i) {
       if (close(g[i], w[i], rtol, atol)) continue;
       if (++bad <= 3)
-        failures.push_back(cat(how, ": output ", k, " at ",
-                               ints_str(unravel(int64_t(i), want[k].shape())), ": expected ", w[i],
-                               ", got ", g[i]));
+        failures.push_back(str_cat(how, ": output ", k, " at ",
+                                   ints_str(unravel(int64_t(i), want[k].shape())), ": expected ",
+                                   w[i], ", got ", g[i]));
     }
-    if (bad > 3) failures.push_back(cat(how, ": output ", k, ": ", bad, " mismatches in all"));
+    if (bad > 3) failures.push_back(str_cat(how, ": output ", k, ": ", bad, " mismatches in all"));
   }
 }
 
@@ -234,7 +234,8 @@ int64_t wrap_int(DType dt, uint64_t v) {
 Tensors run_graph(const std::string& op, const Tensors& inputs, const Attrs& attrs, Device device) {
   Graph g("rerun");
   std::vector<Value> ins;
-  for (size_t i = 0; i < inputs.size(); ++i) ins.push_back(g.input(cat("x", i), inputs[i].type()));
+  for (size_t i = 0; i < inputs.size(); ++i)
+    ins.push_back(g.input(str_cat("x", i), inputs[i].type()));
   for (Value v : g.apply(op, ins, attrs)) g.output(v);
   return Session(device).compile(g).run(std::span<const Tensor>(inputs));
 }
@@ -256,10 +257,11 @@ std::pair<double, double> default_tolerance(DType dt) {
 
 std::string check_label(const OpCheck& c) {
   std::string attrs;
-  for (const auto& [k, v] : c.attrs) attrs += cat(attrs.empty() ? " {" : ", ", k, "=", attr_str(v));
+  for (const auto& [k, v] : c.attrs)
+    attrs += str_cat(attrs.empty() ? " {" : ", ", k, "=", attr_str(v));
   if (!attrs.empty()) attrs += "}";
-  return cat(c.op, "(", shapes_str(c.inputs), ")", attrs,
-             c.note.empty() ? "" : " [" + c.note + "]");
+  return str_cat(c.op, "(", shapes_str(c.inputs), ")", attrs,
+                 c.note.empty() ? "" : " [" + c.note + "]");
 }
 
 std::vector<std::string> run_op_check(const OpCheck& c, Device device) {
@@ -268,7 +270,7 @@ std::vector<std::string> run_op_check(const OpCheck& c, Device device) {
     Graph g("check");
     std::vector<Value> ins;
     for (size_t i = 0; i < c.inputs.size(); ++i)
-      ins.push_back(g.input(cat("x", i), c.inputs[i].type()));
+      ins.push_back(g.input(str_cat("x", i), c.inputs[i].type()));
     auto outs = g.apply(c.op, ins, c.attrs, c.subgraphs);
     for (Value v : outs) g.output(v);
     const Attrs& attrs = g.nodes().back().attrs;  // complete, defaults filled in
@@ -278,11 +280,12 @@ std::vector<std::string> run_op_check(const OpCheck& c, Device device) {
       if (!c.error.empty()) {
         try {
           cg.run(std::span<const Tensor>(inputs));
-          failures.push_back(cat(how, ": expected an error containing '", c.error, "', got none"));
+          failures.push_back(
+              str_cat(how, ": expected an error containing '", c.error, "', got none"));
         } catch (const Error& e) {
           if (std::string(e.what()).find(c.error) == std::string::npos)
             failures.push_back(
-                cat(how, ": expected an error containing '", c.error, "', got: ", e.what()));
+                str_cat(how, ": expected an error containing '", c.error, "', got: ", e.what()));
         }
         return;
       }
@@ -291,7 +294,7 @@ std::vector<std::string> run_op_check(const OpCheck& c, Device device) {
       if (c.verify) {
         const VerifyFn& verify = !device.is_cpu() && c.verify_gpu ? c.verify_gpu : c.verify;
         std::string msg = verify(c.inputs, got, attrs);  // the host copies
-        if (!msg.empty()) failures.push_back(cat(how, ": ", msg));
+        if (!msg.empty()) failures.push_back(str_cat(how, ": ", msg));
       } else {
         compare(c, c.ref(c.inputs, attrs), got, how, failures);
       }
@@ -310,7 +313,7 @@ std::vector<std::string> run_op_check(const OpCheck& c, Device device) {
       if (any) check(strided, "strided");
     }
   } catch (const std::exception& e) {
-    failures.push_back(cat("threw: ", e.what()));
+    failures.push_back(str_cat("threw: ", e.what()));
   }
   return failures;
 }

@@ -117,6 +117,11 @@ int64_t ravel(const std::vector<int64_t>& index, const std::vector<int64_t>& sha
 int64_t broadcast_index(const std::vector<int64_t>& out_index,
                         const std::vector<int64_t>& in_shape);
 std::vector<int64_t> broadcast_shape(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+// a's dims, then b's.
+inline std::vector<int64_t> joined(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
 
 int64_t numel(const std::vector<int64_t>& shape);
 // v modulo 2^bits of integer dtype dt, in dt's range (two's complement); v != 0 for bool.

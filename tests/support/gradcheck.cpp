@@ -32,7 +32,7 @@ namespace {
 
 uint64_t name_seed(const std::string& s) { return fnv1a64(s.data(), s.size()) % 100000; }
 
-std::string input_name(size_t i) { return cat("x", i); }
+std::string input_name(size_t i) { return str_cat("x", i); }
 
 bool is_float_t(const Tensor& t) { return is_float(t.dtype()); }
 
@@ -57,7 +57,7 @@ std::unique_ptr<Graph> op_graph(const GradCheck& c) {
   for (size_t i = 0; i < c.inputs.size(); ++i)
     ins.push_back(g->input(input_name(i), c.inputs[i].type()));
   std::vector<Value> outs = g->apply(c.op, ins, c.attrs, c.subgraphs);
-  for (size_t k = 0; k < outs.size(); ++k) g->output(outs[k], cat("y", k));
+  for (size_t k = 0; k < outs.size(); ++k) g->output(outs[k], str_cat("y", k));
   return g;
 }
 
@@ -114,15 +114,15 @@ std::string compare(const Tensor& got, const std::vector<double>& want, double r
                     const std::string& what) {
   std::vector<double> g = values(got);
   if (g.size() != want.size())
-    return cat(what, ": expected ", want.size(), " elements, got ", g.size(), " (",
-               got.type().str(), ")");
+    return str_cat(what, ": expected ", want.size(), " elements, got ", g.size(), " (",
+                   got.type().str(), ")");
   double scale = 1;
   for (double w : want) scale = std::max(scale, std::abs(w));
   for (size_t i = 0; i < g.size(); ++i) {
     bool both_nan = std::isnan(g[i]) && std::isnan(want[i]);
     if (!both_nan && !(std::abs(g[i] - want[i]) <= rtol * scale))
-      return cat(what, ": element ", i, " is ", g[i], ", expected ", want[i], " (error ",
-                 std::abs(g[i] - want[i]), " > ", rtol * scale, ")");
+      return str_cat(what, ": element ", i, " is ", g[i], ", expected ", want[i], " (error ",
+                     std::abs(g[i] - want[i]), " > ", rtol * scale, ")");
   }
   return {};
 }
@@ -144,7 +144,7 @@ void check_vjp(const GradCheck& c, std::vector<std::string>& fails) {
       double down = values(run(f, in)[0])[0];
       fd[j] = (up - down) / (2 * c.eps);
     }
-    std::string e = compare(grads[w], fd, c.rtol, cat("vjp d/d", input_name(i)));
+    std::string e = compare(grads[w], fd, c.rtol, str_cat("vjp d/d", input_name(i)));
     if (!e.empty()) fails.push_back(e);
   }
 }
@@ -178,7 +178,7 @@ void check_jvp(const GradCheck& c, std::vector<std::string>& fails) {
     if (!is_float_t(yu[o])) continue;
     std::vector<double> a = values(yu[o]), b = values(yd[o]);
     for (size_t j = 0; j < a.size(); ++j) a[j] = (a[j] - b[j]) / (2 * c.eps);
-    std::string e = compare(res[k++], a, c.rtol, cat("jvp of y", o));
+    std::string e = compare(res[k++], a, c.rtol, str_cat("jvp of y", o));
     if (!e.empty()) fails.push_back(e);
   }
 }
@@ -203,7 +203,7 @@ void check_hvp(const GradCheck& c, std::vector<std::string>& fails) {
   for (size_t w = 0; w < wrt.size(); ++w) {
     std::vector<double> a = values(gu[w]), b = values(gd[w]);
     for (size_t j = 0; j < a.size(); ++j) a[j] = (a[j] - b[j]) / (2 * eps);
-    std::string e = compare(res[w], a, c.rtol * 10, cat("hvp d/d", input_name(size_t(wrt[w]))));
+    std::string e = compare(res[w], a, c.rtol * 10, str_cat("hvp d/d", input_name(size_t(wrt[w]))));
     if (!e.empty()) fails.push_back(e);
   }
 }
@@ -262,7 +262,7 @@ void check_vmap_variant(const GradCheck& c, const std::vector<int>& in_axes, int
     Tensors elems;
     for (auto& l : loop) elems.push_back(l[k]);
     int64_t ax = out_axis < 0 ? out_axis + elems[0].rank() + 1 : out_axis;
-    std::string e = compare(res[k], values(stack(elems, ax)), 1e-9, cat(what, " y", k));
+    std::string e = compare(res[k], values(stack(elems, ax)), 1e-9, str_cat(what, " y", k));
     if (!e.empty()) fails.push_back(e);
   }
 }
@@ -287,7 +287,7 @@ void guarded(const char* what, F f, std::vector<std::string>& fails) {
   try {
     f();
   } catch (const std::exception& e) {
-    fails.push_back(cat(what, " threw: ", e.what()));
+    fails.push_back(str_cat(what, " threw: ", e.what()));
   }
 }
 

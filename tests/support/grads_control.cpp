@@ -23,7 +23,7 @@ const TensorType kBool(DType::boolean, {});
 SubgraphPtr subgraph(const char* name, const Types& types, const Body& f) {
   auto g = std::make_shared<Graph>(name);
   Values args;
-  for (size_t i = 0; i < types.size(); ++i) args.push_back(g->input(cat("a", i), types[i]));
+  for (size_t i = 0; i < types.size(); ++i) args.push_back(g->input(str_cat("a", i), types[i]));
   for (Value v : f(*g, args)) g->output(v);
   return g;
 }

@@ -30,13 +30,13 @@ GradTable grads_quant() {
     Tensor x = random_tensor(DType::f64, {3, 64}, 7200, -1, 1);
     Tensor c = random_tensor(DType::f64, cshape, 7201, -1, 1);
     GradCheck g = with_inputs("quant_matmul", {x, random_quantized(DType::q8_0, 5, 64, 7202), c},
-                              {}, cat("q8_0 + ", note));
+                              {}, str_cat("q8_0 + ", note));
     g.wrt = {0, 2};
     g.vmap = false;
     t.add(std::move(g));
     Tensor xf = random_tensor(DType::f64, {3, 32}, 7203, -1, 1);
     GradCheck f = with_inputs("quant_matmul", {xf, random_quantized(DType::f32, 5, 32, 7204), c},
-                              {}, cat("f32 weights + ", note, ", vmap"));
+                              {}, str_cat("f32 weights + ", note, ", vmap"));
     f.wrt = {0, 2};
     t.add(std::move(f));
   }

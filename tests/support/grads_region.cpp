@@ -15,7 +15,7 @@ SubgraphPtr body_of(const Tensors& inputs, const Body& f) {
   auto g = std::make_shared<Graph>("body");
   Values args;
   for (size_t i = 0; i < inputs.size(); ++i)
-    args.push_back(g->input(cat("x", i), inputs[i].type()));
+    args.push_back(g->input(str_cat("x", i), inputs[i].type()));
   for (Value v : f(*g, args)) g->output(v);
   return g;
 }

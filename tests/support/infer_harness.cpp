@@ -24,7 +24,7 @@ std::unique_ptr<Graph> build_case_graph(const InferCase& c) {
   auto g = std::make_unique<Graph>();
   std::vector<Value> in;
   for (size_t i = 0; i < c.inputs.size(); ++i)
-    in.push_back(g->input(cat("x", i), TensorType::parse(c.inputs[i])));
+    in.push_back(g->input(str_cat("x", i), TensorType::parse(c.inputs[i])));
   auto outs = g->apply(c.op, in, c.attrs, c.subgraphs);
   for (auto v : outs) g->output(v);
   return g;

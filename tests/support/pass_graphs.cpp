@@ -50,7 +50,7 @@ std::unique_ptr<Graph> gpt_train_graph(const TrainGraphOptions& c) {
   Value x = op("embedding", {table, tokens}) +
             op("embedding", {g.param("pos_emb", {DType::f32, {c.context, c.d_model}}), pos});
   for (int64_t i = 0; i < c.layers; ++i) {
-    x = block(x, cat("blocks.", i), c.heads);
+    x = block(x, str_cat("blocks.", i), c.heads);
     if (c.remat == Remat::checkpoints) x = op("checkpoint", {x});
   }
   Value logits = matmul(layer_norm(x, "ln_f"), transpose(table, {1, 0}));

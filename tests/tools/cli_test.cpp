@@ -85,8 +85,8 @@ class Cli : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = fs::temp_directory_path() /
-           cat("rlx_cli_test_", getpid(), "_",
-               ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           str_cat("rlx_cli_test_", getpid(), "_",
+                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
   }
   void TearDown() override {
@@ -107,7 +107,7 @@ class Cli : public ::testing::Test {
 
   Result rlx(const std::string& args) const {
     std::string cmd =
-        cat("'", RLX_CLI_PATH, "' ", args, " >'", path("stdout"), "' 2>'", path("stderr"), "'");
+        str_cat("'", RLX_CLI_PATH, "' ", args, " >'", path("stdout"), "' 2>'", path("stderr"), "'");
     int status = std::system(cmd.c_str());
     Result r;
     r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -129,7 +129,8 @@ class Cli : public ::testing::Test {
   }
   // `rlx run` of onnx_case's model on its data, with `flags`.
   Result run_case(const std::string& dir, const std::string& flags) const {
-    return rlx(cat("run ", dir, "/model.onnx --data ", dir, "/test_data_set_0 --runs 0 ", flags));
+    return rlx(
+        str_cat("run ", dir, "/model.onnx --data ", dir, "/test_data_set_0 --runs 0 ", flags));
   }
 
   // An error: exit 1 and one "rlx: error: …" on stderr mentioning `needle`.
@@ -209,8 +210,8 @@ TEST_F(Cli, RunsWithInputsFromNpyAndSavesOutputs) {
   save_npy(path("x.npy"), x);
   save_npy(path("p.npy"), Tensor::from_vector<bool>({true}, {}));
   save_npy(path("w.npy"), Tensor::from_vector<int32_t>({7, -8}, {2}));
-  Result r = rlx(cat("run ", g, " --input x=", path("x.npy"), " -i p=", path("p.npy"),
-                     " --param w=", path("w.npy"), " --save-outputs ", path("out")));
+  Result r = rlx(str_cat("run ", g, " --input x=", path("x.npy"), " -i p=", path("p.npy"),
+                         " --param w=", path("w.npy"), " --save-outputs ", path("out")));
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find(path("x.npy")), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[1, 2, 3, 4.5, 5, 6]"), std::string::npos) << r.out;
@@ -221,8 +222,8 @@ TEST_F(Cli, RunsWithInputsFromNpyAndSavesOutputs) {
   EXPECT_EQ(load_npy(path("out/carry.npy")).to_vector<int32_t>(), (std::vector<int32_t>{7, -8}));
 
   // Dims bound by the .npy inputs; the rest random; --show limits the values printed.
-  Result s = rlx(cat("run ", write("pass.rlx", kPassGraph), " --input x=", path("x.npy"),
-                     " --random --show 2"));
+  Result s = rlx(str_cat("run ", write("pass.rlx", kPassGraph), " --input x=", path("x.npy"),
+                         " --random --show 2"));
   ASSERT_EQ(s.code, 0) << s.err;
   EXPECT_NE(s.out.find("dims: batch=2, n=1"), std::string::npos) << s.out;
   EXPECT_NE(s.out.find("[1, 2, ...]"), std::string::npos) << s.out;
@@ -336,10 +337,10 @@ TEST_F(Cli, ChecksOnnxOutputsWithinRtolAndAtol) {
   z[3] -= 0.005f;
   z[999] += 0.5f;
   dir = onnx_case(iota_values(1), iota_values(1), z);
-  Result t = rlx(cat("onnx-test ", dir, " --rtol 1e-4"));
+  Result t = rlx(str_cat("onnx-test ", dir, " --rtol 1e-4"));
   EXPECT_EQ(t.code, 1) << t.out;
   EXPECT_NE(t.out.find("output 1 ('z'): max abs err 0.5"), std::string::npos) << t.out;
-  EXPECT_EQ(rlx(cat("onnx-test ", dir)).code, 0);
+  EXPECT_EQ(rlx(str_cat("onnx-test ", dir)).code, 0);
 }
 
 TEST_F(Cli, SaysWhenAnOutputIsWithinAtolOfZero) {
@@ -356,18 +357,18 @@ TEST_F(Cli, SaysWhenAnOutputIsWithinAtolOfZero) {
 TEST_F(Cli, RejectsBadTolerances) {
   std::string dir = onnx_case(iota_values(1), iota_values(1), iota_values(-1));
   std::string model = dir + "/model.onnx";
-  expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --rtol -1"),
+  expect_error(str_cat("run ", model, " --data ", dir, "/test_data_set_0 --rtol -1"),
                "expected --rtol to be a finite number >= 0, got -1");
-  expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --atol nan"),
+  expect_error(str_cat("run ", model, " --data ", dir, "/test_data_set_0 --atol nan"),
                "expected --atol to be a finite number >= 0, got nan");
-  expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --range-tol -1e-3"),
+  expect_error(str_cat("run ", model, " --data ", dir, "/test_data_set_0 --range-tol -1e-3"),
                "expected --range-tol to be a finite number >= 0, got -0.001");
-  expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --max-mismatch 2"),
+  expect_error(str_cat("run ", model, " --data ", dir, "/test_data_set_0 --max-mismatch 2"),
                "expected --max-mismatch to be a fraction in [0, 1], got 2");
-  expect_error(cat("run ", model, " --data ", dir, "/test_data_set_0 --rtol x"), "--rtol");
-  expect_error(cat("run ", model, " --random --atol 1e-3"),
+  expect_error(str_cat("run ", model, " --data ", dir, "/test_data_set_0 --rtol x"), "--rtol");
+  expect_error(str_cat("run ", model, " --random --atol 1e-3"),
                "--atol applies to the check of --data DIR; got no --data");
-  expect_error(cat("onnx-test ", dir, " --max-mismatch -0.5"), "--max-mismatch");
+  expect_error(str_cat("onnx-test ", dir, " --max-mismatch -0.5"), "--max-mismatch");
 }
 
 }  // namespace

@@ -46,7 +46,7 @@ TensorMap sample_tensors() {
     std::vector<double> v = {0, 1, -2, 3.5, 100, -7};
     if (dt == DType::u8) v = {0, 1, 2, 3, 200, 255};
     if (dt == DType::boolean) v = {0, 1, 1, 0, 1, 0};
-    m.emplace(cat("t_", dtype_name(dt)), Tensor::from_doubles(dt, {2, 3}, v));
+    m.emplace(str_cat("t_", dtype_name(dt)), Tensor::from_doubles(dt, {2, 3}, v));
   }
   m.emplace("scalar", Tensor::from_doubles(DType::f64, {}, {3.25}));
   m.emplace("empty", Tensor::zeros(DType::f32, {0, 4}));
@@ -83,7 +83,7 @@ void expect_io_error(const std::vector<uint8_t>& bytes, const std::string& part)
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / cat("rlx_st_", ::getpid(), "_", std::rand());
+    path = fs::temp_directory_path() / str_cat("rlx_st_", ::getpid(), "_", std::rand());
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }

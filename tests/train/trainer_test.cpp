@@ -191,7 +191,7 @@ TEST(Trainer, TrainGraphNames) {
 struct TempDir {
   fs::path path;
   TempDir() {
-    path = fs::temp_directory_path() / cat("rlx_trainer_", ::getpid(), "_", std::rand());
+    path = fs::temp_directory_path() / str_cat("rlx_trainer_", ::getpid(), "_", std::rand());
     fs::create_directories(path);
   }
   ~TempDir() { fs::remove_all(path); }

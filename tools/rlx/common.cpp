@@ -18,7 +18,7 @@ namespace rlx::cli {
 Device parse_device(const std::string& name) {
   if (name == "cpu") return Device::cpu();
   if (name == "cuda") return Device::cuda();
-  throw ValueError(cat("expected device cpu or cuda, got '", name, "'"));
+  throw ValueError(str_cat("expected device cpu or cuda, got '", name, "'"));
 }
 
 void synchronize(Device device) {
@@ -35,7 +35,7 @@ int64_t parse_size(const std::string& text, const std::string& what) {
   int64_t v = -1;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
   if (ec != std::errc() || end != text.data() + text.size() || v < 0)
-    throw ValueError(cat(what, " expects a size >= 0, got '", text, "'"));
+    throw ValueError(str_cat(what, " expects a size >= 0, got '", text, "'"));
   return v;
 }
 
@@ -51,7 +51,7 @@ std::map<std::string, int64_t> bind_dims(const Graph& g, const std::vector<std::
     auto [name, size] = split_assignment(text, "--dim");
     if (std::find(symbols.begin(), symbols.end(), name) == symbols.end())
       throw ValueError(
-          cat("unknown dim '", name, "'; the graph's symbolic dims are ", names_str(symbols)));
+          str_cat("unknown dim '", name, "'; the graph's symbolic dims are ", names_str(symbols)));
     out[name] = parse_size(size, "--dim " + name);
   }
   for (const Arg& a : g.args()) {
@@ -70,12 +70,12 @@ std::unique_ptr<Graph> load_graph(const std::string& path) {
   if (is_onnx_path(path)) return onnx::load(path).graph;
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
-    throw IoError(cat("cannot read '", path, "': it is a directory"));
+    throw IoError(str_cat("cannot read '", path, "': it is a directory"));
   errno = 0;
   std::ifstream in(path, std::ios::binary);
   std::ostringstream text;
   if (in) text << in.rdbuf();
-  if (!in || in.bad()) throw IoError(cat("cannot read '", path, "': ", std::strerror(errno)));
+  if (!in || in.bad()) throw IoError(str_cat("cannot read '", path, "': ", std::strerror(errno)));
   try {
     return parse_graph(text.str());
   } catch (const ParseError& e) {
@@ -83,7 +83,8 @@ std::unique_ptr<Graph> load_graph(const std::string& path) {
     std::string msg = e.what();
     if (size_t close = msg.find("] "); msg.starts_with("[text:") && close != std::string::npos)
       msg = msg.substr(close + 2);
-    throw ParseError(e.line(), e.column(), cat(path, ":", e.line(), ":", e.column(), ": ", msg));
+    throw ParseError(e.line(), e.column(),
+                     str_cat(path, ":", e.line(), ":", e.column(), ": ", msg));
   }
 }
 
@@ -91,7 +92,7 @@ std::pair<std::string, std::string> split_assignment(const std::string& text,
                                                      const std::string& flag) {
   size_t eq = text.find('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size())
-    throw ValueError(cat(flag, " expects NAME=VALUE, got '", text, "'"));
+    throw ValueError(str_cat(flag, " expects NAME=VALUE, got '", text, "'"));
   return {text.substr(0, eq), text.substr(eq + 1)};
 }
 
@@ -101,7 +102,7 @@ std::string preview(const Tensor& t, int count) {
   std::string s = "[";
   if (is_string(t.dtype())) {
     for (const std::string& v : head.to_strings())
-      s += cat(s.size() > 1 ? ", " : "", "\"", v, "\"");
+      s += str_cat(s.size() > 1 ? ", " : "", "\"", v, "\"");
     if (n < t.numel()) s += n ? ", ..." : "...";
     return s + "]";
   }
@@ -111,11 +112,11 @@ std::string preview(const Tensor& t, int count) {
     double v = values[i];
     if (s.size() > 1) s += ", ";
     if (t.dtype() == DType::i64)  // beyond 2^53 a double would round
-      s += cat(head.data_as<int64_t>()[i]);
+      s += str_cat(head.data_as<int64_t>()[i]);
     else if (is_bool(t.dtype()))
       s += v != 0 ? "true" : "false";
     else if (is_integer(t.dtype()))
-      s += cat(int64_t(v));
+      s += str_cat(int64_t(v));
     else
       s += (std::snprintf(buf, sizeof buf, "%.6g", v), buf);
   }

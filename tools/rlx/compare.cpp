@@ -30,7 +30,7 @@ void compare_strings(const Tensor& got, const Tensor& want, OutputCheck& c) {
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i] == b[i]) continue;
     if (!c.mismatched)
-      c.first = cat("element ", i, ": expected \"", b[i], "\", got \"", a[i], "\"");
+      c.first = str_cat("element ", i, ": expected \"", b[i], "\", got \"", a[i], "\"");
     ++c.mismatched;
   }
 }
@@ -47,7 +47,7 @@ void compare_numbers(const Tensor& got, const Tensor& want, const Tolerance& tol
     if (std::isnan(err)) err = INFINITY;  // NaN against a number, or inf - inf
     c.max_abs = std::max(c.max_abs, err);
     if (err <= atol + tol.rtol * std::abs(b[i])) continue;
-    if (!c.mismatched) c.first = cat("element ", i, ": expected ", b[i], ", got ", a[i]);
+    if (!c.mismatched) c.first = str_cat("element ", i, ": expected ", b[i], ", got ", a[i]);
     ++c.mismatched;
   }
 }
@@ -57,21 +57,21 @@ void compare_numbers(const Tensor& got, const Tensor& want, const Tolerance& tol
 void validate(const Tolerance& tol) {
   auto non_negative = [](double v, const char* flag) {
     if (!(v >= 0) || !finite(v))
-      throw ValueError(cat("expected ", flag, " to be a finite number >= 0, got ", v));
+      throw ValueError(str_cat("expected ", flag, " to be a finite number >= 0, got ", v));
   };
   non_negative(tol.rtol, "--rtol");
   non_negative(tol.atol, "--atol");
   non_negative(tol.range_tol, "--range-tol");
   if (!(tol.max_mismatch >= 0 && tol.max_mismatch <= 1))
     throw ValueError(
-        cat("expected --max-mismatch to be a fraction in [0, 1], got ", tol.max_mismatch));
+        str_cat("expected --max-mismatch to be a fraction in [0, 1], got ", tol.max_mismatch));
 }
 
 OutputCheck compare(const Tensor& got, const Tensor& want, const Tolerance& tol) {
   OutputCheck c;
   c.total = want.numel();
   if (got.dtype() != want.dtype() || got.shape() != want.shape()) {
-    c.type_error = cat("expected ", want.type().str(), ", got ", got.type().str());
+    c.type_error = str_cat("expected ", want.type().str(), ", got ", got.type().str());
     c.ok = false;
     return c;
   }
@@ -86,16 +86,17 @@ OutputCheck compare(const Tensor& got, const Tensor& want, const Tolerance& tol)
 }
 
 std::string OutputCheck::str(const Tolerance& tol) const {
-  if (!type_error.empty()) return cat("FAIL: ", type_error);
+  if (!type_error.empty()) return str_cat("FAIL: ", type_error);
   std::string s;
   if (!is_string) {
     std::string rel = range > 0 ? g3(max_abs / range) : std::string("n/a");
-    s = cat("max abs err ", g3(max_abs), " (", rel, " of range ", g3(range), "), ");
+    s = str_cat("max abs err ", g3(max_abs), " (", rel, " of range ", g3(range), "), ");
   }
   double pct = total ? 100.0 * double(mismatched) / double(total) : 0.0;
-  s += cat(mismatched, " of ", total, " out of tolerance (", g3(pct), "%): ", ok ? "PASS" : "FAIL");
-  if (mismatched && ok) s += cat(" (within --max-mismatch ", g3(tol.max_mismatch), ")");
-  if (!ok) s += cat("; first at ", first);
+  s += str_cat(mismatched, " of ", total, " out of tolerance (", g3(pct),
+               "%): ", ok ? "PASS" : "FAIL");
+  if (mismatched && ok) s += str_cat(" (within --max-mismatch ", g3(tol.max_mismatch), ")");
+  if (!ok) s += str_cat("; first at ", first);
   // Logits of a random-weight net can be 1e-8: any answer near 0 would pass.
   if (vacuous) s += "; every expected value is within the tolerance of 0 (try --atol 0)";
   return s;

@@ -30,14 +30,14 @@ CaseInputs read_case_inputs(const onnx::Signature& sig, const std::string& dir) 
   CaseInputs c;
   for (size_t i = 0; i < sig.inputs.size(); ++i) {
     const onnx::ValueSlot& slot = sig.inputs[i];
-    fs::path file = fs::path(dir) / cat("input_", i, ".pb");
+    fs::path file = fs::path(dir) / str_cat("input_", i, ".pb");
     bool optional = slot.kind == onnx::ValueKind::optional_tensor ||
                     slot.kind == onnx::ValueKind::optional_sequence;
     std::vector<Tensor> vals;
     if (fs::exists(file))
       vals = onnx::read_values(file.string(), slot.kind);
     else if (!optional)
-      throw IoError(cat("expected ", file.string(), " for input '", slot.name, "'"));
+      throw IoError(str_cat("expected ", file.string(), " for input '", slot.name, "'"));
     if (optional && vals.empty()) {
       c.options.absent_inputs.insert(slot.name);
       continue;
@@ -57,8 +57,8 @@ CaseInputs read_case_inputs(const onnx::Signature& sig, const std::string& dir) 
 std::vector<Tensor> read_case_outputs(const onnx::Signature& sig, const std::string& dir) {
   std::vector<Tensor> out;
   for (size_t j = 0; j < sig.outputs.size(); ++j) {
-    fs::path file = fs::path(dir) / cat("output_", j, ".pb");
-    if (!fs::exists(file)) throw IoError(cat("expected ", file.string()));
+    fs::path file = fs::path(dir) / str_cat("output_", j, ".pb");
+    if (!fs::exists(file)) throw IoError(str_cat("expected ", file.string()));
     std::vector<Tensor> vals = onnx::read_values(file.string(), sig.outputs[j].kind);
     out.insert(out.end(), vals.begin(), vals.end());
   }
@@ -110,7 +110,7 @@ int run_onnx_command(const RunOptions& o) {
     auto [name, file] = split_assignment(text, "--input");
     if (std::find(names.begin(), names.end(), name) == names.end())
       throw ValueError(
-          cat("unknown input '", name, "'; the model's inputs are ", names_str(names)));
+          str_cat("unknown input '", name, "'; the model's inputs are ", names_str(names)));
     files[name] = file;
   }
   TensorMap loaded;
@@ -129,8 +129,8 @@ int run_onnx_command(const RunOptions& o) {
   const Graph& g = *m.graph;
   std::vector<Value> gin = g.inputs();
   if (!data_in.empty() && data_in.size() != m.inputs.size())
-    throw ValueError(cat("expected ", m.inputs.size(), " input tensors in '", o.data_dir, "', got ",
-                         data_in.size()));
+    throw ValueError(str_cat("expected ", m.inputs.size(), " input tensors in '", o.data_dir,
+                             "', got ", data_in.size()));
   TensorMap args;
   std::vector<std::string> sources;
   std::vector<std::string> missing;
@@ -146,8 +146,8 @@ int run_onnx_command(const RunOptions& o) {
       continue;
     }
     if (args[rlx_name].dtype() != gin[i].dtype())
-      throw TypeError(cat("expected input '", m.inputs[i], "' of dtype ",
-                          dtype_name(gin[i].dtype()), ", got ", args[rlx_name].type().str()));
+      throw TypeError(str_cat("expected input '", m.inputs[i], "' of dtype ",
+                              dtype_name(gin[i].dtype()), ", got ", args[rlx_name].type().str()));
   }
   // Inputs not given: random values (--random) or an error naming them.
   std::vector<std::string> sources_unused;
@@ -159,7 +159,7 @@ int run_onnx_command(const RunOptions& o) {
           "or --random), got none for:";
       for (size_t i = 0; i < m.inputs.size(); ++i)
         if (!args.count(g.args()[i].name))
-          msg += cat("\n  '", m.inputs[i], "' (", gin[i].type().str(), ")");
+          msg += str_cat("\n  '", m.inputs[i], "' (", gin[i].type().str(), ")");
       throw ValueError(msg);
     }
     filled = bind_args(g, rest, sources_unused);
@@ -255,9 +255,9 @@ int convert_command(const std::string& path, const std::string& out) {
   onnx::Model m = onnx::load(path);
   std::string text = print_graph(*m.graph);
   std::ofstream f(out, std::ios::binary);
-  if (!f) throw IoError(cat("cannot write '", out, "'"));
+  if (!f) throw IoError(str_cat("cannot write '", out, "'"));
   f << text;
-  if (!f) throw IoError(cat("cannot write '", out, "'"));
+  if (!f) throw IoError(str_cat("cannot write '", out, "'"));
   std::printf("wrote %s: %zu nodes, %zu inputs, %zu outputs\n", out.c_str(),
               m.graph->nodes().size(), m.inputs.size(), m.outputs.size());
   return 0;
@@ -312,7 +312,7 @@ CaseResult run_case(const std::string& dir, int threads, const Tolerance& tol) {
       onnx::Model m = onnx::load(model, c.options);
       if (in.size() != m.inputs.size())
         return {Verdict::fail,
-                cat("expected ", m.inputs.size(), " inputs, the data holds ", in.size())};
+                str_cat("expected ", m.inputs.size(), " inputs, the data holds ", in.size())};
       CompileOptions copts;
       copts.threads = threads;
       CompiledGraph cg = Session(Device::cpu()).compile(*m.graph, copts);
@@ -321,14 +321,14 @@ CaseResult run_case(const std::string& dir, int threads, const Tolerance& tol) {
         args[m.graph->args()[i].name] = as_dtype_of_file(in[i], m.graph->args()[i].value.dtype());
       TensorMap outs = cg.run(args);
       if (want.size() != m.graph->outputs().size())
-        return {Verdict::fail, cat("expected ", want.size(), " outputs, the model has ",
-                                   m.graph->outputs().size())};
+        return {Verdict::fail, str_cat("expected ", want.size(), " outputs, the model has ",
+                                       m.graph->outputs().size())};
       for (size_t j = 0; j < want.size(); ++j) {
         const Tensor& got = outs.at(m.graph->outputs()[j].name);
         OutputCheck c = compare(got, as_dtype_of_file(want[j], got.dtype()), tol);
         if (!c.ok)
-          return {Verdict::fail, cat(fs::path(set).filename().string(), " output ", j, " ('",
-                                     m.outputs[j], "'): ", c.str(tol))};
+          return {Verdict::fail, str_cat(fs::path(set).filename().string(), " output ", j, " ('",
+                                         m.outputs[j], "'): ", c.str(tol))};
       }
     }
     return {Verdict::pass, ""};
@@ -344,7 +344,7 @@ std::map<std::string, std::string> read_expected(const std::string& path) {
   std::map<std::string, std::string> out;
   if (path.empty()) return out;
   std::ifstream f(path);
-  if (!f) throw IoError(cat("cannot read '", path, "'"));
+  if (!f) throw IoError(str_cat("cannot read '", path, "'"));
   std::string line;
   while (std::getline(f, line)) {
     size_t b = line.find_first_not_of(" \t");
@@ -373,8 +373,9 @@ int onnx_test_command(const std::vector<std::string>& dirs, const std::string& e
     std::vector<std::string> found;
     for (const auto& e : fs::directory_iterator(d, ec))
       if (fs::exists(e.path() / "model.onnx")) found.push_back(e.path().string());
-    if (ec) throw IoError(cat("cannot read directory '", d, "': ", ec.message()));
-    if (found.empty()) throw ValueError(cat("no ONNX test cases (DIR/model.onnx) under '", d, "'"));
+    if (ec) throw IoError(str_cat("cannot read directory '", d, "': ", ec.message()));
+    if (found.empty())
+      throw ValueError(str_cat("no ONNX test cases (DIR/model.onnx) under '", d, "'"));
     std::sort(found.begin(), found.end());
     cases.insert(cases.end(), found.begin(), found.end());
   }

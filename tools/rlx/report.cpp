@@ -33,7 +33,8 @@ int report_command(const std::string& graph_path, const std::vector<std::string>
               r.total(DispatchPath::decomposed), r.total(DispatchPath::host),
               r.total(DispatchPath::missing));
   std::string bound;
-  for (const auto& [name, size] : sizes) bound += cat(bound.empty() ? "" : ", ", name, "=", size);
+  for (const auto& [name, size] : sizes)
+    bound += str_cat(bound.empty() ? "" : ", ", name, "=", size);
   if (sizes.contains("?")) {
     std::printf("memory: not planned (an argument has an unnamed dim '?')\n");
     return 0;

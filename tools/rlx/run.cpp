@@ -47,14 +47,15 @@ std::map<std::string, std::string> assignments(const Graph& g, const std::vector
     auto [name, file] = split_assignment(text, flag);
     const Arg* a = g.find_arg(name);
     if (a && a->kind != kind)
-      throw ValueError(cat("'", name, "' is a ", kind == ArgKind::input ? "param" : "input",
-                           " of the graph, not an ", what, "; use ",
-                           kind == ArgKind::input ? "--param " : "--input ", name, "=FILE.npy"));
+      throw ValueError(str_cat("'", name, "' is a ", kind == ArgKind::input ? "param" : "input",
+                               " of the graph, not an ", what, "; use ",
+                               kind == ArgKind::input ? "--param " : "--input ", name,
+                               "=FILE.npy"));
     if (!a)
-      throw ValueError(cat("unknown ", what, " '", name, "'; the graph's ", what, "s are ",
-                           names_str(arg_names(g, kind))));
+      throw ValueError(str_cat("unknown ", what, " '", name, "'; the graph's ", what, "s are ",
+                               names_str(arg_names(g, kind))));
     if (!out.emplace(name, file).second)
-      throw ValueError(cat(flag, " ", name, " given more than once"));
+      throw ValueError(str_cat(flag, " ", name, " given more than once"));
   }
   return out;
 }
@@ -72,7 +73,7 @@ Tensor random_tensor(const TensorType& type, const std::map<std::string, int64_t
     v = is_float(type.dtype) ? real(rng) : is_bool(type.dtype) ? small(rng) % 2 : small(rng);
   if (is_string(type.dtype)) {
     std::vector<std::string> words;
-    for (double v : values) words.push_back(cat("s", int(v)));
+    for (double v : values) words.push_back(str_cat("s", int(v)));
     return Tensor::from_strings(words, shape);
   }
   return Tensor::from_doubles(type.dtype, shape, values);
@@ -100,19 +101,20 @@ TensorMap bind_args(const Graph& g, const RunOptions& o, std::vector<std::string
       loaded[a.name] = random_tensor(a.value.type(), dims, rng);
       sources.push_back("random");
     } else {
-      missing.push_back(cat(input ? "input '" : "param '", a.name, "' (", a.value.type().str(),
-                            "): pass ", input ? "--input " : "--param ", a.name, "=FILE.npy"));
+      missing.push_back(str_cat(input ? "input '" : "param '", a.name, "' (", a.value.type().str(),
+                                "): pass ", input ? "--input " : "--param ", a.name, "=FILE.npy"));
     }
   }
   if (!missing.empty()) {
-    std::string msg = cat("expected a value for every input and param (or --random), got none for ",
-                          missing.size(), ":");
+    std::string msg =
+        str_cat("expected a value for every input and param (or --random), got none for ",
+                missing.size(), ":");
     for (const auto& m : missing) msg += "\n  " + m;
     throw ValueError(msg);
   }
   if (!dims.empty()) {
     std::string s;
-    for (const auto& [name, size] : dims) s += cat(s.empty() ? "" : ", ", name, "=", size);
+    for (const auto& [name, size] : dims) s += str_cat(s.empty() ? "" : ", ", name, "=", size);
     std::printf("dims: %s\n", s.c_str());
   }
   return loaded;
@@ -121,7 +123,7 @@ TensorMap bind_args(const Graph& g, const RunOptions& o, std::vector<std::string
 void save_outputs(const TensorMap& outs, const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw IoError(cat("cannot create directory '", dir, "': ", ec.message()));
+  if (ec) throw IoError(str_cat("cannot create directory '", dir, "': ", ec.message()));
   for (const auto& [name, t] : outs)
     save_npy((std::filesystem::path(dir) / (name + ".npy")).string(), t);
   std::printf("saved %zu output%s to %s\n", outs.size(), outs.size() == 1 ? "" : "s", dir.c_str());

@@ -77,7 +77,7 @@ Store::Store(const std::string& addr, int port, int rank, int size, double timeo
     any.sin_port = htons(uint16_t(port));
     any.sin_addr.s_addr = htonl(INADDR_ANY);
     if (::bind(listen_fd_, reinterpret_cast<sockaddr*>(&any), sizeof any) != 0)
-      io_fail(cat("expected to listen on MASTER_PORT ", port));
+      io_fail(str_cat("expected to listen on MASTER_PORT ", port));
     ::listen(listen_fd_, size);
     for (int joined = 1; joined < size;) {
       int fd = ::accept(listen_fd_, nullptr, nullptr);
@@ -98,7 +98,7 @@ Store::Store(const std::string& addr, int port, int rank, int size, double timeo
       if (::connect(fd, ai->ai_addr, ai->ai_addrlen) == 0) break;
       ::close(fd);
       if (std::chrono::steady_clock::now() > deadline)
-        io_fail(cat("expected rank 0 at ", addr, ":", port, " within ", timeout_s, " s"));
+        io_fail(str_cat("expected rank 0 at ", addr, ":", port, " within ", timeout_s, " s"));
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
     int one = 1;

@@ -25,22 +25,22 @@ namespace {
 
 [[noreturn]] void throw_device(const char* lib, const char* call, const std::string& got,
                                bool oom) {
-  std::string msg = cat("[", lib, "] expected ", call, " to succeed, got ", got);
+  std::string msg = str_cat("[", lib, "] expected ", call, " to succeed, got ", got);
   if (oom) throw OutOfMemory(msg);
   throw DeviceError(msg);
 }
 void check(cudaError_t e, const char* call) {
   if (e != cudaSuccess)
-    throw_device("cuda", call, cat(cudaGetErrorName(e), ": ", cudaGetErrorString(e)),
+    throw_device("cuda", call, str_cat(cudaGetErrorName(e), ": ", cudaGetErrorString(e)),
                  e == cudaErrorMemoryAllocation);
 }
 void check(cusolverStatus_t s, const char* call) {
   if (s != CUSOLVER_STATUS_SUCCESS)
-    throw_device("cusolver", call, cat("status ", int(s)), s == CUSOLVER_STATUS_ALLOC_FAILED);
+    throw_device("cusolver", call, str_cat("status ", int(s)), s == CUSOLVER_STATUS_ALLOC_FAILED);
 }
 void check(cublasStatus_t s, const char* call) {
   if (s != CUBLAS_STATUS_SUCCESS)
-    throw_device("cublas", call, cat(cublasGetStatusName(s), ": ", cublasGetStatusString(s)),
+    throw_device("cublas", call, str_cat(cublasGetStatusName(s), ": ", cublasGetStatusString(s)),
                  s == CUBLAS_STATUS_ALLOC_FAILED);
 }
 #define RLX_LA(call) check((call), #call)

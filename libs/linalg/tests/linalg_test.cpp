@@ -135,7 +135,7 @@ const std::vector<int64_t> kSizes = {1, 3, 8, 33};
 const std::vector<DType> kDtypes = {DType::f64, DType::f32};
 
 std::string label(DType d, const Shape64& batch, int64_t n) {
-  std::string s = rlx::cat(rlx::dtype_name(d), " batch[");
+  std::string s = rlx::str_cat(rlx::dtype_name(d), " batch[");
   for (int64_t b : batch) s += std::to_string(b) + ",";
   return s + "] n=" + std::to_string(n);
 }
@@ -483,7 +483,7 @@ std::vector<GradCase> grad_cases() {
                     return std::vector<Value>{o[0], o[1] * o[1]};
                   }});
     for (auto [m, n] : std::vector<std::pair<int64_t, int64_t>>{{4, 4}, {5, 3}, {3, 5}})
-      cs.push_back({rlx::cat("svd ", m, "x", n, b),
+      cs.push_back({rlx::str_cat("svd ", m, "x", n, b),
                     {random_mat(with_mat(batch, m, n), 10 + uint64_t(m))},
                     [](auto x) {
                       auto o = one("linalg.svd", x);
@@ -492,13 +492,14 @@ std::vector<GradCase> grad_cases() {
     for (bool lower : {true, false})
       for (bool trans : {false, true})
         for (bool unit : {false, true})
-          cs.push_back(
-              {rlx::cat("triangular_solve lower=", lower, " transpose=", trans, " unit=", unit, b),
-               {general(batch, 4, 20), random_mat(with_mat(batch, 4, 3), 21)},
-               [=](auto x) {
-                 return one("linalg.triangular_solve", x,
-                            {{"lower", lower}, {"transpose", trans}, {"unit_diagonal", unit}});
-               }});
+          cs.push_back({rlx::str_cat("triangular_solve lower=", lower, " transpose=", trans,
+                                     " unit=", unit, b),
+                        {general(batch, 4, 20), random_mat(with_mat(batch, 4, 3), 21)},
+                        [=](auto x) {
+                          return one(
+                              "linalg.triangular_solve", x,
+                              {{"lower", lower}, {"transpose", trans}, {"unit_diagonal", unit}});
+                        }});
     cs.push_back({"lstsq" + b,
                   {random_mat(with_mat(batch, 6, 3), 22), random_mat(with_mat(batch, 6, 2), 23)},
                   [](auto x) { return one("linalg.lstsq", x); }});

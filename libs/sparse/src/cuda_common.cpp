@@ -13,15 +13,15 @@ void throw_cuda(cudaError_t e, const char* call) {
   // launch's check (an event waited on inside a failed CUDA Graph capture: the eager run
   // that follows reported cudaErrorCapturedEvent at its first kernel).
   cudaGetLastError();
-  std::string msg = cat("[cuda] expected ", call, " to succeed, got ", cudaGetErrorName(e), ": ",
-                        cudaGetErrorString(e));
+  std::string msg = str_cat("[cuda] expected ", call, " to succeed, got ", cudaGetErrorName(e),
+                            ": ", cudaGetErrorString(e));
   if (e == cudaErrorMemoryAllocation) throw OutOfMemory(msg);
   throw DeviceError(msg);
 }
 
 void throw_cusparse(cusparseStatus_t s, const char* call) {
-  std::string msg = cat("[cusparse] expected ", call, " to succeed, got ", cusparseGetErrorName(s),
-                        ": ", cusparseGetErrorString(s));
+  std::string msg = str_cat("[cusparse] expected ", call, " to succeed, got ",
+                            cusparseGetErrorName(s), ": ", cusparseGetErrorString(s));
   if (s == CUSPARSE_STATUS_ALLOC_FAILED) throw OutOfMemory(msg);
   throw DeviceError(msg);
 }

@@ -148,7 +148,7 @@ std::vector<GradCase> grad_cases() {
     std::string sfx = b.size() == 1 ? " b[n]" : " b[n,k]";
     int64_t nb = b.size() == 1 ? 8 : 16;
     for (bool t : {false, true})
-      cs.push_back({rlx::cat("lu_solve transpose=", t, sfx),
+      cs.push_back({rlx::str_cat("lu_solve transpose=", t, sfx),
                     {{n}, b},
                     {vals(N), random_vec(nb, 10)},
                     [t](auto x) {
@@ -163,14 +163,14 @@ std::vector<GradCase> grad_cases() {
                         sp::cg_solve(sp::with_pattern(S, symmetrise(x[0], T)), x[1], tight()).x};
                   }});
     for (bool t : {false, true}) {
-      cs.push_back({rlx::cat("bicgstab_solve transpose=", t, sfx),
+      cs.push_back({rlx::str_cat("bicgstab_solve transpose=", t, sfx),
                     {{n}, b},
                     {vals(N), random_vec(nb, 13)},
                     [t](auto x) {
                       return std::vector<Value>{
                           sp::bicgstab_solve(sp::with_pattern(N, x[0]), x[1], tight(t)).x};
                     }});
-      cs.push_back({rlx::cat("gmres_solve transpose=", t, sfx),
+      cs.push_back({rlx::str_cat("gmres_solve transpose=", t, sfx),
                     {{n}, b},
                     {vals(N), random_vec(nb, 14)},
                     [t](auto x) {
@@ -263,7 +263,7 @@ using OpFn = std::function<std::vector<Value>(const sp::Csr&, Value)>;
 // against f on each element.
 void check_vmap(const std::string& name, const SparseMatrix& a, Shape64 shape, int axis,
                 bool batch_values, const OpFn& f) {
-  SCOPED_TRACE(rlx::cat(name, " axis ", axis, batch_values ? " values batched" : ""));
+  SCOPED_TRACE(rlx::str_cat(name, " axis ", axis, batch_values ? " values batched" : ""));
   sp::register_ops();
   Graph g;
   Value v = g.input("v", a.values.type());

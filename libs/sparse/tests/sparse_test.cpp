@@ -69,7 +69,7 @@ TEST(SparseMatrix, Poisson2dIsTheFivePointLaplacian) {
 TEST(SparseProducts, MatchDenseReferences) {
   for (DType d : kDtypes)
     for (DType ix : kIndex) {
-      SCOPED_TRACE(rlx::cat(d, " ", ix));
+      SCOPED_TRACE(rlx::str_cat(d, " ", ix));
       SparseMatrix a = random_sparse(37, 23, 5, 1, d, ix);
       auto x = random_vec(23, 2), xt = random_vec(37, 3);
       auto X = random_vec(2 * 23 * 3, 4), Xt = random_vec(37 * 3, 5);
@@ -148,11 +148,11 @@ struct System {
 std::vector<System> systems(DType d, DType ix) {
   std::vector<System> s;
   for (int64_t n : {4, 16, 40})
-    s.push_back({rlx::cat("poisson ", n, "x", n), sp::poisson2d(n, d, ix), true});
+    s.push_back({rlx::str_cat("poisson ", n, "x", n), sp::poisson2d(n, d, ix), true});
   for (int64_t n : {10, 300, 3000})
-    s.push_back({rlx::cat("spd n=", n), spd(n, 11 + uint64_t(n), d, ix), true});
+    s.push_back({rlx::str_cat("spd n=", n), spd(n, 11 + uint64_t(n), d, ix), true});
   for (int64_t n : {10, 300, 3000})
-    s.push_back({rlx::cat("non-symmetric n=", n), dominant(n, 21 + uint64_t(n), d, ix), false});
+    s.push_back({rlx::str_cat("non-symmetric n=", n), dominant(n, 21 + uint64_t(n), d, ix), false});
   return s;
 }
 
@@ -164,7 +164,7 @@ void check_solver(const char* name, const Solver& solve, bool spd_only, DType d,
   for (DType ix : kIndex)
     for (const System& s : systems(d, ix)) {
       if (spd_only && !s.spd) continue;
-      SCOPED_TRACE(rlx::cat(name, " ", s.name, " ", d, " ", ix));
+      SCOPED_TRACE(rlx::str_cat(name, " ", s.name, " ", d, " ", ix));
       int64_t n = s.a.rows;
       for (std::vector<int64_t> shape : {std::vector<int64_t>{n}, {n, 3}, {2, n, 2}}) {
         Tensor b = Tensor::from_doubles(d, shape, random_vec(Tensor::empty(d, shape).numel(), 31));

@@ -380,7 +380,7 @@ Plan make_plan(const Problem& p, cudnnHandle_t handle, std::string& why) {
       .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, int64_t(b.ops.size()),
            b.ops.data());
   if (cudnnStatus_t st = cudnnBackendFinalize(graph.get()); st != CUDNN_STATUS_SUCCESS) {
-    why = cat("the op graph: ", cudnnGetErrorString(st));
+    why = str_cat("the op graph: ", cudnnGetErrorString(st));
     return out;
   }
   cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
@@ -388,7 +388,7 @@ Plan make_plan(const Problem& p, cudnnHandle_t handle, std::string& why) {
   heur.desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, graph)
       .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode);
   if (cudnnStatus_t st = cudnnBackendFinalize(heur.get()); st != CUDNN_STATUS_SUCCESS) {
-    why = cat("the heuristics: ", cudnnGetErrorString(st));
+    why = str_cat("the heuristics: ", cudnnGetErrorString(st));
     return out;
   }
   int64_t count = 0;
@@ -403,7 +403,7 @@ Plan make_plan(const Problem& p, cudnnHandle_t handle, std::string& why) {
   if (count > 0)
     RLX_DNN(cudnnBackendGetAttribute(heur.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                      CUDNN_TYPE_BACKEND_DESCRIPTOR, count, &count, raw.data()));
-  why = cat("none of cuDNN's ", count, " engine configurations");
+  why = str_cat("none of cuDNN's ", count, " engine configurations");
   for (cudnnBackendDescriptor_t config : raw) {
     auto plan = std::make_unique<Desc>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     plan->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)

@@ -290,7 +290,7 @@ bool seed_bias(const Tensor* bias, const Tensor& t, cudaStream_t s) {
 void run_on_host(const KernelContext& ctx, std::span<const Tensor> in, Tensor& y) {
   static std::mutex mu;
   static std::set<std::string> said;
-  std::string what = cat(ctx.op.name, " ", in[0].type().str());
+  std::string what = str_cat(ctx.op.name, " ", in[0].type().str());
   {
     std::lock_guard lock(mu);
     if (said.insert(what).second)

@@ -12,8 +12,8 @@ void check(cudnnStatus_t s, const char* call) {
   if (s == CUDNN_STATUS_SUCCESS) return;
   char detail[512] = {};
   cudnnGetLastErrorString(detail, sizeof detail);
-  std::string msg = cat("[cudnn] expected ", call, " to succeed, got ", cudnnGetErrorString(s));
-  if (detail[0]) msg += cat(" (", detail, ")");
+  std::string msg = str_cat("[cudnn] expected ", call, " to succeed, got ", cudnnGetErrorString(s));
+  if (detail[0]) msg += str_cat(" (", detail, ")");
   if (s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED ||
       s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED)
     throw OutOfMemory(msg);

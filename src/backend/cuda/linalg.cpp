@@ -39,8 +39,8 @@ namespace {
 
 void check_lt(cublasStatus_t s, const char* call) {
   if (s == CUBLAS_STATUS_SUCCESS) return;
-  std::string msg = cat("[cublasLt] expected ", call, " to succeed, got ", cublasLtGetStatusName(s),
-                        ": ", cublasLtGetStatusString(s));
+  std::string msg = str_cat("[cublasLt] expected ", call, " to succeed, got ",
+                            cublasLtGetStatusName(s), ": ", cublasLtGetStatusString(s));
   if (s == CUBLAS_STATUS_ALLOC_FAILED) throw OutOfMemory(msg);
   throw DeviceError(msg);
 }
@@ -233,9 +233,10 @@ void run_gemm_as(const Gemm& g, Device dev, cudaStream_t stream) {
                                               : make(g.k, g.n, g.b->ld, g.b->batch_stride, dt);
   cublasLtMatrixLayout_t lc = make(g.m, g.n, g.ldc, g.c_stride, ct);
 
-  std::string key = cat(int(g.dtype), ta, tb, ':', g.m, ',', g.n, ',', g.k, ',', g.batch, ',',
-                        g.a->ld, ',', g.b->ld, ',', g.ldc, ',', g.a->batch_stride, ',',
-                        g.b->batch_stride, ',', int(compute), ',', int(ct), ',', int(g.epilogue));
+  std::string key =
+      str_cat(int(g.dtype), ta, tb, ':', g.m, ',', g.n, ',', g.k, ',', g.batch, ',', g.a->ld, ',',
+              g.b->ld, ',', g.ldc, ',', g.a->batch_stride, ',', g.b->batch_stride, ',',
+              int(compute), ',', int(ct), ',', int(g.epilogue));
   double one64 = g.alpha, zero64 = g.beta;
   float one32 = float(g.alpha), zero32 = float(g.beta);
   const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;

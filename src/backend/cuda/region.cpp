@@ -70,7 +70,7 @@ std::string literal(double v, DType t) {
   if (is_bool(t)) return v != 0 ? "true" : "false";
   if (v != v) return t == DType::f64 ? "(0.0/0.0)" : "(0.0f/0.0f)";
   if (v == HUGE_VAL || v == -HUGE_VAL) {
-    std::string inf = cat("m_inf<", ctype(t), ">()");
+    std::string inf = str_cat("m_inf<", ctype(t), ">()");
     return v < 0 ? "(-" + inf + ")" : inf;
   }
   char buf[64];
@@ -119,31 +119,31 @@ Program generate(const Graph& body, const std::string& layout = {}) {
     if (s >= kMaxSites) decline("too many inputs");
     p.sites.push_back(v.id);
     char kind = size_t(s) < layout.size() ? layout[size_t(s)] : '?';
-    std::string ld = cat("ld_", suffix(v.dtype()), "(a.in[", s, "], ");
+    std::string ld = str_cat("ld_", suffix(v.dtype()), "(a.in[", s, "], ");
     if (kind == 's') {
-      n = cat("s", tmp++);
-      pre += cat("  const ", ctype(v.dtype()), " ", n, " = ", ld, "0);\n");
+      n = str_cat("s", tmp++);
+      pre += str_cat("  const ", ctype(v.dtype()), " ", n, " = ", ld, "0);\n");
       return n;
     }
-    std::string arr = cat("v", tmp++);
+    std::string arr = str_cat("v", tmp++);
     n = arr + "[k]";
     std::string at = kind == 'f'   ? std::string("ix[k]")
-                     : kind == 'x' ? cat("soff(a.stride[", s, "], c[k])")
-                                   : cat("site_off(a, ", s, ", ix[k])");
-    code += cat("    ", ctype(v.dtype()), " ", arr, "[kU];\n");
-    std::string each = cat(kUnroll, n, " = ", ld, at, ");\n");
+                     : kind == 'x' ? str_cat("soff(a.stride[", s, "], c[k])")
+                                   : str_cat("site_off(a, ", s, ", ix[k])");
+    code += str_cat("    ", ctype(v.dtype()), " ", arr, "[kU];\n");
+    std::string each = str_cat(kUnroll, n, " = ", ld, at, ");\n");
     if (vec)
-      each = cat("    if (full) ldv_", suffix(v.dtype()), "(a.in[", s, "], i, ", arr,
-                 ");\n    else {\n", each, "    }\n");
+      each = str_cat("    if (full) ldv_", suffix(v.dtype()), "(a.in[", s, "], i, ", arr,
+                     ");\n    else {\n", each, "    }\n");
     code += each;
     return n;
   };
   for (const Node& node : body.nodes()) {
     const std::string& op = node.op->name;
     for (Value v : node.outputs)
-      if (!generated(v.dtype())) decline(cat("a ", dtype_name(v.dtype()), " value (", op, ")"));
+      if (!generated(v.dtype())) decline(str_cat("a ", dtype_name(v.dtype()), " value (", op, ")"));
     for (Value v : node.inputs)
-      if (!generated(v.dtype())) decline(cat("a ", dtype_name(v.dtype()), " input (", op, ")"));
+      if (!generated(v.dtype())) decline(str_cat("a ", dtype_name(v.dtype()), " input (", op, ")"));
     if (!p.why.empty()) break;
     Value out = node.outputs[0];
     DType dt = out.dtype();
@@ -170,7 +170,7 @@ Program generate(const Graph& body, const std::string& layout = {}) {
     for (Value v : node.inputs) x.push_back(use(v));
     DType in = node.inputs.empty() ? dt : node.inputs[0].dtype();
     std::string f = in == DType::f64 ? "" : "f";  // float or double libm names
-    auto a1 = [&](const char* fn) { return cat(fn, f, "(", x[0], ")"); };
+    auto a1 = [&](const char* fn) { return str_cat(fn, f, "(", x[0], ")"); };
     auto attr = [&](const char* key) { return literal(node.attrs.get_float(key), dt); };
     static const std::map<std::string, std::string> kBinary = {
         {"add", "+"},          {"sub", "-"},         {"mul", "*"},          {"div", "/"},
@@ -188,54 +188,54 @@ Program generate(const Graph& body, const std::string& layout = {}) {
         {"mod", "r_mod"}};
     std::string e;
     if (auto it = kBinary.find(op); it != kBinary.end()) {
-      e = cat("(", x[0], " ", it->second, " ", x[1], ")");
+      e = str_cat("(", x[0], " ", it->second, " ", x[1], ")");
     } else if (auto it = kLibm.find(op); it != kLibm.end() && !is_bool(in)) {
       e = a1(it->second.c_str());
     } else if (auto it = kTemplated.find(op); it != kTemplated.end() && !is_bool(in)) {
-      e = cat(it->second, "<", ctype(in), ">(", x[0], x.size() > 1 ? ", " + x[1] : "", ")");
+      e = str_cat(it->second, "<", ctype(in), ">(", x[0], x.size() > 1 ? ", " + x[1] : "", ")");
     } else if (op == "neg") {
-      e = cat("(-", x[0], ")");
+      e = str_cat("(-", x[0], ")");
     } else if (op == "square") {
-      e = cat("(", x[0], " * ", x[0], ")");
+      e = str_cat("(", x[0], " * ", x[0], ")");
     } else if (op == "relu") {
-      e = cat("(", x[0], " < ", C, "(0) ? ", C, "(0) : ", x[0], ")");
+      e = str_cat("(", x[0], " < ", C, "(0) ? ", C, "(0) : ", x[0], ")");
     } else if (op == "reciprocal") {
-      e = cat("(", C, "(1) / ", x[0], ")");
+      e = str_cat("(", C, "(1) / ", x[0], ")");
     } else if (op == "pow" || op == "fmod" || op == "atan2") {
-      e = cat(op, f, "(", x[0], ", ", x[1], ")");
+      e = str_cat(op, f, "(", x[0], ", ", x[1], ")");
     } else if (op == "gelu") {
-      e = cat(node.attrs.get_string("approximate") == "tanh" ? "r_gelu_tanh<" : "r_gelu_erf<", C,
-              ">(", x[0], ")");
+      e = str_cat(node.attrs.get_string("approximate") == "tanh" ? "r_gelu_tanh<" : "r_gelu_erf<",
+                  C, ">(", x[0], ")");
     } else if (op == "elu") {
-      e = cat("r_elu<", C, ">(", x[0], ", ", attr("alpha"), ")");
+      e = str_cat("r_elu<", C, ">(", x[0], ", ", attr("alpha"), ")");
     } else if (op == "leaky_relu") {
-      e = cat("(", x[0], " > ", C, "(0) ? ", x[0], " : ", attr("alpha"), " * ", x[0], ")");
+      e = str_cat("(", x[0], " > ", C, "(0) ? ", x[0], " : ", attr("alpha"), " * ", x[0], ")");
     } else if (op == "hard_sigmoid") {
-      e = cat("r_hard_sigmoid<", C, ">(", x[0], ", ", attr("alpha"), ", ", attr("beta"), ")");
+      e = str_cat("r_hard_sigmoid<", C, ">(", x[0], ", ", attr("alpha"), ", ", attr("beta"), ")");
     } else if (op == "logical_not") {
-      e = cat("(!", x[0], ")");
+      e = str_cat("(!", x[0], ")");
     } else if (op == "isnan") {
-      e = cat("(", x[0], " != ", x[0], ")");
+      e = str_cat("(", x[0], " != ", x[0], ")");
     } else if (op == "isinf") {
-      e = cat("(m_abs(", x[0], ") == m_inf<", ctype(in), ">())");
+      e = str_cat("(m_abs(", x[0], ") == m_inf<", ctype(in), ">())");
     } else if (op == "select") {
-      e = cat("(", x[0], " ? ", x[1], " : ", x[2], ")");
+      e = str_cat("(", x[0], " ? ", x[1], " : ", x[2], ")");
     } else if (op == "clamp") {
-      e = cat("r_min<", C, ">(r_max<", C, ">(", x[0], ", ", x[1], "), ", x[2], ")");
+      e = str_cat("r_min<", C, ">(r_max<", C, ">(", x[0], ", ", x[1], "), ", x[2], ")");
     } else if (op == "cast") {
       if (is_bool(dt))
-        e = cat("(", x[0], " != 0)");
+        e = str_cat("(", x[0], " != 0)");
       else if (dt == DType::f16 || dt == DType::bf16)
-        e = cat("q_", suffix(dt), "(float(", x[0], "))");
+        e = str_cat("q_", suffix(dt), "(float(", x[0], "))");
       else
-        e = cat(C, "(", x[0], ")");
+        e = str_cat(C, "(", x[0], ")");
     } else {
-      decline(cat("op '", op, "'"));
+      decline(str_cat("op '", op, "'"));
       break;
     }
     // A float op on f16 / bf16 computes in f32; its value is rounded where it is stored.
-    std::string n = cat("v", tmp++);
-    code += cat("    ", C, " ", n, "[kU];\n", kUnroll, n, "[k] = ", e, ";\n");
+    std::string n = str_cat("v", tmp++);
+    code += str_cat("    ", C, " ", n, "[kU];\n", kUnroll, n, "[k] = ", e, ";\n");
     name[size_t(out.id)] = n + "[k]";
   }
   if (body.outputs().size() > size_t(kMaxOuts)) decline("too many outputs");
@@ -246,19 +246,19 @@ Program generate(const Graph& body, const std::string& layout = {}) {
     size_t at = p.sites.size() + j;  // outputs follow the sites in the layout
     char kind = at < layout.size() ? layout[at] : '?';
     std::string to = kind == 'f'   ? std::string("ix[k]")
-                     : kind == 'x' ? cat("soff(a.ostride[", j, "], c[k])")
-                                   : cat("out_off(a, ", j, ", ix[k])");
-    std::string each = cat(kUnroll, "if (i + k * S < a.n) st_", suffix(v.dtype()), "(a.out[", j,
-                           "], ", to, ", ", n, ");\n");
+                     : kind == 'x' ? str_cat("soff(a.ostride[", j, "], c[k])")
+                                   : str_cat("out_off(a, ", j, ", ix[k])");
+    std::string each = str_cat(kUnroll, "if (i + k * S < a.n) st_", suffix(v.dtype()), "(a.out[", j,
+                               "], ", to, ", ", n, ");\n");
     if (vec) {  // the values as an array (a scalar or a literal copied into one)
       std::string arr = n.substr(0, n.size() - 3);
       if (n.size() < 3 || n.compare(n.size() - 3, 3, "[k]") != 0) {
-        arr = cat("v", tmp++);
-        code +=
-            cat("    ", ctype(v.dtype()), " ", arr, "[kU];\n", kUnroll, arr, "[k] = ", n, ";\n");
+        arr = str_cat("v", tmp++);
+        code += str_cat("    ", ctype(v.dtype()), " ", arr, "[kU];\n", kUnroll, arr, "[k] = ", n,
+                        ";\n");
       }
-      each = cat("    if (full) stv_", suffix(v.dtype()), "(a.out[", j, "], i, ", arr,
-                 ");\n    else {\n", each, "    }\n");
+      each = str_cat("    if (full) stv_", suffix(v.dtype()), "(a.out[", j, "], i, ", arr,
+                     ");\n    else {\n", each, "    }\n");
     }
     code += each;
   }
@@ -269,16 +269,16 @@ Program generate(const Graph& body, const std::string& layout = {}) {
   std::string coords, helpers;
   if (strided) {
     helpers =
-        cat("#define RLX_RANK ", rank, "\ntypedef ", layout[bar + 2] == 'w' ? "i64" : "unsigned",
-            " ix_t;\n",
-            "__device__ __forceinline__ i64 soff(const i64* st, const i64 (&c)[RLX_RANK]) {\n"
-            "  i64 o = 0;\n  _Pragma(\"unroll\") for (int d = 0; d < RLX_RANK; ++d) o += c[d] "
-            "* st[d];\n  return o;\n}\n");
-    coords =
-        cat("    i64 c[kU][RLX_RANK];\n", kUnroll,
-            "{\n      ix_t r = (ix_t)ix[k];\n      _Pragma(\"unroll\") for (int d = RLX_RANK - 1; "
-            "d >= 0; --d) {\n        ix_t s = (ix_t)a.size[d], q = r / s;\n        c[k][d] = "
-            "(i64)(r - q * s);\n        r = q;\n      }\n    }\n");
+        str_cat("#define RLX_RANK ", rank, "\ntypedef ",
+                layout[bar + 2] == 'w' ? "i64" : "unsigned", " ix_t;\n",
+                "__device__ __forceinline__ i64 soff(const i64* st, const i64 (&c)[RLX_RANK]) {\n"
+                "  i64 o = 0;\n  _Pragma(\"unroll\") for (int d = 0; d < RLX_RANK; ++d) o += c[d] "
+                "* st[d];\n  return o;\n}\n");
+    coords = str_cat(
+        "    i64 c[kU][RLX_RANK];\n", kUnroll,
+        "{\n      ix_t r = (ix_t)ix[k];\n      _Pragma(\"unroll\") for (int d = RLX_RANK - 1; "
+        "d >= 0; --d) {\n        ix_t s = (ix_t)a.size[d], q = r / s;\n        c[k][d] = "
+        "(i64)(r - q * s);\n        r = q;\n      }\n    }\n");
   }
   // kU elements per thread and iteration, S apart: T apart (coalesced) or, vectorised,
   // consecutive. Every load of the kU comes before any store, so they are all in flight
@@ -289,10 +289,10 @@ Program generate(const Graph& body, const std::string& layout = {}) {
           : "  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += kU * T) {\n"
             "    const i64 S = T;\n";
   p.source =
-      cat(kRegionPrelude, "#define kU ", kU, "\n", helpers,
-          "extern \"C\" __global__ void rlx_region(const Args a) {\n", kPdlTrigger, pre,
-          "  const i64 T = i64(blockDim.x) * gridDim.x;\n", loop, "    i64 ix[kU];\n", kUnroll,
-          "ix[k] = i + k * S < a.n ? i + k * S : a.n - 1;\n", coords, code, "  }\n}\n");
+      str_cat(kRegionPrelude, "#define kU ", kU, "\n", helpers,
+              "extern \"C\" __global__ void rlx_region(const Args a) {\n", kPdlTrigger, pre,
+              "  const i64 T = i64(blockDim.x) * gridDim.x;\n", loop, "    i64 ix[kU];\n", kUnroll,
+              "ix[k] = i + k * S < a.n ? i + k * S : a.n - 1;\n", coords, code, "  }\n}\n");
   return p;
 }
 
@@ -306,7 +306,7 @@ std::string arch() {
   RLX_CUDA(cudaGetDevice(&dev));
   RLX_CUDA(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
   RLX_CUDA(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
-  return cat("sm_", major, minor);
+  return str_cat("sm_", major, minor);
 }
 
 }  // namespace
@@ -318,7 +318,7 @@ std::string region_source(const Graph& body, const std::string& layout) {
 // The cubin of `source` for architecture sm: from the disk cache, else compiled by NVRTC.
 std::string region_cubin(const std::string& source, const std::string& sm) {
   std::string key =
-      cat("region-", sm, "-", std::hex, std::hash<std::string>{}(source), "-", source.size());
+      str_cat("region-", sm, "-", std::hex, std::hash<std::string>{}(source), "-", source.size());
   DiskCache disk(DiskCache::default_dir());
   if (auto hit = disk.get(key)) return *hit;
   nvrtcProgram prog;
@@ -460,7 +460,7 @@ void region_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
     for (size_t s = 0; s < nsites; ++s) a.stride[s][d] = m.stride[s][d];
     for (size_t j = 0; j < out.size(); ++j) a.ostride[j][d] = m.stride[nsites + j][d];
   }
-  layout += cat('|', a.rank, a.n < (int64_t(1) << 31) ? 'n' : 'w');
+  layout += str_cat('|', a.rank, a.n < (int64_t(1) << 31) ? 'n' : 'w');
   auto aligned = [](const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; };
   bool vec = layout.find('x') == std::string::npos;
   for (size_t k = 0; k < nsites; ++k) vec = vec && (a.flat[k] == 2 || aligned(a.in[k]));

@@ -25,8 +25,8 @@ namespace rlx::gpu {
 
 void throw_cuda(cudaError_t e, const char* call) {
   cudaGetLastError();  // clears a non-sticky error so the process can go on
-  std::string msg = cat("[cuda] expected ", call, " to succeed, got ", cudaGetErrorName(e), ": ",
-                        cudaGetErrorString(e));
+  std::string msg = str_cat("[cuda] expected ", call, " to succeed, got ", cudaGetErrorName(e),
+                            ": ", cudaGetErrorString(e));
   if (e == cudaErrorMemoryAllocation) throw OutOfMemory(msg);
   throw DeviceError(msg);
 }
@@ -333,7 +333,7 @@ class CudaBackend final : public detail::DeviceBackend {
     uint64_t reserved = 0, used = 0;
     cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrReservedMemCurrent, &reserved);
     cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrUsedMemCurrent, &used);
-    return cat(used >> 20, " MiB in use, ", reserved >> 20, " MiB reserved");
+    return str_cat(used >> 20, " MiB in use, ", reserved >> 20, " MiB reserved");
   }
 
  private:

@@ -49,8 +49,8 @@ class Cursor {
   template <class T>
   T read(std::string_view what) {
     if (left() < sizeof(T))
-      bad(cat("expected ", sizeof(T), " bytes of ", what, " at offset ", pos_, ", got ", left(),
-              " (truncated file)"));
+      bad(str_cat("expected ", sizeof(T), " bytes of ", what, " at offset ", pos_, ", got ", left(),
+                  " (truncated file)"));
     T v;
     std::memcpy(&v, p_ + pos_, sizeof(T));
     pos_ += sizeof(T);
@@ -60,8 +60,8 @@ class Cursor {
   std::string read_string(std::string_view what) {
     uint64_t n = read<uint64_t>(what);
     if (n > left())
-      bad(cat("expected ", what, " of at most the ", left(), " bytes left at offset ", pos_,
-              ", got a length of ", n));
+      bad(str_cat("expected ", what, " of at most the ", left(), " bytes left at offset ", pos_,
+                  ", got a length of ", n));
     std::string s(reinterpret_cast<const char*>(p_ + pos_), size_t(n));
     pos_ += n;
     return s;
@@ -69,8 +69,8 @@ class Cursor {
 
   std::vector<uint8_t> read_bytes(uint64_t n, std::string_view what) {
     if (n > left())
-      bad(cat("expected ", n, " bytes of ", what, " at offset ", pos_, ", got ", left(),
-              " (truncated file)"));
+      bad(str_cat("expected ", n, " bytes of ", what, " at offset ", pos_, ", got ", left(),
+                  " (truncated file)"));
     std::vector<uint8_t> v(p_ + pos_, p_ + pos_ + n);
     pos_ += n;
     return v;
@@ -86,7 +86,7 @@ class Cursor {
 ValueType read_type(Cursor& c, std::string_view what) {
   uint32_t t = c.read<uint32_t>(what);
   if (!valid_value_type(t))
-    c.bad(cat("expected a metadata value type (0-12) for ", what, ", got ", t));
+    c.bad(str_cat("expected a metadata value type (0-12) for ", what, ", got ", t));
   return ValueType(t);
 }
 
@@ -94,21 +94,22 @@ Value read_value(Cursor& c, ValueType t, const std::string& key, int depth);
 
 Value read_array(Cursor& c, const std::string& key, int depth) {
   if (depth > kMaxArrayDepth)
-    c.bad(
-        cat("expected arrays nested at most ", kMaxArrayDepth, " deep in '", key, "', got deeper"));
-  ValueType elem = read_type(c, cat("the element type of '", key, "'"));
+    c.bad(str_cat("expected arrays nested at most ", kMaxArrayDepth, " deep in '", key,
+                  "', got deeper"));
+  ValueType elem = read_type(c, str_cat("the element type of '", key, "'"));
   uint64_t n = c.read<uint64_t>("an array length");
   // Each element takes at least this many bytes, so the count cannot exceed what is left.
   uint64_t min_size = elem == ValueType::string  ? 8
                       : elem == ValueType::array ? 12
                                                  : scalar_size(elem);
   if (n > c.left() / min_size)
-    c.bad(cat("expected an array of at most ", c.left() / min_size, " elements for '", key,
-              "' (the bytes left), got a length of ", n));
+    c.bad(str_cat("expected an array of at most ", c.left() / min_size, " elements for '", key,
+                  "' (the bytes left), got a length of ", n));
   if (elem == ValueType::string) {
     std::vector<std::string> s;
     s.reserve(size_t(n));
-    for (uint64_t i = 0; i < n; ++i) s.push_back(c.read_string(cat("an element of '", key, "'")));
+    for (uint64_t i = 0; i < n; ++i)
+      s.push_back(c.read_string(str_cat("an element of '", key, "'")));
     return ValueAccess::string_array(std::move(s));
   }
   if (elem == ValueType::array) {
@@ -117,16 +118,16 @@ Value read_array(Cursor& c, const std::string& key, int depth) {
     for (uint64_t i = 0; i < n; ++i) items.push_back(read_array(c, key, depth + 1));
     return ValueAccess::nested(elem, std::move(items));
   }
-  return ValueAccess::raw_array(elem, c.read_bytes(n * min_size, cat("'", key, "'")));
+  return ValueAccess::raw_array(elem, c.read_bytes(n * min_size, str_cat("'", key, "'")));
 }
 
 Value read_value(Cursor& c, ValueType t, const std::string& key, int depth) {
-  if (t == ValueType::string) return Value(c.read_string(cat("the value of '", key, "'")));
+  if (t == ValueType::string) return Value(c.read_string(str_cat("the value of '", key, "'")));
   if (t == ValueType::array) return read_array(c, key, depth + 1);
   const size_t n = scalar_size(t);
   if (c.left() < n)
-    c.bad(cat("expected ", n, " bytes for the value of '", key, "' at offset ", c.pos(), ", got ",
-              c.left(), " (truncated file)"));
+    c.bad(str_cat("expected ", n, " bytes for the value of '", key, "' at offset ", c.pos(),
+                  ", got ", c.left(), " (truncated file)"));
   uint64_t bits = 0;
   auto b = c.read_bytes(n, key);
   std::memcpy(&bits, b.data(), n);
@@ -156,34 +157,35 @@ void File::Impl::parse() {
     std::string got;
     for (int i = 0; i < 4; ++i) {
       char ch = char((magic >> (8 * i)) & 0xFF);
-      got += (ch >= 32 && ch < 127) ? std::string(1, ch) : cat("\\x", int(uint8_t(ch)));
+      got += (ch >= 32 && ch < 127) ? std::string(1, ch) : str_cat("\\x", int(uint8_t(ch)));
     }
-    c.bad(cat("expected the magic \"GGUF\", got \"", got, "\""));
+    c.bad(str_cat("expected the magic \"GGUF\", got \"", got, "\""));
   }
   version = c.read<uint32_t>("the version");
   if (version != 2 && version != 3) {
     const uint32_t swapped = __builtin_bswap32(version);
     if (swapped == 2 || swapped == 3)
-      c.bad(
-          cat("expected a little-endian GGUF file, got a big-endian one (version ", swapped, ")"));
-    c.bad(cat("expected GGUF version 2 or 3, got ", version));
+      c.bad(str_cat("expected a little-endian GGUF file, got a big-endian one (version ", swapped,
+                    ")"));
+    c.bad(str_cat("expected GGUF version 2 or 3, got ", version));
   }
   const uint64_t n_tensors = c.read<uint64_t>("the tensor count");
   const uint64_t n_kv = c.read<uint64_t>("the metadata count");
   // A key-value pair takes at least 8 + 4 + 1 bytes, a tensor info 8 + 4 + 4 + 8.
   if (n_kv > c.left() / 13)
-    c.bad(
-        cat("expected at most ", c.left() / 13, " metadata entries (the bytes left), got ", n_kv));
+    c.bad(str_cat("expected at most ", c.left() / 13, " metadata entries (the bytes left), got ",
+                  n_kv));
   if (n_tensors > c.left() / 24)
-    c.bad(cat("expected at most ", c.left() / 24, " tensors (the bytes left), got ", n_tensors));
+    c.bad(
+        str_cat("expected at most ", c.left() / 24, " tensors (the bytes left), got ", n_tensors));
 
   meta.reserve(size_t(n_kv));
   for (uint64_t i = 0; i < n_kv; ++i) {
     std::string key = c.read_string("a metadata key");
-    ValueType t = read_type(c, cat("the type of '", key, "'"));
+    ValueType t = read_type(c, str_cat("the type of '", key, "'"));
     Value v = read_value(c, t, key, 0);
     if (!meta_index.emplace(key, meta.size()).second)
-      c.bad(cat("expected unique metadata keys, got '", key, "' twice"));
+      c.bad(str_cat("expected unique metadata keys, got '", key, "' twice"));
     meta.emplace_back(std::move(key), std::move(v));
   }
   if (auto it = meta_index.find("general.alignment"); it != meta_index.end()) {
@@ -192,11 +194,11 @@ void File::Impl::parse() {
     try {
       a = v.as_uint();
     } catch (const Error&) {
-      c.bad(cat("expected general.alignment to be a non-negative integer, got a ",
-                value_type_name(v.type())));
+      c.bad(str_cat("expected general.alignment to be a non-negative integer, got a ",
+                    value_type_name(v.type())));
     }
     if (a == 0 || !std::has_single_bit(a) || a > (uint64_t(1) << 30))
-      c.bad(cat("expected general.alignment to be a power of two, got ", a));
+      c.bad(str_cat("expected general.alignment to be a power of two, got ", a));
     alignment = a;
   }
 
@@ -204,42 +206,44 @@ void File::Impl::parse() {
   for (uint64_t i = 0; i < n_tensors; ++i) {
     TensorInfo ti;
     ti.name = c.read_string("a tensor name");
-    const uint32_t n_dims = c.read<uint32_t>(cat("the dim count of '", ti.name, "'"));
+    const uint32_t n_dims = c.read<uint32_t>(str_cat("the dim count of '", ti.name, "'"));
     if (n_dims > uint32_t(kMaxDims))
-      c.bad(cat("expected at most ", kMaxDims, " dims for tensor '", ti.name, "', got ", n_dims));
+      c.bad(
+          str_cat("expected at most ", kMaxDims, " dims for tensor '", ti.name, "', got ", n_dims));
     // numel with overflow checks: each dim and the product must fit int64.
     int64_t numel = 1;
     for (uint32_t d = 0; d < n_dims; ++d) {
-      uint64_t e = c.read<uint64_t>(cat("the dims of '", ti.name, "'"));
+      uint64_t e = c.read<uint64_t>(str_cat("the dims of '", ti.name, "'"));
       if (e > uint64_t(std::numeric_limits<int64_t>::max()) ||
           (e != 0 && uint64_t(numel) > uint64_t(std::numeric_limits<int64_t>::max()) / e))
-        c.bad(cat("expected the dims of tensor '", ti.name,
-                  "' to have a product that fits int64, got a dim of ", e));
+        c.bad(str_cat("expected the dims of tensor '", ti.name,
+                      "' to have a product that fits int64, got a dim of ", e));
       numel *= int64_t(e);
       ti.ne.push_back(int64_t(e));
     }
     ti.shape.assign(ti.ne.rbegin(), ti.ne.rend());
-    ti.ggml_type = c.read<uint32_t>(cat("the type of '", ti.name, "'"));
+    ti.ggml_type = c.read<uint32_t>(str_cat("the type of '", ti.name, "'"));
     ti.dtype = dtype_of_ggml(ti.ggml_type);
-    ti.offset = c.read<uint64_t>(cat("the offset of '", ti.name, "'"));
+    ti.offset = c.read<uint64_t>(str_cat("the offset of '", ti.name, "'"));
 
     GgmlType gt = ggml_type_info(ti.ggml_type);
     if (gt.block) {
       const int64_t row = ti.ne.empty() ? 1 : ti.ne[0];
       if (row % gt.block != 0)
-        c.bad(cat("expected the row length of tensor '", ti.name, "' (", gt.name,
-                  ") to be a multiple of ", gt.block, ", got ", row));
+        c.bad(str_cat("expected the row length of tensor '", ti.name, "' (", gt.name,
+                      ") to be a multiple of ", gt.block, ", got ", row));
       // numel / block * size cannot overflow: size <= 292 and numel / block < 2^63 / 1.
       const uint64_t blocks = uint64_t(numel / gt.block);
       if (blocks > std::numeric_limits<uint64_t>::max() / uint64_t(gt.size))
-        c.bad(cat("expected tensor '", ti.name, "' to fit in the file, got ", numel, " values"));
+        c.bad(
+            str_cat("expected tensor '", ti.name, "' to fit in the file, got ", numel, " values"));
       ti.nbytes = blocks * uint64_t(gt.size);
     }
     if (ti.offset % alignment != 0)
-      c.bad(cat("expected the offset of tensor '", ti.name, "' to be a multiple of ", alignment,
-                ", got ", ti.offset));
+      c.bad(str_cat("expected the offset of tensor '", ti.name, "' to be a multiple of ", alignment,
+                    ", got ", ti.offset));
     if (!tensor_index.emplace(ti.name, tensors.size()).second)
-      c.bad(cat("expected unique tensor names, got '", ti.name, "' twice"));
+      c.bad(str_cat("expected unique tensor names, got '", ti.name, "' twice"));
     tensors.push_back(std::move(ti));
   }
 
@@ -248,9 +252,9 @@ void File::Impl::parse() {
   for (const TensorInfo& ti : tensors) {
     if (ti.nbytes == 0) continue;
     if (data_offset > bytes->size || ti.offset > data_size || ti.nbytes > data_size - ti.offset)
-      c.bad(cat("expected tensor '", ti.name, "' (", ti.nbytes, " bytes at data offset ", ti.offset,
-                ") within the ", data_size, " bytes of data, got one extending past ",
-                "the end of the file"));
+      c.bad(str_cat("expected tensor '", ti.name, "' (", ti.nbytes, " bytes at data offset ",
+                    ti.offset, ") within the ", data_size,
+                    " bytes of data, got one extending past ", "the end of the file"));
   }
 }
 

@@ -92,7 +92,7 @@ bool fits(ValueType t, int64_t v) {
 
 [[noreturn]] void wrong(const Value& v, std::string_view expected) {
   std::string got(value_type_name(v.type()));
-  if (v.is_array()) got = cat("array of ", value_type_name(v.elem_type()));
+  if (v.is_array()) got = str_cat("array of ", value_type_name(v.elem_type()));
   fail<TypeError>("gguf", "expected ", expected, ", got ", got);
 }
 
@@ -384,7 +384,7 @@ GgmlType ggml_type_info(uint32_t type) {
 
 std::string ggml_type_name(uint32_t type) {
   GgmlType t = ggml_type_info(type);
-  return t.block ? std::string(t.name) : cat("type ", type);
+  return t.block ? std::string(t.name) : str_cat("type ", type);
 }
 
 namespace {

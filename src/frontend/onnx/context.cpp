@@ -23,7 +23,7 @@ const std::string& NodeContext::name() const {
 }
 Graph& NodeContext::graph() const { return scope_.graph(); }
 
-std::string NodeContext::where() const { return cat("onnx ", op_type(), " '", name(), "'"); }
+std::string NodeContext::where() const { return str_cat("onnx ", op_type(), " '", name(), "'"); }
 
 // ---- inputs
 
@@ -160,7 +160,7 @@ std::optional<Tensor> NodeContext::attr_tensor(std::string_view name) const {
   if (!a) return std::nullopt;
   expect_attr_type(*this, *a, AttributeProto::TENSOR);
   return tensor_from_proto(a->t(), scope_.state().base_dir,
-                           cat(where(), " attribute '", name, "'"));
+                           str_cat(where(), " attribute '", name, "'"));
 }
 
 const ::onnx::GraphProto* NodeContext::attr_graph(std::string_view name) const {
@@ -294,7 +294,7 @@ void define_initializers(Scope& scope, const ::onnx::GraphProto& body, std::stri
   for (const auto& t : body.initializer())
     scope.define(t.name(), scope.graph().constant(
                                tensor_from_proto(t, scope.state().base_dir,
-                                                 cat(where, " initializer '", t.name(), "'"))
+                                                 str_cat(where, " initializer '", t.name(), "'"))
                                    .to_literal()));
 }
 

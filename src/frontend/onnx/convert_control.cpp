@@ -31,7 +31,8 @@ Body build_body(NodeContext& ctx, const ::onnx::GraphProto& body,
   for (int i = 0; i < body.input_size(); ++i)
     inner.define(body.input(i).name(),
                  g->input(inner.arg_name(body.input(i).name()), declared[size_t(i)]));
-  for (size_t i = 0; i < extra.size(); ++i) g->input(inner.arg_name(cat("unused_", i)), extra[i]);
+  for (size_t i = 0; i < extra.size(); ++i)
+    g->input(inner.arg_name(str_cat("unused_", i)), extra[i]);
   inner.convert_nodes(body);
   for (const auto& o : body.output())
     g->output(inner.lookup(o.name(), ctx.where()), sanitize(o.name()));
@@ -113,7 +114,7 @@ std::vector<Value> convert_if(NodeContext& ctx) {
   Body t = build_body(ctx, *then_g, {}, {});
   Body e = build_body(ctx, *else_g, {}, types_of(t.captures));
   for (size_t i = 0; i < e.captures.size(); ++i)
-    t.graph->input(cat("unused_else_", i), e.captures[i].type());
+    t.graph->input(str_cat("unused_else_", i), e.captures[i].type());
   std::vector<Value> operands{pred};
   operands.insert(operands.end(), t.captures.begin(), t.captures.end());
   operands.insert(operands.end(), e.captures.begin(), e.captures.end());

@@ -20,7 +20,7 @@ std::unique_ptr<Graph> function_of(NodeContext& ctx, const std::vector<Value>& x
   const Graph& g = ctx.graph();
   auto f = std::make_unique<Graph>("gradient_of");
   std::map<int32_t, Value> map;
-  for (size_t i = 0; i < xs.size(); ++i) map[xs[i].id] = f->input(cat("x", i), xs[i].type());
+  for (size_t i = 0; i < xs.size(); ++i) map[xs[i].id] = f->input(str_cat("x", i), xs[i].type());
   // The nodes y depends on (stopping at xs), in graph order.
   std::vector<bool> needed(g.nodes().size(), false);
   std::vector<Value> stack{y};
@@ -35,7 +35,7 @@ std::unique_ptr<Graph> function_of(NodeContext& ctx, const std::vector<Value>& x
   }
   auto value_of = [&](Value v) {
     if (auto it = map.find(v.id); it != map.end()) return it->second;
-    Value a = f->input(cat("z", extra.size()), v.type());  // an arg of g, outside xs
+    Value a = f->input(str_cat("z", extra.size()), v.type());  // an arg of g, outside xs
     extra.push_back(v);
     map[v.id] = a;
     return a;
@@ -67,7 +67,7 @@ std::vector<Value> convert_gradient(NodeContext& ctx) {
   std::vector<Value> extra;
   std::unique_ptr<Graph> f = function_of(ctx, x, y, extra);
   std::vector<std::string> wrt;
-  for (size_t i = 0; i < xs.size(); ++i) wrt.push_back(cat("x", i));
+  for (size_t i = 0; i < xs.size(); ++i) wrt.push_back(str_cat("x", i));
   std::unique_ptr<Graph> dg = grad(*f, {.wrt = wrt, .output = "y"});
   std::vector<Value> args = x;
   args.insert(args.end(), extra.begin(), extra.end());

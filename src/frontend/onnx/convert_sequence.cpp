@@ -88,7 +88,7 @@ std::vector<Value> split_at_run_time(NodeContext& ctx, int64_t axis) {
   a->set_i(axis);
   std::vector<std::string> names;
   for (int64_t i = 0; i < k; ++i) {
-    names.push_back(cat(ctx.proto().output(0), "/chunk", i));
+    names.push_back(str_cat(ctx.proto().output(0), "/chunk", i));
     split.add_output(names.back());
   }
   // Split takes its sizes as an input from opset 13: convert it at that opset at least.

@@ -139,8 +139,8 @@ void define_input(imp::Scope& scope, Model& m, const ::onnx::ValueInfoProto& vi,
         fail<ValueError>("onnx", "expected element ", k, " of input '", vi.name(), "' of rank ",
                          t.rank(), ", got shape ", ints_str(it->second[k]));
       t.shape = to_shape(it->second[k]);
-      p.elems.push_back(g.input(scope.arg_name(cat(vi.name(), "_", k)), t));
-      m.inputs.push_back(cat(vi.name(), "[", k, "]"));
+      p.elems.push_back(g.input(scope.arg_name(str_cat(vi.name(), "_", k)), t));
+      m.inputs.push_back(str_cat(vi.name(), "[", k, "]"));
     }
   }
   scope.define_packed(vi.name(), p);
@@ -205,10 +205,9 @@ Model import_model(const ::onnx::ModelProto& proto, const std::string& base_dir,
   }
 
   for (const auto& t : gp.initializer())
-    scope.define(
-        t.name(),
-        g.constant(
-            imp::tensor_from_proto(t, base_dir, cat("initializer '", t.name(), "'")).to_literal()));
+    scope.define(t.name(), g.constant(imp::tensor_from_proto(
+                                          t, base_dir, str_cat("initializer '", t.name(), "'"))
+                                          .to_literal()));
   if (gp.sparse_initializer_size() > 0)
     fail<NotSupported>("onnx", "sparse initializers are not supported");
   for (const auto& vi : gp.input()) {
@@ -231,7 +230,7 @@ Model import_model(const ::onnx::ModelProto& proto, const std::string& base_dir,
         continue;
       }
       for (size_t k = 0; k < p->elems.size(); ++k)
-        add_output(p->elems[k], cat(o.name(), "[", k, "]"), cat(o.name(), "_", k));
+        add_output(p->elems[k], str_cat(o.name(), "[", k, "]"), str_cat(o.name(), "_", k));
       continue;
     }
     add_output(scope.lookup(o.name(), "onnx graph output"), o.name(), o.name());

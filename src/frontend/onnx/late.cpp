@@ -131,7 +131,7 @@ std::shared_ptr<LateProgram> build(const ::onnx::NodeProto& node, int64_t opset,
     if (all_constant || t.numel() <= kSmallInput) {
       v = g.constant(t.to_literal());
     } else {
-      v = g.input(cat("x", s), t.type());
+      v = g.input(str_cat("x", s), t.type());
       prog->inputs.push_back(size_t(slots[s]));
     }
     scope.define(node.input(int(s)), v);
@@ -167,7 +167,7 @@ void late_kernel(const KernelContext& kc, std::span<const Tensor> in, std::span<
     fail<ValueError>("onnx.late", "expected a serialized NodeProto in attribute 'node'");
   const IntList& slots = kc.attrs.get_ints("slots");
   int64_t opset = kc.attrs.get_int("opset");
-  std::string key = cat(hex, "/", opset);
+  std::string key = str_cat(hex, "/", opset);
   for (const Tensor& t : in) {
     key += '|';
     key += t.type().str();

@@ -87,7 +87,7 @@ int32_t onnx_from_dtype(DType dtype) {
 std::string onnx_type_name(int32_t elem_type) {
   if (TensorProto::DataType_IsValid(elem_type))
     return TensorProto::DataType_Name(static_cast<TensorProto::DataType>(elem_type));
-  return cat("elem_type ", elem_type);
+  return str_cat("elem_type ", elem_type);
 }
 
 std::string read_file(const std::string& path) {

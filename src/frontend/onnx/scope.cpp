@@ -47,7 +47,7 @@ const Packed* Scope::find_packed(const std::string& name, std::string_view user)
   if (!outer || inline_) return outer;
   Packed mine = *outer;
   for (size_t i = 0; i < mine.elems.size(); ++i)
-    mine.elems[i] = capture(outer->elems[i], cat(name, "_", i));
+    mine.elems[i] = capture(outer->elems[i], str_cat(name, "_", i));
   packed_[name] = std::move(mine);
   return &packed_[name];
 }
@@ -196,7 +196,7 @@ template <class E>
 [[noreturn]] void rethrow_at(const NodeContext& ctx, const E& e) {
   std::string msg = e.what();
   if (msg.find(ctx.where()) != std::string::npos) throw e;
-  throw E(cat("[", ctx.where(), "] ", msg));
+  throw E(str_cat("[", ctx.where(), "] ", msg));
 }
 
 }  // namespace
@@ -233,7 +233,7 @@ void convert_node(Scope& scope, const ::onnx::NodeProto& node) {
       scope.define(name, outs[size_t(i)]);
     else
       scope.define_absent(
-          name, cat("is output ", i, " of ", ctx.where(), ", an output rlx does not produce"));
+          name, str_cat("is output ", i, " of ", ctx.where(), ", an output rlx does not produce"));
   }
 }
 
@@ -268,7 +268,7 @@ TensorType type_from_value_info(const ImportState& state, const ::onnx::ValueInf
     } else if (state.default_dim >= 0) {
       shape.push_back(Dim(state.default_dim));
     } else {
-      shape.push_back(Dim::sym(sanitize(cat(anon_prefix, "_", d))));
+      shape.push_back(Dim::sym(sanitize(str_cat(anon_prefix, "_", d))));
     }
   }
   return {*dtype, shape};
