@@ -104,11 +104,12 @@ class Pipeline {
 
 // For a CUDA kernel (a downstream package's too) that may meet bad input, say an index out
 // of range, and should not wait for the device to find out: a slot of three words in device
-// memory, {flag, value, axis}, cleared in the stream order of ctx's stream. The kernel
+// memory, {flag, value, axis}, clear when handed out. The kernel
 // skips what it cannot read, and its first thread to meet bad input takes the flag
 // (atomicCAS(slot, 0, 1) == 0) and writes value and axis: rlx::cuda::report_bad in
 // rlx/cuda_check.cuh does that. The runtime reads the slots once,
-// at the end of the run (or after each replay of a CUDA Graph), and calls report(value,
+// at the end of the run (or after each replay of a CUDA Graph; under a Pipeline, once the
+// device has passed the replay), and calls report(value,
 // axis) for a slot that was set: report throws the op's error, which the run then throws.
 // A DeviceError where ctx is not a CUDA kernel's.
 unsigned long long* deferred_check(const KernelContext& ctx,

@@ -33,12 +33,13 @@ inline cudaStream_t stream_of(const KernelContext& ctx) {
 }
 
 // Index checks that do not wait for the device. A kernel that may meet bad indices gets a
-// slot (flag, index, axis), cleared in stream order, to report the first one in
-// (report_bad, kernels.cuh); the runtime reads the run's slots once, at its end
-// (DeviceBackend::finish_checks, or after a CUDA Graph's replay), and calls `report` for
-// a slot that was set: it throws the op's error.
+// slot (flag, index, axis), clear when handed out (each read clears what it copied), to
+// report the first one in (report_bad, kernels.cuh); the runtime reads the run's slots
+// once, at its end (DeviceBackend::finish_checks, or after a CUDA Graph's replay; under a
+// cuda::Pipeline once the device has passed it), and calls `report` for a slot that was
+// set: it throws the op's error.
 using BadIndexReport = std::function<void(int64_t index, int64_t axis)>;
-unsigned long long* deferred_check(Device device, cudaStream_t stream, BadIndexReport report);
+unsigned long long* deferred_check(Device device, BadIndexReport report);
 
 // The multiprocessors of the current device (for grid sizes).
 int sm_count();

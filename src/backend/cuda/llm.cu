@@ -18,7 +18,7 @@
 namespace rlx::gpu {
 
 unsigned long long* position_check(const KernelContext& ctx, int64_t s, int64_t c) {
-  return deferred_check(ctx.device, stream_of(ctx), [op = ctx.op.name, s, c](int64_t p, int64_t b) {
+  return deferred_check(ctx.device, [op = ctx.op.name, s, c](int64_t p, int64_t b) {
     fail<ValueError>(op, "expected 0 <= pos[b] and pos[b] + S <= C = ", c, ", got pos[", b,
                      "] = ", p, " with S = ", s);
   });

@@ -589,7 +589,7 @@ void sample_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::sp
   cudaStream_t s = stream_of(ctx);
   unsigned long long* bad = nullptr;
   if (p.penalize)
-    bad = deferred_check(ctx.device, s, [v](int64_t id, int64_t) {
+    bad = deferred_check(ctx.device, [v](int64_t id, int64_t) {
       fail<ValueError>("sample", "expected history ids below V = ", v, " (or -1 for none), got ",
                        id);
     });

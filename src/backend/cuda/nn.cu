@@ -696,7 +696,7 @@ void embedding_kernel(const KernelContext& ctx, Ins in, Outs out) {
   int64_t n = idx.numel(), d = table.shape()[1], vocab = table.shape()[0];
   if (n * d == 0) return;
   cudaStream_t s = stream_of(ctx);
-  unsigned long long* bad = deferred_check(ctx.device, s, [vocab](int64_t j, int64_t) {
+  unsigned long long* bad = deferred_check(ctx.device, [vocab](int64_t j, int64_t) {
     fail<ValueError>("embedding", "expected indices in [0, ", vocab, "), got ", j);
   });
   // Rows of whole 16-byte vectors move as such (bench/RESULTS.md, "GPU rows").
@@ -800,7 +800,7 @@ void cross_entropy_kernel(const KernelContext& ctx, Ins in, Outs out) {
   double eps = ctx.attrs.get_float("label_smoothing");
   int64_t ignore = ctx.attrs.get_int("ignore_index");
   unsigned long long* bad =
-      probs ? nullptr : deferred_check(ctx.device, s, [classes, ignore](int64_t y, int64_t) {
+      probs ? nullptr : deferred_check(ctx.device, [classes, ignore](int64_t y, int64_t) {
         fail<ValueError>("cross_entropy", "expected class labels in [0, ", classes,
                          ") or ignore_index ", ignore, ", got ", y);
       });

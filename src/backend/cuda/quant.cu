@@ -136,7 +136,7 @@ void dequantize_into(const Tensor& w, const Tensor* idx, const Tensor& y, const 
   if (rows * k == 0) return;
   unsigned long long* bad = nullptr;
   if (idx && ctx)
-    bad = deferred_check(ctx->device, s, [table](int64_t v, int64_t) {
+    bad = deferred_check(ctx->device, [table](int64_t v, int64_t) {
       fail<ValueError>("dequantize", "expected row indices in [0, ", table, "), got ", v);
     });
   auto go = [&](auto itag) {

@@ -196,7 +196,7 @@ class CudaBackend final : public detail::DeviceBackend {
     t_deferred.push_back({d.index, c->checks, done});
   }
 
-  unsigned long long* check_slot(Device d, cudaStream_t, BadIndexReport report) {
+  unsigned long long* check_slot(Device d, BadIndexReport report) {
     DeviceState& s = state(d);
     std::call_once(s.checks_once, [&] {
       constexpr size_t kBytes = 3 * sizeof(unsigned long long) * kCheckSlots;
@@ -434,8 +434,8 @@ MergedDims merge_dims(const std::vector<int64_t>& shape,
   return m;
 }
 
-unsigned long long* deferred_check(Device device, cudaStream_t stream, BadIndexReport report) {
-  return backend().check_slot(device, stream, std::move(report));
+unsigned long long* deferred_check(Device device, BadIndexReport report) {
+  return backend().check_slot(device, std::move(report));
 }
 
 }  // namespace rlx::gpu
@@ -625,7 +625,7 @@ unsigned long long* deferred_check(const KernelContext& ctx,
   if (ctx.device.kind != DeviceKind::cuda || !ctx.stream)
     fail<DeviceError>(ctx.op.name, "expected a CUDA kernel's context for deferred_check, got ",
                       ctx.device.str());
-  return gpu::deferred_check(ctx.device, gpu::stream_of(ctx), std::move(report));
+  return gpu::deferred_check(ctx.device, std::move(report));
 }
 
 size_t empty_cache(int device) {

@@ -22,13 +22,12 @@ using ull = unsigned long long;
 class BadIndex {
  public:
   BadIndex(const KernelContext& ctx, std::vector<int64_t> data)
-      : slot_(deferred_check(ctx.device, stream_of(ctx),
-                             [op = ctx.op.name, data = std::move(data)](int64_t v, int64_t axis) {
-                               int64_t size = data[size_t(axis)];
-                               fail<ValueError>(op, "expected indices in [", -size, ", ", size,
-                                                ") for axis ", axis, " of data ", ints_str(data),
-                                                ", got ", v);
-                             })) {}
+      : slot_(deferred_check(
+            ctx.device, [op = ctx.op.name, data = std::move(data)](int64_t v, int64_t axis) {
+              int64_t size = data[size_t(axis)];
+              fail<ValueError>(op, "expected indices in [", -size, ", ", size, ") for axis ", axis,
+                               " of data ", ints_str(data), ", got ", v);
+            })) {}
   ull* ptr() const { return slot_; }
 
  private:
