@@ -38,7 +38,8 @@
   X(int64_t, qmm_gemm_rows, "RLX_QMM_GEMM_ROWS", 0,                                                \
     "CPU quant_matmul: rows from which a many-row path serves (0: the default, 32)")               \
   X(std::string, qmm_path, "RLX_QMM_PATH", "auto",                                                 \
-    "CPU quant_matmul's many-row path: auto, int8 (4-bit weights), panels (sgemm) or dots")        \
+    "CPU quant_matmul's many-row path: auto (AMX tiles where the CPU has them), int8 (4-bit "      \
+    "weights, no AMX), panels (sgemm) or dots")                                                    \
   X(bool, cuda_tf32, "RLX_CUDA_TF32", false,                                                       \
     "CUDA: f32 convolutions and products may round their inputs to TF32")                          \
   X(std::string, cuda_f32_gemm, "RLX_CUDA_F32_GEMM", "auto",                                       \

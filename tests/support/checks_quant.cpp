@@ -503,6 +503,9 @@ CheckTable checks_quant() {
     // over blocks of weight rows (K-quants).
     t.add(mm(x(DType::f32, {40, k}), random_quantized(qt, 70, k, ++seed), name + ", 40 rows"));
   }
+  // An odd number of groups (the AMX tiles' last group alone), 70 rows (a partial block).
+  t.add(mm(x(DType::f32, {70, 96}), random_quantized(DType::q8_0, 20, 96, ++seed),
+           "q8_0, 70 rows, k = 96"));
   // Interleaved q4_0 (rows8): the decode tiles (1-6 rows), the panels (40 rows), f16 / f64
   // activations.
   for (auto [dt, m, n, k] : {std::tuple{DType::f32, 1, 16, 64},

@@ -1,12 +1,15 @@
 // CPU kernels of dequantize and quant_matmul (the dots are in quant_dot.h).
 //
-// quant_matmul runs the activation rows through one of three paths:
+// quant_matmul runs the activation rows through one of four paths:
 //  - the integer dots (fewer than kGemmRows rows: decode, and every type's few-row case):
 //    the rows are quantized once per call into int8 blocks (reused scratch, no allocation
 //    once warm), and the weight rows, in chunks that the threads take in turn, stream once
 //    from memory through the dots, each unpacked block shared by up to four activation rows
 //    (a tile). They are also the many-row path of the K-quants but q4_k, whose dots stay in
 //    int32 across 256 values, and of q4_1 / q5_1;
+//  - AMX tile products (quant_amx.cpp), where the CPU has AMX-INT8: every quantized type
+//    from 32 rows (interleaved q4_0 from 64), 2-3x the paths below (bench/RESULTS.md, "LLM
+//    prefill");
 //  - the int8 GEMM of 4-bit weights (q4_0, q4_k; quant_gemm_avx2.cpp): each thread repacks a
 //    few groups of 8 weight rows into nibble runs and passes every activation row past them
 //    in tiles of 8 x 4; faster than sgemm on decoded panels (bench/RESULTS.md, "LLM prefill");
@@ -38,15 +41,18 @@ namespace {
 constexpr int64_t kRowBlock = 64;  // weight rows kept hot while the row tiles pass
 constexpr int64_t kGemmRows = 32;  // rows from which a many-row path serves
 
-enum class Path { dots, panels, int8 };
+enum class Path { dots, panels, int8, amx };
 
 // The path of m rows of x against weights of dtype wt. settings() may move the row
 // threshold (qmm_gemm_rows) or name the many-row path (qmm_path; the bench compares them).
-Path path_for(DType wt, int64_t m) {
+Path path_for(DType wt, bool rows8, int64_t m) {
   const Settings& s = settings();
   if (m < (s.qmm_gemm_rows > 0 ? s.qmm_gemm_rows : kGemmRows)) return Path::dots;
   if (s.qmm_path == "dots") return Path::dots;
   if (s.qmm_path == "panels") return Path::panels;
+  // AMX where the CPU has it; interleaved weights (rows8 q4_0) unpack slower, and below 64
+  // rows their int8 GEMM stays ahead (1.1 B q4_0, 2 threads: pp32 162 against 125 tokens/s).
+  if (s.qmm_path != "int8" && qdot::amx_supported(wt) && (!rows8 || m >= 64)) return Path::amx;
   if (qdot::gemm4_supported(wt)) return Path::int8;
   // Not the K-quants (their int32 dots over 256 values beat decoding them), nor q4_1 / q5_1:
   // their minimum meets the f16 activation sums of ggml's q8_1, which a product of decoded
@@ -73,6 +79,28 @@ void for_chunks(int64_t chunks, F&& f) {
   std::atomic<int64_t> next{0};
   parallel_for(threads, 1, [&](int64_t, int64_t) {
     for (int64_t c; (c = next.fetch_add(1, std::memory_order_relaxed)) < chunks;) f(c);
+  });
+}
+
+// Calls f(begin, end) over [0, units) in runs that the threads take in turn, each a share of
+// what is left (guided scheduling: large runs first, at least `least` units, at most `most`),
+// so that the threads finish together.
+template <class F>
+void guided_chunks(int64_t units, int64_t least, int64_t most, F&& f) {
+  const int64_t threads = threads_here();
+  std::atomic<int64_t> next{0};
+  parallel_for(std::min<int64_t>(threads, units), 1, [&](int64_t, int64_t) {
+    for (int64_t start = next.load(std::memory_order_relaxed);;) {
+      const int64_t left = units - start;
+      if (left <= 0) return;
+      const int64_t size =
+          std::clamp<int64_t>(left / (2 * threads), std::min(least, left), std::max(most, least));
+      if (next.compare_exchange_weak(start, start + std::min(size, left),
+                                     std::memory_order_relaxed)) {
+        f(start, start + std::min(size, left));
+        start = next.load(std::memory_order_relaxed);
+      }
+    }
   });
 }
 
@@ -104,8 +132,7 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
                    std::min<int64_t>(int64_t(1 << 20) / int64_t(ub) / m, units / (4 * threads)), 1,
                    units)
              : std::clamp<int64_t>(units / 8, 1, kRowBlock / per);
-  for_chunks((units + chunk - 1) / chunk, [&](int64_t c) {
-    const int64_t jb = c * chunk, je = std::min(units, jb + chunk);
+  auto run = [&](int64_t jb, int64_t je) {
     for (int64_t r0 = 0; r0 < m; r0 += qdot::kMaxRows) {
       const int nr = int(std::min<int64_t>(qdot::kMaxRows, m - r0));
       const qdot::DotFn f = fns[nr - 1];
@@ -117,6 +144,15 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
           f(w + j * int64_t(ub), a, ab, k, y + r0 * n + j, n);
       }
     }
+  };
+  // Decode: runs of at most `chunk`, shrinking towards 128 KiB as the matrix runs out, so
+  // that no thread is left alone with a whole chunk at the end (1.1 B q4_0 / q8_0, 2
+  // threads: 2-4 % more tokens/s than equal chunks).
+  if (decode)
+    return guided_chunks(units, std::max<int64_t>(1, (128 << 10) / int64_t(ub)), chunk, run);
+  for_chunks((units + chunk - 1) / chunk, [&](int64_t c) {
+    const int64_t jb = c * chunk;
+    run(jb, std::min(units, jb + chunk));
   });
 }
 
@@ -192,6 +228,40 @@ void int8_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k
   });
 }
 
+// The many-row path on AMX (quant_amx.cpp): the activations quantized and packed in blocks
+// of 16 rows; each thread unpacks a few strips of 16 weight rows (up to ~256 KiB, kept in its
+// L2) and passes every block of activations past them.
+void amx_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const float* x,
+                   int64_t m, float* y) {
+  const size_t ab = qdot::act_row_bytes(wt, k), pb = qdot::amx_act_bytes(wt, k);
+  const size_t sb = qdot::amx_strip_bytes(wt, k);
+  const int64_t blocks = (m + 15) / 16, strips = (n + 15) / 16, threads = threads_here();
+  uint8_t* act = scratch<uint8_t>(0, ab * size_t(m));
+  uint8_t* packed = scratch<uint8_t>(3, pb * size_t(blocks));
+  parallel_for(blocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      const int rows = int(std::min<int64_t>(16, m - 16 * b));
+      for (int r = 0; r < rows; ++r)
+        qdot::quantize_act(wt, x + (16 * b + r) * k, act + (16 * b + r) * ab, k);
+      qdot::amx_pack_act(wt, act + 16 * b * ab, ab, rows, k, packed + b * pb);
+    }
+  });
+  const int64_t per = std::clamp<int64_t>(
+      std::min<int64_t>(int64_t(256 << 10) / int64_t(sb), strips / (4 * threads)), 1, 8);
+  for_chunks((strips + per - 1) / per, [&](int64_t c) {
+    const int64_t s0 = c * per, s1 = std::min(strips, s0 + per);
+    uint8_t* mine = scratch<uint8_t>(1, size_t(per) * sb);
+    for (int64_t s = s0; s < s1; ++s) qdot::amx_unpack(wt, rows8, w, n, k, s, mine + (s - s0) * sb);
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int rows = int(std::min<int64_t>(16, m - 16 * b));
+      for (int64_t s = s0; s < s1; ++s)
+        qdot::amx_tile(wt, mine + (s - s0) * sb, k, packed + b * pb, rows,
+                       int(std::min<int64_t>(16, n - 16 * s)), y + 16 * b * n + 16 * s, n);
+    }
+    qdot::amx_release();
+  });
+}
+
 // f64 activations (gradient checks, references): decoded rows, products in double.
 void f64_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const double* x,
               int64_t m, double* y) {
@@ -238,9 +308,12 @@ void product_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::s
   if (xt == DType::f16) widen_into<f16_t>(x, const_cast<float*>(xf));
   if (xt == DType::bf16) widen_into<bf16_t>(x, const_cast<float*>(xf));
   float* yf = xt == DType::f32 ? y.data_as<float>() : scratch<float>(0, size_t(m * n));
-  switch (path_for(wt, m)) {
+  switch (path_for(wt, rows8, m)) {
     case Path::int8:
       int8_gemm_path(wt, rows8, wp, n, k, xf, m, yf);
+      break;
+    case Path::amx:
+      amx_gemm_path(wt, rows8, wp, n, k, xf, m, yf);
       break;
     case Path::panels:
       panel_gemm_path(wt, rows8, wp, n, k, xf, m, yf);

@@ -84,4 +84,27 @@ void gemm4_pack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, i
 void gemm4_tile(DType w, const uint8_t* group, int64_t k, const uint8_t* act, size_t act_stride,
                 int nr, float* out);
 
+// ---- the many-row product on AMX (quant_amx.cpp) ------------------------------------------
+// Where the CPU has AMX-INT8 and AVX-512 and the OS grants the tile state: weights unpacked
+// in strips of 16 rows to int8 with a scale (and a minimum) per group of amx_group(w) values,
+// activation rows (quantize_act's blocks) packed 16 at a time, int32 tile sums scaled per
+// group. Every quantized dtype.
+bool amx_usable();
+bool amx_supported(DType w);
+int amx_group(DType w);  // 16 or 32: the finest scale of w's format (0: not quantized)
+// Bytes of one strip of 16 weight rows, and strip s (rows 16 s .. 16 s + 15 of w [n, k],
+// plain or rows8; rows past n are zeros) unpacked into dst.
+size_t amx_strip_bytes(DType w, int64_t k);
+void amx_unpack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, int64_t s,
+                uint8_t* dst);
+// Bytes of a block of 16 activation rows, and `rows` (<= 16) rows of quantize_act's output
+// (ab bytes apart) packed into dst (the rest zeros).
+size_t amx_act_bytes(DType w, int64_t k);
+void amx_pack_act(DType w, const uint8_t* act, size_t ab, int rows, int64_t k, uint8_t* dst);
+// y[i * ldy + r] = <weight row r of the strip, activation row i of the block> for i < mrows,
+// r < nrows. Configures the tiles of the calling thread; amx_release() hands them back.
+void amx_tile(DType w, const uint8_t* strip, int64_t k, const uint8_t* act, int mrows, int nrows,
+              float* y, int64_t ldy);
+void amx_release();
+
 }  // namespace rlx::cpu::qdot
