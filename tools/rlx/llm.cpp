@@ -119,7 +119,7 @@ void add_llm_commands(CLI::App& app, LlmOptions& o) {
         ->capture_default_str();
     c->add_flag_callback(
         "--fuse", [&o] { o.fuse = 1; },
-        "q/k/v and gate/up each as one product (the default on a GPU; LoadOptions::fuse)");
+        "q/k/v and gate/up each as one product (the default; LoadOptions::fuse)");
     c->add_flag_callback(
         "--no-fuse", [&o] { o.fuse = 0; }, "each projection as its own product");
   };

@@ -319,7 +319,7 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
   if (int64_t(m->tokenizer_->size()) > m->config_.vocab)
     fail<ValueError>("llm", "expected at most ", m->config_.vocab,
                      " tokens (token_embd rows), got ", m->tokenizer_->size());
-  if (options.fuse.value_or(!options.device.is_cpu())) m->fuse_groups();
+  if (options.fuse.value_or(true)) m->fuse_groups();
   // Every tensor the graph reads, wrapped in the mapping (no copy on the CPU).
   auto g = m->build_graph(1, 1, SamplerOptions{}, "none");
   struct Held {

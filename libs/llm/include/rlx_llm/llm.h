@@ -75,8 +75,8 @@ struct LoadOptions {
   // Each layer's q/k/v projections run as one product over their rows stacked, and gate/up
   // as another (as gpt-fast's wqkv and w13), where their types allow: fewer, larger
   // kernels per token. The stacked copy replaces the file's pages (no extra memory). Unset:
-  // on for a GPU (H100, 1.1 B: decode 6-15 % and prefill 24-70 % faster, bench/RESULTS.md),
-  // off on the CPU (on 2 cores it changes nothing measurable).
+  // on (H100, 1.1 B: decode 6-15 % and prefill 24-70 % faster, bench/RESULTS.md; 2-core
+  // Xeon: decode 2-7 % faster, one parallel region where there were three).
   std::optional<bool> fuse;
 };
 
