@@ -54,10 +54,19 @@ inline void prefetch_ahead(const void* p) {
   for (size_t o = 0; o < Bytes; o += 64) _mm_prefetch(c + o, _MM_HINT_T0);
 }
 
-// Σ u·a over each 4 bytes: unsigned weights u, signed activations a.
-inline __m256i dot_u8i8(__m256i u, __m256i a) {
-  return _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1));
+// acc + Σ u·a over each 4 bytes: unsigned weights u, signed activations a. One VNNI
+// instruction where the CPU has it (exact int32 sums, as the two AVX2 steps give here: no
+// pair sum of the formats reaches maddubs' int16 saturation).
+inline __m256i dot_u8i8(__m256i acc, __m256i u, __m256i a) {
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__)
+  return _mm256_dpbusd_epi32(acc, u, a);
+#elif defined(__AVXVNNI__)
+  return _mm256_dpbusd_avx_epi32(acc, u, a);
+#else
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, a), _mm256_set1_epi16(1)));
+#endif
 }
+inline __m256i dot_u8i8(__m256i u, __m256i a) { return dot_u8i8(_mm256_setzero_si256(), u, a); }
 
 // Byte j of the result is 0x10 where bit j of x is set, else 0.
 inline __m256i bits_0x10(const uint8_t* qh) {
@@ -552,7 +561,7 @@ struct Rows8Act {
 template <int NR>
 void dot_rows8_q4_0(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* out,
                     int64_t os) {
-  const __m256i m4 = _mm256_set1_epi8(15), ones = _mm256_set1_epi16(1);
+  const __m256i m4 = _mm256_set1_epi8(15);
   __m256 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t b = 0; b < k / kQK; ++b, g += 8 * sizeof(BlockQ4_0)) {
@@ -566,12 +575,24 @@ void dot_rows8_q4_0(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, 
     }
     for (int r = 0; r < NR; ++r) {
       const Rows8Act& a = reinterpret_cast<const Rows8Act*>(act + r * as)[b];
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) || defined(__AVXVNNI__)
+      // Two chains of int32 dots (the low and the high nibbles), the -8 Σa on the first.
+      __m256i s_lo = _mm256_sub_epi32(_mm256_setzero_si256(), load(a.sum8)),
+              s_hi = _mm256_setzero_si256();
+      for (int v = 0; v < 4; ++v) {
+        s_lo = dot_u8i8(s_lo, lo[v], load(a.run[v]));
+        s_hi = dot_u8i8(s_hi, hi[v], load(a.run[4 + v]));
+      }
+      const __m256i s32 = _mm256_add_epi32(s_lo, s_hi);
+#else
       __m256i s16 = _mm256_maddubs_epi16(lo[0], load(a.run[0]));
       for (int v = 1; v < 4; ++v)
         s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(lo[v], load(a.run[v])));
       for (int v = 0; v < 4; ++v)
         s16 = _mm256_add_epi16(s16, _mm256_maddubs_epi16(hi[v], load(a.run[4 + v])));
-      const __m256i s32 = _mm256_sub_epi32(_mm256_madd_epi16(s16, ones), load(a.sum8));
+      const __m256i s32 =
+          _mm256_sub_epi32(_mm256_madd_epi16(s16, _mm256_set1_epi16(1)), load(a.sum8));
+#endif
       acc[r] =
           _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d, _mm256_loadu_ps(a.d)), acc[r]);
     }
