@@ -129,12 +129,13 @@ void quantize_row_q8_k(const float* src, BlockQ8_K* dst, int64_t n);
 
 // Interleaved weights (quant_matmul's layout "rows8", the CPU decode kernels' form): the
 // rows of a matrix [n, k] (n a multiple of 8) of a 32-value type in groups of 8, block by
-// block. For q4_0 a group's block b is 144 bytes: the 8 rows' f16 scales, then 4 runs of
-// 32 bytes, run v holding bytes 4v .. 4v + 3 of each row's 16 nibble bytes (row r at
-// 4r). One 32-byte load then holds a slice of 8 rows, one row per 32-bit lane, so a dot
-// product leaves its 8 results in the lanes of one vector (no horizontal sums) and the 8
-// scales convert in one instruction. Same bytes as the plain layout, permuted.
-bool interleavable(DType t);  // the types with a rows8 form (q4_0)
+// block. A group's block b is 8 times the type's block: the 8 rows' f16 scales, then runs of
+// 32 bytes (4 for q4_0's 16 nibble bytes, 8 for q8_0's 32 values), run v holding bytes
+// 4v .. 4v + 3 of each row's value bytes (row r at 4r). One 32-byte load then holds a slice
+// of 8 rows, one row per 32-bit lane, so a dot product leaves its 8 results in the lanes of
+// one vector (no horizontal sums) and the 8 scales convert in one instruction. Same bytes
+// as the plain layout, permuted.
+bool interleavable(DType t);  // the types with a rows8 form (q4_0, q8_0)
 // src [n, k] in the plain layout to dst in rows8; ValueError unless n % 8 == 0, k a whole
 // number of blocks; TypeError for a type without the form.
 void interleave_rows8(DType t, const void* src, void* dst, int64_t n, int64_t k);

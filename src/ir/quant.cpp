@@ -669,49 +669,52 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   }
 }
 
-bool interleavable(DType t) { return t == DType::q4_0; }
+bool interleavable(DType t) { return t == DType::q4_0 || t == DType::q8_0; }
 
 namespace {
 
-constexpr int64_t kGroupBlock = 8 * int64_t(sizeof(BlockQ4_0));  // a group's block, 144 bytes
-
 void expect_rows8(const char* where, DType t, int64_t n, int64_t k) {
   if (!interleavable(t))
-    fail<TypeError>(where, "expected a dtype with an interleaved form (q4_0), got ", dtype_name(t));
+    fail<TypeError>(where, "expected a dtype with an interleaved form (q4_0, q8_0), got ",
+                    dtype_name(t));
   if (n < 0 || n % 8 != 0 || k < 0 || k % kQK != 0)
     fail<ValueError>(where, "expected rows a multiple of 8 and k of ", kQK, ", got [", n, ", ", k,
                      "]");
 }
 
+// Both forms are a 2-byte f16 scale and then the values' bytes (16 for q4_0, 32 for q8_0).
+constexpr int64_t value_bytes(DType t) { return t == DType::q4_0 ? kQK / 2 : kQK; }
+
 }  // namespace
 
 void interleave_rows8(DType t, const void* src, void* dst, int64_t n, int64_t k) {
   expect_rows8("quant.interleave_rows8", t, n, k);
-  const int64_t nb = k / kQK;
-  const auto* in = static_cast<const BlockQ4_0*>(src);
+  const int64_t nb = k / kQK, vb = value_bytes(t), bb = 2 + vb, gb = 8 * bb;
+  const auto* in = static_cast<const uint8_t*>(src);
   auto* out = static_cast<uint8_t*>(dst);
   for (int64_t g = 0; g < n / 8; ++g)
     for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* o = out + (g * nb + b) * kGroupBlock;
+      uint8_t* o = out + (g * nb + b) * gb;
       for (int64_t r = 0; r < 8; ++r) {
-        const BlockQ4_0& blk = in[(g * 8 + r) * nb + b];
-        std::memcpy(o + 2 * r, &blk.d, 2);
-        for (int v = 0; v < 4; ++v) std::memcpy(o + 16 + 32 * v + 4 * r, blk.qs + 4 * v, 4);
+        const uint8_t* blk = in + ((g * 8 + r) * nb + b) * bb;
+        std::memcpy(o + 2 * r, blk, 2);
+        for (int64_t v = 0; v < vb / 4; ++v)
+          std::memcpy(o + 16 + 32 * v + 4 * r, blk + 2 + 4 * v, 4);
       }
     }
 }
 
 void deinterleave_rows8(DType t, const void* group, void* dst, int64_t k) {
   expect_rows8("quant.deinterleave_rows8", t, 8, k);
-  const int64_t nb = k / kQK;
+  const int64_t nb = k / kQK, vb = value_bytes(t), bb = 2 + vb, gb = 8 * bb;
   const auto* in = static_cast<const uint8_t*>(group);
-  auto* out = static_cast<BlockQ4_0*>(dst);
+  auto* out = static_cast<uint8_t*>(dst);
   for (int64_t b = 0; b < nb; ++b)
     for (int64_t r = 0; r < 8; ++r) {
-      const uint8_t* o = in + b * kGroupBlock;
-      BlockQ4_0& blk = out[r * nb + b];
-      std::memcpy(&blk.d, o + 2 * r, 2);
-      for (int v = 0; v < 4; ++v) std::memcpy(blk.qs + 4 * v, o + 16 + 32 * v + 4 * r, 4);
+      const uint8_t* o = in + b * gb;
+      uint8_t* blk = out + (r * nb + b) * bb;
+      std::memcpy(blk, o + 2 * r, 2);
+      for (int64_t v = 0; v < vb / 4; ++v) std::memcpy(blk + 2 + 4 * v, o + 16 + 32 * v + 4 * r, 4);
     }
 }
 

@@ -97,7 +97,7 @@ Shape product_shape(const InferContext& ctx, size_t xi, size_t wi) {
   if (ctx.attrs().get_string("layout") == "rows8") {
     if (!quant::interleavable(ctx.dtype(wi)))
       ctx.fail_type(
-          "expected weights of a dtype with an interleaved form (q4_0) for layout "
+          "expected weights of a dtype with an interleaved form (q4_0, q8_0) for layout "
           "rows8, got ",
           ctx.input(wi).str());
     if (w[0].is_static() && w[0].value() % 8 != 0)

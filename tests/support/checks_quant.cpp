@@ -394,7 +394,7 @@ Tensor random_quantized(DType t, int64_t rows, int64_t k, uint64_t seed) {
   return Tensor::from_data(t, {rows, k}, v.data());
 }
 
-// w [n, k] q4_0 interleaved in groups of 8 rows (layout rows8).
+// w [n, k] (q4_0, q8_0) interleaved in groups of 8 rows (layout rows8).
 Tensor rows8_of(const Tensor& w) {
   Tensor t = Tensor::empty(w.dtype(), w.shape());
   quant::interleave_rows8(w.dtype(), w.data(), t.data(), w.shape()[0], w.shape()[1]);
@@ -598,6 +598,22 @@ CheckTable checks_quant() {
   OpCheck oob = dq({table, tensor_of(DType::i64, {2}, {1, 6})}, DType::f32, "row out of range");
   oob.error = "expected row indices in [0, 6), got 6";
   t.add(std::move(oob));
+  // Interleaved q8_0 (rows8): the decode tiles (1-6 rows; the VNNI dots bias the signed
+  // weights), the many-row paths (40 rows; 70: AMX where the CPU has it), f16 activations.
+  seed = 3950;
+  for (auto [dt, m, n, k] : {std::tuple{DType::f32, 1, 16, 64},
+                             {DType::f32, 3, 24, 96},
+                             {DType::f32, 6, 8, 32},
+                             {DType::f32, 40, 48, 64},
+                             {DType::f32, 70, 16, 96},
+                             {DType::f16, 2, 16, 64}}) {
+    OpCheck c = mm(x(dt, {m, k}), rows8_of(random_quantized(DType::q8_0, n, k, ++seed)),
+                   str_cat("q8_0 rows8, ", m, " rows"));
+    c.attrs.set("layout", std::string("rows8"));
+    c.verify = quant_matmul_rows8_verify;
+    c.verify_gpu = nullptr;  // the GPU takes the plain rows (a decomposition)
+    t.add(std::move(c));
+  }
   fused_quant_checks(t);
   return t;
 }

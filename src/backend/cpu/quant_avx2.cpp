@@ -600,6 +600,44 @@ void dot_rows8_q4_0(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, 
   for (int r = 0; r < NR; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
 }
 
+// rows8 q8_0: as q4_0's, with 8 runs of signed bytes. VNNI multiplies unsigned by signed
+// bytes, so each weight byte enters biased (w + 128 as w ^ 0x80) and 128 Σa comes off; plain
+// AVX2 moves the weights' signs to the activations (maddubs would saturate on w + 128).
+template <int NR>
+void dot_rows8_q8_0(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* out,
+                    int64_t os) {
+  constexpr size_t kGroup = 8 * sizeof(BlockQ8_0);
+  __m256 acc[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < k / kQK; ++b, g += kGroup) {
+    prefetch_ahead<kGroup>(g);
+    const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(g)));
+    __m256i w[8];
+    for (int v = 0; v < 8; ++v) w[v] = load(g + 16 + 32 * v);
+    for (int r = 0; r < NR; ++r) {
+      const Rows8Act& a = reinterpret_cast<const Rows8Act*>(act + r * as)[b];
+#if defined(__AVX512VNNI__) && defined(__AVX512VL__) || defined(__AVXVNNI__)
+      const __m256i bias = _mm256_set1_epi8(char(0x80));
+      // sum8 holds 8 Σa: 16 times that is the bias's 128 Σa.
+      __m256i s0 = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(load(a.sum8), 4)),
+              s1 = _mm256_setzero_si256();
+      for (int v = 0; v < 8; v += 2) {
+        s0 = dot_u8i8(s0, _mm256_xor_si256(w[v], bias), load(a.run[v]));
+        s1 = dot_u8i8(s1, _mm256_xor_si256(w[v + 1], bias), load(a.run[v + 1]));
+      }
+      const __m256i s32 = _mm256_add_epi32(s0, s1);
+#else
+      __m256i s32 = _mm256_setzero_si256();
+      for (int v = 0; v < 8; ++v)
+        s32 = dot_u8i8(s32, _mm256_abs_epi8(w[v]), _mm256_sign_epi8(load(a.run[v]), w[v]));
+#endif
+      acc[r] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(s32), _mm256_mul_ps(d, _mm256_loadu_ps(a.d)), acc[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r) _mm256_storeu_ps(out + r * os, acc[r]);
+}
+
 // The rounding of quantize_q8_ref / quantize_q8k_ref in quant_dot.cpp (ggml's), vectorised.
 void quantize_q8_fast(const float* x, BlockQ8* y, int64_t k) {
   for (int64_t b = 0; b < k / kQK; ++b, x += kQK) {
@@ -656,19 +694,39 @@ bool avx2_rows8_act(const float* x, void* dst, int64_t k) {
   return true;
 }
 
-bool avx2_dot_rows8(const void* group, const uint8_t* act, size_t as, int nr, int64_t k, float* out,
-                    int64_t os) {
-  const auto* g = static_cast<const uint8_t*>(group);
+template <template <int> class K>
+void rows8_tile(int nr, const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* out,
+                int64_t os) {
   switch (nr) {
     case 1:
-      return dot_rows8_q4_0<1>(g, act, as, k, out, os), true;
+      return K<1>::run(g, act, as, k, out, os);
     case 2:
-      return dot_rows8_q4_0<2>(g, act, as, k, out, os), true;
+      return K<2>::run(g, act, as, k, out, os);
     case 3:
-      return dot_rows8_q4_0<3>(g, act, as, k, out, os), true;
+      return K<3>::run(g, act, as, k, out, os);
     default:
-      return dot_rows8_q4_0<4>(g, act, as, k, out, os), true;
+      return K<4>::run(g, act, as, k, out, os);
   }
+}
+template <int NR>
+struct Rows8Q4 {
+  static void run(const uint8_t* g, const uint8_t* a, size_t as, int64_t k, float* o, int64_t os) {
+    dot_rows8_q4_0<NR>(g, a, as, k, o, os);
+  }
+};
+template <int NR>
+struct Rows8Q8 {
+  static void run(const uint8_t* g, const uint8_t* a, size_t as, int64_t k, float* o, int64_t os) {
+    dot_rows8_q8_0<NR>(g, a, as, k, o, os);
+  }
+};
+
+bool avx2_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
+                    float* out, int64_t os) {
+  const auto* g = static_cast<const uint8_t*>(group);
+  if (w == DType::q4_0) return rows8_tile<Rows8Q4>(nr, g, act, as, k, out, os), true;
+  if (w == DType::q8_0) return rows8_tile<Rows8Q8>(nr, g, act, as, k, out, os), true;
+  return false;
 }
 
 bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n) {
@@ -697,7 +755,7 @@ bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n) {
 DotFn avx2_dot_fn(DType, int) { return nullptr; }
 size_t avx2_rows8_act_bytes(int64_t) { return 0; }
 bool avx2_rows8_act(const float*, void*, int64_t) { return false; }
-bool avx2_dot_rows8(const void*, const uint8_t*, size_t, int, int64_t, float*, int64_t) {
+bool avx2_dot_rows8(DType, const void*, const uint8_t*, size_t, int, int64_t, float*, int64_t) {
   return false;
 }
 bool avx2_decode_row(DType, const void*, float*, int64_t) { return false; }

@@ -52,13 +52,14 @@ inline constexpr int dtype_block_v = T >= DType::q2_k&& T <= DType::q6_k ? quant
 
 // The AVX2 dots (null when not built with AVX2, or for a dtype without one).
 DotFn avx2_dot_fn(DType w, int nr);
-// The AVX2 form of rows8 q4_0's activation rows (expanded for its dot: 320 bytes per 32
-// values), made from k floats; 0 bytes / false when not built with AVX2.
+// The AVX2 form of rows8 activation rows (expanded for the dots: 320 bytes per 32 values),
+// made from k floats; 0 bytes / false when not built with AVX2.
 size_t avx2_rows8_act_bytes(int64_t k);
 bool avx2_rows8_act(const float* x, void* dst, int64_t k);
-// The AVX2 dot_rows8 on those activations (false when not built with AVX2).
-bool avx2_dot_rows8(const void* group, const uint8_t* act, size_t as, int nr, int64_t k, float* out,
-                    int64_t os);
+// The AVX2 dot_rows8 of q4_0 or q8_0 weights on those activations (false when not built
+// with AVX2).
+bool avx2_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
+                    float* out, int64_t os);
 // Decodes like decode_row where AVX2 has a decoder for t (f16, bf16, q4_0 … q8_0); false
 // otherwise (the portable decoder then runs).
 bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n);
