@@ -506,21 +506,25 @@ CheckTable checks_quant() {
   // An odd number of groups (the AMX tiles' last group alone), 70 rows (a partial block).
   t.add(mm(x(DType::f32, {70, 96}), random_quantized(DType::q8_0, 20, 96, ++seed),
            "q8_0, 70 rows, k = 96"));
-  // Interleaved q4_0 (rows8): the decode tiles (1-6 rows), the panels (40 rows), f16 / f64
-  // activations.
-  for (auto [dt, m, n, k] : {std::tuple{DType::f32, 1, 16, 64},
-                             {DType::f32, 3, 24, 96},
-                             {DType::f32, 6, 8, 32},
-                             {DType::f32, 40, 48, 64},
-                             {DType::f16, 2, 16, 64},
-                             {DType::f64, 3, 16, 64}}) {
-    OpCheck c = mm(x(dt, {m, k}), rows8_of(random_quantized(DType::q4_0, n, k, ++seed)),
-                   str_cat("q4_0 rows8, ", m, " rows"));
-    c.attrs.set("layout", std::string("rows8"));
-    c.verify = quant_matmul_rows8_verify;
-    c.verify_gpu = nullptr;  // the GPU takes the plain rows (a decomposition)
-    t.add(std::move(c));
-  }
+  // Interleaved weights (rows8): x [m, k] against w [n, k] of type qt.
+  using Rows8Case = std::tuple<DType, int64_t, int64_t, int64_t>;
+  auto rows8_rows = [&](DType qt, std::initializer_list<Rows8Case> cases) {
+    for (auto [dt, m, n, k] : cases) {
+      OpCheck c = mm(x(dt, {m, k}), rows8_of(random_quantized(qt, n, k, ++seed)),
+                     str_cat(dtype_name(qt), " rows8, ", m, " rows"));
+      c.attrs.set("layout", std::string("rows8"));
+      c.verify = quant_matmul_rows8_verify;
+      c.verify_gpu = nullptr;  // the GPU takes the plain rows (a decomposition)
+      t.add(std::move(c));
+    }
+  };
+  // q4_0: the decode tiles (1-6 rows), the panels (40 rows), f16 / f64 activations.
+  rows8_rows(DType::q4_0, {{DType::f32, 1, 16, 64},
+                           {DType::f32, 3, 24, 96},
+                           {DType::f32, 6, 8, 32},
+                           {DType::f32, 40, 48, 64},
+                           {DType::f16, 2, 16, 64},
+                           {DType::f64, 3, 16, 64}});
   // Longer rows: many blocks per dot (the alternating accumulators, a tail block).
   t.add(mm(x(DType::f32, {2, 32 * 37}), random_quantized(DType::q4_0, 11, 32 * 37, ++seed),
            "q4_0, 37 blocks per row"));
@@ -601,19 +605,12 @@ CheckTable checks_quant() {
   // Interleaved q8_0 (rows8): the decode tiles (1-6 rows; the VNNI dots bias the signed
   // weights), the many-row paths (40 rows; 70: AMX where the CPU has it), f16 activations.
   seed = 3950;
-  for (auto [dt, m, n, k] : {std::tuple{DType::f32, 1, 16, 64},
-                             {DType::f32, 3, 24, 96},
-                             {DType::f32, 6, 8, 32},
-                             {DType::f32, 40, 48, 64},
-                             {DType::f32, 70, 16, 96},
-                             {DType::f16, 2, 16, 64}}) {
-    OpCheck c = mm(x(dt, {m, k}), rows8_of(random_quantized(DType::q8_0, n, k, ++seed)),
-                   str_cat("q8_0 rows8, ", m, " rows"));
-    c.attrs.set("layout", std::string("rows8"));
-    c.verify = quant_matmul_rows8_verify;
-    c.verify_gpu = nullptr;  // the GPU takes the plain rows (a decomposition)
-    t.add(std::move(c));
-  }
+  rows8_rows(DType::q8_0, {{DType::f32, 1, 16, 64},
+                           {DType::f32, 3, 24, 96},
+                           {DType::f32, 6, 8, 32},
+                           {DType::f32, 40, 48, 64},
+                           {DType::f32, 70, 16, 96},
+                           {DType::f16, 2, 16, 64}});
   fused_quant_checks(t);
   return t;
 }

@@ -8,7 +8,7 @@
 //    (a tile). They are also the many-row path of the K-quants but q4_k, whose dots stay in
 //    int32 across 256 values, and of q4_1 / q5_1;
 //  - AMX tile products (quant_amx.cpp), where the CPU has AMX-INT8: every quantized type
-//    from 32 rows (interleaved q4_0 from 64), 2-3x the paths below (bench/RESULTS.md, "LLM
+//    from 32 rows (interleaved weights from 64), 2-3x the paths below (bench/RESULTS.md, "LLM
 //    prefill");
 //  - the int8 GEMM of 4-bit weights (q4_0, q4_k; quant_gemm_avx2.cpp): each thread repacks a
 //    few groups of 8 weight rows into nibble runs and passes every activation row past them
@@ -50,7 +50,7 @@ Path path_for(DType wt, bool rows8, int64_t m) {
   if (m < (s.qmm_gemm_rows > 0 ? s.qmm_gemm_rows : kGemmRows)) return Path::dots;
   if (s.qmm_path == "dots") return Path::dots;
   if (s.qmm_path == "panels") return Path::panels;
-  // AMX where the CPU has it; interleaved weights (rows8 q4_0) unpack slower, and below 64
+  // AMX where the CPU has it; interleaved weights (rows8) unpack slower, and below 64
   // rows their int8 GEMM stays ahead (1.1 B q4_0, 2 threads: pp32 162 against 125 tokens/s).
   if (s.qmm_path != "int8" && qdot::amx_supported(wt) && (!rows8 || m >= 64)) return Path::amx;
   if (qdot::gemm4_supported(wt)) return Path::int8;
