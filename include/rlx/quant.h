@@ -111,6 +111,16 @@ constexpr void k4_scale_min(const uint8_t* s, int g, int& sc, int& m) {
   }
 }
 
+// The signed 6-bit scale of 16-value group g (0..15) of a q3_k block, from its 12 packed
+// bytes (stored + 32): the low nibbles of bytes 0-7 hold scales 0-7's low 4 bits, their high
+// nibbles scales 8-15's; the top 2 bits of scale g sit in byte 8 + g % 4 at shift
+// 2 * (g / 4). constexpr, so the CUDA kernels call it too.
+constexpr int k3_scale(const uint8_t* s, int g) {
+  const int lo = g < 8 ? (s[g] & 15) : (s[g - 8] >> 4);
+  const int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
+  return (lo | (hi << 4)) - 32;
+}
+
 // The reference codecs: n values (a multiple of dtype_block(t)) of row `src` decoded to
 // f32, or f32 values encoded. f32 / f16 / bf16 are accepted too (a copy / conversion).
 // quantize_row is llama.cpp's reference quantizer for each type (round-to-nearest for

@@ -73,15 +73,6 @@ void k4_pack(uint8_t* s, const uint8_t* sc, const uint8_t* m) {
   }
 }
 
-// q3_k's 16 scales are 6-bit (stored + 32): low nibbles of scales 0-7 in the low nibbles
-// of bytes 0-7, of scales 8-15 in their high nibbles; the top 2 bits of scale g in byte
-// 8 + g % 4 at shift 2 * (g / 4).
-int q3_scale(const uint8_t* s, int g) {
-  int lo = g < 8 ? (s[g] & 0xF) : (s[g - 8] >> 4);
-  int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
-  return (lo | (hi << 4)) - 32;
-}
-
 // ---- decoders -----------------------------------------------------------------------
 
 void dq_q4_0(const void* src, float* y, int64_t nb) {
@@ -151,7 +142,7 @@ void dq_q3_k(const void* src, float* y, int64_t nb) {
   for (const auto* b = blocks<BlockQ3_K>(src); nb--; ++b, y += kQK_K) {
     const float d = h2f(b->d);
     for (int g = 0; g < 16; ++g) {
-      const float dl = d * float(q3_scale(b->scales, g));
+      const float dl = d * float(k3_scale(b->scales, g));
       for (int j = 16 * g; j < 16 * g + 16; ++j) {
         int q = (b->qs[q2_byte(j)] >> q2_shift(j)) & 3;
         bool high = (b->hmask[j % 32] >> (j / 32)) & 1;
@@ -497,7 +488,7 @@ void q_q3_k(const float* x, void* dst, int64_t nb) {
       b->d = f2h(0.f);
     }
     for (int g = 0; g < 16; ++g) {
-      const float d = h2f(b->d) * float(q3_scale(b->scales, g));
+      const float d = h2f(b->d) * float(k3_scale(b->scales, g));
       if (d == 0) continue;
       for (int j = 16 * g; j < 16 * g + 16; ++j)
         L[j] = int8_t(std::clamp(nearest(x[j] / d), -4, 3) + 4);

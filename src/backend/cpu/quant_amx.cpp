@@ -136,11 +136,8 @@ void unpack_row(DType w, const uint8_t* src, int64_t k, int8_t* q, float* sc, fl
         } else if (w == DType::q3_k) {
           const BlockQ3_K& x = blocks<BlockQ3_K>(src)[b];
           const float d = half(x.d);
-          for (int g = 0; g < 16; ++g) {
-            const int low = g < 8 ? (x.scales[g] & 15) : (x.scales[g - 8] >> 4);
-            const int high = (x.scales[8 + g % 4] >> (2 * (g / 4))) & 3;
-            s16[g * st] = d * float((low | (high << 4)) - 32), m16[g * st] = 0;
-          }
+          for (int g = 0; g < 16; ++g)
+            s16[g * st] = d * float(k3_scale(x.scales, g)), m16[g * st] = 0;
           bits = x.qs, hm = x.hmask;
         } else {
           const BlockQ6_K& x = blocks<BlockQ6_K>(src)[b];

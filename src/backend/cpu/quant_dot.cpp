@@ -31,16 +31,6 @@ void k4_scales(const uint8_t* s, int* sc, int* mn) {
   for (int g = 0; g < 8; ++g) quant::k4_scale_min(s, g, sc[g], mn[g]);
 }
 
-// The 16 signed 6-bit scales of q3_k: low 4 bits from bytes 0-7 (low nibbles, then high),
-// high 2 bits from bytes 8-11 (2 bits per scale, 4 scales per byte position).
-void q3_scales(const uint8_t* s, int* sc) {
-  for (int j = 0; j < 16; ++j) {
-    int lo = j < 8 ? s[j] & 15 : s[j - 8] >> 4;
-    int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
-    sc[j] = (lo | (hi << 4)) - 32;
-  }
-}
-
 // 32-value blocks: x[i] = D * v[i] - M (sc = mn = 1).
 void unpack32(DType t, const void* p, Unpacked& u) {
   std::fill(u.sc, u.sc + 2, 1);
@@ -105,7 +95,7 @@ void unpack256(DType t, const void* p, Unpacked& u) {
             int hi = (b->hmask[l] >> (4 * h + j)) & 1;
             u.v[128 * h + 32 * j + l] = lo - (hi ? 0 : 4);
           }
-      q3_scales(b->scales, u.sc);
+      for (int g = 0; g < 16; ++g) u.sc[g] = quant::k3_scale(b->scales, g);
       std::fill(u.mn, u.mn + 16, 0);
       u.D = half(b->d), u.M = 0;
       break;

@@ -153,9 +153,7 @@ struct Blocks<DType::q3_k> {
   static constexpr int kValues = 256, kBytes = 110;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     const uint8_t* s = b + 96;
-    const int lo = g < 8 ? (s[g] & 15) : (s[g - 8] >> 4);
-    const int hi = (s[8 + g % 4] >> (2 * (g / 4))) & 3;
-    Group r{{}, (lo | hi << 4) - 32, 0};
+    Group r{{}, quant::k3_scale(s, g), 0};
     D = half_at(b + 108), M = 0;
     int q[4], h[4];
     load16(b + 32 + 32 * (g / 8) + 16 * (g % 2), q);
