@@ -238,8 +238,7 @@ void int8_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k
 // L2) and passes every block of activations past them.
 void amx_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const float* x,
                    int64_t m, float* y) {
-  const size_t ab = qdot::act_row_bytes(wt, k), pb = qdot::amx_act_bytes(wt, k);
-  const size_t sb = qdot::amx_strip_bytes(wt, k);
+  const size_t ab = qdot::act_row_bytes(wt, k), pb = qdot::amx_bytes(wt, k), sb = pb;
   const int64_t blocks = (m + 15) / 16, strips = (n + 15) / 16, threads = threads_here();
   uint8_t* act = scratch<uint8_t>(0, ab * size_t(m));
   uint8_t* packed = scratch<uint8_t>(3, pb * size_t(blocks));

@@ -173,7 +173,7 @@ void unpack_row(DType w, const uint8_t* src, int64_t k, int8_t* q, float* sc, fl
 // int8 values [16][k] (row-major: a tile's rows), then the scales and the minimums
 // [k / G][16] (a group's 16 in one line).
 
-size_t amx_strip_bytes(DType w, int64_t k) {
+size_t amx_bytes(DType w, int64_t k) {
   const int64_t groups = k / std::max(amx_group(w), 1);
   return size_t(16 * k + 2 * 16 * groups * int64_t(sizeof(float)));
 }
@@ -205,12 +205,7 @@ void amx_unpack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, i
 
 // ---- activations: blocks of 16 rows -------------------------------------------------------
 // Per group: the int8 values as a tile's B operand ([G / 4][16 rows][4]), then the scales
-// and the group sums times the scale [k / G][16].
-
-size_t amx_act_bytes(DType w, int64_t k) {
-  const int64_t groups = k / std::max(amx_group(w), 1);
-  return size_t(16 * k + 2 * 16 * groups * int64_t(sizeof(float)));
-}
+// and the group sums times the scale [k / G][16]: amx_bytes, as a strip.
 
 void amx_pack_act(DType w, const uint8_t* act, size_t ab, int rows, int64_t k, uint8_t* dst) {
   const int G = amx_group(w);
@@ -218,7 +213,7 @@ void amx_pack_act(DType w, const uint8_t* act, size_t ab, int rows, int64_t k, u
   auto* q = reinterpret_cast<int8_t*>(dst);
   auto* dx = reinterpret_cast<float*>(dst + 16 * k);
   float* sx = dx + 16 * groups;
-  std::memset(dst, 0, amx_act_bytes(w, k));  // rows past the last: zeros
+  std::memset(dst, 0, amx_bytes(w, k));  // rows past the last: zeros
   const bool k_blocks = dtype_block(w) == kQK_K;
   for (int r = 0; r < rows; ++r) {
     const uint8_t* row = act + r * ab;

@@ -92,14 +92,15 @@ void gemm4_tile(DType w, const uint8_t* group, int64_t k, const uint8_t* act, si
 bool amx_usable();
 bool amx_supported(DType w);
 int amx_group(DType w);  // 16 or 32: the finest scale of w's format (0: not quantized)
-// Bytes of one strip of 16 weight rows, and strip s (rows 16 s .. 16 s + 15 of w [n, k],
-// plain or rows8; rows past n are zeros) unpacked into dst.
-size_t amx_strip_bytes(DType w, int64_t k);
+// Bytes of one strip of 16 weight rows or one block of 16 activation rows (the same shape:
+// 16 rows of int8 values, then a scale and a second float per group and row).
+size_t amx_bytes(DType w, int64_t k);
+// Strip s (rows 16 s .. 16 s + 15 of w [n, k], plain or rows8; rows past n are zeros)
+// unpacked into dst.
 void amx_unpack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, int64_t s,
                 uint8_t* dst);
-// Bytes of a block of 16 activation rows, and `rows` (<= 16) rows of quantize_act's output
-// (ab bytes apart) packed into dst (the rest zeros).
-size_t amx_act_bytes(DType w, int64_t k);
+// `rows` (<= 16) rows of quantize_act's output (ab bytes apart) packed into dst as a block of
+// 16 (the rest zeros).
 void amx_pack_act(DType w, const uint8_t* act, size_t ab, int rows, int64_t k, uint8_t* dst);
 // y[i * ldy + r] = <weight row r of the strip, activation row i of the block> for i < mrows,
 // r < nrows. Configures the tiles of the calling thread; amx_release() hands them back.
