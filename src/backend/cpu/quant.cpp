@@ -3,10 +3,10 @@
 // quant_matmul runs the activation rows through one of four paths:
 //  - the integer dots (fewer than kGemmRows rows: decode, and every type's few-row case):
 //    the rows are quantized once per call into int8 blocks (reused scratch, no allocation
-//    once warm), and the weight rows, in chunks that the threads take in turn, stream once
-//    from memory through the dots, each unpacked block shared by up to four activation rows
-//    (a tile). They are also the many-row path of the K-quants but q4_k, whose dots stay in
-//    int32 across 256 values, and of q4_1 / q5_1;
+//    once warm), and the weight rows, each thread its own contiguous part (owned_chunks),
+//    stream once from memory through the dots, each unpacked block shared by up to four
+//    activation rows (a tile). They are also the many-row path of the K-quants but q4_k,
+//    whose dots stay in int32 across 256 values, and of q4_1 / q5_1 (without AMX);
 //  - AMX tile products (quant_amx.cpp), where the CPU has AMX-INT8: every quantized type
 //    from 32 rows (interleaved weights from 64), 2-3x the paths below (bench/RESULTS.md, "LLM
 //    prefill");
