@@ -234,14 +234,19 @@ DotFn scalar_for_rows(int nr) {
 }  // namespace
 
 size_t act_row_bytes(DType w, int64_t k, bool rows8) {
-  if (size_t b = rows8 && quant::interleavable(w) ? avx2_rows8_act_bytes(k) : 0) return b;
+  if (rows8 && quant::interleavable(w)) {
+    if (size_t b = avx512_rows8_act_bytes(k)) return b;
+    if (size_t b = avx2_rows8_act_bytes(k)) return b;
+  }
   if (!is_quantized(w)) return size_t(k) * sizeof(float);
   if (dtype_block(w) == kQK) return size_t(k / kQK) * sizeof(BlockQ8);
   return size_t(k / kQK_K) * sizeof(BlockQ8K);
 }
 
 void quantize_act(DType w, const float* x, void* dst, int64_t k, bool rows8) {
-  if (rows8 && quant::interleavable(w) && avx2_rows8_act(x, dst, k)) return;
+  if (rows8 && quant::interleavable(w) &&
+      (avx512_rows8_act(x, dst, k) || avx2_rows8_act(x, dst, k)))
+    return;
   if (!is_quantized(w))
     std::memcpy(dst, x, size_t(k) * sizeof(float));
   else if (dtype_block(w) == kQK)
@@ -252,7 +257,9 @@ void quantize_act(DType w, const float* x, void* dst, int64_t k, bool rows8) {
 
 void dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
                float* out, int64_t os) {
-  if (avx2_dot_rows8(w, group, act, as, nr, k, out, os)) return;
+  if (avx512_dot_rows8(w, group, act, as, nr, k, out, os) ||
+      avx2_dot_rows8(w, group, act, as, nr, k, out, os))
+    return;
   const size_t rb = dtype_nbytes(w, k);
   thread_local std::vector<uint8_t> plain;
   plain.resize(8 * rb);

@@ -60,6 +60,11 @@ bool avx2_rows8_act(const float* x, void* dst, int64_t k);
 // with AVX2).
 bool avx2_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
                     float* out, int64_t os);
+// The same three for AVX-512 VNNI (quant_avx512.cpp: 640 bytes per 64 values), tried first.
+size_t avx512_rows8_act_bytes(int64_t k);
+bool avx512_rows8_act(const float* x, void* dst, int64_t k);
+bool avx512_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
+                      float* out, int64_t os);
 // Decodes like decode_row where AVX2 has a decoder for t (f16, bf16, q4_0 … q8_0); false
 // otherwise (the portable decoder then runs).
 bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n);
