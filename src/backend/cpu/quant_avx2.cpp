@@ -215,14 +215,10 @@ void dot_q45k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* o
       prefetch_ahead<sizeof(BlockQ4_K)>(&b);
       scales = b.scales, qs = b.qs, d16 = b.d, m16 = b.dmin;
     }
-    uint32_t s[3];
-    std::memcpy(s, scales, 12);
-    const uint32_t sc_lo = s[0] & 0x3f3f3f3f, mn_lo = s[1] & 0x3f3f3f3f;
-    const uint32_t sc_hi = (s[2] & 0x0f0f0f0f) | (((s[0] >> 6) & 0x03030303) << 4);
-    const uint32_t mn_hi = ((s[2] >> 4) & 0x0f0f0f0f) | (((s[1] >> 6) & 0x03030303) << 4);
-    const __m256i sc =
-        _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(sc_hi), int(sc_lo))));
-    const __m128i mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(mn_hi), int(mn_lo)));
+    const K4Scales ks = k4_scales(scales);
+    const __m256i sc = _mm256_broadcastsi128_si256(
+        _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(ks.sc[1]), int(ks.sc[0]))));
+    const __m128i mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(ks.mn[1]), int(ks.mn[0])));
     // Each min twice: it pairs with the two 16-value sums of its group.
     const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
     __m256i hb = kFive ? load(qh) : _mm256_setzero_si256();

@@ -9,6 +9,12 @@
 // to its block's half, the 8 Σa and the scales likewise, so the products take them as
 // memory operands. An odd last block pairs with a zero block whose weights are the last
 // block's own (its products are zero: zero runs, sums and scales).
+// GCC 12's AVX-512 intrinsics seed their results with self-initialised "undefined"
+// registers, which its flow analysis reports once inlined here (a false positive).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include "backend/cpu/quant_simd.h"
 
 namespace rlx::cpu::qdot {
@@ -142,7 +148,78 @@ void tile(int nr, const uint8_t* g, const uint8_t* act, size_t as, int64_t k, fl
   }
 }
 
+// ---- q4_k, one row at a time (plain layout) ----------------------------------------------
+// A 64-byte load holds two of a block's four 32-byte runs: low nibbles = groups 4c and 4c + 2,
+// high nibbles (kept as 16 x value: no shift) = 4c + 1 and 4c + 3. Two 128-bit shuffles put
+// groups 4c, 4c + 1 and 4c + 2, 4c + 3 side by side, which is the activations' own order, so
+// every product takes 64 activation bytes straight from the Q8_K block. Each group's int32
+// sums meet its scale in f32 (d * scale, / 16 for the high nibbles), the mins go as in AVX2
+// (the activation sums of each 16 against every min twice).
+template <int NR>
+void dot_q4k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  const int64_t nb = k / kQK_K;
+  const __m512i m4 = _mm512_set1_epi8(15);
+  const __m256 odd16 = _mm256_setr_ps(1, 1.f / 16, 1, 1.f / 16, 1, 1.f / 16, 1, 1.f / 16);
+  __m512i pick[4];  // lanes 0-7: scale 2p, 8-15: scale 2p + 1
+  for (int p = 0; p < 4; ++p)
+    pick[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * p)),
+                                 _mm256_set1_epi32(2 * p + 1), 1);
+  __m512 acc[NR];
+  __m256 accm[NR];
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps(), accm[r] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < nb; ++i) {
+    const auto& b = static_cast<const BlockQ4_K*>(wv)[i];
+    prefetch_ahead<sizeof(BlockQ4_K)>(reinterpret_cast<const uint8_t*>(&b));
+    const K4Scales ks = k4_scales(b.scales);
+    const __m256 f = _mm256_mul_ps(
+        _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, int(ks.sc[1]), int(ks.sc[0])))),
+        _mm256_mul_ps(_mm256_set1_ps(half(b.d)), odd16));
+    __m512 sc[4];
+    for (int p = 0; p < 4; ++p) sc[p] = _mm512_permutexvar_ps(pick[p], _mm512_castps256_ps512(f));
+    __m512i w[4];  // w[2c], w[2c + 1]: groups 4c, 4c + 1 and 4c + 2, 4c + 3
+    for (int c = 0; c < 2; ++c) {
+      const __m512i q = load512(b.qs + 64 * c);
+      const __m512i lo = _mm512_and_si512(q, m4), hi = _mm512_andnot_si512(m4, q);
+      w[2 * c] = _mm512_shuffle_i64x2(lo, hi, 0x44);
+      w[2 * c + 1] = _mm512_shuffle_i64x2(lo, hi, 0xee);
+    }
+    const __m128i mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(ks.mn[1]), int(ks.mn[0])));
+    const __m256i mins = _mm256_set_m128i(_mm_unpackhi_epi16(mn, mn), _mm_unpacklo_epi16(mn, mn));
+    const float dmin = half(b.dmin);
+    for (int r = 0; r < NR; ++r) {
+      const auto& a = reinterpret_cast<const BlockQ8K*>(act + r * as)[i];
+      __m512 t = _mm512_mul_ps(
+          _mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w[0], load512(a.qs))),
+          sc[0]);
+      for (int p = 1; p < 4; ++p)
+        t = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(_mm512_setzero_si512(), w[p],
+                                                                   load512(a.qs + 64 * p))),
+                            sc[p], t);
+      acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(a.d), acc[r]);
+      const __m256i m = _mm256_madd_epi16(load256(a.bsums), mins);
+      accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * a.d), accm[r]);
+    }
+  }
+  for (int r = 0; r < NR; ++r)
+    out[r * os] =
+        _mm512_reduce_add_ps(acc[r]) - _mm512_reduce_add_ps(_mm512_zextps256_ps512(accm[r]));
+}
+
 }  // namespace
+
+DotFn avx512_dot_fn(DType w, int nr) {
+  if (w != DType::q4_k) return nullptr;
+  switch (nr) {
+    case 1:
+      return dot_q4k<1>;
+    case 2:
+      return dot_q4k<2>;
+    case 3:
+      return dot_q4k<3>;
+    default:
+      return dot_q4k<4>;
+  }
+}
 
 size_t avx512_rows8_act_bytes(int64_t k) { return size_t((k / kQK + 1) / 2) * sizeof(Rows8Pair); }
 
@@ -179,6 +256,7 @@ bool avx512_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as,
 
 #else  // no AVX-512 VNNI: quant_avx2.cpp's kernels serve
 
+DotFn avx512_dot_fn(DType, int) { return nullptr; }
 size_t avx512_rows8_act_bytes(int64_t) { return 0; }
 bool avx512_rows8_act(const float*, void*, int64_t) { return false; }
 bool avx512_dot_rows8(DType, const void*, const uint8_t*, size_t, int, int64_t, float*, int64_t) {

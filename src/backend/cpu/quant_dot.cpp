@@ -363,6 +363,7 @@ DotFn scalar_dot_fn(DType w, int nr) {
 }
 
 DotFn dot_fn(DType w, int nr) {
+  if (DotFn f = avx512_dot_fn(w, std::clamp(nr, 1, kMaxRows))) return f;
   if (DotFn f = avx2_dot_fn(w, std::clamp(nr, 1, kMaxRows))) return f;
   return scalar_dot_fn(w, nr);
 }

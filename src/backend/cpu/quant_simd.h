@@ -50,6 +50,18 @@ inline constexpr int dtype_block_v = T >= DType::q2_k&& T <= DType::q6_k ? quant
                                      : is_quantized(T)                   ? quant::kQK
                                                                          : 1;
 
+// The 8 six-bit scales and 8 mins of a q4_k / q5_k block (quant::k4_scale_min), 4 bytes per
+// word: sc[0] scales 0-3, sc[1] scales 4-7, mn likewise.
+struct K4Scales {
+  uint32_t sc[2], mn[2];
+};
+inline K4Scales k4_scales(const uint8_t* scales) {
+  uint32_t s[3];
+  std::memcpy(s, scales, 12);
+  return {{s[0] & 0x3f3f3f3f, (s[2] & 0x0f0f0f0f) | (((s[0] >> 6) & 0x03030303) << 4)},
+          {s[1] & 0x3f3f3f3f, ((s[2] >> 4) & 0x0f0f0f0f) | (((s[1] >> 6) & 0x03030303) << 4)}};
+}
+
 // The AVX2 dots (null when not built with AVX2, or for a dtype without one).
 DotFn avx2_dot_fn(DType w, int nr);
 // The AVX2 form of rows8 activation rows (expanded for the dots: 320 bytes per 32 values),
@@ -60,7 +72,10 @@ bool avx2_rows8_act(const float* x, void* dst, int64_t k);
 // with AVX2).
 bool avx2_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
                     float* out, int64_t os);
-// The same three for AVX-512 VNNI (quant_avx512.cpp: 640 bytes per 64 values), tried first.
+// The AVX-512 VNNI dots (quant_avx512.cpp; null where not built with it or for a dtype
+// without one), tried before the AVX2 ones.
+DotFn avx512_dot_fn(DType w, int nr);
+// avx2_rows8_* for AVX-512 VNNI (640 bytes per 64 values), tried first.
 size_t avx512_rows8_act_bytes(int64_t k);
 bool avx512_rows8_act(const float* x, void* dst, int64_t k);
 bool avx512_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
