@@ -6,11 +6,16 @@
 // storage as the output (KernelFlags::makes_outputs), so a decode step copies S rows per
 // head, never the cache. A non-contiguous cache reaches the kernel as the runtime's
 // contiguous copy: the write then lands there (still correct, but not in place).
+// swiglu: silu of each row's first half times its second, one pass (the decomposition is
+// three ops and two intermediates: split, silu, mul).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
+#include "backend/cpu/elementwise_math.h"
 #include "backend/cpu/families.h"
 #include "backend/cpu/llm_kernels.h"
+#include "rlx/axes.h"
 
 namespace rlx::cpu {
 
@@ -143,6 +148,30 @@ void kv_cache_write_kernel(const KernelContext&, std::span<const Tensor> in,
   out[0] = cache;  // the same storage: the caller's tensor holds the new rows
 }
 
+// ---- swiglu ----------------------------------------------------------------------------
+
+void swiglu_kernel(const KernelContext&, std::span<const Tensor> in, std::span<Tensor> out) {
+  const int64_t f = in[0].shape().back() / 2, rows = f ? out[0].numel() / f : 0;
+  const float* x = in[0].data_as<float>();
+  float* y = out[0].data_as<float>();
+  parallel_for(rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(f, 1)),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   const float* a = x + r * 2 * f;
+                   float* yr = y + r * f;
+                   fm::silu_n(a, yr, f);
+                   for (int64_t i = 0; i < f; ++i) yr[i] *= a[f + i];
+                 }
+               });
+}
+
+// f32 halves along the last axis (others: the decomposition).
+bool swiglu_supported(const KernelQuery& q) {
+  const TensorType& x = q.inputs[0];
+  const int64_t rank = int64_t(x.shape.size());
+  return x.dtype == DType::f32 && rank > 0 && norm_axis(q.attrs.get_int("axis"), rank) == rank - 1;
+}
+
 bool float_pair(const KernelQuery& q) {
   return q.inputs.size() >= 2 && in_set(q.inputs[0].dtype, kFloat) &&
          in_set(q.inputs[1].dtype, kFloat);
@@ -155,6 +184,7 @@ void register_llm(KernelRegistry& r) {
   KernelFlags inplace;
   inplace.makes_outputs = true;
   add_kernel(r, "kv_cache_write", kv_cache_write_kernel, float_pair, inplace);
+  add_kernel(r, "swiglu", swiglu_kernel, swiglu_supported);
   register_attention_cached(r);
   register_sample(r);
 }

@@ -1,14 +1,15 @@
-// AVX-512 dots of rows8 weights (q4_0, q8_0: quant_dot.h's dot_rows8). The AVX2 kernels
+// AVX-512 VNNI dots: rows8 weights (q4_0, q8_0: quant_dot.h's dot_rows8) and q4_k rows
+// (dot_fn), used where the build targets AVX-512 VNNI. The AVX2 rows8 kernels
 // (quant_avx2.cpp) meet one block of a group's 8 rows per step in 256-bit lanes; here two
 // consecutive blocks share each 512-bit register (rows 0-7 of block b in the low half,
 // of block b + 1 in the high one), which halves the vector instructions per weight byte
-// (2-core Xeon, 2 threads, `rlx bench-llm M -p 0 -n 64`: small q8_0 224 -> 268 tokens/s,
-// small q4_0 558 -> 586; the 1.1 B models, bound by memory, 23.9 -> 24.9 (q8_0), q4_0 even).
+// (bench/RESULTS.md, decode on the Xeon).
 //
 // The activations come expanded per pair of blocks (Rows8Pair): each 4-byte run broadcast
 // to its block's half, the 8 Σa and the scales likewise, so the products take them as
 // memory operands. An odd last block pairs with a zero block whose weights are the last
 // block's own (its products are zero: zero runs, sums and scales).
+//
 // GCC 12's AVX-512 intrinsics seed their results with self-initialised "undefined"
 // registers, which its flow analysis reports once inlined here (a false positive).
 #if defined(__GNUC__) && !defined(__clang__)
@@ -152,30 +153,34 @@ void tile(int nr, const uint8_t* g, const uint8_t* act, size_t as, int64_t k, fl
 // A 64-byte load holds two of a block's four 32-byte runs: low nibbles = groups 4c and 4c + 2,
 // high nibbles (kept as 16 x value: no shift) = 4c + 1 and 4c + 3. Two 128-bit shuffles put
 // groups 4c, 4c + 1 and 4c + 2, 4c + 3 side by side, which is the activations' own order, so
-// every product takes 64 activation bytes straight from the Q8_K block. Each group's int32
+// every product takes 64 activation bytes straight from the Q8_K block (about half the
+// AVX2 dot's instructions per block). Each group's int32
 // sums meet its scale in f32 (d * scale, / 16 for the high nibbles), the mins go as in AVX2
 // (the activation sums of each 16 against every min twice).
 template <int NR>
 void dot_q4k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
   const int64_t nb = k / kQK_K;
   const __m512i m4 = _mm512_set1_epi8(15);
-  const __m256 odd16 = _mm256_setr_ps(1, 1.f / 16, 1, 1.f / 16, 1, 1.f / 16, 1, 1.f / 16);
-  __m512i pick[4];  // lanes 0-7: scale 2p, 8-15: scale 2p + 1
-  for (int p = 0; p < 4; ++p)
-    pick[p] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32(2 * p)),
-                                 _mm256_set1_epi32(2 * p + 1), 1);
-  __m512 acc[NR];
-  __m256 accm[NR];
-  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps(), accm[r] = _mm256_setzero_ps();
+  // pick[p]: lanes 0-7 take scale 2p, lanes 8-15 scale 2p + 1.
+  alignas(64) static constexpr int32_t pick[4][16] = {
+      {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+      {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+      {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+      {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7}};
+  alignas(32) static constexpr float odd16[8] = {1, 1.f / 16, 1, 1.f / 16,
+                                                 1, 1.f / 16, 1, 1.f / 16};
+  __m512 acc[NR];  // the mins' sums come off in the low 8 lanes
+  for (int r = 0; r < NR; ++r) acc[r] = _mm512_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
     const auto& b = static_cast<const BlockQ4_K*>(wv)[i];
     prefetch_ahead<sizeof(BlockQ4_K)>(reinterpret_cast<const uint8_t*>(&b));
     const K4Scales ks = k4_scales(b.scales);
     const __m256 f = _mm256_mul_ps(
         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, int(ks.sc[1]), int(ks.sc[0])))),
-        _mm256_mul_ps(_mm256_set1_ps(half(b.d)), odd16));
+        _mm256_mul_ps(_mm256_set1_ps(half(b.d)), _mm256_load_ps(odd16)));
     __m512 sc[4];
-    for (int p = 0; p < 4; ++p) sc[p] = _mm512_permutexvar_ps(pick[p], _mm512_castps256_ps512(f));
+    for (int p = 0; p < 4; ++p)
+      sc[p] = _mm512_permutexvar_ps(load512(pick[p]), _mm512_castps256_ps512(f));
     __m512i w[4];  // w[2c], w[2c + 1]: groups 4c, 4c + 1 and 4c + 2, 4c + 3
     for (int c = 0; c < 2; ++c) {
       const __m512i q = load512(b.qs + 64 * c);
@@ -197,12 +202,11 @@ void dot_q4k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
                             sc[p], t);
       acc[r] = _mm512_fmadd_ps(t, _mm512_set1_ps(a.d), acc[r]);
       const __m256i m = _mm256_madd_epi16(load256(a.bsums), mins);
-      accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * a.d), accm[r]);
+      acc[r] = _mm512_fnmadd_ps(_mm512_cvtepi32_ps(_mm512_zextsi256_si512(m)),
+                                _mm512_set1_ps(dmin * a.d), acc[r]);
     }
   }
-  for (int r = 0; r < NR; ++r)
-    out[r * os] =
-        _mm512_reduce_add_ps(acc[r]) - _mm512_reduce_add_ps(_mm512_zextps256_ps512(accm[r]));
+  for (int r = 0; r < NR; ++r) out[r * os] = _mm512_reduce_add_ps(acc[r]);
 }
 
 }  // namespace
