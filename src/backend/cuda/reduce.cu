@@ -386,7 +386,7 @@ Blocks axis_blocks(const Tensor& x, int64_t axis) {
 template <bool kMax>
 void arg_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   int64_t axis = ctx.attrs.get_int("axis");
-  Blocks b = axis_blocks(in[0], axis < 0 ? axis + in[0].rank() : axis);
+  Blocks b = axis_blocks(in[0], norm_axis(axis, in[0].rank()));
   int64_t n = b.outer * b.inner;
   if (n == 0) return;
   bool last = ctx.attrs.get_bool("select_last_index");
@@ -429,7 +429,7 @@ __global__ void cumsum_columns(const T* x, T* y, int64_t outer, int64_t r, int64
 
 void cumsum_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   int64_t axis = ctx.attrs.get_int("axis");
-  Blocks b = axis_blocks(in[0], axis < 0 ? axis + in[0].rank() : axis);
+  Blocks b = axis_blocks(in[0], norm_axis(axis, in[0].rank()));
   int64_t n = b.outer * b.inner;
   if (n == 0) return;
   bool exclusive = ctx.attrs.get_bool("exclusive"), reverse = ctx.attrs.get_bool("reverse");
