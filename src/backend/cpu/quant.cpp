@@ -51,7 +51,7 @@ Path path_for(DType wt, bool rows8, int64_t m) {
   if (s.qmm_path == "dots") return Path::dots;
   if (s.qmm_path == "panels") return Path::panels;
   // AMX where the CPU has it; interleaved weights (rows8) unpack slower, and below 64
-  // rows their int8 GEMM stays ahead (1.1 B q4_0, 2 threads: pp32 162 against 125 tokens/s).
+  // rows their int8 GEMM stays ahead (bench/RESULTS.md, "AMX").
   if (s.qmm_path != "int8" && qdot::amx_supported(wt) && (!rows8 || m >= 64)) return Path::amx;
   if (qdot::gemm4_supported(wt)) return Path::int8;
   // Not the K-quants (their int32 dots over 256 values beat decoding them), nor q4_1 / q5_1:
@@ -150,9 +150,9 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
       }
     }
   };
-  // Decode: each thread streams its own part of the matrix, 256 KiB at a time (owned_chunks;
-  // 2-core Xeon, 2 threads: small q8_0 225 -> 250 tokens/s, 1.1 B q4_0 40.5 -> 41.5 against
-  // chunks of up to 1 MiB dealt out in turn, which break the streams).
+  // Decode: each thread streams its own part of the matrix, 256 KiB at a time (owned_chunks),
+  // faster than chunks of up to 1 MiB dealt out in turn, which break the streams
+  // (bench/RESULTS.md, "Decode on the Xeon").
   if (decode) return owned_chunks(units, std::max<int64_t>(1, (256 << 10) / int64_t(ub)), run);
   const int64_t chunk = std::clamp<int64_t>(units / 8, 1, kRowBlock / per);
   for_chunks((units + chunk - 1) / chunk, [&](int64_t c) {

@@ -45,8 +45,8 @@ inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const
 
 // Decode streams every weight from memory once. Each kernel prefetches kAhead bytes past
 // what it reads, a line per 64 bytes as it goes: prefetching a whole next row at once stalls
-// on the core's miss buffers (rows8 q4_0, one thread, from memory: 13 GB/s that way, 16
-// with no prefetch, 20 at 2 KiB ahead, against a 22 GB/s plain read).
+// on the core's miss buffers, slower than no software prefetch at all (bench/RESULTS.md,
+// "LLM decode streaming").
 constexpr int64_t kAhead = 2048;
 template <size_t Bytes, int64_t Ahead = kAhead>
 inline void prefetch_ahead(const void* p) {
@@ -405,8 +405,8 @@ inline __m256 widen8(const BHalf* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
 }
 
-// Float rows go through a block in a few cycles: they take their lines 1 KiB ahead (f16,
-// two threads: 32 GB/s against 26 at 2 and 4 KiB).
+// Float rows go through a block in a few cycles: they take their lines 1 KiB ahead (faster
+// than 2 or 4 KiB: bench/RESULTS.md, "LLM decode streaming").
 constexpr int64_t kFloatAhead = 1024;
 
 template <class T, int NR>

@@ -663,7 +663,7 @@ void by_rows(int64_t m, F&& f) {
 }
 
 // Whether bmatvec takes these rows: 2 to 8 of them (one row streams faster through fmatvec:
-// H100, 1.1 B bf16 decode 428 against 499 tokens/s), k in whole chunks of 32, 16-byte
+// bench/RESULTS.md, "LLM on the GPU"), k in whole chunks of 32, 16-byte
 // aligned operands.
 bool use_mma(int64_t m, int64_t k, const void* w, const void* x) {
   return m >= 2 && m <= 8 && k % 32 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&

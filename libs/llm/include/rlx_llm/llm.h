@@ -58,8 +58,8 @@ struct LoadOptions {
   int threads = 0;              // kernel threads (0: every core)
   DType kv_dtype = DType::f16;  // f16 (as llama.cpp) or f32
   // On the CPU, q4_0 and q8_0 weights are interleaved in groups of 8 rows (quant_matmul
-  // layout rows8, rlx/quant.h), the form their decode kernels read fastest (q4_0 ~3x, q8_0
-  // small model on a Xeon: 186 -> 220 tokens/s); the file's pages they came from are
+  // layout rows8, rlx/quant.h), the form their decode kernels read fastest (rlx's
+  // bench/RESULTS.md, "Decode on the Xeon"); the file's pages they came from are
   // released. false keeps every weight as the file stores it.
   bool interleave = true;
   // On the CPU, the weight matrices a decode step streams are copied into one arena of
