@@ -53,10 +53,10 @@
     "weights)")                                                                                    \
   X(int64_t, sparse_lanes, "RLX_SPARSE_LANES", 0,                                                  \
     "CUDA sparse rows: lanes per CSR row (0: chosen from the row lengths)")                        \
-  X(bool, decode_fusions, "RLX_DECODE_FUSIONS", false,                                             \
-    "LLM decode: libs/llm emits rope_attention_cached (on CUDA one kernel with the rope and the "  \
-    "cache writes) and CUDA runs rms_norm in a quantized product's quantizer; not yet run on a "   \
-    "GPU, off until verified")                                                                     \
+  X(bool, decode_fusions, "RLX_DECODE_FUSIONS", true,                                              \
+    "LLM decode: libs/llm emits rope_attention_cached (one kernel for a layer's rope, cache "      \
+    "writes and attention) and CUDA runs rms_norm in a quantized product's quantizer; 0 emits "    \
+    "the parts")                                                                                   \
   X(bool, llm_chain, "RLX_LLM_CHAIN", true,                                                        \
     "rlx::llm decode: each step's token and state come from the step before, where it ran (0: "    \
     "through the host every token)")

@@ -394,7 +394,7 @@ TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnCuda) {
     })",
               "", test::on_device(Device::cuda(), cuda));
   // Quantized weights: the swiglu joins; the norm too with settings().decode_fusions (it
-  // runs in the activations' quantizer, not yet run on a GPU).
+  // runs in the activations' quantizer; RLX_DECODE_FUSIONS=0 turns that off).
   test::PassCheckOptions o = test::on_device(Device::cuda(), cuda);
   o.compare_outputs = false;  // (no random values for quantized params)
   const char* unfused = R"(
@@ -404,6 +404,8 @@ TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnCuda) {
       %2 = swiglu(%1) : f32[1,16]
       return y=%2
     })";
+  const bool before = settings().decode_fusions;
+  settings().decode_fusions = false;
   expect_pass("matmul_fusion", unfused, R"(
     graph main(%x: f32[1,64], param %g: f32[64], param %w: q8_0[32,64]) {
       %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,64]
@@ -411,7 +413,6 @@ TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnCuda) {
       return y=%1
     })",
               o);
-  const bool before = settings().decode_fusions;
   settings().decode_fusions = true;
   expect_pass("matmul_fusion", unfused, R"(
     graph main(%x: f32[1,64], param %g: f32[64], param %w: q8_0[32,64]) {

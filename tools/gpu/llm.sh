@@ -22,13 +22,13 @@ if [ "$stage" != bench ]; then
     echo "== cuda_all_tests rc=$?"
     timeout 120 $B/llm_cuda_test --gtest_brief=1
     echo "== llm_cuda_test rc=$?"
-    # The decode fusions (settings().decode_fusions, off by default until they pass here).
+    # Without the decode fusions (settings().decode_fusions, on by default).
     f='*Dispatch*:*CudaConsistency.MatchesReference/rope_attention_cached'
     f="$f:*CudaConsistency.MatchesReference/fused_quant_matmul"
-    RLX_DECODE_FUSIONS=1 timeout 120 $B/cuda_all_tests --gtest_brief=1 --gtest_filter="$f"
-    echo "== cuda_all_tests, RLX_DECODE_FUSIONS=1 rc=$?"
-    RLX_DECODE_FUSIONS=1 timeout 120 $B/llm_cuda_test --gtest_brief=1
-    echo "== llm_cuda_test, RLX_DECODE_FUSIONS=1 rc=$?"
+    RLX_DECODE_FUSIONS=0 timeout 120 $B/cuda_all_tests --gtest_brief=1 --gtest_filter="$f"
+    echo "== cuda_all_tests, RLX_DECODE_FUSIONS=0 rc=$?"
+    RLX_DECODE_FUSIONS=0 timeout 120 $B/llm_cuda_test --gtest_brief=1
+    echo "== llm_cuda_test, RLX_DECODE_FUSIONS=0 rc=$?"
   } > $OUT/tests.log 2>&1
   grep -v "^\[ \|^$" $OUT/tests.log | cut -c1-300 | head -120
 fi
@@ -49,8 +49,8 @@ for c in $configs; do
           echo "== $t b$b ${f:-default}"
           timeout 60 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p $((b == 1 ? 512 : 0)) -n 64 -r 2 -b $b $f
         done
-        echo "== $t b$b RLX_DECODE_FUSIONS=1"
-        RLX_DECODE_FUSIONS=1 timeout 60 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p 0 -n 64 -r 2 -b $b
+        echo "== $t b$b RLX_DECODE_FUSIONS=0"
+        RLX_DECODE_FUSIONS=0 timeout 60 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p 0 -n 64 -r 2 -b $b
       done
     done > $OUT/bench_$c.log 2>&1
     echo "== rlx $c rc=$?"

@@ -69,8 +69,8 @@ class Builder {
   }
 
   // A block's attention over the caches from its normalised input h. With
-  // settings().decode_fusions one rope_attention_cached op (a GPU kernel for the whole of
-  // it; elsewhere its parts), else the parts: a fused q/k/v product without biases (llama)
+  // settings().decode_fusions (the default) one rope_attention_cached op (one kernel on the
+  // CPU and CUDA), else the parts: a fused q/k/v product without biases (llama)
   // rotates the q and k heads as one tensor (one split before the rotation, one after,
   // instead of a slice and a rope per part).
   Value attention(int64_t l, Value h, Value positions, Value pos, Value k_cache, Value v_cache) {

@@ -109,9 +109,10 @@ TEST(Decode, ChainedStepsEqualStepAfterStep) {
   EXPECT_EQ(gen.decode(std::span(&t, 1), 5, {}), 5);
 }
 
-// settings().decode_fusions: the model's attention as one rope_attention_cached op (its
-// parts on the CPU) computes what the parts the model emits otherwise compute: prefill
-// logits and greedy decode, llama with freq_factors and qwen2 (biases, NeoX), f16 caches.
+// settings().decode_fusions: the model's attention as one rope_attention_cached op (the
+// CPU's kernel for it runs the parts' kernels in turn) computes what the parts the model emits
+// otherwise compute: prefill logits and greedy decode, llama with freq_factors and qwen2 (biases,
+// NeoX), f16 caches.
 TEST(Decode, FusedAttentionOpEqualsItsParts) {
   const Spec specs[] = {Spec{.freq_factors = true}, Spec{.arch = "qwen2", .bias = true}};
   for (const Spec& spec : specs) {

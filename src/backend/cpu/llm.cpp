@@ -6,6 +6,8 @@
 // storage as the output (KernelFlags::makes_outputs), so a decode step copies S rows per
 // head, never the cache. A non-contiguous cache reaches the kernel as the runtime's
 // contiguous copy: the write then lands there (still correct, but not in place).
+// rope_attention_cached: those kernels and attention_cached's in turn on its tensors (one op
+// per layer where the parts are five, the rotated q and k in scratch that is kept).
 // swiglu: silu of each row's first half times its second, one pass (the decomposition is
 // three ops and two intermediates: split, silu, mul).
 #include <algorithm>
@@ -24,7 +26,10 @@ namespace {
 // ---- rope ----------------------------------------------------------------------------
 
 template <class T>
-void rope_typed(const Attrs& a, const Tensor& x, const Tensor& pos, const Tensor* ff, Tensor& y) {
+// inverse: the rotation back (rope's vjp), passed apart from a: rope_attention_cached's attrs
+// have rope's others but not this one.
+void rope_typed(const Attrs& a, bool inverse, const Tensor& x, const Tensor& pos, const Tensor* ff,
+                Tensor& y) {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
   const auto& xs = x.shape();
   const size_t r = xs.size();
@@ -35,7 +40,7 @@ void rope_typed(const Attrs& a, const Tensor& x, const Tensor& pos, const Tensor
     fail<ValueError>("rope", "expected an even n_rot <= D = ", d, ", got ", n);
   const int64_t half = n / 2;
   const bool neox = a.get_string("mode") == "neox";
-  const double fs = a.get_float("freq_scale") * (a.get_bool("inverse") ? -1.0 : 1.0);
+  const double fs = a.get_float("freq_scale") * (inverse ? -1.0 : 1.0);
   const double base = a.get_float("base");
 
   // Lead dims [..., S]; pos broadcasts against them (right-aligned, size-1 dims repeat).
@@ -96,7 +101,7 @@ void rope_typed(const Attrs& a, const Tensor& x, const Tensor& pos, const Tensor
 
 void rope_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   visit_float(in[0].dtype(), "rope", [&](auto tag) {
-    rope_typed<typename decltype(tag)::type>(ctx.attrs, in[0], in[1],
+    rope_typed<typename decltype(tag)::type>(ctx.attrs, ctx.attrs.get_bool("inverse"), in[0], in[1],
                                              in.size() > 2 ? &in[2] : nullptr, out[0]);
   });
 }
@@ -148,6 +153,39 @@ void kv_cache_write_kernel(const KernelContext&, std::span<const Tensor> in,
   out[0] = cache;  // the same storage: the caller's tensor holds the new rows
 }
 
+// ---- rope_attention_cached ---------------------------------------------------------------
+
+void rope_attention_cached_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                                  std::span<Tensor> out) {
+  const Tensor &q = in[0], &k = in[1], &positions = in[5], &pos = in[6];
+  const Tensor* ff = in.size() > 7 ? &in[7] : nullptr;
+  // The rotated q and k, in buffers of this thread that only grow.
+  thread_local std::vector<uint8_t> q_buf, k_buf;
+  auto scratch = [](std::vector<uint8_t>& buf, const Tensor& like) {
+    if (buf.size() < like.nbytes()) buf.resize(like.nbytes());
+    return Tensor::wrap(like.dtype(), like.shape(), buf.data(), [](void*) {});
+  };
+  Tensor qr = scratch(q_buf, q), kr = scratch(k_buf, k);
+  visit_float(q.dtype(), "rope_attention_cached", [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    rope_typed<T>(ctx.attrs, false, q, positions, ff, qr);
+    rope_typed<T>(ctx.attrs, false, k, positions, ff, kr);
+  });
+  const Tensor k_in[3] = {in[3], kr, pos}, v_in[3] = {in[4], in[2], pos};
+  kv_cache_write_kernel(ctx, k_in, out.subspan(1, 1));  // out[1], out[2]: the caches' storage
+  kv_cache_write_kernel(ctx, v_in, out.subspan(2, 1));
+  const Tensor a_in[4] = {qr, out[1], out[2], pos};
+  attention_cached_kernel(ctx, a_in, out.subspan(0, 1));
+}
+
+// f32 / f16 / bf16 (f64, the gradient checks' dtype: the parts), q and k of one dtype.
+bool rope_attention_cached_supported(const KernelQuery& q) {
+  auto ok = [](DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; };
+  const auto& in = q.inputs;
+  return in.size() >= 7 && ok(in[0].dtype) && in[1].dtype == in[0].dtype && ok(in[2].dtype) &&
+         ok(in[3].dtype) && in[4].dtype == in[3].dtype;
+}
+
 // ---- swiglu ----------------------------------------------------------------------------
 
 void swiglu_kernel(const KernelContext&, std::span<const Tensor> in, std::span<Tensor> out) {
@@ -185,6 +223,8 @@ void register_llm(KernelRegistry& r) {
   inplace.makes_outputs = true;
   add_kernel(r, "kv_cache_write", kv_cache_write_kernel, float_pair, inplace);
   add_kernel(r, "swiglu", swiglu_kernel, swiglu_supported);
+  add_kernel(r, "rope_attention_cached", rope_attention_cached_kernel,
+             rope_attention_cached_supported);
   register_attention_cached(r);
   register_sample(r);
 }

@@ -328,6 +328,8 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
     }
 }
 
+}  // namespace
+
 void attention_cached_kernel(const KernelContext& ctx, std::span<const Tensor> in,
                              std::span<Tensor> out) {
   const Tensor &q = in[0], &k = in[1], &v = in[2];
@@ -376,6 +378,8 @@ void attention_cached_kernel(const KernelContext& ctx, std::span<const Tensor> i
     half_or_f32(k.dtype(), "attention_cached", [&](auto kt) { run(qt, kt); });
   });
 }
+
+namespace {
 
 // f64 runs through the decomposition (the gradient checks' dtype).
 bool not_f64(const KernelQuery& q) {

@@ -13,6 +13,9 @@ namespace rlx::cpu {
 
 void register_attention_cached(KernelRegistry& r);  // llm_attention.cpp
 void register_sample(KernelRegistry& r);            // llm_sample.cpp
+// attention_cached's kernel (llm_attention.cpp), which rope_attention_cached's runs too.
+void attention_cached_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                             std::span<Tensor> out);
 
 // The B positions of an i32 / i64 tensor, checked so that pos[b] + rows <= limit; the
 // error names the op, the offending entry, S and C.

@@ -1089,8 +1089,8 @@ bool supported(const KernelQuery& q) {
 
 // rope_attention_cached where decode_fused takes it: one new row per sequence (S = 1) over
 // a cache of at most kFusedKeys rows, q / k / v of one dtype, f32 freq_factors. Other
-// shapes run the parts (the op's decomposition), and so does every shape unless
-// settings().decode_fusions: the kernel has not run on a GPU yet.
+// shapes run the parts (the op's decomposition), and so does every shape when
+// settings().decode_fusions is off (RLX_DECODE_FUSIONS=0, for A/B).
 bool fused_supported(const KernelQuery& q) {
   if (!settings().decode_fusions) return false;
   auto ok = [](DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; };

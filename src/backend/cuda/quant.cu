@@ -843,8 +843,8 @@ void register_quant(KernelRegistry& r) {
   });
   add_kernel(r, "quant_matmul", quant_matmul_kernel,
              [](const KernelQuery& q) { return product_supported(q, 1); });
-  // The norm with quantized weights runs in the activations' quantizer (quantize_norm),
-  // which has not run on a GPU yet: only with settings().decode_fusions.
+  // The norm with quantized weights runs in the activations' quantizer (quantize_norm)
+  // unless settings().decode_fusions is off (then rms_norm runs first).
   add_kernel(r, "fused_quant_matmul", fused_quant_matmul_kernel, [](const KernelQuery& q) {
     const bool norm = q.attrs.get_string("norm") == "rms_norm";
     if (norm && is_quantized(q.inputs[2].dtype) && !settings().decode_fusions) return false;
