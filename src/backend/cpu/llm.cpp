@@ -1,4 +1,5 @@
-// rope and kv_cache_write on the CPU, and the family's registration.
+// rope, kv_cache_write, rope_attention_cached and swiglu on the CPU, and the family's
+// registration.
 //
 // rope: the angles of one position are computed once (in double: at position 4000 an f32
 // angle would already be ~2e-4 rad off) and applied to every head of that row.
@@ -25,9 +26,9 @@ namespace {
 
 // ---- rope ----------------------------------------------------------------------------
 
-template <class T>
 // inverse: the rotation back (rope's vjp), passed apart from a: rope_attention_cached's attrs
 // have rope's others but not this one.
+template <class T>
 void rope_typed(const Attrs& a, bool inverse, const Tensor& x, const Tensor& pos, const Tensor* ff,
                 Tensor& y) {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
