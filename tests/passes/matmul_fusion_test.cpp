@@ -393,33 +393,42 @@ TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnCuda) {
       return a=%1, b=%2
     })",
               "", test::on_device(Device::cuda(), cuda));
-  // Quantized weights: the swiglu joins; the norm too with settings().decode_fusions (it
-  // runs in the activations' quantizer; RLX_DECODE_FUSIONS=0 turns that off).
+  // Quantized weights: the swiglu joins; the norm too with settings().decode_fusions for the
+  // K-quants (it runs in the activations' quantizer); the 32-value types keep rms_norm.
   test::PassCheckOptions o = test::on_device(Device::cuda(), cuda);
   o.compare_outputs = false;  // (no random values for quantized params)
   const char* unfused = R"(
-    graph main(%x: f32[1,64], param %g: f32[64], param %w: q8_0[32,64]) {
-      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,64]
+    graph main(%x: f32[1,256], param %g: f32[256], param %w: WT[32,256]) {
+      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,256]
       %1 = quant_matmul(%0, %w) : f32[1,32]
       %2 = swiglu(%1) : f32[1,16]
       return y=%2
     })";
-  const bool before = settings().decode_fusions;
-  settings().decode_fusions = false;
-  expect_pass("matmul_fusion", unfused, R"(
-    graph main(%x: f32[1,64], param %g: f32[64], param %w: q8_0[32,64]) {
-      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,64]
+  const char* norm_apart = R"(
+    graph main(%x: f32[1,256], param %g: f32[256], param %w: WT[32,256]) {
+      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,256]
       %1 = fused_quant_matmul(%0, %w) {activation="swiglu"} : f32[1,16]
       return y=%1
-    })",
-              o);
-  settings().decode_fusions = true;
-  expect_pass("matmul_fusion", unfused, R"(
-    graph main(%x: f32[1,64], param %g: f32[64], param %w: q8_0[32,64]) {
+    })";
+  const char* norm_joined = R"(
+    graph main(%x: f32[1,256], param %g: f32[256], param %w: WT[32,256]) {
       %0 = fused_quant_matmul(%x, %g, %w) {activation="swiglu", epsilon=1e-05, norm="rms_norm"} : f32[1,16]
       return y=%0
-    })",
-              o);
+    })";
+  auto typed = [](const char* text, const char* wt) {
+    std::string s(text);
+    s.replace(s.find("WT"), 2, wt);
+    return s;
+  };
+  const bool before = settings().decode_fusions;
+  for (bool fusions : {false, true})
+    for (const char* wt : {"q8_0", "q4_k"}) {
+      settings().decode_fusions = fusions;
+      const bool joined = fusions && std::string(wt) == "q4_k";
+      SCOPED_TRACE(str_cat(wt, fusions ? ", fusions" : ", no fusions"));
+      expect_pass("matmul_fusion", typed(unfused, wt), typed(joined ? norm_joined : norm_apart, wt),
+                  o);
+    }
   settings().decode_fusions = before;
 }
 #endif

@@ -843,11 +843,16 @@ void register_quant(KernelRegistry& r) {
   });
   add_kernel(r, "quant_matmul", quant_matmul_kernel,
              [](const KernelQuery& q) { return product_supported(q, 1); });
-  // The norm with quantized weights runs in the activations' quantizer (quantize_norm)
-  // unless settings().decode_fusions is off (then rms_norm runs first).
+  // The norm with quantized weights runs in the activations' quantizer (quantize_norm) for
+  // the K-quants unless settings().decode_fusions is off (then rms_norm runs first). The
+  // 32-value types keep the rms_norm kernel: quantize_norm takes a row in one thread block,
+  // where quantize_q8 spreads its blocks over many (1.1 B q8_0 decode, H100 and H200: 5 %
+  // slower fused; q4_k 8-17 % faster, bench/RESULTS.md).
   add_kernel(r, "fused_quant_matmul", fused_quant_matmul_kernel, [](const KernelQuery& q) {
     const bool norm = q.attrs.get_string("norm") == "rms_norm";
-    if (norm && is_quantized(q.inputs[2].dtype) && !settings().decode_fusions) return false;
+    const DType w = q.inputs[norm ? 2 : 1].dtype;
+    if (norm && is_quantized(w) && (!settings().decode_fusions || dtype_block(w) != quant::kQK_K))
+      return false;
     return product_supported(q, norm ? 2 : 1);
   });
 }
