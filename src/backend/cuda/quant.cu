@@ -846,8 +846,8 @@ void register_quant(KernelRegistry& r) {
   // The norm with quantized weights runs in the activations' quantizer (quantize_norm) for
   // the K-quants unless settings().decode_fusions is off (then rms_norm runs first). The
   // 32-value types keep the rms_norm kernel: quantize_norm takes a row in one thread block,
-  // where quantize_q8 spreads its blocks over many (1.1 B q8_0 decode, H100 and H200: 5 %
-  // slower fused; q4_k 8-17 % faster, bench/RESULTS.md).
+  // where quantize_q8 spreads its blocks over many, and q8_0 decode measured slower fused
+  // (bench/RESULTS.md, "LLM on the GPU", 2026-12-06).
   add_kernel(r, "fused_quant_matmul", fused_quant_matmul_kernel, [](const KernelQuery& q) {
     const bool norm = q.attrs.get_string("norm") == "rms_norm";
     const DType w = q.inputs[norm ? 2 : 1].dtype;
