@@ -529,6 +529,15 @@ void sample_checks(CheckTable& t) {
   t.add(ref_check("sample", DType::f32,
                   {tensor_of(DType::f32, {2, 5}, {1, 3, 3, 0, 2, 0, 5, 5, 5, -1}), rng_rows(2, 1)},
                   {{"temperature", 0.0}}, sample_ref, "ties"));
+  // Ties past the first 8 logits (the CPU's vector scans): six equal largest, the first
+  // wins the greedy draw and top_k = 3 cuts inside the run (the three lowest ids stay).
+  std::vector<double> tied(80);
+  for (size_t i = 0; i < tied.size(); ++i)
+    tied[i] = (i % 40) % 7 == 3 ? 2.0 : double(i * 13 % 5) - 3;
+  for (auto [attrs, note] : {std::pair<Attrs, const char*>{{{"temperature", 0.0}}, "ties, V = 40"},
+                             {{{"temperature", 0.8}, {"top_k", 3}}, "top_k cut inside ties"}})
+    t.add(ref_check("sample", DType::f32, {tensor_of(DType::f32, {2, 40}, tied), rng_rows(2, 4)},
+                    attrs, sample_ref, note));
   t.add(ref_check("sample", DType::f32,
                   {random_tensor(DType::f32, {2, 40000}, 3790, -5, 5), rng_rows(2, 9)},
                   {{"temperature", 0.8}, {"top_p", 0.9}}, sample_ref, "top_p, large V"));

@@ -44,12 +44,28 @@ void apply_penalty(float* l, int64_t v, const int32_t* hist, int64_t r, double p
   }
 }
 
+// The first i in [from, v) with l[i] > t (or_equal: l[i] >= t); v where there is none.
+int64_t first_above(const float* l, int64_t from, int64_t v, float t, bool or_equal) {
+  int64_t i = from;
+#if defined(__AVX2__)
+  const __m256 vt = _mm256_set1_ps(t);
+  for (; i + 8 <= v; i += 8) {
+    const __m256 x = _mm256_loadu_ps(l + i);
+    const int m = _mm256_movemask_ps(or_equal ? _mm256_cmp_ps(x, vt, _CMP_GE_OQ)
+                                              : _mm256_cmp_ps(x, vt, _CMP_GT_OQ));
+    if (m) return i + __builtin_ctz(unsigned(m));
+  }
+#endif
+  for (; i < v; ++i)
+    if (or_equal ? l[i] >= t : l[i] > t) return i;
+  return v;
+}
+
 // The first id of the largest logit (NaN logits were made -inf when the row was read).
 int32_t argmax(const float* l, int64_t v) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < v; ++i)
-    if (l[i] > l[best]) best = i;
-  return int32_t(best);
+  if (v == 0) return 0;
+  const int64_t i = first_above(l, 0, v, max_of(l, v), true);
+  return int32_t(i < v ? i : 0);
 }
 
 int32_t sample_row(const float* l, int64_t v, const Options& o, uint64_t seed, uint64_t counter,
@@ -72,13 +88,15 @@ int32_t sample_row(const float* l, int64_t v, const Options& o, uint64_t seed, u
     n = o.top_k;
     s.idx.resize(size_t(n));
     std::iota(s.idx.begin(), s.idx.end(), 0);
+    // Every id in the heap is below i, so i beats the worst exactly when its logit is
+    // larger (a tie goes to the lower id): a vector scan finds the next such i.
     std::make_heap(s.idx.begin(), s.idx.end(), before);
-    for (int64_t i = n; i < v; ++i)
-      if (before(int32_t(i), s.idx.front())) {
-        std::pop_heap(s.idx.begin(), s.idx.end(), before);
-        s.idx.back() = int32_t(i);
-        std::push_heap(s.idx.begin(), s.idx.end(), before);
-      }
+    for (int64_t i = first_above(l, n, v, l[s.idx.front()], false); i < v;
+         i = first_above(l, i + 1, v, l[s.idx.front()], false)) {
+      std::pop_heap(s.idx.begin(), s.idx.end(), before);
+      s.idx.back() = int32_t(i);
+      std::push_heap(s.idx.begin(), s.idx.end(), before);
+    }
     std::sort(s.idx.begin(), s.idx.end(), before);
     listed = true;
   }
