@@ -10,6 +10,7 @@
 // Decode (S = 1) makes B * KVH tasks of G rows; prefill blocks the rows so that a block has
 // about 64 query vectors. Buffers are per thread and grow once (no allocation per call).
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "backend/cpu/llm_kernels.h"
@@ -211,25 +212,13 @@ void direct_values(const float* p, int64_t lp, int64_t m, const TK* v, int64_t n
                    float* o, float* vrow) {
 #if defined(__AVX2__) && defined(__F16C__) && defined(__FMA__)
   if (d % 8 == 0 && m >= 1 && m <= kDirectRows) {
-    static_assert(kDirectRows == 8);
-    switch (m) {
-      case 1:
-        return values_in_registers<1>(p, lp, v, n, d, o);
-      case 2:
-        return values_in_registers<2>(p, lp, v, n, d, o);
-      case 3:
-        return values_in_registers<3>(p, lp, v, n, d, o);
-      case 4:
-        return values_in_registers<4>(p, lp, v, n, d, o);
-      case 5:
-        return values_in_registers<5>(p, lp, v, n, d, o);
-      case 6:
-        return values_in_registers<6>(p, lp, v, n, d, o);
-      case 7:
-        return values_in_registers<7>(p, lp, v, n, d, o);
-      default:
-        return values_in_registers<8>(p, lp, v, n, d, o);
-    }
+    using Fn = void (*)(const float*, int64_t, const TK*, int64_t, int64_t, float*);
+    static constexpr Fn by_rows[] = {values_in_registers<1, TK>, values_in_registers<2, TK>,
+                                     values_in_registers<3, TK>, values_in_registers<4, TK>,
+                                     values_in_registers<5, TK>, values_in_registers<6, TK>,
+                                     values_in_registers<7, TK>, values_in_registers<8, TK>};
+    static_assert(std::size(by_rows) == kDirectRows);
+    return by_rows[m - 1](p, lp, v, n, d, o);
   }
 #endif
   for (int64_t j = 0; j < n; ++j) {
