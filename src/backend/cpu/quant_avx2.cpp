@@ -215,7 +215,7 @@ void dot_q45k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* o
       prefetch_ahead<sizeof(BlockQ4_K)>(&b);
       scales = b.scales, qs = b.qs, d16 = b.d, m16 = b.dmin;
     }
-    const K4Scales ks = k4_scales(scales);
+    const K4Scales ks = k4_scale_words(scales);
     const __m256i sc = _mm256_broadcastsi128_si256(
         _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(ks.sc[1]), int(ks.sc[0]))));
     const __m128i mn = _mm_cvtepu8_epi16(_mm_set_epi32(0, 0, int(ks.mn[1]), int(ks.mn[0])));
@@ -459,16 +459,7 @@ void avx2_dot(const void* w, const uint8_t* act, size_t as, int64_t k, float* ou
 
 template <DType T>
 DotFn for_rows(int nr) {
-  switch (nr) {
-    case 1:
-      return avx2_dot<T, 1>;
-    case 2:
-      return avx2_dot<T, 2>;
-    case 3:
-      return avx2_dot<T, 3>;
-    default:
-      return avx2_dot<T, 4>;
-  }
+  return with_rows(nr, []<int NR>() -> DotFn { return avx2_dot<T, NR>; });
 }
 
 // Eight int32 vectors of one 32-value block → int8 in order (the packs interleave lanes).
@@ -679,50 +670,20 @@ bool avx2_rows8_act(const float* x, void* dst, int64_t k) {
   BlockQ8 blk;
   for (int64_t b = 0; b < k / kQK; ++b) {
     quantize_q8_fast(x + kQK * b, &blk, kQK);
-    for (int v = 0; v < 8; ++v) {
-      int32_t run;
-      std::memcpy(&run, blk.qs + 4 * v, 4);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].run[v]), _mm256_set1_epi32(run));
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].sum8), _mm256_set1_epi32(8 * blk.sum));
-    _mm256_storeu_ps(y[b].d, _mm256_set1_ps(blk.d));
+    expand_rows8(blk, y[b].run[0], sizeof y[b].run[0], y[b].sum8, y[b].d);
   }
   return true;
 }
 
-template <template <int> class K>
-void rows8_tile(int nr, const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* out,
-                int64_t os) {
-  switch (nr) {
-    case 1:
-      return K<1>::run(g, act, as, k, out, os);
-    case 2:
-      return K<2>::run(g, act, as, k, out, os);
-    case 3:
-      return K<3>::run(g, act, as, k, out, os);
-    default:
-      return K<4>::run(g, act, as, k, out, os);
-  }
-}
-template <int NR>
-struct Rows8Q4 {
-  static void run(const uint8_t* g, const uint8_t* a, size_t as, int64_t k, float* o, int64_t os) {
-    dot_rows8_q4_0<NR>(g, a, as, k, o, os);
-  }
-};
-template <int NR>
-struct Rows8Q8 {
-  static void run(const uint8_t* g, const uint8_t* a, size_t as, int64_t k, float* o, int64_t os) {
-    dot_rows8_q8_0<NR>(g, a, as, k, o, os);
-  }
-};
-
 bool avx2_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
                     float* out, int64_t os) {
   const auto* g = static_cast<const uint8_t*>(group);
-  if (w == DType::q4_0) return rows8_tile<Rows8Q4>(nr, g, act, as, k, out, os), true;
-  if (w == DType::q8_0) return rows8_tile<Rows8Q8>(nr, g, act, as, k, out, os), true;
-  return false;
+  if (w != DType::q4_0 && w != DType::q8_0) return false;
+  with_rows(nr, [&]<int NR>() {
+    w == DType::q4_0 ? dot_rows8_q4_0<NR>(g, act, as, k, out, os)
+                     : dot_rows8_q8_0<NR>(g, act, as, k, out, os);
+  });
+  return true;
 }
 
 bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n) {

@@ -134,21 +134,6 @@ void dot(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* out,
   for (int r = 0; r < NR; ++r) _mm256_storeu_ps(out + r * os, fold(acc[r]));
 }
 
-template <template <int> class K>
-void tile(int nr, const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* out,
-          int64_t os) {
-  switch (nr) {
-    case 1:
-      return dot<K, 1>(g, act, as, k, out, os);
-    case 2:
-      return dot<K, 2>(g, act, as, k, out, os);
-    case 3:
-      return dot<K, 3>(g, act, as, k, out, os);
-    default:
-      return dot<K, 4>(g, act, as, k, out, os);
-  }
-}
-
 // ---- q4_k, one row at a time (plain layout) ----------------------------------------------
 // A 64-byte load holds two of a block's four 32-byte runs: low nibbles = groups 4c and 4c + 2,
 // high nibbles (kept as 16 x value: no shift) = 4c + 1 and 4c + 3. Two 128-bit shuffles put
@@ -174,7 +159,7 @@ void dot_q4k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
   for (int64_t i = 0; i < nb; ++i) {
     const auto& b = static_cast<const BlockQ4_K*>(wv)[i];
     prefetch_ahead<sizeof(BlockQ4_K)>(reinterpret_cast<const uint8_t*>(&b));
-    const K4Scales ks = k4_scales(b.scales);
+    const K4Scales ks = k4_scale_words(b.scales);
     const __m256 f = _mm256_mul_ps(
         _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_set_epi32(0, 0, int(ks.sc[1]), int(ks.sc[0])))),
         _mm256_mul_ps(_mm256_set1_ps(half(b.d)), _mm256_load_ps(odd16)));
@@ -213,16 +198,7 @@ void dot_q4k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
 
 DotFn avx512_dot_fn(DType w, int nr) {
   if (w != DType::q4_k) return nullptr;
-  switch (nr) {
-    case 1:
-      return dot_q4k<1>;
-    case 2:
-      return dot_q4k<2>;
-    case 3:
-      return dot_q4k<3>;
-    default:
-      return dot_q4k<4>;
-  }
+  return with_rows(nr, []<int NR>() -> DotFn { return dot_q4k<NR>; });
 }
 
 size_t avx512_rows8_act_bytes(int64_t k) { return size_t((k / kQK + 1) / 2) * sizeof(Rows8Pair); }
@@ -239,13 +215,7 @@ bool avx512_rows8_act(const float* x, void* dst, int64_t k) {
     } else {
       std::memset(&blk, 0, sizeof blk);
     }
-    for (int v = 0; v < 8; ++v) {
-      int32_t run;
-      std::memcpy(&run, blk.qs + 4 * v, 4);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.run[v] + 4 * h), _mm256_set1_epi32(run));
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p.sum8 + h), _mm256_set1_epi32(8 * blk.sum));
-    _mm256_storeu_ps(p.d + h, _mm256_set1_ps(blk.d));
+    expand_rows8(blk, p.run[0] + 4 * h, sizeof p.run[0], p.sum8 + h, p.d + h);
   }
   return true;
 }
@@ -253,9 +223,11 @@ bool avx512_rows8_act(const float* x, void* dst, int64_t k) {
 bool avx512_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
                       float* out, int64_t os) {
   const auto* g = static_cast<const uint8_t*>(group);
-  if (w == DType::q4_0) return tile<Q4>(nr, g, act, as, k, out, os), true;
-  if (w == DType::q8_0) return tile<Q8>(nr, g, act, as, k, out, os), true;
-  return false;
+  if (w != DType::q4_0 && w != DType::q8_0) return false;
+  with_rows(nr, [&]<int NR>() {
+    w == DType::q4_0 ? dot<Q4, NR>(g, act, as, k, out, os) : dot<Q8, NR>(g, act, as, k, out, os);
+  });
+  return true;
 }
 
 #else  // no AVX-512 VNNI: quant_avx2.cpp's kernels serve

@@ -219,16 +219,7 @@ void scalar_dot(const void* w, const uint8_t* act, size_t astride, int64_t k, fl
 
 template <DType T>
 DotFn scalar_for_rows(int nr) {
-  switch (nr) {
-    case 1:
-      return scalar_dot<T, 1>;
-    case 2:
-      return scalar_dot<T, 2>;
-    case 3:
-      return scalar_dot<T, 3>;
-    default:
-      return scalar_dot<T, 4>;
-  }
+  return with_rows(nr, []<int NR>() -> DotFn { return scalar_dot<T, NR>; });
 }
 
 }  // namespace

@@ -38,6 +38,22 @@ void quantize_act(DType w, const float* x, void* dst, int64_t k, bool rows8 = fa
 using DotFn = void (*)(const void* w, const uint8_t* act, size_t act_stride, int64_t k, float* out,
                        int64_t out_stride);
 inline constexpr int kMaxRows = 4;  // rows one call shares the unpacked weights among
+// f.template operator()<NR>() with NR = nr for nr in [1, kMaxRows) and kMaxRows otherwise:
+// the row-count dispatch of every family of dot kernels.
+template <class F>
+decltype(auto) with_rows(int nr, F&& f) {
+  static_assert(kMaxRows == 4);
+  switch (nr) {
+    case 1:
+      return f.template operator()<1>();
+    case 2:
+      return f.template operator()<2>();
+    case 3:
+      return f.template operator()<3>();
+    default:
+      return f.template operator()<4>();
+  }
+}
 // y = the activation row x as quantize_act rounds it for weights of dtype w (d * qs per
 // block; x itself for unquantized w): decoded weights times y make the integer dots'
 // products, so the many-row path agrees with the decode path.

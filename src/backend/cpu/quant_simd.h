@@ -55,12 +55,28 @@ inline constexpr int dtype_block_v = T >= DType::q2_k&& T <= DType::q6_k ? quant
 struct K4Scales {
   uint32_t sc[2], mn[2];
 };
-inline K4Scales k4_scales(const uint8_t* scales) {
+inline K4Scales k4_scale_words(const uint8_t* scales) {
   uint32_t s[3];
   std::memcpy(s, scales, 12);
   return {{s[0] & 0x3f3f3f3f, (s[2] & 0x0f0f0f0f) | (((s[0] >> 6) & 0x03030303) << 4)},
           {s[1] & 0x3f3f3f3f, ((s[2] >> 4) & 0x0f0f0f0f) | (((s[1] >> 6) & 0x03030303) << 4)}};
 }
+
+#if defined(__AVX2__)
+// One block of rows8 activations in the form the rows8 dots read: run v (bytes 4v .. 4v + 3
+// of the block's qs) broadcast to 32 bytes at runs + v * run_stride, 8 Σqs and the scale
+// broadcast to 8 lanes each.
+inline void expand_rows8(const BlockQ8& b, int8_t* runs, size_t run_stride, int32_t* sum8,
+                         float* d) {
+  for (int v = 0; v < 8; ++v) {
+    int32_t run;
+    std::memcpy(&run, b.qs + 4 * v, 4);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(runs + v * run_stride), _mm256_set1_epi32(run));
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(sum8), _mm256_set1_epi32(8 * b.sum));
+  _mm256_storeu_ps(d, _mm256_set1_ps(b.d));
+}
+#endif
 
 // The AVX2 dots (null when not built with AVX2, or for a dtype without one).
 DotFn avx2_dot_fn(DType w, int nr);
