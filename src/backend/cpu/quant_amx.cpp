@@ -44,7 +44,7 @@ bool has_min(DType w) {
 // ---- weights: a row to int8 values, a scale and a minimum per group ---------------------
 // x = sc[g] * q + mn[g]; sc and mn are written every `st` floats (the strip's column).
 // Written per format rather than through the portable dots' block decoder (quant_dot.cpp's
-// ints): prefill measured 5-11 % slower that way (small q8_0, 1.1 B q4_k, pp256).
+// ints), which made prefill slower (bench/RESULTS.md, "AMX").
 
 template <class B>
 const B* blocks(const uint8_t* p) {
