@@ -88,11 +88,15 @@ double read_bandwidth(int threads, int runs) {
   return double(slice) * 4 / t;
 }
 
-bool rows8(const Tensor& w) { return quant::interleavable(w.dtype()) && w.shape()[0] % 8 == 0; }
+// The rows per group rlx::llm holds w in on this CPU (1: plain).
+int grouped(const Tensor& w) {
+  const int rows = quant::cpu_layout_rows(w.dtype());
+  return w.shape()[0] % rows == 0 ? rows : 1;
+}
 
 // Weights [n, k] of dtype t: 64 rows of N(0, 0.02) values encoded with the reference
 // quantizer, repeated (the values do not change the speed; encoding all would be slow);
-// interleaved in groups of 8 rows where the type has that form, as rlx::llm loads them.
+// interleaved where the type has that form, as rlx::llm loads them.
 Tensor make_weights(DType t, int64_t n, int64_t k) {
   const int64_t base = std::min<int64_t>(n, 64);
   std::mt19937 rng(7);
@@ -106,9 +110,9 @@ Tensor make_weights(DType t, int64_t n, int64_t k) {
   Tensor w = Tensor::empty(t, {n, k});
   auto* p = static_cast<uint8_t*>(w.data());
   for (int64_t r = 0; r < n; ++r) std::memcpy(p + r * rb, rows.data() + (r % base) * rb, rb);
-  if (!rows8(w)) return w;
+  if (grouped(w) == 1) return w;
   Tensor wi = Tensor::empty(t, {n, k});
-  quant::interleave_rows8(t, w.data(), wi.data(), n, k);
+  quant::interleave(t, grouped(w), w.data(), wi.data(), n, k);
   return wi;
 }
 
@@ -129,7 +133,7 @@ double time_matmul(const std::vector<Tensor>& ws, int64_t m, int threads, int ru
   Value xv = g.input("x", {DType::f32, {m, k}});
   Value wv = g.input("w", ws[0].type());
   Attrs a;
-  if (rows8(ws[0])) a.set("layout", std::string("rows8"));
+  if (grouped(ws[0]) > 1) a.set("layout", quant::layout_name(grouped(ws[0])));
   g.output(op("quant_matmul", {xv, wv}, a), "y");
   CompileOptions o;
   o.threads = threads;

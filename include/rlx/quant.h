@@ -8,6 +8,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <string_view>
 
 #include "rlx/dtype.h"
 
@@ -137,20 +139,32 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n);
 // the sums of each 16 qs. A zero block has d = 0 and zero qs / bsums. ValueError for n.
 void quantize_row_q8_k(const float* src, BlockQ8_K* dst, int64_t n);
 
-// Interleaved weights (quant_matmul's layout "rows8", the CPU decode kernels' form): the
-// rows of a matrix [n, k] (n a multiple of 8) of a 32-value type in groups of 8, block by
-// block. A group's block b is 8 times the type's block: the 8 rows' f16 scales, then runs of
-// 32 bytes (4 for q4_0's 16 nibble bytes, 8 for q8_0's 32 values), run v holding bytes
-// 4v .. 4v + 3 of each row's value bytes (row r at 4r). One 32-byte load then holds a slice
-// of 8 rows, one row per 32-bit lane, so a dot product leaves its 8 results in the lanes of
-// one vector (no horizontal sums) and the 8 scales convert in one instruction. Same bytes
-// as the plain layout, permuted.
-bool interleavable(DType t);  // the types with a rows8 form (q4_0, q8_0)
-// src [n, k] in the plain layout to dst in rows8; ValueError unless n % 8 == 0, k a whole
-// number of blocks; TypeError for a type without the form.
-void interleave_rows8(DType t, const void* src, void* dst, int64_t n, int64_t k);
-// The 8 rows of a rows8 group (the bytes of its k / 32 blocks) back in the plain layout,
-// row i at dst + i * dtype_nbytes(t, k).
-void deinterleave_rows8(DType t, const void* group, void* dst, int64_t k);
+// Interleaved weights (quant_matmul's layouts "rows8" and "rows16", the CPU decode
+// kernels' forms) of a matrix [n, k] of a 32-value type (q4_0, q8_0): the rows in groups of
+// 8 or 16, so that one vector load holds a slice of every row of a group, one row per
+// 32-bit lane, and a dot product leaves the group's results in the lanes of one vector (no
+// horizontal sums); the group's scales convert in one instruction. Same bytes as the plain
+// layout, permuted. "Runs" are 4 bytes of each row's value bytes (16 for q4_0's nibbles, 32
+// for q8_0's values): run v holds bytes 4v .. 4v + 3 of every row, row r at 4r.
+//  - rows8 (AVX2's 256-bit vectors): the group block by block, each block the 8 rows' f16
+//    scales, then its runs of 32 bytes (4 for q4_0, 8 for q8_0).
+//  - rows16 (AVX-512's 512-bit vectors): the group's scales first, [k / 32][16] f16, then its
+//    blocks' runs of 64 bytes, [k / 32][runs][16][4], so every load is of whole cache lines.
+bool interleavable(DType t);  // the types with interleaved forms (q4_0, q8_0)
+// The rows per group of a quant_matmul layout: 1 ("rows", plain), 8 ("rows8"), 16
+// ("rows16"); 0 for any other name.
+int layout_rows(std::string_view layout);
+// The layout name of `rows` rows per group (1, 8 or 16); ValueError otherwise.
+std::string layout_name(int rows);
+// src [n, k] in the plain layout to dst interleaved in groups of `rows` (8 or 16);
+// ValueError unless n % rows == 0 and k is a whole number of blocks; TypeError for a type
+// without the forms.
+void interleave(DType t, int rows, const void* src, void* dst, int64_t n, int64_t k);
+// The rows of one group (the bytes of its k / 32 blocks) back in the plain layout, row i at
+// dst + i * dtype_nbytes(t, k).
+void deinterleave(DType t, int rows, const void* group, void* dst, int64_t k);
+// The interleaved layout the CPU's decode kernels read fastest for t (1 for plain): 16 where
+// the build has AVX-512 VNNI, else 8; 1 for a type without interleaved forms.
+int cpu_layout_rows(DType t);
 
 }  // namespace rlx::quant

@@ -662,51 +662,75 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
 
 bool interleavable(DType t) { return t == DType::q4_0 || t == DType::q8_0; }
 
+int layout_rows(std::string_view layout) {
+  return layout == "rows" ? 1 : layout == "rows8" ? 8 : layout == "rows16" ? 16 : 0;
+}
+
+std::string layout_name(int rows) {
+  if (rows != 1 && rows != 8 && rows != 16)
+    fail<ValueError>("quant.layout_name", "expected 1, 8 or 16 rows per group, got ", rows);
+  return rows == 1 ? "rows" : "rows" + std::to_string(rows);
+}
+
 namespace {
 
-void expect_rows8(const char* where, DType t, int64_t n, int64_t k) {
+void expect_interleaved(const char* where, DType t, int rows, int64_t n, int64_t k) {
   if (!interleavable(t))
     fail<TypeError>(where, "expected a dtype with an interleaved form (q4_0, q8_0), got ",
                     dtype_name(t));
-  if (n < 0 || n % 8 != 0 || k < 0 || k % kQK != 0)
-    fail<ValueError>(where, "expected rows a multiple of 8 and k of ", kQK, ", got [", n, ", ", k,
-                     "]");
+  if (rows != 8 && rows != 16)
+    fail<ValueError>(where, "expected groups of 8 or 16 rows, got ", rows);
+  if (n < 0 || n % rows != 0 || k < 0 || k % kQK != 0)
+    fail<ValueError>(where, "expected rows a multiple of ", rows, " and k of ", kQK, ", got [", n,
+                     ", ", k, "]");
 }
 
 // Both forms are a 2-byte f16 scale and then the values' bytes (16 for q4_0, 32 for q8_0).
 constexpr int64_t value_bytes(DType t) { return t == DType::q4_0 ? kQK / 2 : kQK; }
 
-}  // namespace
+// Where row r's block b lies in a group of `rows` rows with nb blocks a row: its scale
+// (2 bytes) and its run v (4 bytes).
+struct GroupMap {
+  int64_t rows, nb, vb;
+  int64_t scale(int64_t b, int64_t r) const {
+    return rows == 8 ? b * 8 * (2 + vb) + 2 * r : b * 2 * rows + 2 * r;
+  }
+  int64_t run(int64_t b, int64_t v, int64_t r) const {
+    return rows == 8 ? b * 8 * (2 + vb) + 16 + 32 * v + 4 * r
+                     : nb * 2 * rows + b * rows * vb + 4 * rows * v + 4 * r;
+  }
+};
 
-void interleave_rows8(DType t, const void* src, void* dst, int64_t n, int64_t k) {
-  expect_rows8("quant.interleave_rows8", t, n, k);
-  const int64_t nb = k / kQK, vb = value_bytes(t), bb = 2 + vb, gb = 8 * bb;
-  const auto* in = static_cast<const uint8_t*>(src);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t g = 0; g < n / 8; ++g)
-    for (int64_t b = 0; b < nb; ++b) {
-      uint8_t* o = out + (g * nb + b) * gb;
-      for (int64_t r = 0; r < 8; ++r) {
-        const uint8_t* blk = in + ((g * 8 + r) * nb + b) * bb;
-        std::memcpy(o + 2 * r, blk, 2);
-        for (int64_t v = 0; v < vb / 4; ++v)
-          std::memcpy(o + 16 + 32 * v + 4 * r, blk + 2 + 4 * v, 4);
-      }
+// One group's plain rows (from) to its interleaved bytes (to), or back (kToGroup false).
+template <bool kToGroup>
+void permute_group(DType t, int rows, const uint8_t* from, uint8_t* to, int64_t k) {
+  const GroupMap m{rows, k / kQK, value_bytes(t)};
+  const int64_t bb = 2 + m.vb;
+  auto move = [&](int64_t plain, int64_t grouped, size_t n) {
+    kToGroup ? std::memcpy(to + grouped, from + plain, n)
+             : std::memcpy(to + plain, from + grouped, n);
+  };
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t b = 0; b < m.nb; ++b) {
+      const int64_t blk = (r * m.nb + b) * bb;
+      move(blk, m.scale(b, r), 2);
+      for (int64_t v = 0; v < m.vb / 4; ++v) move(blk + 2 + 4 * v, m.run(b, v, r), 4);
     }
 }
 
-void deinterleave_rows8(DType t, const void* group, void* dst, int64_t k) {
-  expect_rows8("quant.deinterleave_rows8", t, 8, k);
-  const int64_t nb = k / kQK, vb = value_bytes(t), bb = 2 + vb, gb = 8 * bb;
-  const auto* in = static_cast<const uint8_t*>(group);
-  auto* out = static_cast<uint8_t*>(dst);
-  for (int64_t b = 0; b < nb; ++b)
-    for (int64_t r = 0; r < 8; ++r) {
-      const uint8_t* o = in + b * gb;
-      uint8_t* blk = out + (r * nb + b) * bb;
-      std::memcpy(blk, o + 2 * r, 2);
-      for (int64_t v = 0; v < vb / 4; ++v) std::memcpy(blk + 2 + 4 * v, o + 16 + 32 * v + 4 * r, 4);
-    }
+}  // namespace
+
+void interleave(DType t, int rows, const void* src, void* dst, int64_t n, int64_t k) {
+  expect_interleaved("quant.interleave", t, rows, n, k);
+  const int64_t gb = rows * int64_t(dtype_nbytes(t, k));
+  for (int64_t g = 0; g < n / rows; ++g)
+    permute_group<true>(t, rows, static_cast<const uint8_t*>(src) + g * gb,
+                        static_cast<uint8_t*>(dst) + g * gb, k);
+}
+
+void deinterleave(DType t, int rows, const void* group, void* dst, int64_t k) {
+  expect_interleaved("quant.deinterleave", t, rows, rows, k);
+  permute_group<false>(t, rows, static_cast<const uint8_t*>(group), static_cast<uint8_t*>(dst), k);
 }
 
 void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {

@@ -94,14 +94,14 @@ Shape product_shape(const InferContext& ctx, size_t xi, size_t wi) {
       ctx, x.back(), w[1],
       str_cat("contraction dims of ", ctx.input(xi).str(), " and ", ctx.input(wi).str()));
   expect_whole_blocks(ctx, wi, k);
-  if (ctx.attrs().get_string("layout") == "rows8") {
+  const std::string& layout = ctx.attrs().get_string("layout");
+  if (const int rows = quant::layout_rows(layout); rows > 1) {
     if (!quant::interleavable(ctx.dtype(wi)))
-      ctx.fail_type(
-          "expected weights of a dtype with an interleaved form (q4_0, q8_0) for layout "
-          "rows8, got ",
-          ctx.input(wi).str());
-    if (w[0].is_static() && w[0].value() % 8 != 0)
-      ctx.fail("expected a multiple of 8 weight rows for layout rows8, got ", ctx.input(wi).str());
+      ctx.fail_type("expected weights of a dtype with an interleaved form (q4_0, q8_0) for layout ",
+                    layout, ", got ", ctx.input(wi).str());
+    if (w[0].is_static() && w[0].value() % rows != 0)
+      ctx.fail("expected a multiple of ", rows, " weight rows for layout ", layout, ", got ",
+               ctx.input(wi).str());
   }
   Shape out(x.begin(), x.end() - 1);
   out.push_back(w[0]);
@@ -273,15 +273,16 @@ void register_quant_ops(OpRegistry& r) {
 
   OpDef mm;
   mm.name = "quant_matmul";
-  mm.arity(2, 3).attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8"});
+  mm.arity(2, 3).attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8", "rows16"});
   mm.doc =
       "x [..., k] @ w^T (+ c) for weights w [n, k] in storage form (any block-quantized dtype, "
       "f32, f16, bf16) → [..., n] in x's dtype (a float); k must be a multiple of w's block; "
       "the optional addend c (x's dtype) broadcasts onto the product without growing it. The "
       "CPU kernel quantizes x per block to int8 and runs integer dot products, never decoding "
-      "the whole of w. Gradient and tangent through x only; vmap over x. layout rows8: w's "
-      "bytes interleaved in groups of 8 rows (rlx/quant.h, q4_0, n a multiple of 8), the "
-      "form the CPU decode kernel reads fastest; no decomposition or gradient then.";
+      "the whole of w. Gradient and tangent through x only; vmap over x. layouts rows8 / rows16: "
+      "w's "
+      "bytes interleaved in groups of 8 / 16 rows (rlx/quant.h; q4_0, q8_0; n a multiple of the "
+      "group), the forms the CPU decode kernels read fastest; no decomposition or gradient then.";
   mm.infer = infer_quant_matmul;
   mm.decompose = quant_matmul_decomposed;
   mm.vjp = quant_matmul_vjp;
@@ -295,7 +296,7 @@ void register_quant_ops(OpRegistry& r) {
       .attr("norm", AttrKind::String, AttrValue("none"), {"none", "rms_norm"})
       .attr("epsilon", AttrKind::Float, AttrValue(1e-6))
       .attr("activation", AttrKind::String, AttrValue("none"), {"none", "swiglu"})
-      .attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8"});
+      .attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8", "rows16"});
   fq.doc =
       "act(quant_matmul(norm(x), w)) + c: inputs x, [scale (norm rms_norm: rms_norm over x's "
       "last dim with this scale and epsilon)], w, [c]; activation swiglu takes silu of the "

@@ -8,6 +8,7 @@
 #include "backend/addend.h"
 #include "backend/cuda/families.h"
 #include "rlx/cuda.h"
+#include "rlx/quant.h"
 #include "rlx/settings.h"
 
 namespace rlx::test {
@@ -119,7 +120,7 @@ TEST(CudaDispatch, ConvsResolveToCudnn) {
 // The LLM path (quant.cu, llm*.cu): every op native, but f64 products (quant_matmul's
 // activations, attention_cached: decomposed, dequantize to f64 and dot_general), an addend
 // that does not repeat over the product (backend/addend.h: decomposed) and the CPU's
-// interleaved rows8 weights (host).
+// interleaved weights (rows8, rows16: host).
 TEST(CudaDispatch, LlmOpsResolveToNativeKernels) {
   const char* const ops[] = {"dequantize", "rope", "kv_cache_write", "sample"};
   expect_native(ops);
@@ -128,14 +129,14 @@ TEST(CudaDispatch, LlmOpsResolveToNativeKernels) {
     if ((c.op != "quant_matmul" && c.op != "attention_cached") || !c.error.empty()) continue;
     ++n;
     const AttrValue* layout = c.attrs.find("layout");
-    const bool rows8 = layout && *layout->get_if<std::string>() == "rows8";
+    const bool grouped = layout && quant::layout_rows(*layout->get_if<std::string>()) > 1;
     bool odd_addend = false;
     if (c.op == "quant_matmul" && c.inputs.size() == 3) {
       std::vector<int64_t> y = c.inputs[0].shape();
       y.back() = c.inputs[1].shape()[0];
       odd_addend = !addend_repeats(c.inputs[2].type(), {c.inputs[0].dtype(), to_shape(y)});
     }
-    DispatchPath want = rows8                                             ? DispatchPath::host
+    DispatchPath want = grouped                                           ? DispatchPath::host
                         : c.inputs[0].dtype() == DType::f64 || odd_addend ? DispatchPath::decomposed
                                                                           : DispatchPath::native;
     EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), dispatch_path_name(want)) << check_label(c);

@@ -62,6 +62,13 @@ std::vector<InferCase> quant_cases() {
           "an interleaved form (q4_0, q8_0)"),
       bad("quant_matmul", {"f32[1,64]", "q4_0[12,64]"}, {{"layout", std::string("rows8")}}, V,
           "a multiple of 8 weight rows"),
+      // layout rows16: groups of 16 rows.
+      ok("quant_matmul", {"f32[2,64]", "q8_0[32,64]"}, {{"layout", std::string("rows16")}},
+         {"f32[2,32]"}),
+      bad("quant_matmul", {"f32[1,64]", "q4_0[24,64]"}, {{"layout", std::string("rows16")}}, V,
+          "a multiple of 16 weight rows for layout rows16"),
+      bad("quant_matmul", {"f32[1,64]", "f16[16,64]"}, {{"layout", std::string("rows16")}}, T,
+          "an interleaved form (q4_0, q8_0)"),
       bad("quant_matmul", {"f32[1,64]", "q4_0[16,64]"}, {{"layout", std::string("cols")}}, V,
           "layout"),
       // fused_quant_matmul: x, [the norm's scale], w, [c]; swiglu halves the product.

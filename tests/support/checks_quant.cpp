@@ -152,6 +152,10 @@ std::vector<double> decoded(const Tensor& w) {
 Tensors dequantize_ref(const Tensors& in, const Attrs& attrs) {
   std::vector<double> v = decoded(in[0]);
   DType out = attrs.get_dtype("dtype");
+  // The kernels decode in f32, as ggml does (every product of a block's parts is exact in
+  // f32, the last sum rounds once): an f64 output holds those f32 values.
+  if (out == DType::f64)
+    for (double& x : v) x = double(float(x));
   if (in.size() == 1) return {tensor_of(out, in[0].shape(), v)};
   const int64_t k = in[0].shape().back();
   std::vector<double> rows = values(in[1]), y;
@@ -394,23 +398,24 @@ Tensor random_quantized(DType t, int64_t rows, int64_t k, uint64_t seed) {
   return Tensor::from_data(t, {rows, k}, v.data());
 }
 
-// w [n, k] (q4_0, q8_0) interleaved in groups of 8 rows (layout rows8).
-Tensor rows8_of(const Tensor& w) {
+// w [n, k] (q4_0, q8_0) interleaved in groups of `rows` rows (layouts rows8, rows16).
+Tensor interleaved(const Tensor& w, int rows) {
   Tensor t = Tensor::empty(w.dtype(), w.shape());
-  quant::interleave_rows8(w.dtype(), w.data(), t.data(), w.shape()[0], w.shape()[1]);
+  quant::interleave(w.dtype(), rows, w.data(), t.data(), w.shape()[0], w.shape()[1]);
   return t;
 }
 
-// The rows8 product against the plain weights' reference: the weights brought back with
-// deinterleave_rows8, which the interleaving must invert.
-std::string quant_matmul_rows8_verify(const Tensors& in, const Tensors& out, const Attrs& a) {
+// The interleaved product against the plain weights' reference: the weights brought back
+// with deinterleave, which the interleaving must invert.
+std::string quant_matmul_grouped_verify(const Tensors& in, const Tensors& out, const Attrs& a) {
   const Tensor& w = in[1];
+  const int rows = quant::layout_rows(a.get_string("layout"));
   const int64_t n = w.shape()[0], k = w.shape()[1];
-  const size_t group = 8 * dtype_nbytes(w.dtype(), k);
+  const size_t group = rows * dtype_nbytes(w.dtype(), k);
   Tensor plain = Tensor::empty(w.dtype(), w.shape());
-  for (int64_t g = 0; g < n / 8; ++g)
-    quant::deinterleave_rows8(w.dtype(), static_cast<const uint8_t*>(w.data()) + g * group,
-                              static_cast<uint8_t*>(plain.data()) + g * group, k);
+  for (int64_t g = 0; g < n / rows; ++g)
+    quant::deinterleave(w.dtype(), rows, static_cast<const uint8_t*>(w.data()) + g * group,
+                        static_cast<uint8_t*>(plain.data()) + g * group, k);
   return quant_matmul_verify({in[0], plain}, out, a);
 }
 
@@ -506,25 +511,37 @@ CheckTable checks_quant() {
   // An odd number of groups (the AMX tiles' last group alone), 70 rows (a partial block).
   t.add(mm(x(DType::f32, {70, 96}), random_quantized(DType::q8_0, 20, 96, ++seed),
            "q8_0, 70 rows, k = 96"));
-  // Interleaved weights (rows8): x [m, k] against w [n, k] of type qt.
-  using Rows8Case = std::tuple<DType, int64_t, int64_t, int64_t>;
-  auto rows8_rows = [&](DType qt, std::initializer_list<Rows8Case> cases) {
+  // Interleaved weights (rows8, rows16): x [m, k] against w [n, k] of type qt.
+  using GroupedCase = std::tuple<DType, int64_t, int64_t, int64_t>;
+  auto grouped_rows = [&](DType qt, int rows, std::initializer_list<GroupedCase> cases) {
+    const std::string layout = quant::layout_name(rows);
     for (auto [dt, m, n, k] : cases) {
-      OpCheck c = mm(x(dt, {m, k}), rows8_of(random_quantized(qt, n, k, ++seed)),
-                     str_cat(dtype_name(qt), " rows8, ", m, " rows"));
-      c.attrs.set("layout", std::string("rows8"));
-      c.verify = quant_matmul_rows8_verify;
+      OpCheck c = mm(x(dt, {m, k}), interleaved(random_quantized(qt, n, k, ++seed), rows),
+                     str_cat(dtype_name(qt), " ", layout, ", ", m, " rows"));
+      c.attrs.set("layout", layout);
+      c.verify = quant_matmul_grouped_verify;
       c.verify_gpu = nullptr;  // the GPU takes the plain rows (a decomposition)
       t.add(std::move(c));
     }
   };
   // q4_0: the decode tiles (1-6 rows), the panels (40 rows), f16 / f64 activations.
-  rows8_rows(DType::q4_0, {{DType::f32, 1, 16, 64},
-                           {DType::f32, 3, 24, 96},
-                           {DType::f32, 6, 8, 32},
-                           {DType::f32, 40, 48, 64},
-                           {DType::f16, 2, 16, 64},
-                           {DType::f64, 3, 16, 64}});
+  grouped_rows(DType::q4_0, 8,
+               {{DType::f32, 1, 16, 64},
+                {DType::f32, 3, 24, 96},
+                {DType::f32, 6, 8, 32},
+                {DType::f32, 40, 48, 64},
+                {DType::f16, 2, 16, 64},
+                {DType::f64, 3, 16, 64}});
+  // rows16: odd block counts (k = 32, 96), the AMX path (70 rows), several groups.
+  grouped_rows(DType::q4_0, 16,
+               {{DType::f32, 1, 16, 64},
+                {DType::f32, 3, 32, 96},
+                {DType::f32, 4, 48, 32},
+                {DType::f32, 6, 16, 32},
+                {DType::f32, 40, 48, 64},
+                {DType::f32, 70, 32, 96},
+                {DType::f16, 2, 16, 64},
+                {DType::f64, 3, 16, 64}});
   // Longer rows: many blocks per dot (the alternating accumulators, a tail block).
   t.add(mm(x(DType::f32, {2, 32 * 37}), random_quantized(DType::q4_0, 11, 32 * 37, ++seed),
            "q4_0, 37 blocks per row"));
@@ -602,15 +619,19 @@ CheckTable checks_quant() {
   OpCheck oob = dq({table, tensor_of(DType::i64, {2}, {1, 6})}, DType::f32, "row out of range");
   oob.error = "expected row indices in [0, 6), got 6";
   t.add(std::move(oob));
-  // Interleaved q8_0 (rows8): the decode tiles (1-6 rows; the VNNI dots bias the signed
-  // weights), the many-row paths (40 rows; 70: AMX where the CPU has it), f16 activations.
+  // Interleaved q8_0 (rows8, rows16): the decode tiles (1-6 rows; the VNNI dots bias the
+  // signed weights), the many-row paths (40 rows; 70: AMX where the CPU has it), f16
+  // activations.
   seed = 3950;
-  rows8_rows(DType::q8_0, {{DType::f32, 1, 16, 64},
-                           {DType::f32, 3, 24, 96},
-                           {DType::f32, 6, 8, 32},
-                           {DType::f32, 40, 48, 64},
-                           {DType::f32, 70, 16, 96},
-                           {DType::f16, 2, 16, 64}});
+  for (int rows : {8, 16})
+    grouped_rows(DType::q8_0, rows,
+                 {{DType::f32, 1, 16, 64},
+                  {DType::f32, 3, 32, 96},
+                  {DType::f32, 4, 16, 32},
+                  {DType::f32, 6, 16, 32},
+                  {DType::f32, 40, 48, 64},
+                  {DType::f32, 70, 16, 96},
+                  {DType::f16, 2, 16, 64}});
   fused_quant_checks(t);
   return t;
 }

@@ -4,7 +4,8 @@
 # tables and libs/llm, then random-weight models (bench/llm/make_gguf.py F16 and BF16, `rlx
 # quantize` to Q8_0 and Q4_K) timed by bench/llm/llm_torch.py, rlx next to PyTorch. CONFIGS:
 # make_gguf.py configs, default "1b". `quick`: the tests, then rlx alone (no PyTorch, whose
-# compiles take minutes). Logs under $OUT (tests.log, bench_<config>.log).
+# compiles take minutes). Logs under $OUT (tests.log, bench_<config>.log). TORCH_TYPES=bf16
+# (say) times only that file beside PyTorch and the quantized ones with rlx alone.
 cd "$(dirname "$0")/../.."
 stage=${1:-all}
 configs=${2:-1b}
@@ -57,9 +58,22 @@ for c in $configs; do
     grep -E "^==|^pp|^tg" $OUT/bench_$c.log
     continue
   fi
-  timeout ${BENCH_TIMEOUT:-400} python3 bench/llm/llm_torch.py $M/$c-bf16.gguf $M/$c-q8_0.gguf \
-    $M/$c-q4_k.gguf --rlx $B/rlx > $OUT/bench_$c.log 2>&1
+  # TORCH_TYPES (default all three) go through llm_torch.py (rlx and PyTorch side by side);
+  # the others rlx alone (PyTorch runs a quantized file's bf16 twin: the bf16 shapes again).
+  torch_files=() rlx_only=()
+  for t in bf16 q8_0 q4_k; do
+    if [[ " ${TORCH_TYPES:-bf16 q8_0 q4_k} " == *" $t "* ]]; then torch_files+=($M/$c-$t.gguf)
+    else rlx_only+=($t); fi
+  done
+  timeout ${BENCH_TIMEOUT:-400} python3 bench/llm/llm_torch.py "${torch_files[@]}" \
+    --rlx $B/rlx > $OUT/bench_$c.log 2>&1
   echo "== bench $c rc=$?"
   cat $OUT/bench_$c.log | tail -40
+  for t in "${rlx_only[@]}"; do
+    for b in 1 8; do
+      echo "== rlx $c $t b$b"
+      timeout 90 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p $((b == 1 ? 512 : 0)) -n 128 -r 3 -b $b
+    done
+  done 2>&1 | tee -a $OUT/bench_$c.log | grep -E "^==|^pp|^tg|^decode|^copy"
   rm -f $M/$c-*.gguf
 done

@@ -29,9 +29,9 @@ std::string layer_name(int64_t l, const char* what) {
 // group of them (Model::fused_: the rows of its parts, one after another).
 class Builder {
  public:
-  Builder(const Config& c, const gguf::File& f, const std::set<std::string>& rows8,
+  Builder(const Config& c, const gguf::File& f, const std::map<std::string, int>& grouped,
           const std::map<std::string, std::vector<std::string>>& fused, Graph& g)
-      : c_(c), f_(f), rows8_(rows8), fused_(fused), g_(g) {}
+      : c_(c), f_(f), grouped_(grouped), fused_(fused), g_(g) {}
 
   Value weight(const std::string& name) {
     if (const Arg* a = g_.find_arg(name)) return a->value;
@@ -109,7 +109,8 @@ class Builder {
   // x [B, S, in] @ W^T (+ bias) with W [out, in] in its stored encoding.
   Value linear(Value x, const std::string& w, const std::string& bias = {}) {
     Attrs a;
-    if (rows8_.count(w)) a.set("layout", std::string("rows8"));
+    if (auto it = grouped_.find(w); it != grouped_.end())
+      a.set("layout", quant::layout_name(it->second));
     Value y = op("quant_matmul", {x, weight(w)}, a);
     if (!bias.empty()) y = y + weight(bias);
     return y;
@@ -151,7 +152,7 @@ class Builder {
  private:
   const Config& c_;
   const gguf::File& f_;
-  const std::set<std::string>& rows8_;
+  const std::map<std::string, int>& grouped_;
   const std::map<std::string, std::vector<std::string>>& fused_;
   Graph& g_;
 };
@@ -189,26 +190,25 @@ void release_pages(const uint8_t* from, const uint8_t* to) {
 #endif
 }
 
-// w held at `offset` in the arena (interleaved in groups of 8 rows with rows8). The copy goes in
+// w held at `offset` in the arena (interleaved in groups of `rows` rows when > 1). The copy goes in
 // slices of rows, each slice's source pages given back once it is done, so the process
 // holds the weights once (plus a slice) even while it loads.
-Tensor held_copy(const Tensor& w, bool rows8, const std::shared_ptr<uint8_t>& arena,
-                 size_t offset) {
+Tensor held_copy(const Tensor& w, int rows, const std::shared_ptr<uint8_t>& arena, size_t offset) {
   std::shared_ptr<uint8_t> keep = arena;
   Tensor t = Tensor::wrap(w.dtype(), w.shape(), arena.get() + offset, [keep](void*) {});
   const int64_t n = w.shape()[0], k = w.shape()[1];
   const size_t rb = w.nbytes() / size_t(std::max<int64_t>(n, 1));
   const int64_t slice =
-      std::max<int64_t>(8, int64_t((size_t(1) << 21) / std::max<size_t>(rb, 1)) / 8 * 8);
+      std::max<int64_t>(16, int64_t((size_t(1) << 21) / std::max<size_t>(rb, 1)) / 16 * 16);
   const auto* src = static_cast<const uint8_t*>(w.data());
   auto* dst = static_cast<uint8_t*>(t.data());
   for (int64_t r0 = 0; r0 < n; r0 += slice) {
-    const int64_t rows = std::min(slice, n - r0);
-    if (rows8)
-      quant::interleave_rows8(w.dtype(), src + r0 * rb, dst + r0 * rb, rows, k);
+    const int64_t count = std::min(slice, n - r0);
+    if (rows > 1)
+      quant::interleave(w.dtype(), rows, src + r0 * rb, dst + r0 * rb, count, k);
     else
-      std::memcpy(dst + r0 * rb, src + r0 * rb, size_t(rows) * rb);
-    release_pages(src, src + (r0 + rows) * rb);
+      std::memcpy(dst + r0 * rb, src + r0 * rb, size_t(count) * rb);
+    release_pages(src, src + (r0 + count) * rb);
   }
   return t;
 }
@@ -219,7 +219,7 @@ std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq, const Samp
                                           const std::string& logits, bool chain) const {
   const Config& c = config_;
   auto g = std::make_unique<Graph>("llm." + c.arch);
-  Builder b(c, *file_, rows8_, fused_, *g);
+  Builder b(c, *file_, grouped_, fused_, *g);
   Dim S = seq > 0 ? Dim(seq) : Dim::sym("seq");
   Value tokens = g->input("tokens", {DType::i32, {Dim(batch), S}});
   Value positions = g->input("positions", {DType::i32, {Dim(batch), S}});
@@ -326,7 +326,7 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
     std::string name;
     std::vector<Tensor> parts;  // one, or a fused group's in order
     int64_t rows;               // theirs in all
-    bool rows8;
+    int grouped;                // rows per interleaved group (1: plain)
     size_t offset;
   };
   std::vector<Held> held;
@@ -360,12 +360,13 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
     // too when the output reuses it; otherwise it is read a row per token).
     const bool embd = a.name == "token_embd.weight";
     const bool streamed = t.rank() == 2 && (!embd || m->config_.tied_embeddings);
-    bool rows8 = options.interleave && !embd && quant::interleavable(t.dtype());
-    for (const Tensor& p : parts) rows8 &= p.shape()[0] % 8 == 0;
-    if (rows8) m->rows8_.insert(a.name);
+    int grouped = options.interleave && !embd ? quant::cpu_layout_rows(t.dtype()) : 1;
+    for (const Tensor& p : parts)
+      if (p.shape()[0] % grouped != 0) grouped = 1;
+    if (grouped > 1) m->grouped_[a.name] = grouped;
     // A fused group is copied too: its parts lie one after another in the arena.
-    if (rows8 || parts.size() > 1 || (options.huge_pages && streamed)) {
-      held.push_back({a.name, std::move(parts), rows, rows8, arena});
+    if (grouped > 1 || parts.size() > 1 || (options.huge_pages && streamed)) {
+      held.push_back({a.name, std::move(parts), rows, grouped, arena});
       arena += (bytes + 4095) / 4096 * 4096;
     } else {
       m->weights_[a.name] = t;
@@ -376,7 +377,7 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
     for (const Held& h : held) {
       size_t at = h.offset;
       for (const Tensor& p : h.parts) {
-        (void)held_copy(p, h.rows8, mem, at);
+        (void)held_copy(p, h.grouped, mem, at);
         at += p.nbytes();
       }
       std::shared_ptr<uint8_t> keep = mem;

@@ -179,10 +179,11 @@ TEST(Fuse, StackedProjectionsMatchSeparateOnes) {
   }
 }
 
-// q4_0 weights held interleaved (the CPU default) compute what the file's layout does, in
-// decode (the rows8 dots) and in a long prefill (the decoded panels); the pages the copies
-// replaced are released, so the model is not held twice.
-TEST(Interleave, Q4_0RowsOf8MatchTheFileLayout) {
+// q4_0 weights held interleaved (the CPU default: rows16 with AVX-512, rows8 else) compute
+// what the file's layout does, in decode (the interleaved dots) and in a long prefill (the
+// many-row paths); the pages the copies replaced are released, so the model is not held
+// twice.
+TEST(Interleave, Q4_0GroupsMatchTheFileLayout) {
   std::string path = write_model(Spec{.type = DType::q4_0}, "rows8");
   auto plain = Model::load(path, {.kv_dtype = DType::f32, .interleave = false});
   auto packed = Model::load(path, {.kv_dtype = DType::f32});

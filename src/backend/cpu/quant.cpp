@@ -45,14 +45,14 @@ enum class Path { dots, panels, int8, amx };
 
 // The path of m rows of x against weights of dtype wt. settings() may move the row
 // threshold (qmm_gemm_rows) or name the many-row path (qmm_path; the bench compares them).
-Path path_for(DType wt, bool rows8, int64_t m) {
+Path path_for(DType wt, int rows, int64_t m) {
   const Settings& s = settings();
   if (m < (s.qmm_gemm_rows > 0 ? s.qmm_gemm_rows : kGemmRows)) return Path::dots;
   if (s.qmm_path == "dots") return Path::dots;
   if (s.qmm_path == "panels") return Path::panels;
-  // AMX where the CPU has it; interleaved weights (rows8) unpack slower, and below 64
-  // rows their int8 GEMM stays ahead (bench/RESULTS.md, "AMX").
-  if (s.qmm_path != "int8" && qdot::amx_supported(wt) && (!rows8 || m >= 64)) return Path::amx;
+  // AMX where the CPU has it; interleaved weights unpack slower, and below 64 rows the int8
+  // GEMM of rows8 stays ahead (bench/RESULTS.md, "AMX").
+  if (s.qmm_path != "int8" && qdot::amx_supported(wt) && (rows != 8 || m >= 64)) return Path::amx;
   if (qdot::gemm4_supported(wt)) return Path::int8;
   // Not the K-quants (their int32 dots over 256 values beat decoding them), nor q4_1 / q5_1:
   // their minimum meets the f16 activation sums of ggml's q8_1, which a product of decoded
@@ -117,22 +117,22 @@ void owned_chunks(int64_t units, int64_t step, F&& f) {
 }
 
 // The integer (or f16 / bf16 / f32) dots: y[m, n] = x[m, k] · w[n, k]^T, with w plain or
-// interleaved in groups of 8 rows (rows8). A unit is what one call takes: a row, or a group.
-void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const float* x,
+// interleaved in groups of `rows` rows. A unit is what one call takes: a row, or a group.
+void dot_rows_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k, const float* x,
                    int64_t m, float* y) {
-  const size_t ab = qdot::act_row_bytes(wt, k, rows8), rb = dtype_nbytes(wt, k);
+  const size_t ab = qdot::act_row_bytes(wt, k, rows), rb = dtype_nbytes(wt, k);
   const uint8_t* act = reinterpret_cast<const uint8_t*>(x);
   if (is_quantized(wt)) {
     uint8_t* buf = scratch<uint8_t>(0, ab * size_t(m));
     parallel_for(m, std::max<int64_t>(1, (1 << 16) / k), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) qdot::quantize_act(wt, x + r * k, buf + r * ab, k, rows8);
+      for (int64_t r = r0; r < r1; ++r) qdot::quantize_act(wt, x + r * k, buf + r * ab, k, rows);
     });
     act = buf;
   }
   qdot::DotFn fns[qdot::kMaxRows];
   for (int r = 0; r < qdot::kMaxRows; ++r) fns[r] = qdot::dot_fn(wt, r + 1);
-  const int64_t per = rows8 ? 8 : 1, units = n / per;
-  const size_t ub = rb * size_t(per);
+  const int64_t units = n / rows;
+  const size_t ub = rb * size_t(rows);
   // Decode (one tile) streams the weights from memory (below). Many rows: kRowBlock weight
   // rows per chunk (at least 8 chunks), which stay in cache while each tile of activations
   // passes once.
@@ -143,8 +143,8 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
       const qdot::DotFn f = fns[nr - 1];
       for (int64_t j = jb; j < je; ++j) {
         const uint8_t* a = act + r0 * int64_t(ab);
-        if (rows8)
-          qdot::dot_rows8(wt, w + j * int64_t(ub), a, ab, nr, k, y + r0 * n + 8 * j, n);
+        if (rows > 1)
+          qdot::dot_group(wt, rows, w + j * int64_t(ub), a, ab, nr, k, y + r0 * n + rows * j, n);
         else
           f(w + j * int64_t(ub), a, ab, k, y + r0 * n + j, n);
       }
@@ -154,24 +154,24 @@ void dot_rows_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
   // faster than chunks of up to 1 MiB dealt out in turn, which break the streams
   // (bench/RESULTS.md, "Decode on the Xeon").
   if (decode) return owned_chunks(units, std::max<int64_t>(1, (256 << 10) / int64_t(ub)), run);
-  const int64_t chunk = std::clamp<int64_t>(units / 8, 1, kRowBlock / per);
+  const int64_t chunk = std::clamp<int64_t>(units / 8, 1, kRowBlock / rows);
   for_chunks((units + chunk - 1) / chunk, [&](int64_t c) {
     const int64_t jb = c * chunk;
     run(jb, std::min(units, jb + chunk));
   });
 }
 
-// Decodes the 8 rows of unit `j` (rows8) or row j into dst (rows k floats apart).
-void decode_unit(DType wt, bool rows8, const uint8_t* w, size_t rb, int64_t j, int64_t k,
+// Decodes unit j (a group of `rows` rows, or row j) into dst (rows k floats apart).
+void decode_unit(DType wt, int rows, const uint8_t* w, size_t rb, int64_t j, int64_t k,
                  float* dst) {
-  if (rows8)
-    qdot::decode_rows8(wt, w + j * 8 * int64_t(rb), dst, k);
+  if (rows > 1)
+    qdot::decode_group(wt, rows, w + j * rows * int64_t(rb), dst, k);
   else
     qdot::decode_row(wt, w + j * int64_t(rb), dst, k);
 }
 
 // The many-row path: decoded panels of w through sgemm, one panel per thread at a time.
-void panel_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const float* x,
+void panel_gemm_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k, const float* x,
                      int64_t m, float* y) {
   if (wt == DType::f32) {  // nothing to decode
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(n), int(k), 1.f, x, int(k),
@@ -193,9 +193,9 @@ void panel_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t 
   for_chunks((n + panel - 1) / panel, [&](int64_t p) {
     float* buf = scratch<float>(1, size_t(panel * k));
     const int64_t j0 = p * panel, pn = std::min(panel, n - j0);
-    const int64_t per = rows8 ? 8 : 1;  // panels are whole groups (multiples of 16 rows)
-    for (int64_t j = 0; j < pn; j += per)
-      decode_unit(wt, rows8, w, rb, (j0 + j) / per, k, buf + j * k);
+    // Panels are whole groups (multiples of 16 rows).
+    for (int64_t j = 0; j < pn; j += rows)
+      decode_unit(wt, rows, w, rb, (j0 + j) / rows, k, buf + j * k);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, int(m), int(pn), int(k), 1.f, x, int(k),
                 buf, int(k), 0.f, y + j0, int(n));
   });
@@ -204,7 +204,7 @@ void panel_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t 
 // The many-row path of 4-bit weights: the integer GEMM of quant_gemm_avx2.cpp. Each thread
 // packs a chunk of weight groups (up to ~256 KiB, kept in its L2) and runs every tile of
 // activation rows past it.
-void int8_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const float* x,
+void int8_gemm_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k, const float* x,
                     int64_t m, float* y) {
   const size_t ab = qdot::gemm4_act_bytes(wt, k), gb = qdot::gemm4_group_bytes(wt, k);
   uint8_t* act = scratch<uint8_t>(0, ab * size_t(m));
@@ -218,7 +218,7 @@ void int8_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k
     const int64_t g0 = c * per, g1 = std::min(groups, g0 + per);
     uint8_t* packed = scratch<uint8_t>(1, size_t(per) * gb);
     for (int64_t g = g0; g < g1; ++g)
-      qdot::gemm4_pack(wt, rows8, w, n, k, g, packed + (g - g0) * int64_t(gb));
+      qdot::gemm4_pack(wt, rows, w, n, k, g, packed + (g - g0) * int64_t(gb));
     float tile[4 * 8];
     for (int64_t r0 = 0; r0 < m; r0 += 4) {
       const int nr = int(std::min<int64_t>(4, m - r0));
@@ -236,7 +236,7 @@ void int8_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k
 // The many-row path on AMX (quant_amx.cpp): the activations quantized and packed in blocks
 // of 16 rows; each thread unpacks a few strips of 16 weight rows (up to ~256 KiB, kept in its
 // L2) and passes every block of activations past them.
-void amx_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const float* x,
+void amx_gemm_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k, const float* x,
                    int64_t m, float* y) {
   const size_t ab = qdot::act_row_bytes(wt, k), pb = qdot::amx_bytes(wt, k), sb = pb;
   const int64_t blocks = (m + 15) / 16, strips = (n + 15) / 16, threads = threads_here();
@@ -255,7 +255,7 @@ void amx_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
   for_chunks((strips + per - 1) / per, [&](int64_t c) {
     const int64_t s0 = c * per, s1 = std::min(strips, s0 + per);
     uint8_t* mine = scratch<uint8_t>(1, size_t(per) * sb);
-    for (int64_t s = s0; s < s1; ++s) qdot::amx_unpack(wt, rows8, w, n, k, s, mine + (s - s0) * sb);
+    for (int64_t s = s0; s < s1; ++s) qdot::amx_unpack(wt, rows, w, n, k, s, mine + (s - s0) * sb);
     for (int64_t b = 0; b < blocks; ++b) {
       const int rows = int(std::min<int64_t>(16, m - 16 * b));
       for (int64_t s = s0; s < s1; ++s)
@@ -267,19 +267,18 @@ void amx_gemm_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k,
 }
 
 // f64 activations (gradient checks, references): decoded rows, products in double.
-void f64_path(DType wt, bool rows8, const uint8_t* w, int64_t n, int64_t k, const double* x,
+void f64_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k, const double* x,
               int64_t m, double* y) {
   const size_t rb = dtype_nbytes(wt, k);
-  const int64_t per = rows8 ? 8 : 1;
-  parallel_for(n / per, 1, [&](int64_t u0, int64_t u1) {
-    std::vector<float> rows(static_cast<size_t>(per * k));
+  parallel_for(n / rows, 1, [&](int64_t u0, int64_t u1) {
+    std::vector<float> decoded(static_cast<size_t>(rows * k));
     for (int64_t u = u0; u < u1; ++u) {
-      decode_unit(wt, rows8, w, rb, u, k, rows.data());
-      for (int64_t i = 0; i < per; ++i)
+      decode_unit(wt, rows, w, rb, u, k, decoded.data());
+      for (int64_t i = 0; i < rows; ++i)
         for (int64_t r = 0; r < m; ++r) {
           double s = 0;
-          for (int64_t e = 0; e < k; ++e) s += double(rows[size_t(i * k + e)]) * x[r * k + e];
-          y[r * n + u * per + i] = s;
+          for (int64_t e = 0; e < k; ++e) s += double(decoded[size_t(i * k + e)]) * x[r * k + e];
+          y[r * n + u * rows + i] = s;
         }
     }
   });
@@ -294,7 +293,7 @@ void widen_into(const Tensor& t, float* dst) {
 }
 
 void product_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-  const bool rows8 = ctx.attrs.get_string("layout") == "rows8";
+  const int rows = quant::layout_rows(ctx.attrs.get_string("layout"));
   const Tensor &x = in[0], &w = in[1];
   Tensor& y = out[0];
   const DType wt = w.dtype(), xt = x.dtype();
@@ -307,23 +306,23 @@ void product_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::s
     return;
   }
   if (xt == DType::f64)
-    return f64_path(wt, rows8, wp, n, k, x.data_as<double>(), m, y.data_as<double>());
+    return f64_path(wt, rows, wp, n, k, x.data_as<double>(), m, y.data_as<double>());
   const float* xf = xt == DType::f32 ? x.data_as<float>() : scratch<float>(2, size_t(m * k));
   if (xt == DType::f16) widen_into<f16_t>(x, const_cast<float*>(xf));
   if (xt == DType::bf16) widen_into<bf16_t>(x, const_cast<float*>(xf));
   float* yf = xt == DType::f32 ? y.data_as<float>() : scratch<float>(0, size_t(m * n));
-  switch (path_for(wt, rows8, m)) {
+  switch (path_for(wt, rows, m)) {
     case Path::int8:
-      int8_gemm_path(wt, rows8, wp, n, k, xf, m, yf);
+      int8_gemm_path(wt, rows, wp, n, k, xf, m, yf);
       break;
     case Path::amx:
-      amx_gemm_path(wt, rows8, wp, n, k, xf, m, yf);
+      amx_gemm_path(wt, rows, wp, n, k, xf, m, yf);
       break;
     case Path::panels:
-      panel_gemm_path(wt, rows8, wp, n, k, xf, m, yf);
+      panel_gemm_path(wt, rows, wp, n, k, xf, m, yf);
       break;
     default:
-      dot_rows_path(wt, rows8, wp, n, k, xf, m, yf);
+      dot_rows_path(wt, rows, wp, n, k, xf, m, yf);
   }
   if (xt == DType::f16) narrow(yf, y.data_as<f16_t>(), m * n);
   if (xt == DType::bf16) narrow(yf, y.data_as<bf16_t>(), m * n);

@@ -180,15 +180,13 @@ size_t amx_bytes(DType w, int64_t k) {
   return size_t(16 * k + 2 * 16 * groups * int64_t(sizeof(float)));
 }
 
-void amx_unpack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, int64_t strip,
+void amx_unpack(DType w, int rows, const uint8_t* src, int64_t n, int64_t k, int64_t strip,
                 uint8_t* dst) {
   const int64_t groups = k / amx_group(w);
-  const size_t rb = dtype_nbytes(w, k);
   auto* q = reinterpret_cast<int8_t*>(dst);
   auto* sc = reinterpret_cast<float*>(dst + 16 * k);
   float* mn = sc + 16 * groups;
-  thread_local std::vector<uint8_t> plain;
-  if (rows8) plain.resize(8 * rb);
+  PlainRows plain(w, rows, src, k);
   for (int i = 0; i < 16; ++i) {
     const int64_t row = 16 * strip + i;
     if (row >= n) {  // past the last row: zeros
@@ -196,11 +194,7 @@ void amx_unpack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, i
       for (int64_t g = 0; g < groups; ++g) sc[g * 16 + i] = mn[g * 16 + i] = 0;
       continue;
     }
-    const uint8_t* r = src + row * int64_t(rb);
-    if (rows8) {  // the group's 8 rows back in the plain layout
-      if (row % 8 == 0) deinterleave_rows8(w, src + row * int64_t(rb), plain.data(), k);
-      r = plain.data() + (row % 8) * rb;
-    }
+    const uint8_t* r = plain.row(row);
     unpack_row(w, r, k, q + i * k, sc + i, mn + i, 16);
   }
 }

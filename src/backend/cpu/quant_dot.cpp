@@ -224,8 +224,8 @@ DotFn scalar_for_rows(int nr) {
 
 }  // namespace
 
-size_t act_row_bytes(DType w, int64_t k, bool rows8) {
-  if (rows8 && quant::interleavable(w)) {
+size_t act_row_bytes(DType w, int64_t k, int rows) {
+  if (rows == 8 && quant::interleavable(w)) {  // rows16 reads the plain blocks
     if (size_t b = avx512_rows8_act_bytes(k)) return b;
     if (size_t b = avx2_rows8_act_bytes(k)) return b;
   }
@@ -234,8 +234,8 @@ size_t act_row_bytes(DType w, int64_t k, bool rows8) {
   return size_t(k / kQK_K) * sizeof(BlockQ8K);
 }
 
-void quantize_act(DType w, const float* x, void* dst, int64_t k, bool rows8) {
-  if (rows8 && quant::interleavable(w) &&
+void quantize_act(DType w, const float* x, void* dst, int64_t k, int rows) {
+  if (rows == 8 && quant::interleavable(w) &&
       (avx512_rows8_act(x, dst, k) || avx2_rows8_act(x, dst, k)))
     return;
   if (!is_quantized(w))
@@ -246,25 +246,37 @@ void quantize_act(DType w, const float* x, void* dst, int64_t k, bool rows8) {
     quantize_q8k_fast(x, static_cast<BlockQ8K*>(dst), k);
 }
 
-void dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
-               float* out, int64_t os) {
-  if (avx512_dot_rows8(w, group, act, as, nr, k, out, os) ||
-      avx2_dot_rows8(w, group, act, as, nr, k, out, os))
+const uint8_t* PlainRows::row(int64_t r) {
+  if (rows_ <= 1) return src_ + r * int64_t(rb_);
+  thread_local std::vector<uint8_t> buf;
+  if (r / rows_ != held_) {
+    held_ = r / rows_;
+    buf.resize(rows_ * rb_);
+    quant::deinterleave(w_, rows_, src_ + held_ * rows_ * int64_t(rb_), buf.data(), k_);
+  }
+  return buf.data() + r % rows_ * rb_;
+}
+
+void dot_group(DType w, int rows, const void* group, const uint8_t* act, size_t as, int nr,
+               int64_t k, float* out, int64_t os) {
+  if (rows == 16 ? avx512_dot_rows16(w, group, act, as, nr, k, out, os)
+                 : avx512_dot_rows8(w, group, act, as, nr, k, out, os) ||
+                       avx2_dot_rows8(w, group, act, as, nr, k, out, os))
     return;
   const size_t rb = dtype_nbytes(w, k);
   thread_local std::vector<uint8_t> plain;
-  plain.resize(8 * rb);
-  quant::deinterleave_rows8(w, group, plain.data(), k);
+  plain.resize(rows * rb);
+  quant::deinterleave(w, rows, group, plain.data(), k);
   const DotFn f = dot_fn(w, nr);
-  for (int i = 0; i < 8; ++i) f(plain.data() + i * rb, act, as, k, out + i, os);
+  for (int i = 0; i < rows; ++i) f(plain.data() + i * rb, act, as, k, out + i, os);
 }
 
-void decode_rows8(DType w, const void* group, float* dst, int64_t k) {
+void decode_group(DType w, int rows, const void* group, float* dst, int64_t k) {
   const size_t rb = dtype_nbytes(w, k);
   thread_local std::vector<uint8_t> plain;
-  plain.resize(8 * rb);
-  quant::deinterleave_rows8(w, group, plain.data(), k);
-  for (int i = 0; i < 8; ++i) decode_row(w, plain.data() + i * rb, dst + i * k, k);
+  plain.resize(rows * rb);
+  quant::deinterleave(w, rows, group, plain.data(), k);
+  for (int i = 0; i < rows; ++i) decode_row(w, plain.data() + i * rb, dst + i * k, k);
 }
 
 void round_act(DType w, const float* x, float* y, int64_t k) {
@@ -360,3 +372,14 @@ DotFn dot_fn(DType w, int nr) {
 }
 
 }  // namespace rlx::cpu::qdot
+
+namespace rlx::quant {
+
+// rows16 where the AVX-512 VNNI dots are built (its loads of whole lines stream faster,
+// bench/RESULTS.md "rows16"); rows8, AVX2's form, elsewhere.
+int cpu_layout_rows(DType t) {
+  if (!interleavable(t)) return 1;
+  return cpu::qdot::avx512_rows8_act_bytes(quant::kQK) > 0 ? 16 : 8;
+}
+
+}  // namespace rlx::quant

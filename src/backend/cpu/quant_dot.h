@@ -27,11 +27,11 @@ struct BlockQ8 {
 using BlockQ8K = quant::BlockQ8_K;
 
 // Bytes of one activation row of k values prepared for weights of dtype w (k a multiple
-// of w's block): int8 blocks for the quantized types, k floats for the others; for
-// interleaved weights (rows8) the form dot_rows8 reads.
-size_t act_row_bytes(DType w, int64_t k, bool rows8 = false);
+// of w's block): int8 blocks for the quantized types, k floats for the others; for weights
+// interleaved in groups of `rows` (rlx/quant.h's layouts) the form dot_group reads.
+size_t act_row_bytes(DType w, int64_t k, int rows = 1);
 // Prepares one activation row (k floats) for weights of dtype w into dst.
-void quantize_act(DType w, const float* x, void* dst, int64_t k, bool rows8 = false);
+void quantize_act(DType w, const float* x, void* dst, int64_t k, int rows = 1);
 
 // out[r * out_stride] = <w row, activation row r> for r < nr: one weight row of k values
 // against nr activation rows, the r-th at act + r * act_stride bytes.
@@ -66,14 +66,32 @@ void round_act(DType w, const float* x, float* y, int64_t k);
 // The dot for weight dtype w and nr in [1, kMaxRows] rows; null for an unsupported dtype.
 DotFn dot_fn(DType w, int nr);
 
-// Interleaved weights (layout rows8, rlx/quant.h): the 8 rows of the group at `group`
-// against nr in [1, kMaxRows] activation rows prepared by quantize_act for w and rows8:
-// out[r * out_stride + i] = <row i, activation row r>.
-void dot_rows8(DType w, const void* group, const uint8_t* act, size_t act_stride, int nr, int64_t k,
-               float* out, int64_t out_stride);
+// Interleaved weights (layouts rows8 / rows16, rlx/quant.h): the `rows` rows of the group
+// at `group` against nr in [1, kMaxRows] activation rows prepared by quantize_act for w and
+// rows: out[r * out_stride + i] = <row i, activation row r>.
+void dot_group(DType w, int rows, const void* group, const uint8_t* act, size_t act_stride, int nr,
+               int64_t k, float* out, int64_t out_stride);
 
-// The 8 rows of a rows8 group decoded to f32, row i at dst + i * k.
-void decode_rows8(DType w, const void* group, float* dst, int64_t k);
+// The rows of an interleaved group decoded to f32, row i at dst + i * k.
+void decode_group(DType w, int rows, const void* group, float* dst, int64_t k);
+
+// The rows of w [., k] held in groups of `rows` (1: plain) in the plain layout: in place for
+// plain weights, else a row's group deinterleaved into this thread's buffer when first asked
+// for (one reader per thread at a time; a group's rows are best asked for together).
+class PlainRows {
+ public:
+  PlainRows(DType w, int rows, const uint8_t* src, int64_t k)
+      : w_(w), rows_(rows), src_(src), k_(k), rb_(dtype_nbytes(w, k)) {}
+  const uint8_t* row(int64_t r);
+
+ private:
+  DType w_;
+  int rows_;
+  const uint8_t* src_;
+  int64_t k_;
+  size_t rb_;
+  int64_t held_ = -1;  // the group in the buffer
+};
 
 // Decodes n values (a multiple of the block) of a row of dtype w to f32: the weight
 // panels of the many-row path and the dequantize op.
@@ -83,7 +101,7 @@ void decode_row(DType w, const void* src, float* dst, int64_t n);
 DotFn scalar_dot_fn(DType w, int nr);
 
 // ---- the many-row product of 4-bit weights (quant_gemm_avx2.cpp) --------------------------
-// An integer GEMM for q4_0 (plain or rows8) and q4_k weights when built with AVX2: groups of
+// An integer GEMM for q4_0 (plain or interleaved) and q4_k weights when built with AVX2: groups of
 // 8 weight rows are repacked (gemm4_pack) and meet activation rows prepared by gemm4_act,
 // 8 x up to 4 at a time (gemm4_tile). The activations round as quantize_act rounds them.
 bool gemm4_supported(DType w);
@@ -93,7 +111,7 @@ void gemm4_act(DType w, const float* x, uint8_t* dst, int64_t k);
 // Bytes of one packed group of 8 rows, and group g (rows 8g .. 8g + 7 of w [n, k]; rows
 // past n are zeros) packed into dst.
 size_t gemm4_group_bytes(DType w, int64_t k);
-void gemm4_pack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, int64_t g,
+void gemm4_pack(DType w, int rows, const uint8_t* src, int64_t n, int64_t k, int64_t g,
                 uint8_t* dst);
 // out[r * 8 + i] = <row i of the packed group, activation row r> for r < nr (1 to 4), the
 // activation rows act_stride bytes apart.
@@ -111,9 +129,9 @@ int amx_group(DType w);  // 16 or 32: the finest scale of w's format (0: not qua
 // Bytes of one strip of 16 weight rows or one block of 16 activation rows (the same shape:
 // 16 rows of int8 values, then a scale and a second float per group and row).
 size_t amx_bytes(DType w, int64_t k);
-// Strip s (rows 16 s .. 16 s + 15 of w [n, k], plain or rows8; rows past n are zeros)
+// Strip s (rows 16 s .. 16 s + 15 of w [n, k], in groups of `rows`; rows past n are zeros)
 // unpacked into dst.
-void amx_unpack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, int64_t s,
+void amx_unpack(DType w, int rows, const uint8_t* src, int64_t n, int64_t k, int64_t s,
                 uint8_t* dst);
 // `rows` (<= 16) rows of quantize_act's output (ab bytes apart) packed into dst as a block of
 // 16 (the rest zeros).

@@ -161,11 +161,11 @@ void gemm4_act(DType w, const float* x, uint8_t* dst, int64_t k) {
 
 size_t gemm4_group_bytes(DType w, int64_t k) { return size_t(k / kQK * sub_bytes(w)); }
 
-void gemm4_pack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, int64_t g,
+void gemm4_pack(DType w, int rows, const uint8_t* src, int64_t n, int64_t k, int64_t g,
                 uint8_t* dst) {
   const int64_t nb = k / kQK, sb = sub_bytes(w);
   const size_t rb = dtype_nbytes(w, k);
-  if (rows8) {  // q4_0 groups are already nibble runs: convert the scales
+  if (rows == 8) {  // q4_0's rows8 groups are already nibble runs: convert the scales
     const uint8_t* p = src + g * 8 * int64_t(rb);
     for (int64_t b = 0; b < nb; ++b, p += 8 * sizeof(BlockQ4_0), dst += sb) {
       std::memcpy(dst, p + 16, kRun);
@@ -176,6 +176,7 @@ void gemm4_pack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, i
   }
   const __m128i m4 = _mm_set1_epi8(15);
   __m128i nib[8];  // each row's 16 nibble bytes of one 32-value slice
+  PlainRows plain(w, rows, src, k);
   for (int64_t b = 0; b < nb; ++b, dst += sb) {
     auto* scale = reinterpret_cast<float*>(dst + kRun);
     for (int i = 0; i < 8; ++i) {
@@ -186,7 +187,7 @@ void gemm4_pack(DType w, bool rows8, const uint8_t* src, int64_t n, int64_t k, i
         if (has_min(w)) scale[8 + i] = 0;
         continue;
       }
-      const uint8_t* rp = src + row * int64_t(rb);
+      const uint8_t* rp = plain.row(row);
       if (w == DType::q4_0) {
         const auto& blk = reinterpret_cast<const BlockQ4_0*>(rp)[b];
         nib[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(blk.qs));
@@ -223,7 +224,7 @@ bool gemm4_supported(DType) { return false; }
 size_t gemm4_act_bytes(DType, int64_t) { return 0; }
 void gemm4_act(DType, const float*, uint8_t*, int64_t) {}
 size_t gemm4_group_bytes(DType, int64_t) { return 0; }
-void gemm4_pack(DType, bool, const uint8_t*, int64_t, int64_t, int64_t, uint8_t*) {}
+void gemm4_pack(DType, int, const uint8_t*, int64_t, int64_t, int64_t, uint8_t*) {}
 void gemm4_tile(DType, const uint8_t*, int64_t, const uint8_t*, size_t, int, float*) {}
 
 #endif

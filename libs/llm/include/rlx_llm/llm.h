@@ -57,10 +57,10 @@ struct LoadOptions {
   int64_t batch = 1;            // sequences decoded together in one step
   int threads = 0;              // kernel threads (0: every core)
   DType kv_dtype = DType::f16;  // f16 (as llama.cpp) or f32
-  // On the CPU, q4_0 and q8_0 weights are interleaved in groups of 8 rows (quant_matmul
-  // layout rows8, rlx/quant.h), the form their decode kernels read fastest (rlx's
-  // bench/RESULTS.md, "Decode on the Xeon"); the file's pages they came from are
-  // released. false keeps every weight as the file stores it.
+  // On the CPU, q4_0 and q8_0 weights are interleaved in groups of 16 rows (AVX-512) or 8
+  // (quant_matmul layouts rows16 / rows8, rlx/quant.h), the form their decode kernels read
+  // fastest (rlx's bench/RESULTS.md, "Decode on the Xeon", "rows16"); the file's pages they
+  // came from are released. false keeps every weight as the file stores it.
   bool interleave = true;
   // On the CPU, the weight matrices a decode step streams are copied into one arena of
   // 2 MiB pages (Linux transparent huge pages) and the file's pages released: fewer TLB
@@ -137,7 +137,7 @@ class Model {
   std::shared_ptr<gguf::File> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::map<std::string, Tensor> weights_;  // graph param name -> tensor (on the device)
-  std::set<std::string> rows8_;            // the weights held interleaved (layout rows8)
+  std::map<std::string, int> grouped_;     // the weights held interleaved: rows per group
   // Fused weights (a param name such as blk.0.attn_qkv.weight) and their parts in order.
   std::map<std::string, std::vector<std::string>> fused_;
   void fuse_groups();
