@@ -465,6 +465,8 @@ static void fused_quant_checks(CheckTable& t) {
   // The norm in the activations' quantizer (a block per row: rows of several blocks).
   t.add(fq(D::f32, {3, 512}, D::q4_k, 16, true, false, {3, 16}, "q4_k, 3 rows: norm + residual"));
   t.add(fq(D::f32, {1, 256}, D::q6_k, 12, true, true, {}, "q6_k: norm + swiglu"));
+  t.add(fq(D::f32, {4, 1024}, D::q5_k, 22, true, true, {4, 11}, "q5_k, 4 rows: all of it"));
+  t.add(fq(D::f32, {8, 2048}, D::q8_0, 34, true, true, {}, "q8_0, 8 rows: norm + swiglu"));
   t.add(fq(D::f16, {2, 96}, D::q4_0, 8, true, false, {}, "f16 activations, q4_0, norm"));
 }
 
@@ -632,6 +634,20 @@ CheckTable checks_quant() {
                   {DType::f32, 40, 48, 64},
                   {DType::f32, 70, 16, 96},
                   {DType::f16, 2, 16, 64}});
+  // A batch's decode on a GPU (2-8 rows: the int8 tensor-core tiles), k long enough that each
+  // warp takes several rounds of quads, partial tiles, every kind of scale and minimum.
+  seed = 4100;
+  using BatchCase = std::tuple<DType, int64_t, int64_t, int64_t>;
+  for (auto [qt, m, n, k] : {BatchCase{DType::q4_k, 5, 40, 2048},
+                             {DType::q8_0, 8, 33, 2048},
+                             {DType::q6_k, 7, 24, 1280},
+                             {DType::q4_1, 4, 17, 1024},
+                             {DType::q5_k, 2, 16, 1536},
+                             {DType::q2_k, 3, 16, 1024},
+                             {DType::q3_k, 6, 16, 768},
+                             {DType::q5_0, 8, 16, 2048}})
+    t.add(mm(x(DType::f32, {m, k}), random_quantized(qt, n, k, ++seed),
+             str_cat(dtype_name(qt), ", ", m, " rows, k = ", k)));
   fused_quant_checks(t);
   return t;
 }

@@ -5,7 +5,9 @@
 # quantize` to Q8_0 and Q4_K) timed by bench/llm/llm_torch.py, rlx next to PyTorch. CONFIGS:
 # make_gguf.py configs, default "1b". `quick`: the tests, then rlx alone (no PyTorch, whose
 # compiles take minutes). Logs under $OUT (tests.log, bench_<config>.log). TORCH_TYPES=bf16
-# (say) times only that file beside PyTorch and the quantized ones with rlx alone.
+# (say) times only that file beside PyTorch and the quantized ones with rlx alone; ENV_AB
+# the settings timed beside the defaults (`quick`: "RLX_DECODE_FUSIONS=0" unless set; `bench`:
+# for the files rlx runs alone).
 cd "$(dirname "$0")/../.."
 stage=${1:-all}
 configs=${2:-1b}
@@ -15,7 +17,7 @@ nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv,noheader
 if [ "$stage" != bench ]; then
   {
     f='*Dispatch*:CudaRuntime*'
-    for op in dequantize quant_matmul rope kv_cache_write attention_cached sample; do
+    for op in dequantize quant_matmul fused_quant_matmul rope kv_cache_write attention_cached sample; do
       f="$f:*CudaConsistency.MatchesReference/$op"
     done
     [ "$stage" = quick ] || f='*Consistency*:*Dispatch*:CudaRuntime*'
@@ -50,8 +52,10 @@ for c in $configs; do
           echo "== $t b$b ${f:-default}"
           timeout 60 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p $((b == 1 ? 512 : 0)) -n 64 -r 2 -b $b $f
         done
-        echo "== $t b$b RLX_DECODE_FUSIONS=0"
-        RLX_DECODE_FUSIONS=0 timeout 60 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p 0 -n 64 -r 2 -b $b
+        for e in ${ENV_AB-RLX_DECODE_FUSIONS=0}; do  # settings to time beside the defaults
+          echo "== $t b$b $e"
+          env $e timeout 60 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p 0 -n 64 -r 2 -b $b
+        done
       done
     done > $OUT/bench_$c.log 2>&1
     echo "== rlx $c rc=$?"
@@ -73,6 +77,10 @@ for c in $configs; do
     for b in 1 8; do
       echo "== rlx $c $t b$b"
       timeout 90 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p $((b == 1 ? 512 : 0)) -n 128 -r 3 -b $b
+      for e in ${ENV_AB:-}; do
+        echo "== rlx $c $t b$b $e"
+        env $e timeout 90 $B/rlx bench-llm $M/$c-$t.gguf --device cuda -p 0 -n 128 -r 3 -b $b
+      done
     done
   done 2>&1 | tee -a $OUT/bench_$c.log | grep -E "^==|^pp|^tg|^decode|^copy"
   rm -f $M/$c-*.gguf
