@@ -140,17 +140,20 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n);
 void quantize_row_q8_k(const float* src, BlockQ8_K* dst, int64_t n);
 
 // Interleaved weights (quant_matmul's layouts "rows8" and "rows16", the CPU decode
-// kernels' forms) of a matrix [n, k] of a 32-value type (q4_0, q8_0): the rows in groups of
-// 8 or 16, so that one vector load holds a slice of every row of a group, one row per
-// 32-bit lane, and a dot product leaves the group's results in the lanes of one vector (no
-// horizontal sums); the group's scales convert in one instruction. Same bytes as the plain
-// layout, permuted. "Runs" are 4 bytes of each row's value bytes (16 for q4_0's nibbles, 32
-// for q8_0's values): run v holds bytes 4v .. 4v + 3 of every row, row r at 4r.
-//  - rows8 (AVX2's 256-bit vectors): the group block by block, each block the 8 rows' f16
-//    scales, then its runs of 32 bytes (4 for q4_0, 8 for q8_0).
-//  - rows16 (AVX-512's 512-bit vectors): the group's scales first, [k / 32][16] f16, then its
-//    blocks' runs of 64 bytes, [k / 32][runs][16][4], so every load is of whole cache lines.
-bool interleavable(DType t);  // the types with interleaved forms (q4_0, q8_0)
+// kernels' forms) of a matrix [n, k]: the rows in groups of 8 or 16, so that one vector load
+// holds a slice of every row of a group, one row per 32-bit lane, and a dot product leaves
+// the group's results in the lanes of one vector (no horizontal sums); the group's scales
+// convert in one instruction. Same bytes as the plain layout, permuted. "Runs" are 4 bytes
+// of each row's value bytes: run v holds bytes 4v .. 4v + 3 of every row, row r at 4r.
+//  - rows8 (AVX2's 256-bit vectors; q4_0, q8_0): the group block by block, each block the 8
+//    rows' f16 scales, then its runs of 32 bytes (4 for q4_0's 16 nibble bytes, 8 for q8_0's
+//    32 values).
+//  - rows16 (AVX-512's 512-bit vectors): q4_0 / q8_0: the group's scales first, [k / 32][16]
+//    f16, then its blocks' runs of 64 bytes, [k / 32][runs][16][4]; q4_k: block by block, each
+//    the 16 rows' d, their dmin, the three 4-byte words of each row's packed scales (word j
+//    of the 16 rows together), then the block's 32 runs of its 128 nibble bytes. Every load
+//    is of whole cache lines.
+bool interleavable(DType t, int rows);  // whether t has the form of `rows` (8, 16) a group
 // The rows per group of a quant_matmul layout: 1 ("rows", plain), 8 ("rows8"), 16
 // ("rows16"); 0 for any other name.
 int layout_rows(std::string_view layout);
@@ -158,13 +161,13 @@ int layout_rows(std::string_view layout);
 std::string layout_name(int rows);
 // src [n, k] in the plain layout to dst interleaved in groups of `rows` (8 or 16);
 // ValueError unless n % rows == 0 and k is a whole number of blocks; TypeError for a type
-// without the forms.
+// without that form.
 void interleave(DType t, int rows, const void* src, void* dst, int64_t n, int64_t k);
 // The rows of one group (the bytes of its k / 32 blocks) back in the plain layout, row i at
 // dst + i * dtype_nbytes(t, k).
 void deinterleave(DType t, int rows, const void* group, void* dst, int64_t k);
-// The interleaved layout the CPU's decode kernels read fastest for t (1 for plain): 16 where
-// the build has AVX-512 VNNI, else 8; 1 for a type without interleaved forms.
+// The rows per group of the layout the CPU's decode kernels read fastest for t: 16 where the
+// build has AVX-512 VNNI (q4_0, q8_0, q4_k), else 8 (q4_0, q8_0); 1 (plain) otherwise.
 int cpu_layout_rows(DType t);
 
 }  // namespace rlx::quant

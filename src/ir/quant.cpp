@@ -660,7 +660,10 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   }
 }
 
-bool interleavable(DType t) { return t == DType::q4_0 || t == DType::q8_0; }
+bool interleavable(DType t, int rows) {
+  const bool blocks32 = t == DType::q4_0 || t == DType::q8_0;
+  return rows == 8 ? blocks32 : rows == 16 && (blocks32 || t == DType::q4_k);
+}
 
 int layout_rows(std::string_view layout) {
   return layout == "rows" ? 1 : layout == "rows8" ? 8 : layout == "rows16" ? 16 : 0;
@@ -675,46 +678,49 @@ std::string layout_name(int rows) {
 namespace {
 
 void expect_interleaved(const char* where, DType t, int rows, int64_t n, int64_t k) {
-  if (!interleavable(t))
-    fail<TypeError>(where, "expected a dtype with an interleaved form (q4_0, q8_0), got ",
-                    dtype_name(t));
   if (rows != 8 && rows != 16)
     fail<ValueError>(where, "expected groups of 8 or 16 rows, got ", rows);
-  if (n < 0 || n % rows != 0 || k < 0 || k % kQK != 0)
-    fail<ValueError>(where, "expected rows a multiple of ", rows, " and k of ", kQK, ", got [", n,
+  if (!interleavable(t, rows))
+    fail<TypeError>(where, "expected a dtype with a rows", rows, " form (",
+                    rows == 8 ? "q4_0, q8_0" : "q4_0, q8_0, q4_k", "), got ", dtype_name(t));
+  const int64_t blk = dtype_block(t);
+  if (n < 0 || n % rows != 0 || k < 0 || k % blk != 0)
+    fail<ValueError>(where, "expected rows a multiple of ", rows, " and k of ", blk, ", got [", n,
                      ", ", k, "]");
 }
 
-// Both forms are a 2-byte f16 scale and then the values' bytes (16 for q4_0, 32 for q8_0).
-constexpr int64_t value_bytes(DType t) { return t == DType::q4_0 ? kQK / 2 : kQK; }
-
-// Where row r's block b lies in a group of `rows` rows with nb blocks a row: its scale
-// (2 bytes) and its run v (4 bytes).
-struct GroupMap {
-  int64_t rows, nb, vb;
-  int64_t scale(int64_t b, int64_t r) const {
-    return rows == 8 ? b * 8 * (2 + vb) + 2 * r : b * 2 * rows + 2 * r;
+// Calls f(plain, grouped, bytes) for every piece of one group of `rows` rows: the piece's
+// offset in the rows' plain bytes (row after row) and in the interleaved group.
+//  - q4_0 / q8_0: each block is a 2-byte f16 scale, then its value bytes (16 / 32) in runs of
+//    4; rows8 keeps a block's 8 scales before its runs, rows16 all the group's scales first.
+//  - q4_k (rows16): a block of the 16 rows is 2304 bytes: the 16 d, the 16 dmin, the three
+//    scale words of each row (word j of every row together), then its 32 runs.
+template <class F>
+void for_each_piece(DType t, int rows, int64_t k, F&& f) {
+  const int64_t nb = k / dtype_block(t), bb = int64_t(dtype_size(t));
+  if (t == DType::q4_k) {
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t p = (r * nb + b) * bb, u = b * rows * bb;
+        f(p, u + 2 * r, 2);
+        f(p + 2, u + 2 * rows + 2 * r, 2);
+        for (int64_t j = 0; j < 3; ++j) f(p + 4 + 4 * j, u + 4 * rows * (1 + j) + 4 * r, 4);
+        for (int64_t v = 0; v < 32; ++v) f(p + 16 + 4 * v, u + 4 * rows * (4 + v) + 4 * r, 4);
+      }
+    return;
   }
-  int64_t run(int64_t b, int64_t v, int64_t r) const {
-    return rows == 8 ? b * 8 * (2 + vb) + 16 + 32 * v + 4 * r
-                     : nb * 2 * rows + b * rows * vb + 4 * rows * v + 4 * r;
-  }
-};
-
-// One group's plain rows (from) to its interleaved bytes (to), or back (kToGroup false).
-template <bool kToGroup>
-void permute_group(DType t, int rows, const uint8_t* from, uint8_t* to, int64_t k) {
-  const GroupMap m{rows, k / kQK, value_bytes(t)};
-  const int64_t bb = 2 + m.vb;
-  auto move = [&](int64_t plain, int64_t grouped, size_t n) {
-    kToGroup ? std::memcpy(to + grouped, from + plain, n)
-             : std::memcpy(to + plain, from + grouped, n);
-  };
+  const int64_t vb = bb - 2;  // value bytes: 16 (q4_0), 32 (q8_0)
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t b = 0; b < m.nb; ++b) {
-      const int64_t blk = (r * m.nb + b) * bb;
-      move(blk, m.scale(b, r), 2);
-      for (int64_t v = 0; v < m.vb / 4; ++v) move(blk + 2 + 4 * v, m.run(b, v, r), 4);
+    for (int64_t b = 0; b < nb; ++b) {
+      const int64_t p = (r * nb + b) * bb;
+      if (rows == 8) {
+        f(p, b * 8 * bb + 2 * r, 2);
+        for (int64_t v = 0; v < vb / 4; ++v) f(p + 2 + 4 * v, b * 8 * bb + 16 + 32 * v + 4 * r, 4);
+      } else {
+        f(p, b * 2 * rows + 2 * r, 2);
+        for (int64_t v = 0; v < vb / 4; ++v)
+          f(p + 2 + 4 * v, nb * 2 * rows + b * rows * vb + 4 * rows * v + 4 * r, 4);
+      }
     }
 }
 
@@ -723,14 +729,20 @@ void permute_group(DType t, int rows, const uint8_t* from, uint8_t* to, int64_t 
 void interleave(DType t, int rows, const void* src, void* dst, int64_t n, int64_t k) {
   expect_interleaved("quant.interleave", t, rows, n, k);
   const int64_t gb = rows * int64_t(dtype_nbytes(t, k));
-  for (int64_t g = 0; g < n / rows; ++g)
-    permute_group<true>(t, rows, static_cast<const uint8_t*>(src) + g * gb,
-                        static_cast<uint8_t*>(dst) + g * gb, k);
+  for (int64_t g = 0; g < n / rows; ++g) {
+    const auto* in = static_cast<const uint8_t*>(src) + g * gb;
+    auto* out = static_cast<uint8_t*>(dst) + g * gb;
+    for_each_piece(t, rows, k,
+                   [&](int64_t p, int64_t q, size_t len) { std::memcpy(out + q, in + p, len); });
+  }
 }
 
 void deinterleave(DType t, int rows, const void* group, void* dst, int64_t k) {
   expect_interleaved("quant.deinterleave", t, rows, rows, k);
-  permute_group<false>(t, rows, static_cast<const uint8_t*>(group), static_cast<uint8_t*>(dst), k);
+  const auto* in = static_cast<const uint8_t*>(group);
+  auto* out = static_cast<uint8_t*>(dst);
+  for_each_piece(t, rows, k,
+                 [&](int64_t p, int64_t q, size_t len) { std::memcpy(out + p, in + q, len); });
 }
 
 void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {

@@ -96,9 +96,9 @@ Shape product_shape(const InferContext& ctx, size_t xi, size_t wi) {
   expect_whole_blocks(ctx, wi, k);
   const std::string& layout = ctx.attrs().get_string("layout");
   if (const int rows = quant::layout_rows(layout); rows > 1) {
-    if (!quant::interleavable(ctx.dtype(wi)))
-      ctx.fail_type("expected weights of a dtype with an interleaved form (q4_0, q8_0) for layout ",
-                    layout, ", got ", ctx.input(wi).str());
+    if (!quant::interleavable(ctx.dtype(wi), rows))
+      ctx.fail_type("expected weights of a dtype with the interleaved form ", layout, " (",
+                    rows == 8 ? "q4_0, q8_0" : "q4_0, q8_0, q4_k", "), got ", ctx.input(wi).str());
     if (w[0].is_static() && w[0].value() % rows != 0)
       ctx.fail("expected a multiple of ", rows, " weight rows for layout ", layout, ", got ",
                ctx.input(wi).str());
@@ -281,8 +281,9 @@ void register_quant_ops(OpRegistry& r) {
       "CPU kernel quantizes x per block to int8 and runs integer dot products, never decoding "
       "the whole of w. Gradient and tangent through x only; vmap over x. layouts rows8 / rows16: "
       "w's "
-      "bytes interleaved in groups of 8 / 16 rows (rlx/quant.h; q4_0, q8_0; n a multiple of the "
-      "group), the forms the CPU decode kernels read fastest; no decomposition or gradient then.";
+      "bytes interleaved in groups of 8 / 16 rows (rlx/quant.h; q4_0, q8_0, and q4_k in rows16; n "
+      "a multiple of the group), the forms the CPU decode kernels read fastest; no decomposition "
+      "or gradient then.";
   mm.infer = infer_quant_matmul;
   mm.decompose = quant_matmul_decomposed;
   mm.vjp = quant_matmul_vjp;

@@ -59,7 +59,7 @@ std::vector<InferCase> quant_cases() {
       ok("quant_matmul", {"f32[2,64]", "q8_0[16,64]"}, {{"layout", std::string("rows8")}},
          {"f32[2,16]"}),
       bad("quant_matmul", {"f32[1,256]", "q4_k[16,256]"}, {{"layout", std::string("rows8")}}, T,
-          "an interleaved form (q4_0, q8_0)"),
+          "the interleaved form rows8 (q4_0, q8_0)"),
       bad("quant_matmul", {"f32[1,64]", "q4_0[12,64]"}, {{"layout", std::string("rows8")}}, V,
           "a multiple of 8 weight rows"),
       // layout rows16: groups of 16 rows.
@@ -68,7 +68,11 @@ std::vector<InferCase> quant_cases() {
       bad("quant_matmul", {"f32[1,64]", "q4_0[24,64]"}, {{"layout", std::string("rows16")}}, V,
           "a multiple of 16 weight rows for layout rows16"),
       bad("quant_matmul", {"f32[1,64]", "f16[16,64]"}, {{"layout", std::string("rows16")}}, T,
-          "an interleaved form (q4_0, q8_0)"),
+          "the interleaved form rows16 (q4_0, q8_0, q4_k)"),
+      ok("quant_matmul", {"f32[3,512]", "q4_k[32,512]"}, {{"layout", std::string("rows16")}},
+         {"f32[3,32]"}),
+      bad("quant_matmul", {"f32[1,256]", "q6_k[16,256]"}, {{"layout", std::string("rows16")}}, T,
+          "the interleaved form rows16"),
       bad("quant_matmul", {"f32[1,64]", "q4_0[16,64]"}, {{"layout", std::string("cols")}}, V,
           "layout"),
       // fused_quant_matmul: x, [the norm's scale], w, [c]; swiglu halves the product.

@@ -621,6 +621,18 @@ CheckTable checks_quant() {
   OpCheck oob = dq({table, tensor_of(DType::i64, {2}, {1, 6})}, DType::f32, "row out of range");
   oob.error = "expected row indices in [0, 6), got 6";
   t.add(std::move(oob));
+  // q4_k in rows16: the decode tiles (1-4 rows, several blocks), the many-row paths (40 rows;
+  // 70: AMX where the CPU has it), f16 / f64 activations.
+  seed = 3900;
+  grouped_rows(DType::q4_k, 16,
+               {{DType::f32, 1, 16, 256},
+                {DType::f32, 3, 32, 768},
+                {DType::f32, 4, 48, 512},
+                {DType::f32, 6, 16, 256},
+                {DType::f32, 40, 32, 512},
+                {DType::f32, 70, 16, 256},
+                {DType::f16, 2, 16, 512},
+                {DType::f64, 3, 16, 256}});
   // Interleaved q8_0 (rows8, rows16): the decode tiles (1-6 rows; the VNNI dots bias the
   // signed weights), the many-row paths (40 rows; 70: AMX where the CPU has it), f16
   // activations.

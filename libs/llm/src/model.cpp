@@ -289,7 +289,7 @@ void Model::fuse_groups() {
       const gguf::TensorInfo* t = file_->find(p);
       if (!t || t->dtype != first->dtype || t->shape.size() != 2 ||
           t->shape[1] != first->shape[1] ||
-          (quant::interleavable(*t->dtype) && t->shape[0] % 8 != 0))
+          (quant::interleavable(*t->dtype, 8) && t->shape[0] % 8 != 0))
         return false;
     }
     return true;
@@ -360,9 +360,16 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
     // too when the output reuses it; otherwise it is read a row per token).
     const bool embd = a.name == "token_embd.weight";
     const bool streamed = t.rank() == 2 && (!embd || m->config_.tied_embeddings);
+    // The CPU's layout, else groups of 8 (a form every CPU kernel reads), where the rows of
+    // every part split into whole groups.
+    auto whole = [&](int rows) {
+      for (const Tensor& p : parts)
+        if (p.shape()[0] % rows != 0) return false;
+      return true;
+    };
     int grouped = options.interleave && !embd ? quant::cpu_layout_rows(t.dtype()) : 1;
-    for (const Tensor& p : parts)
-      if (p.shape()[0] % grouped != 0) grouped = 1;
+    if (grouped > 8 && !whole(grouped)) grouped = quant::interleavable(t.dtype(), 8) ? 8 : 1;
+    if (!whole(grouped)) grouped = 1;
     if (grouped > 1) m->grouped_[a.name] = grouped;
     // A fused group is copied too: its parts lie one after another in the arena.
     if (grouped > 1 || parts.size() > 1 || (options.huge_pages && streamed)) {

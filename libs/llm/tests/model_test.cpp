@@ -179,19 +179,24 @@ TEST(Fuse, StackedProjectionsMatchSeparateOnes) {
   }
 }
 
-// q4_0 weights held interleaved (the CPU default: rows16 with AVX-512, rows8 else) compute
-// what the file's layout does, in decode (the interleaved dots) and in a long prefill (the
-// many-row paths); the pages the copies replaced are released, so the model is not held
-// twice.
+// q4_0 weights held interleaved (the CPU default: rows16 with AVX-512, rows8 else; rows8
+// where a matrix's rows are no whole number of 16s: the second model's 24 k / v rows)
+// compute what the file's layout does, in decode (the interleaved dots) and in a long
+// prefill (the many-row paths); the pages the copies replaced are released, so the model is
+// not held twice.
 TEST(Interleave, Q4_0GroupsMatchTheFileLayout) {
-  std::string path = write_model(Spec{.type = DType::q4_0}, "rows8");
-  auto plain = Model::load(path, {.kv_dtype = DType::f32, .interleave = false});
-  auto packed = Model::load(path, {.kv_dtype = DType::f32});
-  for (int64_t n : {1, 5, 40}) {
-    std::vector<int32_t> ids = some_ids(n, 320);
-    EXPECT_LT(rel_l2(packed->logits(ids), plain->logits(ids)), 1e-5) << n << " tokens";
+  for (const Spec& spec : {Spec{.type = DType::q4_0},
+                           Spec{.dim = 96, .heads = 12, .kv_heads = 3, .type = DType::q4_0}}) {
+    std::string path = write_model(spec, "grouped" + std::to_string(spec.dim));
+    auto plain = Model::load(path, {.kv_dtype = DType::f32, .interleave = false});
+    auto packed = Model::load(path, {.kv_dtype = DType::f32});
+    for (int64_t n : {1, 5, 40}) {
+      std::vector<int32_t> ids = some_ids(n, 320);
+      EXPECT_LT(rel_l2(packed->logits(ids), plain->logits(ids)), 1e-5)
+          << spec.dim << " dims, " << n << " tokens";
+    }
+    EXPECT_EQ(packed->weight_bytes(), plain->weight_bytes());
   }
-  EXPECT_EQ(packed->weight_bytes(), plain->weight_bytes());
 }
 
 // Weights copied into the huge-page arena are the same bytes.

@@ -225,7 +225,7 @@ DotFn scalar_for_rows(int nr) {
 }  // namespace
 
 size_t act_row_bytes(DType w, int64_t k, int rows) {
-  if (rows == 8 && quant::interleavable(w)) {  // rows16 reads the plain blocks
+  if (rows == 8 && quant::interleavable(w, 8)) {  // rows16 reads the plain blocks
     if (size_t b = avx512_rows8_act_bytes(k)) return b;
     if (size_t b = avx2_rows8_act_bytes(k)) return b;
   }
@@ -235,7 +235,7 @@ size_t act_row_bytes(DType w, int64_t k, int rows) {
 }
 
 void quantize_act(DType w, const float* x, void* dst, int64_t k, int rows) {
-  if (rows == 8 && quant::interleavable(w) &&
+  if (rows == 8 && quant::interleavable(w, 8) &&
       (avx512_rows8_act(x, dst, k) || avx2_rows8_act(x, dst, k)))
     return;
   if (!is_quantized(w))
@@ -378,8 +378,8 @@ namespace rlx::quant {
 // rows16 where the AVX-512 VNNI dots are built (its loads of whole lines stream faster,
 // bench/RESULTS.md "rows16"); rows8, AVX2's form, elsewhere.
 int cpu_layout_rows(DType t) {
-  if (!interleavable(t)) return 1;
-  return cpu::qdot::avx512_rows8_act_bytes(quant::kQK) > 0 ? 16 : 8;
+  const int rows = cpu::qdot::avx512_rows8_act_bytes(quant::kQK) > 0 ? 16 : 8;
+  return interleavable(t, rows) ? rows : 1;
 }
 
 }  // namespace rlx::quant

@@ -96,7 +96,7 @@ size_t avx512_rows8_act_bytes(int64_t k);
 bool avx512_rows8_act(const float* x, void* dst, int64_t k);
 bool avx512_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
                       float* out, int64_t os);
-// The rows16 dots (rlx/quant.h) of q4_0 or q8_0 weights on quantize_act's plain
+// The rows16 dots (rlx/quant.h) of q4_0, q8_0 or q4_k weights on quantize_act's plain
 // activation rows; false where not built with AVX-512 VNNI (or another dtype).
 bool avx512_dot_rows16(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
                        float* out, int64_t os);
