@@ -1,5 +1,6 @@
-// AVX-512 VNNI dots: rows8 weights (q4_0, q8_0: quant_dot.h's dot_rows8) and q4_k rows
-// (dot_fn), used where the build targets AVX-512 VNNI. The AVX2 rows8 kernels
+// AVX-512 VNNI dots, used where the build targets AVX-512 VNNI: rows16 weights (q4_0, q8_0,
+// q4_k; the loader's form there, further down), rows8 weights (q4_0, q8_0) and plain q4_k rows
+// (dot_fn), all behind quant_dot.h's dot_group / dot_fn. The AVX2 rows8 kernels
 // (quant_avx2.cpp) meet one block of a group's 8 rows per step in 256-bit lanes; here two
 // consecutive blocks share each 512-bit register (rows 0-7 of block b in the low half,
 // of block b + 1 in the high one), which halves the vector instructions per weight byte
@@ -139,7 +140,7 @@ void dot(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* out,
 // product takes its 4 activation bytes as an embedded broadcast of the plain BlockQ8 row,
 // and the 16 scales convert in one instruction straight from memory. Every weight load is
 // of whole cache lines (rows8's pairs of 32-byte halves cost an insert each and straddle
-// lines): a stand-alone stream of 600 MB, two threads, 24 → 28 GB/s against a 31 GB/s read
+// lines): a stand-alone stream of 600 MB, two threads, 24 → 29 GB/s against a 31 GB/s read
 // (bench/RESULTS.md, "rows16").
 inline __m512i bcast(const int8_t* p) {
   int32_t v;
