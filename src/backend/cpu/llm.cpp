@@ -13,6 +13,7 @@
 // three ops and two intermediates: split, silu, mul).
 #include <algorithm>
 #include <cmath>
+#include <span>
 #include <string>
 
 #include "backend/cpu/elementwise_math.h"
@@ -26,15 +27,23 @@ namespace {
 
 // ---- rope ----------------------------------------------------------------------------
 
+// One rotation, x into y.
+struct Rotate {
+  const Tensor* x;
+  Tensor* y;
+};
+
+// Every x of `xy` (the same lead dims [..., S] and head size D; heads may differ) rotated into
+// its y, the angles of a row computed once for all of them (rope_attention_cached's q and k).
 // inverse: the rotation back (rope's vjp), passed apart from a: rope_attention_cached's attrs
 // have rope's others but not this one.
 template <class T>
-void rope_typed(const Attrs& a, bool inverse, const Tensor& x, const Tensor& pos, const Tensor* ff,
-                Tensor& y) {
+void rope_typed(const Attrs& a, bool inverse, std::span<const Rotate> xy, const Tensor& pos,
+                const Tensor* ff) {
   using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
-  const auto& xs = x.shape();
+  const auto& xs = xy[0].x->shape();
   const size_t r = xs.size();
-  const int64_t d = xs[r - 1], h = xs[r - 2];
+  const int64_t d = xs[r - 1];
   int64_t n = a.get_int("n_rot");
   if (n == 0) n = d;
   if (n % 2 != 0 || n > d)
@@ -64,10 +73,9 @@ void rope_typed(const Attrs& a, bool inverse, const Tensor& x, const Tensor& pos
     freq[size_t(i)] =
         std::pow(base, -2.0 * double(i) / double(n)) / (factors.empty() ? 1.0 : factors[size_t(i)]);
 
-  const T* xp = x.data_as<T>();
-  T* yp = y.data_as<T>();
-  const int64_t row = h * d;
-  parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(row, 1)),
+  int64_t values = 0;  // per row of the lead dims, over every x
+  for (const Rotate& t : xy) values += t.x->shape()[r - 2] * d;
+  parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(values, 1)),
                [&](int64_t l0, int64_t l1) {
                  thread_local std::vector<C> cs;
                  cs.resize(size_t(2 * half));
@@ -84,17 +92,22 @@ void rope_typed(const Attrs& a, bool inverse, const Tensor& x, const Tensor& pos
                      cv[i] = C(std::cos(th));
                      sv[i] = C(std::sin(th));
                    }
-                   for (int64_t hh = 0; hh < h; ++hh) {
-                     const T* xr = xp + l * row + hh * d;
-                     T* yr = yp + l * row + hh * d;
-                     const int64_t other = neox ? half : 1;  // the partner of dim i0
-                     for (int64_t i = 0; i < half; ++i) {
-                       const int64_t i0 = neox ? i : 2 * i;
-                       C x0 = C(load(xr[i0])), x1 = C(load(xr[i0 + other]));
-                       yr[i0] = store<T>(x0 * cv[i] - x1 * sv[i]);
-                       yr[i0 + other] = store<T>(x0 * sv[i] + x1 * cv[i]);
+                   for (const Rotate& t : xy) {
+                     const int64_t h = t.x->shape()[r - 2], row = h * d;
+                     const T* xp = t.x->data_as<T>() + l * row;
+                     T* yp = t.y->data_as<T>() + l * row;
+                     for (int64_t hh = 0; hh < h; ++hh) {
+                       const T* xr = xp + hh * d;
+                       T* yr = yp + hh * d;
+                       const int64_t other = neox ? half : 1;  // the partner of dim i0
+                       for (int64_t i = 0; i < half; ++i) {
+                         const int64_t i0 = neox ? i : 2 * i;
+                         C x0 = C(load(xr[i0])), x1 = C(load(xr[i0 + other]));
+                         yr[i0] = store<T>(x0 * cv[i] - x1 * sv[i]);
+                         yr[i0 + other] = store<T>(x0 * sv[i] + x1 * cv[i]);
+                       }
+                       for (int64_t e = n; e < d; ++e) yr[e] = xr[e];
                      }
-                     for (int64_t e = n; e < d; ++e) yr[e] = xr[e];
                    }
                  }
                });
@@ -102,8 +115,9 @@ void rope_typed(const Attrs& a, bool inverse, const Tensor& x, const Tensor& pos
 
 void rope_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   visit_float(in[0].dtype(), "rope", [&](auto tag) {
-    rope_typed<typename decltype(tag)::type>(ctx.attrs, ctx.attrs.get_bool("inverse"), in[0], in[1],
-                                             in.size() > 2 ? &in[2] : nullptr, out[0]);
+    const Rotate xy[] = {{&in[0], &out[0]}};
+    rope_typed<typename decltype(tag)::type>(ctx.attrs, ctx.attrs.get_bool("inverse"), xy, in[1],
+                                             in.size() > 2 ? &in[2] : nullptr);
   });
 }
 
@@ -169,8 +183,8 @@ void rope_attention_cached_kernel(const KernelContext& ctx, std::span<const Tens
   Tensor qr = scratch(q_buf, q), kr = scratch(k_buf, k);
   visit_float(q.dtype(), "rope_attention_cached", [&](auto tag) {
     using T = typename decltype(tag)::type;
-    rope_typed<T>(ctx.attrs, false, q, positions, ff, qr);
-    rope_typed<T>(ctx.attrs, false, k, positions, ff, kr);
+    const Rotate xy[] = {{&q, &qr}, {&k, &kr}};  // one angle table for both
+    rope_typed<T>(ctx.attrs, false, xy, positions, ff);
   });
   const Tensor k_in[3] = {in[3], kr, pos}, v_in[3] = {in[4], in[2], pos};
   kv_cache_write_kernel(ctx, k_in, out.subspan(1, 1));  // out[1], out[2]: the caches' storage

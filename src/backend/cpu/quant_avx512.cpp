@@ -140,8 +140,7 @@ void dot(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* out,
 // product takes its 4 activation bytes as an embedded broadcast of the plain BlockQ8 row,
 // and the 16 scales convert in one instruction straight from memory. Every weight load is
 // of whole cache lines (rows8's pairs of 32-byte halves cost an insert each and straddle
-// lines): a stand-alone stream of 600 MB, two threads, 24 → 29 GB/s against a 31 GB/s read
-// (bench/RESULTS.md, "rows16").
+// lines), which streams closer to the read bandwidth (bench/RESULTS.md, "rows16").
 inline __m512i bcast(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);

@@ -263,20 +263,15 @@ void dot_group(DType w, int rows, const void* group, const uint8_t* act, size_t 
                  : avx512_dot_rows8(w, group, act, as, nr, k, out, os) ||
                        avx2_dot_rows8(w, group, act, as, nr, k, out, os))
     return;
-  const size_t rb = dtype_nbytes(w, k);
-  thread_local std::vector<uint8_t> plain;
-  plain.resize(rows * rb);
-  quant::deinterleave(w, rows, group, plain.data(), k);
+  // The portable dots on the group's rows in the plain layout.
+  PlainRows plain(w, rows, static_cast<const uint8_t*>(group), k);
   const DotFn f = dot_fn(w, nr);
-  for (int i = 0; i < rows; ++i) f(plain.data() + i * rb, act, as, k, out + i, os);
+  for (int i = 0; i < rows; ++i) f(plain.row(i), act, as, k, out + i, os);
 }
 
 void decode_group(DType w, int rows, const void* group, float* dst, int64_t k) {
-  const size_t rb = dtype_nbytes(w, k);
-  thread_local std::vector<uint8_t> plain;
-  plain.resize(rows * rb);
-  quant::deinterleave(w, rows, group, plain.data(), k);
-  for (int i = 0; i < rows; ++i) decode_row(w, plain.data() + i * rb, dst + i * k, k);
+  PlainRows plain(w, rows, static_cast<const uint8_t*>(group), k);
+  for (int i = 0; i < rows; ++i) decode_row(w, plain.row(i), dst + i * k, k);
 }
 
 void round_act(DType w, const float* x, float* y, int64_t k) {
