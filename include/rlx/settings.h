@@ -49,8 +49,8 @@
   X(bool, cudnn_attention, "RLX_CUDNN_ATTENTION", true,                                            \
     "CUDA: attention through cuDNN's fused kernels where they apply")                              \
   X(bool, cuda_pdl, "RLX_PDL", true,                                                               \
-    "CUDA (sm_90 on): decode kernels launch programmatically dependent (matvecs prefetch their "   \
-    "weights)")                                                                                    \
+    "CUDA (sm_90 on): decode kernels launch programmatically dependent (K-quant matvecs "          \
+    "prefetch their weights)")                                                                     \
   X(int64_t, sparse_lanes, "RLX_SPARSE_LANES", 0,                                                  \
     "CUDA sparse rows: lanes per CSR row (0: chosen from the row lengths)")                        \
   X(bool, decode_fusions, "RLX_DECODE_FUSIONS", true,                                              \

@@ -17,8 +17,10 @@
 // decoded to bf16 once per call; linalg.h's batched_gemm, cuBLASLt).
 //
 // fused_quant_matmul runs through the same kernels: its swiglu pairs each gate row with its
-// up row in one block (one warp sees both totals, Share), its rms_norm scales fmatvec's
-// products (Norm); elsewhere the rows are normalised first.
+// up row in one block (one warp sees both totals, Share); its rms_norm runs in the
+// activations' quantizer, or for float weights as the rms_norm kernel first (inside
+// fmatvec the norm's extra loads and sums cost more than the kernel: bench/RESULTS.md,
+// "bf16 matvec streaming").
 #include <cuda_fp16.h>
 
 #include <vector>
@@ -333,18 +335,10 @@ struct Out {
   __device__ __forceinline__ void put(int64_t i, float v) const { y[i] = c ? v + c[i % cn] : v; }
 };
 
-// fused_quant_matmul's rms_norm of the activation rows where the matvec applies it (fmatvec):
-// the products take x * g, and each row's sum of x^2, gathered alongside, scales the dot
-// products at the end (the norm is linear in x once its scale is known). g null: no norm.
-struct Norm {
-  const float* g = nullptr;
-  float eps = 0, k = 1;
-};
-
 // How the matvecs' warps share the weight rows: `split` consecutive warps of a block take
 // one row, each a 1/split share of its k. Decode has few rows for the memory to stay busy
 // (a 2048-row product is 15 warps per SM, each with a few loads in flight), so shorter
-// products split their rows (split_for). With swiglu a block's rows come in pairs (slot
+// products split their long rows (split_for). With swiglu a block's rows come in pairs (slot
 // 2 i: gate row, 2 i + 1: its up row), so that one warp sees both totals.
 struct Share {
   int64_t row, col;  // the weight row read; the output column stored
@@ -365,43 +359,37 @@ struct Share {
   }
 };
 
-// Each warp's MR partial sums (and sums of squares, with a norm) folded over its lanes,
-// then over the row's split warps (in order: deterministic), scaled by the norm, paired by
-// swiglu, and stored with the addend.
+// Each warp's MR partial sums folded over its lanes, then over the row's split warps (in
+// order: deterministic), paired by swiglu, and stored with the addend.
 template <int MR>
-__device__ __forceinline__ void finish(float (&acc)[MR], float (&sq)[MR], const Share& sh,
-                                       int64_t r0, int64_t m, const Out& y, const Norm& nm) {
-  __shared__ float share[kWarps][2][MR];
+__device__ __forceinline__ void finish(float (&acc)[MR], const Share& sh, int64_t r0, int64_t m,
+                                       const Out& y) {
+  __shared__ float share[kWarps][MR];
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
 #pragma unroll
   for (int r = 0; r < MR; ++r)
-    for (int o = 16; o > 0; o /= 2) {
-      acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
-      if (nm.g) sq[r] += __shfl_xor_sync(0xffffffffu, sq[r], o);
-    }
-  // The totals of the slot whose warps start at `first`.
-  auto total = [&](int first, int r, int which) {
-    float v = share[first][which][r];
-    for (int j = 1; j < sh.split; ++j) v += share[first + j][which][r];
+    for (int o = 16; o > 0; o /= 2) acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], o);
+  // The total of the slot whose warps start at `first`.
+  auto total = [&](int first, int r) {
+    float v = share[first][r];
+    for (int j = 1; j < sh.split; ++j) v += share[first + j][r];
     return v;
   };
   if (sh.split > 1 || y.swiglu) {
     if (lane == 0)
 #pragma unroll
-      for (int r = 0; r < MR; ++r) share[warp][0][r] = acc[r], share[warp][1][r] = sq[r];
+      for (int r = 0; r < MR; ++r) share[warp][r] = acc[r];
     __syncthreads();
     if (sh.part != 0) return;
 #pragma unroll
-    for (int r = 0; r < MR; ++r) acc[r] = total(warp, r, 0), sq[r] = total(warp, r, 1);
+    for (int r = 0; r < MR; ++r) acc[r] = total(warp, r);
   }
   if (lane != 0 || !sh.live || (y.swiglu && sh.slot % 2)) return;
 #pragma unroll
   for (int r = 0; r < MR; ++r) {
     if (r0 + r >= m) break;
-    // rms_norm's scale, as its kernel computes it
-    const float scale = nm.g ? 1.f / sqrtf(sq[r] / nm.k + nm.eps) : 1.f;
-    float v = acc[r] * scale;
-    if (y.swiglu) v = ewop::Silu{}(v) * (total(warp + sh.split, r, 0) * scale);
+    float v = acc[r];
+    if (y.swiglu) v = ewop::Silu{}(v)*total(warp + sh.split, r);
     y.put((r0 + r) * y.ld + sh.col, v);
   }
 }
@@ -427,8 +415,11 @@ __global__ void __launch_bounds__(32 * kWarps)
   constexpr int per = B::kValues / 16;
   const int64_t nb = k / B::kValues, groups = sh.live ? nb * per : 0;
   const uint8_t* wr = w + (sh.live ? sh.row : 0) * nb * B::kBytes;
-  // The row streams into L2 while the kernel before (the activations') finishes.
-  if (sh.live) prefetch_l2(wr, nb * B::kBytes, sh.part * 32 + lane, 32 * split);
+  // The K-quants, with fewer groups in flight per lane, stream faster with their row
+  // prefetched into L2 first (while the kernel before finishes); the 32-value types slower
+  // (bench/RESULTS.md, "bf16 matvec streaming").
+  if constexpr (B::kValues == 256)
+    if (sh.live) prefetch_l2(wr, nb * B::kBytes, sh.part * 32 + lane, 32 * split);
   pdl_wait();
   pdl_trigger();
   float acc[MR] = {};
@@ -448,14 +439,14 @@ __global__ void __launch_bounds__(32 * kWarps)
                                B::kValues == 256 ? 0.f : xs[(r0 + r) * nb + bi], g);
     }
   }
-  float sq[MR] = {};
-  finish(acc, sq, sh, r0, m, y, Norm{});
+  finish(acc, sh, r0, m, y);
 }
 
 // Float weights: lanes take 8 values at a time (16 bytes of f16 / bf16, 32 of f32), kLoads
 // of them loaded before any is used: one load in flight per lane leaves a warp waiting on
 // memory latency, and decode has too few rows (warps) to hide it otherwise (8 measured no
-// faster on the H100).
+// faster on the H100). No L2 prefetch ahead of the loads: it slowed every bf16 product
+// (bench/RESULTS.md, "bf16 matvec streaming").
 template <class W>
 struct Vec8 {
   uint4 v[sizeof(W) == 4 ? 2 : 1];
@@ -484,19 +475,16 @@ constexpr int kLoads = 4;
 
 template <class W, int MR>
 __global__ void __launch_bounds__(32 * kWarps)
-    fmatvec(const W* w, int64_t n, int64_t k, const float* x, int64_t m, Out y, int split,
-            Norm nm) {
+    fmatvec(const W* w, int64_t n, int64_t k, const float* x, int64_t m, Out y, int split) {
   const Share sh(n, split, y.swiglu);
   const int lane = threadIdx.x % 32;
   const int64_t r0 = int64_t(blockIdx.y) * MR;
   const W* wr = w + (sh.live ? sh.row : 0) * k;
-  if (sh.live) prefetch_l2(wr, k * int64_t(sizeof(W)), sh.part * 32 + lane, 32 * split);
   pdl_wait();
   pdl_trigger();
-  float acc[MR] = {}, sq[MR] = {};
+  float acc[MR] = {};
   const bool vec = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(nm.g) % 16 == 0;
+                   reinterpret_cast<uintptr_t>(x) % 16 == 0;
   const int64_t kk = sh.live ? k : 0, k8 = vec ? kk : 0;
   // The row's chunks of 256 values dealt round-robin to its split warps (an even share
   // even where k is only a few chunks), kLoads of a warp's chunks loaded at a time.
@@ -514,13 +502,6 @@ __global__ void __launch_bounds__(32 * kWarps)
       float wv[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) wv[j] = float(load(h[j]));
-      if (nm.g) {  // sum w g x: the scale rides on the weights, x stays for its squares
-        const float4 a = reinterpret_cast<const float4*>(nm.g + i)[0],
-                     b = reinterpret_cast<const float4*>(nm.g + i)[1];
-        const float g8[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
-#pragma unroll
-        for (int j = 0; j < 8; ++j) wv[j] *= g8[j];
-      }
 #pragma unroll
       for (int r = 0; r < MR; ++r) {
         if (r0 + r >= m) break;
@@ -529,23 +510,16 @@ __global__ void __launch_bounds__(32 * kWarps)
         const float xv[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
 #pragma unroll
         for (int j = 0; j < 8; ++j) acc[r] = fmaf(wv[j], xv[j], acc[r]);
-        if (nm.g)
-#pragma unroll
-          for (int j = 0; j < 8; ++j) sq[r] = fmaf(xv[j], xv[j], sq[r]);
       }
     }
   }
   for (int64_t i = k8 + lane + 32 * sh.part; i < kk; i += 32 * int64_t(split)) {
-    const float wv = float(load(wr[i])) * (nm.g ? nm.g[i] : 1.f);
+    const float wv = float(load(wr[i]));
 #pragma unroll
     for (int r = 0; r < MR; ++r)
-      if (r0 + r < m) {
-        const float xv = x[(r0 + r) * k + i];
-        acc[r] = fmaf(wv, xv, acc[r]);
-        sq[r] = fmaf(xv, xv, sq[r]);
-      }
+      if (r0 + r < m) acc[r] = fmaf(wv, x[(r0 + r) * k + i], acc[r]);
   }
-  finish(acc, sq, sh, r0, m, y, nm);
+  finish(acc, sh, r0, m, y);
 }
 
 // bf16 weights and 2 to 8 activation rows (a batch's decode) on the tensor cores: the fp32
@@ -590,14 +564,6 @@ __global__ void __launch_bounds__(32 * kSplitWarps)
   const __nv_bfloat16* wa = w + ra * k + 8 * t;
   const __nv_bfloat16* wb = w + rb * k + 8 * t;
   const float* xr = x + g * k + 8 * t;
-  if (y.swiglu) {
-    const int64_t rows = std::max<int64_t>(std::min<int64_t>(half, n0 + 8) - n0, 0);
-    prefetch_l2(w + n0 * k, rows * k * 2, threadIdx.x, 32 * kSplitWarps);
-    prefetch_l2(w + (half + n0) * k, rows * k * 2, threadIdx.x, 32 * kSplitWarps);
-  } else {
-    prefetch_l2(w + n0 * k, (std::min<int64_t>(n, n0 + 16) - n0) * k * 2, threadIdx.x,
-                32 * kSplitWarps);
-  }
   pdl_wait();
   pdl_trigger();
   float c[4] = {};
@@ -671,13 +637,15 @@ bool use_mma(int64_t m, int64_t k, const void* w, const void* x) {
 }
 
 // Warps per weight row (Share): doubled while the product's warps still fit the device in
-// one round of its resident warps and each share keeps 512 or more of k; at most half a
-// block's warps where the rows pair up (swiglu).
-int split_for(int64_t n, int64_t k, bool pairs) {
-  const int64_t fill = int64_t(sm_count()) * 64;
-  const int most = pairs ? kWarps / 2 : kWarps;
+// one round of its resident warps and each share keeps `least` or more of k (float rows:
+// 2048 values; quantized ones, whose lanes take 16 values a group, 512 and at most 2 warps);
+// at most half a block's warps where the rows pair up (swiglu). Measured on 1.1 B and 7 B
+// decode (bench/RESULTS.md, "bf16 matvec streaming").
+int split_for(int64_t n, int64_t k, bool pairs, bool quantized) {
+  const int64_t fill = int64_t(sm_count()) * 64, least = quantized ? 512 : 2048;
+  const int most = std::min(pairs ? kWarps / 2 : kWarps, quantized ? 2 : kWarps);
   int split = 1;
-  while (split < most && n * split * 2 <= fill && k / (split * 2) >= 512) split *= 2;
+  while (split < most && n * split * 2 <= fill && k / (split * 2) >= least) split *= 2;
   return split;
 }
 
@@ -691,22 +659,17 @@ Tensor normalized(const Tensor& x, const Tensor& g, double eps, int64_t m, int64
 }
 
 // x [m, k] f32 times the weights into y [m, n] f32 (plus its addend; y.swiglu: [m, n / 2]),
-// after nm's norm of x where it has one.
+// after the rms_norm of x with scale g where g is defined.
 void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, const Tensor& g,
             double eps, cudaStream_t s) {
   const DType wt = w.dtype();
   const auto* wp = static_cast<const uint8_t*>(w.data());
   const bool mma = wt == DType::bf16 && use_mma(m, k, wp, x.data());
-  // Only fmatvec applies the norm as it multiplies; the others read normalised rows.
-  // fmatvec applies the norm as it multiplies, the quantizer before the integer dots;
-  // bmatvec reads normalised rows.
-  Norm nm;
-  if (g.defined() && mma)
-    x = normalized(x, g, eps, m, k, s);
-  else if (g.defined() && !is_quantized(wt))
-    nm = {static_cast<const float*>(g.data()), float(eps), float(k)};
+  // The quantizer applies the norm before the integer dots; float weights read normalised
+  // rows.
+  if (g.defined() && !is_quantized(wt)) x = normalized(x, g, eps, m, k, s);
   const auto* xp = static_cast<const float*>(x.data());
-  const int split = split_for(n, k, yp.swiglu), rows = kWarps / split;
+  const int split = split_for(n, k, yp.swiglu, is_quantized(wt)), rows = kWarps / split;
   const int64_t outs = yp.swiglu ? n / 2 : n, per_block = yp.swiglu ? rows / 2 : rows;
   by_rows(m, [&](auto mr) {
     constexpr int MR = decltype(mr)::value;
@@ -720,16 +683,16 @@ void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, 
       });
     } else if (wt == DType::f16) {
       launch_pdl(fmatvec<__half, MR>, grid, 32 * kWarps, 0, s, reinterpret_cast<const __half*>(wp),
-                 n, k, xp, m, yp, split, nm);
+                 n, k, xp, m, yp, split);
     } else if (mma) {
       launch_pdl(bmatvec, unsigned(yp.swiglu ? (outs + 7) / 8 : (n + 15) / 16), 32 * kSplitWarps, 0,
                  s, reinterpret_cast<const __nv_bfloat16*>(wp), n, k, xp, m, yp);
     } else if (wt == DType::bf16) {
       launch_pdl(fmatvec<__nv_bfloat16, MR>, grid, 32 * kWarps, 0, s,
-                 reinterpret_cast<const __nv_bfloat16*>(wp), n, k, xp, m, yp, split, nm);
+                 reinterpret_cast<const __nv_bfloat16*>(wp), n, k, xp, m, yp, split);
     } else {
       launch_pdl(fmatvec<float, MR>, grid, 32 * kWarps, 0, s, reinterpret_cast<const float*>(wp), n,
-                 k, xp, m, yp, split, nm);
+                 k, xp, m, yp, split);
     }
   });
   RLX_CUDA_LAUNCHED("quant_matmul");
