@@ -534,9 +534,11 @@ CheckTable checks_quant() {
                 {DType::f32, 40, 48, 64},
                 {DType::f16, 2, 16, 64},
                 {DType::f64, 3, 16, 64}});
-  // rows16: odd block counts (k = 32, 96), the AMX path (70 rows), several groups.
+  // rows16: odd block counts (k = 32, 96), the AMX path (70 rows), several groups (one
+  // activation row: four groups side by side, then the rest one by one).
   grouped_rows(DType::q4_0, 16,
                {{DType::f32, 1, 16, 64},
+                {DType::f32, 1, 144, 96},
                 {DType::f32, 3, 32, 96},
                 {DType::f32, 4, 48, 32},
                 {DType::f32, 6, 16, 32},

@@ -141,13 +141,12 @@ void dot_rows_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k, c
     for (int64_t r0 = 0; r0 < m; r0 += qdot::kMaxRows) {
       const int nr = int(std::min<int64_t>(qdot::kMaxRows, m - r0));
       const qdot::DotFn f = fns[nr - 1];
-      for (int64_t j = jb; j < je; ++j) {
-        const uint8_t* a = act + r0 * int64_t(ab);
-        if (rows > 1)
-          qdot::dot_group(wt, rows, w + j * int64_t(ub), a, ab, nr, k, y + r0 * n + rows * j, n);
-        else
-          f(w + j * int64_t(ub), a, ab, k, y + r0 * n + j, n);
-      }
+      const uint8_t* a = act + r0 * int64_t(ab);
+      if (rows > 1)
+        qdot::dot_groups(wt, rows, w + jb * int64_t(ub), je - jb, a, ab, nr, k,
+                         y + r0 * n + rows * jb, n);
+      else
+        for (int64_t j = jb; j < je; ++j) f(w + j * int64_t(ub), a, ab, k, y + r0 * n + j, n);
     }
   };
   // Decode: each thread streams its own part of the matrix, 256 KiB at a time (owned_chunks),

@@ -257,16 +257,20 @@ const uint8_t* PlainRows::row(int64_t r) {
   return buf.data() + r % rows_ * rb_;
 }
 
-void dot_group(DType w, int rows, const void* group, const uint8_t* act, size_t as, int nr,
-               int64_t k, float* out, int64_t os) {
-  if (rows == 16 ? avx512_dot_rows16(w, group, act, as, nr, k, out, os)
-                 : avx512_dot_rows8(w, group, act, as, nr, k, out, os) ||
-                       avx2_dot_rows8(w, group, act, as, nr, k, out, os))
-    return;
-  // The portable dots on the group's rows in the plain layout.
-  PlainRows plain(w, rows, static_cast<const uint8_t*>(group), k);
-  const DotFn f = dot_fn(w, nr);
-  for (int i = 0; i < rows; ++i) f(plain.row(i), act, as, k, out + i, os);
+void dot_groups(DType w, int rows, const void* first, int64_t count, const uint8_t* act, size_t as,
+                int nr, int64_t k, float* out, int64_t os) {
+  const size_t gbytes = size_t(rows) * dtype_nbytes(w, k);
+  if (rows == 16 && avx512_dot_rows16(w, first, gbytes, count, act, as, nr, k, out, os)) return;
+  const auto* g = static_cast<const uint8_t*>(first);
+  for (int64_t j = 0; j < count; ++j, g += gbytes, out += rows) {
+    if (rows == 8 && (avx512_dot_rows8(w, g, act, as, nr, k, out, os) ||
+                      avx2_dot_rows8(w, g, act, as, nr, k, out, os)))
+      continue;
+    // The portable dots on the group's rows in the plain layout.
+    PlainRows plain(w, rows, g, k);
+    const DotFn f = dot_fn(w, nr);
+    for (int i = 0; i < rows; ++i) f(plain.row(i), act, as, k, out + i, os);
+  }
 }
 
 void decode_group(DType w, int rows, const void* group, float* dst, int64_t k) {

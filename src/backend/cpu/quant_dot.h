@@ -28,7 +28,7 @@ using BlockQ8K = quant::BlockQ8_K;
 
 // Bytes of one activation row of k values prepared for weights of dtype w (k a multiple
 // of w's block): int8 blocks for the quantized types, k floats for the others; for weights
-// interleaved in groups of `rows` (rlx/quant.h's layouts) the form dot_group reads.
+// interleaved in groups of `rows` (rlx/quant.h's layouts) the form dot_groups reads.
 size_t act_row_bytes(DType w, int64_t k, int rows = 1);
 // Prepares one activation row (k floats) for weights of dtype w into dst.
 void quantize_act(DType w, const float* x, void* dst, int64_t k, int rows = 1);
@@ -66,11 +66,12 @@ void round_act(DType w, const float* x, float* y, int64_t k);
 // The dot for weight dtype w and nr in [1, kMaxRows] rows; null for an unsupported dtype.
 DotFn dot_fn(DType w, int nr);
 
-// Interleaved weights (layouts rows8 / rows16, rlx/quant.h): the `rows` rows of the group
-// at `group` against nr in [1, kMaxRows] activation rows prepared by quantize_act for w and
-// rows: out[r * out_stride + i] = <row i, activation row r>.
-void dot_group(DType w, int rows, const void* group, const uint8_t* act, size_t act_stride, int nr,
-               int64_t k, float* out, int64_t out_stride);
+// Interleaved weights (layouts rows8 / rows16, rlx/quant.h): `count` consecutive groups of
+// `rows` rows from `first` against nr in [1, kMaxRows] activation rows prepared by
+// quantize_act for w and rows: out[r * out_stride + i] = <row i (from the first group's
+// first), activation row r>.
+void dot_groups(DType w, int rows, const void* first, int64_t count, const uint8_t* act,
+                size_t act_stride, int nr, int64_t k, float* out, int64_t out_stride);
 
 // The rows of an interleaved group decoded to f32, row i at dst + i * k.
 void decode_group(DType w, int rows, const void* group, float* dst, int64_t k);

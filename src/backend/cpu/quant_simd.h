@@ -96,10 +96,11 @@ size_t avx512_rows8_act_bytes(int64_t k);
 bool avx512_rows8_act(const float* x, void* dst, int64_t k);
 bool avx512_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
                       float* out, int64_t os);
-// The rows16 dots (rlx/quant.h) of q4_0, q8_0 or q4_k weights on quantize_act's plain
-// activation rows; false where not built with AVX-512 VNNI (or another dtype).
-bool avx512_dot_rows16(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
-                       float* out, int64_t os);
+// The rows16 dots (rlx/quant.h) of `count` consecutive groups (gbytes apart) of q4_0, q8_0
+// or q4_k weights on quantize_act's plain activation rows, group j's rows at out + 16 j;
+// false where not built with AVX-512 VNNI (or another dtype).
+bool avx512_dot_rows16(DType w, const void* first, size_t gbytes, int64_t count, const uint8_t* act,
+                       size_t as, int nr, int64_t k, float* out, int64_t os);
 // Decodes like decode_row where AVX2 has a decoder for t (f16, bf16, q4_0 … q8_0); false
 // otherwise (the portable decoder then runs).
 bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n);
