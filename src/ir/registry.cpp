@@ -4,7 +4,6 @@
 #include <mutex>
 #include <shared_mutex>
 
-#include "ops/families.h"
 #include "rlx/op.h"
 
 namespace rlx {
@@ -84,15 +83,6 @@ struct OpRegistry::Impl {
 
 OpRegistry::OpRegistry() : impl_(std::make_unique<Impl>()) {}
 OpRegistry::~OpRegistry() = default;
-
-OpRegistry& OpRegistry::global() {
-  static OpRegistry* reg = [] {
-    auto* r = new OpRegistry();  // never destroyed: ops may be used during static teardown
-    detail::register_core_ops(*r);
-    return r;
-  }();
-  return *reg;
-}
 
 const OpDef& OpRegistry::add(OpDef def) {
   if (!is_identifier(def.name))
