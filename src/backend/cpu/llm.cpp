@@ -2,7 +2,8 @@
 // registration.
 //
 // rope: the angles of one position are computed once (in double: at position 4000 an f32
-// angle would already be ~2e-4 rad off) and applied to every head of that row.
+// angle would already be ~2e-4 rad off) and applied to every head of that row; each thread
+// keeps its last table, which a decode step's later layers reuse.
 // kv_cache_write: writes the new rows straight into input 0's storage and returns that
 // storage as the output (KernelFlags::makes_outputs), so a decode step copies S rows per
 // head, never the cache. A non-contiguous cache reaches the kernel as the runtime's
@@ -12,6 +13,7 @@
 // swiglu: silu of each row's first half times its second, one pass (the decomposition is
 // three ops and two intermediates: split, silu, mul).
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <span>
 #include <string>
@@ -67,19 +69,41 @@ void rope_typed(const Attrs& a, bool inverse, std::span<const Rotate> xy, const 
     using I = typename decltype(tag)::type;
     for (size_t i = 0; i < p.size(); ++i) p[i] = int64_t(pos.data_as<I>()[i]);
   });
-  std::vector<double> freq(static_cast<size_t>(half));
+  // A decode step's layers all rotate one position with the same frequencies, and pow, cos
+  // and sin in double cost more than the rotations: the frequencies of the last call and
+  // each thread's last angle table are kept (keyed by their values, not by addresses).
+  struct Freqs {
+    double base = 0;
+    int64_t n = 0;
+    std::vector<double> factors, freq;
+    uint64_t generation = 0;
+  };
+  thread_local Freqs fq;
   std::vector<double> factors = ff ? ff->to_doubles() : std::vector<double>{};
-  for (int64_t i = 0; i < half; ++i)
-    freq[size_t(i)] =
-        std::pow(base, -2.0 * double(i) / double(n)) / (factors.empty() ? 1.0 : factors[size_t(i)]);
+  if (fq.generation == 0 || fq.base != base || fq.n != n || fq.factors != factors) {
+    fq.base = base, fq.n = n, fq.factors = std::move(factors);
+    fq.freq.resize(size_t(half));
+    for (int64_t i = 0; i < half; ++i)
+      fq.freq[size_t(i)] = std::pow(base, -2.0 * double(i) / double(n)) /
+                           (fq.factors.empty() ? 1.0 : fq.factors[size_t(i)]);
+    static std::atomic<uint64_t> generations{0};
+    fq.generation = ++generations;
+  }
+  const std::vector<double>& freq = fq.freq;
+  const uint64_t generation = fq.generation;
 
   int64_t values = 0;  // per row of the lead dims, over every x
   for (const Rotate& t : xy) values += t.x->shape()[r - 2] * d;
   parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(values, 1)),
                [&](int64_t l0, int64_t l1) {
-                 thread_local std::vector<C> cs;
-                 cs.resize(size_t(2 * half));
-                 C *cv = cs.data(), *sv = cs.data() + half;
+                 // This thread's last table: the angles of position `at` for `generation`.
+                 thread_local struct {
+                   std::vector<C> cs;
+                   uint64_t generation = 0;
+                   double at = 0;
+                 } table;
+                 table.cs.resize(size_t(2 * half));
+                 C *cv = table.cs.data(), *sv = table.cs.data() + half;
                  for (int64_t l = l0; l < l1; ++l) {
                    int64_t off = 0;
                    for (int64_t i = int64_t(lead.size()) - 1, rest = l; i >= 0; --i) {
@@ -87,10 +111,13 @@ void rope_typed(const Attrs& a, bool inverse, std::span<const Rotate> xy, const 
                      rest /= lead[size_t(i)];
                    }
                    const double at = double(p[size_t(off)]) * fs;
-                   for (int64_t i = 0; i < half; ++i) {
-                     double th = at * freq[size_t(i)];
-                     cv[i] = C(std::cos(th));
-                     sv[i] = C(std::sin(th));
+                   if (table.generation != generation || table.at != at) {
+                     for (int64_t i = 0; i < half; ++i) {
+                       double th = at * freq[size_t(i)];
+                       cv[i] = C(std::cos(th));
+                       sv[i] = C(std::sin(th));
+                     }
+                     table.generation = generation, table.at = at;
                    }
                    for (const Rotate& t : xy) {
                      const int64_t h = t.x->shape()[r - 2], row = h * d;
