@@ -27,7 +27,8 @@ cmake --build "$build" --target "${targets[@]}"
 [ "$mode" = llm ] || nvcc -O2 -arch=sm_90 -std=c++20 -Isrc tools/gpu/f32_gemm_probe.cu -lcublas -lcublasLt \
   -o .gpuz/f32_gemm_probe
 # The batch-1 bf16 matvec designs side by side (bench/RESULTS.md, "bf16 matvec streaming").
-nvcc -O3 -arch=sm_90 -std=c++17 tools/gpu/matvec_probe.cu -lcublas -o .gpuz/matvec_probe
+nvcc -O3 -arch=sm_90 -std=c++20 -Isrc -Iinclude tools/gpu/matvec_probe.cu -lcublas \
+  -o .gpuz/matvec_probe
 rm -rf .gpu
 ../shared/tools/gpu-bundle .gpu "${bins[@]/#/$build/}"
 strip .gpu/bin/*

@@ -5,7 +5,8 @@
 // decode step does. Prints each design's step time and bytes ÷ time as a fraction of the
 // device-to-device copy bandwidth measured in the same run, and cuBLAS's gemv (bf16 x, as
 // PyTorch runs it) as the peer.
-//   nvcc -O3 -arch=sm_90 -std=c++17 tools/gpu/matvec_probe.cu -lcublas -o matvec_probe
+//   nvcc -O3 -arch=sm_90 -std=c++20 -Isrc -Iinclude tools/gpu/matvec_probe.cu -lcublas -o
+//   matvec_probe
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 
@@ -13,6 +14,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
+
+#include "backend/cuda/kernels.cuh"  // pdl_wait, pdl_trigger, load_once, prefetch_l2
 
 #define CK(x)                                                                    \
   do {                                                                           \
@@ -24,23 +27,8 @@
   } while (0)
 
 using bf16 = __nv_bfloat16;
+using namespace rlx::gpu;
 
-__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
-__device__ __forceinline__ void pdl_trigger() {
-  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-}
-__device__ __forceinline__ uint4 load_once(const uint4* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-__device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes, int t, int threads) {
-  const char* c = static_cast<const char*>(p);
-  for (int64_t o = int64_t(t) * 128; o < bytes; o += int64_t(threads) * 128)
-    asm volatile("prefetch.global.L2 [%0];\n" ::"l"(c + o));
-}
 __device__ __forceinline__ float dot8(uint4 v, const float* x, float acc) {
   const float4 a = reinterpret_cast<const float4*>(x)[0], b = reinterpret_cast<const float4*>(x)[1];
   const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
@@ -60,6 +48,25 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+// One lane's share of row wr · x: its 8-value chunks from `first`, `stride` values apart, U
+// 16-byte loads in flight before any is used.
+template <int U>
+__device__ __forceinline__ float row_share(const bf16* wr, int k, const float* x, int first,
+                                           int stride) {
+  float acc = 0;
+  for (int i0 = first; i0 < k; i0 += stride * U) {
+    uint4 raw[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (i0 + stride * u < k)
+        raw[u] = load_once(reinterpret_cast<const uint4*>(wr + i0 + stride * u));
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+      if (i0 + stride * u < k) acc = dot8(raw[u], x + i0 + stride * u, acc);
+  }
+  return acc;
+}
+
 // A: one warp per row, U 16-byte loads per lane in flight (rlx's fmatvec at U = 4), the
 // row prefetched into L2 before the dependency wait.
 template <int WARPS, int U, bool PF>
@@ -72,18 +79,7 @@ __global__ void __launch_bounds__(32 * WARPS)
   if (PF && live) prefetch_l2(wr, int64_t(k) * 2, lane, 32);
   pdl_wait();
   pdl_trigger();
-  float acc = 0;
-  if (live)
-    for (int i0 = 8 * lane; i0 < k; i0 += 256 * U) {
-      uint4 raw[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (i0 + 256 * u < k) raw[u] = load_once(reinterpret_cast<const uint4*>(wr + i0 + 256 * u));
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (i0 + 256 * u < k) acc = dot8(raw[u], x + i0 + 256 * u, acc);
-    }
-  acc = warp_sum(acc);
+  const float acc = warp_sum(live ? row_share<U>(wr, k, x, 8 * lane, 256) : 0.f);
   if (live && lane == 0) y[row] = acc;
 }
 
@@ -144,20 +140,7 @@ __global__ void __launch_bounds__(32 * WARPS)
   const bf16* wr = w + int64_t(live ? row : 0) * k;
   pdl_wait();
   pdl_trigger();
-  float acc = 0;
-  const int stride = 256 * S;
-  if (live)
-    for (int i0 = 8 * lane + 256 * p; i0 < k; i0 += stride * U) {
-      uint4 raw[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (i0 + stride * u < k)
-          raw[u] = load_once(reinterpret_cast<const uint4*>(wr + i0 + stride * u));
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (i0 + stride * u < k) acc = dot8(raw[u], x + i0 + stride * u, acc);
-    }
-  acc = warp_sum(acc);
+  const float acc = warp_sum(live ? row_share<U>(wr, k, x, 8 * lane + 256 * p, 256 * S) : 0.f);
   if (lane == 0) part[warp] = acc;
   __syncthreads();
   if (p == 0 && lane == 0 && live) {
@@ -180,17 +163,7 @@ __global__ void __launch_bounds__(32 * WARPS)
   for (int row = gw; row < n; row += W) {
     const bf16* wr = w + int64_t(row) * k;
     if (row + W < n) prefetch_l2(wr + int64_t(W) * k, int64_t(k) * 2, lane, 32);
-    float acc = 0;
-    for (int i0 = 8 * lane; i0 < k; i0 += 256 * U) {
-      uint4 raw[U];
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (i0 + 256 * u < k) raw[u] = load_once(reinterpret_cast<const uint4*>(wr + i0 + 256 * u));
-#pragma unroll
-      for (int u = 0; u < U; ++u)
-        if (i0 + 256 * u < k) acc = dot8(raw[u], x + i0 + 256 * u, acc);
-    }
-    acc = warp_sum(acc);
+    const float acc = warp_sum(row_share<U>(wr, k, x, 8 * lane, 256));
     if (lane == 0) y[row] = acc;
   }
 }

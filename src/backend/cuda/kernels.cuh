@@ -306,6 +306,16 @@ __device__ __forceinline__ void prefetch_l2(const void* p, int64_t bytes, int t,
     asm volatile("prefetch.global.L2 [%0];\n" ::"l"(c + o));
 }
 
+// 16 bytes that are read once (weights): not kept in L1, which then holds the activation
+// rows every warp of the SM reads again (measured in bench/RESULTS.md, "LLM on the GPU").
+__device__ __forceinline__ uint4 load_once(const uint4* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
 #define RLX_GRID_STRIDE(i, n)                                               \
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(blockDim.x) * gridDim.x)

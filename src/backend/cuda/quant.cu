@@ -452,16 +452,6 @@ struct Vec8 {
   uint4 v[sizeof(W) == 4 ? 2 : 1];
 };
 
-// 16 bytes that are read once (weights): not kept in L1, which then holds the activation
-// rows every warp of the SM reads again (measured in bench/RESULTS.md, "LLM on the GPU").
-__device__ __forceinline__ uint4 load_once(const uint4* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
-}
-
 template <class W>
 __device__ __forceinline__ Vec8<W> load8(const W* p) {
   Vec8<W> r;
