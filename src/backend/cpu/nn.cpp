@@ -155,9 +155,6 @@ double lane_sum(const C* x, int64_t n, F f) {
   return total;
 }
 
-// The mean (0 when not centred, as rms_norm wants) and 1 / sqrt(variance + eps) of n
-// values; two passes over them (they are in cache) rather than a one-pass formula that
-// cancels badly.
 // rms_norm's sum of squares: each square rounded to C, the sum in f64 lanes (as ggml sums
 // them, so that the scale rounds to the same f32 as llama.cpp's, a condition of equal
 // greedy tokens on 8-bit activations: docs/llm.md).
@@ -174,6 +171,9 @@ double square_sum(const C* x, int64_t n) {
   return t;
 }
 
+// The mean (0 when not centred, as rms_norm wants) and 1 / sqrt(variance + eps) of n
+// values; two passes over them (they are in cache) rather than a one-pass formula that
+// cancels badly.
 template <class C>
 std::pair<C, C> moments(const C* x, int64_t n, C eps, bool center) {
   C mean = center ? C(lane_sum(x, n, [](auto v) { return v; }) / double(n)) : C(0);
