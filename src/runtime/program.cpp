@@ -301,10 +301,15 @@ void Program::execute(const Plan& plan, const MemoryPlan& memory,
       for (size_t j = 0; j < n.outputs.size(); ++j) vals[size_t(n.outputs[j].id)] = kept_[i][j];
       continue;
     }
-    ins.clear();
-    for (Value v : n.inputs) {
-      const Tensor& t = vals[size_t(v.id)];
-      ins.push_back(k.flags.strided_inputs || t.is_contiguous() ? t : t.contiguous());
+    // Assigned over the previous op's inputs: a Tensor's shape and strides keep their
+    // storage, so the ops of a run copy their inputs without allocating.
+    ins.resize(n.inputs.size());
+    for (size_t j = 0; j < n.inputs.size(); ++j) {
+      const Tensor& t = vals[size_t(n.inputs[j].id)];
+      if (k.flags.strided_inputs || t.is_contiguous())
+        ins[j] = t;
+      else
+        ins[j] = t.contiguous();
     }
     // Output shapes: from the plan, or (dynamic nodes) from the tensors now at hand.
     std::span<const std::vector<int64_t>> shapes = plan.shapes[i];
