@@ -205,7 +205,7 @@ void dot16(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* ou
 
 // q4_0 decode: one activation row against four groups side by side, block by block. Four
 // streams of the matrix in flight per thread instead of one (as llama.cpp's AMX backend
-// reads its tiles of 16 rows) decode 6-10 % faster than dot16 group after group, though a
+// reads its tiles of 16 rows) decode faster than dot16 group after group, though a
 // stand-alone stream reads no faster (bench/RESULTS.md, "rows16"). Each group's sums run in
 // step16's order: the same products.
 constexpr int kSideBySide = 4;

@@ -395,8 +395,8 @@ __device__ __forceinline__ void finish(float (&acc)[MR], const Share& sh, int64_
 }
 
 // Groups of a row a lane has in flight: each round of loads costs a memory latency. Blocks
-// of 32 read 18-36 bytes a group, the K-quants more: H100, 1.1 B decode, q8_0 2.5 % (batch 1)
-// and 8 % (batch 8) faster at 8 than at 4, q4_k 2-4 % slower.
+// of 32 read 18-36 bytes a group, the K-quants more: 8 in flight is faster for the former,
+// slower for the latter (bench/RESULTS.md, "LLM on the GPU").
 template <DType T>
 constexpr int kQuantDepth = Blocks<T>::kValues == 32 ? 8 : 4;
 
