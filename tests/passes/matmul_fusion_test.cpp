@@ -354,19 +354,25 @@ const char* kLlmBlock = R"(
       return y=%4, q=%6
     })";
 
-TEST(MatmulFusion, QuantNormAndSwigluStayWithoutAFusedKernel) {
-  // The CPU has no fused_quant_matmul kernel: only the residual add joins its product.
+TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnTheCpu) {
+  // The CPU's fused_quant_matmul takes f32 activations: the norms fold into the products
+  // they feed, swiglu into the gate / up product, as on CUDA.
   expect_pass("matmul_fusion", kLlmBlock, R"(
     graph main(%x: f32[1,64], param %g: f32[64], param %wu: bf16[32,64], param %wd: f16[64,16],
                param %wq: bf16[24,64]) {
-      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f32[1,64]
-      %1 = quant_matmul(%0, %wu) : f32[1,32]
-      %2 = swiglu(%1) : f32[1,16]
-      %3 = quant_matmul(%2, %wd, %x) : f32[1,64]
-      %4 = rms_norm(%3, %g) {epsilon=1e-05} : f32[1,64]
-      %5 = quant_matmul(%4, %wq) : f32[1,24]
-      return y=%3, q=%5
+      %0 = fused_quant_matmul(%x, %g, %wu) {activation="swiglu", epsilon=1e-05, norm="rms_norm"} : f32[1,16]
+      %1 = quant_matmul(%0, %wd, %x) : f32[1,64]
+      %2 = fused_quant_matmul(%1, %g, %wq) {epsilon=1e-05, norm="rms_norm"} : f32[1,24]
+      return y=%1, q=%2
     })");
+  // f16 activations: no CPU kernel takes the fused op, so the parts stay.
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f16[1,64], param %g: f16[64], param %w: q8_0[24,64]) {
+      %0 = rms_norm(%x, %g) {epsilon=1e-05} : f16[1,64]
+      %1 = quant_matmul(%0, %w) : f16[1,24]
+      return q=%1
+    })",
+              "");
 }
 
 #ifdef RLX_HAVE_CUDA

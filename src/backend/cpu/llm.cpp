@@ -236,12 +236,7 @@ void swiglu_kernel(const KernelContext&, std::span<const Tensor> in, std::span<T
   float* y = out[0].data_as<float>();
   parallel_for(rows, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(f, 1)),
                [&](int64_t r0, int64_t r1) {
-                 for (int64_t r = r0; r < r1; ++r) {
-                   const float* a = x + r * 2 * f;
-                   float* yr = y + r * f;
-                   fm::silu_n(a, yr, f);
-                   for (int64_t i = 0; i < f; ++i) yr[i] *= a[f + i];
-                 }
+                 for (int64_t r = r0; r < r1; ++r) swiglu_row(x + r * 2 * f, y + r * f, f);
                });
 }
 

@@ -1,5 +1,6 @@
 // The LLM family's CPU kernels, one file each: rope and kv_cache_write (llm.cpp),
-// attention_cached (llm_attention.cpp), sample (llm_sample.cpp).
+// attention_cached (llm_attention.cpp), sample (llm_sample.cpp); swiglu's row, which
+// fused_quant_matmul (quant.cpp) applies too.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,13 @@ void register_sample(KernelRegistry& r);            // llm_sample.cpp
 // attention_cached's kernel (llm_attention.cpp), which rope_attention_cached's runs too.
 void attention_cached_kernel(const KernelContext& ctx, std::span<const Tensor> in,
                              std::span<Tensor> out);
+
+// swiglu of one row: y[i] = silu(a[i]) * a[f + i] for the row's halves a[0, f), a[f, 2f)
+// (the swiglu kernel, llm.cpp, and fused_quant_matmul's, quant.cpp).
+inline void swiglu_row(const float* a, float* y, int64_t f) {
+  fm::silu_n(a, y, f);
+  for (int64_t i = 0; i < f; ++i) y[i] *= a[f + i];
+}
 
 // The B positions of an i32 / i64 tensor, checked so that pos[b] + rows <= limit; the
 // error names the op, the offending entry, S and C.

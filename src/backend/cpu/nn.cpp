@@ -155,22 +155,6 @@ double lane_sum(const C* x, int64_t n, F f) {
   return total;
 }
 
-// rms_norm's sum of squares: each square rounded to C, the sum in f64 lanes (as ggml sums
-// them, so that the scale rounds to the same f32 as llama.cpp's, a condition of equal
-// greedy tokens on 8-bit activations: docs/llm.md).
-template <class C>
-double square_sum(const C* x, int64_t n) {
-  constexpr int64_t kW = 8;
-  double acc[kW] = {};
-  int64_t i = 0;
-  for (; i + kW <= n; i += kW)
-    for (int64_t j = 0; j < kW; ++j) acc[j] += double(x[i + j] * x[i + j]);
-  double t = 0;
-  for (; i < n; ++i) t += double(x[i] * x[i]);
-  for (int64_t j = 0; j < kW; ++j) t += acc[j];
-  return t;
-}
-
 // The mean (0 when not centred, as rms_norm wants) and 1 / sqrt(variance + eps) of n
 // values; two passes over them (they are in cache) rather than a one-pass formula that
 // cancels badly.

@@ -17,6 +17,30 @@ namespace rlx::cpu {
 
 void register_attention(KernelRegistry& r);  // attention.cpp
 
+// rms_norm's sum of squares: each square rounded to C, the sum in f64 lanes (as ggml sums
+// them, so that the scale rounds to the same f32 as llama.cpp's, a condition of equal
+// greedy tokens on 8-bit activations: docs/llm.md).
+template <class C>
+double square_sum(const C* x, int64_t n) {
+  constexpr int64_t kW = 8;
+  double acc[kW] = {};
+  int64_t i = 0;
+  for (; i + kW <= n; i += kW)
+    for (int64_t j = 0; j < kW; ++j) acc[j] += double(x[i + j] * x[i + j]);
+  double t = 0;
+  for (; i < n; ++i) t += double(x[i] * x[i]);
+  for (int64_t j = 0; j < kW; ++j) t += acc[j];
+  return t;
+}
+
+// One f32 row through rms_norm with scale g, as the rms_norm kernel computes it (nn.cpp:
+// (x * inv) * g): fused_quant_matmul's norm gives the product the same rows.
+inline void rms_norm_row(const float* x, const float* g, float eps, int64_t n, float* y) {
+  const float inv = 1.f / std::sqrt(float(square_sum(x, n) / double(n)) + eps);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * g[i];
+}
+
 // Runs f(first_block, count, words) over the Philox blocks [0, nblocks) of `st` in
 // parallel chunks; `words` holds the 4 * count words of those blocks in order. Making a
 // batch of blocks before using them runs about 3x faster than interleaving the two.

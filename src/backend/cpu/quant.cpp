@@ -1,4 +1,4 @@
-// CPU kernels of dequantize and quant_matmul (the dots are in quant_dot.h).
+// CPU kernels of dequantize, quant_matmul and fused_quant_matmul (the dots are in quant_dot.h).
 //
 // quant_matmul runs the activation rows through one of four paths:
 //  - the integer dots (fewer than kGemmRows rows: decode, and every type's few-row case):
@@ -31,6 +31,8 @@
 #include "backend/addend.h"
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/llm_kernels.h"
+#include "backend/cpu/nn_util.h"
 #include "backend/cpu/quant_dot.h"
 #include "rlx/settings.h"
 
@@ -65,7 +67,7 @@ Path path_for(DType wt, int rows, int64_t m) {
 // every time.
 template <class T>
 T* scratch(int slot, size_t n) {
-  thread_local std::vector<T> kept[4];
+  thread_local std::vector<T> kept[6];
   std::vector<T>& v = kept[slot];
   if (v.size() < n) v.resize(n);
   return v.data();
@@ -351,6 +353,51 @@ bool quant_matmul_supported(const KernelQuery& q) {
   return q.inputs.size() < 3 || addend_repeats(q.inputs[2], q.outputs[0]);
 }
 
+// fused_quant_matmul (matmul_fusion's rms_norm -> quant_matmul -> swiglu -> add) as its parts'
+// kernels compute them, in one op: a decode step dispatches one op where it had three.
+void fused_quant_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
+                               std::span<Tensor> out) {
+  const Attrs& a = ctx.attrs;
+  const bool norm = a.get_string("norm") == "rms_norm";
+  const bool swiglu = a.get_string("activation") == "swiglu";
+  const size_t wi = norm ? 2 : 1;
+  const Tensor &x = in[0], &w = in[wi];
+  const int64_t k = w.shape()[1], n = w.shape()[0], m = k > 0 ? x.numel() / k : 0;
+  Tensor xs = x, prod = out[0];
+  if (norm && m * k > 0) {
+    float* xn = scratch<float>(4, size_t(m * k));
+    const float *xp = x.data_as<float>(), *g = in[1].data_as<float>();
+    const float eps = float(a.get_float("epsilon"));
+    parallel_for(m, std::max<int64_t>(1, (1 << 14) / k), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) rms_norm_row(xp + r * k, g, eps, k, xn + r * k);
+    });
+    xs = Tensor::wrap(DType::f32, {m, k}, xn, [](void*) {});
+  }
+  if (swiglu)
+    prod = Tensor::wrap(DType::f32, {m, n}, scratch<float>(5, size_t(m * n)), [](void*) {});
+  const Tensor pin[2] = {xs, w};
+  product_kernel(ctx, pin, std::span<Tensor>(&prod, 1));
+  if (swiglu && m * n > 0) {
+    const float* p = prod.data_as<float>();
+    float* y = out[0].data_as<float>();
+    const int64_t f = n / 2;
+    parallel_for(m, std::max<int64_t>(1, (1 << 14) / f), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) swiglu_row(p + r * n, y + r * f, f);
+    });
+  }
+  if (in.size() > wi + 1 && out[0].numel() > 0)
+    add_repeating<float>(in[wi + 1].contiguous(), out[0]);
+}
+
+// f32 activations (and norm scale, addend): the others run the parts.
+bool fused_quant_matmul_supported(const KernelQuery& q) {
+  const size_t wi = q.attrs.get_string("norm") == "rms_norm" ? 2 : 1;
+  if (q.inputs.size() <= wi || q.inputs[0].dtype != DType::f32) return false;
+  if (wi == 2 && q.inputs[1].dtype != DType::f32) return false;
+  return q.inputs.size() == wi + 1 ||
+         (q.inputs[wi + 1].dtype == DType::f32 && addend_repeats(q.inputs[wi + 1], q.outputs[0]));
+}
+
 // ---- dequantize ---------------------------------------------------------------------------
 
 template <class T>
@@ -393,6 +440,7 @@ void dequantize_kernel(const KernelContext&, std::span<const Tensor> in, std::sp
 
 void register_quant(KernelRegistry& r) {
   add_kernel(r, "quant_matmul", quant_matmul_kernel, quant_matmul_supported);
+  add_kernel(r, "fused_quant_matmul", fused_quant_matmul_kernel, fused_quant_matmul_supported);
   add_kernel(r, "dequantize", dequantize_kernel);
 }
 
