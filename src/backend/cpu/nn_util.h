@@ -3,10 +3,12 @@
 // registration.
 #pragma once
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_util.h"
@@ -16,6 +18,34 @@
 namespace rlx::cpu {
 
 void register_attention(KernelRegistry& r);  // attention.cpp
+
+// Sum of f over n values in explicit vector lanes: each lane adds the same values in the
+// same order whether or not the compiler vectorises (a `simd reduction` loop that a
+// sanitizer build left scalar summed 12,800 f32 in one chain, 3e-6 off), and each block's
+// lanes fold into f64, so f32 error stays at ~kBlock / 32 additions whatever n is.
+template <class C, class F>
+double lane_sum(const C* x, int64_t n, F f) {
+  using V [[gnu::vector_size(32)]] = C;
+  constexpr int64_t kW = int64_t(sizeof(V) / sizeof(C)), kVecs = 4, kStep = kW * kVecs;
+  constexpr int64_t kBlock = 1024;
+  double total = 0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    int64_t e = std::min(n, b + kBlock), i = b;
+    V acc[kVecs] = {};
+    for (; i + kStep <= e; i += kStep)
+      for (int64_t k = 0; k < kVecs; ++k) {
+        V v;
+        std::memcpy(&v, x + i + k * kW, sizeof(V));
+        acc[k] += f(v);
+      }
+    C t = 0;
+    for (; i < e; ++i) t += f(x[i]);
+    V s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (int64_t j = 0; j < kW; ++j) t += s[j];
+    total += double(t);
+  }
+  return total;
+}
 
 // rms_norm's sum of squares: each square rounded to C, the sum in f64 lanes (as ggml sums
 // them, so that the scale rounds to the same f32 as llama.cpp's, a condition of equal
@@ -33,10 +63,21 @@ double square_sum(const C* x, int64_t n) {
   return t;
 }
 
+// The mean (0 when not centred, as rms_norm wants) and 1 / sqrt(variance + eps) of n
+// values; two passes over them (they are in cache) rather than a one-pass formula that
+// cancels badly.
+template <class C>
+std::pair<C, C> moments(const C* x, int64_t n, C eps, bool center) {
+  C mean = center ? C(lane_sum(x, n, [](auto v) { return v; }) / double(n)) : C(0);
+  double ss = center ? lane_sum(x, n, [mean](auto v) { return (v - mean) * (v - mean); })
+                     : square_sum(x, n);
+  return {mean, C(1) / std::sqrt(C(ss / double(n)) + eps)};
+}
+
 // One f32 row through rms_norm with scale g, as the rms_norm kernel computes it (nn.cpp:
 // (x * inv) * g): fused_quant_matmul's norm gives the product the same rows.
 inline void rms_norm_row(const float* x, const float* g, float eps, int64_t n, float* y) {
-  const float inv = 1.f / std::sqrt(float(square_sum(x, n) / double(n)) + eps);
+  const float inv = moments(x, n, eps, false).second;
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * g[i];
 }

@@ -207,7 +207,9 @@ void dot16(const uint8_t* g, const uint8_t* act, size_t as, int64_t k, float* ou
 // streams of the matrix in flight per thread instead of one (as llama.cpp's AMX backend
 // reads its tiles of 16 rows) decode faster than dot16 group after group, though a
 // stand-alone stream reads no faster (bench/RESULTS.md, "rows16"). Each group's sums run in
-// step16's order: the same products.
+// step16's order (the same products); step16's q4_0 arithmetic is written out here with the
+// activation broadcasts hoisted out of the groups: calling step16 per group, or both
+// through shared helpers, decoded slower.
 constexpr int kSideBySide = 4;
 
 void dot16_q4_side(const uint8_t* g0, size_t gbytes, const BlockQ8* a, int64_t k, float* out) {

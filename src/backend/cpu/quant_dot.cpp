@@ -262,13 +262,13 @@ void dot_groups(DType w, int rows, const void* first, int64_t count, const uint8
   const size_t gbytes = size_t(rows) * dtype_nbytes(w, k);
   if (rows == 16 && avx512_dot_rows16(w, first, gbytes, count, act, as, nr, k, out, os)) return;
   const auto* g = static_cast<const uint8_t*>(first);
+  const DotFn f = dot_fn(w, nr);
   for (int64_t j = 0; j < count; ++j, g += gbytes, out += rows) {
     if (rows == 8 && (avx512_dot_rows8(w, g, act, as, nr, k, out, os) ||
                       avx2_dot_rows8(w, g, act, as, nr, k, out, os)))
       continue;
     // The portable dots on the group's rows in the plain layout.
     PlainRows plain(w, rows, g, k);
-    const DotFn f = dot_fn(w, nr);
     for (int i = 0; i < rows; ++i) f(plain.row(i), act, as, k, out + i, os);
   }
 }
