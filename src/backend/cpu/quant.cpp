@@ -45,6 +45,15 @@ constexpr int64_t kGemmRows = 32;  // rows from which a many-row path serves
 
 enum class Path { dots, panels, int8, amx };
 
+// Rows from which the AMX tile products beat the integer dots: AMX unpacks every weight once
+// per call and scales each 16 x 16 tile of int32 sums in f32 per block, which a few hundred
+// rows amortise for 4-bit blocks of 32, fewer for q8_0 and the K-quants (bench/RESULTS.md,
+// "AMX from how many rows").
+int64_t amx_rows(DType wt) {
+  if (dtype_block(wt) == quant::kQK_K) return 96;
+  return wt == DType::q8_0 ? 160 : 256;
+}
+
 // The path of m rows of x against weights of dtype wt. settings() may move the row
 // threshold (qmm_gemm_rows) or name the many-row path (qmm_path; the bench compares them).
 Path path_for(DType wt, int rows, int64_t m) {
@@ -54,7 +63,8 @@ Path path_for(DType wt, int rows, int64_t m) {
   if (s.qmm_path == "panels") return Path::panels;
   // AMX where the CPU has it; interleaved weights unpack slower, and below 64 rows the int8
   // GEMM of rows8 stays ahead (bench/RESULTS.md, "AMX").
-  if (s.qmm_path != "int8" && qdot::amx_supported(wt) && (rows != 8 || m >= 64)) return Path::amx;
+  if (s.qmm_path != "int8" && qdot::amx_supported(wt) && (rows != 8 || m >= 64))
+    return s.qmm_gemm_rows > 0 || m >= amx_rows(wt) ? Path::amx : Path::dots;
   if (qdot::gemm4_supported(wt)) return Path::int8;
   // Not the K-quants (their int32 dots over 256 values beat decoding them), nor q4_1 / q5_1:
   // their minimum meets the f16 activation sums of ggml's q8_1, which a product of decoded
@@ -335,9 +345,15 @@ void add_repeating(const Tensor& c, Tensor& y) {
   const T* cp = c.data_as<T>();
   T* yp = y.data_as<T>();
   const int64_t period = c.numel();
-  parallel_for(y.numel(), 1 << 14, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) yp[i] = store<T>(load(yp[i]) + load(cp[i % period]));
-  });
+  // Whole periods split over the threads; no division per element.
+  parallel_for(y.numel() / period, std::max<int64_t>(1, (1 << 14) / period),
+               [&](int64_t p0, int64_t p1) {
+                 for (int64_t p = p0; p < p1; ++p) {
+                   T* row = yp + p * period;
+                   for (int64_t i = 0; i < period; ++i)
+                     row[i] = store<T>(load(row[i]) + load(cp[i]));
+                 }
+               });
 }
 
 void quant_matmul_kernel(const KernelContext& ctx, std::span<const Tensor> in,
