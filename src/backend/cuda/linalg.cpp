@@ -184,7 +184,8 @@ struct Gemm {
   const Operand* b;        // our A
   void* c;
   int64_t ldc, c_stride;
-  DType out = DType::f32;  // c's dtype where it differs from the operands' (f32 from 16 bits)
+  const void* c_in = nullptr;  // beta 1: the term to add where it is not c itself (C != D)
+  DType out = DType::f32;      // c's dtype where it differs from the operands' (f32 from 16 bits)
   bool own_out = false;
   double alpha = 1, beta = 0;  // beta 1: c holds a term to add
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
@@ -236,14 +237,15 @@ void run_gemm_as(const Gemm& g, Device dev, cudaStream_t stream) {
   std::string key =
       str_cat(int(g.dtype), ta, tb, ':', g.m, ',', g.n, ',', g.k, ',', g.batch, ',', g.a->ld, ',',
               g.b->ld, ',', g.ldc, ',', g.a->batch_stride, ',', g.b->batch_stride, ',',
-              int(compute), ',', int(ct), ',', int(g.epilogue));
+              int(compute), ',', int(ct), ',', int(g.epilogue), ',', g.beta != 0);
   double one64 = g.alpha, zero64 = g.beta;
   float one32 = float(g.alpha), zero32 = float(g.beta);
   const void* alpha = f64 ? static_cast<const void*>(&one64) : &one32;
   const void* beta = f64 ? static_cast<const void*>(&zero64) : &zero32;
   auto launch = [&](const cublasLtMatmulAlgo_t& a) {
-    return cublasLtMatmul(st.handle, desc, alpha, g.a->t.data(), la, g.b->t.data(), lb, beta, g.c,
-                          lc, g.c, lc, &a, st.workspace.data(), kWorkspace, stream);
+    return cublasLtMatmul(st.handle, desc, alpha, g.a->t.data(), la, g.b->t.data(), lb, beta,
+                          g.c_in ? g.c_in : g.c, lc, g.c, lc, &a, st.workspace.data(), kWorkspace,
+                          stream);
   };
   cublasLtMatmulAlgo_t algo;
   {
@@ -267,14 +269,15 @@ void run_gemm_as(const Gemm& g, Device dev, cudaStream_t stream) {
         fail<NotSupported>("matmul", "expected cuBLASLt to have an algorithm for ",
                            dtype_name(g.dtype), " m=", g.m, " n=", g.n, " k=", g.k, ", got none");
       algo = res[0].algo;
-      // Timing writes c: only where c holds no term of the result (beta 0), and not while
-      // the stream is being captured into a graph (no waiting then). Not with an activation
-      // epilogue: the algorithms differ there (on the H200 one took relu(NaN) to 0, where
-      // the first choice keeps NaN, as the CPU does).
+      // Timing writes c: only where c holds no term of the result (beta 0, or the term read
+      // from c_in), and not while the stream is being captured into a graph (no waiting
+      // then). Not with an activation epilogue: the algorithms differ there (on the H200 one
+      // took relu(NaN) to 0, where the first choice keeps NaN, as the CPU does).
       cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
       RLX_CUDA(cudaStreamIsCapturing(stream, &capturing));
       bool plain = g.epilogue == CUBLASLT_EPILOGUE_DEFAULT || g.epilogue == CUBLASLT_EPILOGUE_BIAS;
-      if (found > 1 && g.beta == 0 && plain && tune_gemms() &&
+      const bool rerunnable = g.beta == 0 || (g.c_in && g.c_in != g.c);
+      if (found > 1 && rerunnable && plain && tune_gemms() &&
           capturing == cudaStreamCaptureStatusNone)
         algo = fastest({res.data(), size_t(found)}, algo, launch, stream);
       st.algos.emplace(key, algo);
@@ -336,7 +339,7 @@ bool run_tc(const Gemm& g, Device dev, cudaStream_t stream) {
 
 void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
   F32Mode mode = f32_mode();
-  bool tc = g.dtype == DType::f32 && !g.own_out && !tf32() && mode != F32Mode::sgemm &&
+  bool tc = g.dtype == DType::f32 && !g.own_out && !g.c_in && !tf32() && mode != F32Mode::sgemm &&
             tc_f32_gemm_fits(g.n, g.m, g.k, g.batch) && (mode == F32Mode::tc || tc_pays(g));
   if (!(tc && run_tc(g, dev, stream))) run_gemm_as(g, dev, stream);
 }
@@ -344,7 +347,7 @@ void run_gemm(const Gemm& g, Device dev, cudaStream_t stream) {
 }  // namespace
 
 void batched_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& y, double alpha,
-                  cudaStream_t s) {
+                  cudaStream_t s, const Tensor* addend) {
   auto view = [](const Tensor& t, bool trans) {
     int64_t r = t.shape()[1], c = t.shape()[2];
     return Operand{t, trans, c, r * c};  // stored row-major: transposed reads it as c x r
@@ -356,6 +359,7 @@ void batched_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tens
   g.own_out = y.dtype() != a.dtype();
   g.out = y.dtype();
   g.alpha = alpha;
+  if (addend) g.beta = 1, g.c_in = addend->data();
   run_gemm(g, y.device(), s);
 }
 

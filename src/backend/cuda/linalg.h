@@ -10,9 +10,10 @@ namespace rlx::gpu {
 
 // y[i] = alpha * op(a[i]) @ op(b[i]) for contiguous row-major [batch, rows, cols] a, b and
 // y; op transposes where ta / tb. a and b share a float dtype; y has it or is f32 (16-bit
-// operands, f32 product).
+// operands, f32 product). An addend (y's dtype, shape and layout) joins the product in the
+// GEMM's epilogue: y = alpha a b + addend.
 void batched_gemm(const Tensor& a, bool ta, const Tensor& b, bool tb, const Tensor& y, double alpha,
-                  cudaStream_t s);
+                  cudaStream_t s, const Tensor* addend = nullptr);
 
 // How many products the tensor-core f32 GEMM has run in this process.
 int64_t tc_f32_gemm_runs();

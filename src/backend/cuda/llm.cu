@@ -182,14 +182,17 @@ void kv_cache_write_kernel(const KernelContext& ctx, Ins in, Outs out) {
 
 // One thread per output element of rows of f: silu of the gate half times the up half (the
 // elementwise kernels' Silu, so the fused form computes what the split one does).
-template <class T>
-__global__ void swiglu_rows(const T* x, T* y, int64_t rows, int64_t f) {
+// I: the index type (32 bits where the input fits: a 64-bit division per element costs as
+// much as its loads on a prefill's [512, 28672]).
+template <class T, class U, class I>
+__global__ void swiglu_rows(const T* x, U* y, I rows, I f) {
   pdl_wait();
   pdl_trigger();
-  RLX_GRID_STRIDE(i, rows * f) {
-    const int64_t r = i / f, j = i % f;
+  const I total = rows * f;
+  for (I i = I(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += I(gridDim.x) * blockDim.x) {
+    const I r = i / f, j = i - r * f;
     const float a = float(load(x[r * 2 * f + j])), b = float(load(x[r * 2 * f + f + j]));
-    y[i] = store<T>(ewop::Silu{}(a)*b);
+    y[i] = store<U>(ewop::Silu{}(a)*b);
   }
 }
 
@@ -214,11 +217,27 @@ bool float_pair(const KernelQuery& q) {
 void swiglu_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
   const int64_t f = x.shape().back() / 2, rows = f ? y.numel() / f : 0;
   if (rows * f == 0) return;
+  if (y.dtype() != x.dtype() && y.dtype() != DType::f32)
+    fail<TypeError>("swiglu", "expected an output of ", dtype_name(x.dtype()), " or f32, got ",
+                    dtype_name(y.dtype()));
   visit(x.dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (is_float_v<T> && !std::is_same_v<T, double>)
-      launch_pdl(swiglu_rows<T>, blocks_for(rows * f), kThreads, 0, s,
-                 static_cast<const T*>(x.data()), static_cast<T*>(y.data()), rows, f);
+    if constexpr (is_float_v<T> && !std::is_same_v<T, double>) {
+      auto run = [&](auto* yp) {
+        using U = std::remove_pointer_t<decltype(yp)>;
+        const auto* xp = static_cast<const T*>(x.data());
+        if (rows * 2 * f < (int64_t(1) << 31))
+          launch_pdl(swiglu_rows<T, U, int32_t>, blocks_for(rows * f), kThreads, 0, s, xp, yp,
+                     int32_t(rows), int32_t(f));
+        else
+          launch_pdl(swiglu_rows<T, U, int64_t>, blocks_for(rows * f), kThreads, 0, s, xp, yp, rows,
+                     f);
+      };
+      if (y.dtype() == x.dtype())
+        run(static_cast<T*>(y.data()));
+      else
+        run(static_cast<float*>(y.data()));
+    }
   });
   RLX_CUDA_LAUNCHED("swiglu");
 }

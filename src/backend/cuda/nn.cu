@@ -79,24 +79,26 @@ __device__ __forceinline__ void row_runs(const G& g, const T* x, int64_t n, F&& 
 }
 
 // y[i] = f(i, x[i]) over a row, with row_runs' loads and the stores as wide where y is
-// aligned too.
-template <class G, class T, class F>
-__device__ __forceinline__ void map_row(const G& g, const T* x, T* y, int64_t n, F&& f) {
+// 16-byte aligned (a run of x's values: 16 bytes of U = T, fewer of a narrower U).
+template <class G, class T, class U, class F>
+__device__ __forceinline__ void map_row(const G& g, const T* x, U* y, int64_t n, F&& f) {
   using C = compute_t<T>;
   constexpr int V = 16 / sizeof(T);
   if ((reinterpret_cast<uintptr_t>(y) & 15) != 0) {
-    for (int64_t i = g.lane(); i < n; i += g.width()) y[i] = store<T>(f(i, C(load(x[i]))));
+    for (int64_t i = g.lane(); i < n; i += g.width()) y[i] = store<U>(f(i, C(load(x[i]))));
     return;
   }
+  struct alignas(V * sizeof(U)) Run {
+    U e[V];
+  };
   row_runs(g, x, n, [&](int64_t i, const C* v, int count) {
     if (count == V) {
-      uint4 raw;
-      T* e = reinterpret_cast<T*>(&raw);
+      Run run;
 #pragma unroll
-      for (int j = 0; j < V; ++j) e[j] = store<T>(f(i + j, v[j]));
-      *reinterpret_cast<uint4*>(y + i) = raw;
+      for (int j = 0; j < V; ++j) run.e[j] = store<U>(f(i + j, v[j]));
+      *reinterpret_cast<Run*>(y + i) = run;
     } else {
-      for (int j = 0; j < count; ++j) y[i + j] = store<T>(f(i + j, v[j]));
+      for (int j = 0; j < count; ++j) y[i + j] = store<U>(f(i + j, v[j]));
     }
   });
 }
@@ -210,8 +212,8 @@ void softmax_kernel(const KernelContext& ctx, Ins in, Outs out) {
 }
 
 // Rows of n, normalised; scale / bias (may be null) are n-vectors.
-template <bool kRms, bool kBlock, class T>
-__global__ void norm_rows(const T* x0, T* y0, const T* scale, const T* bias, int64_t rows,
+template <bool kRms, bool kBlock, class T, class U = T>
+__global__ void norm_rows(const T* x0, U* y0, const T* scale, const T* bias, int64_t rows,
                           int64_t n, double eps) {
   pdl_wait();     // launched programmatically dependent: overlaps the residual's producer
   pdl_trigger();  // a matvec reading the rows may start (and prefetch its weights)
@@ -219,7 +221,7 @@ __global__ void norm_rows(const T* x0, T* y0, const T* scale, const T* bias, int
   Group<kBlock> g;
   for (int64_t r = g.first(); r < rows; r += g.stride()) {
     const T* x = x0 + r * n;
-    T* y = y0 + r * n;
+    U* y = y0 + r * n;
     C mean = 0;
     if constexpr (!kRms) {
       row_runs(g, x, n, [&](int64_t, const C* v, int count) {
@@ -917,7 +919,29 @@ void rms_norm_into(const Tensor& x, const Tensor& scale, double eps, const Tenso
                    cudaStream_t s) {
   const int64_t n = x.shape().back();
   if (x.numel() == 0) return;
-  norm_into<true>(x, scale, Tensor(), eps, x.numel() / n, n, y, s);
+  const int64_t rows = x.numel() / n;
+  if (y.dtype() == x.dtype()) {
+    norm_into<true>(x, scale, Tensor(), eps, rows, n, y, s);
+  } else {  // f32 rows stored as a GEMM's 16-bit operand: no f32 copy in between
+    auto launch = [&](auto* yp) {
+      launch_rows(rows, n, [&](auto block, int grid, int threads) {
+        launch_pdl(
+            norm_rows<true, decltype(block)::value, float, std::remove_pointer_t<decltype(yp)>>,
+            grid, threads, 0, s, x.data_as<float>(), yp, scale.data_as<float>(),
+            static_cast<const float*>(nullptr), rows, n, eps);
+      });
+    };
+    if (x.dtype() != DType::f32 || scale.dtype() != DType::f32)
+      fail<TypeError>("rms_norm", "expected f32 rows and scale for a ", dtype_name(y.dtype()),
+                      " output, got ", dtype_name(x.dtype()), " and ", dtype_name(scale.dtype()));
+    if (y.dtype() == DType::bf16)
+      launch(static_cast<__nv_bfloat16*>(y.data()));
+    else if (y.dtype() == DType::f16)
+      launch(static_cast<__half*>(y.data()));
+    else
+      fail<TypeError>("rms_norm", "expected an f32, f16 or bf16 output, got ",
+                      dtype_name(y.dtype()));
+  }
   RLX_CUDA_LAUNCHED("rms_norm");
 }
 

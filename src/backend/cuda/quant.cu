@@ -4,17 +4,18 @@
 // words of signed 8-bit values with an integer scale and min (x = D * sc * v - M * mn, as
 // the CPU's Unpacked), so one decoder per type serves both kernels.
 //
-// quant_matmul with few activation rows (decode: up to kMatvecRows) runs the matvec: the rows are
+// quant_matmul with few activation rows (decode: up to matvec_rows) runs the matvec: the rows are
 // first quantized to int8 blocks by ggml's rules (the CPU kernel's, so both compute one product:
 // q8_0 / q8_1 per 32 values with f16 scales, q8_K per 256), then one warp per weight row (or
 // 2-4 sharing it, where the product has few rows: Share) streams its blocks once, lanes
 // taking 16-value groups in turn, with dp4a integer dots per group; the store adds the
 // addend (a residual the fusion pass folded in). Float
-// weights stream 16 bytes per lane with f32 products; bf16 ones with 2 to 8 rows multiply
+// weights stream 16 bytes per lane with f32 products; bf16 ones with 2 to 4 rows multiply
 // on the tensor cores (bmatvec, exact products). The matvecs launch programmatically
-// dependent (kernels.cuh): they prefetch their rows into L2 while the kernel before them
-// finishes. Many rows (prefill) multiply on the tensor cores in bf16 (quantized weights
-// decoded to bf16 once per call; linalg.h's batched_gemm, cuBLASLt).
+// dependent (kernels.cuh); the K-quant ones prefetch their rows into L2 while the kernel
+// before them finishes. Many rows (prefill) multiply on the tensor cores in bf16 (quantized
+// weights decoded to bf16 once per call; linalg.h's batched_gemm, cuBLASLt), with an addend
+// of the output's shape in the GEMM's epilogue.
 //
 // fused_quant_matmul runs through the same kernels: its swiglu pairs each gate row with its
 // up row in one block (one warp sees both totals, Share); its rms_norm runs in the
@@ -23,6 +24,7 @@
 // "bf16 matvec streaming").
 #include <cuda_fp16.h>
 
+#include <cstdlib>
 #include <vector>
 
 #include "backend/addend.h"
@@ -45,8 +47,14 @@ namespace {
 using Ins = std::span<const Tensor>;
 using Outs = std::span<Tensor>;
 
-constexpr int64_t kMatvecRows = 8;  // activation rows from which the GEMM path takes over
-constexpr int kWarps = 4;           // weight rows per thread block of the matvec
+// The most activation rows the matvec takes; the GEMM path takes more. bf16 weights leave it
+// sooner: cuBLASLt's GEMM streams them faster than bmatvec from 8 rows (7 B bf16 b8 decode,
+// bench/RESULTS.md "The GEMM from 8 rows"), rounding the activations to bf16 as PyTorch's
+// bf16 decode does (bmatvec keeps them f32 as three bf16 parts); quantized weights would be
+// decoded whole for it, and f16 / f32 ones keep fmatvec's f32 activations.
+constexpr int64_t kMatvecRows = 8;
+int64_t matvec_rows(DType w) { return w == DType::bf16 ? 4 : kMatvecRows; }
+constexpr int kWarps = 4;  // weight rows per thread block of the matvec
 
 // Calls f(std::integral_constant<DType, T>) for a block-quantized dtype.
 template <class F>
@@ -642,8 +650,8 @@ int split_for(int64_t n, int64_t k, bool pairs, bool quantized) {
 // x's rows normalised by the rms_norm kernel: where a matvec path cannot apply
 // fused_quant_matmul's norm itself.
 Tensor normalized(const Tensor& x, const Tensor& g, double eps, int64_t m, int64_t k,
-                  cudaStream_t s) {
-  Tensor y = Tensor::empty(DType::f32, {m, k}, x.device());
+                  cudaStream_t s, DType out = DType::f32) {
+  Tensor y = Tensor::empty(out, {m, k}, x.device());
   rms_norm_into(x.reshape({m, k}), g, eps, y, s);
   return y;
 }
@@ -701,17 +709,23 @@ Tensor as_dtype(const Tensor& t, DType dt, std::vector<int64_t> shape, cudaStrea
   return c;
 }
 
-// x is the op's input as it came (any float dtype), cast once to the operands' dtype.
+// The dtype of the GEMM's operands for weights of dtype w.
+DType operand_dtype(DType w) { return is_quantized(w) ? DType::bf16 : w; }
+
+// x is the op's input as it came (any float dtype; rms_norm's output already in the operands'
+// dtype), cast once to the operands' dtype. An addend of y's shape (f32) joins in the GEMM's
+// epilogue.
 void gemm_path(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int64_t n, int64_t k,
-               cudaStream_t s) {
+               cudaStream_t s, const Tensor* addend = nullptr) {
   Tensor wh = w;
   if (is_quantized(w.dtype())) {
-    wh = Tensor::empty(DType::bf16, {n, k}, x.device());
+    wh = Tensor::empty(operand_dtype(w.dtype()), {n, k}, x.device());
     dequantize_into(w, nullptr, wh, nullptr, s);
   }
   const Tensor xh = as_dtype(x, wh.dtype(), {m, k}, s);
+  const Tensor c = addend ? addend->reshape({1, m, n}) : Tensor();
   batched_gemm(xh.reshape({1, m, k}), false, wh.reshape({1, n, k}), true, y.reshape({1, m, n}), 1.0,
-               s);
+               s, addend ? &c : nullptr);
 }
 
 // y[i] += c[i % cn]: the addend after a GEMM.
@@ -747,18 +761,25 @@ void run_product(const Operands& op, const Tensor& out, cudaStream_t s) {
               c.defined() ? std::max<int64_t>(c.numel(), 1) : 1, width, op.swiglu};
   const Tensor g = op.g.defined() ? as_dtype(op.g.contiguous(), DType::f32, {k}, s) : Tensor();
   const Tensor wa = reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 ? w : w.clone();
-  if (k > 0 && m <= kMatvecRows) {
+  if (k > 0 && m <= matvec_rows(w.dtype())) {
     matvec(as_dtype(op.x, DType::f32, {m, k}, s), wa, o, m, n, k, g, op.eps, s);
   } else {  // a GEMM (or, for k = 0, zeros), then swiglu and the addend over its output
-    const Tensor t = op.swiglu ? Tensor::empty(DType::f32, {m, n}, out.device()) : y;
+    // bf16 weights (as PyTorch runs bf16 models) leave the halves of swiglu in bf16: the
+    // widest product of a prefill step, written and read once each at half the bytes.
+    const DType td = op.swiglu && w.dtype() == DType::bf16 ? DType::bf16 : DType::f32;
+    const Tensor t = op.swiglu ? Tensor::empty(td, {m, n}, out.device()) : y;
+    // An addend of the whole output joins in the GEMM's epilogue; others repeat (below).
+    const bool epilogue = o.c && !op.swiglu && k > 0 && o.cn == m * width;
     if (k == 0)
       fill(t, 0, s);
     else
-      gemm_path(g.defined() ? normalized(as_dtype(op.x, DType::f32, {m, k}, s), g, op.eps, m, k, s)
+      gemm_path(g.defined() ? normalized(as_dtype(op.x, DType::f32, {m, k}, s), g, op.eps, m, k, s,
+                                         operand_dtype(w.dtype()))
                             : op.x,
-                wa, t, m, n, k, s);
+                wa, t, m, n, k, s, epilogue ? &c : nullptr);
     if (op.swiglu) swiglu_into(t, y, s);
-    if (o.c) add_repeating<<<blocks_for(m * width), kThreads, 0, s>>>(o.y, o.c, m * width, o.cn);
+    if (o.c && !epilogue)
+      add_repeating<<<blocks_for(m * width), kThreads, 0, s>>>(o.y, o.c, m * width, o.cn);
   }
   RLX_CUDA_LAUNCHED("quant_matmul");
   if (y.data() != out.data()) cast_into(y, out.reshape({m, width}), s);
