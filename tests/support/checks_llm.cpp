@@ -10,6 +10,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <tuple>
 
 #include "backend/cpu/philox.h"
 #include "support/consistency.h"
@@ -226,6 +227,8 @@ void attention_cached_checks(CheckTable& t) {
       {{2, 2, 2, 20}, {2, 1, 9, 20}, {1, 7}, {}, "D not a multiple of 16"},
       {{1, 1, 4, 8}, {1, 2, 4, 8}, {0}, {}, "first token"},
       {{1, 0, 4, 8}, {1, 2, 4, 8}, {2}, {}, "no queries"},
+      {{1, 20, 4, 128}, {1, 1, 40, 128}, {5}, {}, "prefill, D 128"},
+      {{1, 70, 8, 64}, {1, 2, 96, 64}, {10}, {}, "long prefill (CUDA: one pass), D 64"},
   };
   uint64_t seed = 3500;
   for (DType dt : kFloats) {
@@ -237,8 +240,14 @@ void attention_cached_checks(CheckTable& t) {
         Tensors in{random_tensor(dt, c.q, ++seed), random_tensor(cd, c.cache, ++seed),
                    random_tensor(cd, c.cache, ++seed),
                    ints(DType::i32, {int64_t(c.pos.size())}, c.pos)};
-        t.add(ref_check("attention_cached", dt, in, c.attrs, attention_cached_ref,
-                        str_cat(c.note, ", cache ", dtype_name(cd))));
+        OpCheck check = ref_check("attention_cached", dt, in, c.attrs, attention_cached_ref,
+                                  str_cat(c.note, ", cache ", dtype_name(cd)));
+        // The long rows of P rounded to a 16-bit cache: from f32 (and on CUDA's one pass
+        // before it is normalised), where the reference rounds f64; an element on either side
+        // of a rounding boundary moves the output by up to a 16-bit ulp: the cache's tolerance.
+        if (c.q[3] >= 64 && dtype_size(cd) == 2)
+          std::tie(check.rtol, check.atol) = default_tolerance(cd);
+        t.add(std::move(check));
       }
     // Rows past the last query hold NaN: never read.
     std::vector<double> pos{2, 4};

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <tuple>
 
+#include "backend/cuda/matvec_rows.h"
 #include "rlx/quant.h"
 #include "support/consistency.h"
 
@@ -310,8 +311,8 @@ std::string quant_matmul_verify(const Tensors& in, const Tensors& out, const Att
 // fused_quant_matmul: rms_norm in double (stored in x's dtype, as the unfused op stores
 // it), then the product, swiglu and the addend as above. Rows normalised on the device
 // may round to other 8-bit values than the reference's where the weights are quantized:
-// one step of a block here and there, within 1e-3 Σ|w x|. On the GPU, more than 8 rows
-// multiply in bf16 (quant_matmul_gpu_verify's bound).
+// one step of a block here and there, within 1e-3 Σ|w x|. On the GPU, more rows than its
+// matvec takes multiply in bf16 (quant_matmul_gpu_verify's bound).
 std::string fused_verify(const Tensors& in, const Tensors& out, const Attrs& a, bool gpu) {
   const bool norm = a.get_string("norm") == "rms_norm";
   const size_t wi = norm ? 2 : 1;
@@ -331,7 +332,7 @@ std::string fused_verify(const Tensors& in, const Tensors& out, const Attrs& a, 
   }
   const bool f64 = x.dtype() == DType::f64;
   double rel = f64 ? 3e-7 : norm && is_quantized(w.dtype()) ? 1e-3 : 1e-5;
-  const bool bf16_gemm = gpu && m > 8 && !f64 && w.dtype() != DType::f32;
+  const bool bf16_gemm = gpu && m > gpu::matvec_rows(w.dtype()) && !f64 && w.dtype() != DType::f32;
   // A 16-bit x: the device normalises in f32, the reference rounds the norm to x's dtype.
   if (norm) rel += x.dtype() == DType::f16 ? 0x1p-11 : x.dtype() == DType::bf16 ? 0x1p-8 : 0;
   if (bf16_gemm) rel = 0x1p-7;
@@ -339,7 +340,7 @@ std::string fused_verify(const Tensors& in, const Tensors& out, const Attrs& a, 
                          a.get_string("activation") == "swiglu", rel, out[0], !bf16_gemm);
 }
 
-// The GPU's product of many rows (backend/cuda/quant.cu: more than its matvec's 8) runs on
+// The GPU's product of many rows (more than its matvec takes: backend/cuda/matvec_rows.h) runs on
 // the tensor cores in bf16, as PyTorch runs such models: the decoded weights and x each
 // rounded to 8 significant bits, f32 sums. Within 2^-7 Σ|w x| of the exact product of x
 // and the decoded weights (plus a 16-bit output's rounding); fewer rows, the integer dots
@@ -347,7 +348,7 @@ std::string fused_verify(const Tensors& in, const Tensors& out, const Attrs& a, 
 std::string quant_matmul_gpu_verify(const Tensors& in, const Tensors& out, const Attrs& a) {
   const Tensor &x = in[0], &w = in[1];
   const int64_t k = w.shape()[1], m = k ? x.numel() / k : 0;
-  if (m <= 8 || x.dtype() == DType::f64 || w.dtype() == DType::f32)
+  if (m <= gpu::matvec_rows(w.dtype()) || x.dtype() == DType::f64 || w.dtype() == DType::f32)
     return quant_matmul_verify(in, out, a);
   return verify_products(x, w, in.size() == 3 ? &in[2] : nullptr, false, 0x1p-7, out[0], false);
 }
@@ -562,13 +563,13 @@ CheckTable checks_quant() {
     t.add(mm(x(DType::f32, {4, 80}), random_quantized(wt, 9, 80, ++seed), "4 rows"));
     t.add(mm(x(DType::f32, {33, 40}), random_quantized(wt, 70, 40, ++seed), "33 rows: sgemm"));
   }
-  // bf16 weights and 2 to 8 rows, k in chunks of 32: the GPU's tensor-core matvec (37 rows:
-  // a partial tile of 16; 70 chunks: uneven shares of its warps).
-  for (int64_t m : {2, 5, 8})
+  // bf16 weights and 2 to 8 rows, k in chunks of 32: the GPU's tensor-core matvec up to 7 (37
+  // rows: a partial tile of 16; 70 chunks: uneven shares of its warps), its GEMM at 8.
+  for (int64_t m : {2, 5, 7, 8})
     t.add(mm(x(DType::f32, {m, 96}), random_quantized(DType::bf16, 37, 96, ++seed),
              str_cat("bf16, ", m, " rows, k = 96")));
-  t.add(mm(x(DType::f32, {8, 32 * 70}), random_quantized(DType::bf16, 20, 32 * 70, ++seed),
-           "bf16, 8 rows, k = 2240"));
+  t.add(mm(x(DType::f32, {7, 32 * 70}), random_quantized(DType::bf16, 20, 32 * 70, ++seed),
+           "bf16, 7 rows, k = 2240"));
   t.add(mm(x(DType::bf16, {3, 64}), random_quantized(DType::bf16, 16, 64, ++seed),
            "bf16 in and out, 3 rows"));
   t.add(mm(x(DType::f32, {0, 64}), random_quantized(DType::q4_0, 3, 64, ++seed), "no rows"));

@@ -3,7 +3,8 @@
 // queries and the probabilities to its dtype before their products, and each softmax is
 // normalised before it meets the values (the order ggml uses, which greedy parity with
 // llama.cpp needs). So every path takes two passes over a row's scores: their max and sum
-// first, then the normalised probabilities times the values (f32 sums).
+// first, then the normalised probabilities times the values (f32 sums); only prefill_mma on
+// long prompts (kOnePassRows) takes FlashAttention's one pass.
 //
 // The query rows of one (sequence b, KV head) are its G = H / KVH heads at each of the S
 // positions (row r = s G + g): they share every key and value row, read once for all.
@@ -22,7 +23,8 @@
 //     values; decode_combine adds the chunks' outputs.
 //   - Prefill: a block takes kTile rows and streams the keys they see through shared
 //     memory twice: the rows' max and sum first, then the output. With a 16-bit cache and
-//     a head dim of 64 or 128 on the tensor cores (prefill_mma), else as f32 FMA tiles.
+//     a head dim of 64 or 128 on the tensor cores (prefill_mma, once through the keys for
+//     long prompts), else as f32 FMA tiles.
 // A bad position (pos < 0 or pos + S > C) is reported through position_check's slot; its
 // sequence is left unwritten.
 #include <algorithm>
@@ -737,12 +739,18 @@ __global__ void __launch_bounds__(kTileThreads) prefill(Params p) {
 
 // ---- prefill on the tensor cores -------------------------------------------------------
 
-// 16-bit caches with a head dim of 64 or 128 (the llama shapes): `prefill`'s two passes with
-// S = Q K^T and O = P V as m16n8k16 products (flash.cuh's HalfMma). The queries are
-// rounded to the cache dtype as there, so every product is exact and only the order of the
-// f32 sums differs from the FMA tiles'; P holds the normalised probabilities, rounded to
-// the cache dtype as it enters P V. kMmaWarps warps of 16 rows: a block takes kTile rows.
+// 16-bit caches with a head dim of 64 or 128 (the llama shapes): `prefill`'s two passes (one
+// from kOnePassRows positions) with S = Q K^T and O = P V as m16n8k16 products (flash.cuh's
+// HalfMma). The queries are rounded to the cache dtype as there, so every product is exact and only
+// the order of the f32 sums differs from the FMA tiles'; P holds the normalised probabilities,
+// rounded to the cache dtype as it enters P V. kMmaWarps warps of 16 rows: a block takes kTile
+// rows.
 constexpr int kMmaWarps = kTile / 16;
+// From this many query positions prefill_mma takes one pass over the keys (FlashAttention's
+// running max and sum, P unnormalised as it meets the values): half the score products and
+// exponentials. Shorter prompts keep the two passes and the normalised P of the CPU kernel
+// and ggml, which greedy parity with llama.cpp on the test prompts relies on.
+constexpr int64_t kOnePassRows = 64;
 
 template <class TK, int D>
 constexpr size_t mma_smem() {
@@ -762,7 +770,7 @@ __device__ __forceinline__ void mask_scaled(float (&s)[kTile / 8][4], int64_t j0
     }
 }
 
-template <class TQ, class TK, int D>
+template <class TQ, class TK, int D, bool kOnePass>
 __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
   using Mma = flash::HalfMma<TK, D>;
   constexpr int kS = Mma::kS, kThreads = 32 * kMmaWarps;
@@ -806,65 +814,121 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
     flash::load_tile<TK, D, kS, kThreads>(dst, src, D, kTile, j0, keys);
   };
 
-  // Pass 1: each row's max and sum (the four lanes of a row share its max).
-  float m[2] = {-INFINITY, -INFINITY};
-  double l[2] = {0, 0};
-  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-    __syncthreads();
-    stage(sk, kc, j0);
-    cp_async_commit();
-    cp_async_wait_all();
-    __syncthreads();
-    if (j0 > warp_last) continue;  // no row of the warp sees these keys
-    float s[kTile / 8][4] = {};
-    mma.scores(s, sk, lane);
-    mask_scaled(s, j0, last, tig, scale);
+  float o[D / 8][4] = {};
+  if constexpr (kOnePass) {
+    // One pass (FlashAttention's): each row's running max and sum; the values' sums are
+    // rescaled when the max grows and divided by the sum at the end. P = e^(s - max) enters
+    // P V rounded to the cache dtype. The four lanes of a row share its max; each sums its
+    // own keys until the end.
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
+    for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+      __syncthreads();
+      stage(sk, kc, j0);
+      stage(sv, vc, j0);
+      cp_async_commit();
+      cp_async_wait_all();
+      __syncthreads();
+      if (j0 > warp_last) continue;  // no row of the warp sees these keys
+      float s[kTile / 8][4] = {};
+      mma.scores(s, sk, lane);
+      mask_scaled(s, j0, last, tig, scale);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        float mx = m[i];
+#pragma unroll
+        for (int jn = 0; jn < kTile / 8; ++jn)
+          mx = fmaxf(mx, fmaxf(s[jn][2 * i], s[jn][2 * i + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
+        if (mx > m[i]) {  // a larger max: the sums so far shrink by e^(old - new)
+          const float shrink = m[i] == -INFINITY ? 0.f : expf(m[i] - mx);
+          l[i] *= shrink;
+#pragma unroll
+          for (int np = 0; np < D / 8; ++np) o[np][2 * i] *= shrink, o[np][2 * i + 1] *= shrink;
+          m[i] = mx;
+        }
+#pragma unroll
+        for (int jn = 0; jn < kTile / 8; ++jn)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            float& x = s[jn][2 * i + e];
+            x = x != -INFINITY ? expf(x - m[i]) : 0.f;
+            l[i] += x;
+          }
+      }
+      mma.accumulate(o, s, sv, lane);
+    }
+    float inv[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      float mx = -INFINITY;
+      float sum = l[i];
+      sum += __shfl_xor_sync(kAll, sum, 1);
+      sum += __shfl_xor_sync(kAll, sum, 2);
+      inv[i] = sum > 0 ? 1.f / sum : 0.f;
 #pragma unroll
-      for (int jn = 0; jn < kTile / 8; ++jn) mx = fmaxf(mx, fmaxf(s[jn][2 * i], s[jn][2 * i + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
-      if (mx > m[i]) {
-        l[i] *= exp(double(m[i]) - double(mx));
-        m[i] = mx;
+      for (int np = 0; np < D / 8; ++np) o[np][2 * i] *= inv[i], o[np][2 * i + 1] *= inv[i];
+    }
+  } else {
+    // Pass 1: each row's max and sum (the four lanes of a row share its max).
+    float m[2] = {-INFINITY, -INFINITY};
+    double l[2] = {0, 0};
+    for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+      __syncthreads();
+      stage(sk, kc, j0);
+      cp_async_commit();
+      cp_async_wait_all();
+      __syncthreads();
+      if (j0 > warp_last) continue;  // no row of the warp sees these keys
+      float s[kTile / 8][4] = {};
+      mma.scores(s, sk, lane);
+      mask_scaled(s, j0, last, tig, scale);
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int jn = 0; jn < kTile / 8; ++jn)
+          mx = fmaxf(mx, fmaxf(s[jn][2 * i], s[jn][2 * i + 1]));
+        mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
+        if (mx > m[i]) {
+          l[i] *= exp(double(m[i]) - double(mx));
+          m[i] = mx;
+        }
+#pragma unroll
+        for (int jn = 0; jn < kTile / 8; ++jn)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (s[jn][2 * i + e] != -INFINITY) l[i] += expf(s[jn][2 * i + e] - m[i]);
       }
+    }
+    float inv[2];
+#pragma unroll
+    for (int i = 0; i < 2; ++i) {
+      double sum = l[i];
+      sum += __shfl_xor_sync(kAll, sum, 1);
+      sum += __shfl_xor_sync(kAll, sum, 2);
+      inv[i] = sum > 0 ? float(1.0 / sum) : 0.f;
+    }
+
+    // Pass 2: the same scores again; their normalised probabilities times the values.
+    for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+      __syncthreads();
+      stage(sk, kc, j0);
+      stage(sv, vc, j0);
+      cp_async_commit();
+      cp_async_wait_all();
+      __syncthreads();
+      if (j0 > warp_last) continue;
+      float s[kTile / 8][4] = {};
+      mma.scores(s, sk, lane);
+      mask_scaled(s, j0, last, tig, scale);
 #pragma unroll
       for (int jn = 0; jn < kTile / 8; ++jn)
 #pragma unroll
-        for (int e = 0; e < 2; ++e)
-          if (s[jn][2 * i + e] != -INFINITY) l[i] += expf(s[jn][2 * i + e] - m[i]);
+        for (int c = 0; c < 4; ++c)
+          s[jn][c] = s[jn][c] != -INFINITY ? expf(s[jn][c] - m[c / 2]) * inv[c / 2] : 0.f;
+      mma.accumulate(o, s, sv, lane);
     }
-  }
-  float inv[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    double sum = l[i];
-    sum += __shfl_xor_sync(kAll, sum, 1);
-    sum += __shfl_xor_sync(kAll, sum, 2);
-    inv[i] = sum > 0 ? float(1.0 / sum) : 0.f;
-  }
-
-  // Pass 2: the same scores again; their normalised probabilities times the values.
-  float o[D / 8][4] = {};
-  for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-    __syncthreads();
-    stage(sk, kc, j0);
-    stage(sv, vc, j0);
-    cp_async_commit();
-    cp_async_wait_all();
-    __syncthreads();
-    if (j0 > warp_last) continue;
-    float s[kTile / 8][4] = {};
-    mma.scores(s, sk, lane);
-    mask_scaled(s, j0, last, tig, scale);
-#pragma unroll
-    for (int jn = 0; jn < kTile / 8; ++jn)
-#pragma unroll
-      for (int c = 0; c < 4; ++c)
-        s[jn][c] = s[jn][c] != -INFINITY ? expf(s[jn][c] - m[c / 2]) * inv[c / 2] : 0.f;
-    mma.accumulate(o, s, sv, lane);
   }
   TQ* out = static_cast<TQ*>(p.out);
 #pragma unroll
@@ -879,9 +943,9 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
   }
 }
 
-template <class TQ, class TK, int D>
+template <class TQ, class TK, int D, bool kOnePass>
 void launch_prefill_mma(const Params& p, int64_t pairs, cudaStream_t st) {
-  constexpr auto kernel = prefill_mma<TQ, TK, D>;
+  constexpr auto kernel = prefill_mma<TQ, TK, D, kOnePass>;
   static const bool raised = [&] {
     RLX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                   int(mma_smem<TK, D>())));
@@ -914,8 +978,14 @@ template <class TQ, class TK>
 void launch(Params p, int64_t pairs, cudaStream_t st, const Scratch& scratch) {
   if (p.s > 8) {
     if constexpr (is_half_v<TK>) {
-      if (p.vec && p.d == 64) return launch_prefill_mma<TQ, TK, 64>(p, pairs, st);
-      if (p.vec && p.d == 128) return launch_prefill_mma<TQ, TK, 128>(p, pairs, st);
+      // Long prompts in one pass (kOnePassRows); short ones keep the normalised order.
+      const bool one = p.s >= kOnePassRows;
+      if (p.vec && p.d == 64)
+        return one ? launch_prefill_mma<TQ, TK, 64, true>(p, pairs, st)
+                   : launch_prefill_mma<TQ, TK, 64, false>(p, pairs, st);
+      if (p.vec && p.d == 128)
+        return one ? launch_prefill_mma<TQ, TK, 128, true>(p, pairs, st)
+                   : launch_prefill_mma<TQ, TK, 128, false>(p, pairs, st);
     }
     auto tile_kernel = p.dp <= 64    ? launch_prefill<TQ, TK, 1>
                        : p.dp <= 128 ? launch_prefill<TQ, TK, 2>

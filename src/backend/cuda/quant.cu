@@ -4,16 +4,15 @@
 // words of signed 8-bit values with an integer scale and min (x = D * sc * v - M * mn, as
 // the CPU's Unpacked), so one decoder per type serves both kernels.
 //
-// quant_matmul with few activation rows (decode: up to matvec_rows) runs the matvec: the rows are
-// first quantized to int8 blocks by ggml's rules (the CPU kernel's, so both compute one product:
-// q8_0 / q8_1 per 32 values with f16 scales, q8_K per 256), then one warp per weight row (or
-// 2-4 sharing it, where the product has few rows: Share) streams its blocks once, lanes
-// taking 16-value groups in turn, with dp4a integer dots per group; the store adds the
-// addend (a residual the fusion pass folded in). Float
-// weights stream 16 bytes per lane with f32 products; bf16 ones with 2 to 4 rows multiply
-// on the tensor cores (bmatvec, exact products). The matvecs launch programmatically
-// dependent (kernels.cuh); the K-quant ones prefetch their rows into L2 while the kernel
-// before them finishes. Many rows (prefill) multiply on the tensor cores in bf16 (quantized
+// quant_matmul with few activation rows (decode: up to matvec_rows.h's) runs the matvec: the rows
+// are first quantized to int8 blocks by ggml's rules (the CPU kernel's, so both compute one
+// product: q8_0 / q8_1 per 32 values with f16 scales, q8_K per 256), then one warp per weight row
+// (or 2-4 sharing it, where the product has few rows: Share) streams its blocks once, lanes taking
+// 16-value groups in turn, with dp4a integer dots per group; the store adds the addend (a residual
+// the fusion pass folded in). Float weights stream 16 bytes per lane with f32 products; bf16 ones
+// with 2 to 7 rows multiply on the tensor cores (bmatvec, exact products). The matvecs launch
+// programmatically dependent (kernels.cuh); the K-quant ones prefetch their rows into L2 while the
+// kernel before them finishes. Many rows (prefill) multiply on the tensor cores in bf16 (quantized
 // weights decoded to bf16 once per call; linalg.h's batched_gemm, cuBLASLt), with an addend
 // of the output's shape in the GEMM's epilogue.
 //
@@ -34,6 +33,7 @@
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/linalg.h"
 #include "backend/cuda/llm_kernels.h"
+#include "backend/cuda/matvec_rows.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/nn.h"
 #include "backend/cuda/quant_blocks.cuh"
@@ -47,13 +47,6 @@ namespace {
 using Ins = std::span<const Tensor>;
 using Outs = std::span<Tensor>;
 
-// The most activation rows the matvec takes; the GEMM path takes more. bf16 weights leave it
-// sooner: cuBLASLt's GEMM streams them faster than bmatvec from 8 rows (7 B bf16 b8 decode,
-// bench/RESULTS.md "The GEMM from 8 rows"), rounding the activations to bf16 as PyTorch's
-// bf16 decode does (bmatvec keeps them f32 as three bf16 parts); quantized weights would be
-// decoded whole for it, and f16 / f32 ones keep fmatvec's f32 activations.
-constexpr int64_t kMatvecRows = 8;
-int64_t matvec_rows(DType w) { return w == DType::bf16 ? 4 : kMatvecRows; }
 constexpr int kWarps = 4;  // weight rows per thread block of the matvec
 
 // Calls f(std::integral_constant<DType, T>) for a block-quantized dtype.
