@@ -100,12 +100,12 @@ TEST(CudaAttention, CudnnPathTakesTransformerShapes) {
         std::vector<Tensor> in{random_tensor(dt, shape, 1), random_tensor(dt, shape, 2),
                                random_tensor(dt, shape, 3), random_tensor(dt, shape, 4)};
         auto want = Session().compile(g).run(in);
-        int64_t before = gpu::cudnn_attention_runs(),
-                before_grad = gpu::cudnn_attention_grad_runs();
+        int64_t before = cuda::cudnn_attention_runs(),
+                before_grad = cuda::cudnn_attention_grad_runs();
         CompiledGraph cuda = Session(Device::cuda()).compile(g);
         auto got = cuda.run(in);
-        EXPECT_EQ(gpu::cudnn_attention_runs(), before + 1) << dtype_name(dt) << " " << mask;
-        EXPECT_EQ(gpu::cudnn_attention_grad_runs(), before_grad + 1)
+        EXPECT_EQ(cuda::cudnn_attention_runs(), before + 1) << dtype_name(dt) << " " << mask;
+        EXPECT_EQ(cuda::cudnn_attention_grad_runs(), before_grad + 1)
             << dtype_name(dt) << " " << mask << " " << layout;
         const char* names[] = {"y", "lse", "dq", "dk", "dv"};
         for (size_t o = 0; o < 5; ++o)
@@ -139,9 +139,9 @@ TEST(CudaAttention, CudnnPathAddsABias) {
                              random_tensor(DType::f16, qs, 3),
                              random_tensor(DType::f16, bs, 4, -3, 1)};
       Tensor want = Session().compile(g).run(in)[0];
-      int64_t before = gpu::cudnn_attention_runs();
+      int64_t before = cuda::cudnn_attention_runs();
       Tensor got = Session(Device::cuda()).compile(g).run(in)[0];
-      EXPECT_EQ(gpu::cudnn_attention_runs(), before + 1) << bs.size() << " " << mask;
+      EXPECT_EQ(cuda::cudnn_attention_runs(), before + 1) << bs.size() << " " << mask;
       EXPECT_LE(scaled_error(got, want), 2e-2) << bs.size() << " " << mask;
     }
 }
@@ -166,10 +166,10 @@ TEST(CudaAttention, CudnnPathAlignsTheCausalMaskBottomRight) {
   std::vector<Tensor> in{random_tensor(DType::bf16, qs, 1), random_tensor(DType::bf16, ks, 2),
                          random_tensor(DType::bf16, ks, 3), random_tensor(DType::bf16, qs, 4)};
   auto want = Session().compile(g).run(in);
-  int64_t before = gpu::cudnn_attention_runs(), before_grad = gpu::cudnn_attention_grad_runs();
+  int64_t before = cuda::cudnn_attention_runs(), before_grad = cuda::cudnn_attention_grad_runs();
   auto got = Session(Device::cuda()).compile(g).run(in);
-  EXPECT_EQ(gpu::cudnn_attention_runs(), before + 1);
-  EXPECT_EQ(gpu::cudnn_attention_grad_runs(), before_grad + 1);
+  EXPECT_EQ(cuda::cudnn_attention_runs(), before + 1);
+  EXPECT_EQ(cuda::cudnn_attention_grad_runs(), before_grad + 1);
   const char* names[] = {"y", "dq", "dk", "dv"};
   for (size_t o = 0; o < 4; ++o) EXPECT_LE(scaled_error(got[o], want[o]), 3e-2) << names[o];
 }

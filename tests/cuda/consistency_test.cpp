@@ -214,7 +214,7 @@ TEST(CudaRegion, GeneratedKernelsCompile) {
   for (const OpCheck& c : table().checks) {
     if (c.op != "fused_elementwise") continue;
     const Graph& body = *c.subgraphs[0];
-    std::string src = gpu::region_source(body);
+    std::string src = cuda::region_source(body);
     if (src.empty()) continue;
     // The run-time layout, and every input scalar / every input and output flat / every
     // one strided (coordinates over 3 dims in 32 bits, over 1 in 64) / vectorised, flat
@@ -225,8 +225,8 @@ TEST(CudaRegion, GeneratedKernelsCompile) {
     for (std::string layout :
          {std::string(), std::string(n, 's'), std::string(n, 'f'), std::string(n, 'x') + "|3n",
           std::string(n, 'x') + "|1w", std::string(n, 'f') + "|1nv", mixed + "|1wv"}) {
-      src = gpu::region_source(body, layout);
-      EXPECT_NO_THROW(EXPECT_FALSE(gpu::region_cubin(src, "sm_90").empty()))
+      src = cuda::region_source(body, layout);
+      EXPECT_NO_THROW(EXPECT_FALSE(cuda::region_cubin(src, "sm_90").empty()))
           << check_label(c) << " layout '" << layout << "'";
     }
     ++compiled;

@@ -90,10 +90,10 @@ TEST(CudaF32Gemm, TensorCoresKeepSgemmAccuracy) {
     cuda::set_f32_matmul("sgemm");
     Error sgemm = error(Session(Device::cuda()).compile(g32).run(in)[0], want);
     cuda::set_f32_matmul("tc");
-    int64_t before = gpu::tc_f32_gemm_runs();
+    int64_t before = cuda::tc_f32_gemm_runs();
     Error tc = error(Session(Device::cuda()).compile(g32).run(in)[0], want);
     cuda::set_f32_matmul("auto");
-    EXPECT_EQ(gpu::tc_f32_gemm_runs(), before + 1) << c.what;
+    EXPECT_EQ(cuda::tc_f32_gemm_runs(), before + 1) << c.what;
     std::printf("  %-28s rms error: sgemm %.2e, tensor cores %.2e; max: %.2e, %.2e\n", c.what,
                 sgemm.rms, tc.rms, sgemm.max, tc.max);
     EXPECT_LE(tc.rms, c.vs_sgemm * sgemm.rms) << c.what;

@@ -19,7 +19,7 @@ namespace rlx::test {
 Tensor random_quantized(DType t, int64_t rows, int64_t k, uint64_t seed);  // checks_quant.cpp
 }
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 namespace {
 
 using test::random_quantized;
@@ -131,4 +131,4 @@ TEST(CudaQuantBlocks, GroupSharesSumToTheCpuProduct) {
 }
 
 }  // namespace
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -100,6 +100,12 @@ void rope_checks(CheckTable& t) {
                   {random_tensor(DType::f32, {2, 64, 8, 64}, 3190),
                    random_tensor(DType::i32, {2, 64}, 3191, 0, 2000)},
                   {{"mode", "neox"}}, rope_ref, "wide"));
+  // Rows enough for CUDA's block per row (prefill), partial rotation and freq_factors.
+  t.add(ref_check("rope", DType::f32,
+                  {random_tensor(DType::f32, {1, 300, 4, 20}, 3192),
+                   random_tensor(DType::i64, {1, 300}, 3193, 0, 2000),
+                   random_tensor(DType::f32, {6}, 3194, 0.5, 4)},
+                  {{"n_rot", 12}}, rope_ref, "prefill rows, partial pairs"));
 }
 
 // ---- kv_cache_write ------------------------------------------------------------------

@@ -332,7 +332,7 @@ std::string fused_verify(const Tensors& in, const Tensors& out, const Attrs& a, 
   }
   const bool f64 = x.dtype() == DType::f64;
   double rel = f64 ? 3e-7 : norm && is_quantized(w.dtype()) ? 1e-3 : 1e-5;
-  const bool bf16_gemm = gpu && m > gpu::matvec_rows(w.dtype()) && !f64 && w.dtype() != DType::f32;
+  const bool bf16_gemm = gpu && m > cuda::matvec_rows(w.dtype()) && !f64 && w.dtype() != DType::f32;
   // A 16-bit x: the device normalises in f32, the reference rounds the norm to x's dtype.
   if (norm) rel += x.dtype() == DType::f16 ? 0x1p-11 : x.dtype() == DType::bf16 ? 0x1p-8 : 0;
   if (bf16_gemm) rel = 0x1p-7;
@@ -348,7 +348,7 @@ std::string fused_verify(const Tensors& in, const Tensors& out, const Attrs& a, 
 std::string quant_matmul_gpu_verify(const Tensors& in, const Tensors& out, const Attrs& a) {
   const Tensor &x = in[0], &w = in[1];
   const int64_t k = w.shape()[1], m = k ? x.numel() / k : 0;
-  if (m <= gpu::matvec_rows(w.dtype()) || x.dtype() == DType::f64 || w.dtype() == DType::f32)
+  if (m <= cuda::matvec_rows(w.dtype()) || x.dtype() == DType::f64 || w.dtype() == DType::f32)
     return quant_matmul_verify(in, out, a);
   return verify_products(x, w, in.size() == 3 ? &in[2] : nullptr, false, 0x1p-7, out[0], false);
 }

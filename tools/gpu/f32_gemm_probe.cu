@@ -144,7 +144,7 @@ int main() {
         gemm(ah, bh, 1, CUBLAS_COMPUTE_32F_FAST_TF32);
       });
     {  // rlx's: y = x w^T with x = B^T (n x k, k contiguous) and w = A (m x k, m contiguous)
-      using namespace rlx::gpu::tc;
+      using namespace rlx::cuda::tc;
       int64_t xp = (n + 127) / 128 * 128, wp = (m + 127) / 128 * 128, kp = (k + 31) / 32 * 32;
       float *xs, *ws;
       int* flag;

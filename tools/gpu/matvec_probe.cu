@@ -27,7 +27,7 @@
   } while (0)
 
 using bf16 = __nv_bfloat16;
-using namespace rlx::gpu;
+using namespace rlx::cuda;
 
 __device__ __forceinline__ float dot8(uint4 v, const float* x, float acc) {
   const float4 a = reinterpret_cast<const float4*>(x)[0], b = reinterpret_cast<const float4*>(x)[1];

@@ -12,7 +12,7 @@ import sys
 
 def short(name):
     name = re.sub(r'\(.*', '', name).replace('void ', '')
-    return re.sub(r'rlx::(gpu::)?|<unnamed>::', '', name)[:60]
+    return re.sub(r'rlx::(cuda::)?|<unnamed>::', '', name)[:60]
 
 
 def main(path):

@@ -6,7 +6,7 @@
 
 #include "csr.h"
 
-namespace rlx::sparse::gpu {
+namespace rlx::sparse::cuda {
 
 void throw_cuda(cudaError_t e, const char* call) {
   // Clears a non-sticky error, which cudaGetLastError would otherwise hand the next
@@ -67,4 +67,4 @@ int sm_count(Device d) { return state(d).sms; }
   fail<ValueError>(op, "expected a sound CSR pattern, got one the device check rejected");
 }
 
-}  // namespace rlx::sparse::gpu
+}  // namespace rlx::sparse::cuda

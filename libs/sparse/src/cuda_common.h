@@ -15,7 +15,7 @@
 
 #include "rlx/rlx.h"
 
-namespace rlx::sparse::gpu {
+namespace rlx::sparse::cuda {
 
 [[noreturn]] void throw_cuda(cudaError_t e, const char* call);
 [[noreturn]] void throw_cusparse(cusparseStatus_t s, const char* call);
@@ -25,9 +25,9 @@ inline void check(cudaError_t e, const char* call) {
 inline void check(cusparseStatus_t s, const char* call) {
   if (s != CUSPARSE_STATUS_SUCCESS) throw_cusparse(s, call);
 }
-#define RLX_SP_CHECK(call) ::rlx::sparse::gpu::check((call), #call)
+#define RLX_SP_CHECK(call) ::rlx::sparse::cuda::check((call), #call)
 // After a kernel launch: a bad configuration shows here, not at the next call.
-#define RLX_SP_LAUNCHED(name) ::rlx::sparse::gpu::check(cudaGetLastError(), name)
+#define RLX_SP_LAUNCHED(name) ::rlx::sparse::cuda::check(cudaGetLastError(), name)
 
 inline cudaStream_t stream_of(const KernelContext& ctx) {
   return static_cast<cudaStream_t>(ctx.stream);
@@ -75,4 +75,4 @@ void dispatch(DType value, DType index, F&& f) {
     wide ? f(float{}, int64_t{}) : f(float{}, int32_t{});
 }
 
-}  // namespace rlx::sparse::gpu
+}  // namespace rlx::sparse::cuda

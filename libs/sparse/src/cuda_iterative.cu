@@ -13,7 +13,7 @@
 #include "cuda_common.h"
 #include "rows.cuh"
 
-namespace rlx::sparse::gpu {
+namespace rlx::sparse::cuda {
 
 namespace {
 
@@ -610,4 +610,4 @@ void register_iterative_cuda_kernels() {
   add<Method::bicgstab>("sparse.bicgstab_solve");
 }
 
-}  // namespace rlx::sparse::gpu
+}  // namespace rlx::sparse::cuda

@@ -9,7 +9,7 @@
 #include "rlx/cuda.h"
 #include "rows.cuh"
 
-namespace rlx::sparse::gpu {
+namespace rlx::sparse::cuda {
 
 void register_iterative_cuda_kernels();  // cuda_iterative.cu
 
@@ -116,10 +116,10 @@ template <class T, class I>
 void spmv_own(const KernelContext& ctx, std::span<const Tensor> in, Tensor& y) {
   const int64_t n = in[2].numel() - 1, nnz = in[1].numel(), cols = in[3].numel();
   const Csr<T, I> a{in[2].data_as<I>(), in[1].data_as<I>(), in[0].data_as<T>(), n};
-  Guarded g{
-      cuda::deferred_check(ctx, [op = ctx.op.name, c = in[1], r = in[2], cols](
-                                    int64_t, int64_t) { throw_pattern_error(op, c, r, cols); }),
-      nnz, cols};
+  Guarded g{rlx::cuda::deferred_check(
+                ctx, [op = ctx.op.name, c = in[1], r = in[2], cols](
+                         int64_t, int64_t) { throw_pattern_error(op, c, r, cols); }),
+            nnz, cols};
   // One lane a row up to 8 entries a row (the 5-point Poisson rows: 1 lane, two rows a
   // thread), more for longer rows.
   const int tpr = lanes_for(n, nnz, 8);
@@ -247,16 +247,16 @@ void add(const char* op) {
 
 }  // namespace
 
-}  // namespace rlx::sparse::gpu
+}  // namespace rlx::sparse::cuda
 
 namespace rlx::sparse {
 
 void register_cuda_kernels() {
-  gpu::add<false, false>("sparse.spmv");
-  gpu::add<false, true>("sparse.spmv_t");
-  gpu::add<true, false>("sparse.spmm");
-  gpu::add<true, true>("sparse.spmm_t");
-  gpu::register_iterative_cuda_kernels();
+  cuda::add<false, false>("sparse.spmv");
+  cuda::add<false, true>("sparse.spmv_t");
+  cuda::add<true, false>("sparse.spmm");
+  cuda::add<true, true>("sparse.spmm_t");
+  cuda::register_iterative_cuda_kernels();
 }
 
 }  // namespace rlx::sparse

@@ -9,7 +9,7 @@
 #include "rlx/cuda_check.cuh"
 #include "rlx/settings.h"
 
-namespace rlx::sparse::gpu {
+namespace rlx::sparse::cuda {
 
 constexpr int kBlock = 256;
 
@@ -34,7 +34,9 @@ struct Trusted {
 struct Guarded {
   unsigned long long* slot;
   int64_t nnz, cols;
-  __device__ void report(int64_t value, int64_t axis) const { cuda::report_bad(slot, value, axis); }
+  __device__ void report(int64_t value, int64_t axis) const {
+    rlx::cuda::report_bad(slot, value, axis);
+  }
   __device__ bool row(int64_t b, int64_t e) const {
     if (0 <= b && b <= e && e <= nnz) return true;
     report(b, 0);
@@ -178,4 +180,4 @@ inline int64_t row_blocks(int64_t n, int tpr) {
   return (n * tpr / (tpr == 1 ? 2 : 1) + kBlock - 1) / kBlock;
 }
 
-}  // namespace rlx::sparse::gpu
+}  // namespace rlx::sparse::cuda

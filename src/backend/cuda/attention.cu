@@ -18,7 +18,7 @@
 #include "backend/cuda/linalg.h"
 #include "ops/attention_layout.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -493,4 +493,4 @@ void register_attention(KernelRegistry& r) {
   add_kernel(r, "attention_grad", attention_grad_kernel, grad_fits);
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -33,7 +33,7 @@
 #include "rlx/settings.h"
 #endif
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 #ifdef RLX_HAVE_CUDNN
 
@@ -611,4 +611,4 @@ int64_t cudnn_attention_grad_runs() { return 0; }
 
 #endif
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

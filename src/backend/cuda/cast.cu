@@ -4,7 +4,7 @@
 #include "backend/cuda/elementwise_ops.cuh"
 #include "backend/cuda/families.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -140,4 +140,4 @@ void register_cast(KernelRegistry& r) {
   });
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -39,7 +39,7 @@
 #include "rlx/settings.h"
 #endif
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 #ifdef RLX_HAVE_CUDNN
 
@@ -451,4 +451,4 @@ void register_conv(KernelRegistry&) {}  // no cuDNN: conv runs on the host path
 
 #endif
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -3,7 +3,7 @@
 #include "backend/cuda/copy.h"
 #include "backend/cuda/kernels.cuh"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -240,4 +240,4 @@ void fill(const Tensor& dst, double value, cudaStream_t stream) {
   RLX_CUDA_LAUNCHED("fill_kernel");
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -9,7 +9,7 @@
 
 #include "rlx/tensor.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 // dst[i] = src[i] for every index i of `shape`: strides in elements, zero (broadcast) or
 // negative (flip) on the source side. dst must not overlap src.
@@ -27,4 +27,4 @@ bool split_contiguous(const void* src, int64_t outer, int64_t inner, std::span<v
 // Every element of dst (any strides) set to the bit pattern of `value` in dst's dtype.
 void fill(const Tensor& dst, double value, cudaStream_t stream);
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -11,7 +11,7 @@
 #include "rlx/error.h"
 #include "rlx/kernel.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 // Dtype sets, as the CPU's (cpu_util.h).
 enum : unsigned { kFloat = 1, kInt = 2, kBool = 4, kNumeric = kFloat | kInt, kAll = 7 };
@@ -24,9 +24,9 @@ inline bool dtype_in_set(DType t, unsigned set) {
 inline void check(cudaError_t e, const char* call) {
   if (e != cudaSuccess) throw_cuda(e, call);
 }
-#define RLX_CUDA(call) ::rlx::gpu::check((call), #call)
+#define RLX_CUDA(call) ::rlx::cuda::check((call), #call)
 // After a kernel launch: a bad configuration shows here, not at the next call.
-#define RLX_CUDA_LAUNCHED(name) ::rlx::gpu::check(cudaGetLastError(), name)
+#define RLX_CUDA_LAUNCHED(name) ::rlx::cuda::check(cudaGetLastError(), name)
 
 inline cudaStream_t stream_of(const KernelContext& ctx) {
   return static_cast<cudaStream_t>(ctx.stream);
@@ -71,4 +71,4 @@ inline void add_kernel(KernelRegistry& r, std::string op, KernelFn fn, SupportsF
   r.add(std::move(op), DeviceKind::cuda, std::move(fn), std::move(no_strings), flags);
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -6,7 +6,7 @@
 
 #include "backend/cuda/cuda_util.h"
 
-namespace rlx::gpu::dnn {
+namespace rlx::cuda::dnn {
 
 void check(cudnnStatus_t s, const char* call) {
   if (s == CUDNN_STATUS_SUCCESS) return;
@@ -32,5 +32,5 @@ Handle& handle(Device d) {
   return *handles[size_t(d.index)];
 }
 
-}  // namespace rlx::gpu::dnn
+}  // namespace rlx::cuda::dnn
 #endif

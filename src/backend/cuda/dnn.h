@@ -9,11 +9,11 @@
 
 #include "rlx/device.h"
 
-namespace rlx::gpu::dnn {
+namespace rlx::cuda::dnn {
 
 // A failed call as a typed error naming it (OutOfMemory for cuDNN's allocation failures).
 void check(cudnnStatus_t s, const char* call);
-#define RLX_DNN(call) ::rlx::gpu::dnn::check((call), #call)
+#define RLX_DNN(call) ::rlx::cuda::dnn::check((call), #call)
 
 inline bool not_supported(cudnnStatus_t s) {
   return CUDNN_STATUS_CATEGORY(s) == CUDNN_STATUS_NOT_SUPPORTED;
@@ -27,14 +27,14 @@ struct Handle {
 };
 Handle& handle(Device d);
 
-}  // namespace rlx::gpu::dnn
+}  // namespace rlx::cuda::dnn
 #endif
 
 #include <cuda_runtime.h>
 
 #include "rlx/tensor.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 // attention's forward through cuDNN's fused flash attention (attention_cudnn.cpp): y =
 // softmax(q k^T * scale + bias, masked) v on [b, h, s, d] (or [n, s, d]) views, the bias
@@ -57,4 +57,4 @@ bool cudnn_attention_grad(const Tensor& q, const Tensor& k, const Tensor& v, con
 int64_t cudnn_attention_runs();
 int64_t cudnn_attention_grad_runs();
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

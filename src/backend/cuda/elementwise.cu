@@ -7,7 +7,7 @@
 #include "backend/cuda/elementwise_ops.cuh"
 #include "backend/cuda/families.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -343,4 +343,4 @@ void register_elementwise(KernelRegistry& r) {
   add_kernel(r, "select", select_kernel, dtype_in(kAll, 1), flags);
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -7,7 +7,7 @@
 
 #include "rlx/tensor.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 // The fused activations (ops/fused.h) activation_inplace applies.
 bool activation_inplace_supported(std::string_view act);
@@ -16,4 +16,4 @@ void cast_into(const Tensor& x, const Tensor& y, cudaStream_t s);
 // y = act(y), y contiguous and of a float dtype; "none" leaves it.
 void activation_inplace(const Tensor& y, std::string_view act, cudaStream_t s);
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -8,7 +8,7 @@
 
 #include "backend/cuda/kernels.cuh"
 
-namespace rlx::gpu::ewop {
+namespace rlx::cuda::ewop {
 
 template <class C>
 constexpr bool is_fp = std::is_floating_point_v<C>;
@@ -247,4 +247,4 @@ __device__ __forceinline__ auto convert(C x) {
   }
 }
 
-}  // namespace rlx::gpu::ewop
+}  // namespace rlx::cuda::ewop

@@ -5,7 +5,7 @@
 #include "backend/cuda/copy.h"
 #include "rlx/kernel.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 void register_elementwise(KernelRegistry& r);  // elementwise.cu
 void register_cast(KernelRegistry& r);         // cast.cu
@@ -32,4 +32,4 @@ std::string region_cubin(const std::string& source, const std::string& sm);
 // `set` (kFloat | kInt | kBool, kernels.cuh).
 SupportsFn dtype_in(unsigned set, size_t index = 0);
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -18,7 +18,7 @@
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/mma.cuh"
 
-namespace rlx::gpu::flash {
+namespace rlx::cuda::flash {
 
 constexpr int kBN = 64;  // keys per tile
 
@@ -456,4 +456,4 @@ void launch(const Params& p, cudaStream_t s) {
     launch_as<T, D, false, false>(p, s);
 }
 
-}  // namespace rlx::gpu::flash
+}  // namespace rlx::cuda::flash

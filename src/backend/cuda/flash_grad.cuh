@@ -19,7 +19,7 @@
 
 #include "backend/cuda/flash.cuh"
 
-namespace rlx::gpu::flash {
+namespace rlx::cuda::flash {
 
 struct GradParams {
   const void *q, *k, *v, *dy;  // [entries / heads, s, heads, D], rows ld apart
@@ -305,4 +305,4 @@ void launch_grad(const GradParams& p, cudaStream_t s) {
     launch_grad_as<T, D, true>(p, s);
 }
 
-}  // namespace rlx::gpu::flash
+}  // namespace rlx::cuda::flash

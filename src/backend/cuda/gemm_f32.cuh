@@ -33,7 +33,7 @@
 
 #include "backend/cuda/mma.cuh"
 
-namespace rlx::gpu::tc {
+namespace rlx::cuda::tc {
 
 // The split operands are padded to whole tiles.
 constexpr int kRowPad = 128, kKPad = 32;
@@ -244,4 +244,4 @@ __global__ void __launch_bounds__(kGemmThreads, 1) gemm_3xtf32(TcParams p) {
     }
 }
 
-}  // namespace rlx::gpu::tc
+}  // namespace rlx::cuda::tc

@@ -16,7 +16,7 @@
 #include "rlx/dtype.h"
 #include "rlx/tensor.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 // --- types -----------------------------------------------------------------------------
 // f16 / bf16 are stored as CUDA's __half / __nv_bfloat16 and computed in float; bool is
@@ -320,4 +320,4 @@ __device__ __forceinline__ uint4 load_once(const uint4* p) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(blockDim.x) * gridDim.x)
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -12,7 +12,7 @@
 
 #include "rlx/error.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 namespace {
 
 void* open_first(std::initializer_list<const char*> names) {
@@ -42,13 +42,13 @@ F resolve(void* lib, const char* name) {
 }
 
 }  // namespace
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda
 
 // One forwarding definition per entry point; the header's declaration checks the signature.
-#define RLX_FORWARD(lib, ret, name, params, args)                              \
-  extern "C" ret name params {                                                 \
-    static auto fn = rlx::gpu::resolve<ret(*) params>(rlx::gpu::lib(), #name); \
-    return fn args;                                                            \
+#define RLX_FORWARD(lib, ret, name, params, args)                                \
+  extern "C" ret name params {                                                   \
+    static auto fn = rlx::cuda::resolve<ret(*) params>(rlx::cuda::lib(), #name); \
+    return fn args;                                                              \
   }
 
 RLX_FORWARD(cublaslt, cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * h), (h))

@@ -33,7 +33,7 @@
 #include "rlx/cuda.h"
 #include "rlx/settings.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -551,13 +551,13 @@ void register_linalg(KernelRegistry& r) {
   add_kernel(r, "fused_matmul", fused_matmul_kernel, fused_fits, {.strided_inputs = true});
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda
 
 // Programs compiled before keep what they captured (a CUDA Graph replays its kernels), so
 // the compile cache is emptied: a graph compiled from now on runs the new mode.
 void rlx::cuda::set_f32_matmul(std::string_view mode) {
-  gpu::F32Mode m = gpu::parse_f32_mode(mode);
-  if (gpu::f32_mode() == m) return;
+  cuda::F32Mode m = cuda::parse_f32_mode(mode);
+  if (cuda::f32_mode() == m) return;
   settings().cuda_f32_gemm = std::string(mode);
   clear_compile_cache();
 }

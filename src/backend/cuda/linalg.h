@@ -6,7 +6,7 @@
 
 #include "rlx/tensor.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 // y[i] = alpha * op(a[i]) @ op(b[i]) for contiguous row-major [batch, rows, cols] a, b and
 // y; op transposes where ta / tb. a and b share a float dtype; y has it or is f32 (16-bit
@@ -40,4 +40,4 @@ struct TcGemm {
 bool tc_f32_gemm_fits(int64_t m, int64_t n, int64_t k, int64_t batch);
 void tc_f32_gemm(const TcGemm& g, Device dev, cudaStream_t s);
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

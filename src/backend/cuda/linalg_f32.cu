@@ -6,7 +6,7 @@
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/linalg.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -87,4 +87,4 @@ void tc_f32_gemm(const TcGemm& g, Device dev, cudaStream_t s) {
   }
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

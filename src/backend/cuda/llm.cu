@@ -1,8 +1,9 @@
 // rope, kv_cache_write and swiglu on CUDA, and the family's registration (as
 // backend/cpu/llm.cpp).
 //
-// rope: one thread per rotated pair (or passed-through dim) of a position, over its heads
-// (angles: rope.cuh). The positions stay on the device. kv_cache_write:
+// rope: one thread per rotated pair (or passed-through dim) of a head (angles: rope.cuh); where
+// the rows fill the device (prefill), a block per row, its angles computed once for every
+// head. The positions stay on the device. kv_cache_write:
 // writes the new rows into input 0's storage and returns it (KernelFlags::makes_outputs), so a
 // decode step moves S rows per head, never the cache.
 #include <algorithm>
@@ -15,7 +16,7 @@
 #include "backend/cuda/rope.cuh"
 #include "rlx/axes.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 unsigned long long* position_check(const KernelContext& ctx, int64_t s, int64_t c) {
   return deferred_check(ctx.device, [op = ctx.op.name, s, c](int64_t p, int64_t b) {
@@ -75,6 +76,45 @@ __global__ void rope_rows(const T* x, const I* pos, const F* factors, T* y, Lead
   }
 }
 
+// Prefill's rows (enough to fill the device): a block per row computes the angles of its
+// pairs once into shared memory (f64 exp2 and sincos cost more than the rotations) and
+// rotates them in every head.
+constexpr int kRopeRowThreads = 256;
+template <class T, class I, class F>
+__global__ void rope_rows_shared(const T* x, const I* pos, const F* factors, T* y, Lead lead,
+                                 RopeArgs a) {
+  using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+  extern __shared__ float4 table_raw[];
+  C* cs = reinterpret_cast<C*>(table_raw);  // cos of pair c at cs[c], sin at cs[half + c]
+  const int64_t per_head = a.half + (a.d - a.n_rot);
+  pdl_wait();
+  pdl_trigger();
+  for (int64_t l = blockIdx.x; l < a.rows; l += gridDim.x) {
+    const double at = double(pos[lead.pos_offset(l)]);
+    __syncthreads();  // the previous row's angles are no longer read
+    for (int64_t c = threadIdx.x; c < a.half; c += blockDim.x)
+      rope_cos_sin(a, c, at, factors, cs[c], cs[a.half + c]);
+    __syncthreads();
+    const T* xr = x + l * a.heads * a.d;
+    T* yr = y + l * a.heads * a.d;
+    for (int64_t t = threadIdx.x; t < a.heads * per_head; t += blockDim.x) {
+      const int64_t h = t / per_head, c = t % per_head;
+      const T* xh = xr + h * a.d;
+      T* yh = yr + h * a.d;
+      if (c >= a.half) {
+        const int64_t e = a.n_rot + (c - a.half);
+        yh[e] = xh[e];
+        continue;
+      }
+      int64_t i0, i1;
+      rope_pair(a, c, i0, i1);
+      const C cv = cs[c], sv = cs[a.half + c], x0 = C(load(xh[i0])), x1 = C(load(xh[i1]));
+      yh[i0] = store<T>(x0 * cv - x1 * sv);
+      yh[i1] = store<T>(x0 * sv + x1 * cv);
+    }
+  }
+}
+
 void rope_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &x = in[0], &pos = in[1];
   const auto& xs = x.shape();
@@ -107,10 +147,19 @@ void rope_kernel(const KernelContext& ctx, Ins in, Outs out) {
         using I = typename decltype(itag)::type;
         using F = typename decltype(ftag)::type;
         const F* ff = in.size() > 2 ? static_cast<const F*>(in[2].data()) : nullptr;
-        const int blocks = int(std::min<int64_t>((threads + kRopeThreads - 1) / kRopeThreads,
-                                                 int64_t(sm_count()) * 32));
-        launch_pdl(rope_rows<T, I, F>, blocks, kRopeThreads, 0, s, static_cast<const T*>(x.data()),
-                   static_cast<const I*>(pos.data()), ff, static_cast<T*>(out[0].data()), lead, a);
+        const auto* xp = static_cast<const T*>(x.data());
+        const auto* pp = static_cast<const I*>(pos.data());
+        auto* yp = static_cast<T*>(out[0].data());
+        if (a.rows >= sm_count() && a.heads > 1) {  // prefill: a block per row
+          using C = std::conditional_t<std::is_same_v<T, double>, double, float>;
+          const int blocks = int(std::min<int64_t>(a.rows, int64_t(sm_count()) * 16));
+          launch_pdl(rope_rows_shared<T, I, F>, blocks, kRopeRowThreads,
+                     size_t(2 * a.half) * sizeof(C), s, xp, pp, ff, yp, lead, a);
+        } else {
+          const int blocks = int(std::min<int64_t>((threads + kRopeThreads - 1) / kRopeThreads,
+                                                   int64_t(sm_count()) * 32));
+          launch_pdl(rope_rows<T, I, F>, blocks, kRopeThreads, 0, s, xp, pp, ff, yp, lead, a);
+        }
       };
       auto with_factors = [&](auto itag) {
         if (in.size() < 3) return go(itag, Tag<float>{});
@@ -130,21 +179,21 @@ void rope_kernel(const KernelContext& ctx, Ins in, Outs out) {
 // ---- kv_cache_write ------------------------------------------------------------------
 
 // One thread per value of new [B, S, KVH, D]; row (b, s, h) lands in row pos[b] + s of
-// head h of the cache.
-template <class TC, class TN, class I>
-__global__ void cache_rows(const TN* src, const I* pos, TC* dst, int64_t total, int64_t s,
-                           int64_t kvh, int64_t c, int64_t d, unsigned long long* bad) {
+// head h of the cache. J: the index type of the divisions (32 bits where new fits: 64-bit
+// ones cost more than the copy on a prefill's rows).
+template <class TC, class TN, class I, class J>
+__global__ void cache_rows(const TN* src, const I* pos, TC* dst, J total, J s, J kvh, int64_t c,
+                           J d, unsigned long long* bad) {
   pdl_wait();
   pdl_trigger();
-  RLX_GRID_STRIDE(i, total) {
-    const int64_t r = i / d, e = i % d;
-    const int64_t b = r / (s * kvh), si = (r / kvh) % s, h = r % kvh;
+  for (J i = J(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += J(gridDim.x) * blockDim.x) {
+    const J r = i / d, e = i - r * d, rh = r / kvh, h = r - rh * kvh, b = rh / s, si = rh - b * s;
     const int64_t p = int64_t(pos[b]);
     if (p < 0 || p + s > c) {
       report_bad(bad, p, b);
       continue;
     }
-    dst[((b * kvh + h) * c + p + si) * d + e] = store<TC>(load(src[i]));
+    dst[((int64_t(b) * kvh + h) * c + p + si) * d + e] = store<TC>(load(src[i]));
   }
 }
 
@@ -164,9 +213,15 @@ void kv_cache_write_kernel(const KernelContext& ctx, Ins in, Outs out) {
       if constexpr (is_float_v<TC> && is_float_v<TN>) {
         auto go = [&](auto itag) {
           using I = typename decltype(itag)::type;
-          launch_pdl(cache_rows<TC, TN, I>, blocks_for(total), kThreads, 0, st,
-                     static_cast<const TN*>(nw.data()), static_cast<const I*>(pos.data()),
-                     static_cast<TC*>(cache.data()), total, s, kvh, c, d, bad);
+          const auto* src = static_cast<const TN*>(nw.data());
+          const auto* pp = static_cast<const I*>(pos.data());
+          auto* dst = static_cast<TC*>(cache.data());
+          if (total < (int64_t(1) << 31))
+            launch_pdl(cache_rows<TC, TN, I, int32_t>, blocks_for(total), kThreads, 0, st, src, pp,
+                       dst, int32_t(total), int32_t(s), int32_t(kvh), c, int32_t(d), bad);
+          else
+            launch_pdl(cache_rows<TC, TN, I, int64_t>, blocks_for(total), kThreads, 0, st, src, pp,
+                       dst, total, s, kvh, c, d, bad);
         };
         if (pos.dtype() == DType::i64)
           go(Tag<int64_t>{});
@@ -250,4 +305,4 @@ void register_llm(KernelRegistry& r) {
   register_sample(r);
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -37,7 +37,7 @@
 #include "backend/cuda/rope.cuh"
 #include "rlx/settings.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -1178,4 +1178,4 @@ void register_attention_cached(KernelRegistry& r) {
   add_kernel(r, "rope_attention_cached", rope_attention_cached_kernel, fused_supported);
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -8,7 +8,7 @@
 
 #include "backend/cuda/cuda_util.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 void register_attention_cached(KernelRegistry& r);  // llm_attention.cu
 void register_sample(KernelRegistry& r);            // llm_sample.cu
@@ -21,4 +21,4 @@ void swiglu_into(const Tensor& x, const Tensor& y, cudaStream_t s);
 // axis), reported after the run as the CPU kernels word it: a ValueError naming the op.
 unsigned long long* position_check(const KernelContext& ctx, int64_t s, int64_t c);
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

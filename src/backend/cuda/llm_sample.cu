@@ -16,7 +16,7 @@
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/llm_kernels.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -626,4 +626,4 @@ void register_sample(KernelRegistry& r) {
   });
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

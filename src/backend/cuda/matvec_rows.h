@@ -7,7 +7,7 @@
 
 #include "rlx/dtype.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 // bf16 weights take cuBLASLt's GEMM from 8 rows, which streams them faster than bmatvec there
 // (7 B bf16 b8 decode, bench/RESULTS.md "The GEMM from 8 rows"), rounding the activations to
@@ -15,4 +15,4 @@ namespace rlx::gpu {
 // f16 / f32 ones keep fmatvec's f32 activations: theirs up to 8 rows.
 inline int64_t matvec_rows(DType w) { return w == DType::bf16 ? 7 : 8; }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 // Four 8x8 matrices of 16-bit elements from shared memory; lane t names row t % 8 of
 // matrix t / 8. With trans each lane gets a column pair instead of a row pair.
@@ -98,4 +98,4 @@ __device__ __forceinline__ void mma_tf32(float (&c)[4], const uint32_t (&a)[4], 
   mma_tf32(c, a, b0, b1, c);
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

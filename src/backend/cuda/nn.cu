@@ -12,7 +12,7 @@
 #include "backend/cuda/nn.h"
 #include "rlx/axes.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -961,4 +961,4 @@ void register_nn(KernelRegistry& r) {
   });
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

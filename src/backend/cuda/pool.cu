@@ -9,7 +9,7 @@
 #include "backend/cuda/families.h"
 #include "backend/cuda/window.cuh"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 void register_resize(KernelRegistry& r);  // resize.cu
 
@@ -132,4 +132,4 @@ void register_pool(KernelRegistry& r) {
   register_resize(r);
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

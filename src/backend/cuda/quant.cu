@@ -40,7 +40,7 @@
 #include "rlx/quant.h"
 #include "rlx/settings.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -824,4 +824,4 @@ void register_quant(KernelRegistry& r) {
   });
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

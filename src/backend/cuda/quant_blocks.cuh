@@ -22,7 +22,7 @@
 #define RLX_UNROLL
 #endif
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 // Group g (values 16g .. 16g + 15) of a block: four words of 4 signed bytes, and the
 // integer scale and min that multiply D and M.
@@ -236,4 +236,4 @@ RLX_HD float group_share(const Group& u, float D, float M, const int (&xv)[4], f
   }
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -14,7 +14,7 @@
 #include "backend/cuda/kernels.cuh"
 #include "rlx/axes.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -573,4 +573,4 @@ void register_reduce(KernelRegistry& r) {
   for (const Entry& e : table) add_kernel(r, e.name, e.fn, dtype_in(e.set));
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

@@ -26,7 +26,7 @@
 #include "backend/cuda/region_prelude.h"
 #include "rlx/compile_cache.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -490,4 +490,4 @@ void register_region(KernelRegistry& r) {
   add_kernel(r, std::string(detail::kRegionOp), region_kernel, generates);
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

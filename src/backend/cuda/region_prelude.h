@@ -5,7 +5,7 @@
 // of an element of a broadcast or strided input.
 #pragma once
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 // A region's first statement: a programmatically dependent kernel after it (a matvec
 // reading its output, kernels.cuh's launch_pdl) may start and prefetch its weights.
@@ -162,4 +162,4 @@ template <class C> __device__ __forceinline__ C r_mod(C a, C b) {
 }
 )";
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

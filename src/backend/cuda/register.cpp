@@ -11,19 +11,19 @@ void register_cuda_kernels(KernelRegistry& registry) {
   static std::mutex mu;
   std::lock_guard lock(mu);
   if (registry.has("cast", DeviceKind::cuda)) return;
-  gpu::register_elementwise(registry);
-  gpu::register_cast(registry);
-  gpu::register_shape(registry);
-  gpu::register_shape_index(registry);
-  gpu::register_reduce(registry);
-  gpu::register_nn(registry);
-  gpu::register_linalg(registry);
-  gpu::register_conv(registry);
-  gpu::register_pool(registry);
-  gpu::register_window_grad(registry);
-  gpu::register_region(registry);
-  gpu::register_quant(registry);
-  gpu::register_llm(registry);
+  cuda::register_elementwise(registry);
+  cuda::register_cast(registry);
+  cuda::register_shape(registry);
+  cuda::register_shape_index(registry);
+  cuda::register_reduce(registry);
+  cuda::register_nn(registry);
+  cuda::register_linalg(registry);
+  cuda::register_conv(registry);
+  cuda::register_pool(registry);
+  cuda::register_window_grad(registry);
+  cuda::register_region(registry);
+  cuda::register_quant(registry);
+  cuda::register_llm(registry);
 }
 
 }  // namespace rlx

@@ -10,7 +10,7 @@
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -275,4 +275,4 @@ void register_resize(KernelRegistry& r) {
   add_kernel(r, "resize_grad", resize_grad_kernel, dtype_in(kFloat));
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

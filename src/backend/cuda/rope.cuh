@@ -10,7 +10,7 @@
 #include "rlx/attrs.h"
 #include "rlx/error.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 struct RopeArgs {
   int64_t rows, heads, d, half, n_rot;
@@ -52,4 +52,4 @@ __device__ __forceinline__ void rope_pair(const RopeArgs& a, int64_t c, int64_t&
   i1 = i0 + (a.neox ? a.half : 1);
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

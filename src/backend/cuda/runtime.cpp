@@ -21,7 +21,7 @@
 #include "runtime/device_backend.h"
 #include "runtime/program.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 void throw_cuda(cudaError_t e, const char* call) {
   cudaGetLastError();  // clears a non-sticky error so the process can go on
@@ -438,10 +438,10 @@ unsigned long long* deferred_check(Device device, BadIndexReport report) {
   return backend().check_slot(device, std::move(report));
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda
 
 namespace rlx::detail {
-DeviceBackend* cuda_backend() { return &gpu::backend(); }
+DeviceBackend* cuda_backend() { return &cuda::backend(); }
 }  // namespace rlx::detail
 
 namespace rlx::cuda {
@@ -466,7 +466,7 @@ void synchronize(int device) {
 
 MemoryInfo memory_info(int device) {
   detail::device_backend(Device::cuda(device));
-  auto& s = gpu::backend().state(Device::cuda(device));
+  auto& s = cuda::backend().state(Device::cuda(device));
   uint64_t reserved = 0, used = 0;
   RLX_CUDA(cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrReservedMemCurrent, &reserved));
   RLX_CUDA(cudaMemPoolGetAttribute(s.pool, cudaMemPoolAttrUsedMemCurrent, &used));
@@ -475,7 +475,7 @@ MemoryInfo memory_info(int device) {
 
 Event::Event(int device) : device_(device) {
   detail::device_backend(Device::cuda(device));  // NotSupported without the device
-  gpu::backend().state(Device::cuda(device));    // current device: this one
+  cuda::backend().state(Device::cuda(device));   // current device: this one
   cudaEvent_t e = nullptr;
   RLX_CUDA(cudaEventCreate(&e));
   event_ = e;
@@ -509,7 +509,7 @@ cudaEvent_t recorded(const void* e, bool was, const char* what) {
 void Event::record() {
   if (!event_) fail<ValueError>("Event.record", "expected an Event, got one moved from");
   detail::DeviceRunGuard guard(true);  // not into another thread's CUDA Graph capture
-  auto& s = gpu::backend().state(Device::cuda(device_));
+  auto& s = cuda::backend().state(Device::cuda(device_));
   RLX_CUDA(cudaEventRecord(static_cast<cudaEvent_t>(event_), s.stream));
   recorded_ = true;
 }
@@ -553,16 +553,16 @@ struct Pipeline::Impl {
 
 Pipeline::Pipeline(int device) : impl_(std::make_unique<Impl>()) {
   detail::device_backend(Device::cuda(device));  // NotSupported without the device
-  gpu::backend().state(Device::cuda(device));
+  cuda::backend().state(Device::cuda(device));
   impl_->device = device;
-  ++gpu::t_defer;
+  ++cuda::t_defer;
 }
 
 Pipeline::~Pipeline() {
-  if (--gpu::t_defer == 0) try {
-      gpu::backend().resolve_deferred(true);
+  if (--cuda::t_defer == 0) try {
+      cuda::backend().resolve_deferred(true);
     } catch (const std::exception&) {  // a destructor does not throw: finish() reports
-      gpu::t_deferred.clear();
+      cuda::t_deferred.clear();
     }
   for (Impl::Copy& c : impl_->queued) cudaEventSynchronize(c.done);  // before its memory goes
   auto release = [](Impl::Copy& c) {
@@ -594,7 +594,7 @@ void Pipeline::read_back(const Tensor& t) {
   c.dtype = src.dtype();
   c.shape = src.shape();
   detail::DeviceRunGuard guard(true);  // not into another thread's CUDA Graph capture
-  cudaStream_t stream = gpu::backend().state(d).stream;
+  cudaStream_t stream = cuda::backend().state(d).stream;
   RLX_CUDA(cudaMemcpyAsync(c.host, src.data(), src.nbytes(), cudaMemcpyDeviceToHost, stream));
   RLX_CUDA(cudaEventRecord(c.done, stream));
   impl_->queued.push_back(std::move(c));
@@ -609,7 +609,7 @@ Tensor Pipeline::take() {
   Tensor out = Tensor::empty(c.dtype, c.shape);
   std::memcpy(out.data(), c.host, out.nbytes());
   impl_->spare.push_back(std::move(c));
-  gpu::backend().resolve_deferred(false);  // the replays before this copy are done
+  cuda::backend().resolve_deferred(false);  // the replays before this copy are done
   return out;
 }
 
@@ -617,7 +617,7 @@ size_t Pipeline::queued() const { return impl_->queued.size(); }
 
 void Pipeline::finish() {
   for (Impl::Copy& c : impl_->queued) RLX_CUDA(cudaEventSynchronize(c.done));
-  gpu::backend().resolve_deferred(true);
+  cuda::backend().resolve_deferred(true);
 }
 
 unsigned long long* deferred_check(const KernelContext& ctx,
@@ -625,12 +625,12 @@ unsigned long long* deferred_check(const KernelContext& ctx,
   if (ctx.device.kind != DeviceKind::cuda || !ctx.stream)
     fail<DeviceError>(ctx.op.name, "expected a CUDA kernel's context for deferred_check, got ",
                       ctx.device.str());
-  return gpu::deferred_check(ctx.device, std::move(report));
+  return cuda::deferred_check(ctx.device, std::move(report));
 }
 
 size_t empty_cache(int device) {
   size_t before = memory_info(device).reserved;
-  auto& s = gpu::backend().state(Device::cuda(device));
+  auto& s = cuda::backend().state(Device::cuda(device));
   RLX_CUDA(cudaStreamSynchronize(s.stream));
   RLX_CUDA(cudaMemPoolTrimTo(s.pool, 0));
   size_t after = memory_info(device).reserved;

@@ -7,7 +7,7 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/families.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -134,4 +134,4 @@ void register_shape(KernelRegistry& r) {
   add_kernel(r, "pad", pad_kernel, constant_pad, strided);
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

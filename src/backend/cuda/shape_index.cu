@@ -10,7 +10,7 @@
 #include "backend/cuda/kernels.cuh"
 #include "rlx/axes.h"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -428,4 +428,4 @@ void register_shape_index(KernelRegistry& r) {
   add_kernel(r, "iota", iota_kernel, dtype_in(kNumeric));
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

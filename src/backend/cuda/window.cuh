@@ -6,7 +6,7 @@
 #include "backend/cpu/window.h"
 #include "backend/cuda/kernels.cuh"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 struct Win {
   int64_t in[3], ker[3], out[3], stride[3], dil[3], pad[3], pad_end[3];
@@ -80,4 +80,4 @@ __device__ __forceinline__ C max_nan(C m, C v) {
   return v > m || v != v ? v : m;
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda

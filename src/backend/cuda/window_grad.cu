@@ -10,7 +10,7 @@
 #include "backend/cuda/families.h"
 #include "backend/cuda/window.cuh"
 
-namespace rlx::gpu {
+namespace rlx::cuda {
 
 namespace {
 
@@ -156,4 +156,4 @@ void register_window_grad(KernelRegistry& r) {
   add_kernel(r, "max_pool_gather", max_pool_gather, dtype_in(kFloat));
 }
 
-}  // namespace rlx::gpu
+}  // namespace rlx::cuda
