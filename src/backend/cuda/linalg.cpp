@@ -556,8 +556,8 @@ void register_linalg(KernelRegistry& r) {
 // Programs compiled before keep what they captured (a CUDA Graph replays its kernels), so
 // the compile cache is emptied: a graph compiled from now on runs the new mode.
 void rlx::cuda::set_f32_matmul(std::string_view mode) {
-  cuda::F32Mode m = cuda::parse_f32_mode(mode);
-  if (cuda::f32_mode() == m) return;
+  F32Mode m = parse_f32_mode(mode);
+  if (f32_mode() == m) return;
   settings().cuda_f32_gemm = std::string(mode);
   clear_compile_cache();
 }

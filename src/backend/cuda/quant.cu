@@ -23,7 +23,6 @@
 // "bf16 matvec streaming").
 #include <cuda_fp16.h>
 
-#include <cstdlib>
 #include <vector>
 
 #include "backend/addend.h"
