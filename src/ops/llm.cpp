@@ -117,7 +117,9 @@ Values rope_decomposed(const RuleArgs& a) {
   const bool whole = d.is_static() && d.value() == n;
   const int64_t half = n / 2;
   const DType cd = math_of(x.dtype());
-  // theta_i = pos * freq_scale * base^(-2i / n) / freq_factors[i]; inverse negates it.
+  // theta_i = pos * freq_scale * base^(-2i / n) / freq_factors[i]; inverse negates it. (The
+  // CPU and CUDA kernels form it as ggml does in f32, pos * theta_scale^i pair by pair: the
+  // same angle within f32 rounding.)
   double base = a.attrs.get_float("base"), fs = a.attrs.get_float("freq_scale");
   if (a.attrs.get_bool("inverse")) fs = -fs;
   std::vector<double> inv(static_cast<size_t>(half));

@@ -41,13 +41,22 @@ Tensors rope_ref(const Tensors& in, const Attrs& a) {
   std::vector<double> ff = in.size() > 2 ? values(in[2]) : std::vector<double>{};
   Shape lead(xs.begin(), xs.end() - 2);
   std::vector<double> y = x;
+  // 16- and 32-bit data rotate by ggml's f32 angles: pos * theta_scale^i multiplied pair by
+  // pair in f32, then freq_scale * theta / factor (rounded to f32; cos and sin in double).
+  auto angle = [&](double p, int64_t i) {
+    const double fs = sign * a.get_float("freq_scale"), f = ff.empty() ? 1.0 : ff[size_t(i)];
+    if (in[0].dtype() == DType::f64)
+      return fs * p * std::pow(a.get_float("base"), -2.0 * double(i) / double(n)) / f;
+    const float scale = std::pow(float(a.get_float("base")), -2.0f / float(n));
+    float theta = float(p);
+    for (int64_t j = 0; j < i; ++j) theta *= scale;
+    return double(float(fs) * (theta / float(f)));
+  };
   for (int64_t l = 0; l < numel(lead); ++l) {
     double p = pos[size_t(broadcast_index(unravel(l, lead), in[1].shape()))];
     for (int64_t hh = 0; hh < h; ++hh)
       for (int64_t i = 0; i < n / 2; ++i) {
-        double th = sign * p * a.get_float("freq_scale") *
-                    std::pow(a.get_float("base"), -2.0 * double(i) / double(n)) /
-                    (ff.empty() ? 1.0 : ff[size_t(i)]);
+        const double th = angle(p, i);
         int64_t i0 = neox ? i : 2 * i, i1 = neox ? i + n / 2 : 2 * i + 1;
         size_t at = size_t((l * h + hh) * d);
         double x0 = x[at + size_t(i0)], x1 = x[at + size_t(i1)];

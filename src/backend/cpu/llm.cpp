@@ -1,9 +1,12 @@
 // rope, kv_cache_write, rope_attention_cached and swiglu on the CPU, and the family's
 // registration.
 //
-// rope: the angles of one position are computed once (in double: at position 4000 an f32
-// angle would already be ~2e-4 rad off) and applied to every head of that row; each thread
-// keeps its last table, which a decode step's later layers reuse.
+// rope: the angles of one position are computed once and applied to every head of that row;
+// each thread keeps its last table, which a decode step's later layers reuse. They are
+// ggml's f32 angles (pos * theta_scale^i multiplied pair by pair, cosf / sinf), which
+// llama.cpp rotates by: with double ones (~1e-4 rad apart at position 4000) a random-weight
+// model's greedy tokens parted from llama.cpp's where both agree otherwise. f64 data keeps
+// double angles (the gradient checks').
 // kv_cache_write: writes the new rows straight into input 0's storage and returns that
 // storage as the output (KernelFlags::makes_outputs), so a decode step copies S rows per
 // head, never the cache. A non-contiguous cache reaches the kernel as the runtime's
@@ -89,55 +92,71 @@ void rope_typed(const Attrs& a, bool inverse, std::span<const Rotate> xy, const 
     static std::atomic<uint64_t> generations{0};
     fq.generation = ++generations;
   }
-  const std::vector<double>& freq = fq.freq;
+  // The calling thread's (fq is thread_local: the workers below see their own).
+  const std::vector<double>&freq = fq.freq, &ff_values = fq.factors;
   const uint64_t generation = fq.generation;
 
   int64_t values = 0;  // per row of the lead dims, over every x
   for (const Rotate& t : xy) values += t.x->shape()[r - 2] * d;
-  parallel_for(rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(values, 1)),
-               [&](int64_t l0, int64_t l1) {
-                 // This thread's last table: the angles of position `at` for `generation`.
-                 thread_local struct {
-                   std::vector<C> cs;
-                   uint64_t generation = 0;
-                   double at = 0;
-                 } table;
-                 table.cs.resize(size_t(2 * half));
-                 C *cv = table.cs.data(), *sv = table.cs.data() + half;
-                 for (int64_t l = l0; l < l1; ++l) {
-                   int64_t off = 0;
-                   for (int64_t i = int64_t(lead.size()) - 1, rest = l; i >= 0; --i) {
-                     off += (rest % lead[size_t(i)]) * pst[size_t(i)];
-                     rest /= lead[size_t(i)];
-                   }
-                   const double at = double(p[size_t(off)]) * fs;
-                   if (table.generation != generation || table.at != at) {
-                     for (int64_t i = 0; i < half; ++i) {
-                       double th = at * freq[size_t(i)];
-                       cv[i] = C(std::cos(th));
-                       sv[i] = C(std::sin(th));
-                     }
-                     table.generation = generation, table.at = at;
-                   }
-                   for (const Rotate& t : xy) {
-                     const int64_t h = t.x->shape()[r - 2], row = h * d;
-                     const T* xp = t.x->data_as<T>() + l * row;
-                     T* yp = t.y->data_as<T>() + l * row;
-                     for (int64_t hh = 0; hh < h; ++hh) {
-                       const T* xr = xp + hh * d;
-                       T* yr = yp + hh * d;
-                       const int64_t other = neox ? half : 1;  // the partner of dim i0
-                       for (int64_t i = 0; i < half; ++i) {
-                         const int64_t i0 = neox ? i : 2 * i;
-                         C x0 = C(load(xr[i0])), x1 = C(load(xr[i0 + other]));
-                         yr[i0] = store<T>(x0 * cv[i] - x1 * sv[i]);
-                         yr[i0 + other] = store<T>(x0 * sv[i] + x1 * cv[i]);
-                       }
-                       for (int64_t e = n; e < d; ++e) yr[e] = xr[e];
-                     }
-                   }
-                 }
-               });
+  parallel_for(
+      rows, std::max<int64_t>(1, 8192 / std::max<int64_t>(values, 1)), [&](int64_t l0, int64_t l1) {
+        // This thread's last table: the angles of position `pos` at scale `fs` for
+        // `generation`.
+        thread_local struct {
+          std::vector<C> cs;
+          uint64_t generation = 0;
+          int64_t pos = 0;
+          double fs = 0;
+        } table;
+        table.cs.resize(size_t(2 * half));
+        C *cv = table.cs.data(), *sv = table.cs.data() + half;
+        for (int64_t l = l0; l < l1; ++l) {
+          int64_t off = 0;
+          for (int64_t i = int64_t(lead.size()) - 1, rest = l; i >= 0; --i) {
+            off += (rest % lead[size_t(i)]) * pst[size_t(i)];
+            rest /= lead[size_t(i)];
+          }
+          const double at = double(p[size_t(off)]) * fs;
+          if (table.generation != generation || table.pos != p[size_t(off)] || table.fs != fs) {
+            if constexpr (std::is_same_v<C, float>) {
+              // ggml's angles: theta_i = pos * theta_scale^i, multiplied pair by
+              // pair in f32, then freq_scale * theta_i / factor_i, cosf and sinf.
+              const float scale = std::pow(float(base), -2.0f / float(n));
+              float theta = float(p[size_t(off)]);
+              for (int64_t i = 0; i < half; ++i, theta *= scale) {
+                const float ffi = ff_values.empty() ? 1.0f : float(ff_values[size_t(i)]);
+                const float th = float(fs) * (theta / ffi);
+                cv[i] = std::cos(th);
+                sv[i] = std::sin(th);
+              }
+            } else {
+              for (int64_t i = 0; i < half; ++i) {
+                double th = at * freq[size_t(i)];
+                cv[i] = C(std::cos(th));
+                sv[i] = C(std::sin(th));
+              }
+            }
+            table.generation = generation, table.pos = p[size_t(off)], table.fs = fs;
+          }
+          for (const Rotate& t : xy) {
+            const int64_t h = t.x->shape()[r - 2], row = h * d;
+            const T* xp = t.x->data_as<T>() + l * row;
+            T* yp = t.y->data_as<T>() + l * row;
+            for (int64_t hh = 0; hh < h; ++hh) {
+              const T* xr = xp + hh * d;
+              T* yr = yp + hh * d;
+              const int64_t other = neox ? half : 1;  // the partner of dim i0
+              for (int64_t i = 0; i < half; ++i) {
+                const int64_t i0 = neox ? i : 2 * i;
+                C x0 = C(load(xr[i0])), x1 = C(load(xr[i0 + other]));
+                yr[i0] = store<T>(x0 * cv[i] - x1 * sv[i]);
+                yr[i0 + other] = store<T>(x0 * sv[i] + x1 * cv[i]);
+              }
+              for (int64_t e = n; e < d; ++e) yr[e] = xr[e];
+            }
+          }
+        }
+      });
 }
 
 void rope_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {

@@ -1,7 +1,6 @@
 // rope's angles, shared by the rope kernel (llm.cu) and the decode attention that rotates
 // its own q and k rows (llm_attention.cu, rope_attention_cached): both rotate by the same
-// f32 cos / sin. The angle is computed in double, as on the CPU (at position 4000 an f32
-// angle is already ~2e-4 rad off).
+// f32 cos / sin, of ggml's f32 angles as on the CPU (f64 data: angles in double).
 #pragma once
 
 #include <cmath>
@@ -15,6 +14,7 @@ namespace rlx::cuda {
 struct RopeArgs {
   int64_t rows, heads, d, half, n_rot;
   double log2_base, fs;
+  float theta_scale;  // base^(-2 / n_rot) in f32 (ggml's, the CPU's)
   bool neox;
 };
 
@@ -30,6 +30,7 @@ inline RopeArgs rope_args(const Attrs& attrs, int64_t d, bool inverse) {
   a.neox = attrs.get_string("mode") == "neox";
   a.fs = attrs.get_float("freq_scale") * (inverse ? -1.0 : 1.0);
   a.log2_base = std::log2(attrs.get_float("base"));
+  a.theta_scale = std::pow(float(attrs.get_float("base")), -2.0f / float(a.n_rot));
   return a;
 }
 
@@ -37,13 +38,21 @@ inline RopeArgs rope_args(const Attrs& attrs, int64_t d, bool inverse) {
 template <class C, class F>
 __device__ __forceinline__ void rope_cos_sin(const RopeArgs& a, int64_t c, double pos,
                                              const F* factors, C& cv, C& sv) {
-  // base^(-2c / n_rot) as exp2 of a product with log2(base) (the host's): a relative
-  // error of ~1e-16 in the frequency, far below the f32 rounding of cos and sin.
-  double freq = exp2(-2.0 * double(c) / double(a.n_rot) * a.log2_base);
-  if (factors) freq /= double(load(factors[c]));
-  double sd, cd;
-  sincos(pos * a.fs * freq, &sd, &cd);
-  cv = C(cd), sv = C(sd);
+  if constexpr (std::is_same_v<C, float>) {
+    // The CPU's (ggml's) f32 angles: pos * theta_scale^c multiplied pair by pair, then
+    // freq_scale * theta / factor; what llama.cpp rotates by, so greedy tokens follow it.
+    float theta = float(pos);
+    for (int64_t j = 0; j < c; ++j) theta *= a.theta_scale;
+    const float ff = factors ? float(load(factors[c])) : 1.0f;
+    sincosf(float(a.fs) * (theta / ff), &sv, &cv);
+  } else {
+    // f64 data: base^(-2c / n_rot) as exp2 of a product with log2(base) (the host's).
+    double freq = exp2(-2.0 * double(c) / double(a.n_rot) * a.log2_base);
+    if (factors) freq /= double(load(factors[c]));
+    double sd, cd;
+    sincos(pos * a.fs * freq, &sd, &cd);
+    cv = C(cd), sv = C(sd);
+  }
 }
 
 // Where pair c of a head sits: dims i0 and i1.
