@@ -195,6 +195,7 @@ int generate_command(const LlmOptions& o) {
     for (size_t i = 0; i < ids.size(); ++i) line += (i ? "," : "") + std::to_string(ids[i]);
     std::printf("%s\n", line.c_str());
   }
+  std::fflush(stdout);  // the text ends its line before the figures on stderr
   std::fprintf(stderr,
                "prefill: %lld tokens in %.3f s (%.2f tok/s)\n"
                "decode:  %lld tokens in %.3f s (%.2f tok/s)\n"
