@@ -149,13 +149,14 @@ void dot_rows_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k, c
   // rows per chunk (at least 8 chunks), which stay in cache while each tile of activations
   // passes once.
   const bool decode = m <= qdot::kMaxRows;
+  const int64_t wide = qdot::tile_rows(wt, rows);  // rows16 q4_0 / q8_0: tiles of 8 rows
   auto run = [&](int64_t jb, int64_t je) {
-    for (int64_t r0 = 0; r0 < m; r0 += qdot::kMaxRows) {
-      const int nr = int(std::min<int64_t>(qdot::kMaxRows, m - r0));
-      const qdot::DotFn f = fns[nr - 1];
+    for (int64_t r0 = 0, nr; r0 < m; r0 += nr) {
+      nr = m - r0 >= wide ? wide : std::min<int64_t>(qdot::kMaxRows, m - r0);
+      const qdot::DotFn f = fns[std::min<int64_t>(nr, qdot::kMaxRows) - 1];  // plain rows: nr <= 4
       const uint8_t* a = act + r0 * int64_t(ab);
       if (rows > 1)
-        qdot::dot_groups(wt, rows, w + jb * int64_t(ub), je - jb, a, ab, nr, k,
+        qdot::dot_groups(wt, rows, w + jb * int64_t(ub), je - jb, a, ab, int(nr), k,
                          y + r0 * n + rows * jb, n);
       else
         for (int64_t j = jb; j < je; ++j) f(w + j * int64_t(ub), a, ab, k, y + r0 * n + j, n);

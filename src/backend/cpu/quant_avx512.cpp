@@ -399,6 +399,13 @@ bool avx512_dot_rows16(DType w, const void* first, size_t gbytes, int64_t count,
   const auto* g = static_cast<const uint8_t*>(first);
   if (w != DType::q4_0 && w != DType::q8_0 && w != DType::q4_k) return false;
   int64_t j = 0;
+  if (nr == kWideRows) {
+    if (w == DType::q4_k) return false;  // tile_rows never asks
+    for (; j < count; ++j)
+      w == DType::q4_0 ? dot16<true, kWideRows>(g + j * gbytes, act, as, k, out + 16 * j, os)
+                       : dot16<false, kWideRows>(g + j * gbytes, act, as, k, out + 16 * j, os);
+    return true;
+  }
   if (w == DType::q4_0 && nr == 1)
     for (; j + kSideBySide <= count; j += kSideBySide)
       dot16_q4_side(g + j * gbytes, gbytes, reinterpret_cast<const BlockQ8*>(act), k, out + 16 * j);
@@ -414,6 +421,8 @@ bool avx512_dot_rows16(DType w, const void* first, size_t gbytes, int64_t count,
     });
   return true;
 }
+
+bool avx512_wide_rows16(DType w) { return w == DType::q4_0 || w == DType::q8_0; }
 
 bool avx512_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as, int nr, int64_t k,
                       float* out, int64_t os) {
@@ -437,6 +446,7 @@ bool avx512_dot_rows16(DType, const void*, size_t, int64_t, const uint8_t*, size
                        float*, int64_t) {
   return false;
 }
+bool avx512_wide_rows16(DType) { return false; }
 
 #endif
 

@@ -273,6 +273,10 @@ void dot_groups(DType w, int rows, const void* first, int64_t count, const uint8
   }
 }
 
+int tile_rows(DType w, int rows) {
+  return rows == 16 && avx512_wide_rows16(w) ? kWideRows : kMaxRows;
+}
+
 void decode_group(DType w, int rows, const void* group, float* dst, int64_t k) {
   PlainRows plain(w, rows, static_cast<const uint8_t*>(group), k);
   for (int i = 0; i < rows; ++i) decode_row(w, plain.row(i), dst + i * k, k);

@@ -38,6 +38,10 @@ void quantize_act(DType w, const float* x, void* dst, int64_t k, int rows = 1);
 using DotFn = void (*)(const void* w, const uint8_t* act, size_t act_stride, int64_t k, float* out,
                        int64_t out_stride);
 inline constexpr int kMaxRows = 4;  // rows one call shares the unpacked weights among
+// Rows the AVX-512 rows16 q4_0 / q8_0 dots share a block among in the many-row path: half
+// the unpacking and L2 reads per activation row of 4-row tiles (bench/RESULTS.md, "Wide
+// tiles"); the other kernels keep kMaxRows.
+inline constexpr int kWideRows = 8;
 // f.template operator()<NR>() with NR = nr for nr in [1, kMaxRows) and kMaxRows otherwise:
 // the row-count dispatch of every family of dot kernels.
 template <class F>
@@ -67,11 +71,15 @@ void round_act(DType w, const float* x, float* y, int64_t k);
 DotFn dot_fn(DType w, int nr);
 
 // Interleaved weights (layouts rows8 / rows16, rlx/quant.h): `count` consecutive groups of
-// `rows` rows from `first` against nr in [1, kMaxRows] activation rows prepared by
-// quantize_act for w and rows: out[r * out_stride + i] = <row i (from the first group's
-// first), activation row r>.
+// `rows` rows from `first` against nr in [1, kMaxRows] (or tile_rows(w, rows)) activation
+// rows prepared by quantize_act for w and rows: out[r * out_stride + i] = <row i (from the
+// first group's first), activation row r>.
 void dot_groups(DType w, int rows, const void* first, int64_t count, const uint8_t* act,
                 size_t act_stride, int nr, int64_t k, float* out, int64_t out_stride);
+
+// The most activation rows one dot_groups call takes for w in groups of `rows`: kWideRows
+// where the AVX-512 rows16 kernels have them, else kMaxRows.
+int tile_rows(DType w, int rows);
 
 // The rows of an interleaved group decoded to f32, row i at dst + i * k.
 void decode_group(DType w, int rows, const void* group, float* dst, int64_t k);

@@ -98,9 +98,12 @@ bool avx512_dot_rows8(DType w, const void* group, const uint8_t* act, size_t as,
                       float* out, int64_t os);
 // The rows16 dots (rlx/quant.h) of `count` consecutive groups (gbytes apart) of q4_0, q8_0
 // or q4_k weights on quantize_act's plain activation rows, group j's rows at out + 16 j;
-// false where not built with AVX-512 VNNI (or another dtype).
+// false where not built with AVX-512 VNNI (or another dtype). nr in [1, kMaxRows], or
+// kWideRows where avx512_wide_rows16(w).
 bool avx512_dot_rows16(DType w, const void* first, size_t gbytes, int64_t count, const uint8_t* act,
                        size_t as, int nr, int64_t k, float* out, int64_t os);
+// Whether avx512_dot_rows16 takes kWideRows activation rows at once for w (q4_0, q8_0).
+bool avx512_wide_rows16(DType w);
 // Decodes like decode_row where AVX2 has a decoder for t (f16, bf16, q4_0 … q8_0); false
 // otherwise (the portable decoder then runs).
 bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n);
