@@ -21,14 +21,12 @@ LAYERS = ['ir', 'transforms', 'ops', 'passes', 'runtime', 'backend', 'frontend',
 DEBTS = {
     ('ir/graph.cpp', 'ops'),  # OpRegistry::global()
     ('ir/text_parse.cpp', 'ops'),  # OpRegistry::global()
-    ('ops/llm.cpp', 'runtime'),  # Tensor::from_doubles (Tensor lives in runtime)
     ('passes/constant_folding.cpp', 'runtime'),  # Tensor
     ('passes/elementwise_fusion.cpp', 'backend'),  # register_cpu_kernels
     ('passes/elementwise_fusion.cpp', 'runtime'),  # KernelRegistry::find
     ('passes/fusion.cpp', 'backend'),  # register_cpu_kernels
     ('passes/fusion.cpp', 'runtime'),  # KernelRegistry::find
     ('passes/mixed_precision.cpp', 'runtime'),  # KernelRegistry::find
-    ('passes/pass_manager.cpp', 'runtime'),  # settings()
     ('runtime/device_backend.cpp', 'backend'),  # rlx::cuda::device_count
     ('runtime/session.cpp', 'backend'),  # register_cpu_kernels
 }

@@ -17,7 +17,6 @@
 #include "rlx/error.h"
 #include "rlx/ops.h"
 #include "rlx/rules.h"
-#include "rlx/tensor.h"
 
 namespace rlx::detail {
 
@@ -124,7 +123,7 @@ Values rope_decomposed(const RuleArgs& a) {
   if (a.attrs.get_bool("inverse")) fs = -fs;
   std::vector<double> inv(static_cast<size_t>(half));
   for (int64_t i = 0; i < half; ++i) inv[size_t(i)] = std::pow(base, -2.0 * double(i) / double(n));
-  Value freq = a.g.constant(Tensor::from_doubles(cd, {half}, inv).to_literal());
+  Value freq = a.g.constant(Literal::from_doubles(cd, {half}, inv));
   if (a.inputs.size() > 2) freq = freq / to(a.inputs[2], cd);
   Value p = to(pos, cd) * fs;
   Value theta = expand_dims(p, {p.rank()}) * freq;  // [..., S, half]
