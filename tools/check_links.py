@@ -23,10 +23,7 @@ DEBTS = {
     ('ir/text_parse.cpp', 'ops'),  # OpRegistry::global()
     ('passes/constant_folding.cpp', 'runtime'),  # Tensor
     ('passes/elementwise_fusion.cpp', 'backend'),  # register_cpu_kernels
-    ('passes/elementwise_fusion.cpp', 'runtime'),  # KernelRegistry::find
     ('passes/fusion.cpp', 'backend'),  # register_cpu_kernels
-    ('passes/fusion.cpp', 'runtime'),  # KernelRegistry::find
-    ('passes/mixed_precision.cpp', 'runtime'),  # KernelRegistry::find
     ('runtime/device_backend.cpp', 'backend'),  # rlx::cuda::device_count
     ('runtime/session.cpp', 'backend'),  # register_cpu_kernels
 }

@@ -21,10 +21,6 @@ namespace rlx::detail {
 
 class DeviceBackend;
 
-// Kernels registered so far in any registry: a compile cached before a registration may
-// resolve differently after it.
-uint64_t kernel_registrations();
-
 class Program;
 struct GraphRuns;  // program_graphs.cpp
 

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "ops/kernel_registrations.h"
 #include "rlx/compile_cache.h"
 #include "rlx/settings.h"
 #include "runtime/device_backend.h"

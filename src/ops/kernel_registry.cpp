@@ -3,8 +3,8 @@
 #include <mutex>
 #include <shared_mutex>
 
+#include "ops/kernel_registrations.h"
 #include "rlx/kernel.h"
-#include "runtime/program.h"
 
 namespace rlx {
 
