@@ -216,7 +216,7 @@ void kv_cache_write_kernel(const KernelContext& ctx, Ins in, Outs out) {
           const auto* src = static_cast<const TN*>(nw.data());
           const auto* pp = static_cast<const I*>(pos.data());
           auto* dst = static_cast<TC*>(cache.data());
-          if (total < (int64_t(1) << 31))
+          if (total < (int64_t(1) << 30))  // i + the grid's stride stays below 2^31
             launch_pdl(cache_rows<TC, TN, I, int32_t>, blocks_for(total), kThreads, 0, st, src, pp,
                        dst, int32_t(total), int32_t(s), int32_t(kvh), c, int32_t(d), bad);
           else
@@ -281,7 +281,7 @@ void swiglu_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
       auto run = [&](auto* yp) {
         using U = std::remove_pointer_t<decltype(yp)>;
         const auto* xp = static_cast<const T*>(x.data());
-        if (rows * 2 * f < (int64_t(1) << 31))
+        if (rows * 2 * f < (int64_t(1) << 31))  // and i + the grid's stride below 2^31
           launch_pdl(swiglu_rows<T, U, int32_t>, blocks_for(rows * f), kThreads, 0, s, xp, yp,
                      int32_t(rows), int32_t(f));
         else
