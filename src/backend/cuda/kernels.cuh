@@ -250,10 +250,8 @@ __device__ A block_fold(A v) {
   return result;
 }
 
-// --- index checks ----------------------------------------------------------------------
-
-// A kernel's bad-index slot (deferred_check): rlx/cuda_check.cuh fills it.
-using cuda::report_bad;
+// A kernel's bad-index slot (deferred_check) is filled by report_bad (rlx/cuda_check.cuh, the
+// same namespace).
 
 // --- launches --------------------------------------------------------------------------
 
@@ -264,6 +262,17 @@ inline int blocks_for(int64_t n, int per_thread = 1) {
   int64_t want = (n + int64_t(kThreads) * per_thread - 1) / (int64_t(kThreads) * per_thread);
   int64_t cap = int64_t(sm_count()) * 16;
   return int(want < 1 ? 1 : (want < cap ? want : cap));
+}
+
+// f(I{}) for a grid-stride loop whose indices stay below `bound`: I = int32_t where they and
+// a grid's stride fit in 32 bits (a 64-bit division per element costs as much as a row
+// kernel's loads), else int64_t.
+template <class F>
+void with_index(int64_t bound, F&& f) {
+  if (bound < (int64_t(1) << 30))
+    f(int32_t{});
+  else
+    f(int64_t{});
 }
 
 // Programmatic dependent launch (sm_90): a kernel launched by launch_pdl may start while

@@ -68,11 +68,7 @@ __global__ void rope_rows(const T* x, const I* pos, const F* factors, T* y, Lead
     }
     C cv, sv;
     rope_cos_sin(a, c, double(pos[lead.pos_offset(l)]), factors, cv, sv);
-    int64_t i0, i1;
-    rope_pair(a, c, i0, i1);
-    const C x0 = C(load(xr[i0])), x1 = C(load(xr[i1]));
-    yr[i0] = store<T>(x0 * cv - x1 * sv);
-    yr[i1] = store<T>(x0 * sv + x1 * cv);
+    rope_rotate(a, c, cv, sv, xr, yr);
   }
 }
 
@@ -106,11 +102,7 @@ __global__ void rope_rows_shared(const T* x, const I* pos, const F* factors, T* 
         yh[e] = xh[e];
         continue;
       }
-      int64_t i0, i1;
-      rope_pair(a, c, i0, i1);
-      const C cv = cs[c], sv = cs[a.half + c], x0 = C(load(xh[i0])), x1 = C(load(xh[i1]));
-      yh[i0] = store<T>(x0 * cv - x1 * sv);
-      yh[i1] = store<T>(x0 * sv + x1 * cv);
+      rope_rotate(a, c, cs[c], cs[a.half + c], xh, yh);
     }
   }
 }
@@ -179,8 +171,7 @@ void rope_kernel(const KernelContext& ctx, Ins in, Outs out) {
 // ---- kv_cache_write ------------------------------------------------------------------
 
 // One thread per value of new [B, S, KVH, D]; row (b, s, h) lands in row pos[b] + s of
-// head h of the cache. J: the index type of the divisions (32 bits where new fits: 64-bit
-// ones cost more than the copy on a prefill's rows).
+// head h of the cache. J: the index type of the divisions (with_index).
 template <class TC, class TN, class I, class J>
 __global__ void cache_rows(const TN* src, const I* pos, TC* dst, J total, J s, J kvh, int64_t c,
                            J d, unsigned long long* bad) {
@@ -216,12 +207,11 @@ void kv_cache_write_kernel(const KernelContext& ctx, Ins in, Outs out) {
           const auto* src = static_cast<const TN*>(nw.data());
           const auto* pp = static_cast<const I*>(pos.data());
           auto* dst = static_cast<TC*>(cache.data());
-          if (total < (int64_t(1) << 30))  // i + the grid's stride stays below 2^31
-            launch_pdl(cache_rows<TC, TN, I, int32_t>, blocks_for(total), kThreads, 0, st, src, pp,
-                       dst, int32_t(total), int32_t(s), int32_t(kvh), c, int32_t(d), bad);
-          else
-            launch_pdl(cache_rows<TC, TN, I, int64_t>, blocks_for(total), kThreads, 0, st, src, pp,
-                       dst, total, s, kvh, c, d, bad);
+          with_index(total, [&](auto j) {
+            using J = decltype(j);
+            launch_pdl(cache_rows<TC, TN, I, J>, blocks_for(total), kThreads, 0, st, src, pp, dst,
+                       J(total), J(s), J(kvh), c, J(d), bad);
+          });
         };
         if (pos.dtype() == DType::i64)
           go(Tag<int64_t>{});
@@ -237,8 +227,7 @@ void kv_cache_write_kernel(const KernelContext& ctx, Ins in, Outs out) {
 
 // One thread per output element of rows of f: silu of the gate half times the up half (the
 // elementwise kernels' Silu, so the fused form computes what the split one does).
-// I: the index type (32 bits where the input fits: a 64-bit division per element costs as
-// much as its loads on a prefill's [512, 28672]).
+// I: the index type (with_index).
 template <class T, class U, class I>
 __global__ void swiglu_rows(const T* x, U* y, I rows, I f) {
   pdl_wait();
@@ -281,12 +270,11 @@ void swiglu_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
       auto run = [&](auto* yp) {
         using U = std::remove_pointer_t<decltype(yp)>;
         const auto* xp = static_cast<const T*>(x.data());
-        if (rows * 2 * f < (int64_t(1) << 31))  // and i + the grid's stride below 2^31
-          launch_pdl(swiglu_rows<T, U, int32_t>, blocks_for(rows * f), kThreads, 0, s, xp, yp,
-                     int32_t(rows), int32_t(f));
-        else
-          launch_pdl(swiglu_rows<T, U, int64_t>, blocks_for(rows * f), kThreads, 0, s, xp, yp, rows,
-                     f);
+        with_index(rows * 2 * f, [&](auto i) {
+          using I = decltype(i);
+          launch_pdl(swiglu_rows<T, U, I>, blocks_for(rows * f), kThreads, 0, s, xp, yp, I(rows),
+                     I(f));
+        });
       };
       if (y.dtype() == x.dtype())
         run(static_cast<T*>(y.data()));

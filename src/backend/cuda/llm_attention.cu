@@ -813,6 +813,27 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
   auto stage = [&](TK* dst, const TK* src, int64_t j0) {
     flash::load_tile<TK, D, kS, kThreads>(dst, src, D, kTile, j0, keys);
   };
+  // Keys j0 .. j0 + kTile staged (and their values where `values`), then the warp's scaled,
+  // masked scores added into s; false where no row of the warp sees these keys.
+  auto tile_scores = [&](int64_t j0, bool values, float(&s)[kTile / 8][4]) {
+    __syncthreads();
+    stage(sk, kc, j0);
+    if (values) stage(sv, vc, j0);
+    cp_async_commit();
+    cp_async_wait_all();
+    __syncthreads();
+    if (j0 > warp_last) return false;
+    mma.scores(s, sk, lane);
+    mask_scaled(s, j0, last, tig, scale);
+    return true;
+  };
+  // The larger of m and lane row i's scores, shared by the four lanes of the row.
+  auto row_max = [&](const float(&s)[kTile / 8][4], int i, float m) {
+#pragma unroll
+    for (int jn = 0; jn < kTile / 8; ++jn) m = fmaxf(m, fmaxf(s[jn][2 * i], s[jn][2 * i + 1]));
+    m = fmaxf(m, __shfl_xor_sync(kAll, m, 1));
+    return fmaxf(m, __shfl_xor_sync(kAll, m, 2));
+  };
 
   float o[D / 8][4] = {};
   if constexpr (kOnePass) {
@@ -822,24 +843,11 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
     // own keys until the end.
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
     for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-      __syncthreads();
-      stage(sk, kc, j0);
-      stage(sv, vc, j0);
-      cp_async_commit();
-      cp_async_wait_all();
-      __syncthreads();
-      if (j0 > warp_last) continue;  // no row of the warp sees these keys
       float s[kTile / 8][4] = {};
-      mma.scores(s, sk, lane);
-      mask_scaled(s, j0, last, tig, scale);
+      if (!tile_scores(j0, true, s)) continue;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        float mx = m[i];
-#pragma unroll
-        for (int jn = 0; jn < kTile / 8; ++jn)
-          mx = fmaxf(mx, fmaxf(s[jn][2 * i], s[jn][2 * i + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
+        const float mx = row_max(s, i, m[i]);
         if (mx > m[i]) {  // a larger max: the sums so far shrink by e^(old - new)
           const float shrink = m[i] == -INFINITY ? 0.f : expf(m[i] - mx);
           l[i] *= shrink;
@@ -873,23 +881,11 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
     float m[2] = {-INFINITY, -INFINITY};
     double l[2] = {0, 0};
     for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-      __syncthreads();
-      stage(sk, kc, j0);
-      cp_async_commit();
-      cp_async_wait_all();
-      __syncthreads();
-      if (j0 > warp_last) continue;  // no row of the warp sees these keys
       float s[kTile / 8][4] = {};
-      mma.scores(s, sk, lane);
-      mask_scaled(s, j0, last, tig, scale);
+      if (!tile_scores(j0, false, s)) continue;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int jn = 0; jn < kTile / 8; ++jn)
-          mx = fmaxf(mx, fmaxf(s[jn][2 * i], s[jn][2 * i + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(kAll, mx, 2));
+        const float mx = row_max(s, i, m[i]);
         if (mx > m[i]) {
           l[i] *= exp(double(m[i]) - double(mx));
           m[i] = mx;
@@ -912,16 +908,8 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
 
     // Pass 2: the same scores again; their normalised probabilities times the values.
     for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
-      __syncthreads();
-      stage(sk, kc, j0);
-      stage(sv, vc, j0);
-      cp_async_commit();
-      cp_async_wait_all();
-      __syncthreads();
-      if (j0 > warp_last) continue;
       float s[kTile / 8][4] = {};
-      mma.scores(s, sk, lane);
-      mask_scaled(s, j0, last, tig, scale);
+      if (!tile_scores(j0, true, s)) continue;
 #pragma unroll
       for (int jn = 0; jn < kTile / 8; ++jn)
 #pragma unroll

@@ -61,4 +61,15 @@ __device__ __forceinline__ void rope_pair(const RopeArgs& a, int64_t c, int64_t&
   i1 = i0 + (a.neox ? a.half : 1);
 }
 
+// Pair c of head x rotated by (cv, sv) into head y.
+template <class T, class C>
+__device__ __forceinline__ void rope_rotate(const RopeArgs& a, int64_t c, C cv, C sv, const T* x,
+                                            T* y) {
+  int64_t i0, i1;
+  rope_pair(a, c, i0, i1);
+  const C x0 = C(load(x[i0])), x1 = C(load(x[i1]));
+  y[i0] = store<T>(x0 * cv - x1 * sv);
+  y[i1] = store<T>(x0 * sv + x1 * cv);
+}
+
 }  // namespace rlx::cuda
