@@ -5,6 +5,7 @@
 // cases of the family (tests/support/cases_llm.cpp) run here too.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <map>
 #include <numeric>
@@ -21,6 +22,7 @@ namespace rlx {
 namespace {
 
 using test::random_tensor;
+using test::tensor_of;
 using test::values;
 using Tensors = std::vector<Tensor>;
 
@@ -240,6 +242,206 @@ TEST(AttentionCached, DecompositionMatchesTheKernel) {
   Tensor decomposed = run_decomposed("attention_cached", in)[0];
   for (double x : values(kernel)) ASSERT_TRUE(std::isfinite(x));
   EXPECT_LT(max_abs_diff(kernel, decomposed), 2e-6);
+}
+
+// ---- attention_cached in llama.cpp's order of additions --------------------------------
+// The CPU kernel sums as ggml's CPU attention does (greedy parity with llama.cpp on
+// quantized models needs the same bits): this scalar statement of ggml's orders, written
+// from ggml's kernels, must give exactly its outputs, in the AVX-512 form (16 lanes) or the
+// AVX2 one (8), whichever the kernels were built for (this file sees their -march).
+struct GgmlForm {
+  int lanes;  // 16: AVX-512, 8: AVX2
+};
+
+// ggml's vectorised expf, one lane; its AVX-512 and AVX2 forms round differently.
+float ggml_exp(float x, GgmlForm f) {
+  const float r = 0x1.8p23f, z = std::fma(x, 0x1.715476p+0f, r), n = z - r;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x)), u = b * b;
+  const float p = std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                           std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f));
+  if (f.lanes == 16) {
+    if (std::fabs(n) > 192) return n <= 0 ? 0.f : INFINITY;
+    return std::ldexp(std::fma(p, u, std::fma(0x1.ffffecp-1f, b, 1.f)), int(n));
+  }
+  const float j = std::fma(p, u, 0x1.ffffecp-1f * b);
+  const uint32_t e = std::bit_cast<uint32_t>(z) << 23;
+  if (std::fabs(n) <= 126) {
+    const float k = std::bit_cast<float>(e + std::bit_cast<uint32_t>(1.f));
+    return std::fma(j, k, k);
+  }
+  const uint32_t g = n <= 0 ? 0x82000000u : 0u;
+  const float s1 = std::bit_cast<float>(g + 0x7f000000u), s2 = std::bit_cast<float>(e - g);
+  return std::fabs(n) > 192 ? s1 * s1 : std::fma(s2, j, s2) * s1;
+}
+
+float halving(std::vector<float> c) {
+  for (size_t h = c.size() / 2; h >= 1; h /= 2)
+    for (size_t l = 0; l < h; ++l) c[l] += c[l + h];
+  return c[0];
+}
+
+// ggml_vec_dot_f32 / _f16 (Half: the tail in double) over x[i * sx], y[i * sy].
+float ggml_vec_dot(const float* x, int64_t sx, const float* y, int64_t n, bool half, GgmlForm f) {
+  const int L = f.lanes;
+  std::vector<float> a(size_t(4 * L), 0.f), c(static_cast<size_t>(L));
+  int64_t i = 0;
+  for (; i + 4 * L <= n; i += 4 * L)
+    for (int t = 0; t < 4 * L; ++t)
+      a[size_t(t)] = std::fma(x[(i + t) * sx], y[i + t], a[size_t(t)]);
+  for (int l = 0; l < L; ++l)
+    c[size_t(l)] =
+        (a[size_t(l)] + a[size_t(2 * L + l)]) + (a[size_t(L + l)] + a[size_t(3 * L + l)]);
+  float s;
+  if (L == 16) {
+    s = halving(c);
+  } else {  // two hadds after the halves
+    for (int l = 0; l < 4; ++l) c[size_t(l)] += c[size_t(l + 4)];
+    s = (c[0] + c[1]) + (c[2] + c[3]);
+  }
+  double sd = s;
+  for (; i < n; ++i) {
+    if (half)
+      sd += double(x[i * sx] * y[i]);
+    else
+      s = std::fma(x[i * sx], y[i], s);
+  }
+  return half ? float(sd) : s;
+}
+
+// llamafile's sgemm: one accumulator of L lanes, then the halving; n % L == 0.
+float ggml_sgemm_dot(const float* x, int64_t sx, const float* y, int64_t n, GgmlForm f) {
+  std::vector<float> a(size_t(f.lanes), 0.f);
+  for (int64_t i = 0; i < n; ++i)
+    a[size_t(i % f.lanes)] = std::fma(x[i * sx], y[i], a[size_t(i % f.lanes)]);
+  return halving(a);
+}
+
+// attention_cached(q [B, S, H, D] f32 holding values of the cache's type, caches
+// [B, KVH, C, D], pos [B]) as ggml computes it.
+std::vector<float> ggml_attention(const Tensor& q, const Tensor& kc, const Tensor& vc,
+                                  const std::vector<int64_t>& pos, GgmlForm f) {
+  const int64_t B = q.shape()[0], S = q.shape()[1], H = q.shape()[2], D = q.shape()[3];
+  const int64_t KVH = kc.shape()[1], C = kc.shape()[2], G = H / KVH;
+  const bool half = kc.dtype() == DType::f16;
+  auto to_f = [](const Tensor& t) {
+    std::vector<float> v;
+    for (double x : values(t)) v.push_back(float(x));
+    return v;
+  };
+  const std::vector<float> qv = to_f(q), kv = to_f(kc), vv = to_f(vc);
+  const float scale = float(1.0 / std::sqrt(double(D)));
+  const int L = f.lanes;
+  std::vector<float> y(size_t(B * S * H * D));
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t si = 0; si < S; ++si)
+      for (int64_t h = 0; h < H; ++h) {
+        const int64_t keys = pos[size_t(b)] + S, nv = pos[size_t(b)] + si + 1;
+        const int64_t n_kv = std::min(C, std::max<int64_t>(256, (keys + 255) / 256 * 256));
+        const float* qr = &qv[size_t(((b * S + si) * H + h) * D)];
+        const float* kb = &kv[size_t((b * KVH + h / G) * C * D)];
+        const float* vb = &vv[size_t((b * KVH + h / G) * C * D)];
+        const bool sgemm_scores = half && S >= 2 && D % L == 0 && n_kv % 4 == 0;
+        std::vector<float> p(static_cast<size_t>(nv));
+        float mx = -INFINITY;
+        for (int64_t j = 0; j < nv; ++j) {
+          const float dot = sgemm_scores ? ggml_sgemm_dot(kb + j * D, 1, qr, D, f)
+                                         : ggml_vec_dot(kb + j * D, 1, qr, D, half, f);
+          p[size_t(j)] = dot * scale;
+          mx = std::max(mx, p[size_t(j)]);
+        }
+        double total = 0;  // vectors of L lanes, each summed by halving, added in double
+        for (int64_t j0 = 0; j0 < nv; j0 += L) {
+          std::vector<float> e(static_cast<size_t>(L), 0.f);
+          for (int64_t j = j0; j < std::min(nv, j0 + L); ++j)
+            e[size_t(j - j0)] = p[size_t(j)] = ggml_exp(p[size_t(j)] - mx, f);
+          total += double(halving(e));
+        }
+        const float inv = float(1.0 / total);
+        std::vector<double> pd;
+        for (float& x : p) pd.push_back(double(x * inv));
+        if (half) pd = values(tensor_of(DType::f16, {nv}, pd));
+        for (int64_t j = 0; j < nv; ++j) p[size_t(j)] = float(pd[size_t(j)]);
+        const bool sgemm_values = S >= 2 && n_kv % L == 0 && D % 4 == 0;
+        float* out = &y[size_t(((b * S + si) * H + h) * D)];
+        for (int64_t e = 0; e < D; ++e) {
+          if (sgemm_values) {
+            out[e] = ggml_sgemm_dot(vb + e, D, p.data(), nv, f);
+          } else {  // ggml_vec_dot over n_kv keys, the masked ones zero
+            std::vector<float> pz(size_t(n_kv), 0.f);
+            std::copy(p.begin(), p.end(), pz.begin());
+            const int64_t lanes_end = n_kv / (4 * L) * (4 * L), in_lanes = std::min(nv, lanes_end);
+            float s = ggml_vec_dot(vb + e, D, pz.data(), lanes_end, half, f);
+            double sd = s;
+            for (int64_t j = in_lanes; j < nv; ++j) {
+              if (half)
+                sd += double(vb[j * D + e] * p[size_t(j)]);
+              else
+                s = std::fma(vb[j * D + e], p[size_t(j)], s);
+            }
+            out[e] = half ? float(sd) : s;
+          }
+        }
+      }
+  return y;
+}
+
+TEST(AttentionCached, SumsInLlamaCppsOrder) {
+#if defined(__AVX512F__)
+  const GgmlForm form{16};
+#elif defined(__AVX2__) && defined(__FMA__)
+  const GgmlForm form{8};
+#else
+  GTEST_SKIP() << "kernels built without AVX2 / FMA: the attention keeps its own order";
+  const GgmlForm form{0};
+#endif
+  struct Case {
+    int64_t s, d, c, pos;
+  };
+  // Decode and prefill, head sizes with and without ggml_vec_dot's tail (64, 40), caches
+  // whose n_kv is 256 or the whole (odd) cache.
+  const Case cases[] = {{1, 64, 300, 5},    {1, 64, 300, 270}, {1, 40, 256, 100}, {24, 64, 300, 0},
+                        {20, 64, 300, 250}, {24, 40, 300, 3},  {3, 64, 256, 30}};
+  for (DType cache : {DType::f32, DType::f16})
+    for (const Case& k : cases) {
+      SCOPED_TRACE(str_cat(dtype_name(cache), " S ", k.s, " D ", k.d, " C ", k.c, " pos ", k.pos));
+      const int64_t H = 4, KVH = 2;
+      // Queries hold values of the cache's type (ggml rounds them to it first).
+      Tensor q = tensor_of(DType::f32, {1, k.s, H, k.d},
+                           values(random_tensor(cache, {1, k.s, H, k.d}, 40, -1, 1)));
+      Tensor kc = random_tensor(cache, {1, KVH, k.c, k.d}, 41, -1, 1);
+      Tensor vc = random_tensor(cache, {1, KVH, k.c, k.d}, 42, -1, 1);
+      const std::vector<double> got =
+          values(run_op("attention_cached", {q, kc, vc, i32({1}, {int32_t(k.pos)})})[0]);
+      const std::vector<float> want = ggml_attention(q, kc, vc, {k.pos}, form);
+      ASSERT_EQ(got.size(), want.size());
+      int64_t differ = 0;
+      for (size_t i = 0; i < got.size(); ++i) differ += float(got[i]) != want[i];
+      EXPECT_EQ(differ, 0) << "outputs not ggml's to the bit, of " << got.size();
+    }
+}
+
+TEST(Swiglu, RoundsAsLlamaCpp) {
+#if defined(__AVX512F__)
+  const GgmlForm form{16};
+#elif defined(__AVX2__) && defined(__FMA__)
+  const GgmlForm form{8};
+#else
+  GTEST_SKIP() << "kernels built without AVX2 / FMA";
+  const GgmlForm form{0};
+#endif
+  // 37 per half: whole vectors through ggml's silu, the tail through libm's expf.
+  const int64_t rows = 3, f = 37;
+  Tensor x = random_tensor(DType::f32, {rows, 2 * f}, 50, -12, 12);
+  const std::vector<double> xv = values(x), got = values(run_op("swiglu", {x})[0]);
+  ASSERT_EQ(got.size(), size_t(rows * f));
+  int64_t differ = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < f; ++i) {
+      const float a = float(xv[size_t(r * 2 * f + i)]), g = float(xv[size_t(r * 2 * f + f + i)]);
+      const float e = i < f / form.lanes * form.lanes ? ggml_exp(-a, form) : std::exp(-a);
+      differ += float(got[size_t(r * f + i)]) != a / (1.f + e) * g;
+    }
+  EXPECT_EQ(differ, 0) << "of " << rows * f;
 }
 
 // ---- rope ---------------------------------------------------------------------------------

@@ -76,11 +76,11 @@ inline void transpose8(__m256 r[8]) {
 }
 #endif
 
-// kt[e * kKeys + j] = k[j][e] as floats for the n <= kKeys rows of a chunk; krow: d floats
-// of scratch. Blocks of 8 x 8 go through registers (a scalar transpose would cost more than
-// the scores' GEMM at decode).
+// kt[e * ld + j] = k[j][e] as floats for n rows of d; krow: d floats of scratch. Blocks of
+// 8 x 8 go through registers (a scalar transpose would cost more than the scores' GEMM at
+// decode).
 template <class T>
-inline void keys_transposed(const T* k, int64_t n, int64_t d, float* kt, float* krow) {
+inline void keys_transposed(const T* k, int64_t n, int64_t d, float* kt, int64_t ld, float* krow) {
   int64_t j = 0;
 #if defined(__AVX2__) && defined(__F16C__)
   if (d % 8 == 0)
@@ -89,12 +89,12 @@ inline void keys_transposed(const T* k, int64_t n, int64_t d, float* kt, float* 
         __m256 r[8];
         for (int i = 0; i < 8; ++i) r[i] = load8(k + (j + i) * d + e);
         transpose8(r);
-        for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kt + (e + i) * kKeys + j, r[i]);
+        for (int i = 0; i < 8; ++i) _mm256_storeu_ps(kt + (e + i) * ld + j, r[i]);
       }
 #endif
   for (; j < n; ++j) {
     widen_row(k + j * d, krow, d);
-    for (int64_t e = 0; e < d; ++e) kt[e * kKeys + j] = krow[e];
+    for (int64_t e = 0; e < d; ++e) kt[e * ld + j] = krow[e];
   }
 }
 
@@ -230,7 +230,7 @@ void direct_values(const float* p, int64_t lp, int64_t m, const TK* v, int64_t n
 }
 
 struct Scratch {
-  std::vector<float> q, kt, krow, v, s, o;
+  std::vector<float> q, kt, krow, v, s, o, acc, vt;
   std::vector<int64_t> at;  // each query vector's position
 };
 
@@ -266,11 +266,406 @@ inline void scale_rounded(float* x, int64_t n, float scale) {
   }
 }
 
+// The task's outputs (rows s0 .. s1 of sequence b, the query heads of KV head kh) into y.
+template <class TQ>
+void write_rows(const Problem& pb, int64_t b, int64_t kh, int64_t s0, int64_t s1, const float* o,
+                TQ* y) {
+  const int64_t d = pb.d, g = pb.g;
+  for (int64_t si = s0; si < s1; ++si)
+    for (int64_t gg = 0; gg < g; ++gg) {
+      const float* orow = o + ((si - s0) * g + gg) * d;
+      TQ* yr = y + ((b * pb.s + si) * pb.h + kh * g + gg) * d;
+      for (int64_t e = 0; e < d; ++e) yr[e] = store<TQ>(orow[e]);
+    }
+}
+
+#if defined(__AVX2__) && defined(__FMA__)
+// ---- llama.cpp's order of additions ----------------------------------------------------
+// ggml's CPU attention (no flash attention) is two matmuls around a softmax. A score is
+// ggml_vec_dot (kGL-float lanes in four accumulators over blocks of 4 kGL floats, folded
+// (a0 + a2) + (a1 + a3), then across the lanes; the tail one product at a time, in f32 for
+// f32 and in f64 for f16), except from 2 query rows with a half cache, where llamafile's
+// sgemm takes the product (one accumulator of kGL lanes per output, then across the
+// lanes). The values are sgemm's from 2 query rows and ggml_vec_dot's for one. Each runs
+// over llama.cpp's n_kv keys (the cache view padded to a multiple of 256), whose masked
+// ones add exact zeros. The same additions in the same order give the same bits: with
+// quantized weights every ulp can move an int8 rounding of the next matmul's input
+// (llm_kernels.h, gx), and greedy tokens then part from llama.cpp's.
+constexpr int kGL = gx::kLanes;
+
+// The lanes' total as ggml_vec_dot folds them (AVX-512: the halving of
+// _mm512_reduce_add_ps; AVX2: two hadds after the halves).
+inline float vec_dot_lanes(gx::V a) {
+#if defined(__AVX512F__)
+  return _mm512_reduce_add_ps(a);
+#else
+  __m128 t = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+  t = _mm_hadd_ps(t, t);
+  return _mm_cvtss_f32(_mm_hadd_ps(t, t));
+#endif
+}
+
+// kGL values of T (f32 or f16) as floats.
+template <class T>
+inline gx::V loadv(const T* p) {
+  if constexpr (std::is_same_v<T, float>) return gx::load(p);
+#if defined(__AVX512F__)
+  else
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+#else
+  else
+    return load8(p);
+#endif
+}
+
+// ggml_vec_dot_f32 (Half: ggml_vec_dot_f16 on halves widened to x, y).
+template <bool Half>
+inline float vec_dot(const float* x, const float* y, int64_t n) {
+  gx::V a[4] = {gx::set1(0.f), gx::set1(0.f), gx::set1(0.f), gx::set1(0.f)};
+  int64_t i = 0;
+  for (; i + 4 * kGL <= n; i += 4 * kGL)
+    for (int t = 0; t < 4; ++t)
+      a[t] = gx::fmadd(gx::load(x + i + t * kGL), gx::load(y + i + t * kGL), a[t]);
+  const float s = vec_dot_lanes((a[0] + a[2]) + (a[1] + a[3]));
+  if constexpr (Half) {
+    double sd = s;
+    for (; i < n; ++i) sd += double(x[i] * y[i]);
+    return float(sd);
+  } else {
+    float sf = s;
+    for (; i < n; ++i) sf = std::fma(x[i], y[i], sf);
+    return sf;
+  }
+}
+
+// sgemm's product of n % kGL == 0 floats: one accumulator, then the halving of the lanes.
+inline float sgemm_dot(const float* x, const float* y, int64_t n) {
+  gx::V a = gx::set1(0.f);
+  for (int64_t i = 0; i < n; i += kGL) a = gx::fmadd(gx::load(x + i), gx::load(y + i), a);
+  return gx::sum(a);
+}
+
+// llama.cpp's n_kv for `keys` visible keys in a cache of c rows.
+inline int64_t ggml_kv_view(int64_t keys, int64_t c) {
+  return std::min(c, std::max<int64_t>(256, (keys + 255) / 256 * 256));
+}
+
+// o[0, d) = sum_j p[j] v[j] over the nv visible keys (v: rows of TK), in sgemm's lanes or
+// (!sgemm) ggml_vec_dot's over n_kv keys. acc: 4 kGL * d floats of scratch.
+template <bool Half, class TK>
+void values_ggml(const float* p, int64_t nv, const TK* v, int64_t d, bool sgemm, int64_t n_kv,
+                 float* acc, float* o) {
+  const int64_t lanes = sgemm ? kGL : 4 * kGL;
+  const int64_t np = sgemm ? nv : std::min(nv, n_kv / lanes * lanes);
+  std::fill(acc, acc + lanes * d, 0.f);
+  for (int64_t j = 0; j < np; ++j) {
+    float* a = acc + (j % lanes) * d;
+    const TK* vr = v + j * d;
+    const gx::V pj = gx::set1(p[j]);
+    int64_t e = 0;
+    for (; e + kGL <= d; e += kGL) gx::store(a + e, gx::fmadd(pj, loadv(vr + e), gx::load(a + e)));
+    for (; e < d; ++e) a[e] = std::fma(p[j], load(vr[e]), a[e]);
+  }
+  auto fold = [&](int64_t to, int64_t from) {
+    float *a = acc + to * d, *b = acc + from * d;
+#pragma omp simd
+    for (int64_t e = 0; e < d; ++e) a[e] += b[e];
+  };
+  if (!sgemm)
+    for (int64_t l = 0; l < kGL; ++l) {
+      fold(l, 2 * kGL + l);
+      fold(kGL + l, 3 * kGL + l);
+      fold(l, kGL + l);
+    }
+#if !defined(__AVX512F__)
+  if (!sgemm) {  // vec_dot_lanes' AVX2 pairing
+    for (int64_t l = 0; l < 4; ++l) fold(l, l + 4);
+    fold(0, 1);
+    fold(2, 3);
+    fold(0, 2);
+  } else
+#endif
+    for (int64_t h = kGL / 2; h >= 1; h /= 2)  // the halving of the lanes
+      for (int64_t l = 0; l < h; ++l) fold(l, l + h);
+  for (int64_t e = 0; e < d; ++e) {
+    if constexpr (Half) {
+      double sd = acc[e];
+      for (int64_t j = np; j < nv; ++j) sd += double(p[j] * load(v[j * d + e]));
+      o[e] = float(sd);
+    } else {
+      float sf = acc[e];
+      for (int64_t j = np; j < nv; ++j) sf = std::fma(p[j], load(v[j * d + e]), sf);
+      o[e] = sf;
+    }
+  }
+}
+
+// ---- the same sums, kGL keys or kGL outputs at a time -------------------------------
+// Each lane of a per-key reduction becomes a vector over kGL keys (keys transposed), so
+// the folds are vertical adds in the same pairing: the same bits, without a horizontal
+// reduction per score.
+
+// Halves a[0, 2h) into a[0, h) down to a[0]: the halving fold of the lanes.
+inline gx::V halving(gx::V* a) {
+  for (int h = kGL / 2; h >= 1; h /= 2)
+    for (int l = 0; l < h; ++l) a[l] = a[l] + a[l + h];
+  return a[0];
+}
+
+// s[t] = the scores of q against kGL keys (kt: transposed, rows ld apart), as sgemm_dot
+// (Sgemm) or vec_dot<Half> forms each.
+template <bool Sgemm, bool Half>
+inline void scores_block(const float* q, const float* kt, int64_t ld, int64_t d, float* s) {
+  gx::V c[kGL];
+  const int64_t np = Sgemm ? d : d / (4 * kGL) * (4 * kGL);
+  if constexpr (Sgemm) {  // kGL independent chains, one step of each per block of kGL
+    for (int l = 0; l < kGL; ++l) c[l] = gx::set1(0.f);
+    for (int64_t b = 0; b < d; b += kGL)
+      for (int l = 0; l < kGL; ++l)
+        c[l] = gx::fmadd(gx::set1(q[b + l]), gx::load(kt + (b + l) * ld), c[l]);
+  }
+  for (int l = 0; l < kGL && !Sgemm; ++l) {  // four chains per lane
+    gx::V a[4] = {gx::set1(0.f), gx::set1(0.f), gx::set1(0.f), gx::set1(0.f)};
+    for (int64_t b = 0; b < np; b += 4 * kGL)
+      for (int t = 0; t < 4; ++t) {
+        const int64_t i = b + t * kGL + l;
+        a[t] = gx::fmadd(gx::set1(q[i]), gx::load(kt + i * ld), a[t]);
+      }
+    c[l] = (a[0] + a[2]) + (a[1] + a[3]);
+  }
+  gx::V r;
+#if !defined(__AVX512F__)
+  if constexpr (!Sgemm) {  // vec_dot_lanes' AVX2 pairing
+    for (int l = 0; l < 4; ++l) c[l] = c[l] + c[l + 4];
+    r = (c[0] + c[1]) + (c[2] + c[3]);
+  } else
+#endif
+    r = halving(c);
+  gx::store(s, r);
+  if (np == d) return;
+  for (int t = 0; t < kGL; ++t) {  // vec_dot's tail
+    if constexpr (Half) {
+      double sd = s[t];
+      for (int64_t i = np; i < d; ++i) sd += double(q[i] * kt[i * ld + t]);
+      s[t] = float(sd);
+    } else {
+      for (int64_t i = np; i < d; ++i) s[t] = std::fma(q[i], kt[i * ld + t], s[t]);
+    }
+  }
+}
+
+#if defined(__AVX512F__)
+// The 16 totals of a[t], each paired as _mm512_reduce_add_ps pairs its lanes (halves, then
+// quarters, ...), folded together: lane 4 u + w holds a[4 w + u]'s.
+inline __m512 fold16(const __m512* a) {
+  __m512 b[8], c[4], d[2];
+  for (int i = 0; i < 8; ++i)
+    b[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_f32x4(a[2 * i], a[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  for (int i = 0; i < 4; ++i)
+    c[i] = _mm512_add_ps(_mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(b[2 * i], b[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  for (int i = 0; i < 2; ++i) {
+    const __m512d x = _mm512_castps_pd(c[2 * i]), y = _mm512_castps_pd(c[2 * i + 1]);
+    d[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
+                         _mm512_castpd_ps(_mm512_unpackhi_pd(x, y)));
+  }
+  return _mm512_add_ps(_mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(d[0], d[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// sgemm_dot's scores of MR rows of q (4: against 4 keys, 1: against 16) from key row k
+// (rows d apart, d % 16 == 0) into s (rows ls apart): one accumulator per score, loads
+// shared across the tile, and fold16 for the 16 lane sums at once.
+template <int MR>
+inline void scores_tile(const float* q, const float* k, int64_t d, float* s, int64_t ls) {
+  static_assert(MR == 4 || MR == 1);
+  constexpr int NK = 16 / MR;
+  __m512 a[16];
+  for (auto& x : a) x = _mm512_setzero_ps();
+  for (int64_t i = 0; i < d; i += 16) {
+    __m512 kv[NK];
+    for (int c = 0; c < NK; ++c) kv[c] = _mm512_loadu_ps(k + c * d + i);
+    for (int r = 0; r < MR; ++r) {
+      const __m512 qv = _mm512_loadu_ps(q + r * d + i);
+      for (int c = 0; c < NK; ++c) a[MR * c + r] = _mm512_fmadd_ps(kv[c], qv, a[MR * c + r]);
+    }
+  }
+  const __m512 v = fold16(a);
+  if constexpr (MR == 4) {  // lane 4 r + c: row r, key c
+    _mm_storeu_ps(s, _mm512_extractf32x4_ps(v, 0));
+    _mm_storeu_ps(s + ls, _mm512_extractf32x4_ps(v, 1));
+    _mm_storeu_ps(s + 2 * ls, _mm512_extractf32x4_ps(v, 2));
+    _mm_storeu_ps(s + 3 * ls, _mm512_extractf32x4_ps(v, 3));
+  } else {  // key c in lane 4 (c % 4) + c / 4
+    const __m512i at = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+    _mm512_storeu_ps(s, _mm512_permutexvar_ps(at, v));
+  }
+}
+
+// vec_dot's scores of one row q against 16 keys from k (rows d apart, d % 64 == 0): each
+// key's four accumulators folded as ggml folds them, then fold16 across the 16 keys.
+template <class TK>
+inline void scores_vec16(const float* q, const TK* k, int64_t d, float* s) {
+  __m512 v[16];
+  for (int c = 0; c < 16; ++c) {
+    __m512 a[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
+                   _mm512_setzero_ps()};
+    for (int64_t i = 0; i < d; i += 64)
+      for (int t = 0; t < 4; ++t)
+        a[t] =
+            _mm512_fmadd_ps(loadv(k + c * d + i + 16 * t), _mm512_loadu_ps(q + i + 16 * t), a[t]);
+    v[c] = _mm512_add_ps(_mm512_add_ps(a[0], a[2]), _mm512_add_ps(a[1], a[3]));
+  }
+  const __m512i at = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  _mm512_storeu_ps(s, _mm512_permutexvar_ps(at, fold16(v)));
+}
+#endif
+
+// o[r][e] = sum_j p[r][j] v[j][e] for MR rows (p rows lp apart, zero from each row's
+// last visible key to n) and four outputs e0 .. e0 + 4, in sgemm's lanes: key j in lane
+// j % kGL, the lanes summed by halving. vt: the values transposed, rows lv apart.
+template <int MR>
+inline void values_sgemm(const float* p, int64_t lp, int64_t n, const float* vt, int64_t lv,
+                         int64_t e0, float* o, int64_t d) {
+  gx::V a[MR][4];
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < 4; ++c) a[r][c] = gx::set1(0.f);
+  for (int64_t j = 0; j < n; j += kGL) {
+    gx::V v[4];
+    for (int c = 0; c < 4; ++c) v[c] = gx::load(vt + (e0 + c) * lv + j);
+    for (int r = 0; r < MR; ++r) {
+      const gx::V pr = gx::load(p + r * lp + j);
+      for (int c = 0; c < 4; ++c) a[r][c] = gx::fmadd(v[c], pr, a[r][c]);
+    }
+  }
+  for (int r = 0; r < MR; ++r)
+    for (int c = 0; c < 4; ++c) o[r * d + e0 + c] = gx::sum(a[r][c]);
+}
+
+// Each row's scores (s rows ls apart) scaled, softmaxed as ggml does and rounded to TK,
+// zero from its last visible key to ls.
+template <class TK>
+void softmax_rows(const Problem& pb, int64_t m, int64_t keys, int64_t ls, Scratch& w) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* sr = w.s.data() + r * ls;
+    const int64_t nv = std::min(w.at[size_t(r)] + 1, keys);  // causal: keys up to its position
+    for (int64_t j = 0; j < nv; ++j) sr[j] *= pb.scale;
+    const float inv = float(1.0 / softmax_exp(sr, nv, max_of(sr, nv)));
+    scale_rounded<TK>(sr, nv, inv);
+    std::fill(sr + nv, sr + ls, 0.f);
+  }
+}
+
+// run_task's scores, softmax and values in ggml's order (the queries already rounded to
+// TK). Many rows (prefill) read keys and values widened or transposed once per task; a
+// few (decode) read them straight from the cache.
+template <class TK>
+void task_ggml(const Problem& pb, int64_t m, int64_t keys, const TK* kb, const TK* vb, Scratch& w) {
+  constexpr bool half = !std::is_same_v<TK, float>;
+  const int64_t d = pb.d, n_kv = ggml_kv_view(keys, pb.c);
+  const bool rows2 = pb.s >= 2;  // sgemm's products (its conditions on the sizes, too)
+  const bool sgemm_scores = half && rows2 && d % kGL == 0 && n_kv % 4 == 0;
+  const bool sgemm_values = rows2 && n_kv % kGL == 0 && d % 4 == 0;
+  const int64_t ls = (keys + kGL - 1) / kGL * kGL;
+  if (m >= kGL) {
+    // Many rows: keys and values transposed once ([d, ls], zero past the keys); the scores
+    // by blocks of kGL keys, the values by register tiles of rows x 4 outputs.
+    auto transposed = [&](const TK* src, std::vector<float>& dst) {
+      dst.resize(size_t(d * ls));
+      w.krow.resize(size_t(d));
+      keys_transposed(src, keys, d, dst.data(), ls, w.krow.data());
+      for (int64_t e = 0; e < d; ++e)
+        std::fill(dst.begin() + e * ls + keys, dst.begin() + (e + 1) * ls, 0.f);
+    };
+#if defined(__AVX512F__)
+    if (sgemm_scores) {  // the default f16 cache: keys widened (zero past the last) in tiles
+      w.krow.resize(size_t(ls * d));
+      widen_row(kb, w.krow.data(), keys * d);
+      std::fill(w.krow.begin() + keys * d, w.krow.end(), 0.f);
+      const float* kf = w.krow.data();
+      for (int64_t j0 = 0; j0 < keys; j0 += 16)  // a block of keys stays in L1 for every row
+        by_row_blocks(m, [&]<int MR>(int64_t r) {
+          const int64_t last = w.at[size_t(r + MR - 1)];  // the rows' last visible key
+          if (last < j0) return;
+          float* sr = w.s.data() + r * ls + j0;
+          const float* qr = w.q.data() + r * d;
+          if constexpr (MR == 4) {  // 4 rows x 4 keys
+            for (int64_t c = 0; c < 16 && j0 + c <= last; c += 4)
+              scores_tile<4>(qr, kf + (j0 + c) * d, d, sr + c, ls);
+          } else {  // a row x 16 keys
+            for (int i = 0; i < MR; ++i)
+              scores_tile<1>(qr + i * d, kf + j0 * d, d, sr + i * ls, ls);
+          }
+        });
+    } else
+#endif
+    {
+      transposed(kb, w.kt);
+      for (int64_t j0 = 0; j0 < keys; j0 += kGL)  // a block of keys stays in L1 for every row
+        for (int64_t r = 0; r < m; ++r) {
+          if (w.at[size_t(r)] < j0) continue;  // causal: no key of the block is visible
+          const float* qr = w.q.data() + r * d;
+          float* sr = w.s.data() + r * ls + j0;
+          if (sgemm_scores)
+            scores_block<true, half>(qr, w.kt.data() + j0, ls, d, sr);
+          else
+            scores_block<false, half>(qr, w.kt.data() + j0, ls, d, sr);
+        }
+    }
+    softmax_rows<TK>(pb, m, keys, ls, w);
+    if (sgemm_values) {
+      transposed(vb, w.vt);
+      by_row_blocks(m, [&]<int MR>(int64_t r) {
+        const int64_t n = std::min(w.at[size_t(r + MR - 1)] + 1, keys);  // the rows' last key
+        for (int64_t e0 = 0; e0 < d; e0 += 4)
+          values_sgemm<MR>(w.s.data() + r * ls, ls, (n + kGL - 1) / kGL * kGL, w.vt.data(), ls, e0,
+                           w.o.data() + r * d, d);
+      });
+      return;
+    }
+  }
+  // Few rows (decode): straight from the cache.
+  if (m < kGL) {
+#if defined(__AVX512F__)
+    const bool by16 = !sgemm_scores && d % 64 == 0;  // vec_dot without a tail
+#else
+    const bool by16 = false;
+#endif
+    w.krow.resize(size_t(d));
+    for (int64_t r = 0; r < m; ++r) {
+      const float* qr = w.q.data() + r * d;
+      float* sr = w.s.data() + r * ls;
+      const int64_t nv = std::min(w.at[size_t(r)] + 1, keys);
+      int64_t j = 0;
+#if defined(__AVX512F__)
+      // Whole blocks of 16 cache rows (past the last key: scores nobody reads).
+      for (; by16 && j < nv && j + 16 <= pb.c; j += 16) scores_vec16(qr, kb + j * d, d, sr + j);
+#endif
+      for (; j < nv; ++j) {
+        const float* kr = reinterpret_cast<const float*>(kb + j * d);
+        if constexpr (half) {
+          widen_row(kb + j * d, w.krow.data(), d);
+          kr = w.krow.data();
+        }
+        sr[j] = sgemm_scores ? sgemm_dot(kr, qr, d) : vec_dot<half>(kr, qr, d);
+      }
+    }
+    softmax_rows<TK>(pb, m, keys, ls, w);
+  }
+  w.acc.resize(size_t(4 * kGL * d));
+  for (int64_t r = 0; r < m; ++r)
+    values_ggml<half>(w.s.data() + r * ls, std::min(w.at[size_t(r)] + 1, keys), vb, d, sgemm_values,
+                      n_kv, w.acc.data(), w.o.data() + r * d);
+}
+#endif
+
 // One task in three passes over its keys: the scores of every visible key, the softmax of
 // each row (normalised before the values meet it), then the values weighted. With a half
 // cache the queries and the probabilities are rounded to the cache's precision first, so
 // both products are half x half with f32 sums: what ggml computes for an f16 cache (and
-// the GPU kernels do), so greedy decoding follows llama.cpp's tokens.
+// the GPU kernels do). f32 and f16 caches then go through task_ggml (ggml's exact order);
+// bf16 caches and builds without AVX2 / FMA through the GEMM tiles below.
 template <class TQ, class TK>
 void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const TK* v, TQ* y,
               Scratch& w) {
@@ -299,12 +694,19 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
     }
   const TK* kb = k + (b * pb.kvh + kh) * pb.c * d;
   const TK* vb = v + (b * pb.kvh + kh) * pb.c * d;
+#if defined(__AVX2__) && defined(__FMA__)
+  if constexpr (!std::is_same_v<TK, bf16_t>) {
+    w.s.resize(size_t(m * ((keys + kGL - 1) / kGL * kGL)));
+    task_ggml(pb, m, keys, kb, vb, w);
+    return write_rows(pb, b, kh, s0, s1, w.o.data(), y);
+  }
+#endif
   const bool direct = m <= kDirectRows;
   if (direct) direct_scores(w.q.data(), m, kb, keys, d, w.s.data(), ls, w.krow.data());
   for (int64_t j0 = 0; !direct && j0 < keys; j0 += kKeys) {
     const int64_t n = std::min(kKeys, keys - j0);
     // The chunk's keys as [D, kKeys] (unused columns zero).
-    keys_transposed(kb + j0 * d, n, d, w.kt.data(), w.krow.data());
+    keys_transposed(kb + j0 * d, n, d, w.kt.data(), kKeys, w.krow.data());
     if (n < kKeys)
       for (int64_t e = 0; e < d; ++e)
         std::fill(w.kt.begin() + e * kKeys + n, w.kt.begin() + (e + 1) * kKeys, 0.f);
@@ -316,10 +718,8 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
     float* sr = w.s.data() + r * ls;
     const int64_t nv = std::min(w.at[size_t(r)] + 1, keys);  // causal: keys up to its position
     for (int64_t j = 0; j < nv; ++j) sr[j] *= pb.scale;
-    exp_shifted(sr, nv, max_of(sr, nv));
-    double sum = 0;  // in double, then one f32 factor: ggml's rounding of the normaliser
-    for (int64_t j = 0; j < nv; ++j) sum += sr[j];
-    const float inv = float(1.0 / sum);
+    // The sum in double, then one f32 factor: ggml's rounding of the normaliser.
+    const float inv = float(1.0 / softmax_exp(sr, nv, max_of(sr, nv)));
     scale_rounded<TK>(sr, nv, inv);
     std::fill(sr + nv, sr + ls, 0.f);
   }
@@ -337,13 +737,7 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
       value_block<MR>(w.s.data() + r * ls + j0, ls, n, vc, d, w.o.data() + r * d);
     });
   }
-  for (int64_t si = s0; si < s1; ++si)
-    for (int64_t gg = 0; gg < g; ++gg) {
-      const int64_t r = (si - s0) * g + gg;
-      const float* orow = w.o.data() + r * d;
-      TQ* yr = y + ((b * pb.s + si) * pb.h + kh * g + gg) * d;
-      for (int64_t e = 0; e < d; ++e) yr[e] = store<TQ>(orow[e]);
-    }
+  write_rows(pb, b, kh, s0, s1, w.o.data(), y);
 }
 
 }  // namespace
