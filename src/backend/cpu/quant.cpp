@@ -61,6 +61,11 @@ Path path_for(DType wt, int rows, int64_t m) {
   if (m < (s.qmm_gemm_rows > 0 ? s.qmm_gemm_rows : kGemmRows)) return Path::dots;
   if (s.qmm_path == "dots") return Path::dots;
   if (s.qmm_path == "panels") return Path::panels;
+  // On a CPU with AMX llama.cpp runs q5_0, q5_1 and q3_K through ggml_vec_dot at every row
+  // count (ggml has no AMX kernels for them): the dots, in that order, keep its bits.
+  if (s.qmm_path == "auto" && qdot::amx_usable() &&
+      (wt == DType::q5_0 || wt == DType::q5_1 || wt == DType::q3_k))
+    return Path::dots;
   // AMX where the CPU has it; interleaved weights unpack slower, and below 64 rows the int8
   // GEMM of rows8 stays ahead (bench/RESULTS.md, "AMX").
   if (s.qmm_path != "int8" && qdot::amx_supported(wt) && (rows != 8 || m >= 64))

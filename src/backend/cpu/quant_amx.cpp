@@ -5,7 +5,10 @@
 // weight type: 32 values (q4_0 … q8_0, q4_k, q5_k) or 16 (q2_k, q3_k, q6_k). Every value of
 // a format becomes a signed int8 (offsets such as q4_0's 8 or q6_k's 32 applied); minimums
 // (q4_1, q5_1, q2_k, q4_k, q5_k) meet the activations' group sums. So the products are the
-// integer dots' own, in another order of the f32 sums.
+// integer dots' own, in another order of the f32 sums. Except q4_k, q5_k and q6_k, which
+// sum as ggml's AMX kernels do (what llama.cpp runs for them on such a CPU): a group's scale
+// and minimum stay integers, a whole block of 256 is summed in int32, and its sums meet the
+// block's d and dmin once (block_sums), so the outputs are llama.cpp's to the bit.
 //
 // The functions that touch tiles or AVX-512 are compiled for those features alone (target
 // attributes): the file builds for any x86-64 and runs them only where amx_usable() says
@@ -41,6 +44,10 @@ bool has_min(DType w) {
          w == DType::q5_k;
 }
 
+// The K-quants ggml has AMX kernels for: integer scales and mins per group, d and dmin per
+// block (the strip's block scales), raw group sums of the activations.
+bool block_sums(DType w) { return w == DType::q4_k || w == DType::q5_k || w == DType::q6_k; }
+
 // ---- weights: a row to int8 values, a scale and a minimum per group ---------------------
 // x = sc[g] * q + mn[g]; sc and mn are written every `st` floats (the strip's column).
 // Written per format rather than through the portable dots' block decoder (quant_dot.cpp's
@@ -65,8 +72,10 @@ inline void fifth_bits(const uint8_t* qh, int8_t* q) {
   for (int l = 0; l < 32; ++l) q[l] = int8_t(q[l] + int((h >> l) & 1) * 16);
 }
 
-void unpack_row(DType w, const uint8_t* src, int64_t k, int8_t* q, float* sc, float* mn,
-                int64_t st) {
+// block_sums types: sc, mn hold the integer scale and min of each group, bd, bm the d and
+// dmin of each block (also every `st` floats).
+void unpack_row(DType w, const uint8_t* src, int64_t k, int8_t* q, float* sc, float* mn, float* bd,
+                float* bm, int64_t st) {
   switch (w) {
     case DType::q4_0:
     case DType::q4_1:
@@ -106,10 +115,11 @@ void unpack_row(DType w, const uint8_t* src, int64_t k, int8_t* q, float* sc, fl
           const BlockQ4_K& x = blocks<BlockQ4_K>(src)[b];
           scales = x.scales, qs = x.qs, d = half(x.d), dmin = half(x.dmin);
         }
+        bd[b * st] = d, bm[b * st] = dmin;
         for (int g = 0; g < 8; ++g, q += 32) {
           int s, m;
           k4_scale_min(scales, g, s, m);
-          sc[(8 * b + g) * st] = d * float(s), mn[(8 * b + g) * st] = -dmin * float(m);
+          sc[(8 * b + g) * st] = float(s), mn[(8 * b + g) * st] = float(m);
           const uint8_t* p = qs + 32 * (g / 2);
           const int shift = 4 * (g % 2);
           for (int l = 0; l < 32; ++l) q[l] = int8_t((p[l] >> shift) & 15);
@@ -143,8 +153,8 @@ void unpack_row(DType w, const uint8_t* src, int64_t k, int8_t* q, float* sc, fl
           bits = x.qs, hm = x.hmask;
         } else {
           const BlockQ6_K& x = blocks<BlockQ6_K>(src)[b];
-          const float d = half(x.d);
-          for (int g = 0; g < 16; ++g) s16[g * st] = d * float(x.scales[g]), m16[g * st] = 0;
+          bd[b * st] = half(x.d), bm[b * st] = 0;
+          for (int g = 0; g < 16; ++g) s16[g * st] = float(x.scales[g]), m16[g * st] = 0;
           bits = x.qh, lo = x.ql;
         }
         for (int h = 0; h < 2; ++h)
@@ -177,7 +187,8 @@ void unpack_row(DType w, const uint8_t* src, int64_t k, int8_t* q, float* sc, fl
 
 size_t amx_bytes(DType w, int64_t k) {
   const int64_t groups = k / std::max(amx_group(w), 1);
-  return size_t(16 * k + 2 * 16 * groups * int64_t(sizeof(float)));
+  const int64_t blocks = block_sums(w) ? k / kQK_K : 0;  // d and dmin per block and row
+  return size_t(16 * k + 2 * 16 * (groups + blocks) * int64_t(sizeof(float)));
 }
 
 void amx_unpack(DType w, int rows, const uint8_t* src, int64_t n, int64_t k, int64_t strip,
@@ -186,22 +197,27 @@ void amx_unpack(DType w, int rows, const uint8_t* src, int64_t n, int64_t k, int
   auto* q = reinterpret_cast<int8_t*>(dst);
   auto* sc = reinterpret_cast<float*>(dst + 16 * k);
   float* mn = sc + 16 * groups;
+  float* bd = mn + 16 * groups;  // block_sums types only
+  float* bm = bd + 16 * (k / kQK_K);
   PlainRows plain(w, rows, src, k);
   for (int i = 0; i < 16; ++i) {
     const int64_t row = 16 * strip + i;
     if (row >= n) {  // past the last row: zeros
       std::memset(q + i * k, 0, size_t(k));
       for (int64_t g = 0; g < groups; ++g) sc[g * 16 + i] = mn[g * 16 + i] = 0;
+      if (block_sums(w))
+        for (int64_t b = 0; b < k / kQK_K; ++b) bd[b * 16 + i] = bm[b * 16 + i] = 0;
       continue;
     }
     const uint8_t* r = plain.row(row);
-    unpack_row(w, r, k, q + i * k, sc + i, mn + i, 16);
+    unpack_row(w, r, k, q + i * k, sc + i, mn + i, bd + i, bm + i, 16);
   }
 }
 
 // ---- activations: blocks of 16 rows -------------------------------------------------------
 // Per group: the int8 values as a tile's B operand ([G / 4][16 rows][4]), then the scales
-// and the group sums times the scale [k / G][16]: amx_bytes, as a strip.
+// and the group sums times the scale [k / G][16] (block_sums types: the sums alone):
+// amx_bytes, as a strip.
 
 void amx_pack_act(DType w, const uint8_t* act, size_t ab, int rows, int64_t k, uint8_t* dst) {
   const int G = amx_group(w);
@@ -226,7 +242,7 @@ void amx_pack_act(DType w, const uint8_t* act, size_t ab, int rows, int64_t k, u
         p = b.qs + G * j, d = b.d;
         int sum = b.bsums[j * G / 16];
         if (G == 32) sum += b.bsums[2 * j + 1];
-        s = d * float(sum);
+        s = block_sums(w) ? float(sum) : d * float(sum);
       }
       int8_t* o = q + g * G * 16;
       for (int c = 0; c < G / 4; ++c) std::memcpy(o + (c * 16 + r) * 4, p + 4 * c, 4);
@@ -270,6 +286,62 @@ RLX_AMX inline void scale_into(__m512 (&acc)[16], const int32_t* c, const float*
   }
 }
 
+// The block_sums form of amx_tile: per block of 256, int32 sums of every group's tile times
+// its integer scale (and of the activation group sums times the integer mins), then
+// acc = fma(sums, d_w d_x, acc) and acc = fma(mins, -(d_x dmin_w), acc): ggml's AMX order.
+// The mins' sums go in f32, exactly: every partial sum is an integer below 2^24 (8 groups of
+// 32 values, |sum| <= 32 * 127, mins <= 63). Two groups' tiles in flight, as amx_tile.
+RLX_AMX void tile_block_sums(DType w, const uint8_t* strip, int64_t k, const uint8_t* act,
+                             __m512 (&acc)[16]) {
+  const int G = amx_group(w), per = kQK_K / G;
+  const int64_t groups = k / G;
+  const auto* wq = reinterpret_cast<const int8_t*>(strip);
+  const auto* ws = reinterpret_cast<const float*>(strip + 16 * k);
+  const float *wm = ws + 16 * groups, *bd = wm + 16 * groups, *bm = bd + 16 * (k / kQK_K);
+  const auto* aq = reinterpret_cast<const int8_t*>(act);
+  const auto* ad = reinterpret_cast<const float*>(act + 16 * k);
+  const float* as = ad + 16 * groups;
+  const bool mins = has_min(w);
+  alignas(64) int32_t c[2][256];
+  for (int64_t b = 0; b < k / kQK_K; ++b) {
+    __m512i isum[16];
+    __m512 msum[16];
+    for (int r = 0; r < 16; ++r) isum[r] = _mm512_setzero_si512(), msum[r] = _mm512_setzero_ps();
+    auto scale = [&](const int32_t* t, int64_t g) {
+      for (int r = 0; r < 16; ++r)
+        isum[r] =
+            _mm512_add_epi32(isum[r], _mm512_mullo_epi32(_mm512_load_si512(t + 16 * r),
+                                                         _mm512_set1_epi32(int(ws[16 * g + r]))));
+      if (!mins) return;
+      const __m512 gs = _mm512_loadu_ps(as + 16 * g);
+      for (int r = 0; r < 16; ++r)
+        msum[r] = _mm512_fmadd_ps(gs, _mm512_set1_ps(wm[16 * g + r]), msum[r]);
+    };
+    for (int64_t g = b * per; g < (b + 1) * per; g += 2) {  // per is even (8 or 16)
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_loadd(2, wq + g * G, k);
+      _tile_loadd(4, aq + g * G * 16, 64);
+      _tile_dpbssd(0, 2, 4);
+      _tile_loadd(3, wq + (g + 1) * G, k);
+      _tile_loadd(5, aq + (g + 1) * G * 16, 64);
+      _tile_dpbssd(1, 3, 5);
+      _tile_stored(0, c[0], 64);
+      _tile_stored(1, c[1], 64);
+      scale(c[0], g);
+      scale(c[1], g + 1);
+    }
+    const __m512 dx = _mm512_loadu_ps(ad + 16 * b * per);  // the activation rows' block d
+    for (int r = 0; r < 16; ++r) {
+      acc[r] = _mm512_fmadd_ps(_mm512_maskz_cvtepi32_ps(0xffff, isum[r]),
+                               _mm512_mul_ps(dx, _mm512_set1_ps(bd[16 * b + r])), acc[r]);
+      if (mins)
+        acc[r] =
+            _mm512_fmadd_ps(msum[r], _mm512_mul_ps(dx, _mm512_set1_ps(-bm[16 * b + r])), acc[r]);
+    }
+  }
+}
+
 }  // namespace
 
 bool amx_usable() {
@@ -306,7 +378,8 @@ RLX_AMX void amx_tile(DType w, const uint8_t* strip, int64_t k, const uint8_t* a
   alignas(64) int32_t c[2][256];
   __m512 acc[16];
   for (auto& v : acc) v = _mm512_setzero_ps();
-  int64_t g = 0;
+  int64_t g = block_sums(w) ? groups : 0;
+  if (block_sums(w)) tile_block_sums(w, strip, k, act, acc);
   for (; g + 2 <= groups; g += 2) {
     _tile_zero(0);
     _tile_zero(1);
@@ -322,7 +395,7 @@ RLX_AMX void amx_tile(DType w, const uint8_t* strip, int64_t k, const uint8_t* a
     scale_into(acc, c[1], ws + 16 * (g + 1), wm + 16 * (g + 1), ad + 16 * (g + 1),
                as + 16 * (g + 1), mins);
   }
-  if (g < groups) {
+  if (g < groups) {  // an odd group count
     _tile_zero(0);
     _tile_loadd(2, wq + g * G, k);
     _tile_loadd(4, aq + g * G * 16, 64);

@@ -123,11 +123,18 @@ struct Q8_0 {
   static __m256i unpack(const B& b) { return load(b.qs); }
 };
 
-template <class T, int NR>
+// The orders of a dot's f32 sums: kFast (blocks in flight in separate accumulators), and
+// llama.cpp's, to the bit: kVec (ggml_vec_dot_*_q8_*: one accumulator of 8 lanes, int32 lane
+// j holding bytes 4j .. 4j + 3 of each block, summed by halving at the end) and kSuper
+// (ggml's AMX kernels: each block's int32 total meets its scales in one f32 sum per row).
+enum class Order { kFast, kVec, kSuper };
+
+template <class T, int NR, Order O = Order::kFast>
 void dot32(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
   // U blocks in flight, each with its own accumulators: one row alone would otherwise
   // wait on the FMA latency (4 cycles) every block.
-  constexpr int U = NR == 1 ? 4 : NR == 2 ? 2 : 1;
+  constexpr int U = O != Order::kFast ? 1 : NR == 1 ? 4 : NR == 2 ? 2 : 1;
+  float sup[NR] = {};
   const auto* w = static_cast<const typename T::B*>(wv);
   const int64_t nb = k / kQK;
   __m256 acc[U][NR];
@@ -148,6 +155,11 @@ void dot32(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out,
       __m256i av = load(a.qs);
       if constexpr (kSign) av = _mm256_sign_epi8(av, q);
       const __m256i p = dot_u8i8(wu, av);
+      if constexpr (O == Order::kSuper) {
+        sup[r] = std::fma(float(hsum_i32(p)), d * a.d, sup[r]);
+        if constexpr (T::kMin) sup[r] = std::fma(half(b.m), a.s, sup[r]);
+        continue;
+      }
       acc[u][r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(d * a.d), acc[u][r]);
       if constexpr (T::kMin) off[u][r] += half(b.m) * a.s;  // x = d u + m
     }
@@ -161,7 +173,7 @@ void dot32(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out,
   for (int r = 0; r < NR; ++r) {
     for (int u = 1; u < U; ++u)
       acc[0][r] = _mm256_add_ps(acc[0][r], acc[u][r]), off[0][r] += off[u][r];
-    out[r * os] = hsum(acc[0][r]) + off[0][r];
+    out[r * os] = O == Order::kSuper ? sup[r] : hsum(acc[0][r]) + off[0][r];
   }
 }
 
@@ -195,14 +207,31 @@ inline const BlockQ8K& kact(const uint8_t* act, size_t as, int r, int64_t i) {
   return reinterpret_cast<const BlockQ8K*>(act + r * as)[i];
 }
 
+// ggml's AMX kernels (what llama.cpp runs for q4_K, q5_K and q6_K on a CPU with AMX, from
+// one row up) sum a whole super-block in int32 and meet the scales once per block:
+// acc = fma(Σ, d_w d_x, acc), then acc -= Σ_mins (dmin_w d_x). kSuper dots do the same, one
+// f32 sum per row in block order, so that their bits are ggml's; the others keep lanes of
+// partial sums (faster, other roundings).
+template <int NR>
+struct SuperSums {
+  float acc[NR] = {};
+  void add(int r, __m256i isum, float scale) {
+    acc[r] = std::fma(float(hsum_i32(isum)), scale, acc[r]);
+  }
+  void sub(int r, __m256i msum, float scale) {
+    acc[r] = std::fma(-float(hsum_i32(msum)), scale, acc[r]);
+  }
+};
+
 // q4_k and q5_k: 8 groups of 32 with 6-bit scales and mins.
-template <int NR, bool kFive>
+template <int NR, bool kFive, bool kSuper>
 void dot_q45k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
   const Masks& mk = masks();
   const int64_t nb = k / kQK_K;
   const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
   __m256 acc[NR], accm[NR];
   for (int r = 0; r < NR; ++r) acc[r] = accm[r] = _mm256_setzero_ps();
+  SuperSums<NR> sup;
   for (int64_t i = 0; i < nb; ++i) {
     const uint8_t *scales, *qs, *qh = nullptr;
     uint16_t d16, m16;
@@ -245,21 +274,27 @@ void dot_q45k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* o
     const float d = half(d16), dmin = half(m16);
     for (int r = 0; r < NR; ++r) {
       const BlockQ8K& a = kact(act, as, r, i);
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * a.d), acc[r]);
       __m256i m = _mm256_madd_epi16(load(a.bsums), mins);
+      if constexpr (kSuper) {
+        sup.add(r, isum[r], d * a.d);
+        sup.sub(r, m, dmin * a.d);
+        continue;
+      }
+      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * a.d), acc[r]);
       accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(dmin * a.d), accm[r]);
     }
   }
-  for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]) - hsum(accm[r]);
+  for (int r = 0; r < NR; ++r) out[r * os] = kSuper ? sup.acc[r] : hsum(acc[r]) - hsum(accm[r]);
 }
 
-template <int NR>
+template <int NR, bool kSuper>
 void dot_q6k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
   const Masks& mk = masks();
   const int64_t nb = k / kQK_K;
   const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
   __m256 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
+  SuperSums<NR> sup;
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ6_K& b = static_cast<const BlockQ6_K*>(wv)[i];
     prefetch_ahead<sizeof(BlockQ6_K)>(&b);
@@ -294,19 +329,23 @@ void dot_q6k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
       }
     }
     const float d = half(b.d);
-    for (int r = 0; r < NR; ++r)
-      acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]),
-                               _mm256_set1_ps(d * kact(act, as, r, i).d), acc[r]);
+    for (int r = 0; r < NR; ++r) {
+      if constexpr (kSuper)
+        sup.add(r, isum[r], d * kact(act, as, r, i).d);
+      else
+        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]),
+                                 _mm256_set1_ps(d * kact(act, as, r, i).d), acc[r]);
+    }
   }
-  for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]);
+  for (int r = 0; r < NR; ++r) out[r * os] = kSuper ? sup.acc[r] : hsum(acc[r]);
 }
 
 // q3_k: 2 low bits in qs (as q2_k), the high bit in hmask; value = u - 4 with u in [0, 8).
-template <int NR>
+template <int NR, bool kVec>
 void dot_q3k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
   const Masks& mk = masks();
   const int64_t nb = k / kQK_K;
-  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1);
+  const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
   __m256 acc[NR];
   for (int r = 0; r < NR; ++r) acc[r] = _mm256_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
@@ -323,10 +362,14 @@ void dot_q3k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
                        int(((w[1] >> 4) & 0x0f0f0f0f) | (((w[2] >> 6) & 0x03030303) << 4)));
     const __m256i sc = _mm256_cvtepi8_epi16(_mm_sub_epi8(packed, _mm_set1_epi8(32)));
     __m256i isum[NR];
-    for (int r = 0; r < NR; ++r)  // the -4: -4 Σ_g sc[g] · Σa over group g
-      isum[r] = _mm256_sub_epi32(
-          _mm256_setzero_si256(),
-          _mm256_slli_epi32(_mm256_madd_epi16(sc, load(kact(act, as, r, i).bsums)), 2));
+    // The -4 of every value: -4 Σ_g sc[g] · Σa over group g at once, or (kVec) in each
+    // value's own lane, as ggml subtracts it.
+    for (int r = 0; r < NR; ++r)
+      isum[r] =
+          kVec ? _mm256_setzero_si256()
+               : _mm256_sub_epi32(
+                     _mm256_setzero_si256(),
+                     _mm256_slli_epi32(_mm256_madd_epi16(sc, load(kact(act, as, r, i).bsums)), 2));
     __m256i hm = load(b.hmask);
     for (int h = 0; h < 2; ++h) {
       __m256i q = load(b.qs + 32 * h);
@@ -339,8 +382,9 @@ void dot_q3k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
         const __m256i s = _mm256_shuffle_epi8(sb, mk.pair[j]);
         for (int r = 0; r < NR; ++r) {
           const int8_t* a = kact(act, as, r, i).qs + 128 * h + 32 * j;
-          isum[r] =
-              _mm256_add_epi32(isum[r], _mm256_madd_epi16(_mm256_maddubs_epi16(u, load(a)), s));
+          __m256i p = _mm256_maddubs_epi16(u, load(a));
+          if constexpr (kVec) p = _mm256_sub_epi16(p, _mm256_maddubs_epi16(four, load(a)));
+          isum[r] = _mm256_add_epi32(isum[r], _mm256_madd_epi16(p, s));
         }
       }
     }
@@ -352,7 +396,7 @@ void dot_q3k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
   for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]);
 }
 
-template <int NR>
+template <int NR, bool kVec>
 void dot_q2k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
   const Masks& mk = masks();
   const int64_t nb = k / kQK_K;
@@ -386,9 +430,14 @@ void dot_q2k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
     const float d = half(b.d), dmin = half(b.dmin);
     for (int r = 0; r < NR; ++r) {
       const BlockQ8K& a = kact(act, as, r, i);
+      const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(mn, load(a.bsums)));
+      if constexpr (kVec) {  // ggml: one accumulator, the mins (negated) first
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-a.d * dmin), m, acc[r]);
+        acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a.d * d), _mm256_cvtepi32_ps(isum[r]), acc[r]);
+        continue;
+      }
       acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[r]), _mm256_set1_ps(d * a.d), acc[r]);
-      accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(mn, load(a.bsums))),
-                                _mm256_set1_ps(dmin * a.d), accm[r]);
+      accm[r] = _mm256_fmadd_ps(m, _mm256_set1_ps(dmin * a.d), accm[r]);
     }
   }
   for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]) - hsum(accm[r]);
@@ -440,26 +489,47 @@ void dot_float(const void* wv, const uint8_t* act, size_t as, int64_t k, float* 
   }
 }
 
-template <DType T, int NR>
+template <DType T, int NR, Order O = Order::kFast>
 void avx2_dot(const void* w, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  constexpr bool kSuper = O == Order::kSuper;
   if constexpr (T == DType::f32) dot_float<float, NR>(w, act, as, k, out, os);
   if constexpr (T == DType::f16) dot_float<Half, NR>(w, act, as, k, out, os);
   if constexpr (T == DType::bf16) dot_float<BHalf, NR>(w, act, as, k, out, os);
-  if constexpr (T == DType::q4_0) dot32<Q4_0, NR>(w, act, as, k, out, os);
-  if constexpr (T == DType::q4_1) dot32<Q4_1, NR>(w, act, as, k, out, os);
-  if constexpr (T == DType::q5_0) dot32<Q5_0, NR>(w, act, as, k, out, os);
-  if constexpr (T == DType::q5_1) dot32<Q5_1, NR>(w, act, as, k, out, os);
-  if constexpr (T == DType::q8_0) dot32<Q8_0, NR>(w, act, as, k, out, os);
-  if constexpr (T == DType::q2_k) dot_q2k<NR>(w, act, as, k, out, os);
-  if constexpr (T == DType::q3_k) dot_q3k<NR>(w, act, as, k, out, os);
-  if constexpr (T == DType::q4_k) dot_q45k<NR, false>(w, act, as, k, out, os);
-  if constexpr (T == DType::q5_k) dot_q45k<NR, true>(w, act, as, k, out, os);
-  if constexpr (T == DType::q6_k) dot_q6k<NR>(w, act, as, k, out, os);
+  if constexpr (T == DType::q4_0) dot32<Q4_0, NR, O>(w, act, as, k, out, os);
+  if constexpr (T == DType::q4_1) dot32<Q4_1, NR, O>(w, act, as, k, out, os);
+  if constexpr (T == DType::q5_0) dot32<Q5_0, NR, O>(w, act, as, k, out, os);
+  if constexpr (T == DType::q5_1) dot32<Q5_1, NR, O>(w, act, as, k, out, os);
+  if constexpr (T == DType::q8_0) dot32<Q8_0, NR, O>(w, act, as, k, out, os);
+  if constexpr (T == DType::q2_k) dot_q2k<NR, O == Order::kVec>(w, act, as, k, out, os);
+  if constexpr (T == DType::q3_k) dot_q3k<NR, O == Order::kVec>(w, act, as, k, out, os);
+  if constexpr (T == DType::q4_k) dot_q45k<NR, false, kSuper>(w, act, as, k, out, os);
+  if constexpr (T == DType::q5_k) dot_q45k<NR, true, kSuper>(w, act, as, k, out, os);
+  if constexpr (T == DType::q6_k) dot_q6k<NR, kSuper>(w, act, as, k, out, os);
+}
+
+// llama.cpp's order for T: its AMX kernels' where it has them and the CPU has AMX, else
+// ggml_vec_dot's (x86, AVX2 form) for q5_0, q5_1, q2_K and q3_K; the fast order for the
+// rest (on CPUs without AMX llama.cpp repacks q4_0 and sums otherwise anyway).
+template <DType T>
+Order llama_order() {
+  constexpr bool amx_kernels = T == DType::q4_0 || T == DType::q4_1 || T == DType::q8_0 ||
+                               T == DType::q4_k || T == DType::q5_k || T == DType::q6_k;
+  if (amx_kernels && amx_usable()) return Order::kSuper;
+  if (T == DType::q5_0 || T == DType::q5_1 || T == DType::q2_k || T == DType::q3_k)
+    return Order::kVec;
+  return Order::kFast;
 }
 
 template <DType T>
 DotFn for_rows(int nr) {
-  return with_rows(nr, []<int NR>() -> DotFn { return avx2_dot<T, NR>; });
+  switch (llama_order<T>()) {
+    case Order::kSuper:
+      return with_rows(nr, []<int NR>() -> DotFn { return avx2_dot<T, NR, Order::kSuper>; });
+    case Order::kVec:
+      return with_rows(nr, []<int NR>() -> DotFn { return avx2_dot<T, NR, Order::kVec>; });
+    default:
+      return with_rows(nr, []<int NR>() -> DotFn { return avx2_dot<T, NR>; });
+  }
 }
 
 // Eight int32 vectors of one 32-value block → int8 in order (the packs interleave lanes).

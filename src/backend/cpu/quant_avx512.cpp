@@ -371,7 +371,8 @@ void dot_q4k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
 }  // namespace
 
 DotFn avx512_dot_fn(DType w, int nr) {
-  if (w != DType::q4_k) return nullptr;
+  // With AMX, llama.cpp's q4_K sums a super-block in int32 first: avx2_dot_fn's kSuper form.
+  if (w != DType::q4_k || amx_usable()) return nullptr;
   return with_rows(nr, []<int NR>() -> DotFn { return dot_q4k<NR>; });
 }
 
