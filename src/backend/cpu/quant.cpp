@@ -62,9 +62,10 @@ Path path_for(DType wt, int rows, int64_t m) {
   if (s.qmm_path == "dots") return Path::dots;
   if (s.qmm_path == "panels") return Path::panels;
   // On a CPU with AMX llama.cpp runs q5_0, q5_1 and q3_K through ggml_vec_dot at every row
-  // count (ggml has no AMX kernels for them): the dots, in that order, keep its bits.
+  // count and q2_K through its repacked GEMV / GEMM (ggml has no AMX kernels for them): the
+  // dots, in those orders, keep its bits.
   if (s.qmm_path == "auto" && qdot::amx_usable() &&
-      (wt == DType::q5_0 || wt == DType::q5_1 || wt == DType::q3_k))
+      (wt == DType::q5_0 || wt == DType::q5_1 || wt == DType::q3_k || wt == DType::q2_k))
     return Path::dots;
   // AMX where the CPU has it; interleaved weights unpack slower, and below 64 rows the int8
   // GEMM of rows8 stays ahead (bench/RESULTS.md, "AMX").
@@ -146,8 +147,11 @@ void dot_rows_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k, c
     });
     act = buf;
   }
-  qdot::DotFn fns[qdot::kMaxRows];
-  for (int r = 0; r < qdot::kMaxRows; ++r) fns[r] = qdot::dot_fn(wt, r + 1);
+  // fns4: rows [0, m4), which llama.cpp's repacked GEMM (q2_K) takes four at a time.
+  qdot::DotFn fns[qdot::kMaxRows], fns4[qdot::kMaxRows];
+  for (int r = 0; r < qdot::kMaxRows; ++r)
+    fns[r] = qdot::dot_fn(wt, r + 1), fns4[r] = qdot::dot_fn(wt, r + 1, true);
+  const int64_t m4 = rows == 1 ? qdot::four_rows(wt, m) : 0;
   const int64_t units = n / rows;
   const size_t ub = rb * size_t(rows);
   // Decode (one tile) streams the weights from memory (below). Many rows: kRowBlock weight
@@ -157,8 +161,10 @@ void dot_rows_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k, c
   const int64_t wide = qdot::tile_rows(wt, rows);  // rows16 q4_0 / q8_0: tiles of 8 rows
   auto run = [&](int64_t jb, int64_t je) {
     for (int64_t r0 = 0, nr; r0 < m; r0 += nr) {
-      nr = m - r0 >= wide ? wide : std::min<int64_t>(qdot::kMaxRows, m - r0);
-      const qdot::DotFn f = fns[std::min<int64_t>(nr, qdot::kMaxRows) - 1];  // plain rows: nr <= 4
+      const int64_t end = r0 < m4 ? m4 : m;  // a tile stays on one side of m4
+      nr = end - r0 >= wide ? wide : std::min<int64_t>(qdot::kMaxRows, end - r0);
+      const qdot::DotFn* set = r0 < m4 ? fns4 : fns;
+      const qdot::DotFn f = set[std::min<int64_t>(nr, qdot::kMaxRows) - 1];
       const uint8_t* a = act + r0 * int64_t(ab);
       if (rows > 1)
         qdot::dot_groups(wt, rows, w + jb * int64_t(ub), je - jb, a, ab, int(nr), k,

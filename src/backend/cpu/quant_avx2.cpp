@@ -29,6 +29,12 @@ inline float hsum(__m256 v) {
   return _mm_cvtss_f32(s);
 }
 
+inline int hsum_i32(__m128i s) {
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
+  s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1));
+  return _mm_cvtsi128_si32(s);
+}
+
 inline int hsum_i32(__m256i v) {
   __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
   s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
@@ -127,7 +133,10 @@ struct Q8_0 {
 // llama.cpp's, to the bit: kVec (ggml_vec_dot_*_q8_*: one accumulator of 8 lanes, int32 lane
 // j holding bytes 4j .. 4j + 3 of each block, summed by halving at the end) and kSuper
 // (ggml's AMX kernels: each block's int32 total meets its scales in one f32 sum per row).
-enum class Order { kFast, kVec, kSuper };
+// q2_K on AVX-512 CPUs, where llama.cpp repacks it (8 rows interleaved): kRepack (its GEMV,
+// one row) sums each block's int32 total and its mins' into two f32 sums, subtracted at the
+// end; kRepackHalf (its GEMM, rows in fours) the same per half block of 128.
+enum class Order { kFast, kVec, kSuper, kRepack, kRepackHalf };
 
 template <class T, int NR, Order O = Order::kFast>
 void dot32(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
@@ -396,13 +405,16 @@ void dot_q3k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
   for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]);
 }
 
-template <int NR, bool kVec>
+template <int NR, Order O>
 void dot_q2k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
   const Masks& mk = masks();
   const int64_t nb = k / kQK_K;
   const __m256i m3 = _mm256_set1_epi8(3);
+  constexpr bool kVec = O == Order::kVec;
+  constexpr bool kRepack = O == Order::kRepack || O == Order::kRepackHalf;
   __m256 acc[NR], accm[NR];
   for (int r = 0; r < NR; ++r) acc[r] = accm[r] = _mm256_setzero_ps();
+  float sum[NR] = {}, mins[NR] = {};  // kRepack's two f32 sums
   for (int64_t i = 0; i < nb; ++i) {
     const BlockQ2_K& b = static_cast<const BlockQ2_K*>(wv)[i];
     prefetch_ahead<sizeof(BlockQ2_K)>(&b);
@@ -412,9 +424,17 @@ void dot_q2k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
     const __m256i sc = _mm256_broadcastsi128_si256(_mm_and_si128(s8, _mm_set1_epi8(15)));
     const __m256i mn =
         _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(s8, 4), _mm_set1_epi8(15)));
-    __m256i isum[NR];
-    for (int r = 0; r < NR; ++r) isum[r] = _mm256_setzero_si256();
+    const float d = half(b.d), dmin = half(b.dmin);
+    __m256i isum[NR], msum[NR];
+    for (int r = 0; r < NR; ++r)
+      isum[r] = _mm256_setzero_si256(),
+      msum[r] = _mm256_madd_epi16(mn, load(kact(act, as, r, i).bsums));
     for (int h = 0; h < 2; ++h) {
+      if (O == Order::kRepackHalf && h == 1)  // the first half's sum, alone
+        for (int r = 0; r < NR; ++r) {
+          sum[r] = std::fma(float(hsum_i32(isum[r])), d * kact(act, as, r, i).d, sum[r]);
+          isum[r] = _mm256_setzero_si256();
+        }
       __m256i q = load(b.qs + 32 * h);
       for (int j = 0; j < 4; ++j) {
         const __m256i u = _mm256_and_si256(q, m3);
@@ -427,10 +447,22 @@ void dot_q2k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
         }
       }
     }
-    const float d = half(b.d), dmin = half(b.dmin);
     for (int r = 0; r < NR; ++r) {
       const BlockQ8K& a = kact(act, as, r, i);
-      const __m256 m = _mm256_cvtepi32_ps(_mm256_madd_epi16(mn, load(a.bsums)));
+      if constexpr (kRepack) {
+        const __m128i mlo = _mm256_castsi256_si128(msum[r]),
+                      mhi = _mm256_extracti128_si256(msum[r], 1);
+        if constexpr (O == Order::kRepackHalf) {  // halves: groups 0-7 in lanes 0-3, 8-15 in 4-7
+          sum[r] = std::fma(float(hsum_i32(isum[r])), d * a.d, sum[r]);
+          mins[r] = std::fma(float(hsum_i32(mlo)), dmin * a.d, mins[r]);
+          mins[r] = std::fma(float(hsum_i32(mhi)), dmin * a.d, mins[r]);
+        } else {
+          sum[r] = std::fma(float(hsum_i32(isum[r])), d * a.d, sum[r]);
+          mins[r] = std::fma(float(hsum_i32(msum[r])), dmin * a.d, mins[r]);
+        }
+        continue;
+      }
+      const __m256 m = _mm256_cvtepi32_ps(msum[r]);
       if constexpr (kVec) {  // ggml: one accumulator, the mins (negated) first
         acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(-a.d * dmin), m, acc[r]);
         acc[r] = _mm256_fmadd_ps(_mm256_set1_ps(a.d * d), _mm256_cvtepi32_ps(isum[r]), acc[r]);
@@ -440,7 +472,8 @@ void dot_q2k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
       accm[r] = _mm256_fmadd_ps(m, _mm256_set1_ps(dmin * a.d), accm[r]);
     }
   }
-  for (int r = 0; r < NR; ++r) out[r * os] = hsum(acc[r]) - hsum(accm[r]);
+  for (int r = 0; r < NR; ++r)
+    out[r * os] = kRepack ? sum[r] - mins[r] : hsum(acc[r]) - hsum(accm[r]);
 }
 
 // ---- f16 / bf16 / f32 weights against f32 activations ---------------------------------------
@@ -500,35 +533,49 @@ void avx2_dot(const void* w, const uint8_t* act, size_t as, int64_t k, float* ou
   if constexpr (T == DType::q5_0) dot32<Q5_0, NR, O>(w, act, as, k, out, os);
   if constexpr (T == DType::q5_1) dot32<Q5_1, NR, O>(w, act, as, k, out, os);
   if constexpr (T == DType::q8_0) dot32<Q8_0, NR, O>(w, act, as, k, out, os);
-  if constexpr (T == DType::q2_k) dot_q2k<NR, O == Order::kVec>(w, act, as, k, out, os);
+  if constexpr (T == DType::q2_k) dot_q2k<NR, O>(w, act, as, k, out, os);
   if constexpr (T == DType::q3_k) dot_q3k<NR, O == Order::kVec>(w, act, as, k, out, os);
   if constexpr (T == DType::q4_k) dot_q45k<NR, false, kSuper>(w, act, as, k, out, os);
   if constexpr (T == DType::q5_k) dot_q45k<NR, true, kSuper>(w, act, as, k, out, os);
   if constexpr (T == DType::q6_k) dot_q6k<NR, kSuper>(w, act, as, k, out, os);
 }
 
-// llama.cpp's order for T: its AMX kernels' where it has them and the CPU has AMX, else
-// ggml_vec_dot's (x86, AVX2 form) for q5_0, q5_1, q2_K and q3_K; the fast order for the
-// rest (on CPUs without AMX llama.cpp repacks q4_0 and sums otherwise anyway).
+// llama.cpp's order for T (in_fours: rows that its repacked GEMM takes four at a time): its
+// AMX kernels' where it has them and the CPU has AMX; q2_K's repacked GEMV / GEMM where it
+// repacks q2_K (AVX-512); else ggml_vec_dot's (x86, AVX2 form) for q5_0, q5_1, q2_K and
+// q3_K; the fast order for the rest (without AMX llama.cpp repacks q4_0 and q4_K and sums
+// otherwise anyway).
 template <DType T>
-Order llama_order() {
+Order llama_order(bool in_fours) {
   constexpr bool amx_kernels = T == DType::q4_0 || T == DType::q4_1 || T == DType::q8_0 ||
                                T == DType::q4_k || T == DType::q5_k || T == DType::q6_k;
   if (amx_kernels && amx_usable()) return Order::kSuper;
+#if defined(__AVX512F__)
+  if (T == DType::q2_k) return in_fours ? Order::kRepackHalf : Order::kRepack;
+#endif
   if (T == DType::q5_0 || T == DType::q5_1 || T == DType::q2_k || T == DType::q3_k)
     return Order::kVec;
   return Order::kFast;
 }
 
+template <DType T, Order O>
+DotFn with_order(int nr) {
+  return with_rows(nr, []<int NR>() -> DotFn { return avx2_dot<T, NR, O>; });
+}
+
 template <DType T>
-DotFn for_rows(int nr) {
-  switch (llama_order<T>()) {
+DotFn for_rows(int nr, bool in_fours) {
+  switch (llama_order<T>(in_fours)) {
     case Order::kSuper:
-      return with_rows(nr, []<int NR>() -> DotFn { return avx2_dot<T, NR, Order::kSuper>; });
+      return with_order<T, Order::kSuper>(nr);
     case Order::kVec:
-      return with_rows(nr, []<int NR>() -> DotFn { return avx2_dot<T, NR, Order::kVec>; });
+      return with_order<T, Order::kVec>(nr);
+    case Order::kRepack:
+      return with_order<T, Order::kRepack>(nr);
+    case Order::kRepackHalf:
+      return with_order<T, Order::kRepackHalf>(nr);
     default:
-      return with_rows(nr, []<int NR>() -> DotFn { return avx2_dot<T, NR>; });
+      return with_order<T, Order::kFast>(nr);
   }
 }
 
@@ -588,11 +635,11 @@ void decode_float(const void* src, float* y, int64_t n) {
 
 }  // namespace
 
-DotFn avx2_dot_fn(DType w, int nr) {
+DotFn avx2_dot_fn(DType w, int nr, bool in_fours) {
   switch (w) {
 #define RLX_QDOT_CASE(T) \
   case DType::T:         \
-    return for_rows<DType::T>(nr);
+    return for_rows<DType::T>(nr, in_fours);
     RLX_QDOT_TYPES(RLX_QDOT_CASE)
 #undef RLX_QDOT_CASE
     default:
@@ -779,7 +826,7 @@ bool avx2_decode_row(DType t, const void* src, float* dst, int64_t n) {
 
 #else  // no AVX2: the portable code serves
 
-DotFn avx2_dot_fn(DType, int) { return nullptr; }
+DotFn avx2_dot_fn(DType, int, bool) { return nullptr; }
 size_t avx2_rows8_act_bytes(int64_t) { return 0; }
 bool avx2_rows8_act(const float*, void*, int64_t) { return false; }
 bool avx2_dot_rows8(DType, const void*, const uint8_t*, size_t, int, int64_t, float*, int64_t) {

@@ -368,10 +368,18 @@ DotFn scalar_dot_fn(DType w, int nr) {
   }
 }
 
-DotFn dot_fn(DType w, int nr) {
+DotFn dot_fn(DType w, int nr, bool in_fours) {
   if (DotFn f = avx512_dot_fn(w, std::clamp(nr, 1, kMaxRows))) return f;
-  if (DotFn f = avx2_dot_fn(w, std::clamp(nr, 1, kMaxRows))) return f;
+  if (DotFn f = avx2_dot_fn(w, std::clamp(nr, 1, kMaxRows), in_fours)) return f;
   return scalar_dot_fn(w, nr);
+}
+
+int64_t four_rows(DType w, int64_t m) {
+#if defined(__AVX512F__) && defined(__AVX2__)
+  if (w == DType::q2_k) return m - m % 4;
+#endif
+  (void)w, (void)m;
+  return 0;
 }
 
 }  // namespace rlx::cpu::qdot

@@ -68,7 +68,11 @@ void round_act(DType w, const float* x, float* y, int64_t k);
 #define RLX_QDOT_TYPES(X) X(f32) X(f16) X(bf16) RLX_QUANT_DTYPES(X)
 // clang-format on
 // The dot for weight dtype w and nr in [1, kMaxRows] rows; null for an unsupported dtype.
-DotFn dot_fn(DType w, int nr);
+// Each sums as llama.cpp does on this CPU where the dtype allows (quant_avx2.cpp's orders);
+// in_fours: for rows among the first four_rows(w, m) of m, which llama.cpp's repacked
+// GEMM (q2_K with AVX-512) takes four at a time and sums otherwise than one row alone.
+DotFn dot_fn(DType w, int nr, bool in_fours = false);
+int64_t four_rows(DType w, int64_t m);
 
 // Interleaved weights (layouts rows8 / rows16, rlx/quant.h): `count` consecutive groups of
 // `rows` rows from `first` against nr in [1, kMaxRows] (or tile_rows(w, rows)) activation

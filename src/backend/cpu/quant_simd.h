@@ -78,8 +78,9 @@ inline void expand_rows8(const BlockQ8& b, int8_t* runs, size_t run_stride, int3
 }
 #endif
 
-// The AVX2 dots (null when not built with AVX2, or for a dtype without one).
-DotFn avx2_dot_fn(DType w, int nr);
+// The AVX2 dots (null when not built with AVX2, or for a dtype without one), in_fours: for
+// rows that llama.cpp's repacked GEMM takes four at a time (dot_fn).
+DotFn avx2_dot_fn(DType w, int nr, bool in_fours);
 // The AVX2 form of rows8 activation rows (expanded for the dots: 320 bytes per 32 values),
 // made from k floats; 0 bytes / false when not built with AVX2.
 size_t avx2_rows8_act_bytes(int64_t k);
