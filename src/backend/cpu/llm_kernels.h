@@ -11,6 +11,14 @@
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_math.h"
 
+// g++ 12's AVX-512 headers hand some intrinsics an undefined operand on purpose and warn
+// where they inline (GCC bug 105593, fixed in 13): in the files of these kernels the warnings
+// name no value of ours.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ < 13
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace rlx::cpu {
 
 void register_attention_cached(KernelRegistry& r);  // llm_attention.cpp

@@ -233,8 +233,9 @@ struct SuperSums {
 };
 
 // q4_k and q5_k: 8 groups of 32 with 6-bit scales and mins.
-template <int NR, bool kFive, bool kSuper>
+template <int NR, bool kFive, Order O>
 void dot_q45k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  constexpr bool kSuper = O == Order::kSuper;
   const Masks& mk = masks();
   const int64_t nb = k / kQK_K;
   const __m256i m4 = _mm256_set1_epi8(15), one = _mm256_set1_epi8(1), two = _mm256_set1_epi8(2);
@@ -296,8 +297,9 @@ void dot_q45k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* o
   for (int r = 0; r < NR; ++r) out[r * os] = kSuper ? sup.acc[r] : hsum(acc[r]) - hsum(accm[r]);
 }
 
-template <int NR, bool kSuper>
+template <int NR, Order O>
 void dot_q6k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  constexpr bool kSuper = O == Order::kSuper;
   const Masks& mk = masks();
   const int64_t nb = k / kQK_K;
   const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
@@ -350,8 +352,9 @@ void dot_q6k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* ou
 }
 
 // q3_k: 2 low bits in qs (as q2_k), the high bit in hmask; value = u - 4 with u in [0, 8).
-template <int NR, bool kVec>
+template <int NR, Order O>
 void dot_q3k(const void* wv, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
+  constexpr bool kVec = O == Order::kVec;
   const Masks& mk = masks();
   const int64_t nb = k / kQK_K;
   const __m256i m3 = _mm256_set1_epi8(3), one = _mm256_set1_epi8(1), four = _mm256_set1_epi8(4);
@@ -524,7 +527,6 @@ void dot_float(const void* wv, const uint8_t* act, size_t as, int64_t k, float* 
 
 template <DType T, int NR, Order O = Order::kFast>
 void avx2_dot(const void* w, const uint8_t* act, size_t as, int64_t k, float* out, int64_t os) {
-  constexpr bool kSuper = O == Order::kSuper;
   if constexpr (T == DType::f32) dot_float<float, NR>(w, act, as, k, out, os);
   if constexpr (T == DType::f16) dot_float<Half, NR>(w, act, as, k, out, os);
   if constexpr (T == DType::bf16) dot_float<BHalf, NR>(w, act, as, k, out, os);
@@ -534,10 +536,10 @@ void avx2_dot(const void* w, const uint8_t* act, size_t as, int64_t k, float* ou
   if constexpr (T == DType::q5_1) dot32<Q5_1, NR, O>(w, act, as, k, out, os);
   if constexpr (T == DType::q8_0) dot32<Q8_0, NR, O>(w, act, as, k, out, os);
   if constexpr (T == DType::q2_k) dot_q2k<NR, O>(w, act, as, k, out, os);
-  if constexpr (T == DType::q3_k) dot_q3k<NR, O == Order::kVec>(w, act, as, k, out, os);
-  if constexpr (T == DType::q4_k) dot_q45k<NR, false, kSuper>(w, act, as, k, out, os);
-  if constexpr (T == DType::q5_k) dot_q45k<NR, true, kSuper>(w, act, as, k, out, os);
-  if constexpr (T == DType::q6_k) dot_q6k<NR, kSuper>(w, act, as, k, out, os);
+  if constexpr (T == DType::q3_k) dot_q3k<NR, O>(w, act, as, k, out, os);
+  if constexpr (T == DType::q4_k) dot_q45k<NR, false, O>(w, act, as, k, out, os);
+  if constexpr (T == DType::q5_k) dot_q45k<NR, true, O>(w, act, as, k, out, os);
+  if constexpr (T == DType::q6_k) dot_q6k<NR, O>(w, act, as, k, out, os);
 }
 
 // llama.cpp's order for T (in_fours: rows that its repacked GEMM takes four at a time): its
