@@ -250,8 +250,18 @@ TEST(AttentionCached, DecompositionMatchesTheKernel) {
 // from ggml's kernels, must give exactly its outputs, in the AVX-512 form (16 lanes) or the
 // AVX2 one (8), whichever the kernels were built for (this file sees their -march).
 struct GgmlForm {
-  int lanes;  // 16: AVX-512, 8: AVX2
+  int lanes;  // 16: AVX-512, 8: AVX2, 0: neither (the kernels keep their own order)
 };
+
+GgmlForm kernels_form() {
+#if defined(__AVX512F__)
+  return {16};
+#elif defined(__AVX2__) && defined(__FMA__)
+  return {8};
+#else
+  return {0};
+#endif
+}
 
 // ggml's vectorised expf, one lane; its AVX-512 and AVX2 forms round differently.
 float ggml_exp(float x, GgmlForm f) {
@@ -386,14 +396,8 @@ std::vector<float> ggml_attention(const Tensor& q, const Tensor& kc, const Tenso
 }
 
 TEST(AttentionCached, SumsInLlamaCppsOrder) {
-#if defined(__AVX512F__)
-  const GgmlForm form{16};
-#elif defined(__AVX2__) && defined(__FMA__)
-  const GgmlForm form{8};
-#else
-  GTEST_SKIP() << "kernels built without AVX2 / FMA: the attention keeps its own order";
-  const GgmlForm form{0};
-#endif
+  const GgmlForm form = kernels_form();
+  if (!form.lanes) GTEST_SKIP() << "kernels built without AVX2 / FMA: they keep their own order";
   struct Case {
     int64_t s, d, c, pos;
   };
@@ -421,14 +425,8 @@ TEST(AttentionCached, SumsInLlamaCppsOrder) {
 }
 
 TEST(Swiglu, RoundsAsLlamaCpp) {
-#if defined(__AVX512F__)
-  const GgmlForm form{16};
-#elif defined(__AVX2__) && defined(__FMA__)
-  const GgmlForm form{8};
-#else
-  GTEST_SKIP() << "kernels built without AVX2 / FMA";
-  const GgmlForm form{0};
-#endif
+  const GgmlForm form = kernels_form();
+  if (!form.lanes) GTEST_SKIP() << "kernels built without AVX2 / FMA: they keep their own order";
   // 37 per half: whole vectors through ggml's silu, the tail through libm's expf.
   const int64_t rows = 3, f = 37;
   Tensor x = random_tensor(DType::f32, {rows, 2 * f}, 50, -12, 12);

@@ -279,6 +279,20 @@ void write_rows(const Problem& pb, int64_t b, int64_t kh, int64_t s0, int64_t s1
     }
 }
 
+// Each row's scores (s rows ls apart) scaled, softmaxed as ggml does (the sum in double,
+// then one f32 factor) and rounded to TK, zero from its last visible key to ls.
+template <class TK>
+void softmax_rows(const Problem& pb, int64_t m, int64_t keys, int64_t ls, Scratch& w) {
+  for (int64_t r = 0; r < m; ++r) {
+    float* sr = w.s.data() + r * ls;
+    const int64_t nv = std::min(w.at[size_t(r)] + 1, keys);  // causal: keys up to its position
+    for (int64_t j = 0; j < nv; ++j) sr[j] *= pb.scale;
+    const float inv = float(1.0 / softmax_exp(sr, nv, max_of(sr, nv)));
+    scale_rounded<TK>(sr, nv, inv);
+    std::fill(sr + nv, sr + ls, 0.f);
+  }
+}
+
 #if defined(__AVX2__) && defined(__FMA__)
 // ---- llama.cpp's order of additions ----------------------------------------------------
 // ggml's CPU attention (no flash attention) is two matmuls around a softmax. A score is
@@ -543,20 +557,6 @@ inline void values_sgemm(const float* p, int64_t lp, int64_t n, const float* vt,
     for (int c = 0; c < 4; ++c) o[r * d + e0 + c] = gx::sum(a[r][c]);
 }
 
-// Each row's scores (s rows ls apart) scaled, softmaxed as ggml does and rounded to TK,
-// zero from its last visible key to ls.
-template <class TK>
-void softmax_rows(const Problem& pb, int64_t m, int64_t keys, int64_t ls, Scratch& w) {
-  for (int64_t r = 0; r < m; ++r) {
-    float* sr = w.s.data() + r * ls;
-    const int64_t nv = std::min(w.at[size_t(r)] + 1, keys);  // causal: keys up to its position
-    for (int64_t j = 0; j < nv; ++j) sr[j] *= pb.scale;
-    const float inv = float(1.0 / softmax_exp(sr, nv, max_of(sr, nv)));
-    scale_rounded<TK>(sr, nv, inv);
-    std::fill(sr + nv, sr + ls, 0.f);
-  }
-}
-
 // run_task's scores, softmax and values in ggml's order (the queries already rounded to
 // TK). Many rows (prefill) read keys and values widened or transposed once per task; a
 // few (decode) read them straight from the cache.
@@ -714,15 +714,7 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
       score_block<MR>(w.q.data() + r * d, d, w.kt.data(), w.s.data() + r * ls + j0, ls);
     });
   }
-  for (int64_t r = 0; r < m; ++r) {
-    float* sr = w.s.data() + r * ls;
-    const int64_t nv = std::min(w.at[size_t(r)] + 1, keys);  // causal: keys up to its position
-    for (int64_t j = 0; j < nv; ++j) sr[j] *= pb.scale;
-    // The sum in double, then one f32 factor: ggml's rounding of the normaliser.
-    const float inv = float(1.0 / softmax_exp(sr, nv, max_of(sr, nv)));
-    scale_rounded<TK>(sr, nv, inv);
-    std::fill(sr + nv, sr + ls, 0.f);
-  }
+  softmax_rows<TK>(pb, m, keys, ls, w);
   if (direct) direct_values(w.s.data(), ls, m, vb, keys, d, w.o.data(), w.krow.data());
   for (int64_t j0 = 0; !direct && j0 < keys; j0 += kKeys) {
     const int64_t n = std::min(kKeys, keys - j0);

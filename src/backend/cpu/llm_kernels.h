@@ -48,30 +48,9 @@ inline void store_part(float* p, V v, int n) {
   _mm512_mask_storeu_ps(p, __mmask16((1u << n) - 1), v);
 }
 inline float sum(V v) { return _mm512_reduce_add_ps(v); }  // halves, then quarters, ...
-inline V exp(V x) {
-  const V r = set1(0x1.8p23f);
-  const V z = _mm512_fmadd_ps(x, set1(0x1.715476p+0f), r);
-  const V n = _mm512_sub_ps(z, r);
-  const V b =
-      _mm512_fnmadd_ps(n, set1(0x1.7f7d1cp-20f), _mm512_fnmadd_ps(n, set1(0x1.62e4p-1f), x));
-  const V u = _mm512_mul_ps(b, b);
-  const V j = _mm512_fmadd_ps(
-      _mm512_fmadd_ps(_mm512_fmadd_ps(set1(0x1.0e4020p-7f), b, set1(0x1.573e2ep-5f)), u,
-                      _mm512_fmadd_ps(set1(0x1.555e66p-3f), b, set1(0x1.fffdb6p-2f))),
-      u, _mm512_fmadd_ps(set1(0x1.ffffecp-1f), b, set1(1.f)));
-  const V res = _mm512_scalef_ps(j, n);
-  const __mmask16 far = _mm512_cmp_ps_mask(_mm512_abs_ps(n), set1(192.f), _CMP_GT_OQ);
-  if (!far) return res;
-  const V inf_or_zero =
-      _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, _mm512_setzero_ps(), _CMP_LE_OQ),
-                           set1(std::numeric_limits<float>::infinity()), _mm512_setzero_ps());
-  return _mm512_mask_blend_ps(far, res, inf_or_zero);
-}
-inline V silu(V x) {  // x / (1 + e^-x), a true division
-  return _mm512_div_ps(x, _mm512_add_ps(set1(1.f), exp(_mm512_sub_ps(_mm512_setzero_ps(), x))));
-}
-inline V mul(V a, V b) { return _mm512_mul_ps(a, b); }
-inline V fmadd(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+inline V sub(V a, V b) { return _mm512_sub_ps(a, b); }
+inline V div(V a, V b) { return _mm512_div_ps(a, b); }
+inline V fnmadd(V a, V b, V c) { return _mm512_fnmadd_ps(a, b, c); }
 #elif defined(__AVX2__) && defined(__FMA__)
 constexpr int kLanes = 8;
 using V = __m256;
@@ -92,40 +71,65 @@ inline float sum(V v) {  // halves, then quarters, then the last pair
   h = _mm_add_ps(h, _mm_movehl_ps(h, h));
   return _mm_cvtss_f32(_mm_add_ss(h, _mm_movehdup_ps(h)));
 }
-inline V exp(V x) {
-  const V r = set1(0x1.8p23f);
-  const V z = _mm256_fmadd_ps(x, set1(0x1.715476p+0f), r);
-  const V n = _mm256_sub_ps(z, r);
-  const V b =
-      _mm256_fnmadd_ps(n, set1(0x1.7f7d1cp-20f), _mm256_fnmadd_ps(n, set1(0x1.62e4p-1f), x));
-  const __m256i e = _mm256_slli_epi32(_mm256_castps_si256(z), 23);
-  const V k = _mm256_castsi256_ps(_mm256_add_epi32(e, _mm256_castps_si256(set1(1.f))));
-  const V an = _mm256_andnot_ps(set1(-0.f), n);
-  const V c = _mm256_cmp_ps(an, set1(126.f), _CMP_GT_OQ);
-  const V u = _mm256_mul_ps(b, b);
-  const V j = _mm256_fmadd_ps(
-      _mm256_fmadd_ps(_mm256_fmadd_ps(set1(0x1.0e4020p-7f), b, set1(0x1.573e2ep-5f)), u,
-                      _mm256_fmadd_ps(set1(0x1.555e66p-3f), b, set1(0x1.fffdb6p-2f))),
-      u, _mm256_mul_ps(set1(0x1.ffffecp-1f), b));
-  if (!_mm256_movemask_ps(c)) return _mm256_fmadd_ps(j, k, k);
-  // |n| > 126: 2^n in two factors; beyond 192 the limit (inf or 0).
-  const __m256i g =
-      _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ)),
-                       _mm256_set1_epi32(int(0x82000000u)));
-  const V s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
-  const V s2 = _mm256_castsi256_ps(_mm256_sub_epi32(e, g));
-  const V d = _mm256_cmp_ps(an, set1(192.f), _CMP_GT_OQ);
-  const V scaled =
-      _mm256_blendv_ps(_mm256_fmadd_ps(k, j, k), _mm256_mul_ps(_mm256_fmadd_ps(s2, j, s2), s1), c);
-  return _mm256_blendv_ps(scaled, _mm256_mul_ps(s1, s1), d);
-}
-inline V silu(V x) {
-  return _mm256_div_ps(x, _mm256_add_ps(set1(1.f), exp(_mm256_sub_ps(_mm256_setzero_ps(), x))));
-}
-inline V mul(V a, V b) { return _mm256_mul_ps(a, b); }
-inline V fmadd(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+inline V sub(V a, V b) { return _mm256_sub_ps(a, b); }
+inline V div(V a, V b) { return _mm256_div_ps(a, b); }
+inline V fnmadd(V a, V b, V c) { return _mm256_fnmadd_ps(a, b, c); }
 #else
 constexpr int kLanes = 0;  // ggml's scalar paths: libm's expf
+#endif
+
+#if defined(__AVX2__) && defined(__FMA__)
+using fm::add;  // elementwise_math.h's lane operations, for V as for the other kernels
+using fm::fmadd;
+using fm::mul;
+
+// x = n ln 2 + b (n rounded to nearest by adding 1.5 * 2^23: z holds n in its low bits), u = b^2
+// and the polynomial's part both forms share, p = (c5 b + c4) u + (c3 b + c2).
+struct Reduced {
+  V z, n, b, u, p;
+};
+inline Reduced reduce(V x) {
+  const V r = set1(0x1.8p23f), z = fmadd(x, set1(0x1.715476p+0f), r), n = sub(z, r);
+  const V b = fnmadd(n, set1(0x1.7f7d1cp-20f), fnmadd(n, set1(0x1.62e4p-1f), x)), u = mul(b, b);
+  return {z, n, b, u,
+          fmadd(fmadd(set1(0x1.0e4020p-7f), b, set1(0x1.573e2ep-5f)), u,
+                fmadd(set1(0x1.555e66p-3f), b, set1(0x1.fffdb6p-2f)))};
+}
+
+inline V exp(V x) {
+  const Reduced e = reduce(x);
+#if defined(__AVX512F__)
+  // j = p u + (c1 b + 1), scaled by 2^n exactly; beyond |n| = 192 the limit (inf or 0).
+  const V j = fmadd(e.p, e.u, fmadd(set1(0x1.ffffecp-1f), e.b, set1(1.f)));
+  const V res = _mm512_scalef_ps(j, e.n);
+  const __mmask16 far = _mm512_cmp_ps_mask(_mm512_abs_ps(e.n), set1(192.f), _CMP_GT_OQ);
+  if (!far) return res;
+  const V inf_or_zero =
+      _mm512_mask_blend_ps(_mm512_cmp_ps_mask(e.n, _mm512_setzero_ps(), _CMP_LE_OQ),
+                           set1(std::numeric_limits<float>::infinity()), _mm512_setzero_ps());
+  return _mm512_mask_blend_ps(far, res, inf_or_zero);
+#else
+  // j = p u + c1 b, then k + k j with k = 2^n from n's bits; beyond |n| = 126 2^n in two
+  // factors, beyond 192 the limit (inf or 0).
+  const V j = fmadd(e.p, e.u, mul(set1(0x1.ffffecp-1f), e.b));
+  const __m256i bits = _mm256_slli_epi32(_mm256_castps_si256(e.z), 23);
+  const V k = _mm256_castsi256_ps(_mm256_add_epi32(bits, _mm256_castps_si256(set1(1.f))));
+  const V an = _mm256_andnot_ps(set1(-0.f), e.n);
+  const V c = _mm256_cmp_ps(an, set1(126.f), _CMP_GT_OQ);
+  if (!_mm256_movemask_ps(c)) return fmadd(j, k, k);
+  const __m256i g =
+      _mm256_and_si256(_mm256_castps_si256(_mm256_cmp_ps(e.n, _mm256_setzero_ps(), _CMP_LE_OQ)),
+                       _mm256_set1_epi32(int(0x82000000u)));
+  const V s1 = _mm256_castsi256_ps(_mm256_add_epi32(g, _mm256_set1_epi32(0x7f000000)));
+  const V s2 = _mm256_castsi256_ps(_mm256_sub_epi32(bits, g));
+  const V d = _mm256_cmp_ps(an, set1(192.f), _CMP_GT_OQ);
+  const V scaled = _mm256_blendv_ps(fmadd(k, j, k), mul(fmadd(s2, j, s2), s1), c);
+  return _mm256_blendv_ps(scaled, mul(s1, s1), d);
+#endif
+}
+
+// x / (1 + e^-x), a true division (ggml_v_silu).
+inline V silu(V x) { return div(x, add(set1(1.f), exp(sub(set1(0.f), x)))); }
 #endif
 }  // namespace gx
 

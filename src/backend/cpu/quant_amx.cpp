@@ -286,6 +286,23 @@ RLX_AMX inline void scale_into(__m512 (&acc)[16], const int32_t* c, const float*
   }
 }
 
+// Groups g and g + 1: the int32 sums of the strip's 16 weight rows by the block's 16
+// activation rows into c[0], c[1] (two tiles, so that the second product runs while the
+// first one's sums are scaled).
+RLX_AMX inline void tile_pair(const int8_t* wq, const int8_t* aq, int64_t g, int G, int64_t k,
+                              int32_t (&c)[2][256]) {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_loadd(2, wq + g * G, k);
+  _tile_loadd(4, aq + g * G * 16, 64);
+  _tile_dpbssd(0, 2, 4);
+  _tile_loadd(3, wq + (g + 1) * G, k);
+  _tile_loadd(5, aq + (g + 1) * G * 16, 64);
+  _tile_dpbssd(1, 3, 5);
+  _tile_stored(0, c[0], 64);
+  _tile_stored(1, c[1], 64);
+}
+
 // The block_sums form of amx_tile: per block of 256, int32 sums of every group's tile times
 // its integer scale (and of the activation group sums times the integer mins), then
 // acc = fma(sums, d_w d_x, acc) and acc = fma(mins, -(d_x dmin_w), acc): ggml's AMX order.
@@ -318,16 +335,7 @@ RLX_AMX void tile_block_sums(DType w, const uint8_t* strip, int64_t k, const uin
         msum[r] = _mm512_fmadd_ps(gs, _mm512_set1_ps(wm[16 * g + r]), msum[r]);
     };
     for (int64_t g = b * per; g < (b + 1) * per; g += 2) {  // per is even (8 or 16)
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_loadd(2, wq + g * G, k);
-      _tile_loadd(4, aq + g * G * 16, 64);
-      _tile_dpbssd(0, 2, 4);
-      _tile_loadd(3, wq + (g + 1) * G, k);
-      _tile_loadd(5, aq + (g + 1) * G * 16, 64);
-      _tile_dpbssd(1, 3, 5);
-      _tile_stored(0, c[0], 64);
-      _tile_stored(1, c[1], 64);
+      tile_pair(wq, aq, g, G, k, c);
       scale(c[0], g);
       scale(c[1], g + 1);
     }
@@ -381,16 +389,7 @@ RLX_AMX void amx_tile(DType w, const uint8_t* strip, int64_t k, const uint8_t* a
   int64_t g = block_sums(w) ? groups : 0;
   if (block_sums(w)) tile_block_sums(w, strip, k, act, acc);
   for (; g + 2 <= groups; g += 2) {
-    _tile_zero(0);
-    _tile_zero(1);
-    _tile_loadd(2, wq + g * G, k);
-    _tile_loadd(4, aq + g * G * 16, 64);
-    _tile_dpbssd(0, 2, 4);
-    _tile_loadd(3, wq + (g + 1) * G, k);
-    _tile_loadd(5, aq + (g + 1) * G * 16, 64);
-    _tile_dpbssd(1, 3, 5);
-    _tile_stored(0, c[0], 64);
-    _tile_stored(1, c[1], 64);
+    tile_pair(wq, aq, g, G, k, c);
     scale_into(acc, c[0], ws + 16 * g, wm + 16 * g, ad + 16 * g, as + 16 * g, mins);
     scale_into(acc, c[1], ws + 16 * (g + 1), wm + 16 * (g + 1), ad + 16 * (g + 1),
                as + 16 * (g + 1), mins);
