@@ -364,13 +364,46 @@ inline int64_t ggml_kv_view(int64_t keys, int64_t c) {
   return std::min(c, std::max<int64_t>(256, (keys + 255) / 256 * 256));
 }
 
-// o[0, d) = sum_j p[j] v[j] over the nv visible keys (v: rows of TK), in sgemm's lanes or
-// (!sgemm) ggml_vec_dot's over n_kv keys. acc: 4 kGL * d floats of scratch.
-template <bool Half, class TK>
-void values_ggml(const float* p, int64_t nv, const TK* v, int64_t d, bool sgemm, int64_t n_kv,
-                 float* acc, float* o) {
+// Halves a[0, 2h) into a[0, h) down to a[0]: the halving fold of the lanes.
+inline gx::V halving(gx::V* a) {
+  for (int h = kGL / 2; h >= 1; h /= 2)
+    for (int l = 0; l < h; ++l) a[l] = a[l] + a[l + h];
+  return a[0];
+}
+
+// values_ggml's lane sums for d % kGL == 0, kGL outputs at a time with every lane in a
+// register: lane l's chains over the keys j = l, l + kGL, ... (sgemm) or its four of
+// ggml_vec_dot (lanes q kGL + l, q < 4, over the first np keys), folded as values_ggml folds
+// them, into o.
+template <class TK>
+void lanes_in_registers(const float* p, int64_t np, const TK* v, int64_t d, bool sgemm, float* o) {
+  const int64_t stride = sgemm ? kGL : 4 * kGL;
+  const int chains = sgemm ? 1 : 4;
+  for (int64_t e0 = 0; e0 < d; e0 += kGL) {
+    gx::V t[kGL];
+    for (int l = 0; l < kGL; ++l) {
+      gx::V a[4] = {gx::set1(0.f), gx::set1(0.f), gx::set1(0.f), gx::set1(0.f)};
+      for (int q = 0; q < chains; ++q)
+        for (int64_t j = q * kGL + l; j < np; j += stride)
+          a[q] = gx::fmadd(gx::set1(p[j]), loadv(v + j * d + e0), a[q]);
+      t[l] = sgemm ? a[0] : (a[0] + a[2]) + (a[1] + a[3]);
+    }
+#if !defined(__AVX512F__)
+    if (!sgemm) {  // vec_dot_lanes' AVX2 pairing
+      for (int l = 0; l < 4; ++l) t[l] = t[l] + t[l + 4];
+      gx::store(o + e0, (t[0] + t[1]) + (t[2] + t[3]));
+      continue;
+    }
+#endif
+    gx::store(o + e0, halving(t));
+  }
+}
+
+// values_ggml's lane sums through memory (any d): acc (4 kGL * d floats) holds the lanes,
+// folded into acc[0, d).
+template <class TK>
+void lanes_in_memory(const float* p, int64_t np, const TK* v, int64_t d, bool sgemm, float* acc) {
   const int64_t lanes = sgemm ? kGL : 4 * kGL;
-  const int64_t np = sgemm ? nv : std::min(nv, n_kv / lanes * lanes);
   std::fill(acc, acc + lanes * d, 0.f);
   for (int64_t j = 0; j < np; ++j) {
     float* a = acc + (j % lanes) * d;
@@ -401,15 +434,28 @@ void values_ggml(const float* p, int64_t nv, const TK* v, int64_t d, bool sgemm,
 #endif
     for (int64_t h = kGL / 2; h >= 1; h /= 2)  // the halving of the lanes
       for (int64_t l = 0; l < h; ++l) fold(l, l + h);
-  for (int64_t e = 0; e < d; ++e) {
+}
+
+// o[0, d) = sum_j p[j] v[j] over the nv visible keys (v: rows of TK), in sgemm's lanes or
+// (!sgemm) ggml_vec_dot's over n_kv keys. acc: 4 kGL * d floats of scratch.
+template <bool Half, class TK>
+void values_ggml(const float* p, int64_t nv, const TK* v, int64_t d, bool sgemm, int64_t n_kv,
+                 float* acc, float* o) {
+  const int64_t lanes = sgemm ? kGL : 4 * kGL;
+  const int64_t np = sgemm ? nv : std::min(nv, n_kv / lanes * lanes);
+  if (d % kGL == 0) {
+    lanes_in_registers(p, np, v, d, sgemm, o);
+  } else {
+    lanes_in_memory(p, np, v, d, sgemm, acc);
+    std::copy(acc, acc + d, o);
+  }
+  for (int64_t e = 0; e < d; ++e) {  // ggml_vec_dot's tail
     if constexpr (Half) {
-      double sd = acc[e];
+      double sd = o[e];
       for (int64_t j = np; j < nv; ++j) sd += double(p[j] * load(v[j * d + e]));
       o[e] = float(sd);
     } else {
-      float sf = acc[e];
-      for (int64_t j = np; j < nv; ++j) sf = std::fma(p[j], load(v[j * d + e]), sf);
-      o[e] = sf;
+      for (int64_t j = np; j < nv; ++j) o[e] = std::fma(p[j], load(v[j * d + e]), o[e]);
     }
   }
 }
@@ -418,13 +464,6 @@ void values_ggml(const float* p, int64_t nv, const TK* v, int64_t d, bool sgemm,
 // Each lane of a per-key reduction becomes a vector over kGL keys (keys transposed), so
 // the folds are vertical adds in the same pairing: the same bits, without a horizontal
 // reduction per score.
-
-// Halves a[0, 2h) into a[0, h) down to a[0]: the halving fold of the lanes.
-inline gx::V halving(gx::V* a) {
-  for (int h = kGL / 2; h >= 1; h /= 2)
-    for (int l = 0; l < h; ++l) a[l] = a[l] + a[l + h];
-  return a[0];
-}
 
 // s[t] = the scores of q against kGL keys (kt: transposed, rows ld apart), as sgemm_dot
 // (Sgemm) or vec_dot<Half> forms each.
