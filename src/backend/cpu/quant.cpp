@@ -148,10 +148,12 @@ void dot_rows_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k, c
     act = buf;
   }
   // fns4: rows [0, m4), which llama.cpp's repacked GEMM (q2_K) takes four at a time.
-  qdot::DotFn fns[qdot::kMaxRows], fns4[qdot::kMaxRows];
-  for (int r = 0; r < qdot::kMaxRows; ++r)
-    fns[r] = qdot::dot_fn(wt, r + 1), fns4[r] = qdot::dot_fn(wt, r + 1, true);
   const int64_t m4 = rows == 1 ? qdot::four_rows(wt, m) : 0;
+  qdot::DotFn fns[qdot::kMaxRows], fns4[qdot::kMaxRows] = {};
+  for (int r = 0; r < qdot::kMaxRows; ++r) {
+    fns[r] = qdot::dot_fn(wt, r + 1);
+    if (m4 > 0) fns4[r] = qdot::dot_fn(wt, r + 1, true);
+  }
   const int64_t units = n / rows;
   const size_t ub = rb * size_t(rows);
   // Decode (one tile) streams the weights from memory (below). Many rows: kRowBlock weight

@@ -59,16 +59,11 @@ __global__ void rope_rows(const T* x, const I* pos, const F* factors, T* y, Lead
   pdl_trigger();
   RLX_GRID_STRIDE(t, a.rows * a.heads * per_head) {
     const int64_t c = t % per_head, lh = t / per_head, l = lh / a.heads;
-    const T* xr = x + lh * a.d;
-    T* yr = y + lh * a.d;
-    if (c >= a.half) {
-      const int64_t e = a.n_rot + (c - a.half);
-      yr[e] = xr[e];
-      continue;
-    }
-    C cv, sv;
-    rope_cos_sin(a, c, double(pos[lead.pos_offset(l)]), factors, cv, sv);
-    rope_rotate(a, c, cv, sv, xr, yr);
+    rope_slot(a, c, x + lh * a.d, y + lh * a.d, [&](int64_t p) {
+      C cv, sv;
+      rope_cos_sin(a, p, double(pos[lead.pos_offset(l)]), factors, cv, sv);
+      return CosSin<C>{cv, sv};
+    });
   }
 }
 
@@ -94,15 +89,10 @@ __global__ void rope_rows_shared(const T* x, const I* pos, const F* factors, T* 
     const T* xr = x + l * a.heads * a.d;
     T* yr = y + l * a.heads * a.d;
     for (int64_t t = threadIdx.x; t < a.heads * per_head; t += blockDim.x) {
-      const int64_t h = t / per_head, c = t % per_head;
-      const T* xh = xr + h * a.d;
-      T* yh = yr + h * a.d;
-      if (c >= a.half) {
-        const int64_t e = a.n_rot + (c - a.half);
-        yh[e] = xh[e];
-        continue;
-      }
-      rope_rotate(a, c, cs[c], cs[a.half + c], xh, yh);
+      const int64_t h = t / per_head;
+      rope_slot(a, t % per_head, xr + h * a.d, yr + h * a.d, [&](int64_t p) {
+        return CosSin<C>{cs[p], cs[a.half + p]};
+      });
     }
   }
 }

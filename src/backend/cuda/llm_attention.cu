@@ -53,6 +53,13 @@ constexpr int kTileThreads = 256;    // prefill: a block, 16 x 16 threads of 4 x
 constexpr int kPStride = kTile + 4;  // prefill: a row of probabilities in shared memory
 constexpr unsigned kAll = 0xffffffffu;
 
+// The sum over the four lanes of a quad (an mma row's lanes).
+template <class T>
+__device__ __forceinline__ T quad_sum(T v) {
+  v += __shfl_xor_sync(kAll, v, 1);
+  return v + __shfl_xor_sync(kAll, v, 2);
+}
+
 template <class TK>
 constexpr int kW = 16 / int(sizeof(TK));  // elements of a 16-byte vector
 
@@ -869,9 +876,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
     float inv[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      float sum = l[i];
-      sum += __shfl_xor_sync(kAll, sum, 1);
-      sum += __shfl_xor_sync(kAll, sum, 2);
+      const float sum = quad_sum(l[i]);
       inv[i] = sum > 0 ? 1.f / sum : 0.f;
 #pragma unroll
       for (int np = 0; np < D / 8; ++np) o[np][2 * i] *= inv[i], o[np][2 * i + 1] *= inv[i];
@@ -900,9 +905,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
     float inv[2];
 #pragma unroll
     for (int i = 0; i < 2; ++i) {
-      double sum = l[i];
-      sum += __shfl_xor_sync(kAll, sum, 1);
-      sum += __shfl_xor_sync(kAll, sum, 2);
+      const double sum = quad_sum(l[i]);
       inv[i] = sum > 0 ? float(1.0 / sum) : 0.f;
     }
 

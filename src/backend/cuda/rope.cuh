@@ -72,4 +72,23 @@ __device__ __forceinline__ void rope_rotate(const RopeArgs& a, int64_t c, C cv, 
   y[i1] = store<T>(x0 * sv + x1 * cv);
 }
 
+template <class C>
+struct CosSin {
+  C cv, sv;
+};
+
+// Slot c of a head's work in the rope kernels: pairs c < half rotate (rope_rotate, by the
+// CosSin that angle(c) gives), the rest copy dim n_rot + (c - half) through.
+template <class T, class Angle>
+__device__ __forceinline__ void rope_slot(const RopeArgs& a, int64_t c, const T* x, T* y,
+                                          Angle&& angle) {
+  if (c >= a.half) {
+    const int64_t e = a.n_rot + (c - a.half);
+    y[e] = x[e];
+    return;
+  }
+  const auto r = angle(c);
+  rope_rotate(a, c, r.cv, r.sv, x, y);
+}
+
 }  // namespace rlx::cuda
