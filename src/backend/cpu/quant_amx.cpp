@@ -303,6 +303,19 @@ RLX_AMX inline void tile_pair(const int8_t* wq, const int8_t* aq, int64_t g, int
   _tile_stored(1, c[1], 64);
 }
 
+// One group's tile sums t into a block's integer sums (times the integer scales ws) and the
+// activation group sums as into its min sums (times the integer mins wm). A function, not a
+// lambda: GCC gives a lambda no target attribute of its enclosing function.
+RLX_AMX inline void group_sums(__m512i (&isum)[16], __m512 (&msum)[16], const int32_t* t,
+                               const float* ws, const float* wm, const float* as, bool mins) {
+  for (int r = 0; r < 16; ++r)
+    isum[r] = _mm512_add_epi32(
+        isum[r], _mm512_mullo_epi32(_mm512_load_si512(t + 16 * r), _mm512_set1_epi32(int(ws[r]))));
+  if (!mins) return;
+  const __m512 gs = _mm512_loadu_ps(as);
+  for (int r = 0; r < 16; ++r) msum[r] = _mm512_fmadd_ps(gs, _mm512_set1_ps(wm[r]), msum[r]);
+}
+
 // The block_sums form of amx_tile: per block of 256, int32 sums of every group's tile times
 // its integer scale (and of the activation group sums times the integer mins), then
 // acc = fma(sums, d_w d_x, acc) and acc = fma(mins, -(d_x dmin_w), acc): ggml's AMX order.
@@ -324,20 +337,10 @@ RLX_AMX void tile_block_sums(DType w, const uint8_t* strip, int64_t k, const uin
     __m512i isum[16];
     __m512 msum[16];
     for (int r = 0; r < 16; ++r) isum[r] = _mm512_setzero_si512(), msum[r] = _mm512_setzero_ps();
-    auto scale = [&](const int32_t* t, int64_t g) {
-      for (int r = 0; r < 16; ++r)
-        isum[r] =
-            _mm512_add_epi32(isum[r], _mm512_mullo_epi32(_mm512_load_si512(t + 16 * r),
-                                                         _mm512_set1_epi32(int(ws[16 * g + r]))));
-      if (!mins) return;
-      const __m512 gs = _mm512_loadu_ps(as + 16 * g);
-      for (int r = 0; r < 16; ++r)
-        msum[r] = _mm512_fmadd_ps(gs, _mm512_set1_ps(wm[16 * g + r]), msum[r]);
-    };
     for (int64_t g = b * per; g < (b + 1) * per; g += 2) {  // per is even (8 or 16)
       tile_pair(wq, aq, g, G, k, c);
-      scale(c[0], g);
-      scale(c[1], g + 1);
+      group_sums(isum, msum, c[0], ws + 16 * g, wm + 16 * g, as + 16 * g, mins);
+      group_sums(isum, msum, c[1], ws + 16 * (g + 1), wm + 16 * (g + 1), as + 16 * (g + 1), mins);
     }
     const __m512 dx = _mm512_loadu_ps(ad + 16 * b * per);  // the activation rows' block d
     for (int r = 0; r < 16; ++r) {
