@@ -52,6 +52,9 @@
   X(bool, cuda_pdl, "RLX_PDL", true,                                                               \
     "CUDA (sm_90 on): decode kernels launch programmatically dependent (K-quant matvecs "          \
     "prefetch their weights)")                                                                     \
+  X(std::string, cuda_qmatvec, "RLX_CUDA_QMATVEC", "auto",                                         \
+    "CUDA quantized products of up to 8 rows: auto (mma at 8 rows), mma (weights staged into "     \
+    "shared memory, int8 tensor cores) or dp4a (a warp per weight row)")                           \
   X(int64_t, sparse_lanes, "RLX_SPARSE_LANES", 0,                                                  \
     "CUDA sparse rows: lanes per CSR row (0: chosen from the row lengths)")                        \
   X(bool, decode_fusions, "RLX_DECODE_FUSIONS", true,                                              \

@@ -10,9 +10,11 @@
 #include <cmath>
 #include <cstring>
 
+#include "rlx/cuda.h"
 #include "rlx/ops.h"
 #include "rlx/quant.h"
 #include "rlx/session.h"
+#include "rlx/settings.h"
 #include "support/consistency.h"
 
 namespace rlx::test {
@@ -128,6 +130,63 @@ TEST(CudaQuantBlocks, GroupSharesSumToTheCpuProduct) {
       }
     }
   });
+}
+
+// The decode kernels (quant.cu's qmma, weights staged into shared memory and multiplied on
+// the int8 tensor cores, and qmatvec, dp4a a warp per row) against the CPU kernel: every
+// block type; 1, 3 and 8 rows; a last tile of fewer weight rows; rows starting anywhere in a
+// 16-byte segment (k of 58 blocks of 32, 7 of 256); stages past one round of a block's warps;
+// swiglu's row pairs with the norm before, and an addend.
+TEST(CudaQuantMatvec, BothKernelsMatchTheCpu) {
+  if (!available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
+  const std::string saved = settings().cuda_qmatvec;
+  each_type([](auto t) {
+    constexpr DType T = decltype(t)::value;
+    for (int64_t k : {int64_t(Blocks<T>::kValues == 256 ? 1792 : 1856), int64_t(4608)})
+      for (bool fused : {false, true})
+        for (int64_t m : {1, 3, 8}) {
+          const int64_t n = fused ? 38 : 37, width = fused ? n / 2 : n;
+          Graph gr("qmv");
+          Value x = gr.input("x", TensorType(DType::f32, {m, k}));
+          Value w = gr.input("w", TensorType(T, {n, k}));
+          Value c = gr.input("c", TensorType(DType::f32, {width}));
+          if (fused) {
+            Value g = gr.input("g", TensorType(DType::f32, {k}));
+            gr.output(gr.apply1("fused_quant_matmul", {x, g, w, c},
+                                {{"norm", std::string("rms_norm")},
+                                 {"activation", std::string("swiglu")},
+                                 {"epsilon", 1e-5}}));
+          } else {
+            gr.output(gr.apply1("quant_matmul", {x, w, c}));
+          }
+          const uint64_t seed = 100 * uint64_t(T) + uint64_t(k + m + fused);
+          std::vector<Tensor> in{random_tensor(DType::f32, {m, k}, seed, -1, 1),
+                                 random_quantized(T, n, k, seed + 1),
+                                 random_tensor(DType::f32, {width}, seed + 2, -1, 1)};
+          if (fused) in.push_back(random_tensor(DType::f32, {k}, seed + 3, 0.5, 1.5));
+          const std::vector<float> want = Session().compile(gr).run(in)[0].to_vector<float>();
+          float scale = 0;
+          for (float v : want) scale = std::max(scale, std::fabs(v));
+          // The same int8 activations but for the norm, which rounds in another order (an
+          // activation a step apart now and then).
+          const float tol = fused ? 1e-2f : 2e-4f;
+          CompileOptions o;
+          o.cuda_graphs = false;
+          for (const char* how : {"mma", "dp4a"}) {
+            settings().cuda_qmatvec = how;
+            const std::vector<float> got =
+                Session(Device::cuda()).compile(gr, o).run(in)[0].to_vector<float>();
+            ASSERT_EQ(got.size(), want.size());
+            int bad = 0;
+            for (size_t i = 0; i < got.size(); ++i)
+              if (!(std::fabs(got[i] - want[i]) <= tol * scale) && bad++ < 3)
+                ADD_FAILURE() << how << " " << dtype_name(T) << " m " << m << " k " << k
+                              << (fused ? " fused" : "") << " [" << i / width << ", " << i % width
+                              << "]: expected " << want[i] << ", got " << got[i];
+          }
+        }
+  });
+  settings().cuda_qmatvec = saved;
 }
 
 }  // namespace

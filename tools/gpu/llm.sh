@@ -16,11 +16,11 @@ B=.gpu/bin
 nvidia-smi --query-gpu=name,memory.used,clocks.sm --format=csv,noheader
 if [ "$stage" != bench ]; then
   {
-    f='*Dispatch*:CudaRuntime*'
+    f='*Dispatch*:CudaRuntime*:CudaQuant*'
     for op in dequantize quant_matmul fused_quant_matmul rope kv_cache_write attention_cached sample; do
       f="$f:*CudaConsistency.MatchesReference/$op"
     done
-    [ "$stage" = quick ] || f='*Consistency*:*Dispatch*:CudaRuntime*'
+    [ "$stage" = quick ] || f='*Consistency*:*Dispatch*:CudaRuntime*:CudaQuant*'
     timeout 240 $B/cuda_all_tests --gtest_brief=1 --gtest_filter="$f"
     echo "== cuda_all_tests rc=$?"
     timeout 120 $B/llm_cuda_test --gtest_brief=1

@@ -64,13 +64,6 @@ struct GradParams {
   }
 };
 
-// 4 bytes global -> shared, zero-filled when !valid.
-__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
-  uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
-  int n = valid ? 4 : 0;
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(n));
-}
-
 // L and delta of the 64 queries at q0 (of one batch entry's) into dst[0..63], dst[64..127]:
 // one 4-byte copy a thread of the block's 128.
 __device__ __forceinline__ void load_stats(float* dst, const float* lse, const float* delta,

@@ -25,11 +25,21 @@ __device__ __forceinline__ void ldmatrix4(uint32_t (&r)[4], const void* p) {
                  : "r"(a));
 }
 
+// 16 bytes global -> shared, of which the first `bytes` (0 to 16) are read from src and
+// the rest zero-filled (src 16-byte aligned).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int bytes) {
+  uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(bytes));
+}
 // 16 bytes global -> shared, zero-filled when !valid.
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  cp_async16(dst, src, valid ? 16 : 0);
+}
+// 4 bytes global -> shared, zero-filled when !valid.
+__device__ __forceinline__ void cp_async4(void* dst, const void* src, bool valid) {
   uint32_t d = uint32_t(__cvta_generic_to_shared(dst));
-  int n = valid ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n));
+  int n = valid ? 4 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(n));
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n"); }
 __device__ __forceinline__ void cp_async_wait_all() {
@@ -73,6 +83,17 @@ __device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint3
         "{%8,%9}, {%0,%1,%2,%3};\n"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// c += a b for one 16x8x16 tile of int8 values, int32 sums, where a's rows 8-15 are zero:
+// lane l holds a0 (row l / 4, k 4 (l % 4) .. + 3) and b0 (k 4 (l % 4) .. + 3, column l / 4);
+// c0, c1 (row l / 4, columns 2 (l % 4), + 1) are the ones that can be non-zero.
+__device__ __forceinline__ void mma_s8(int (&c)[4], uint32_t a0, uint32_t b0) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a0), "r"(0u), "r"(b0));
 }
 
 // x as a TF32 head (rounded to nearest) and a TF32 tail holding most of what the head

@@ -9,12 +9,13 @@
 // product: q8_0 / q8_1 per 32 values with f16 scales, q8_K per 256), then one warp per weight row
 // (or 2-4 sharing it, where the product has few rows: Share) streams its blocks once, lanes taking
 // 16-value groups in turn, with dp4a integer dots per group; the store adds the addend (a residual
-// the fusion pass folded in). Float weights stream 16 bytes per lane with f32 products; bf16 ones
-// with 2 to 7 rows multiply on the tensor cores (bmatvec, exact products). The matvecs launch
-// programmatically dependent (kernels.cuh); the K-quant ones prefetch their rows into L2 while the
-// kernel before them finishes. Many rows (prefill) multiply on the tensor cores in bf16 (quantized
-// weights decoded to bf16 once per call; linalg.h's batched_gemm, cuBLASLt), with an addend
-// of the output's shape in the GEMM's epilogue.
+// the fusion pass folded in). At 8 rows (a batch's decode) qmma multiplies instead: 8 weight
+// rows a block staged through shared memory, on the int8 tensor cores. Float weights stream 16
+// bytes per lane with f32 products; bf16 ones with 2 to 7 rows multiply on the tensor cores
+// (bmatvec, exact products). The matvecs launch programmatically dependent (kernels.cuh); the
+// K-quant ones prefetch their rows into L2 while the kernel before them finishes. Many rows
+// (prefill) multiply on the tensor cores in bf16 (quantized weights decoded to bf16 once per call;
+// linalg.h's batched_gemm, cuBLASLt), with an addend of the output's shape in the GEMM's epilogue.
 //
 // fused_quant_matmul runs through the same kernels: its swiglu pairs each gate row with its
 // up row in one block (one warp sees both totals, Share); its rms_norm runs in the
@@ -442,6 +443,234 @@ __global__ void __launch_bounds__(32 * kWarps)
   finish(acc, sh, r0, m, y);
 }
 
+// ---- the staged tensor-core matvec -----------------------------------------------------
+// qmatvec's lanes read a block's bytes 2 at a time where blocks are not 16-byte aligned
+// (q8_0's 34, q6_k's 210), each load touching many lines, and with several activation rows
+// each lane loads every row's 16 bytes again for each weight row. qmma stages instead: a
+// thread block takes 8 weight rows (the n of m16n8k16 int8 products, the activation rows
+// being its m, rows 8-15 zero) and its 4 warps take turns over k in stages of kStageValues
+// values. A warp copies a stage of the 8 weight rows (each from the 16-byte segment it starts
+// in) and of the activation rows with their block scales into shared memory with cp.async,
+// the next stage's copy in flight while it multiplies this one. Its lanes unpack the stage's
+// 128 (row, group)s into shared memory (every group decoded once), then the warp multiplies
+// them, 4 groups of both operands a ldmatrix: a block of 32 sums its two groups' products in
+// the tensor core and is scaled in f32 (D d_x s, as group_share); a K-quant block sums its
+// groups' products times their integer scales in int32 and scales once, as ggml's dots do.
+constexpr int kTileRows = 8;
+constexpr int kStageValues = 256;
+
+template <DType T>
+struct Stage {
+  using B = Blocks<T>;
+  static constexpr bool kK = B::kValues == 256;
+  static constexpr int kBlocks = kStageValues / B::kValues, kGroups = kStageValues / 16;
+  // 16-byte segments a row's stage can touch, starting anywhere in the first, and the
+  // (lane's share of) copies of the 8 rows' segments.
+  static constexpr int kSegs = (kBlocks * B::kBytes + 15) / 16 + 1;
+  static constexpr int kSlots = (kTileRows * kSegs + 31) / 32;
+  // Row strides in shared memory: 20 words past a multiple of 32 for the weights (the
+  // unpacking lanes read 8 rows at once), 4 for what ldmatrix reads (8 rows of 16 bytes).
+  static constexpr int kStride = (kSegs * 4 + (20 - kSegs * 4 % 32 + 32) % 32) * 4;
+  static constexpr int kRow = kStageValues + 16;
+  struct Buf {
+    uint8_t w[kTileRows][kStride];
+    int8_t x[kTileRows][kRow];
+    float d[kTileRows][kBlocks];  // the activation blocks' scales (d_x)
+    float s[kTileRows][kBlocks];  // and sums (blocks of 32 with minimums)
+  };
+  // A block's shared memory: each warp's two buffers, its stage's groups unpacked with
+  // their scales (D, M a block; K-quants: sc and mn a group as two int16), the warps' sums.
+  struct Smem {
+    Buf buf[kWarps][2];
+    int8_t units[kWarps][kTileRows][kRow];
+    float D[kWarps][kTileRows][kBlocks], M[kWarps][kTileRows][kBlocks];
+    int scm[kWarps][kTileRows][kGroups];
+    float part[kWarps][32][2];
+  };
+};
+
+template <DType T>
+__global__ void __launch_bounds__(32 * kWarps)
+    qmma(const uint8_t* w, int64_t n, int64_t k, const int8_t* xq, const float* xd, const float* xs,
+         int64_t m, Out y) {
+  using B = Blocks<T>;
+  using S = Stage<T>;
+  constexpr bool kK = S::kK;
+  constexpr int per = B::kValues / 16;  // groups a block
+  extern __shared__ __align__(16) uint8_t smem[];
+  auto& sm = *reinterpret_cast<typename S::Smem*>(smem);
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, q = lane % 4;
+  const int64_t nb = k / B::kValues, row_bytes = nb * B::kBytes;
+  const int64_t stages = (nb + S::kBlocks - 1) / S::kBlocks, xblocks = k / (kK ? 256 : 32);
+  const int64_t r0 = int64_t(blockIdx.y) * kTileRows;  // the first activation row
+  const int rows = int(m - r0 < kTileRows ? m - r0 : kTileRows);
+  const uint8_t* end = w + n * row_bytes;
+  // Tile row t's weight row (null past the product's); with swiglu a column's gate and up
+  // rows alternate.
+  auto row_of = [&](int t) -> const uint8_t* {
+    int64_t r = int64_t(blockIdx.x) * kTileRows + t;
+    if (y.swiglu) {
+      const int64_t col = int64_t(blockIdx.x) * (kTileRows / 2) + t / 2;
+      if (col >= n / 2) return nullptr;
+      r = col + (t % 2) * (n / 2);
+    }
+    return r < n ? w + r * row_bytes : nullptr;
+  };
+  // The lane's copies of the weight stages: segment j of tile row t, slot by slot.
+  const uint8_t* from[S::kSlots];
+  int seg_at[S::kSlots];
+#pragma unroll
+  for (int u = 0; u < S::kSlots; ++u) {
+    const int i = lane + 32 * u, t = i / S::kSegs;
+    from[u] = i < kTileRows * S::kSegs ? row_of(t) : nullptr;
+    seg_at[u] = i % S::kSegs;
+  }
+  constexpr int64_t kStageBytes = int64_t(S::kBlocks) * B::kBytes;
+  // Stage st of the 8 weight rows into buffer b: every segment it touches (past the
+  // tensor's end zero-filled).
+  auto issue_w = [&](int64_t st, int b) {
+    const int64_t last =
+        (st + 1) * S::kBlocks < nb ? kStageBytes : (nb - st * S::kBlocks) * B::kBytes;
+#pragma unroll
+    for (int u = 0; u < S::kSlots; ++u) {
+      const int i = lane + 32 * u;
+      if (i >= kTileRows * S::kSegs) break;
+      const uint8_t* first = from[u] + st * kStageBytes;
+      const uint8_t* seg =
+          reinterpret_cast<const uint8_t*>(reinterpret_cast<uintptr_t>(first) & ~uintptr_t(15)) +
+          16 * seg_at[u];
+      const int bytes = from[u] && seg < first + last ? int(end - seg < 16 ? end - seg : 16) : 0;
+      cp_async16(&sm.buf[warp][b].w[i / S::kSegs][16 * seg_at[u]], bytes ? seg : w, bytes);
+    }
+  };
+  // And of the activation rows (those the product has) with their block scales.
+  auto issue_x = [&](int64_t st, int b) {
+    const int64_t v0 = st * kStageValues, vn = k - v0 < kStageValues ? k - v0 : kStageValues;
+    constexpr int kRowSegs = kStageValues / 16;
+    for (int i = lane; i < rows * kRowSegs; i += 32) {
+      const int r = i / kRowSegs, j = i % kRowSegs;
+      const bool in = 16 * j < vn;
+      cp_async16(&sm.buf[warp][b].x[r][16 * j], xq + (r0 + r) * k + v0 + (in ? 16 * j : 0), in);
+    }
+    const int64_t x0 = st * S::kBlocks;
+    for (int i = lane; i < rows * S::kBlocks; i += 32) {
+      const int r = i / S::kBlocks, j = i % S::kBlocks;
+      const bool in = x0 + j < xblocks;
+      const int64_t at = (r0 + r) * xblocks + x0 + (in ? j : 0);
+      cp_async4(&sm.buf[warp][b].d[r][j], xd + at, in);
+      if constexpr (!kK && B::kHasMin) cp_async4(&sm.buf[warp][b].s[r][j], xs + at, in);
+    }
+  };
+  int64_t st = warp;
+  if (st < stages) issue_w(st, 0);  // weights: no kernel before writes them
+  cp_async_commit();
+  pdl_wait();
+  pdl_trigger();
+  if (st < stages) issue_x(st, 0);
+  cp_async_commit();
+  const bool has_x = g < rows;
+  const uint8_t* wrow = row_of(g);  // the row this lane unpacks
+  float acc[2] = {};
+  auto& units = sm.units[warp];
+  for (int b = 0; st < stages; st += kWarps, b ^= 1) {
+    if (st + kWarps < stages) {
+      issue_w(st + kWarps, b ^ 1);
+      issue_x(st + kWarps, b ^ 1);
+    }
+    cp_async_commit();  // (maybe empty) so that the wait below is "all but the newest"
+    cp_async_wait_prior();
+    __syncwarp();
+    const typename S::Buf& u = sm.buf[warp][b];
+    const int groups =
+        int(nb - st * S::kBlocks < S::kBlocks ? nb - st * S::kBlocks : S::kBlocks) * per;
+    const uint8_t* row = &u.w[g][reinterpret_cast<uintptr_t>(wrow + st * kStageBytes) % 16];
+#pragma unroll
+    for (int i = 0; i < S::kGroups / 4; ++i) {  // lane (g, q): groups q, q + 4, ... of row g
+      const int gi = q + 4 * i;
+      if (gi >= groups) break;
+      float D, M;
+      const Group p = B::unpack(row + gi / per * B::kBytes, gi % per, D, M);
+      *reinterpret_cast<int4*>(&units[g][16 * gi]) = make_int4(p.v[0], p.v[1], p.v[2], p.v[3]);
+      if (gi % per == 0) sm.D[warp][g][gi / per] = D, sm.M[warp][g][gi / per] = M;
+      if constexpr (kK) sm.scm[warp][g][gi] = (p.sc & 0xffff) | (p.mn << 16);
+    }
+    __syncwarp();
+    int isum[2] = {}, msum[2] = {};  // K-quants: sc (products) and mn (activation sums)
+#pragma unroll
+    for (int s4 = 0; s4 < S::kGroups; s4 += 4) {
+      if (s4 >= groups) break;
+      uint32_t bw[4], ax[4];
+      ldmatrix4<false>(bw, &units[lane % 8][16 * (s4 + lane / 8)]);
+      ldmatrix4<false>(ax, &u.x[lane % 8][16 * (s4 + lane / 8)]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ax[i] = has_x ? ax[i] : 0u;
+      if constexpr (kK) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          int c[4] = {};
+          mma_s8(c, ax[i], bw[i]);
+          int sum = 0;
+          if constexpr (B::kHasMin) {  // the group's activation sum, for the mins
+            sum = dp4a(int(ax[i]), 0x01010101, 0);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+            sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+          }
+#pragma unroll
+          for (int j = 0; j < 2; ++j) {
+            const int e = sm.scm[warp][2 * q + j][s4 + i];
+            isum[j] += int(int16_t(e & 0xffff)) * c[j];
+            if constexpr (B::kHasMin) msum[j] += (e >> 16) * sum;
+          }
+        }
+      } else {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // two blocks of 32
+          int c[4] = {};
+          mma_s8(c, ax[2 * h], bw[2 * h]);
+          mma_s8(c, ax[2 * h + 1], bw[2 * h + 1]);
+          const int blk = s4 / 2 + h;
+          if (has_x)
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              const float D = sm.D[warp][2 * q + j][blk];
+              acc[j] += D * u.d[g][blk] * float(c[j]);
+              if constexpr (B::kHasMin) acc[j] -= sm.M[warp][2 * q + j][blk] * u.s[g][blk];
+            }
+        }
+      }
+    }
+    if constexpr (kK)
+      if (has_x)
+#pragma unroll
+        for (int j = 0; j < 2; ++j)
+          acc[j] += u.d[g][0] * (sm.D[warp][2 * q + j][0] * float(isum[j]) -
+                                 sm.M[warp][2 * q + j][0] * float(msum[j]));
+    __syncwarp();
+  }
+  auto& part = sm.part;
+  part[warp][lane][0] = acc[0];
+  part[warp][lane][1] = acc[1];
+  __syncthreads();
+  if (warp != 0 || !has_x) return;
+  float v[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    v[j] = 0;
+    for (int w4 = 0; w4 < kWarps; ++w4) v[j] += part[w4][lane][j];
+  }
+  const int64_t xr = r0 + g;
+  if (y.swiglu) {  // tile rows 2 q, 2 q + 1: the gate and up rows of column q
+    const int64_t col = int64_t(blockIdx.x) * (kTileRows / 2) + q;
+    if (col < n / 2) y.put(xr * y.ld + col, ewop::Silu{}(v[0]) * v[1]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 2; ++j) {
+      const int64_t r = int64_t(blockIdx.x) * kTileRows + 2 * q + j;
+      if (r < n) y.put(xr * y.ld + r, v[j]);
+    }
+  }
+}
+
 // Float weights: lanes take 8 values at a time (16 bytes of f16 / bf16, 32 of f32), kLoads
 // of them loaded before any is used: one load in flight per lane leaves a warp waiting on
 // memory latency, and decode has too few rows (warps) to hide it otherwise (8 measured no
@@ -626,6 +855,19 @@ bool use_mma(int64_t m, int64_t k, const void* w, const void* x) {
          reinterpret_cast<uintptr_t>(x) % 16 == 0;
 }
 
+// Whether qmma takes a quantized product of m rows (settings().cuda_qmatvec; k in steps of 64
+// values): by default at 8 rows, where it decoded 1.1 B q8_0 / q4_k 15-22 % faster than
+// qmatvec; with 1, 2 or 4 rows qmatvec was faster (its lanes keep several groups' loads in
+// flight with no shared-memory round trip; bench/RESULTS.md, "LLM on the GPU").
+constexpr int64_t kQmmaRows = 8;
+bool use_qmma(int64_t m, int64_t k) {
+  const std::string& how = settings().cuda_qmatvec;
+  if (how != "auto" && how != "mma" && how != "dp4a")
+    fail<ValueError>("RLX_CUDA_QMATVEC", "expected auto, mma or dp4a, got ", how);
+  if (how == "dp4a" || k % 64 != 0) return false;
+  return how == "mma" || m >= kQmmaRows;
+}
+
 // Warps per weight row (Share): doubled while the product's warps still fit the device in
 // one round of its resident warps and each share keeps `least` or more of k (float rows:
 // 2048 values; quantized ones, whose lanes take 16 values a group, 512 and at most 2 warps);
@@ -668,8 +910,21 @@ void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, 
       Act a = quantize_act(x, wt, m, k, s, g.defined() ? g.data_as<float>() : nullptr, eps);
       visit_quant(wt, [&](auto t) {
         constexpr DType T = decltype(t)::value;
-        launch_pdl(qmatvec<T, MR, kQuantDepth<T>>, grid, 32 * kWarps, 0, s, wp, n, k, a.q, a.d, a.s,
-                   m, yp, split);
+        if (use_qmma(m, k)) {
+          const int64_t per_tile = yp.swiglu ? kTileRows / 2 : kTileRows;  // outputs a block
+          const dim3 tiles(unsigned((outs + per_tile - 1) / per_tile),
+                           unsigned((m + kTileRows - 1) / kTileRows));
+          constexpr size_t bytes = sizeof(typename Stage<T>::Smem);
+          static const bool sized = [] {  // past the 48 KiB a launch gets unasked
+            RLX_CUDA(cudaFuncSetAttribute(qmma<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                          int(bytes)));
+            return true;
+          }();
+          (void)sized;
+          launch_pdl(qmma<T>, tiles, 32 * kWarps, bytes, s, wp, n, k, a.q, a.d, a.s, m, yp);
+        } else
+          launch_pdl(qmatvec<T, MR, kQuantDepth<T>>, grid, 32 * kWarps, 0, s, wp, n, k, a.q, a.d,
+                     a.s, m, yp, split);
       });
     } else if (wt == DType::f16) {
       launch_pdl(fmatvec<__half, MR>, grid, 32 * kWarps, 0, s, reinterpret_cast<const __half*>(wp),

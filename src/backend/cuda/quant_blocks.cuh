@@ -98,6 +98,7 @@ struct Blocks;
 template <bool kMin, bool kFive>
 struct Nibbles32 {
   static constexpr int kValues = 32, kQh = 2 + 2 * kMin, kQs = kQh + 4 * kFive, kBytes = kQs + 16;
+  static constexpr bool kHasMin = kMin;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     Group r{{}, 1, 1};
     D = half_at(b), M = kMin ? -half_at(b + 2) : 0.f;
@@ -123,6 +124,7 @@ struct Blocks<DType::q5_1> : Nibbles32<true, true> {};
 template <>
 struct Blocks<DType::q8_0> {
   static constexpr int kValues = 32, kBytes = 34;
+  static constexpr bool kHasMin = false;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     Group r{{}, 1, 1};
     D = half_at(b), M = 0;
@@ -134,6 +136,7 @@ struct Blocks<DType::q8_0> {
 template <>
 struct Blocks<DType::q2_k> {
   static constexpr int kValues = 256, kBytes = 84;
+  static constexpr bool kHasMin = true;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     const int sc = b[g];
     Group r{{}, sc & 15, sc >> 4};
@@ -151,6 +154,7 @@ struct Blocks<DType::q2_k> {
 template <>
 struct Blocks<DType::q3_k> {
   static constexpr int kValues = 256, kBytes = 110;
+  static constexpr bool kHasMin = false;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     const uint8_t* s = b + 96;
     Group r{{}, quant::k3_scale(s, g), 0};
@@ -175,6 +179,7 @@ struct Blocks<DType::q3_k> {
 template <bool kFive>
 struct K4 {
   static constexpr int kValues = 256, kQs = 16 + 32 * kFive, kBytes = kQs + 128;
+  static constexpr bool kHasMin = true;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     Group r;
     quant::k4_scale_min(b + 4, g / 2, r.sc, r.mn);
@@ -200,6 +205,7 @@ struct Blocks<DType::q5_k> : K4<true> {};
 template <>
 struct Blocks<DType::q6_k> {
   static constexpr int kValues = 256, kBytes = 210;
+  static constexpr bool kHasMin = false;
   RLX_HD static Group unpack(const uint8_t* b, int g, float& D, float& M) {
     Group r{{}, int(int8_t(b[192 + g])), 0};
     D = half_at(b + 208), M = 0;
