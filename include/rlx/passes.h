@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -33,14 +34,30 @@ class KernelRegistry;
 enum class Precision : uint8_t { f32, bf16, f16, auto_bf16, auto_f16 };
 std::string_view precision_name(Precision p);
 
+// A known input of a compile-time evaluation: `value` as `shape` (its own shape, or its one
+// element broadcast to it).
+struct FoldInput {
+  const Literal* value;
+  std::vector<int64_t> shape;
+};
+// Runs op once on known inputs and returns its outputs; nullopt when it cannot (no kernel, a
+// bad index in the data…): the node is then left to run time.
+using Evaluator = std::function<std::optional<std::vector<Literal>>(
+    const OpDef& op, std::span<const FoldInput> inputs, const Attrs& attrs)>;
+
 // What a pass may ask about the compilation it is part of.
 struct PassContext {
   Device device = Device::cpu();
   int opt_level = 2;
   Precision precision = Precision::f32;
-  // The kernels the graph will be resolved against (null: the global registry). A pass
-  // that creates a fused op checks that the device can run it.
+  // The kernels the graph will be resolved against (null: the global registry, as it
+  // stands: a Session registers its backends there; code that runs passes alone calls
+  // register_cpu_kernels() first). A pass that creates a fused op checks that the device
+  // can run it.
   const KernelRegistry* kernels = nullptr;
+  // How constant_folding computes a node of known inputs (a Session runs it on the CPU
+  // kernels, rlx::cpu_evaluator()); without one it folds only what needs no kernel (shapes).
+  Evaluator evaluate;
 };
 
 // Returns the rewritten graph, or null when the pass changes nothing.

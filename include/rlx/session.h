@@ -142,6 +142,10 @@ class Session {
   Device device_;
 };
 
+// Evaluates an op on known inputs with the CPU kernels: PassContext::evaluate of a Session's
+// compiles, for code that runs constant_folding alone.
+Evaluator cpu_evaluator();
+
 // Registers rlx's CPU kernels in `registry`; calling it again does nothing.
 void register_cpu_kernels(KernelRegistry& registry = KernelRegistry::global());
 // Registers rlx's CUDA kernels (none in a build without the CUDA backend). No GPU is

@@ -32,6 +32,8 @@
 
 namespace rlx {
 
+class OpRegistry;
+
 // A syntax or semantic error in graph text, with its 1-based position.
 class ParseError : public ValueError {
  public:
@@ -47,8 +49,10 @@ class ParseError : public ValueError {
 std::string print_graph(const Graph& g);
 // One attribute value as the text format writes it: 3, 0.5, "same", [1,2], f32, ….
 std::string attr_str(const AttrValue& a);
-// Parses one graph; ops are looked up in OpRegistry::global(), types re-inferred and
-// checked against the written ones. Throws ParseError "[text:L:C] expected …, got …".
+// Parses one graph; ops are looked up in `ops` (OpRegistry::global() without it), types
+// re-inferred and checked against the written ones. Throws ParseError "[text:L:C] expected …,
+// got …".
 std::unique_ptr<Graph> parse_graph(std::string_view text);
+std::unique_ptr<Graph> parse_graph(std::string_view text, const OpRegistry& ops);
 
 }  // namespace rlx

@@ -273,7 +273,7 @@ constexpr IntRange kIntRanges[] = {
 
 class Parser {
  public:
-  explicit Parser(std::vector<Token> toks) : toks_(std::move(toks)) {}
+  Parser(std::vector<Token> toks, const OpRegistry& ops) : toks_(std::move(toks)), ops_(ops) {}
 
   std::unique_ptr<Graph> top() {
     auto g = std::make_unique<Graph>(graph_name());
@@ -400,7 +400,7 @@ class Parser {
       error_at(op_tok, str_cat("expected ", results.empty() ? "a statement" : "an op name",
                                ", got ", describe(op_tok)));
     next();
-    const OpDef* op = OpRegistry::global().find(op_tok.text);
+    const OpDef* op = ops_.find(op_tok.text);
     if (!op) error_at(op_tok, str_cat("expected a registered op, got unknown '", op_tok.text, "'"));
 
     std::vector<Value> inputs;
@@ -697,12 +697,13 @@ class Parser {
 
   std::vector<Token> toks_;
   size_t pos_ = 0;
+  const OpRegistry& ops_;
 };
 
 }  // namespace
 
-std::unique_ptr<Graph> parse_graph(std::string_view text) {
-  return Parser(Lexer(text).run()).top();
+std::unique_ptr<Graph> parse_graph(std::string_view text, const OpRegistry& ops) {
+  return Parser(Lexer(text).run(), ops).top();
 }
 
 }  // namespace rlx

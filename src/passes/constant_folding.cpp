@@ -1,6 +1,7 @@
 // Constant folding: a node whose inputs are all known (constants) is evaluated once, at
-// compile time, with the CPU kernels, and replaced by `constant` nodes. One forward walk
-// folds whole chains, since each folded node is a constant by the time its users are met.
+// compile time, by the context's evaluator (a Session's: the CPU kernels), and replaced by
+// `constant` nodes. One forward walk folds whole chains, since each folded node is a
+// constant by the time its users are met.
 //
 // - Not folded: random draws, side effects, control flow, checkpoints, nodes with
 //   subgraphs, and anything whose kernel fails (the error then happens at run time, as
@@ -20,31 +21,8 @@
 #include "passes/cleanup.h"
 #include "passes/rewrite.h"
 #include "rlx/axes.h"
-#include "rlx/session.h"
 
 namespace rlx::passes {
-
-// (rewrite.h)
-std::optional<std::vector<Literal>> evaluate_on_cpu(const OpDef& op,
-                                                    const std::vector<Tensor>& inputs,
-                                                    const Attrs& attrs) {
-  try {
-    Graph g("fold");
-    std::vector<Value> ins;
-    for (size_t i = 0; i < inputs.size(); ++i)
-      ins.push_back(g.input(str_cat("x", i), inputs[i].type()));
-    for (Value v : g.apply(op, ins, attrs)) g.output(v);
-    CompileOptions options;
-    options.opt_level = 0;
-    options.threads = 1;
-    std::vector<Tensor> outs = Session(Device::cpu()).compile(g, options).run(inputs);
-    std::vector<Literal> lits;
-    for (const Tensor& t : outs) lits.push_back(t.to_literal());
-    return lits;
-  } catch (const Error&) {
-    return std::nullopt;
-  }
-}
 
 namespace {
 
@@ -79,17 +57,6 @@ std::optional<Literal> splat_of(const Known& k) {
   return Literal(k.lit->dtype(), {}, b.subspan(0, es));
 }
 
-// A tensor over the literal's bytes (no copy; the literal is kept alive with it).
-Tensor view_of(const Literal& lit, std::vector<int64_t> shape) {
-  auto* data = const_cast<void*>(lit.data());
-  return Tensor::wrap(lit.dtype(), std::move(shape), data, [keep = lit](void*) {});
-}
-
-Tensor tensor_of(const Known& k) {
-  if (!k.lazy) return view_of(*k.lit, k.shape);
-  return view_of(*k.lit, {}).broadcast_to(k.shape);
-}
-
 // `one` (a single element) repeated over shape.
 Literal repeat(const Literal& one, const std::vector<int64_t>& shape) {
   size_t es = dtype_size(one.dtype()), n = size_t(checked_numel(shape, "constant_folding"));
@@ -100,7 +67,7 @@ Literal repeat(const Literal& one, const std::vector<int64_t>& shape) {
 
 class Folder {
  public:
-  explicit Folder(Rewriter& rw) : rw_(rw), dst_(rw.dst()) {}
+  Folder(Rewriter& rw, const Evaluator& evaluate) : rw_(rw), dst_(rw.dst()), evaluate_(evaluate) {}
 
   bool fold(const Node& n) {
     try {
@@ -206,9 +173,10 @@ class Folder {
     for (const auto& s : shapes)
       if (checked_numel(s, "constant_folding") > std::max(kMaxFoldElements, work))
         return std::nullopt;
-    std::vector<Tensor> tensors;
-    for (const Known& k : ks) tensors.push_back(tensor_of(k));
-    std::optional<std::vector<Literal>> lits = evaluate_on_cpu(op, tensors, attrs);
+    if (!evaluate_) return std::nullopt;
+    std::vector<FoldInput> inputs;
+    for (const Known& k : ks) inputs.push_back({k.lit, k.shape});
+    std::optional<std::vector<Literal>> lits = evaluate_(op, inputs, attrs);
     if (!lits) return std::nullopt;
     std::vector<Value> out;
     for (size_t i = 0; i < lits->size(); ++i) {
@@ -223,17 +191,19 @@ class Folder {
                                                 const Attrs& attrs,
                                                 const std::vector<TensorType>& out_types,
                                                 const std::vector<std::vector<int64_t>>& shapes) {
-    if (!op.has(Trait::elementwise) || ks.empty()) return std::nullopt;
-    std::vector<Tensor> one;
+    if (!op.has(Trait::elementwise) || ks.empty() || !evaluate_) return std::nullopt;
+    std::vector<Literal> one;
     bool all_one = true;  // nothing to save when every input is one element already
     for (const Known& k : ks) {
       std::optional<Literal> s = splat_of(k);
       if (!s) return std::nullopt;
       all_one = all_one && checked_numel(k.shape, "constant_folding") == 1;
-      one.push_back(view_of(*s, {}));
+      one.push_back(std::move(*s));
     }
     if (all_one) return std::nullopt;
-    std::optional<std::vector<Literal>> lits = evaluate_on_cpu(op, one, attrs);
+    std::vector<FoldInput> inputs;
+    for (const Literal& s : one) inputs.push_back({&s, {}});
+    std::optional<std::vector<Literal>> lits = evaluate_(op, inputs, attrs);
     if (!lits) return std::nullopt;
     std::vector<Value> out;
     for (size_t i = 0; i < lits->size(); ++i) {
@@ -250,13 +220,14 @@ class Folder {
 
   Rewriter& rw_;
   Graph& dst_;
+  const Evaluator& evaluate_;
 };
 
 }  // namespace
 
-std::unique_ptr<Graph> constant_folding(const Graph& g, const PassContext&) {
+std::unique_ptr<Graph> constant_folding(const Graph& g, const PassContext& ctx) {
   Rewriter rw(g);
-  Folder folder(rw);
+  Folder folder(rw, ctx.evaluate);
   for (const Node& n : g.nodes())
     if (!folder.fold(n)) rw.copy(n);
   if (!rw.changed()) return nullptr;

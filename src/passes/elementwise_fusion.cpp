@@ -508,7 +508,6 @@ class Fusion {
 };
 
 std::unique_ptr<Graph> elementwise_fusion(const Graph& g, const PassContext& ctx) {
-  if (!ctx.kernels && ctx.device.is_cpu()) register_cpu_kernels();
   const KernelRegistry& kernels = ctx.kernels ? *ctx.kernels : KernelRegistry::global();
   if (!kernels.has(kRegionOp, ctx.device.kind)) return nullptr;
   Support support(kernels, ctx.device.kind);

@@ -21,8 +21,6 @@ std::optional<std::vector<TensorType>> native_types(const PassContext& ctx, std:
   } catch (const Error&) {
     return std::nullopt;
   }
-  // Without a registry the CPU's own kernels are meant; they register on first use.
-  if (!ctx.kernels && ctx.device.is_cpu()) register_cpu_kernels();
   const KernelRegistry& reg = ctx.kernels ? *ctx.kernels : KernelRegistry::global();
   if (!reg.find(KernelQuery{*d, full, inputs, outs}, ctx.device.kind)) return std::nullopt;
   return outs;

@@ -10,7 +10,6 @@
 #include "rlx/graph.h"
 #include "rlx/literal.h"
 #include "rlx/op.h"
-#include "rlx/tensor.h"
 #include "transforms/common.h"
 
 namespace rlx::passes {
@@ -35,12 +34,6 @@ const Node* producer_is(const Graph& g, Value v, std::string_view name);
 const Literal* constant_of(const Graph& g, Value v);
 // The one value every element of a constant holds (a scalar, or a splat of any shape).
 std::optional<double> splat_value(const Graph& g, Value v);
-
-// Runs op once on the CPU on known inputs. Null when it cannot (no kernel, a bad index in
-// the data…): the caller then leaves the node to run time.
-std::optional<std::vector<Literal>> evaluate_on_cpu(const OpDef& op,
-                                                    const std::vector<Tensor>& inputs,
-                                                    const Attrs& attrs);
 
 // Whether n has trait t, or some node in its subgraphs (at any depth) does: a loop whose
 // body has a side effect has one too.

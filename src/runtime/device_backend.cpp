@@ -1,13 +1,17 @@
 #include "runtime/device_backend.h"
 
-#include "rlx/cuda.h"
-
 namespace rlx::detail {
+
+BuiltinBackends& builtin_backends() {
+  static BuiltinBackends b;
+  return b;
+}
 
 DeviceBackend& device_backend(Device device) {
   if (device.kind == DeviceKind::cuda) {
-    DeviceBackend* b = cuda_backend();
-    int n = cuda::device_count();
+    const BuiltinBackends& bb = builtin_backends();
+    DeviceBackend* b = bb.cuda ? bb.cuda() : nullptr;
+    int n = b && bb.cuda_count ? bb.cuda_count() : 0;
     if (b && device.index >= 0 && device.index < n) return *b;
     fail<NotSupported>(
         "device", "expected CUDA device ", device.index, ", got ",

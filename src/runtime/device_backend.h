@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "rlx/device.h"
+#include "rlx/kernel.h"
 #include "rlx/tensor.h"
 
 namespace rlx::detail {
@@ -48,7 +49,18 @@ class DeviceBackend {
 // device is not present.
 DeviceBackend& device_backend(Device device);
 
-// Set by the CUDA backend when it is built in (backend/cuda/runtime.cpp).
+// What the backends (a layer above the runtime) give it, filled in once at start-up by
+// backend/builtin.cpp: the CPU's kernels (every session needs them: they serve the host
+// path), the CUDA backend's kernels and device, each null where the build has none.
+struct BuiltinBackends {
+  void (*cpu_kernels)(KernelRegistry&) = nullptr;
+  void (*cuda_kernels)(KernelRegistry&) = nullptr;
+  DeviceBackend* (*cuda)() = nullptr;
+  int (*cuda_count)() = nullptr;
+};
+BuiltinBackends& builtin_backends();
+
+// The CUDA backend's DeviceBackend (backend/cuda/runtime.cpp; null without one).
 DeviceBackend* cuda_backend();
 
 }  // namespace rlx::detail

@@ -164,8 +164,12 @@ Session::Session(Device device) : device_(device) {
   // A device session needs the device (device_backend says what is missing) and the CPU
   // kernels too: they serve the host path.
   if (!device.is_cpu()) detail::device_backend(device);
-  register_cpu_kernels();
-  if (device.kind == DeviceKind::cuda) register_cuda_kernels();
+  const detail::BuiltinBackends& bb = detail::builtin_backends();
+  if (!bb.cpu_kernels)
+    fail<NotSupported>("Session", "expected librlx's CPU backend linked in, got none (a static ",
+                       "librlx: link it through its CMake target rlx::rlx, which keeps it)");
+  bb.cpu_kernels(KernelRegistry::global());
+  if (device.kind == DeviceKind::cuda && bb.cuda_kernels) bb.cuda_kernels(KernelRegistry::global());
 }
 
 namespace {
@@ -272,7 +276,8 @@ void clear_compile_cache() { ProgramCache::global().clear(); }
 
 CompiledGraph Session::compile(const Graph& g, const CompileOptions& options) const {
   const KernelRegistry& kernels = options.kernels ? *options.kernels : KernelRegistry::global();
-  PassContext ctx{device_, resolved_opt_level(options), options.precision, &kernels};
+  PassContext ctx{device_, resolved_opt_level(options), options.precision, &kernels,
+                  cpu_evaluator()};
   std::vector<std::string> pipeline = compile_pipeline(device_, options);
   std::shared_ptr<const CacheEntry> entry;
   bool hit = false;

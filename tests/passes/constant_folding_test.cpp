@@ -140,7 +140,7 @@ TEST(ConstantFolding, FoldsSizePreservingOpsOfBigConstants) {
   Value wt = transpose(g.constant(Literal::from(w, {rows, cols})), {1, 0});
   g.output(matmul(x, wt), "y");
   std::vector<std::string> pass{"constant_folding", "dce"};
-  PipelineResult r = run_pipeline(g, pass);
+  PipelineResult r = run_pipeline(g, pass, test::session_like({}));
   int transposes = 0, constants = 0;
   const Literal* folded = nullptr;
   for (const Node& n : r.graph->nodes()) {
@@ -272,12 +272,12 @@ TEST(ConstantFolding, DynamicReshapeOfAConstantFoldsWhole) {
 TEST(ConstantFolding, TrainGraphOfTheDemoTransformer) {
   auto g = test::gpt_train_graph();
   auto t0 = std::chrono::steady_clock::now();
-  auto out = run_pass("constant_folding", *g);
+  auto out = run_pass("constant_folding", *g, test::session_like({}));
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   EXPECT_LT(ms, 500) << g->nodes().size() << " nodes";
   if (out) {
-    EXPECT_EQ(run_pass("constant_folding", *out), nullptr);
+    EXPECT_EQ(run_pass("constant_folding", *out, test::session_like({})), nullptr);
     auto pruned = run_pass("dce", *out);
     EXPECT_LE((pruned ? *pruned : *out).nodes().size(), g->nodes().size());
   }

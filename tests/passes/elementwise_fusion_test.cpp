@@ -236,7 +236,7 @@ TEST(ElementwiseFusion, NoMergeAcrossAnOutsidePath) {
     %3 = mul(%0, %2) : f32[4,4]
     return y=%3
   })";
-  std::unique_ptr<Graph> out = run_pass(kPass, *parse_graph(g));
+  std::unique_ptr<Graph> out = run_pass(kPass, *parse_graph(g), test::session_like({}));
   ASSERT_NE(out, nullptr);
   EXPECT_NO_THROW(verify(*out)) << print_graph(*out);
   EXPECT_EQ(count_op(*out, "fused_elementwise"), 1) << print_graph(*out);
@@ -263,7 +263,7 @@ TEST(ElementwiseFusion, RandomOpsStayOutside) {
     %2 = add(%1, %0) : f32[8]
     return y=%2
   })";
-  std::unique_ptr<Graph> out = run_pass(kPass, *parse_graph(g));
+  std::unique_ptr<Graph> out = run_pass(kPass, *parse_graph(g), test::session_like({}));
   ASSERT_NE(out, nullptr);
   EXPECT_EQ(count_op(*out, "uniform"), 1);
   EXPECT_EQ(count_op(*out, "fused_elementwise"), 1);
@@ -293,9 +293,9 @@ TEST(ElementwiseFusion, RunningTwiceChangesNothing) {
     %1 = mul(%0, %x) : f32[4]
     return y=%1
   })";
-  std::unique_ptr<Graph> once = run_pass(kPass, *parse_graph(g));
+  std::unique_ptr<Graph> once = run_pass(kPass, *parse_graph(g), test::session_like({}));
   ASSERT_NE(once, nullptr);
-  EXPECT_EQ(run_pass(kPass, *once), nullptr);
+  EXPECT_EQ(run_pass(kPass, *once, test::session_like({})), nullptr);
 }
 
 // ---- through the transforms -----------------------------------------------------------
@@ -312,7 +312,7 @@ std::unique_ptr<Graph> model() {
 }
 
 std::unique_ptr<Graph> fused(const Graph& g) {
-  std::unique_ptr<Graph> out = run_pass(kPass, g);
+  std::unique_ptr<Graph> out = run_pass(kPass, g, test::session_like({}));
   if (!out) ADD_FAILURE() << "expected the pass to fuse:\n" << print_graph(g);
   return out ? std::move(out) : g.clone();
 }
@@ -392,7 +392,7 @@ TEST(ElementwiseFusion, LargeGraphIsFast) {
   size_t before = g.nodes().size();
   ASSERT_GT(before, 10000u);
   auto t0 = std::chrono::steady_clock::now();
-  std::unique_ptr<Graph> out = run_pass(kPass, g);
+  std::unique_ptr<Graph> out = run_pass(kPass, g, test::session_like({}));
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_NE(out, nullptr);

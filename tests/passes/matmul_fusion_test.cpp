@@ -300,7 +300,7 @@ TEST(MatmulFusion, DecomposedWhereTheDeviceHasNoKernel) {
       return out=%1
     })");
   EXPECT_EQ(run_pass("matmul_fusion", *plain, {.kernels = &core}), nullptr);
-  EXPECT_NE(run_pass("matmul_fusion", *plain, {}), nullptr);
+  EXPECT_NE(run_pass("matmul_fusion", *plain, test::session_like({})), nullptr);
 }
 
 TEST(MatmulFusion, QuantMatmulTakesTheAddAsItsAddend) {
@@ -456,7 +456,7 @@ TEST(MatmulFusion, FusionPassesAreLinearOnLargeGraphs) {
   std::vector<std::string> passes{"bn_folding", "layout_sinking", "attention_fusion",
                                   "matmul_fusion", "conv_fusion"};
   auto t0 = std::chrono::steady_clock::now();
-  PipelineResult r = run_pipeline(g, passes);
+  PipelineResult r = run_pipeline(g, passes, test::session_like({}));
   double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   RecordProperty("pipeline_ms", std::to_string(ms));

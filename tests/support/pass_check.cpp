@@ -86,7 +86,7 @@ void expect_same_outputs(const Graph& a, const Graph& b, uint64_t seed, double r
 void expect_pass(std::string_view pass, std::string_view before, std::string_view after,
                  const PassCheckOptions& options) {
   std::unique_ptr<Graph> g = parse_graph(before);
-  std::unique_ptr<Graph> out = run_pass(pass, *g, options.ctx);
+  std::unique_ptr<Graph> out = run_pass(pass, *g, session_like(options.ctx));
   if (after.empty()) {
     EXPECT_EQ(out, nullptr) << "expected pass '" << pass << "' to change nothing, got\n"
                             << print_graph(*out);

@@ -27,6 +27,14 @@ struct PassCheckOptions {
 void expect_pass(std::string_view pass, std::string_view before, std::string_view after,
                  const PassCheckOptions& options = {});
 
+// ctx as a Session completes it: the CPU kernels registered (where ctx names no registry)
+// and constant folding's evaluator set.
+inline PassContext session_like(PassContext ctx) {
+  if (!ctx.kernels) register_cpu_kernels();
+  if (!ctx.evaluate) ctx.evaluate = cpu_evaluator();
+  return ctx;
+}
+
 // Options for a pass on `device` that asks `kernels` which kernels it has (cuda's
 // registry, filled without a GPU: register_cuda_kernels(kernels)).
 inline PassCheckOptions on_device(Device device, const KernelRegistry& kernels) {

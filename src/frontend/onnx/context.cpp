@@ -9,6 +9,7 @@
 #include "frontend/onnx/scope.h"
 #include "passes/rewrite.h"
 #include "rlx/axes.h"
+#include "runtime/evaluate.h"
 
 namespace rlx::onnx_import {
 
@@ -209,7 +210,7 @@ std::vector<Value> NodeContext::apply(std::string_view op, std::vector<Value> in
         small &= n && *n <= kMaxFoldElements;
       }
       if (small)
-        if (auto lits = passes::evaluate_on_cpu(def, known, complete)) {
+        if (auto lits = detail::evaluate_on_cpu(def, known, complete)) {
           std::vector<Value> res;
           for (const Literal& l : *lits) res.push_back(g.constant(l));
           return res;
