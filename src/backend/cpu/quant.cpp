@@ -40,8 +40,9 @@ namespace rlx::cpu {
 
 namespace {
 
-constexpr int64_t kRowBlock = 64;  // weight rows kept hot while the row tiles pass
-constexpr int64_t kGemmRows = 32;  // rows from which a many-row path serves
+constexpr int64_t kRowBlock = 64;    // weight rows kept hot while the row tiles pass
+constexpr int64_t kGemmRows = 32;    // rows from which a many-row path serves
+constexpr int64_t kPanelRows = 384;  // fewest weight rows of a decoded panel
 
 enum class Path { dots, panels, int8, amx };
 
@@ -211,10 +212,12 @@ void panel_gemm_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k,
     });
     x = xr;
   }
-  // Panels of up to 4 MiB of f32 and 256 rows, at least 4 of them: sgemm packs x again
-  // for every panel, which costs as much as the products of ~10 panel rows.
-  const int64_t panel =
-      std::clamp<int64_t>(std::min<int64_t>((int64_t(1) << 20) / k, n / 4) / 16 * 16, 16, 256);
+  // Panels of a thread's share of the rows, from 384 (OpenBLAS's sgemm runs 3x slower on
+  // 320 rows or fewer than on 384 or more: bench/RESULTS.md, "Decoded panels") up to 8 MiB of
+  // f32: sgemm packs x again for every panel, which costs as much as ~10 panel rows.
+  const int64_t share = (n / threads_here() + 15) / 16 * 16;
+  const int64_t panel = std::clamp<int64_t>(share, kPanelRows,
+                                            std::max(kPanelRows, (int64_t(1) << 21) / k / 16 * 16));
   for_chunks((n + panel - 1) / panel, [&](int64_t p) {
     float* buf = scratch<float>(1, size_t(panel * k));
     const int64_t j0 = p * panel, pn = std::min(panel, n - j0);
