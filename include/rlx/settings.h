@@ -36,8 +36,9 @@
   X(bool, region_jit, "RLX_REGION_JIT", true,                                                      \
     "CPU: compile fused elementwise regions to AVX-512 code (where the CPU has it)")               \
   X(int64_t, qmm_gemm_rows, "RLX_QMM_GEMM_ROWS", 0,                                                \
-    "CPU quant_matmul: rows from which a many-row path serves (0: the defaults, 32; with AMX "     \
-    "96 for the K-quants, 160 for q8_0, 256 for the others)")                                      \
+    "CPU quant_matmul: rows from which a many-row path serves (0: the defaults, 32, decoded "      \
+    "panels of q5_0 / q8_0 from 256; with AMX 96 for the K-quants, 160 for q8_0, 256 for the "     \
+    "others)")                                                                                     \
   X(std::string, qmm_path, "RLX_QMM_PATH", "auto",                                                 \
     "CPU quant_matmul's many-row path: auto (AMX tiles where the CPU has them), int8 (4-bit "      \
     "weights, no AMX), panels (sgemm) or dots")                                                    \
