@@ -43,8 +43,8 @@ namespace {
 constexpr int64_t kRowBlock = 64;    // weight rows kept hot while the row tiles pass
 constexpr int64_t kGemmRows = 32;    // rows from which a many-row path serves
 constexpr int64_t kPanelRows = 384;  // fewest weight rows of a decoded panel
-// Activation rows from which decoded panels beat the integer dots (bench/RESULTS.md,
-// "Decoded panels").
+// Activation rows from which decoded panels of q5_0 / q8_0 beat their integer dots
+// (bench/RESULTS.md, "Decoded panels").
 constexpr int64_t kPanelFrom = 256;
 
 enum class Path { dots, panels, int8, amx };
@@ -79,9 +79,10 @@ Path path_for(DType wt, int rows, int64_t m) {
   // Not the K-quants (their int32 dots over 256 values beat decoding them), nor q4_1 / q5_1:
   // their minimum meets the f16 activation sums of ggml's q8_1, which a product of decoded
   // rows cannot reproduce.
-  // Below kPanelFrom rows the decode of every panel is spread over too few products.
+  // Below kPanelFrom rows the integer dots of q5_0 / q8_0 beat decoding their panels.
   const bool panels = dtype_block(wt) < quant::kQK_K && wt != DType::q4_1 && wt != DType::q5_1;
-  return panels && (s.qmm_gemm_rows > 0 || m >= kPanelFrom) ? Path::panels : Path::dots;
+  const bool few = is_quantized(wt) && s.qmm_gemm_rows == 0 && m < kPanelFrom;
+  return panels && !few ? Path::panels : Path::dots;
 }
 
 // Scratch of this thread that only grows: a fresh buffer per call would fault its pages in
