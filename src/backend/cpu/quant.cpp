@@ -16,8 +16,8 @@
 //  - decoded panels (q5_0, q8_0 and f16 / bf16 / f32 weights): each thread decodes panels of
 //    weight rows into an f32 buffer (AVX2 decoders) and multiplies them with
 //    single-threaded sgemm (OpenBLAS runs one thread inside an OpenMP region). The decode is
-//    a small fraction of the product, and the whole matrix is never decoded at once; at 512
-//    rows faster than the tiled integer dots for these types.
+//    a small fraction of the product, and the whole matrix is never decoded at once; q5_0 and
+//    q8_0 take it from 256 rows, where it overtakes their integer dots.
 // Every path rounds the activations as the integer dots quantize them (ggml's rules), so all
 // compute one product up to the order of the f32 sums.
 #include <cblas.h>
@@ -78,8 +78,7 @@ Path path_for(DType wt, int rows, int64_t m) {
   if (qdot::gemm4_supported(wt)) return Path::int8;
   // Not the K-quants (their int32 dots over 256 values beat decoding them), nor q4_1 / q5_1:
   // their minimum meets the f16 activation sums of ggml's q8_1, which a product of decoded
-  // rows cannot reproduce.
-  // Below kPanelFrom rows the integer dots of q5_0 / q8_0 beat decoding their panels.
+  // rows cannot reproduce; q5_0 / q8_0 only from kPanelFrom rows.
   const bool panels = dtype_block(wt) < quant::kQK_K && wt != DType::q4_1 && wt != DType::q5_1;
   const bool few = is_quantized(wt) && s.qmm_gemm_rows == 0 && m < kPanelFrom;
   return panels && !few ? Path::panels : Path::dots;
@@ -221,8 +220,10 @@ void panel_gemm_path(DType wt, int rows, const uint8_t* w, int64_t n, int64_t k,
   // 320 rows or fewer than on 384 or more: bench/RESULTS.md, "Decoded panels") up to 8 MiB of
   // f32: sgemm packs x again for every panel, which costs as much as ~10 panel rows.
   const int64_t share = (n / threads_here() + 15) / 16 * 16;
-  const int64_t panel = std::clamp<int64_t>(share, kPanelRows,
-                                            std::max(kPanelRows, (int64_t(1) << 21) / k / 16 * 16));
+  const int64_t panel =
+      std::min(std::clamp<int64_t>(share, kPanelRows,
+                                   std::max(kPanelRows, (int64_t(1) << 21) / k / 16 * 16)),
+               (n + 15) / 16 * 16);  // (no bigger than the product: its buffer is kept per thread)
   for_chunks((n + panel - 1) / panel, [&](int64_t p) {
     float* buf = scratch<float>(1, size_t(panel * k));
     const int64_t j0 = p * panel, pn = std::min(panel, n - j0);

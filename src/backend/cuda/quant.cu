@@ -856,9 +856,9 @@ bool use_mma(int64_t m, int64_t k, const void* w, const void* x) {
 }
 
 // Whether qmma takes a quantized product of m rows (settings().cuda_qmatvec; k in steps of 64
-// values): by default at 8 rows, where it decoded 1.1 B q8_0 / q4_k 15-22 % faster than
-// qmatvec; with 1, 2 or 4 rows qmatvec was faster (its lanes keep several groups' loads in
-// flight with no shared-memory round trip; bench/RESULTS.md, "LLM on the GPU").
+// values): by default from 8 rows; with fewer qmatvec is faster (its lanes keep several
+// groups' loads in flight with no shared-memory round trip; bench/RESULTS.md, "qmma, the staged
+// int8 tensor-core matvec").
 constexpr int64_t kQmmaRows = 8;
 bool use_qmma(int64_t m, int64_t k) {
   const std::string& how = settings().cuda_qmatvec;
