@@ -2,6 +2,7 @@
 #pragma once
 
 #include "rlx/attrs.h"
+#include "rlx/cpu_isa.h"
 #include "rlx/device.h"
 #include "rlx/dispatch.h"
 #include "rlx/dtype.h"

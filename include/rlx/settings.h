@@ -33,6 +33,9 @@
   X(bool, verify, "RLX_VERIFY", false, "verify the graph after every pass")                        \
   X(std::string, debug, "RLX_DEBUG", "",                                                           \
     "what to print: passes (each pass's node counts), graph (the optimised graph), all")           \
+  X(std::string, cpu_isa, "RLX_CPU_ISA", "auto",                                                   \
+    "CPU kernels' instruction-set level: auto (the best this CPU has), baseline, avx2 or "         \
+    "avx512; read at the first CPU compile")                                                       \
   X(bool, region_jit, "RLX_REGION_JIT", true,                                                      \
     "CPU: compile fused elementwise regions to AVX-512 code (where the CPU has it)")               \
   X(int64_t, qmm_gemm_rows, "RLX_QMM_GEMM_ROWS", 0,                                                \

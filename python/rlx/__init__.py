@@ -23,6 +23,7 @@ NotImplementedError or OSError with rlx's message. rlx.settings holds the runtim
 from . import _rlx
 from ._rlx import (
     __version__,
+    cpu_isa,
     settings,
     DType,
     Tensor,

@@ -1,5 +1,6 @@
 // The extension module rlx._rlx; the package python/rlx wraps it.
 #include "common.h"
+#include "rlx/cpu_isa.h"
 #include "rlx/settings.h"
 #include "rlx/text.h"
 #include "rlx/version.h"
@@ -55,6 +56,9 @@ PYBIND11_MODULE(_rlx, m) {
   using namespace rlx::py;
   m.doc() = "rlx: an ML compiler and runtime (native module; use the package `rlx`).";
   m.attr("__version__") = rlx::version();
+  // The CPU kernels' instruction-set level ("baseline", "avx2", "avx512" or "native"):
+  // RLX_CPU_ISA / rlx.settings.cpu_isa where set before the first CPU compile.
+  m.def("cpu_isa", [] { return std::string(rlx::cpu_isa_name(rlx::cpu_isa())); });
   register_errors(m);
   register_settings(m);
   register_tensor(m);

@@ -248,12 +248,23 @@ TEST(AttentionCached, DecompositionMatchesTheKernel) {
 // The CPU kernel sums as ggml's CPU attention does (greedy parity with llama.cpp on
 // quantized models needs the same bits): this scalar statement of ggml's orders, written
 // from ggml's kernels, must give exactly its outputs, in the AVX-512 form (16 lanes) or the
-// AVX2 one (8), whichever the kernels were built for (this file sees their -march).
+// AVX2 one (8), whichever level the kernels run at (rlx::cpu_isa(); a native build's is this
+// file's -march).
 struct GgmlForm {
   int lanes;  // 16: AVX-512, 8: AVX2, 0: neither (the kernels keep their own order)
 };
 
 GgmlForm kernels_form() {
+  switch (cpu_isa()) {
+    case CpuIsa::avx512:
+      return {16};
+    case CpuIsa::avx2:
+      return {8};
+    case CpuIsa::baseline:
+      return {0};
+    case CpuIsa::native:
+      break;
+  }
 #if defined(__AVX512F__)
   return {16};
 #elif defined(__AVX2__) && defined(__FMA__)

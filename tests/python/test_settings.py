@@ -35,3 +35,18 @@ def test_set_from_python_and_listed():
         assert "dispatch_report = 1  (RLX_DISPATCH_REPORT, default 0)" in repr(rlx.settings)
     finally:
         rlx.settings.dispatch_report = saved
+
+
+def test_cpu_isa_follows_rlx_cpu_isa():
+    # The level in use is the best this CPU has unless RLX_CPU_ISA names another it has;
+    # baseline runs on every CPU of a multi-level build (a native build has only "native").
+    code = "import rlx; print(rlx.cpu_isa())"
+    best = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, RLX_CPU_ISA="auto"))
+    assert best.returncode == 0, best.stderr
+    assert best.stdout.strip() in ("baseline", "avx2", "avx512", "native")
+    low = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         env=dict(os.environ, RLX_CPU_ISA="baseline"))
+    assert low.returncode == 0, low.stderr
+    expect = "native" if best.stdout.strip() == "native" else "baseline"
+    assert low.stdout.strip() == expect

@@ -19,10 +19,12 @@
 #include <vector>
 
 #include "backend/cpu/cpu_util.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/nn_util.h"
 #include "ops/attention_layout.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -275,4 +277,5 @@ void register_attention(KernelRegistry& r) {
   add_kernel(r, "attention_lse", attention_kernel, dtype_in(kFloat));
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -2,8 +2,10 @@
 // first input: nothing is copied.
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -32,4 +34,5 @@ void register_autodiff(KernelRegistry& r) {
   add_kernel(r, "checkpoint", identity_kernel, {}, views);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

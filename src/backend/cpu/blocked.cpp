@@ -8,6 +8,7 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/window.h"
 
 #if defined(__AVX__)
@@ -15,6 +16,7 @@
 #endif
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -132,4 +134,5 @@ void register_blocked(KernelRegistry& r) {
 #endif
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

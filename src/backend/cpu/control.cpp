@@ -4,8 +4,10 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -85,4 +87,5 @@ void register_control(KernelRegistry& r) {
   add_kernel(r, "scan", scan_kernel, {}, {.strided_inputs = true});
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

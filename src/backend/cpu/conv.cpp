@@ -17,6 +17,7 @@
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
 #include "backend/cpu/fused.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/window.h"
 
 #ifdef RLX_HAVE_DNNL
@@ -24,6 +25,7 @@
 #endif
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -1066,4 +1068,5 @@ void register_conv(KernelRegistry& r) {
 #endif
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -15,11 +15,13 @@
 #include <immintrin.h>
 #endif
 
+#include "backend/cpu/isa.h"
 #include "rlx/error.h"
 #include "rlx/kernel.h"
 #include "rlx/tensor.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 // 16-bit floats as stored; arithmetic happens in float (compute_t).
 struct f16_t {
@@ -226,4 +228,5 @@ inline SupportsFn dtype_in(unsigned set, size_t index = 0) {
   };
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

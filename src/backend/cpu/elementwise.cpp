@@ -10,9 +10,11 @@
 #include "backend/cpu/elementwise_loops.h"
 #include "backend/cpu/elementwise_ops.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "rlx/strings.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -225,4 +227,5 @@ void register_elementwise(KernelRegistry& r) {
   add_kernel(r, "select", select_kernel, dtype_in(kAll | kString, 1), flags);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -12,8 +12,11 @@
 #include <vector>
 
 #include "backend/cpu/cpu_util.h"
+#include "backend/cpu/isa.h"
 
-namespace rlx::cpu::ew {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace ew {
 
 constexpr int64_t kGrain = 32768;  // elements per thread chunk (cheap elementwise work)
 constexpr int64_t kBlock = 256;    // elements gathered / converted on the stack at a time
@@ -374,4 +377,6 @@ void ternary_loop(std::span<const Tensor> in, Tensor& out, const F& f) {
   });
 }
 
-}  // namespace rlx::cpu::ew
+}  // namespace ew
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

@@ -13,9 +13,13 @@
 
 #if defined(__AVX__)
 #include <immintrin.h>
+
+#include "backend/cpu/isa.h"
 #endif
 
-namespace rlx::cpu::fm {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace fm {
 
 #define RLX_FM_INLINE inline __attribute__((always_inline))
 
@@ -327,4 +331,6 @@ inline void sqrt_n(const C* x, C* y, int64_t n, bool recip) {
 
 #undef RLX_FM_INLINE
 
-}  // namespace rlx::cpu::fm
+}  // namespace fm
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

@@ -26,8 +26,11 @@
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_loops.h"
 #include "backend/cpu/elementwise_math.h"
+#include "backend/cpu/isa.h"
 
-namespace rlx::cpu::ewop {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace ewop {
 
 using ew::is_float_storage_v;
 
@@ -434,4 +437,6 @@ auto convert(C x) {
   }
 }
 
-}  // namespace rlx::cpu::ewop
+}  // namespace ewop
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

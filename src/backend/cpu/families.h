@@ -1,9 +1,11 @@
 // One registration function per op family; register.cpp calls them all.
 #pragma once
 
+#include "backend/cpu/isa.h"
 #include "rlx/kernel.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 void register_elementwise(KernelRegistry& r);  // elementwise.cpp
 void register_reduce(KernelRegistry& r);       // reduce.cpp
@@ -24,4 +26,5 @@ void register_blocked(KernelRegistry& r);  // blocked.cpp: to_blocked, from_bloc
 bool f32_in(const KernelQuery& q);         // blocked.cpp: input 0 is f32
 void register_region(KernelRegistry& r);   // region.cpp: fused_elementwise
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

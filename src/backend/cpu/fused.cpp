@@ -19,8 +19,10 @@
 
 #include "backend/cpu/elementwise_loops.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 Act parse_act(std::string_view name) {
   static constexpr std::pair<std::string_view, Act> kActs[] = {
@@ -148,4 +150,5 @@ void register_fused(KernelRegistry& r) {
   add_kernel(r, "fused_conv", fused_conv_kernel, dtype_in(kFloat));
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -14,8 +14,10 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_math.h"
+#include "backend/cpu/isa.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 // The `activation` attribute of the fused ops.
 enum class Act : uint8_t { none, relu, relu6, gelu, gelu_tanh, silu, sigmoid, tanh };
@@ -146,4 +148,5 @@ void append_eltwise(dnnl::post_ops& po, Act act);
 void conv_forward(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out,
                   bool transpose, Act act, Act in_act);
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -36,10 +36,12 @@
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
 #include "backend/cpu/fused.h"
+#include "backend/cpu/isa.h"
 #include "rlx/attrs.h"
 #include "rlx/axes.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -552,4 +554,5 @@ void register_linalg(KernelRegistry& r) {
   add_kernel(r, "dot_general", dot_general_kernel, dtype_in(kNumeric), strided);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -23,10 +23,12 @@
 
 #include "backend/cpu/elementwise_math.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/llm_kernels.h"
 #include "rlx/axes.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -285,4 +287,5 @@ void register_llm(KernelRegistry& r) {
   register_sample(r);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -13,9 +13,11 @@
 #include <iterator>
 #include <limits>
 
+#include "backend/cpu/isa.h"
 #include "backend/cpu/llm_kernels.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -836,4 +838,5 @@ void register_attention_cached(KernelRegistry& r) {
   add_kernel(r, "attention_cached", attention_cached_kernel, not_f64);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_math.h"
+#include "backend/cpu/isa.h"
 
 // g++ 12's AVX-512 headers hand some intrinsics an undefined operand on purpose and warn
 // where they inline (GCC bug 105593, fixed in 13): in the files of these kernels the warnings
@@ -20,6 +21,7 @@
 #endif
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 void register_attention_cached(KernelRegistry& r);  // llm_attention.cpp
 void register_sample(KernelRegistry& r);            // llm_sample.cpp
@@ -221,4 +223,5 @@ inline float exp_shifted(float* x, int64_t n, float m) {
   return sum;
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -12,10 +12,12 @@
 #include <limits>
 #include <numeric>
 
+#include "backend/cpu/isa.h"
 #include "backend/cpu/llm_kernels.h"
 #include "backend/cpu/philox.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -202,4 +204,5 @@ void register_sample(KernelRegistry& r) {
   add_kernel(r, "sample", sample_kernel, dtype_in(kFloat));
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

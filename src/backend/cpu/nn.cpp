@@ -9,11 +9,13 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/nn_util.h"
 #include "backend/cpu/philox.h"
 #include "rlx/axes.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -396,4 +398,5 @@ void register_nn(KernelRegistry& r) {
   register_attention(r);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -13,9 +13,11 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_math.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/philox.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 void register_attention(KernelRegistry& r);  // attention.cpp
 
@@ -135,4 +137,5 @@ C row_sum_exp(const C* x, int64_t n, C m) {
   return s;
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

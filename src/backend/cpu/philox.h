@@ -19,13 +19,17 @@
 #include <array>
 #include <cstdint>
 
+#include "backend/cpu/isa.h"
+
 #ifdef __CUDACC__
 #define RLX_PHILOX_FN __host__ __device__ inline
 #else
 #define RLX_PHILOX_FN inline
 #endif
 
-namespace rlx::cpu::philox {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace philox {
 
 using Block = std::array<uint32_t, 4>;
 
@@ -61,4 +65,6 @@ RLX_PHILOX_FN double u53(uint32_t a, uint32_t b) {
   return double(((uint64_t(a) << 32) | b) >> 11) * 0x1p-53;
 }
 
-}  // namespace rlx::cpu::philox
+}  // namespace philox
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

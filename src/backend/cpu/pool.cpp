@@ -6,9 +6,11 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/window.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 void register_resize(KernelRegistry& r);  // resize.cpp
 
@@ -189,4 +191,5 @@ void register_pool(KernelRegistry& r) {
   register_resize(r);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

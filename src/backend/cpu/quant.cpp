@@ -31,12 +31,14 @@
 #include "backend/addend.h"
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/llm_kernels.h"
 #include "backend/cpu/nn_util.h"
 #include "backend/cpu/quant_dot.h"
 #include "rlx/settings.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -483,4 +485,5 @@ void register_quant(KernelRegistry& r) {
   add_kernel(r, "dequantize", dequantize_kernel);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

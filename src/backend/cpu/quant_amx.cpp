@@ -17,7 +17,9 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/isa.h"
 #include "backend/cpu/quant_simd.h"
+#include "rlx/cpu_isa.h"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
 #define RLX_HAVE_AMX 1
@@ -28,7 +30,9 @@
 #define RLX_AMX __attribute__((target("amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,fma")))
 #endif
 
-namespace rlx::cpu::qdot {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace qdot {
 
 using namespace quant;
 
@@ -357,6 +361,7 @@ RLX_AMX void tile_block_sums(DType w, const uint8_t* strip, int64_t k, const uin
 
 bool amx_usable() {
   static const bool ok = [] {
+    if (!cpu_isa_avx512()) return false;  // a lower level chosen (RLX_CPU_ISA), or no AVX-512
     unsigned a, b, c, d;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
     const bool amx = (d >> 24 & 1) && (d >> 25 & 1);  // tile, int8
@@ -423,4 +428,6 @@ void amx_release() {}
 
 bool amx_supported(DType w) { return is_quantized(w) && amx_usable(); }
 
-}  // namespace rlx::cpu::qdot
+}  // namespace qdot
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

@@ -12,9 +12,12 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backend/cpu/isa.h"
 #include "backend/cpu/quant_simd.h"
 
-namespace rlx::cpu::qdot {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace qdot {
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
@@ -840,4 +843,6 @@ void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k) { quantize_q8k_re
 
 #endif
 
-}  // namespace rlx::cpu::qdot
+}  // namespace qdot
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

@@ -17,9 +17,12 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+#include "backend/cpu/isa.h"
 #include "backend/cpu/quant_simd.h"
 
-namespace rlx::cpu::qdot {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace qdot {
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
     defined(__AVX512VNNI__) && defined(__F16C__)
@@ -451,4 +454,6 @@ bool avx512_wide_rows16(DType) { return false; }
 
 #endif
 
-}  // namespace rlx::cpu::qdot
+}  // namespace qdot
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

@@ -9,9 +9,12 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/isa.h"
 #include "backend/cpu/quant_simd.h"
 
-namespace rlx::cpu::qdot {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace qdot {
 
 namespace {
 
@@ -382,15 +385,6 @@ int64_t four_rows(DType w, int64_t m) {
   return 0;
 }
 
-}  // namespace rlx::cpu::qdot
-
-namespace rlx::quant {
-
-// rows16 where the AVX-512 VNNI dots are built (its loads of whole lines stream faster,
-// bench/RESULTS.md "rows16"); rows8, AVX2's form, elsewhere.
-int cpu_layout_rows(DType t) {
-  const int rows = cpu::qdot::avx512_rows8_act_bytes(quant::kQK) > 0 ? 16 : 8;
-  return interleavable(t, rows) ? rows : 1;
-}
-
-}  // namespace rlx::quant
+}  // namespace qdot
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

@@ -13,10 +13,13 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "backend/cpu/isa.h"
 #include "rlx/dtype.h"
 #include "rlx/quant.h"
 
-namespace rlx::cpu::qdot {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace qdot {
 
 // Activations for 32-value weight blocks: x ≈ d * qs; sum = Σ qs, s = d * sum.
 struct BlockQ8 {
@@ -155,4 +158,6 @@ void amx_tile(DType w, const uint8_t* strip, int64_t k, const uint8_t* act, int 
               float* y, int64_t ldy);
 void amx_release();
 
-}  // namespace rlx::cpu::qdot
+}  // namespace qdot
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

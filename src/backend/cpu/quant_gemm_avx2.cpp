@@ -15,9 +15,12 @@
 // only the order of the f32 sums differs.
 #include <algorithm>
 
+#include "backend/cpu/isa.h"
 #include "backend/cpu/quant_simd.h"
 
-namespace rlx::cpu::qdot {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace qdot {
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
@@ -229,4 +232,6 @@ void gemm4_tile(DType, const uint8_t*, int64_t, const uint8_t*, size_t, int, flo
 
 #endif
 
-}  // namespace rlx::cpu::qdot
+}  // namespace qdot
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

@@ -9,9 +9,12 @@
 #include <immintrin.h>
 #endif
 
+#include "backend/cpu/isa.h"
 #include "backend/cpu/quant_dot.h"
 
-namespace rlx::cpu::qdot {
+namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
+namespace qdot {
 
 // Storage of f16 / bf16 weights.
 struct Half {
@@ -114,4 +117,6 @@ void quantize_q8k_fast(const float* x, BlockQ8K* y, int64_t k);
 void quantize_q8_ref(const float* x, BlockQ8* y, int64_t k);
 void quantize_q8k_ref(const float* x, BlockQ8K* y, int64_t k);
 
-}  // namespace rlx::cpu::qdot
+}  // namespace qdot
+}  // namespace RLX_ISA_NS
+}  // namespace rlx::cpu

@@ -24,10 +24,12 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/nn_util.h"
 #include "backend/cpu/philox.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -171,4 +173,5 @@ void register_random(KernelRegistry& r) {
   add_kernel(r, "normal", normal_kernel, float_output);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -16,9 +16,11 @@
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_math.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "rlx/axes.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -656,4 +658,5 @@ void register_reduce(KernelRegistry& r) {
   for (const Entry& e : table) add_kernel(r, e.name, e.fn, dtype_in(e.set));
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

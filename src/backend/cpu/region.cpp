@@ -52,10 +52,12 @@
 #include "backend/cpu/elementwise_loops.h"
 #include "backend/cpu/elementwise_ops.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/region_jit.h"
 #include "rlx/axes.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -1347,4 +1349,5 @@ void register_region(KernelRegistry& r) {
              {.strided_inputs = true});
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -29,6 +29,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "rlx/cpu_isa.h"
 #include "rlx/settings.h"
 
 namespace rlx::cpu::jit {
@@ -66,7 +67,8 @@ bool enabled() {
     Cpu cpu;
     return cpu.has(Cpu::tAVX512F) && cpu.has(Cpu::tBMI2);
   }();
-  return cpu_has && settings().region_jit;
+  // The level in use, too: RLX_CPU_ISA=avx2 on an AVX-512 CPU runs no AVX-512 code.
+  return cpu_has && cpu_isa_avx512() && settings().region_jit;
 }
 
 uint32_t bits(float v) {

@@ -6,9 +6,11 @@
 #include <vector>
 
 #include "backend/cpu/cpu_util.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/resize_map.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -138,4 +140,5 @@ void register_resize(KernelRegistry& r) {
   add_kernel(r, "resize", resize_kernel, dtype_in(kNumeric));
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

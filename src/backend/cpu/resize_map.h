@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/isa.h"
 #include "rlx/attrs.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 // Where output index o of a dim resized from `in` to `out` samples the input.
 inline double source_coord(const std::string& transform, int64_t o, int64_t in, int64_t out,
@@ -63,4 +65,5 @@ inline AxisMap axis_map(const Attrs& a, size_t d, int64_t in, int64_t out, bool 
   return m;
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

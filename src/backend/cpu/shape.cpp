@@ -6,9 +6,11 @@
 
 #include "backend/copy_views.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/shape_util.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -426,4 +428,5 @@ void register_shape(KernelRegistry& r) {
   register_shape_sort(r);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -4,9 +4,11 @@
 #include <cstring>
 
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/shape_util.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -314,4 +316,5 @@ void register_shape_index(KernelRegistry& r) {
   add_kernel(r, "nonzero", nonzero_kernel);
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -6,9 +6,11 @@
 #include <utility>
 
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/shape_util.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -113,4 +115,5 @@ void register_shape_sort(KernelRegistry& r) {
   add_kernel(r, "top_k", top_k_kernel, dtype_in(kNumeric));
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

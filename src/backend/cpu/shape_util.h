@@ -8,9 +8,11 @@
 #include <vector>
 
 #include "backend/cpu/cpu_util.h"
+#include "backend/cpu/isa.h"
 #include "rlx/axes.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 // Elements per parallel chunk for plain copies.
 inline constexpr int64_t kCopyGrain = 32768;
@@ -99,4 +101,5 @@ std::vector<int64_t> read_indices(const Tensor& idx, const std::vector<int64_t>&
 void register_shape_index(KernelRegistry& r);  // shape_index.cpp
 void register_shape_sort(KernelRegistry& r);   // shape_sort.cpp
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -9,9 +9,11 @@
 #include <string>
 #include <vector>
 
+#include "backend/cpu/isa.h"
 #include "rlx/attrs.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 struct Window {
   int64_t k = 0;  // spatial rank
@@ -110,4 +112,5 @@ inline DimTaps dim_taps(const Window& w, int i) {
   return t;
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -9,10 +9,12 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "backend/cpu/isa.h"
 #include "backend/cpu/resize_map.h"
 #include "backend/cpu/window.h"
 
 namespace rlx::cpu {
+inline namespace RLX_ISA_NS {
 
 namespace {
 
@@ -211,4 +213,5 @@ void register_window_grad(KernelRegistry& r) {
   add_kernel(r, "resize_grad", resize_grad_kernel, dtype_in(kFloat));
 }
 
+}  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu
