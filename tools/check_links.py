@@ -10,6 +10,11 @@ used, does not count) is a link that points up.
 
 DEBTS lists the (source, layer above) pairs still to be removed. The check also fails when
 one of them is gone (delete its line then), so the list only shrinks.
+
+It also fails on a call from code of one CPU instruction-set level (or from outside the
+kernels) to a symbol only a higher level defines (level_problems), which would run, say,
+AVX-512 code on a CPU without it; the levels' own namespaces keep rlx's code apart, and
+this watches what they share (library templates).
 """
 import os
 import re
@@ -27,6 +32,12 @@ DEBTS = {
 }
 
 SOURCE = re.compile(r'/src/([a-z_]+)/(.+?)\.o(bj)?$')
+# The CPU kernels' objects of each instruction-set level (CMake's rlx_cpu_<level>); code
+# outside them, and a native build's, is rank 0.
+LEVEL = re.compile(r'/rlx_cpu_([a-z0-9]+)\.dir/')
+LEVEL_RANK = {'baseline': 1, 'avx2': 2, 'avx512': 3}
+# What backend/cpu/isa.cpp calls in each level, having checked the CPU has it.
+LEVEL_ENTRY = re.compile(r'^rlx::cpu::(baseline|avx2|avx512)::(register_all|layout_rows)\(')
 
 
 def symbols(obj, flags):
@@ -40,6 +51,26 @@ def symbols(obj, flags):
         parts = line.split(' ', 2)
         if len(parts) == 3:
             yield parts[1], parts[2]
+
+
+def level_problems(objects):
+    """Calls that reach code built for a higher instruction-set level than the caller's: a
+    symbol (inline and template code included) that only objects of higher levels define
+    runs their instructions on a CPU that may lack them."""
+    def level(obj):
+        m = LEVEL.search(obj)
+        return LEVEL_RANK.get(m.group(1), 0) if m else 0
+    lowest = {}  # symbol -> the lowest level that defines it
+    for obj, _, _ in objects:
+        for kind, name in symbols(obj, ['--defined-only', '-g']):
+            lowest[name] = min(lowest.get(name, 9), level(obj))
+    bad = set()
+    for obj, _, source in objects:
+        for kind, name in symbols(obj, ['-u']):
+            if kind == 'U' and lowest.get(name, 0) > level(obj) and not LEVEL_ENTRY.match(name):
+                bad.add(f'{source} (level {level(obj)}) calls {name}, defined only at level '
+                        f'{lowest[name]}')
+    return sorted(bad)
 
 
 def main():
@@ -67,6 +98,7 @@ def main():
            if (s, l) not in DEBTS]
     bad += [f'{s} no longer calls into {l}: delete its DEBTS line' for s, l in sorted(DEBTS)
             if (s, l) not in found]
+    bad += level_problems(objects)
     for line in bad:
         print(line)
     print(f'{len(objects)} objects: {len(found)} links point up the layers '

@@ -14,6 +14,12 @@ if [ -z "$ncu" ]; then
   echo "(no ncu here)"
   exit 0
 fi
+# The batch the first run was given (-b B), so that both tables time the same steps.
+batch=1
+while [ $# -gt 0 ]; do
+  case "$1" in -b | --batch) batch=$2; shift ;; esac
+  shift
+done
 $ncu --csv --metrics gpu__time_duration.sum --launch-count 1500 .gpu/bin/rlx bench-llm "$model" \
-  --device cuda -p 0 -n 6 -r 0 > /tmp/rlx-ncu.csv 2>/dev/null
+  --device cuda -p 0 -n 6 -r 0 -b "$batch" > /tmp/rlx-ncu.csv 2>/dev/null
 python3 tools/gpu/ncu_kernels.py /tmp/rlx-ncu.csv | head -30
