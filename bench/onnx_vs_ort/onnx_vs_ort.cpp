@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "rlx/cpu_isa.h"
 #include "rlx/onnx.h"
 #include "rlx/session.h"
 
@@ -156,8 +157,8 @@ int main(int argc, char** argv) {
   fs::path work = fs::temp_directory_path() / ("rlx-onnx-bench-" + std::to_string(::getpid()));
   std::printf(
       "rlx vs ONNX Runtime 1.30 (onnxruntime-node), %d threads each: the best of %d alternating "
-      "rounds of the median of %d runs\n",
-      threads, kRounds, runs);
+      "rounds of the median of %d runs; rlx's CPU kernels: %s\n",
+      threads, kRounds, runs, std::string(rlx::cpu_isa_name(rlx::cpu_isa())).c_str());
   std::printf("%-14s %12s %12s %10s\n", "model", "rlx ms", "ORT ms", "rlx/ORT");
   double log_sum = 0;
   int counted = 0;

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "rlx/cpu_isa.h"
 #include "rlx/cuda.h"
 #include "rlx/gguf.h"
 #include "rlx/npy.h"
@@ -243,9 +244,10 @@ int bench_llm_command(const LlmOptions& o) {
       if (r >= warm) tg.push_back(double(o.bench_gen * o.batch) / seconds_since(t0));
     }
   }
-  std::printf("model %s: %s, %.1f MiB of weights, %lld threads, %s, batch %lld\n", o.model.c_str(),
-              model->config().arch.c_str(), double(model->weight_bytes()) / (1 << 20),
-              (long long)o.threads, o.device.c_str(), (long long)o.batch);
+  std::printf("model %s: %s, %.1f MiB of weights, %lld threads, %s, batch %lld, CPU kernels %s\n",
+              o.model.c_str(), model->config().arch.c_str(),
+              double(model->weight_bytes()) / (1 << 20), (long long)o.threads, o.device.c_str(),
+              (long long)o.batch, std::string(cpu_isa_name(cpu_isa())).c_str());
   if (!pp.empty()) std::printf("pp%lld %.2f\n", (long long)o.bench_prompt, median(pp));
   if (!tg.empty()) std::printf("tg%lld %.2f\n", (long long)o.bench_gen, median(tg));
   double rss = peak_rss_mib();  // before the bandwidth probe's buffer
