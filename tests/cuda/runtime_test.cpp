@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "../../examples/custom_op/custom_op.h"
@@ -138,6 +139,11 @@ TEST(CudaRuntime, OutOfMemoryIsAnErrorTheProcessSurvives) {
   EXPECT_THROW(Tensor::empty(DType::f32, {int64_t(1) << 50}, Device::cuda()), OutOfMemory);
   Tensor ok = Tensor::full(DType::f32, {8}, 2).to(Device::cuda());
   EXPECT_EQ(values(ok), std::vector<double>(8, 2.0));
+  // The next graph compiles and runs.
+  Graph g("after_oom");
+  g.output(g.apply1("exp", {g.input("x", TensorType::parse("f32[8]"))}));
+  const std::vector<Tensor> y = Session(Device::cuda()).compile(g).run(std::vector<Tensor>{ok});
+  EXPECT_NEAR(values(y[0])[0], std::exp(2.0), 1e-5);
 }
 
 // example.masked_moments has only a CPU kernel: on cuda it takes the host path, and its

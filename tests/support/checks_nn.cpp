@@ -712,6 +712,11 @@ void embedding_checks(CheckTable& t) {
                   {random_tensor(table, {1000, 64}, ++seed),
                    random_tensor(DType::i32, {40, 50}, ++seed, 0, 999)},
                   {}, embedding_ref, "wide"));
+  OpCheck bad = ref_check("embedding", table,
+                          {random_tensor(table, {5, 4}, 9510), tensor_of(DType::i64, {2}, {1, 5})},
+                          {}, nullptr, "index out of range");
+  bad.error = "expected indices in [0, 5), got 5";
+  t.add(std::move(bad));
 }
 
 // ---- dropout -----------------------------------------------------------------------
@@ -850,6 +855,12 @@ void cross_entropy_checks(CheckTable& t) {
                   {random_tensor(DType::f32, {300, 1000}, 890, -6, 6),
                    random_tensor(DType::i64, {300}, 891, 0, 999)},
                   {}, cross_entropy_ref, "wide"));
+  OpCheck bad =
+      ref_check("cross_entropy", DType::f32,
+                {random_tensor(DType::f32, {2, 5}, 9511), tensor_of(DType::i64, {2}, {1, 7})}, {},
+                nullptr, "label out of range");
+  bad.error = "expected class labels in [0, 5)";
+  t.add(std::move(bad));
 }
 
 // w[row] * (softmax(x) - (1 - eps) onehot(y) - eps / C), 0 on ignored rows.
