@@ -4,6 +4,7 @@
 // (greedy, top-k, top-p, min-p, temperature, penalties, reproducibility). The inference
 // cases of the family (tests/support/cases_llm.cpp) run here too.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <bit>
 #include <cmath>
@@ -416,23 +417,32 @@ TEST(AttentionCached, SumsInLlamaCppsOrder) {
   // whose n_kv is 256 or the whole (odd) cache.
   const Case cases[] = {{1, 64, 300, 5},    {1, 64, 300, 270}, {1, 40, 256, 100}, {24, 64, 300, 0},
                         {20, 64, 300, 250}, {24, 40, 300, 3},  {3, 64, 256, 30}};
-  for (DType cache : {DType::f32, DType::f16})
-    for (const Case& k : cases) {
-      SCOPED_TRACE(str_cat(dtype_name(cache), " S ", k.s, " D ", k.d, " C ", k.c, " pos ", k.pos));
-      const int64_t H = 4, KVH = 2;
-      // Queries hold values of the cache's type (ggml rounds them to it first).
-      Tensor q = tensor_of(DType::f32, {1, k.s, H, k.d},
-                           values(random_tensor(cache, {1, k.s, H, k.d}, 40, -1, 1)));
-      Tensor kc = random_tensor(cache, {1, KVH, k.c, k.d}, 41, -1, 1);
-      Tensor vc = random_tensor(cache, {1, KVH, k.c, k.d}, 42, -1, 1);
-      const std::vector<double> got =
-          values(run_op("attention_cached", {q, kc, vc, i32({1}, {int32_t(k.pos)})})[0]);
-      const std::vector<float> want = ggml_attention(q, kc, vc, {k.pos}, form);
-      ASSERT_EQ(got.size(), want.size());
-      int64_t differ = 0;
-      for (size_t i = 0; i < got.size(); ++i) differ += float(got[i]) != want[i];
-      EXPECT_EQ(differ, 0) << "outputs not ggml's to the bit, of " << got.size();
-    }
+  // The kernel splits the rows into more tasks the more threads it has (one query row each
+  // at 16): every split keeps llama.cpp's order, whose n_kv is the whole batch's.
+  struct Restore {
+    int threads = omp_get_max_threads();
+    ~Restore() { omp_set_num_threads(threads); }
+  } restore;
+  for (int nt : {2, 16})
+    for (DType cache : {DType::f32, DType::f16})
+      for (const Case& k : cases) {
+        omp_set_num_threads(nt);
+        SCOPED_TRACE(str_cat(nt, " threads, ", dtype_name(cache), " S ", k.s, " D ", k.d, " C ",
+                             k.c, " pos ", k.pos));
+        const int64_t H = 4, KVH = 2;
+        // Queries hold values of the cache's type (ggml rounds them to it first).
+        Tensor q = tensor_of(DType::f32, {1, k.s, H, k.d},
+                             values(random_tensor(cache, {1, k.s, H, k.d}, 40, -1, 1)));
+        Tensor kc = random_tensor(cache, {1, KVH, k.c, k.d}, 41, -1, 1);
+        Tensor vc = random_tensor(cache, {1, KVH, k.c, k.d}, 42, -1, 1);
+        const std::vector<double> got =
+            values(run_op("attention_cached", {q, kc, vc, i32({1}, {int32_t(k.pos)})})[0]);
+        const std::vector<float> want = ggml_attention(q, kc, vc, {k.pos}, form);
+        ASSERT_EQ(got.size(), want.size());
+        int64_t differ = 0;
+        for (size_t i = 0; i < got.size(); ++i) differ += float(got[i]) != want[i];
+        EXPECT_EQ(differ, 0) << "outputs not ggml's to the bit, of " << got.size();
+      }
 }
 
 TEST(Swiglu, RoundsAsLlamaCpp) {

@@ -15,10 +15,14 @@ targets=(cuda_all_tests llm_cuda_test rlx-cli)
 bins=(tests/cuda_all_tests libs/llm/llm_cuda_test tools/rlx)
 # The CPU kernel levels' tests (tools/gpu/cpu_levels.sh): the GPU host's CPU may have the
 # AVX-512 level that the development machine lacks.
-for t in cpu_isa_test cpu_consistency_test ops_llm_ops_test cpu_region_jit_test ops_region_test; do
+# The tests of the ctest label `isa` (tests/CMakeLists.txt, libs/llm/CMakeLists.txt).
+for t in cpu_isa_test cpu_consistency_test ops_llm_ops_test cpu_region_jit_test ops_region_test \
+  frontend_quant_test runtime_session_test; do
   targets+=($t)
   bins+=(tests/$t)
 done
+targets+=(llm_model_test)
+bins+=(libs/llm/llm_model_test)
 if [ "$mode" != llm ]; then
   targets+=(rlx-bench-gpu rlx-bench-sparse-gpu)
   bins+=(bench/rlx-bench-gpu bench/rlx-bench-sparse-gpu)

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/../.."
 grep -m1 "model name" /proc/cpuinfo
 echo "flags: $(grep -o 'avx512[a-z_0-9]*\|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 for level in ${1:-baseline avx2 avx512}; do
-  for t in .gpu/bin/cpu_*_test .gpu/bin/ops_*_test; do  # what bundle.sh packed
+  for t in .gpu/bin/cpu_*_test .gpu/bin/ops_*_test .gpu/bin/frontend_quant_test \
+    .gpu/bin/runtime_session_test .gpu/bin/llm_model_test; do  # what bundle.sh packed
     r=$(sh tests/isa/run_level.sh $level timeout 300 $t --gtest_brief=1 2>&1 |
       grep -E "PASSED|FAILED|SKIP|rlx:" | tr '\n' ' ')
     echo "[$level $(basename $t)] $r"

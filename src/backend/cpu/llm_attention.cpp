@@ -602,9 +602,10 @@ inline void values_sgemm(const float* p, int64_t lp, int64_t n, const float* vt,
 // TK). Many rows (prefill) read keys and values widened or transposed once per task; a
 // few (decode) read them straight from the cache.
 template <class TK>
-void task_ggml(const Problem& pb, int64_t m, int64_t keys, const TK* kb, const TK* vb, Scratch& w) {
+void task_ggml(const Problem& pb, int64_t m, int64_t keys, int64_t n_kv, const TK* kb, const TK* vb,
+               Scratch& w) {
   constexpr bool half = !std::is_same_v<TK, float>;
-  const int64_t d = pb.d, n_kv = ggml_kv_view(keys, pb.c);
+  const int64_t d = pb.d;
   const bool rows2 = pb.s >= 2;  // sgemm's products (its conditions on the sizes, too)
   const bool sgemm_scores = half && rows2 && d % kGL == 0 && n_kv % 4 == 0;
   const bool sgemm_values = rows2 && n_kv % kGL == 0 && d % 4 == 0;
@@ -738,7 +739,9 @@ void run_task(const Problem& pb, int64_t task, const TQ* q, const TK* k, const T
 #if defined(__AVX2__) && defined(__FMA__)
   if constexpr (!std::is_same_v<TK, bf16_t>) {
     w.s.resize(size_t(m * ((keys + kGL - 1) / kGL * kGL)));
-    task_ggml(pb, m, keys, kb, vb, w);
+    // llama.cpp's n_kv covers the whole batch (its last position), not this task's rows:
+    // it decides which product (sgemm or vec_dot) and which tail the values take.
+    task_ggml(pb, m, keys, ggml_kv_view(p0 + pb.s, pb.c), kb, vb, w);
     return write_rows(pb, b, kh, s0, s1, w.o.data(), y);
   }
 #endif
