@@ -228,6 +228,7 @@ __device__ __forceinline__ void q8k_block(const float (&v)[8], int lane, int64_t
 
 // One warp per block of 32.
 __global__ void quantize_q8(const float* x, int64_t blocks, int8_t* xq, float* xd, float* xs) {
+  pdl_wait();
   pdl_trigger();  // the matvec may start (and prefetch its weights)
   const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   if (b < blocks) q8_block(x[b * 32 + threadIdx.x % 32], int(threadIdx.x % 32), b, xq, xd, xs);
@@ -235,6 +236,7 @@ __global__ void quantize_q8(const float* x, int64_t blocks, int8_t* xq, float* x
 
 // One warp per block of 256.
 __global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* xd) {
+  pdl_wait();
   pdl_trigger();
   const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x % 32;
@@ -245,40 +247,98 @@ __global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* 
   q8k_block(v, lane, b, xq, xd);
 }
 
+// Block b of 32 values held by 4 lanes (part = lane % 4, values 8 part .. 8 part + 7):
+// q8_block's float operations on the same values (the same bytes and scales), with two
+// shuffles a reduction instead of five. Every lane of the warp calls it; `live` ones store.
+__device__ __forceinline__ void q8_block4(const float (&v)[8], int part, bool live, int64_t b,
+                                          int8_t* xq, float* xd, float* xs) {
+  float amax = 0;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
+  const float d = amax / 127.f, id = amax != 0 ? 127.f / amax : 0.f;
+  int sum = 0;
+  uint32_t word[2] = {};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int q = __float2int_rn(v[j] * id);
+    sum += q;
+    word[j / 4] |= uint32_t(q & 0xff) << (8 * (j % 4));
+  }
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  if (!live) return;
+  *reinterpret_cast<uint2*>(xq + b * 32 + 8 * part) = make_uint2(word[0], word[1]);
+  if (part == 0) {
+    xd[b] = round_half(d);
+    xs[b] = round_half(d * float(sum));
+  }
+}
+
 constexpr int kNormThreads = 256;
 
 // fused_quant_matmul's rms_norm and the quantization in one kernel, a block per row of x
-// [m, k]: the row's sum of squares, then its blocks of kBlk as the kernels above take
-// them, each value x * inv * g as the rms_norm kernel computes it (nn.cu's norm_rows).
+// [m, k]: the row's sum of squares, then its blocks of kBlk as the kernels above take them
+// (one of 32 a 4 lanes, one of 256 a warp), each value x * inv * g as the rms_norm kernel
+// computes it (nn.cu's norm_rows).
 template <int kBlk>
 __global__ void __launch_bounds__(kNormThreads)
     quantize_norm(const float* x, const float* g, float eps, int64_t k, int8_t* xq, float* xd,
                   float* xs) {
+  pdl_wait();
   pdl_trigger();
   __shared__ float part[kNormThreads / 32];
-  const int64_t r = blockIdx.x;
-  const int t = threadIdx.x, warp = t / 32, lane = t % 32;
+  const int t = int(threadIdx.x), warp = t / 32, lane = t % 32;
+  const int64_t r = blockIdx.x, nb = k / kBlk;
   const float* xr = x + r * k;
+  // 16-byte loads where both rows allow them (k is a multiple of 32).
+  const bool vec =
+      reinterpret_cast<uintptr_t>(xr) % 16 == 0 && reinterpret_cast<uintptr_t>(g) % 16 == 0;
   float ss = 0;
-  for (int64_t i = t; i < k; i += kNormThreads) ss += xr[i] * xr[i];
+  if (vec)
+    for (int64_t i = t; i < k / 4; i += kNormThreads) {
+      const float4 v = reinterpret_cast<const float4*>(xr)[i];
+      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  else
+    for (int64_t i = t; i < k; i += kNormThreads) ss += xr[i] * xr[i];
   for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (lane == 0) part[warp] = ss;
   __syncthreads();
   ss = 0;
   for (int w = 0; w < kNormThreads / 32; ++w) ss += part[w];
   const float inv = 1.f / sqrtf(ss / float(k) + eps);
-  const int64_t nb = k / kBlk;
-  for (int64_t b = warp; b < nb; b += kNormThreads / 32) {
-    if constexpr (kBlk == 32) {
-      const int64_t i = b * 32 + lane;
-      q8_block(xr[i] * inv * g[i], lane, r * nb + b, xq, xd, xs);
+  // The 8 values from i, normalised.
+  auto load8 = [&](int64_t i, float(&v)[8]) {
+    float s[8];
+    if (vec) {
+      const float4 a = *reinterpret_cast<const float4*>(xr + i);
+      const float4 b = *reinterpret_cast<const float4*>(xr + i + 4);
+      const float4 c = *reinterpret_cast<const float4*>(g + i);
+      const float4 e = *reinterpret_cast<const float4*>(g + i + 4);
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+      v[7] = b.w;
+      s[0] = c.x, s[1] = c.y, s[2] = c.z, s[3] = c.w, s[4] = e.x, s[5] = e.y, s[6] = e.z,
+      s[7] = e.w;
     } else {
-      float v[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        const int64_t i = b * 256 + lane * 8 + j;
-        v[j] = xr[i] * inv * g[i];
-      }
+      for (int j = 0; j < 8; ++j) v[j] = xr[i + j], s[j] = g[i + j];
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = v[j] * inv * s[j];
+  };
+  if constexpr (kBlk == 32) {
+    for (int64_t b0 = 0; b0 < nb; b0 += kNormThreads / 4) {  // the same trip count in every lane
+      const int64_t b = b0 + t / 4;
+      float v[8] = {};
+      if (b < nb) load8(b * 32 + 8 * (t % 4), v);
+      q8_block4(v, t % 4, b < nb, r * nb + b, xq, xd, xs);
+    }
+  } else {
+    for (int64_t b = warp; b < nb; b += kNormThreads / 32) {
+      float v[8];
+      load8(b * 256 + 8 * lane, v);
       q8k_block(v, lane, r * nb + b, xq, xd);
     }
   }
@@ -309,14 +369,17 @@ Act quantize_act(const Tensor& x, DType wt, int64_t m, int64_t k, cudaStream_t s
   if (blocks == 0) return a;
   const auto* xp = static_cast<const float*>(x.data());
   const unsigned grid = unsigned((blocks * 32 + kThreads - 1) / kThreads);  // a warp a block
+  // Programmatically dependent, as the products: launched while the kernel before finishes.
   if (g && a.blk == 256)
-    quantize_norm<256><<<unsigned(m), kNormThreads, 0, s>>>(xp, g, float(eps), k, q, d, sums);
+    launch_pdl(quantize_norm<256>, unsigned(m), kNormThreads, 0, s, xp, g, float(eps), k, q, d,
+               sums);
   else if (g)
-    quantize_norm<32><<<unsigned(m), kNormThreads, 0, s>>>(xp, g, float(eps), k, q, d, sums);
+    launch_pdl(quantize_norm<32>, unsigned(m), kNormThreads, 0, s, xp, g, float(eps), k, q, d,
+               sums);
   else if (a.blk == 256)
-    quantize_q8k<<<grid, kThreads, 0, s>>>(xp, blocks, q, d);
+    launch_pdl(quantize_q8k, grid, kThreads, 0, s, xp, blocks, q, d);
   else
-    quantize_q8<<<grid, kThreads, 0, s>>>(xp, blocks, q, d, sums);
+    launch_pdl(quantize_q8, grid, kThreads, 0, s, xp, blocks, q, d, sums);
   RLX_CUDA_LAUNCHED("quant_matmul: activations");
   return a;
 }
@@ -448,7 +511,7 @@ __global__ void __launch_bounds__(32 * kWarps)
 // (q8_0's 34, q6_k's 210), each load touching many lines, and with several activation rows
 // each lane loads every row's 16 bytes again for each weight row. qmma stages instead: a
 // thread block takes 8 weight rows (the n of m16n8k16 int8 products, the activation rows
-// being its m, rows 8-15 zero) and its 4 warps take turns over k in stages of kStageValues
+// being its m, rows 8-15 zero) and its warps take turns over k in stages of kStageValues
 // values. A warp copies a stage of the 8 weight rows (each from the 16-byte segment it starts
 // in) and of the activation rows with their block scales into shared memory with cp.async,
 // the next stage's copy in flight while it multiplies this one. Its lanes unpack the stage's
@@ -458,6 +521,9 @@ __global__ void __launch_bounds__(32 * kWarps)
 // groups' products times their integer scales in int32 and scales once, as ggml's dots do.
 constexpr int kTileRows = 8;
 constexpr int kStageValues = 256;
+// Warps of a qmma block: 8 stream more at once than 4 (more stages in flight an SM; 1.1 B
+// q4_k batch-8 decode, bench/RESULTS.md "fewer kernels between the products").
+constexpr int kQmmaWarps = 8;
 
 template <DType T>
 struct Stage {
@@ -481,16 +547,16 @@ struct Stage {
   // A block's shared memory: each warp's two buffers, its stage's groups unpacked with
   // their scales (D, M a block; K-quants: sc and mn a group as two int16), the warps' sums.
   struct Smem {
-    Buf buf[kWarps][2];
-    int8_t units[kWarps][kTileRows][kRow];
-    float D[kWarps][kTileRows][kBlocks], M[kWarps][kTileRows][kBlocks];
-    int scm[kWarps][kTileRows][kGroups];
-    float part[kWarps][32][2];
+    Buf buf[kQmmaWarps][2];
+    int8_t units[kQmmaWarps][kTileRows][kRow];
+    float D[kQmmaWarps][kTileRows][kBlocks], M[kQmmaWarps][kTileRows][kBlocks];
+    int scm[kQmmaWarps][kTileRows][kGroups];
+    float part[kQmmaWarps][32][2];
   };
 };
 
 template <DType T>
-__global__ void __launch_bounds__(32 * kWarps)
+__global__ void __launch_bounds__(32 * kQmmaWarps)
     qmma(const uint8_t* w, int64_t n, int64_t k, const int8_t* xq, const float* xd, const float* xs,
          int64_t m, Out y) {
   using B = Blocks<T>;
@@ -572,10 +638,10 @@ __global__ void __launch_bounds__(32 * kWarps)
   const uint8_t* wrow = row_of(g);  // the row this lane unpacks
   float acc[2] = {};
   auto& units = sm.units[warp];
-  for (int b = 0; st < stages; st += kWarps, b ^= 1) {
-    if (st + kWarps < stages) {
-      issue_w(st + kWarps, b ^ 1);
-      issue_x(st + kWarps, b ^ 1);
+  for (int b = 0; st < stages; st += kQmmaWarps, b ^= 1) {
+    if (st + kQmmaWarps < stages) {
+      issue_w(st + kQmmaWarps, b ^ 1);
+      issue_x(st + kQmmaWarps, b ^ 1);
     }
     cp_async_commit();  // (maybe empty) so that the wait below is "all but the newest"
     cp_async_wait_prior();
@@ -656,7 +722,7 @@ __global__ void __launch_bounds__(32 * kWarps)
 #pragma unroll
   for (int j = 0; j < 2; ++j) {
     v[j] = 0;
-    for (int w4 = 0; w4 < kWarps; ++w4) v[j] += part[w4][lane][j];
+    for (int w4 = 0; w4 < kQmmaWarps; ++w4) v[j] += part[w4][lane][j];
   }
   const int64_t xr = r0 + g;
   if (y.swiglu) {  // tile rows 2 q, 2 q + 1: the gate and up rows of column q
@@ -907,10 +973,11 @@ void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, 
     constexpr int MR = decltype(mr)::value;
     const dim3 grid(unsigned((outs + per_block - 1) / per_block), unsigned((m + MR - 1) / MR));
     if (is_quantized(wt)) {
-      Act a = quantize_act(x, wt, m, k, s, g.defined() ? g.data_as<float>() : nullptr, eps);
+      const float* gp = g.defined() ? g.data_as<float>() : nullptr;
       visit_quant(wt, [&](auto t) {
         constexpr DType T = decltype(t)::value;
         if (use_qmma(m, k)) {
+          const Act a = quantize_act(x, wt, m, k, s, gp, eps);
           const int64_t per_tile = yp.swiglu ? kTileRows / 2 : kTileRows;  // outputs a block
           const dim3 tiles(unsigned((outs + per_tile - 1) / per_tile),
                            unsigned((m + kTileRows - 1) / kTileRows));
@@ -921,10 +988,12 @@ void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, 
             return true;
           }();
           (void)sized;
-          launch_pdl(qmma<T>, tiles, 32 * kWarps, bytes, s, wp, n, k, a.q, a.d, a.s, m, yp);
-        } else
-          launch_pdl(qmatvec<T, MR, kQuantDepth<T>>, grid, 32 * kWarps, 0, s, wp, n, k, a.q, a.d,
-                     a.s, m, yp, split);
+          launch_pdl(qmma<T>, tiles, 32 * kQmmaWarps, bytes, s, wp, n, k, a.q, a.d, a.s, m, yp);
+          return;
+        }
+        const Act a = quantize_act(x, wt, m, k, s, gp, eps);
+        launch_pdl(qmatvec<T, MR, kQuantDepth<T>>, grid, 32 * kWarps, 0, s, wp, n, k, a.q, a.d, a.s,
+                   m, yp, split);
       });
     } else if (wt == DType::f16) {
       launch_pdl(fmatvec<__half, MR>, grid, 32 * kWarps, 0, s, reinterpret_cast<const __half*>(wp),
@@ -1064,16 +1133,12 @@ void register_quant(KernelRegistry& r) {
   });
   add_kernel(r, "quant_matmul", quant_matmul_kernel,
              [](const KernelQuery& q) { return product_supported(q, 1); });
-  // The norm with quantized weights runs in the activations' quantizer (quantize_norm) for
-  // the K-quants unless settings().decode_fusions is off (then rms_norm runs first). The
-  // 32-value types keep the rms_norm kernel: quantize_norm takes a row in one thread block,
-  // where quantize_q8 spreads its blocks over many, and q8_0 decode measured slower fused
-  // (bench/RESULTS.md, "LLM on the GPU", 2026-12-06).
+  // The norm with quantized weights runs in the activations' quantizer (quantize_norm)
+  // unless settings().decode_fusions is off (then rms_norm runs first).
   add_kernel(r, "fused_quant_matmul", fused_quant_matmul_kernel, [](const KernelQuery& q) {
     const bool norm = q.attrs.get_string("norm") == "rms_norm";
     const DType w = q.inputs[norm ? 2 : 1].dtype;
-    if (norm && is_quantized(w) && (!settings().decode_fusions || dtype_block(w) != quant::kQK_K))
-      return false;
+    if (norm && is_quantized(w) && !settings().decode_fusions) return false;
     return product_supported(q, norm ? 2 : 1);
   });
 }
