@@ -399,8 +399,8 @@ TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnCuda) {
       return a=%1, b=%2
     })",
               "", test::on_device(Device::cuda(), cuda));
-  // Quantized weights: the swiglu joins; the norm too with settings().decode_fusions for the
-  // K-quants (it runs in the activations' quantizer); the 32-value types keep rms_norm.
+  // Quantized weights: the swiglu joins; the norm too with settings().decode_fusions (it
+  // runs in the activations' quantizer), for the 32-value types as for the K-quants.
   test::PassCheckOptions o = test::on_device(Device::cuda(), cuda);
   o.compare_outputs = false;  // (no random values for quantized params)
   const char* unfused = R"(
@@ -430,7 +430,7 @@ TEST(MatmulFusion, QuantNormAndSwigluJoinTheProductOnCuda) {
   for (bool fusions : {false, true})
     for (const char* wt : {"q8_0", "q4_k"}) {
       settings().decode_fusions = fusions;
-      const bool joined = fusions && std::string(wt) == "q4_k";
+      const bool joined = fusions;
       SCOPED_TRACE(str_cat(wt, fusions ? ", fusions" : ", no fusions"));
       expect_pass("matmul_fusion", typed(unfused, wt), typed(joined ? norm_joined : norm_apart, wt),
                   o);

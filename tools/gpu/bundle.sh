@@ -13,9 +13,8 @@ build=${1:-build}
 mode=${2:-all}
 targets=(cuda_all_tests llm_cuda_test rlx-cli)
 bins=(tests/cuda_all_tests libs/llm/llm_cuda_test tools/rlx)
-# The CPU kernel levels' tests (tools/gpu/cpu_levels.sh): the GPU host's CPU may have the
-# AVX-512 level that the development machine lacks.
-# The tests of the ctest label `isa` (tests/CMakeLists.txt, libs/llm/CMakeLists.txt).
+# The CPU kernel levels' tests, those of the ctest label `isa` (tools/gpu/cpu_levels.sh): the
+# GPU host's CPU may have the AVX-512 level that the development machine lacks.
 for t in cpu_isa_test cpu_consistency_test ops_llm_ops_test cpu_region_jit_test ops_region_test \
   frontend_quant_test runtime_session_test; do
   targets+=($t)
