@@ -46,15 +46,38 @@ std::vector<CpuIsa> cpu_isas_built() {
 #endif
 }
 
+namespace {
+
+// The x86-64 levels by their features, in names both g++ and clang accept (clang 14 knows
+// neither "x86-64-v3" nor "f16c"; every CPU with AVX2, FMA and BMI2 has F16C, LZCNT and
+// MOVBE). The runtime's checks (libgcc, compiler-rt) include the OS's: AVX and AVX-512
+// state saved by XSAVE (XCR0).
+bool has_v2() {
+  return __builtin_cpu_supports("popcnt") && __builtin_cpu_supports("sse3") &&
+         __builtin_cpu_supports("ssse3") && __builtin_cpu_supports("sse4.1") &&
+         __builtin_cpu_supports("sse4.2");
+}
+bool has_v3() {
+  return has_v2() && __builtin_cpu_supports("avx") && __builtin_cpu_supports("avx2") &&
+         __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") &&
+         __builtin_cpu_supports("fma");
+}
+bool has_v4_vnni() {
+  return has_v3() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni");
+}
+
+}  // namespace
+
 bool cpu_isa_supported(CpuIsa isa) {
-  // libgcc's checks include the OS's: AVX and AVX-512 state saved by XSAVE (XCR0).
   switch (isa) {
     case CpuIsa::baseline:
-      return __builtin_cpu_supports("x86-64-v2");
+      return has_v2();
     case CpuIsa::avx2:
-      return __builtin_cpu_supports("x86-64-v3");
+      return has_v3();
     case CpuIsa::avx512:
-      return __builtin_cpu_supports("x86-64-v4") && __builtin_cpu_supports("avx512vnni");
+      return has_v4_vnni();
     case CpuIsa::native:
       return true;  // built for this machine (-march)
   }
