@@ -296,10 +296,11 @@ Tokenizer::Tokenizer(VocabData d) : impl_(std::make_unique<Impl>()) {
     // With several candidates llama.cpp takes the first in its unordered_map's iteration
     // order; to_id is built the same way (no reserve, inserts in id order), so under
     // libstdc++ the choice is the same (e.g. Llama 3's <|end_of_text|> over <|eot_id|>).
-    for (const auto& [text, id] : m.to_id) {
+    for (const auto& entry : m.to_id) {  // (clang 14 captures no structured binding)
+      const auto& text = entry.first;
       if (std::find_if(std::begin(kEotTexts), std::end(kEotTexts),
                        [&](const char* s) { return text == s; }) != std::end(kEotTexts)) {
-        m.eot = id;
+        m.eot = entry.second;
         break;
       }
     }
