@@ -9,6 +9,7 @@
 #include <atomic>
 #include <thread>
 
+#include "rlx/cuda.h"
 #include "rlx/rlx.h"
 
 namespace rlx {
@@ -298,8 +299,11 @@ TEST(SessionThreads, ARunGivesTheCallersThreadCountBack) {
   EXPECT_EQ(omp_get_max_threads(), 3);
 }
 
+// A CUDA device past the last one present: an error on every host (with or without a GPU,
+// with or without the CUDA backend built in).
 TEST(SessionDevice, UnsupportedDeviceIsAnError) {
-  EXPECT_THROW(Session(Device::cuda(0)), NotSupported);
+  EXPECT_THROW(Session(Device::cuda(cuda::device_count())), NotSupported);
+  EXPECT_THROW(Session(Device::cuda(-1)), NotSupported);
 }
 
 }  // namespace

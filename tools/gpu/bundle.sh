@@ -39,6 +39,9 @@ cmake --build "$build" --target "${targets[@]}"
 nvcc -O3 -arch=sm_90 -std=c++20 -Isrc -Iinclude tools/gpu/matvec_probe.cu -lcublas \
   -o .gpuz/matvec_probe
 rm -rf .gpu
+# Where the tests look for their reference scripts (compiled-in absolute paths under this
+# tree): tools/gpu/cpu_levels.sh points that path at the GPU machine's copy.
+pwd > .gpuz/source_dir
 ../shared/tools/gpu-bundle .gpu "${bins[@]/#/$build/}"
 strip .gpu/bin/*
 # A dictionary larger than the tar: the binaries share most of librlx, which then

@@ -5,13 +5,19 @@
 cd "$(dirname "$0")/../.."
 [ -d .gpu ] || tar -xJf .gpuz/gpu.tar.xz || exit 1
 . .gpu/env.sh || exit 1
+# The tests run reference scripts (python3 + NumPy) from the development tree's absolute
+# paths: where this machine lacks that path, it is this copy.
+src=$(cat .gpuz/source_dir 2>/dev/null)
+if [ -n "$src" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
+# And with a python3 that has NumPy: this machine's /usr/bin/python3 may lack it.
+/usr/bin/python3 -c "import numpy" 2>/dev/null || export RLX_TEST_PYTHON=$(command -v python3)
 grep -m1 "model name" /proc/cpuinfo
 echo "flags: $(grep -o 'avx512[a-z_0-9]*\|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 for level in ${1:-baseline avx2 avx512}; do
   for t in .gpu/bin/cpu_*_test .gpu/bin/ops_*_test .gpu/bin/frontend_quant_test \
     .gpu/bin/runtime_session_test .gpu/bin/llm_model_test; do  # what bundle.sh packed
-    r=$(sh tests/isa/run_level.sh $level timeout 300 $t --gtest_brief=1 2>&1 |
-      grep -E "PASSED|FAILED|SKIP|rlx:" | tr '\n' ' ')
-    echo "[$level $(basename $t)] $r"
+    log=${OUT:-/tmp}/levels_${level}_$(basename $t).log  # the whole output, for failures
+    sh tests/isa/run_level.sh $level timeout 300 $t --gtest_brief=1 > $log 2>&1
+    echo "[$level $(basename $t)] $(grep -E "PASSED|FAILED|SKIP|rlx:" $log | cut -c1-200 | tr '\n' ' ')"
   done
 done

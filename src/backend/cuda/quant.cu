@@ -281,66 +281,82 @@ constexpr int kNormThreads = 256;
 // fused_quant_matmul's rms_norm and the quantization in one kernel, a block per row of x
 // [m, k]: the row's sum of squares, then its blocks of kBlk as the kernels above take them
 // (one of 32 a 4 lanes, one of 256 a warp), each value x * inv * g as the rms_norm kernel
-// computes it (nn.cu's norm_rows).
+// computes it (nn.cu's norm_rows). A pass takes 8 values a thread (thread t values 8 t ..
+// 8 t + 7: its lanes' blocks); the first kHeld passes' values stay in registers between the
+// sum and the quantization, and their scales g (weights, which no kernel before writes)
+// are loaded before the dependency wait.
 template <int kBlk>
 __global__ void __launch_bounds__(kNormThreads)
     quantize_norm(const float* x, const float* g, float eps, int64_t k, int8_t* xq, float* xd,
                   float* xs) {
-  pdl_wait();
-  pdl_trigger();
+  constexpr int kPass = 8 * kNormThreads, kHeld = 4;
   __shared__ float part[kNormThreads / 32];
   const int t = int(threadIdx.x), warp = t / 32, lane = t % 32;
-  const int64_t r = blockIdx.x, nb = k / kBlk;
+  const int64_t r = blockIdx.x, nb = k / kBlk, passes = (k + kPass - 1) / kPass;
   const float* xr = x + r * k;
   // 16-byte loads where both rows allow them (k is a multiple of 32).
   const bool vec =
       reinterpret_cast<uintptr_t>(xr) % 16 == 0 && reinterpret_cast<uintptr_t>(g) % 16 == 0;
-  float ss = 0;
-  if (vec)
-    for (int64_t i = t; i < k / 4; i += kNormThreads) {
-      const float4 v = reinterpret_cast<const float4*>(xr)[i];
-      ss += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+  // The 8 values of pass c from row p (zeros past k: k is a multiple of 32).
+  auto load8 = [&](const float* p, int64_t c, float(&v)[8]) {
+    const int64_t i = c * kPass + 8 * t;
+    if (i >= k) {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = 0;
+    } else if (vec) {
+      const float4 a = *reinterpret_cast<const float4*>(p + i);
+      const float4 b = *reinterpret_cast<const float4*>(p + i + 4);
+      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
+      v[7] = b.w;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = p[i + j];
     }
-  else
-    for (int64_t i = t; i < k; i += kNormThreads) ss += xr[i] * xr[i];
+  };
+  float xv[kHeld][8], gv[kHeld][8];
+#pragma unroll
+  for (int c = 0; c < kHeld; ++c)
+    if (c < passes) load8(g, c, gv[c]);
+  pdl_wait();
+  pdl_trigger();
+  float ss = 0;
+#pragma unroll
+  for (int c = 0; c < kHeld; ++c)
+    if (c < passes) {
+      load8(xr, c, xv[c]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) ss += xv[c][j] * xv[c][j];
+    }
+  for (int64_t c = kHeld; c < passes; ++c) {
+    float v[8];
+    load8(xr, c, v);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
+  }
   for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (lane == 0) part[warp] = ss;
   __syncthreads();
   ss = 0;
   for (int w = 0; w < kNormThreads / 32; ++w) ss += part[w];
   const float inv = 1.f / sqrtf(ss / float(k) + eps);
-  // The 8 values from i, normalised.
-  auto load8 = [&](int64_t i, float(&v)[8]) {
-    float s[8];
-    if (vec) {
-      const float4 a = *reinterpret_cast<const float4*>(xr + i);
-      const float4 b = *reinterpret_cast<const float4*>(xr + i + 4);
-      const float4 c = *reinterpret_cast<const float4*>(g + i);
-      const float4 e = *reinterpret_cast<const float4*>(g + i + 4);
-      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
-      v[7] = b.w;
-      s[0] = c.x, s[1] = c.y, s[2] = c.z, s[3] = c.w, s[4] = e.x, s[5] = e.y, s[6] = e.z,
-      s[7] = e.w;
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = xr[i + j], s[j] = g[i + j];
-    }
+  // Pass c's values, normalised in v, into their blocks (every lane calls: the shuffles).
+  auto quantize = [&](int64_t c, float(&v)[8], const float(&s)[8]) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) v[j] = v[j] * inv * s[j];
+    const int64_t i = c * kPass + 8 * t;
+    if constexpr (kBlk == 32)
+      q8_block4(v, t % 4, i < k, r * nb + i / 32, xq, xd, xs);
+    else if (c * kPass + 256 * warp < k)  // the warp's block is in the row
+      q8k_block(v, lane, r * nb + i / 256, xq, xd);
   };
-  if constexpr (kBlk == 32) {
-    for (int64_t b0 = 0; b0 < nb; b0 += kNormThreads / 4) {  // the same trip count in every lane
-      const int64_t b = b0 + t / 4;
-      float v[8] = {};
-      if (b < nb) load8(b * 32 + 8 * (t % 4), v);
-      q8_block4(v, t % 4, b < nb, r * nb + b, xq, xd, xs);
-    }
-  } else {
-    for (int64_t b = warp; b < nb; b += kNormThreads / 32) {
-      float v[8];
-      load8(b * 256 + 8 * lane, v);
-      q8k_block(v, lane, r * nb + b, xq, xd);
-    }
+#pragma unroll
+  for (int c = 0; c < kHeld; ++c)
+    if (c < passes) quantize(c, xv[c], gv[c]);
+  for (int64_t c = kHeld; c < passes; ++c) {
+    float v[8], s[8];
+    load8(xr, c, v);
+    load8(g, c, s);
+    quantize(c, v, s);
   }
 }
 
@@ -544,10 +560,12 @@ struct Stage {
     float d[kTileRows][kBlocks];  // the activation blocks' scales (d_x)
     float s[kTileRows][kBlocks];  // and sums (blocks of 32 with minimums)
   };
-  // A block's shared memory: each warp's two buffers, its stage's groups unpacked with
-  // their scales (D, M a block; K-quants: sc and mn a group as two int16), the warps' sums.
+  // A block's shared memory: each warp's buffers (two: the next stage's copy in flight; one
+  // where no warp takes a second stage), its stage's groups unpacked with their scales (D, M
+  // a block; K-quants: sc and mn a group as two int16), the warps' sums.
+  template <int kBufs>
   struct Smem {
-    Buf buf[kQmmaWarps][2];
+    Buf buf[kQmmaWarps][kBufs];
     int8_t units[kQmmaWarps][kTileRows][kRow];
     float D[kQmmaWarps][kTileRows][kBlocks], M[kQmmaWarps][kTileRows][kBlocks];
     int scm[kQmmaWarps][kTileRows][kGroups];
@@ -555,7 +573,9 @@ struct Stage {
   };
 };
 
-template <DType T>
+// kBufs = 1 (launch_qmma's choice where every warp takes at most one stage) leaves room for
+// more blocks an SM.
+template <DType T, int kBufs>
 __global__ void __launch_bounds__(32 * kQmmaWarps)
     qmma(const uint8_t* w, int64_t n, int64_t k, const int8_t* xq, const float* xd, const float* xs,
          int64_t m, Out y) {
@@ -564,7 +584,7 @@ __global__ void __launch_bounds__(32 * kQmmaWarps)
   constexpr bool kK = S::kK;
   constexpr int per = B::kValues / 16;  // groups a block
   extern __shared__ __align__(16) uint8_t smem[];
-  auto& sm = *reinterpret_cast<typename S::Smem*>(smem);
+  auto& sm = *reinterpret_cast<typename S::template Smem<kBufs>*>(smem);
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, q = lane % 4;
   const int64_t nb = k / B::kValues, row_bytes = nb * B::kBytes;
   const int64_t stages = (nb + S::kBlocks - 1) / S::kBlocks, xblocks = k / (kK ? 256 : 32);
@@ -638,8 +658,8 @@ __global__ void __launch_bounds__(32 * kQmmaWarps)
   const uint8_t* wrow = row_of(g);  // the row this lane unpacks
   float acc[2] = {};
   auto& units = sm.units[warp];
-  for (int b = 0; st < stages; st += kQmmaWarps, b ^= 1) {
-    if (st + kQmmaWarps < stages) {
+  for (int b = 0; st < stages; st += kQmmaWarps, b ^= kBufs - 1) {
+    if (kBufs == 2 && st + kQmmaWarps < stages) {
       issue_w(st + kQmmaWarps, b ^ 1);
       issue_x(st + kQmmaWarps, b ^ 1);
     }
@@ -934,6 +954,29 @@ bool use_qmma(int64_t m, int64_t k) {
   return how == "mma" || m >= kQmmaRows;
 }
 
+// qmma over the tiles, with one stage buffer a warp where no warp takes two stages (k of
+// at most kQmmaWarps stages: 2048 values).
+template <DType T>
+void launch_qmma(dim3 tiles, int64_t k, cudaStream_t s, const uint8_t* wp, int64_t n, const Act& a,
+                 int64_t m, Out yp) {
+  auto go = [&](auto bufs) {
+    constexpr int kBufs = decltype(bufs)::value;
+    constexpr size_t bytes = sizeof(typename Stage<T>::template Smem<kBufs>);
+    static const bool sized = [] {  // past the 48 KiB a launch gets unasked
+      RLX_CUDA(cudaFuncSetAttribute(qmma<T, kBufs>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    int(bytes)));
+      return true;
+    }();
+    (void)sized;
+    launch_pdl(qmma<T, kBufs>, tiles, 32 * kQmmaWarps, bytes, s, wp, n, k, a.q, a.d, a.s, m, yp);
+  };
+  const int64_t stages = (k + kStageValues - 1) / kStageValues;
+  if (stages <= kQmmaWarps)
+    go(std::integral_constant<int, 1>{});
+  else
+    go(std::integral_constant<int, 2>{});
+}
+
 // Warps per weight row (Share): doubled while the product's warps still fit the device in
 // one round of its resident warps and each share keeps `least` or more of k (float rows:
 // 2048 values; quantized ones, whose lanes take 16 values a group, 512 and at most 2 warps);
@@ -981,14 +1024,7 @@ void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, 
           const int64_t per_tile = yp.swiglu ? kTileRows / 2 : kTileRows;  // outputs a block
           const dim3 tiles(unsigned((outs + per_tile - 1) / per_tile),
                            unsigned((m + kTileRows - 1) / kTileRows));
-          constexpr size_t bytes = sizeof(typename Stage<T>::Smem);
-          static const bool sized = [] {  // past the 48 KiB a launch gets unasked
-            RLX_CUDA(cudaFuncSetAttribute(qmma<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                          int(bytes)));
-            return true;
-          }();
-          (void)sized;
-          launch_pdl(qmma<T>, tiles, 32 * kQmmaWarps, bytes, s, wp, n, k, a.q, a.d, a.s, m, yp);
+          launch_qmma<T>(tiles, k, s, wp, n, a, m, yp);
           return;
         }
         const Act a = quantize_act(x, wt, m, k, s, gp, eps);
