@@ -37,7 +37,7 @@
     "CPU kernels' instruction-set level: auto (the best this CPU has), baseline, avx2 or "         \
     "avx512; read at the first CPU compile")                                                       \
   X(bool, region_jit, "RLX_REGION_JIT", true,                                                      \
-    "CPU: compile fused elementwise regions to AVX-512 code (where the CPU has it)")               \
+    "CPU: compile fused elementwise regions to machine code (AVX-512 or AVX2)")                    \
   X(int64_t, qmm_gemm_rows, "RLX_QMM_GEMM_ROWS", 0,                                                \
     "CPU quant_matmul: rows from which a many-row path serves (0: the defaults, 32, decoded "      \
     "panels of q5_0 / q8_0 from 256; with AMX 96 for the K-quants, 160 for q8_0, 256 for the "     \

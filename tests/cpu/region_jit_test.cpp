@@ -1,29 +1,33 @@
 // Generated code for runs of fused region steps (src/backend/cpu/region_jit.h): every op
-// against the interpreter's functors on special values, the streaming variant, register
-// pressure, and whole regions (outputs read twice, scalars, a body output in the middle of
-// a run) against the unfused graph. Hosts without AVX-512 get no code: those tests skip
-// with a message.
+// against the level's own kernels (the interpreter's functors: the same bits on full vectors,
+// the last partial vector within the kernels' scalar-tail bounds) on special and random
+// values, tails of every length, the streaming variant, register pressure (constants read
+// from memory), and whole regions against the unfused graph and against the interpreter.
+// The code is AVX-512 or AVX2, the level in use (RLX_CPU_ISA); at the baseline level there
+// is none and those tests skip, saying so.
 #include "backend/cpu/region_jit.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 
-#include "backend/cpu/elementwise_math.h"
 #include "backend/cpu/elementwise_ops.h"
+#include "rlx/cpu_isa.h"
 #include "rlx/rlx.h"
 #include "rlx/session.h"
+#include "rlx/settings.h"
 
 namespace rlx {
 namespace {
 
 namespace jit = cpu::jit;
 namespace ewop = cpu::ewop;
-namespace fm = cpu::fm;
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -32,71 +36,202 @@ bool same_bits(float a, float b) {
   return std::memcmp(&a, &b, 4) == 0 || (std::isnan(a) && std::isnan(b));
 }
 
-// What the interpreter computes for op on (a, b).
-float reference(const std::string& op, float a, float b) {
-  if (op == "add") return a + b;
-  if (op == "sub") return a - b;
-  if (op == "mul") return a * b;
-  if (op == "div") return a / b;
-  if (op == "max") return ewop::Max{}(a, b);
-  if (op == "min") return ewop::Min{}(a, b);
-  if (op == "neg") return -a;
-  if (op == "abs") return std::fabs(a);
-  if (op == "square") return a * a;
-  if (op == "relu") return ewop::Relu{}(a);
-  if (op == "sqrt") return std::sqrt(a);
-  if (op == "rsqrt") return 1.f / std::sqrt(a);
-  if (op == "reciprocal") return 1.f / a;
-  if (op == "exp") return fm::exp(a);
-  return fm::sigmoid(a);  // sigmoid
+// Lanes of the level's vectors: the interpreter's full vectors are these.
+int64_t lanes() { return cpu_isa_avx512() ? 16 : 8; }
+
+// Whether the level in use must get code (the avx2 and avx512 levels do); a run that gets
+// none elsewhere skips.
+bool code_expected() {
+  return settings().region_jit && (cpu_isa() == CpuIsa::avx2 || cpu_isa() == CpuIsa::avx512);
 }
+#define RLX_NEED_CODE(code)                                                                      \
+  do {                                                                                           \
+    if (!(code).plain) {                                                                         \
+      ASSERT_FALSE(code_expected()) << "no generated code at level " << cpu_isa_name(cpu_isa()); \
+      GTEST_SKIP() << "no generated code at level " << cpu_isa_name(cpu_isa());                  \
+    }                                                                                            \
+  } while (0)
 
 bool unary(const std::string& op) {
   return op == "neg" || op == "abs" || op == "square" || op == "relu" || op == "sqrt" ||
-         op == "rsqrt" || op == "reciprocal" || op == "exp" || op == "sigmoid";
+         op == "rsqrt" || op == "reciprocal" || op == "exp" || op == "sigmoid" || op == "erf" ||
+         op == "hard_sigmoid";
 }
 
-// Every pair of these values: 14 x 14 = 196 elements, 12 full vectors and a masked one.
-std::vector<float> specials() {
-  return {0.f, -0.f, 1.f, -1.f, 2.5f, kInf, -kInf, kNaN, -kNaN, 1e-40f, 3.f, -7.25f, 90.f, -110.f};
+// "s3", say (a literal + std::to_string trips g++ 12's -Wrestrict).
+std::string label(char c, int slot) {
+  std::string r(1, c);
+  r += std::to_string(slot);
+  return r;
+}
+
+// The run's ops as a graph of separate kernels (opt level 0, one thread): the level's
+// functors over whole tensors. Returns each written slot's values.
+std::map<int, std::vector<float>> unfused(const jit::Run& run,
+                                          const std::map<int, std::vector<float>>& in) {
+  const int64_t n = int64_t(in.begin()->second.size());
+  Graph g("unfused");
+  std::map<int, Value> v;
+  TensorMap feed;
+  for (const auto& [s, data] : in) {
+    v[s] = g.input(label('s', s), {DType::f32, {n}});
+    Tensor t = Tensor::empty(DType::f32, {n});
+    std::memcpy(t.data_as<float>(), data.data(), size_t(n) * 4);
+    feed[label('s', s)] = t;
+  }
+  for (const jit::Op& o : run.ops) {
+    std::vector<Value> args;
+    for (int s : o.in) args.push_back(v.at(s));
+    Attrs attrs;
+    std::vector<std::string_view> names = jit::attributes(o.name);
+    for (size_t k = 0; k < names.size(); ++k)
+      attrs.set(std::string(names[k]), double(o.params.at(k)));
+    v[o.out] = op(o.name, args, attrs);
+  }
+  for (int s : run.outputs) g.output(v.at(s), label('o', s));
+  CompileOptions opts;
+  opts.threads = 1;
+  opts.opt_level = 0;
+  TensorMap r = Session().compile(g, opts).run(feed);
+  std::map<int, std::vector<float>> out;
+  for (int s : run.outputs) {
+    const Tensor& t = r.at(label('o', s));
+    out[s].assign(t.data_as<float>(), t.data_as<float>() + n);
+  }
+  return out;
+}
+
+// Runs the code over [0, n) of the inputs; returns each written slot's values.
+std::map<int, std::vector<float>> generated(const jit::Run& run, const jit::Code& code,
+                                            std::map<int, std::vector<float>> in) {
+  const size_t n = in.begin()->second.size();
+  std::map<int, std::vector<float>> out;
+  int top = 0;
+  for (const jit::Op& o : run.ops) top = std::max(top, o.out);
+  for (const auto& [s, d] : in) top = std::max(top, s);
+  std::vector<void*> p(size_t(top) + 1, nullptr);
+  for (auto& [s, d] : in) p[size_t(s)] = d.data();
+  for (int s : run.outputs) {
+    out[s].assign(n, -12345.f);
+    p[size_t(s)] = out[s].data();
+  }
+  code.plain(p.data(), 0, int64_t(n));
+  return out;
+}
+
+// Full vectors: the kernels' bits; the last partial vector: bits, or (`tail_ulps`, for the
+// ops whose scalar tail is another instruction sequence) within a relative bound.
+void expect_matches(const std::string& what, const std::vector<float>& got,
+                    const std::vector<float>& want, const std::vector<float>& a,
+                    const std::vector<float>& b, bool tail_loose) {
+  const size_t n = got.size(), full = n / size_t(lanes()) * size_t(lanes());
+  int bad = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const bool ok = i < full || !tail_loose
+                        ? same_bits(got[i], want[i])
+                        : std::fabs(got[i] - want[i]) <= 1e-6f * std::fabs(want[i]);
+    if (!ok && ++bad <= 10)
+      ADD_FAILURE() << what << "(" << a[i] << ", " << b[i] << ") [" << i << "] = " << got[i]
+                    << ", want " << want[i];
+  }
+  EXPECT_EQ(bad, 0) << what;
+}
+
+// Every pair of the special values (14 x 14), then random values over several scales
+// (exp's clamp at 89 and -104 included), ending in a partial vector.
+std::pair<std::vector<float>, std::vector<float>> operands() {
+  const std::vector<float> v = {0.f,  -0.f,  1.f,    -1.f, 2.5f,   kInf, -kInf,
+                                kNaN, -kNaN, 1e-40f, 3.f,  -7.25f, 90.f, -110.f};
+  std::vector<float> a, b;
+  for (float x : v)
+    for (float y : v) {
+      a.push_back(x);
+      b.push_back(y);
+    }
+  std::mt19937 rng(7);
+  for (float scale : {0.01f, 1.f, 4.f, 30.f, 120.f}) {
+    std::normal_distribution<float> d(0.f, scale);
+    for (int i = 0; i < 200; ++i) {
+      a.push_back(d(rng));
+      b.push_back(d(rng));
+    }
+  }
+  for (float x : {-3.f, 3.f, 88.72f, -103.97f, 0.5f}) {  // hard_sigmoid's and exp's edges
+    a.push_back(x);
+    b.push_back(-x);
+  }
+  return {a, b};
 }
 
 TEST(RegionJit, OpsMatchTheInterpreter) {
-  const std::vector<float> v = specials();
-  const size_t k = v.size(), n = k * k;
-  std::vector<float> a(n), b(n), y(n), z(n);
-  for (size_t i = 0; i < k; ++i)
-    for (size_t j = 0; j < k; ++j) {
-      a[i * k + j] = v[i];
-      b[i * k + j] = v[j];
-    }
+  const auto [a, b] = operands();
+  struct Case {
+    std::string op;
+    std::vector<float> params;
+  };
+  std::vector<Case> cases;
   for (std::string op : {"add", "sub", "mul", "div", "max", "min", "neg", "abs", "square", "relu",
-                         "sqrt", "rsqrt", "reciprocal", "exp", "sigmoid"}) {
-    ASSERT_TRUE(jit::supports(op)) << op;
+                         "sqrt", "rsqrt", "reciprocal", "exp", "sigmoid", "erf"})
+    cases.push_back({op, {}});
+  for (std::vector<float> ab : {std::vector<float>{1.f / 6, 0.5f}, {0.2f, 0.5f}, {-0.75f, 0.25f}})
+    cases.push_back({"hard_sigmoid", ab});
+  for (const Case& c : cases) {
+    ASSERT_TRUE(jit::supports(c.op)) << c.op;
+    ASSERT_EQ(jit::attributes(c.op).size(), c.params.size()) << c.op;
     // op, then neg twice: the op's value is written (read after the run) and read on.
     jit::Run run;
-    run.ops.push_back({op, 2, unary(op) ? std::vector<int>{0} : std::vector<int>{0, 1}});
+    run.ops.push_back(
+        {c.op, 2, unary(c.op) ? std::vector<int>{0} : std::vector<int>{0, 1}, c.params});
     run.ops.push_back({"neg", 3, {2}});
     run.ops.push_back({"neg", 4, {3}});
     run.outputs = {2, 4};
     jit::Code code = jit::compile(run, {false, false});
-    if (!code.plain) GTEST_SKIP() << "no generated code on this host (AVX-512 and BMI2 needed)";
-    void* p[5] = {a.data(), b.data(), z.data(), nullptr, y.data()};
-    code.plain(p, 0, int64_t(n));
-    int bad = 0;
-    for (size_t i = 0; i < n; ++i) {
-      const float want = reference(op, a[i], b[i]);
-      // Full vectors are the interpreter's instruction sequence; the masked last one may
-      // differ from its scalar tail by an ulp (sigmoid: a reciprocal step, not a division).
-      const bool ok = i < n / 16 * 16 || op != "sigmoid"
-                          ? same_bits(z[i], want)
-                          : std::fabs(z[i] - want) <= 2e-7f * std::fabs(want);
-      bad += !ok || !same_bits(y[i], z[i]);
-      if (!ok)
-        ADD_FAILURE() << op << "(" << a[i] << ", " << b[i] << ") = " << z[i] << ", want " << want;
-    }
-    EXPECT_EQ(bad, 0) << op;
+    RLX_NEED_CODE(code);
+    std::map<int, std::vector<float>> in = {{0, a}};
+    if (!unary(c.op)) in[1] = b;
+    auto got = generated(run, code, in);
+    auto want = unfused(run, in);
+    const bool loose = c.op == "exp" || c.op == "sigmoid";
+    expect_matches(c.op, got[2], want[2], a, b, loose);
+    expect_matches(c.op + " then neg neg", got[4], got[2], a, b, false);
   }
+}
+
+// Every length of a last partial vector, from several starts: the masked loads and stores
+// read and write [begin, end) only, and each element gets what a full vector gives it.
+TEST(RegionJit, TailsWriteTheirLanesOnly) {
+  jit::Run run;
+  run.ops = {{"hard_sigmoid", 2, {0}, {1.f / 6, 0.5f}},
+             {"mul", 3, {0, 2}},
+             {"sigmoid", 4, {1}},
+             {"max", 5, {3, 4}}};
+  run.outputs = {3, 5};
+  jit::Code code = jit::compile(run, {false, false});
+  RLX_NEED_CODE(code);
+  const int64_t n = 4 * lanes();
+  const size_t m = size_t(n);
+  std::vector<float> x(m), w(m), y(m), z(m);
+  for (int64_t i = 0; i < n; ++i) {
+    x[size_t(i)] = float(i) * 0.37f - 5.f;
+    w[size_t(i)] = 2.f - float(i) * 0.21f;
+  }
+  std::vector<float> full3(m), full5(m);
+  void* pf[6] = {x.data(), w.data(), nullptr, full3.data(), nullptr, full5.data()};
+  code.plain(pf, 0, n);
+  for (int64_t begin : {int64_t(0), int64_t(3), lanes()})
+    for (int64_t end = begin + 1; end <= begin + 2 * lanes() + 1 && end <= n; ++end) {
+      std::fill(y.begin(), y.end(), -7.f);
+      std::fill(z.begin(), z.end(), -7.f);
+      void* p[6] = {x.data(), w.data(), nullptr, y.data(), nullptr, z.data()};
+      code.plain(p, begin, end);
+      for (int64_t i = 0; i < n; ++i) {
+        const bool in = i >= begin && i < end;
+        ASSERT_TRUE(same_bits(y[size_t(i)], in ? full3[size_t(i)] : -7.f))
+            << "[" << begin << ", " << end << ") at " << i;
+        ASSERT_TRUE(same_bits(z[size_t(i)], in ? full5[size_t(i)] : -7.f))
+            << "[" << begin << ", " << end << ") at " << i;
+      }
+    }
 }
 
 TEST(RegionJit, StreamingStoresWriteWhatPlainStoresWrite) {
@@ -104,7 +239,7 @@ TEST(RegionJit, StreamingStoresWriteWhatPlainStoresWrite) {
   run.ops = {{"mul", 2, {0, 1}}, {"add", 3, {2, 0}}, {"relu", 4, {3}}};
   run.outputs = {2, 4};
   jit::Code code = jit::compile(run, {true, true});
-  if (!code.plain) GTEST_SKIP() << "no generated code on this host (AVX-512 and BMI2 needed)";
+  RLX_NEED_CODE(code);
   ASSERT_NE(code.stream, nullptr);
   const int64_t n = 1000;  // slices of 256, then a masked end
   alignas(64) static float x[1024], s[1024], y1[1024], y2[1024], z1[1024], z2[1024];
@@ -154,7 +289,7 @@ TEST(RegionJit, RunsBeyondTheRegistersAreLeftToTheInterpreter) {
   }
   deep.outputs = {sum};
   jit::Code code = jit::compile(deep, {false});
-  if (!code.plain) GTEST_SKIP() << "no generated code for this run on this host";
+  if (!code.plain) GTEST_SKIP() << "no generated code for this run at this level";
   std::vector<float> x(40), y(40);
   for (size_t i = 0; i < x.size(); ++i) x[i] = 0.9f + 0.005f * float(i);
   std::vector<void*> p(size_t(sum) + 1, nullptr);
@@ -171,6 +306,30 @@ TEST(RegionJit, RunsBeyondTheRegistersAreLeftToTheInterpreter) {
   }
 }
 
+// Constants that do not fit beside the values are read from memory: exp's and sigmoid's
+// (more than AVX2's 16 registers on their own), with erf's more than AVX-512's 32, and a
+// few values live across them.
+TEST(RegionJit, ConstantsInMemoryComputeTheSame) {
+  jit::Run run;
+  run.ops = {
+      {"sigmoid", 10, {0}},     {"exp", 11, {1}},      {"hard_sigmoid", 12, {2}, {0.2f, 0.5f}},
+      {"mul", 13, {10, 11}},    {"max", 14, {13, 12}}, {"rsqrt", 15, {11}},
+      {"reciprocal", 16, {10}}, {"sub", 17, {15, 16}}, {"add", 18, {17, 14}},
+      {"sigmoid", 19, {18}},    {"erf", 20, {17}},     {"min", 21, {19, 20}},
+      {"max", 22, {21, 12}}};
+  run.outputs = {13, 22};
+  jit::Code code = jit::compile(run, {false, false});
+  RLX_NEED_CODE(code);
+  const auto [a, b] = operands();
+  std::vector<float> c(a.size());
+  for (size_t i = 0; i < c.size(); ++i) c[i] = a[i] * 0.5f - b[i];
+  std::map<int, std::vector<float>> in = {{0, a}, {1, b}, {2, c}};
+  auto got = generated(run, code, in);
+  auto want = unfused(run, in);
+  expect_matches("exp * sigmoid", got[13], want[13], a, b, true);
+  expect_matches("the chain", got[22], want[22], a, b, true);
+}
+
 Tensor random(int64_t n, unsigned seed) {
   Tensor t = Tensor::empty(DType::f32, {n});
   std::mt19937 rng(seed);
@@ -179,7 +338,11 @@ Tensor random(int64_t n, unsigned seed) {
   return t;
 }
 
-// Whole regions: fused (generated code where the host has it) against opt level 0. Sizes:
+Value hard_sigmoid(Value x, double alpha, double beta) {
+  return op("hard_sigmoid", {x}, {{"alpha", alpha}, {"beta", beta}});
+}
+
+// Whole regions: fused (generated code where the level has it) against opt level 0. Sizes:
 // many tiles on two threads with a masked end; outputs large enough to be streamed.
 class RegionJitSizes : public ::testing::TestWithParam<int64_t> {};
 
@@ -197,6 +360,7 @@ TEST_P(RegionJitSizes, FusedRegionsMatchTheUnfusedGraph) {
   Value m = op("abs", {w}) * 0.9 + t * t * 0.1;
   g.output(x - t / (op("sqrt", {m}) + 1e-3) + op("rsqrt", {m + 1.0}) * op("reciprocal", {m + 2.0}),
            "s");
+  g.output(w * hard_sigmoid(w * a, 1.0 / 6, 0.5), "h");  // hard_swish after a scale
   TensorMap in = {
       {"x", random(n, 1)}, {"w", random(n, 2)}, {"a", Tensor::full(DType::f32, {}, 0.75)}};
   CompileOptions fused_o, plain_o;
@@ -206,7 +370,7 @@ TEST_P(RegionJitSizes, FusedRegionsMatchTheUnfusedGraph) {
   TensorMap r = Session().compile(g, plain_o).run(in);
   // (Generated code rounds each op as the unfused kernels do; the interpreter's pairs may
   // contract a product and a sum into one fma, hence a tolerance, not bits.)
-  for (const char* name : {"t", "u", "v", "s"}) {
+  for (const char* name : {"t", "u", "v", "s", "h"}) {
     const float *fp = f.at(name).data_as<float>(), *rp = r.at(name).data_as<float>();
     for (int64_t i = 0; i < n; ++i)
       ASSERT_NEAR(fp[i], rp[i], 1e-5f * (1.f + std::fabs(rp[i]))) << name << "[" << i << "]";
@@ -214,6 +378,37 @@ TEST_P(RegionJitSizes, FusedRegionsMatchTheUnfusedGraph) {
 }
 
 INSTANTIATE_TEST_SUITE_P(RegionJit, RegionJitSizes, ::testing::Values(100003, 1200007));
+
+// The regions of the model corpus (mobilenet_v3's hard_swish, resnet's and regnet's
+// residual add + relu, wav2vec2's erf gelu), generated and interpreted (RLX_REGION_JIT=0):
+// the same bits, at sizes of one partial tile to many tiles with a partial last vector.
+TEST(RegionJit, CorpusRegionsMatchTheInterpreterBitForBit) {
+  for (int64_t n : {int64_t(5), int64_t(1000), int64_t(28224), int64_t(200711)}) {
+    Graph g("corpus_regions");
+    Value x = g.input("x", {DType::f32, {n}});
+    Value w = g.input("w", {DType::f32, {n}});
+    g.output(x * hard_sigmoid(x, 1.0 / 6, 0.5), "hswish");
+    g.output(relu(x + w), "add_relu");
+    g.output(x * (op("erf", {x * 0.70710677}) + 1.0) * 0.5, "gelu");
+    TensorMap in = {{"x", random(n, 5)}, {"w", random(n, 6)}};
+    for (int64_t i = 0; i < std::min<int64_t>(n, 8); ++i)  // NaN, -0 and the clamps' edges
+      in.at("x").data_as<float>()[i] = std::array{kNaN, -0.f, -3.f, 3.f, -kInf, kInf, 0.f, 1.f}[i];
+    CompileOptions o;
+    o.threads = 2;
+    o.cache = false;  // the second compile must not reuse the first's code
+    TensorMap gen = Session().compile(g, o).run(in);
+    const bool was = settings().region_jit;
+    settings().region_jit = false;
+    TensorMap interp = Session().compile(g, o).run(in);
+    settings().region_jit = was;
+    for (const char* name : {"hswish", "add_relu", "gelu"}) {
+      const float *gp = gen.at(name).data_as<float>(), *ip = interp.at(name).data_as<float>();
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_TRUE(same_bits(gp[i], ip[i]))
+            << name << "[" << i << "] of " << n << ": " << gp[i] << " vs " << ip[i];
+    }
+  }
+}
 
 }  // namespace
 }  // namespace rlx

@@ -20,8 +20,8 @@ for t in cpu_isa_test cpu_consistency_test ops_llm_ops_test cpu_region_jit_test 
   targets+=($t)
   bins+=(tests/$t)
 done
-targets+=(llm_model_test)
-bins+=(libs/llm/llm_model_test)
+targets+=(llm_model_test rlx-bench-onnx)
+bins+=(libs/llm/llm_model_test bench/rlx-bench-onnx)
 if [ "$mode" != llm ]; then
   targets+=(rlx-bench-gpu rlx-bench-sparse-gpu)
   bins+=(bench/rlx-bench-gpu bench/rlx-bench-sparse-gpu)
@@ -50,5 +50,13 @@ tar -cf - .gpu | xz -T1 --lzma2=preset=4,dict=192MiB > .gpuz/gpu.tar.xz
 if [ "$mode" != llm ] && [ -d ../shared/models/mobilenet_v2 ] && [ ! -d .gpuz/mobilenet_v2 ]; then
   mkdir -p .gpuz/mobilenet_v2
   cp -r ../shared/models/mobilenet_v2/{model.onnx,test_data_set_0} .gpuz/mobilenet_v2/
+fi
+# The reference models, which cpu_levels.sh times at each level (rlx alone: no ORT there).
+if [ -d ../shared/models ] && [ ! -d .gpuz/models ]; then
+  for d in ../shared/models/*/; do
+    [ -f "$d/model.onnx" ] || continue
+    mkdir -p .gpuz/models/$(basename $d)
+    cp -r "$d"/model.onnx "$d"/test_data_set_0 .gpuz/models/$(basename $d)/
+  done
 fi
 du -sh .gpuz

@@ -20,4 +20,9 @@ for level in ${1:-baseline avx2 avx512}; do
     sh tests/isa/run_level.sh $level timeout 300 $t --gtest_brief=1 > $log 2>&1
     echo "[$level $(basename $t)] $(grep -E "PASSED|FAILED|SKIP|rlx:" $log | cut -c1-200 | tr '\n' ' ')"
   done
+  # The level's speed on the reference models (bundle.sh's copies; rlx alone, 2 threads).
+  if [ -d .gpuz/models ]; then
+    sh tests/isa/run_level.sh $level timeout 300 .gpu/bin/rlx-bench-onnx .gpuz/models --quick 2>&1 |
+      grep -v '^geometric' | cut -c1-27  # the model and rlx's ms (no ORT there)
+  fi
 done

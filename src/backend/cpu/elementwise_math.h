@@ -272,22 +272,28 @@ RLX_FM_INLINE float tanh(float x) {
   return a < 0.625f ? small : big;
 }
 
-// The rational approximation of Eigen / XLA on [-4, 4] (erf(4) rounds to 1 in f32).
+// The rational approximation of Eigen / XLA on [-4, 4] (erf(4) rounds to 1 in f32): its
+// numerator and denominator in c^2, highest degree first (region_jit.cpp reads them too).
+constexpr float kErfP[] = {-2.72614225801306e-10f, 2.77068142495902e-08f,  -2.10102402082508e-06f,
+                           -5.69250639462346e-05f, -7.34990630326855e-04f, -2.95459980854025e-03f,
+                           -1.60960333262415e-02f};
+constexpr float kErfQ[] = {-1.45660718464996e-05f, -2.13374055278905e-04f, -1.68282697438203e-03f,
+                           -7.37332916720468e-03f, -1.42647390514189e-02f};
 RLX_FM_INLINE float erf(float x) {
   float c = x > 4.f ? 4.f : (x < -4.f ? -4.f : x);
   float s = c * c;
-  float p = -2.72614225801306e-10f;
-  p = fma(p, s, 2.77068142495902e-08f);
-  p = fma(p, s, -2.10102402082508e-06f);
-  p = fma(p, s, -5.69250639462346e-05f);
-  p = fma(p, s, -7.34990630326855e-04f);
-  p = fma(p, s, -2.95459980854025e-03f);
-  p = fma(p, s, -1.60960333262415e-02f);
-  float q = -1.45660718464996e-05f;
-  q = fma(q, s, -2.13374055278905e-04f);
-  q = fma(q, s, -1.68282697438203e-03f);
-  q = fma(q, s, -7.37332916720468e-03f);
-  q = fma(q, s, -1.42647390514189e-02f);
+  float p = kErfP[0];  // unrolled by hand, as exp_reduced
+  p = fma(p, s, kErfP[1]);
+  p = fma(p, s, kErfP[2]);
+  p = fma(p, s, kErfP[3]);
+  p = fma(p, s, kErfP[4]);
+  p = fma(p, s, kErfP[5]);
+  p = fma(p, s, kErfP[6]);
+  float q = kErfQ[0];
+  q = fma(q, s, kErfQ[1]);
+  q = fma(q, s, kErfQ[2]);
+  q = fma(q, s, kErfQ[3]);
+  q = fma(q, s, kErfQ[4]);
   float r = c * (p / q);
   return r > 1.f ? 1.f : (r < -1.f ? -1.f : r);
 }

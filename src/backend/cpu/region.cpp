@@ -12,12 +12,12 @@
 // (scalars, constants, ops on them) are filled or computed once per thread.
 //
 // A run of two or more consecutive f32 steps whose ops region_jit.h generates code for
-// (arithmetic, max / min, relu, abs, neg, square, sqrt, rsqrt, reciprocal, exp, sigmoid)
-// becomes one step of AVX-512 machine code that keeps the run's values in registers; when
-// it is the whole body, it writes the region's f32 outputs straight to their tensors.
-// Elsewhere, a cheap f32 op whose value only the next op reads runs with it in one loop (a
-// pair from a small set of templates), so the value skips its tile's L1 round trip, which
-// bounds each step.
+// (arithmetic, max / min, relu, abs, neg, square, sqrt, rsqrt, reciprocal, exp, sigmoid,
+// hard_sigmoid) becomes one step of AVX-512 or AVX2 machine code (the kernels' level) that
+// keeps the run's values in registers; when it is the whole body, it writes the region's
+// f32 outputs straight to their tensors. Elsewhere, a cheap f32 op whose value only the
+// next op reads runs with it in one loop (a pair from a small set of templates), so the
+// value skips its tile's L1 round trip, which bounds each step.
 //
 // Measured against the alternatives (bench/fusion_bench.cpp, 6-op f32 chains on 16M
 // elements, 2 cores): per-op loops over whole tensors (opt_level 0) are 2.2-2.9x slower on
@@ -524,8 +524,9 @@ struct Step {
   int out;
   std::vector<int> in;
   StepFn fn;
-  std::string_view op;  // the body op (pairs: the consumer's)
-  bool floats = false;  // operands and result computed in f32
+  std::string_view op;        // the body op (pairs: the consumer's)
+  bool floats = false;        // operands and result computed in f32
+  std::vector<float> params;  // the op's jit::attributes()
   // A generated run (region_jit.h): its code, and the values it writes besides `out`.
   jit::Code code;
   std::vector<int> more_out;
@@ -586,7 +587,7 @@ void jit_steps(Compiled& c) {
     std::vector<bool> made(c.slots.size(), false);
     for (size_t j = b; j < e; ++j) {
       const Step& st = c.steps[j];
-      run.ops.push_back({st.op, st.out, st.in});
+      run.ops.push_back({st.op, st.out, st.in, st.params});
       for (int v : st.in) {
         ++inner[size_t(v)];
         if (!made[size_t(v)] && std::find(ins.begin(), ins.end(), v) == ins.end()) ins.push_back(v);
@@ -716,7 +717,11 @@ std::shared_ptr<const Compiled> compile(const Graph& body) {
         floats = floats && is_float(c->slots[size_t(v)].dtype) &&
                  compute_size(c->slots[size_t(v)].dtype) == 4;
       }
-      c->steps.push_back({out, std::move(in), std::move(fn), n.op->name, floats});
+      std::vector<float> params;  // as the functors take them: the attribute rounded to f32
+      for (std::string_view a : jit::attributes(name))
+        params.push_back(float(n.attrs.get_float(a)));
+      c->steps.push_back(
+          {out, std::move(in), std::move(fn), n.op->name, floats, std::move(params)});
     }
   }
   for (const Output& o : body.outputs()) {

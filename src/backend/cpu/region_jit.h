@@ -5,9 +5,10 @@
 // once more. A run of consecutive f32 steps whose ops are below becomes one loop that keeps
 // its values in vector registers: each input is loaded once a vector, and only the values
 // read after the run are stored, an output of the region straight to its tensor (streaming
-// stores for large ones). The code is AVX-512 (16 lanes, a masked last vector); on a host
-// without it, with an op not listed, or with more live values than registers, the
-// interpreter's steps run as before.
+// stores for large ones). The code is for the level the CPU kernels run at (rlx/cpu_isa.h):
+// AVX-512 (16 lanes, a masked last vector) or AVX2 (8 lanes, a last vector through a lane
+// mask); at the baseline level, with an op not listed, or with more live values than
+// registers, the interpreter's steps run as before.
 #pragma once
 
 #include <cstdint>
@@ -17,11 +18,13 @@
 
 namespace rlx::cpu::jit {
 
-// y = op(x...) over the run's slots (the runner's per-tile pointer table p[slot]).
+// y = op(x...) over the run's slots (the runner's per-tile pointer table p[slot]); `params`:
+// the op's attributes() as f32, in that order.
 struct Op {
   std::string_view name;
   int out;
   std::vector<int> in;
+  std::vector<float> params = {};
 };
 
 // The ops of a run in order, and the slots it writes (the values read after it).
@@ -41,11 +44,15 @@ struct Code {
   std::shared_ptr<const void> holder;  // the code's memory
 };
 
-// Whether op `name` (f32, no attributes) has generated code.
+// Whether op `name` (f32) has generated code.
 bool supports(std::string_view name);
 
-// The run as loops over p[slot] buffers; null functions where the host lacks AVX-512, the
-// run needs more registers than there are, or RLX_REGION_JIT=0.
+// The float attributes op `name` reads (hard_sigmoid: alpha, beta), which Op::params holds.
+std::vector<std::string_view> attributes(std::string_view name);
+
+// The run as loops over p[slot] buffers; null functions at the baseline level (or where the
+// CPU lacks the level's instructions), where the run needs more registers than there are,
+// or with RLX_REGION_JIT=0.
 Code compile(const Run& run, const std::vector<bool>& stream_outputs);
 
 }  // namespace rlx::cpu::jit
