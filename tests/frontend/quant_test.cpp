@@ -97,9 +97,9 @@ struct TempDir {
 
 void run_numpy_reference(const fs::path& dir) {
   const fs::path script = fs::path(RLX_TEST_DIR) / "quant_ref.py";
-  // Debian's python3 (make deps installs its NumPy); RLX_TEST_PYTHON names another (the GPU
-  // machine's, tools/gpu/cpu_levels.sh).
-  const char* py = std::getenv("RLX_TEST_PYTHON");
+  // Debian's python3 (make deps installs its NumPy); RLX_PYTHON names another, as for
+  // tests/train (the GPU machine's: tools/gpu/cpu_levels.sh).
+  const char* py = std::getenv("RLX_PYTHON");
   const std::string cmd = std::string(py ? py : "/usr/bin/python3") + " '" + script.string() +
                           "' '" + dir.string() + "'";
   ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd << " failed (python3-numpy: make deps)";

@@ -10,7 +10,7 @@ cd "$(dirname "$0")/../.."
 src=$(cat .gpuz/source_dir 2>/dev/null)
 if [ -n "$src" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
 # And with a python3 that has NumPy: this machine's /usr/bin/python3 may lack it.
-/usr/bin/python3 -c "import numpy" 2>/dev/null || export RLX_TEST_PYTHON=$(command -v python3)
+/usr/bin/python3 -c "import numpy" 2>/dev/null || export RLX_PYTHON=$(command -v python3)
 grep -m1 "model name" /proc/cpuinfo
 echo "flags: $(grep -o 'avx512[a-z_0-9]*\|amx[a-z_0-9]*' /proc/cpuinfo | sort -u | tr '\n' ' ')"
 for level in ${1:-baseline avx2 avx512}; do

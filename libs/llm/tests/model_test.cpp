@@ -28,8 +28,8 @@ Tensor reference_logits(const std::string& model, const std::vector<int32_t>& id
   std::string list;
   for (size_t i = 0; i < ids.size(); ++i) list += (i ? "," : "") + std::to_string(ids[i]);
   std::string out = model + ".ref.npy";
-  // Debian's python3 with NumPy, or RLX_TEST_PYTHON's (as tests/frontend/quant_test.cpp).
-  const char* py = std::getenv("RLX_TEST_PYTHON");
+  // Debian's python3 with NumPy, or RLX_PYTHON's (as tests/frontend/quant_test.cpp).
+  const char* py = std::getenv("RLX_PYTHON");
   std::string cmd = std::string(py ? py : "/usr/bin/python3") +
                     " " RLX_LLM_TEST_DIR "/reference.py " + model + " " + list + " " + out;
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;

@@ -52,10 +52,15 @@ Code compile(const Run&, const std::vector<bool>&) { return {}; }
 namespace {
 
 enum class Kind { unary, binary };
+// An op, its operands, and the float attributes it reads (Op::params, in this order).
 struct OpInfo {
   std::string_view name;
   Kind kind;
-  int params = 0;
+  std::array<std::string_view, 2> attrs{};
+  size_t params() const {
+    return size_t(
+        std::count_if(attrs.begin(), attrs.end(), [](std::string_view a) { return !a.empty(); }));
+  }
 };
 constexpr OpInfo kOps[] = {{"add", Kind::binary},
                            {"sub", Kind::binary},
@@ -73,7 +78,7 @@ constexpr OpInfo kOps[] = {{"add", Kind::binary},
                            {"reciprocal", Kind::unary},
                            {"sigmoid", Kind::unary},
                            {"erf", Kind::unary},
-                           {"hard_sigmoid", Kind::unary, 2}};
+                           {"hard_sigmoid", Kind::unary, {"alpha", "beta"}}};
 
 const OpInfo* info(std::string_view name) {
   for (const OpInfo& o : kOps)
@@ -547,8 +552,9 @@ class Gen : public Xbyak::CodeGenerator {
 bool supports(std::string_view name) { return info(name) != nullptr; }
 
 std::vector<std::string_view> attributes(std::string_view name) {
-  if (name == "hard_sigmoid") return {"alpha", "beta"};
-  return {};
+  const OpInfo* i = info(name);
+  if (!i) return {};
+  return {i->attrs.begin(), i->attrs.begin() + i->params()};
 }
 
 namespace {
@@ -610,8 +616,7 @@ Code compile(const Run& run, const std::vector<bool>& stream_outputs) {
     return {};
   for (const Op& op : run.ops) {
     const OpInfo* i = info(op.name);
-    if (!i || op.in.size() != (i->kind == Kind::unary ? 1u : 2u) ||
-        op.params.size() != size_t(i->params))
+    if (!i || op.in.size() != (i->kind == Kind::unary ? 1u : 2u) || op.params.size() != i->params())
       return {};
   }
   // Bodies repeat (a model's layers, a train step's forward and backward): one copy of the
