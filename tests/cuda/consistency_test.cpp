@@ -62,6 +62,7 @@ const char* const kNative[] = {
     "isinf", "add", "sub", "mul", "div", "pow", "max", "min", "mod", "fmod", "atan2", "logical_and",
     "logical_or", "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "eq", "ne", "lt", "le",
     "gt", "ge", "clamp", "select", "cast",
+    // (the elementwise ones end here: kElementwiseEnd)
     // shape.cpp, shape_index.cu and the views every device shares
     "transpose", "broadcast_to", "slice", "concat", "split", "tile", "flip", "reshape",
     "expand_dims", "squeeze", "constant", "gather", "gather_elements", "gather_nd",
@@ -95,6 +96,8 @@ void expect_native(std::span<const char* const> ops) {
     EXPECT_GT(n, 0) << "no checks for " << op;
   }
 }
+
+constexpr size_t kElementwiseEnd = 55;  // kNative's elementwise ops
 
 TEST(CudaDispatch, CoreOpsResolveToNativeKernels) { expect_native(kNative); }
 
@@ -232,6 +235,65 @@ TEST(CudaRegion, GeneratedKernelsCompile) {
     ++compiled;
   }
   EXPECT_GT(compiled, 0);
+}
+
+// Each elementwise op's checks again as a region of that op alone (a null body where the
+// check has values other than float and bool, which regions decline).
+template <class F>
+void for_each_one_op_region(F&& f) {
+  ASSERT_STREQ(kNative[kElementwiseEnd - 1], "cast");
+  for (const char* op : std::span(kNative, kElementwiseEnd))
+    for (const OpCheck& c : table().checks) {
+      if (c.op != op || !c.error.empty() || has_strings(c)) continue;
+      auto body = std::make_shared<Graph>("body");
+      std::vector<Value> args;
+      bool floats = true;
+      for (size_t i = 0; i < c.inputs.size(); ++i) {
+        args.push_back(body->input(str_cat("x", i), c.inputs[i].type()));
+        floats &= is_float(c.inputs[i].dtype()) || is_bool(c.inputs[i].dtype());
+      }
+      for (Value v : body->apply(c.op, args, c.attrs)) {
+        body->output(v);
+        floats &= is_float(v.dtype()) || is_bool(v.dtype());
+      }
+      f(c, floats ? body : nullptr);
+    }
+}
+
+// The kernel is generated for every float and bool check and compiles (NVRTC, for sm_90:
+// no GPU needed).
+TEST(CudaRegion, EveryElementwiseOpIsGeneratedAndCompiles) {
+  int generated = 0;
+  for_each_one_op_region([&](const OpCheck& c, const SubgraphPtr& body) {
+    const std::string src = body ? cuda::region_source(*body) : "";
+    EXPECT_EQ(src.empty(), !body) << check_label(c) << " " << dtype_name(c.dtype);
+    if (src.empty()) return;
+    ++generated;
+    EXPECT_NO_THROW(EXPECT_FALSE(cuda::region_cubin(src, "sm_90").empty())) << check_label(c);
+  });
+  EXPECT_GT(generated, 100);
+}
+
+// On a GPU the region gives the eager kernel's bits: both are elementwise_ops.cuh's functors.
+TEST(CudaRegion, EveryElementwiseOpAsARegionComputesTheEagerKernelsBits) {
+  if (!cuda::available()) GTEST_SKIP() << "no CUDA device here: the GPU tests need one";
+  int compared = 0;
+  for_each_one_op_region([&](const OpCheck& c, const SubgraphPtr& body) {
+    if (!body) return;
+    Graph g("region");
+    std::vector<Value> ins;
+    for (size_t i = 0; i < c.inputs.size(); ++i)
+      ins.push_back(g.input(str_cat("x", i), c.inputs[i].type()));
+    for (Value v : g.apply("fused_elementwise", ins, {}, {body})) g.output(v);
+    Tensors fused = Session(Device::cuda()).compile(g).run(std::span<const Tensor>(c.inputs));
+    Tensors eager = run_graph(c.op, c.inputs, c.attrs, Device::cuda());
+    ASSERT_EQ(fused.size(), eager.size());
+    for (size_t j = 0; j < fused.size(); ++j)
+      EXPECT_EQ(bytes_of(fused[j]), bytes_of(eager[j]))
+          << check_label(c) << " " << dtype_name(c.dtype) << " output " << j;
+    ++compared;
+  });
+  EXPECT_GT(compared, 100);
 }
 
 }  // namespace

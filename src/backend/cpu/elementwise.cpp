@@ -9,6 +9,7 @@
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_loops.h"
 #include "backend/cpu/elementwise_ops.h"
+#include "backend/cpu/elementwise_table.h"
 #include "backend/cpu/families.h"
 #include "backend/cpu/isa.h"
 #include "rlx/strings.h"
@@ -161,64 +162,27 @@ struct Entry {
 }  // namespace
 
 void register_elementwise(KernelRegistry& r) {
+  // The rows of elementwise_table.h.
+#define RLX_UNARY_ROW(op, F) {#op, unary_kernel<F>, F::set},
+#define RLX_UNARY_BOOL_ROW(op, F) {#op, unary_kernel<F, true>, F::set},
+#define RLX_BINARY_ROW(op, F) {#op, binary_kernel<F>, F::set},
+#define RLX_BINARY_BOOL_ROW(op, F) {#op, binary_kernel<F, true>, F::set},
+#define RLX_COMPARE_ROW(op, F) {#op, compare_kernel<F>, F::set | kString},
   const Entry entries[] = {
-      {"neg", unary_kernel<Neg>, Neg::set},
-      {"abs", unary_kernel<Abs>, Abs::set},
-      {"sign", unary_kernel<Sign>, Sign::set},
-      {"square", unary_kernel<Square>, Square::set},
-      {"relu", unary_kernel<Relu>, Relu::set},
-      {"exp", unary_kernel<Exp>, kFloat},
-      {"expm1", unary_kernel<Expm1>, kFloat},
-      {"log", unary_kernel<Log>, kFloat},
-      {"log1p", unary_kernel<Log1p>, kFloat},
-      {"sqrt", unary_kernel<Sqrt>, kFloat},
-      {"rsqrt", unary_kernel<Rsqrt>, kFloat},
-      {"reciprocal", unary_kernel<Reciprocal>, kFloat},
-      {"sin", unary_kernel<Sin>, kFloat},
-      {"cos", unary_kernel<Cos>, kFloat},
-      {"tan", unary_kernel<Tan>, kFloat},
-      {"tanh", unary_kernel<Tanh>, kFloat},
-      {"sigmoid", unary_kernel<Sigmoid>, kFloat},
-      {"erf", unary_kernel<Erf>, kFloat},
-      {"floor", unary_kernel<Floor>, kFloat},
-      {"ceil", unary_kernel<Ceil>, kFloat},
-      {"round", unary_kernel<Round>, kFloat},
-      {"softplus", unary_kernel<Softplus>, kFloat},
-      {"silu", unary_kernel<Silu>, kFloat},
+      RLX_CPU_UNARY_OPS(RLX_UNARY_ROW)              //
+      RLX_CPU_UNARY_BOOL_OPS(RLX_UNARY_BOOL_ROW)    //
+      RLX_CPU_BINARY_OPS(RLX_BINARY_ROW)            //
+      RLX_CPU_BINARY_BOOL_OPS(RLX_BINARY_BOOL_ROW)  //
+      RLX_CPU_COMPARE_OPS(RLX_COMPARE_ROW)          //
       {"gelu", gelu_kernel, kFloat},
-      {"elu", unary_kernel<Elu>, kFloat},
-      {"leaky_relu", unary_kernel<LeakyRelu>, kFloat},
-      {"hard_sigmoid", unary_kernel<HardSigmoid>, kFloat},
-      {"logical_not", unary_kernel<LogicalNot, true>, kBool},
-      {"isnan", unary_kernel<IsNan, true>, kFloat},
-      {"isinf", unary_kernel<IsInf, true>, kFloat},
-
-      {"add", binary_kernel<Add>, Add::set},
-      {"sub", binary_kernel<Sub>, Sub::set},
-      {"mul", binary_kernel<Mul>, Mul::set},
-      {"div", binary_kernel<Div>, Div::set},
-      {"pow", binary_kernel<Pow>, Pow::set},
-      {"max", binary_kernel<Max>, Max::set},
-      {"min", binary_kernel<Min>, Min::set},
-      {"mod", binary_kernel<Mod>, Mod::set},
-      {"fmod", binary_kernel<Fmod>, Fmod::set},
-      {"atan2", binary_kernel<Atan2>, Atan2::set},
-      {"logical_and", binary_kernel<LogicalAnd, true>, kBool},
-      {"logical_or", binary_kernel<LogicalOr, true>, kBool},
-      {"logical_xor", binary_kernel<LogicalXor, true>, kBool},
-      {"bitwise_and", binary_kernel<BitAnd>, kInt | kBool},
-      {"bitwise_or", binary_kernel<BitOr>, kInt | kBool},
-      {"bitwise_xor", binary_kernel<BitXor>, kInt | kBool},
-      {"eq", compare_kernel<Eq>, kAll | kString},
-      {"ne", compare_kernel<Ne>, kAll | kString},
-      {"lt", binary_kernel<Lt, true>, kAll},
-      {"le", binary_kernel<Le, true>, kAll},
-      {"gt", binary_kernel<Gt, true>, kAll},
-      {"ge", binary_kernel<Ge, true>, kAll},
-
       {"clamp", clamp_kernel, kNumeric},
       {"cast", cast_kernel, kAll | kString},
   };
+#undef RLX_UNARY_ROW
+#undef RLX_UNARY_BOOL_ROW
+#undef RLX_BINARY_ROW
+#undef RLX_BINARY_BOOL_ROW
+#undef RLX_COMPARE_ROW
   // Every loop reads element i of each same-shaped input before it writes output element
   // i (whole blocks are loaded before they are stored), so outputs may take over the
   // storage of such an input.

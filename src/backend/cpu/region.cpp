@@ -51,6 +51,7 @@
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_loops.h"
 #include "backend/cpu/elementwise_ops.h"
+#include "backend/cpu/elementwise_table.h"
 #include "backend/cpu/families.h"
 #include "backend/cpu/isa.h"
 #include "backend/cpu/region_jit.h"
@@ -234,59 +235,21 @@ StepFn make_binary(const Node& n, const std::vector<int>& in, int out) {
 
 const std::unordered_map<std::string_view, StepMaker>& step_makers() {
   static const std::unordered_map<std::string_view, StepMaker> m = {
-      {"neg", make_unary<Neg>},
-      {"abs", make_unary<Abs>},
-      {"sign", make_unary<Sign>},
-      {"square", make_unary<Square>},
-      {"relu", make_unary<Relu>},
-      {"exp", make_unary<Exp>},
-      {"expm1", make_unary<Expm1>},
-      {"log", make_unary<Log>},
-      {"log1p", make_unary<Log1p>},
-      {"sqrt", make_unary<Sqrt>},
-      {"rsqrt", make_unary<Rsqrt>},
-      {"reciprocal", make_unary<Reciprocal>},
-      {"sin", make_unary<Sin>},
-      {"cos", make_unary<Cos>},
-      {"tan", make_unary<Tan>},
-      {"tanh", make_unary<Tanh>},
-      {"sigmoid", make_unary<Sigmoid>},
-      {"erf", make_unary<Erf>},
-      {"floor", make_unary<Floor>},
-      {"ceil", make_unary<Ceil>},
-      {"round", make_unary<Round>},
-      {"softplus", make_unary<Softplus>},
-      {"silu", make_unary<Silu>},
+#define RLX_UNARY_ROW(op, F) {#op, make_unary<F>},
+#define RLX_UNARY_BOOL_ROW(op, F) {#op, make_unary<F, true>},
+#define RLX_BINARY_ROW(op, F) {#op, make_binary<F>},
+#define RLX_BINARY_BOOL_ROW(op, F) {#op, make_binary<F, true>},
+      RLX_CPU_UNARY_OPS(RLX_UNARY_ROW)              //
+      RLX_CPU_UNARY_BOOL_OPS(RLX_UNARY_BOOL_ROW)    //
+      RLX_CPU_BINARY_OPS(RLX_BINARY_ROW)            //
+      RLX_CPU_BINARY_BOOL_OPS(RLX_BINARY_BOOL_ROW)  //
+      RLX_CPU_COMPARE_OPS(RLX_BINARY_BOOL_ROW)      //
+#undef RLX_UNARY_ROW
+#undef RLX_UNARY_BOOL_ROW
+#undef RLX_BINARY_ROW
+#undef RLX_BINARY_BOOL_ROW
       {"gelu", [](const Node& n, const std::vector<int>& in,
                   int out) { return gelu_step(n.attrs, n.inputs[0].dtype(), in[0], out); }},
-      {"elu", make_unary<Elu>},
-      {"leaky_relu", make_unary<LeakyRelu>},
-      {"hard_sigmoid", make_unary<HardSigmoid>},
-      {"logical_not", make_unary<LogicalNot, true>},
-      {"isnan", make_unary<IsNan, true>},
-      {"isinf", make_unary<IsInf, true>},
-      {"add", make_binary<Add>},
-      {"sub", make_binary<Sub>},
-      {"mul", make_binary<Mul>},
-      {"div", make_binary<Div>},
-      {"pow", make_binary<Pow>},
-      {"max", make_binary<Max>},
-      {"min", make_binary<Min>},
-      {"mod", make_binary<Mod>},
-      {"fmod", make_binary<Fmod>},
-      {"atan2", make_binary<Atan2>},
-      {"logical_and", make_binary<LogicalAnd, true>},
-      {"logical_or", make_binary<LogicalOr, true>},
-      {"logical_xor", make_binary<LogicalXor, true>},
-      {"bitwise_and", make_binary<BitAnd>},
-      {"bitwise_or", make_binary<BitOr>},
-      {"bitwise_xor", make_binary<BitXor>},
-      {"eq", make_binary<Eq, true>},
-      {"ne", make_binary<Ne, true>},
-      {"lt", make_binary<Lt, true>},
-      {"le", make_binary<Le, true>},
-      {"gt", make_binary<Gt, true>},
-      {"ge", make_binary<Ge, true>},
       {"select",
        [](const Node& n, const std::vector<int>& in, int out) {
          return select_step(n.inputs[1].dtype(), in[0], in[1], in[2], out);

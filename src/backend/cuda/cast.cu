@@ -1,19 +1,40 @@
-// cast between every pair of dtypes, with the CPU's conversion rules (ewop::convert). Its
+// cast between every pair of dtypes, with the CPU's conversion rules (convert). Its
 // own file: a hundred instantiations compile faster beside the other kernels than after.
+#include <cuda/std/limits>
+
 #include "backend/cuda/elementwise.h"
-#include "backend/cuda/elementwise_ops.cuh"
 #include "backend/cuda/families.h"
+#include "backend/cuda/kernels.cuh"
 
 namespace rlx::cuda {
 
 namespace {
+
+// x (compute type C) converted to the compute type of storage U, as the CPU's convert:
+// casts from float saturate and send NaN to 0.
+template <class U, class C>
+__device__ __forceinline__ auto convert(C x) {
+  using R = compute_t<U>;
+  if constexpr (std::is_same_v<U, bool>) {
+    return bool(x != C(0));
+  } else if constexpr (std::is_floating_point_v<R> || !std::is_floating_point_v<C>) {
+    return R(x);
+  } else {
+    constexpr C lo = C(::cuda::std::numeric_limits<R>::min());
+    constexpr C hi = C(::cuda::std::numeric_limits<R>::max());
+    return x != x    ? R(0)
+           : x <= lo ? ::cuda::std::numeric_limits<R>::min()
+           : x >= hi ? ::cuda::std::numeric_limits<R>::max()
+                     : R(x);
+  }
+}
 
 template <class T, class U>
 __global__ void cast_strided(const T* x, U* y, int64_t n, Indexer<2> ix) {
   RLX_GRID_STRIDE(i, n) {
     int64_t off[2];
     ix.offsets(i, off);
-    y[off[0]] = store<U>(ewop::convert<U>(load(x[off[1]])));
+    y[off[0]] = store<U>(convert<U>(load(x[off[1]])));
   }
 }
 
@@ -25,7 +46,7 @@ __global__ void cast_flat(const T* x, U* y, int64_t n) {
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += 4 * step) {
 #pragma unroll
     for (int k = 0; k < 4; ++k)
-      if (i + k * step < n) y[i + k * step] = store<U>(ewop::convert<U>(load(x[i + k * step])));
+      if (i + k * step < n) y[i + k * step] = store<U>(convert<U>(load(x[i + k * step])));
   }
 }
 
@@ -73,7 +94,7 @@ __global__ void cast_batch(const __grid_constant__ CastBatch b) {
         if (k + u * step < n) v[u] = x[k + u * step];
 #pragma unroll
       for (int u = 0; u < 4; ++u)
-        if (k + u * step < n) y[k + u * step] = store<U>(ewop::convert<U>(load(v[u])));
+        if (k + u * step < n) y[k + u * step] = store<U>(convert<U>(load(v[u])));
     }
     return;
   }
@@ -81,7 +102,7 @@ __global__ void cast_batch(const __grid_constant__ CastBatch b) {
     while (i >= b.seg[s + 1].start) ++s;
     int64_t j = i - b.seg[s].start;
     static_cast<U*>(b.seg[s].y)[j] =
-        store<U>(ewop::convert<U>(load(static_cast<const T*>(b.seg[s].x)[j])));
+        store<U>(convert<U>(load(static_cast<const T*>(b.seg[s].x)[j])));
   }
 }
 

@@ -5,7 +5,9 @@
 
 #include "backend/cuda/elementwise.h"
 #include "backend/cuda/elementwise_ops.cuh"
+#include "backend/cuda/elementwise_table.h"
 #include "backend/cuda/families.h"
+#include "backend/cuda/kernels.cuh"
 
 namespace rlx::cuda {
 
@@ -133,43 +135,34 @@ void unary_apply(const Tensor& x, const Tensor& y, Op op, cudaStream_t s) {
   RLX_CUDA_LAUNCHED("unary elementwise kernel");
 }
 
-template <class Op, bool ToBool = false>
-void unary_kernel_op(const KernelContext& ctx, Ins in, Outs out, Op op) {
+template <unsigned kSet, bool ToBool = false, class Op>
+void unary_kernel(const KernelContext& ctx, Ins in, Outs out, Op op) {
   visit(in[0].dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using U = std::conditional_t<ToBool, bool, T>;
-    if constexpr (in_set<T>(Op::set)) unary_apply<T, U>(in[0], out[0], op, stream_of(ctx));
+    if constexpr (in_set<T>(kSet)) unary_apply<T, U>(in[0], out[0], op, stream_of(ctx));
   });
 }
 
-template <class Op, bool ToBool = false>
-void unary_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  unary_kernel_op<Op, ToBool>(ctx, in, out, Op{});
+// A row's functor, its fields the node's float attributes `names`.
+template <class Op, class... Names>
+Op make_op(const Attrs& a, Names... names) {
+  return Op{a.get_float(names)...};
 }
 
 void gelu_kernel(const KernelContext& ctx, Ins in, Outs out) {
   if (ctx.attrs.get_string("approximate") == "tanh")
-    unary_kernel<GeluTanh>(ctx, in, out);
+    unary_kernel<kFloat>(ctx, in, out, GeluTanh{});
   else
-    unary_kernel<GeluErf>(ctx, in, out);
-}
-void elu_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  unary_kernel_op(ctx, in, out, Elu{ctx.attrs.get_float("alpha")});
-}
-void leaky_relu_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  unary_kernel_op(ctx, in, out, LeakyRelu{ctx.attrs.get_float("alpha")});
-}
-void hard_sigmoid_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  unary_kernel_op(ctx, in, out,
-                  HardSigmoid{ctx.attrs.get_float("alpha"), ctx.attrs.get_float("beta")});
+    unary_kernel<kFloat>(ctx, in, out, GeluErf{});
 }
 
-template <class Op, bool ToBool = false>
+template <class Op, unsigned kSet, bool ToBool = false>
 void binary_kernel(const KernelContext& ctx, Ins in, Outs out) {
   visit(in[0].dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using U = std::conditional_t<ToBool, bool, T>;
-    if constexpr (in_set<T>(Op::set)) {
+    if constexpr (in_set<T>(kSet)) {
       const Tensor &a = in[0], &b = in[1], &y = out[0];
       int64_t n = y.numel();
       if (n == 0) return;
@@ -280,62 +273,31 @@ SupportsFn dtype_in(unsigned set, size_t index) {
 }
 
 void register_elementwise(KernelRegistry& r) {
+  // The rows of elementwise_table.h.
+#define RLX_UNARY_ROW(op, F, set, ...)                                              \
+  {#op,                                                                             \
+   [](const KernelContext& c, Ins in, Outs out) {                                   \
+     unary_kernel<set>(c, in, out, make_op<F>(c.attrs __VA_OPT__(, ) __VA_ARGS__)); \
+   },                                                                               \
+   set},
+#define RLX_UNARY_BOOL_ROW(op, F, set)                                                         \
+  {#op,                                                                                        \
+   [](const KernelContext& c, Ins in, Outs out) { unary_kernel<set, true>(c, in, out, F{}); }, \
+   set},
+#define RLX_BINARY_ROW(op, F, set) {#op, binary_kernel<F, set>, set},
+#define RLX_BINARY_BOOL_ROW(op, F, set) {#op, binary_kernel<F, set, true>, set},
   const Entry entries[] = {
-      {"neg", unary_kernel<Neg>, Neg::set},
-      {"abs", unary_kernel<Abs>, Abs::set},
-      {"sign", unary_kernel<Sign>, Sign::set},
-      {"square", unary_kernel<Square>, Square::set},
-      {"relu", unary_kernel<Relu>, Relu::set},
-      {"exp", unary_kernel<Exp>, kFloat},
-      {"expm1", unary_kernel<Expm1>, kFloat},
-      {"log", unary_kernel<Log>, kFloat},
-      {"log1p", unary_kernel<Log1p>, kFloat},
-      {"sqrt", unary_kernel<Sqrt>, kFloat},
-      {"rsqrt", unary_kernel<Rsqrt>, kFloat},
-      {"reciprocal", unary_kernel<Reciprocal>, kFloat},
-      {"sin", unary_kernel<Sin>, kFloat},
-      {"cos", unary_kernel<Cos>, kFloat},
-      {"tan", unary_kernel<Tan>, kFloat},
-      {"tanh", unary_kernel<Tanh>, kFloat},
-      {"sigmoid", unary_kernel<Sigmoid>, kFloat},
-      {"erf", unary_kernel<Erf>, kFloat},
-      {"floor", unary_kernel<Floor>, kFloat},
-      {"ceil", unary_kernel<Ceil>, kFloat},
-      {"round", unary_kernel<Round>, kFloat},
-      {"softplus", unary_kernel<Softplus>, kFloat},
-      {"silu", unary_kernel<Silu>, kFloat},
+      RLX_CUDA_UNARY_OPS(RLX_UNARY_ROW)              //
+      RLX_CUDA_UNARY_BOOL_OPS(RLX_UNARY_BOOL_ROW)    //
+      RLX_CUDA_BINARY_OPS(RLX_BINARY_ROW)            //
+      RLX_CUDA_BINARY_BOOL_OPS(RLX_BINARY_BOOL_ROW)  //
       {"gelu", gelu_kernel, kFloat},
-      {"elu", elu_kernel, kFloat},
-      {"leaky_relu", leaky_relu_kernel, kFloat},
-      {"hard_sigmoid", hard_sigmoid_kernel, kFloat},
-      {"logical_not", unary_kernel<LogicalNot, true>, kBool},
-      {"isnan", unary_kernel<IsNan, true>, kFloat},
-      {"isinf", unary_kernel<IsInf, true>, kFloat},
-
-      {"add", binary_kernel<Add>, Add::set},
-      {"sub", binary_kernel<Sub>, Sub::set},
-      {"mul", binary_kernel<Mul>, Mul::set},
-      {"div", binary_kernel<Div>, Div::set},
-      {"pow", binary_kernel<Pow>, Pow::set},
-      {"max", binary_kernel<Max>, Max::set},
-      {"min", binary_kernel<Min>, Min::set},
-      {"mod", binary_kernel<Mod>, Mod::set},
-      {"fmod", binary_kernel<Fmod>, Fmod::set},
-      {"atan2", binary_kernel<Atan2>, Atan2::set},
-      {"logical_and", binary_kernel<LogicalAnd, true>, kBool},
-      {"logical_or", binary_kernel<LogicalOr, true>, kBool},
-      {"logical_xor", binary_kernel<LogicalXor, true>, kBool},
-      {"bitwise_and", binary_kernel<BitAnd>, kInt | kBool},
-      {"bitwise_or", binary_kernel<BitOr>, kInt | kBool},
-      {"bitwise_xor", binary_kernel<BitXor>, kInt | kBool},
-      {"eq", binary_kernel<Eq, true>, kAll},
-      {"ne", binary_kernel<Ne, true>, kAll},
-      {"lt", binary_kernel<Lt, true>, kAll},
-      {"le", binary_kernel<Le, true>, kAll},
-      {"gt", binary_kernel<Gt, true>, kAll},
-      {"ge", binary_kernel<Ge, true>, kAll},
       {"clamp", clamp_kernel, kNumeric},
   };
+#undef RLX_UNARY_ROW
+#undef RLX_UNARY_BOOL_ROW
+#undef RLX_BINARY_ROW
+#undef RLX_BINARY_BOOL_ROW
   // Element i of every same-shaped input is read before output element i is written, so
   // outputs may take over a dying input's storage.
   KernelFlags flags{.strided_inputs = true, .inplace = true};

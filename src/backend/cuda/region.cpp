@@ -22,6 +22,7 @@
 #include <mutex>
 
 #include "backend/cuda/cuda_util.h"
+#include "backend/cuda/elementwise_table.h"
 #include "backend/cuda/families.h"
 #include "backend/cuda/region_prelude.h"
 #include "rlx/compile_cache.h"
@@ -66,11 +67,26 @@ const char* suffix(DType t) {
 }
 bool generated(DType t) { return is_float(t) || is_bool(t); }
 
+// An elementwise_table.h row: the op's functor, its dtypes and its float attributes.
+struct Row {
+  const char* functor;
+  unsigned set;
+  std::vector<const char*> attrs;
+};
+const std::map<std::string_view, Row>& rows() {
+#define RLX_ROW(op, F, set, ...) {#op, {#F, set, {__VA_ARGS__}}},
+  static const std::map<std::string_view, Row> m = {
+      RLX_CUDA_UNARY_OPS(RLX_ROW) RLX_CUDA_UNARY_BOOL_OPS(RLX_ROW) RLX_CUDA_BINARY_OPS(RLX_ROW)
+          RLX_CUDA_BINARY_BOOL_OPS(RLX_ROW)};
+#undef RLX_ROW
+  return m;
+}
+
 std::string literal(double v, DType t) {
   if (is_bool(t)) return v != 0 ? "true" : "false";
   if (v != v) return t == DType::f64 ? "(0.0/0.0)" : "(0.0f/0.0f)";
   if (v == HUGE_VAL || v == -HUGE_VAL) {
-    std::string inf = str_cat("m_inf<", ctype(t), ">()");
+    std::string inf = str_cat("ewop::inf<", ctype(t), ">()");
     return v < 0 ? "(-" + inf + ")" : inf;
   }
   char buf[64];
@@ -169,59 +185,26 @@ Program generate(const Graph& body, const std::string& layout = {}) {
     std::vector<std::string> x;
     for (Value v : node.inputs) x.push_back(use(v));
     DType in = node.inputs.empty() ? dt : node.inputs[0].dtype();
-    std::string f = in == DType::f64 ? "" : "f";  // float or double libm names
-    auto a1 = [&](const char* fn) { return str_cat(fn, f, "(", x[0], ")"); };
-    auto attr = [&](const char* key) { return literal(node.attrs.get_float(key), dt); };
-    static const std::map<std::string, std::string> kBinary = {
-        {"add", "+"},          {"sub", "-"},         {"mul", "*"},          {"div", "/"},
-        {"eq", "=="},          {"ne", "!="},         {"lt", "<"},           {"le", "<="},
-        {"gt", ">"},           {"ge", ">="},         {"logical_and", "&&"}, {"logical_or", "||"},
-        {"logical_xor", "!="}, {"bitwise_and", "&"}, {"bitwise_or", "|"},   {"bitwise_xor", "^"}};
-    static const std::map<std::string, std::string> kLibm = {
-        {"exp", "exp"},   {"expm1", "expm1"}, {"log", "log"}, {"log1p", "log1p"},
-        {"sqrt", "sqrt"}, {"rsqrt", "rsqrt"}, {"sin", "sin"}, {"cos", "cos"},
-        {"tan", "tan"},   {"tanh", "tanh"},   {"erf", "erf"}, {"floor", "floor"},
-        {"ceil", "ceil"}, {"round", "rint"},  {"abs", "fabs"}};
-    static const std::map<std::string, std::string> kTemplated = {
-        {"sign", "r_sign"}, {"sigmoid", "r_sigmoid"}, {"softplus", "r_softplus"},
-        {"silu", "r_silu"}, {"max", "r_max"},         {"min", "r_min"},
-        {"mod", "r_mod"}};
     std::string e;
-    if (auto it = kBinary.find(op); it != kBinary.end()) {
-      e = str_cat("(", x[0], " ", it->second, " ", x[1], ")");
-    } else if (auto it = kLibm.find(op); it != kLibm.end() && !is_bool(in)) {
-      e = a1(it->second.c_str());
-    } else if (auto it = kTemplated.find(op); it != kTemplated.end() && !is_bool(in)) {
-      e = str_cat(it->second, "<", ctype(in), ">(", x[0], x.size() > 1 ? ", " + x[1] : "", ")");
-    } else if (op == "neg") {
-      e = str_cat("(-", x[0], ")");
-    } else if (op == "square") {
-      e = str_cat("(", x[0], " * ", x[0], ")");
-    } else if (op == "relu") {
-      e = str_cat("(", x[0], " < ", C, "(0) ? ", C, "(0) : ", x[0], ")");
-    } else if (op == "reciprocal") {
-      e = str_cat("(", C, "(1) / ", x[0], ")");
-    } else if (op == "pow" || op == "fmod" || op == "atan2") {
-      e = str_cat(op, f, "(", x[0], ", ", x[1], ")");
+    if (auto it = rows().find(op); it != rows().end()) {
+      const Row& r = it->second;
+      if (!(r.set & (is_bool(in) ? kBool : kFloat))) {
+        decline(str_cat("op '", op, "' on ", dtype_name(in)));
+        break;
+      }
+      std::string fields, args;
+      for (const char* a : r.attrs)
+        fields += str_cat(fields.empty() ? "" : ", ", literal(node.attrs.get_float(a), DType::f64));
+      for (const std::string& v : x) args += str_cat(args.empty() ? "" : ", ", v);
+      e = str_cat("ewop::", r.functor, "{", fields, "}(", args, ")");
     } else if (op == "gelu") {
-      e = str_cat(node.attrs.get_string("approximate") == "tanh" ? "r_gelu_tanh<" : "r_gelu_erf<",
-                  C, ">(", x[0], ")");
-    } else if (op == "elu") {
-      e = str_cat("r_elu<", C, ">(", x[0], ", ", attr("alpha"), ")");
-    } else if (op == "leaky_relu") {
-      e = str_cat("(", x[0], " > ", C, "(0) ? ", x[0], " : ", attr("alpha"), " * ", x[0], ")");
-    } else if (op == "hard_sigmoid") {
-      e = str_cat("r_hard_sigmoid<", C, ">(", x[0], ", ", attr("alpha"), ", ", attr("beta"), ")");
-    } else if (op == "logical_not") {
-      e = str_cat("(!", x[0], ")");
-    } else if (op == "isnan") {
-      e = str_cat("(", x[0], " != ", x[0], ")");
-    } else if (op == "isinf") {
-      e = str_cat("(m_abs(", x[0], ") == m_inf<", ctype(in), ">())");
+      e = str_cat(
+          node.attrs.get_string("approximate") == "tanh" ? "ewop::GeluTanh" : "ewop::GeluErf",
+          "{}(", x[0], ")");
     } else if (op == "select") {
       e = str_cat("(", x[0], " ? ", x[1], " : ", x[2], ")");
     } else if (op == "clamp") {
-      e = str_cat("r_min<", C, ">(r_max<", C, ">(", x[0], ", ", x[1], "), ", x[2], ")");
+      e = str_cat("ewop::Min{}(ewop::Max{}(", x[0], ", ", x[1], "), ", x[2], ")");
     } else if (op == "cast") {
       if (is_bool(dt))
         e = str_cat("(", x[0], " != 0)");
@@ -288,11 +271,11 @@ Program generate(const Graph& body, const std::string& layout = {}) {
             "T) {\n    const i64 S = 1;\n    const bool full = i + kU <= a.n;\n"
           : "  for (i64 i = i64(blockIdx.x) * blockDim.x + threadIdx.x; i < a.n; i += kU * T) {\n"
             "    const i64 S = T;\n";
-  p.source =
-      str_cat(kRegionPrelude, "#define kU ", kU, "\n", helpers,
-              "extern \"C\" __global__ void rlx_region(const Args a) {\n", kPdlTrigger, pre,
-              "  const i64 T = i64(blockDim.x) * gridDim.x;\n", loop, "    i64 ix[kU];\n", kUnroll,
-              "ix[k] = i + k * S < a.n ? i + k * S : a.n - 1;\n", coords, code, "  }\n}\n");
+  p.source = str_cat(
+      kRegionPrelude, kElementwiseOpsText, "namespace ewop = rlx::cuda::ewop;\n#define kU ", kU,
+      "\n", helpers, "extern \"C\" __global__ void rlx_region(const Args a) {\n", kPdlTrigger, pre,
+      "  const i64 T = i64(blockDim.x) * gridDim.x;\n", loop, "    i64 ix[kU];\n", kUnroll,
+      "ix[k] = i + k * S < a.n ? i + k * S : a.n - 1;\n", coords, code, "  }\n}\n");
   return p;
 }
 

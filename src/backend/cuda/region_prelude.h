@@ -1,11 +1,13 @@
 // The device code every generated region kernel starts with (region.cpp): loads and
-// stores per dtype (f16 / bf16 through PTX conversions, so NVRTC needs no header), the ops
-// whose semantics need more than one expression (the CPU's: max / min propagate NaN and
-// order -0 below +0, mod is floor modulo, silu and gelu give -0 at -inf), and the offset
-// of an element of a broadcast or strided input.
+// stores per dtype (f16 / bf16 through PTX conversions, so NVRTC needs no header) and the
+// offset of an element of a broadcast or strided input; then the eager kernels' functors,
+// the text of elementwise_ops.cuh (kElementwiseOpsText, embedded by the build).
 #pragma once
 
 namespace rlx::cuda {
+
+// elementwise_ops.cuh as text (generated from it at build time: cmake/embed_text.cmake).
+extern const char* const kElementwiseOpsText;
 
 // A region's first statement: a programmatically dependent kernel after it (a matvec
 // reading its output, kernels.cuh's launch_pdl) may start and prefetch its weights.
@@ -103,63 +105,6 @@ RLX_VEC(f64, double, double, double2, 2)
 RLX_VEC(f16, float, unsigned short, uint2, 1)
 RLX_VEC(bf16, float, unsigned short, uint2, 1)
 RLX_VEC(bool, bool, unsigned char, unsigned, 1)
-
-__device__ __forceinline__ float m_exp(float x) { return expf(x); }
-__device__ __forceinline__ double m_exp(double x) { return exp(x); }
-__device__ __forceinline__ float m_log1p(float x) { return log1pf(x); }
-__device__ __forceinline__ double m_log1p(double x) { return log1p(x); }
-__device__ __forceinline__ float m_expm1(float x) { return expm1f(x); }
-__device__ __forceinline__ double m_expm1(double x) { return expm1(x); }
-__device__ __forceinline__ float m_erf(float x) { return erff(x); }
-__device__ __forceinline__ double m_erf(double x) { return erf(x); }
-__device__ __forceinline__ float m_abs(float x) { return fabsf(x); }
-__device__ __forceinline__ double m_abs(double x) { return fabs(x); }
-__device__ __forceinline__ float m_fmod(float a, float b) { return fmodf(a, b); }
-__device__ __forceinline__ double m_fmod(double a, double b) { return fmod(a, b); }
-__device__ __forceinline__ bool m_neg_sign(float x) { return copysignf(1.0f, x) < 0; }
-__device__ __forceinline__ bool m_neg_sign(double x) { return copysign(1.0, x) < 0; }
-template <class C> __device__ __forceinline__ C m_inf();
-template <> __device__ __forceinline__ float m_inf<float>() { return __int_as_float(0x7f800000); }
-template <> __device__ __forceinline__ double m_inf<double>() { return __longlong_as_double(0x7ff0000000000000LL); }
-
-template <class C> __device__ __forceinline__ C r_sign(C x) { return x > C(0) ? C(1) : (x < C(0) ? C(-1) : x); }
-template <class C> __device__ __forceinline__ C r_sigmoid(C x) {
-  C e = m_exp(-m_abs(x));
-  return x < C(0) ? e / (C(1) + e) : C(1) / (C(1) + e);
-}
-template <class C> __device__ __forceinline__ C r_softplus(C x) {
-  return (x > C(0) ? x : C(0)) + m_log1p(m_exp(-m_abs(x)));
-}
-template <class C> __device__ __forceinline__ C r_silu(C x) {
-  return x == -m_inf<C>() ? C(-0.0) : x * r_sigmoid(x);
-}
-template <class C> __device__ __forceinline__ C r_gelu_erf(C x) {
-  return x == -m_inf<C>() ? C(-0.0) : C(0.5) * x * (C(1) + m_erf(x * C(0.70710678118654752440)));
-}
-template <class C> __device__ __forceinline__ C r_gelu_tanh(C x) {
-  return x == -m_inf<C>() ? C(-0.0)
-                          : x * r_sigmoid(C(2 * 0.79788456080286535588) * (x + C(0.044715) * x * x * x));
-}
-template <class C> __device__ __forceinline__ C r_elu(C x, C alpha) { return x > C(0) ? x : alpha * m_expm1(x); }
-template <class C> __device__ __forceinline__ C r_hard_sigmoid(C x, C alpha, C beta) {
-  C v = alpha * x + beta;
-  return v < C(0) ? C(0) : (v > C(1) ? C(1) : v);
-}
-template <class C> __device__ __forceinline__ C r_max(C a, C b) {
-  C r = a > b ? a : b;
-  r = a == b ? (m_neg_sign(a) ? b : a) : r;
-  return a != a || b != b ? a + b : r;
-}
-template <class C> __device__ __forceinline__ C r_min(C a, C b) {
-  C r = a < b ? a : b;
-  r = a == b ? (m_neg_sign(a) ? a : b) : r;
-  return a != a || b != b ? a + b : r;
-}
-template <class C> __device__ __forceinline__ C r_mod(C a, C b) {
-  C r = m_fmod(a, b);
-  if (r != 0) return (r < 0) != (b < 0) ? r + b : r;
-  return m_neg_sign(b) ? C(-0.0) : C(0);
-}
 )";
 
 }  // namespace rlx::cuda
