@@ -91,6 +91,11 @@ void expect_same_dtype(const InferContext& ctx, size_t i, size_t j) {
                   " and ", ctx.input(j).str());
 }
 
+void expect_all_float(const InferContext& ctx, size_t n) {
+  expect_float(ctx, 0);
+  for (size_t i = 1; i < std::min(n, ctx.num_inputs()); ++i) expect_same_dtype(ctx, 0, i);
+}
+
 void expect_rank(const InferContext& ctx, size_t i, int64_t rank) {
   if (ctx.rank(i) != rank)
     ctx.fail("expected input ", i, " of rank ", rank, ", got ", ctx.input(i).str());
@@ -98,6 +103,18 @@ void expect_rank(const InferContext& ctx, size_t i, int64_t rank) {
 void expect_min_rank(const InferContext& ctx, size_t i, int64_t rank) {
   if (ctx.rank(i) < rank)
     ctx.fail("expected input ", i, " of rank >= ", rank, ", got ", ctx.input(i).str());
+}
+
+void expect_broadcastable_to(const InferContext& ctx, size_t i, const Shape& target) {
+  const Shape& b = ctx.shape(i);
+  bool ok = b.size() <= target.size();
+  for (size_t d = 0; ok && d < b.size(); ++d) {
+    const Dim& t = target[target.size() - b.size() + d];
+    ok = b[d].is(1) || !b[d].is_static() || !t.is_static() || b[d].value() == t.value();
+  }
+  if (!ok)
+    ctx.fail("expected input ", i, " broadcastable to ", shape_str(target), ", got ",
+             ctx.input(i).str());
 }
 
 Dim dim_add(const Dim& a, int64_t b) {

@@ -2,12 +2,17 @@
 // Every failure names the op through the InferContext.
 #pragma once
 
+#include <cstdint>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "rlx/op.h"
 
 namespace rlx::detail {
+
+// An infer function's single output.
+inline std::vector<TensorType> one(TensorType t) { return {std::move(t)}; }
 
 // NumPy broadcasting of two dims / shapes. A symbol broadcasts with 1 and with itself;
 // against a static size n > 1 it gives n (checked when the symbol is bound); two
@@ -31,11 +36,15 @@ void expect_integer(const InferContext& ctx, size_t i);  // signed or unsigned i
 void expect_bool(const InferContext& ctx, size_t i);
 void expect_dtype(const InferContext& ctx, size_t i, bool ok, std::string_view kind);
 void expect_same_dtype(const InferContext& ctx, size_t i, size_t j);
+// The first `n` inputs (all by default) must be floats of input 0's dtype.
+void expect_all_float(const InferContext& ctx, size_t n = SIZE_MAX);
 // Attribute `key` = v must be a finite number >= lo (NaN fails too).
 void expect_at_least(const InferContext& ctx, std::string_view key, double v, double lo);
 // Rank checks on input i.
 void expect_rank(const InferContext& ctx, size_t i, int64_t rank);
 void expect_min_rank(const InferContext& ctx, size_t i, int64_t rank);
+// Input i must broadcast to `target` without changing it.
+void expect_broadcastable_to(const InferContext& ctx, size_t i, const Shape& target);
 
 // Dim arithmetic that stays static when it can and becomes "?" when it cannot.
 Dim dim_add(const Dim& a, int64_t b);

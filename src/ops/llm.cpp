@@ -13,7 +13,7 @@
 #include "ops/families.h"
 #include "ops/fused.h"
 #include "ops/infer_util.h"
-#include "ops/nn_rules.h"
+#include "ops/rule_util.h"
 #include "rlx/error.h"
 #include "rlx/ops.h"
 #include "rlx/rules.h"
@@ -22,11 +22,8 @@ namespace rlx::detail {
 
 namespace {
 
-using Values = std::vector<Value>;
 using rules::expand_dims;
 using rules::moveaxis;
-
-std::vector<TensorType> one(TensorType t) { return {std::move(t)}; }
 
 // Positions and cache offsets are i32 or i64 (what token ids and counters come as).
 void expect_index(const InferContext& ctx, size_t i, const char* role) {
@@ -41,7 +38,6 @@ void expect_rank_of(const InferContext& ctx, size_t i, int64_t rank, const char*
     ctx.fail("expected input ", i, " of rank ", rank, " (", layout, "), got ", ctx.input(i).str());
 }
 
-Value to(Value x, DType dt) { return x.dtype() == dt ? x : cast(x, dt); }
 DType math_of(DType dt) { return dt == DType::f64 ? DType::f64 : DType::f32; }
 
 Value slice_axes(Value x, IntList starts, IntList stops, IntList axes) {
@@ -55,12 +51,6 @@ Value slice_last(Value x, int64_t lo, int64_t hi) {
 Value count_along(Value x, int64_t axis) {
   Value ones = cast(rules::ones_like(x), DType::i64);
   return op("cumsum", {ones}, {{"axis", axis}}) - 1.0;
-}
-
-IntList range(int64_t lo, int64_t hi) {
-  IntList r;
-  for (int64_t i = lo; i < hi; ++i) r.push_back(i);
-  return r;
 }
 
 // ---- rope ----------------------------------------------------------------------------

@@ -1,20 +1,27 @@
-// Neural-network ops: softmax, norms, attention, embedding, dropout, cross_entropy, and
-// the sliding-window ops on [N, C, D1..Dk] tensors (conv, conv_transpose, pools, resize).
+// Neural-network ops: softmax, log_softmax, the norms (layer, rms, group, batch),
+// embedding, dropout and cross_entropy, each with its inference and vjp / jvp / vmap rules
+// (attention is attention.cpp; the sliding-window ops window.cpp). What a backward pass
+// needs from the forward one (the normalised x, the softmax of the logits) is recomputed
+// from the inputs with core ops, so that the rules are differentiable again (hvp).
 #include <algorithm>
-#include <cmath>
+#include <string>
 
-#include "ops/attention_layout.h"
 #include "ops/families.h"
 #include "ops/fused.h"
 #include "ops/infer_util.h"
-#include "ops/nn_rules.h"
-#include "ops/window_rules.h"
+#include "ops/rule_util.h"
+#include "rlx/axes.h"
+#include "rlx/error.h"
+#include "rlx/rules.h"
 
 namespace rlx::detail {
 
 namespace {
 
-std::vector<TensorType> one(TensorType t) { return {std::move(t)}; }
+using rules::add_any;
+using rules::expand_dims;
+using rules::moveaxis;
+using rules::mul_any;
 
 // Input i (`role`) must have the shape `want` (described by `ref`) dim by dim; returns the
 // unified dims so that a static size on one side refines a symbol on the other.
@@ -29,13 +36,43 @@ Shape unify_shape(const InferContext& ctx, size_t i, const Shape& want, std::str
   return out;
 }
 
-// The first `n` inputs (all by default) must be floats of input 0's dtype.
-void expect_all_float(const InferContext& ctx, size_t n = SIZE_MAX) {
-  expect_float(ctx, 0);
-  for (size_t i = 1; i < std::min(n, ctx.num_inputs()); ++i) expect_same_dtype(ctx, 0, i);
+Value mean_keep(Value x, const IntList& axes) {
+  return op("mean", {x}, {{"axes", axes}, {"keepdims", true}});
+}
+
+// The dtype the device kernels compute a float dtype in: f32 for 16-bit ones.
+DType math_of(DType dt) { return dtype_size(dt) == 2 ? DType::f32 : dt; }
+
+Value input_or_none(const RuleArgs& a, size_t i) {
+  return i < a.inputs.size() ? a.inputs[i] : Value{};
+}
+bool any_batched(AxisSpan in_axes, size_t from) {
+  return std::any_of(in_axes.begin() + std::ptrdiff_t(from), in_axes.end(),
+                     [](int ax) { return ax >= 0; });
 }
 
 // ---- softmax, log_softmax ----------------------------------------------------------
+
+// The Jacobian diag(y) - y y^T is symmetric: the vjp and the jvp are one formula.
+Values softmax_vjp(const RuleArgs& a, ValueSpan ct) {
+  Value y = a.outputs[0], cy = ct[0] * y;
+  return {cy - y * sum_keep(cy, {a.attrs.get_int("axis")})};
+}
+Values softmax_jvp(const RuleArgs& a, ValueSpan t) { return softmax_vjp(a, t); }
+
+Values log_softmax_vjp(const RuleArgs& a, ValueSpan ct) {
+  Value p = exp(a.outputs[0]);
+  return {ct[0] - p * sum_keep(ct[0], {a.attrs.get_int("axis")})};
+}
+Values log_softmax_jvp(const RuleArgs& a, ValueSpan t) {
+  Value p = exp(a.outputs[0]);
+  return {t[0] - sum_keep(p * t[0], {a.attrs.get_int("axis")})};
+}
+
+VmapResult softmax_vmap(const RuleArgs& a, AxisSpan in_axes) {
+  static const char* const kAxis[] = {"axis"};
+  return rules::vmap_shift_axes(a, in_axes, kAxis);
+}
 
 void register_softmax(OpRegistry& r) {
   struct Entry {
@@ -44,9 +81,17 @@ void register_softmax(OpRegistry& r) {
     VjpFn vjp;
     JvpFn jvp;
   };
-  for (const Entry& e :
-       {Entry{"softmax", "exp(x) / sum(exp(x)) along `axis`.", softmax_vjp, softmax_jvp},
-        Entry{"log_softmax", "x - logsumexp(x) along `axis`.", log_softmax_vjp, log_softmax_jvp}}) {
+  const Entry table[] = {
+      {.name = "softmax",
+       .doc = "exp(x) / sum(exp(x)) along `axis`.",
+       .vjp = softmax_vjp,
+       .jvp = softmax_jvp},
+      {.name = "log_softmax",
+       .doc = "x - logsumexp(x) along `axis`.",
+       .vjp = log_softmax_vjp,
+       .jvp = log_softmax_jvp},
+  };
+  for (const Entry& e : table) {
     OpDef d;
     d.name = e.name;
     d.amp = AmpRole::keep_f32;
@@ -64,6 +109,104 @@ void register_softmax(OpRegistry& r) {
   }
 }
 
+// ---- normalisation: shared pieces --------------------------------------------------
+
+struct Normed {
+  Value xhat, inv;  // the normalised x and 1 / sqrt(var + eps), over the reduced axes
+};
+
+Normed normalize(Value x, const IntList& axes, double eps, bool center) {
+  Value xc = center ? x - mean_keep(x, axes) : x;
+  Value inv = op("rsqrt", {mean_keep(xc * xc, axes) + eps});
+  return {xc * inv, inv};
+}
+
+// The Jacobian of xhat w.r.t. x applied to g; it is symmetric, so this is the vjp and
+// the jvp: inv * (g - mean(g) - xhat * mean(g * xhat)) (no mean(g) term when not centred).
+Value normalize_dot(Value g, const Normed& n, const IntList& axes, bool center) {
+  Value d = g - n.xhat * mean_keep(g * n.xhat, axes);
+  if (center) d = d - mean_keep(g, axes);
+  return d * n.inv;
+}
+
+// layer_norm / rms_norm over [axis, rank).
+struct Trailing {
+  IntList axes;
+  Normed n;
+};
+
+Trailing trailing(const RuleArgs& a, bool center) {
+  Value x = a.inputs[0];
+  IntList axes = range(norm_axis(a.attrs.get_int("axis"), x.rank()), x.rank());
+  Normed n = normalize(x, axes, a.attrs.get_float("epsilon"), center);
+  return {std::move(axes), n};
+}
+
+// scale and bias of the normalised dims' shape exactly, or absent: layer_norm_grad's case.
+bool plain_params(const RuleArgs& a) {
+  Value x = a.inputs[0];
+  int64_t axis = norm_axis(a.attrs.get_int("axis"), x.rank());
+  Shape tail(x.shape().begin() + axis, x.shape().end());
+  for (size_t i = 1; i < a.inputs.size(); ++i)
+    if (!(a.inputs[i].shape() == tail) || a.inputs[i].dtype() != x.dtype()) return false;
+  return true;
+}
+
+Values trailing_vjp(const RuleArgs& a, ValueSpan ct, bool center) {
+  Value scale = input_or_none(a, 1), bias = input_or_none(a, 2);
+  if (plain_params(a) && ct[0].dtype() == a.inputs[0].dtype()) {
+    std::vector<Value> in{a.inputs[0], ct[0]};
+    if (scale.valid()) in.push_back(scale);
+    Values g = op_n("layer_norm_grad", in,
+                    {{"axis", a.attrs.get_int("axis")},
+                     {"epsilon", a.attrs.get_float("epsilon")},
+                     {"center", center}});
+    Values out{g[0]};
+    if (scale.valid()) out.push_back(g[1]);
+    if (bias.valid()) out.push_back(g[2]);
+    return out;
+  }
+  Trailing tr = trailing(a, center);
+  Value g = scale.valid() ? ct[0] * scale : ct[0];
+  Values out{normalize_dot(g, tr.n, tr.axes, center)};
+  if (scale.valid()) out.push_back(rules::unbroadcast(ct[0] * tr.n.xhat, scale));
+  if (bias.valid()) out.push_back(rules::unbroadcast(ct[0], bias));
+  return out;
+}
+
+Values trailing_jvp(const RuleArgs& a, ValueSpan t, bool center) {
+  Trailing tr = trailing(a, center);
+  Value scale = input_or_none(a, 1);
+  Value dy;
+  if (t[0].valid()) {
+    dy = normalize_dot(t[0], tr.n, tr.axes, center);
+    if (scale.valid()) dy = dy * scale;
+  }
+  if (Value ts = tangent(t, 1); ts.valid()) dy = add_any(dy, tr.n.xhat * ts);
+  if (Value tb = tangent(t, 2); tb.valid())
+    dy = add_any(dy, rules::broadcast_like(tb, a.outputs[0]));
+  return {dy};
+}
+
+// x [N, C, ...] viewed as [N, G, C/G * S] (after `lead` batch axes): each group's
+// statistics are over the last axis.
+Value grouped(Value x, int64_t groups, int64_t lead = 0) {
+  IntList spec(size_t(lead) + 1, 0);
+  spec.push_back(groups);
+  spec.push_back(-1);
+  return op("reshape", {x}, {{"shape", spec}});
+}
+
+// A per-channel vector [C] shaped to broadcast against [N, C, S...] of rank `rank`.
+Value per_channel(Value p, int64_t rank) { return expand(p, range(1, rank - 1)); }
+
+// Sum over every axis but the channel axis 1: [N, C, S...] -> [C].
+Value sum_but_channels(Value x) {
+  IntList axes = range(0, x.rank());
+  axes.erase(axes.begin() + 1);
+  return rules::sum(x, axes);
+}
+
 // ---- layer_norm, rms_norm ----------------------------------------------------------
 
 // x normalised over [axis, rank); the optional inputs (scale, bias) have x.shape[axis:].
@@ -77,6 +220,47 @@ std::vector<TensorType> infer_trailing_norm(const InferContext& ctx) {
     tail = unify_shape(ctx, i, tail, i == 1 ? "scale" : "bias", "x.shape[axis:]");
   std::copy(tail.begin(), tail.end(), out.begin() + axis);
   return one({ctx.dtype(0), out});
+}
+
+Values layer_norm_vjp(const RuleArgs& a, ValueSpan ct) { return trailing_vjp(a, ct, true); }
+
+// 16-bit inputs in f32, as the device kernels compute them; the results in their dtype.
+Values layer_norm_grad_decomposed(const RuleArgs& a) {
+  DType dt = a.inputs[0].dtype(), math = math_of(dt);
+  Value x = to(a.inputs[0], math), dy = to(a.inputs[1], math), scale = input_or_none(a, 2);
+  if (scale.valid()) scale = to(scale, math);
+  bool center = a.attrs.get_bool("center");
+  IntList axes = range(norm_axis(a.attrs.get_int("axis"), x.rank()), x.rank());
+  Normed n = normalize(x, axes, a.attrs.get_float("epsilon"), center);
+  Value g = scale.valid() ? dy * scale : dy;
+  Value dx = normalize_dot(g, n, axes, center);
+  // Over the leading axes (none: the per-element values themselves).
+  IntList lead = range(0, axes.empty() ? x.rank() : axes.front());
+  auto over_lead = [&](Value v) { return to(lead.empty() ? v : rules::sum(v, lead), dt); };
+  return {to(dx, dt), over_lead(dy * n.xhat), over_lead(dy)};
+}
+Values layer_norm_jvp(const RuleArgs& a, ValueSpan t) { return trailing_jvp(a, t, true); }
+Values rms_norm_vjp(const RuleArgs& a, ValueSpan ct) { return trailing_vjp(a, ct, false); }
+Values rms_norm_jvp(const RuleArgs& a, ValueSpan t) { return trailing_jvp(a, t, false); }
+
+VmapResult trailing_norm_vmap(const RuleArgs& a, AxisSpan in_axes) {
+  static const char* const kAxis[] = {"axis"};
+  if (!any_batched(in_axes, 1)) return rules::vmap_shift_axes(a, in_axes, kAxis);
+  // A batched scale or bias cannot enter the op (its shape is x.shape[axis:]): normalise
+  // without them, then apply them by broadcasting.
+  Value x = a.inputs[0];
+  int64_t xb = in_axes[0] >= 0;
+  int64_t axis = norm_axis(a.attrs.get_int("axis"), x.rank() - xb);
+  if (xb) x = moveaxis(x, in_axes[0], 0);
+  Attrs attrs = a.attrs;
+  attrs.set("axis", axis + xb);
+  Value y = op(rules::rule_op_name(a), {x}, attrs);
+  for (size_t i = 1; i < a.inputs.size(); ++i) {
+    Value p = a.inputs[i];
+    if (in_axes[i] >= 0) p = expand(moveaxis(p, in_axes[i], 0), range(1, axis + 1));
+    y = i == 1 ? y * p : y + p;
+  }
+  return {{y}, {0}};
 }
 
 void register_trailing_norms(OpRegistry& r) {
@@ -157,6 +341,111 @@ std::vector<TensorType> infer_channel_norm(const InferContext& ctx) {
   return one({ctx.dtype(0), out});
 }
 
+// group_norm
+
+Values group_norm_vjp(const RuleArgs& a, ValueSpan ct) {
+  Value x = a.inputs[0], scale = a.inputs[1];
+  int64_t groups = a.attrs.get_int("num_groups");
+  const IntList last{-1};
+  Normed n = normalize(grouped(x, groups), last, a.attrs.get_float("epsilon"), true);
+  Value g = grouped(ct[0] * per_channel(scale, x.rank()), groups);
+  Value dx = rules::reshape_like(normalize_dot(g, n, last, true), x);
+  Value xhat = rules::reshape_like(n.xhat, x);
+  return {dx, sum_but_channels(ct[0] * xhat), sum_but_channels(ct[0])};
+}
+
+Values group_norm_jvp(const RuleArgs& a, ValueSpan t) {
+  Value x = a.inputs[0], scale = a.inputs[1];
+  int64_t groups = a.attrs.get_int("num_groups"), rank = x.rank();
+  const IntList last{-1};
+  Normed n = normalize(grouped(x, groups), last, a.attrs.get_float("epsilon"), true);
+  Value dy;
+  if (t[0].valid()) {
+    Value d = rules::reshape_like(normalize_dot(grouped(t[0], groups), n, last, true), x);
+    dy = d * per_channel(scale, rank);
+  }
+  if (t[1].valid()) dy = add_any(dy, rules::reshape_like(n.xhat, x) * per_channel(t[1], rank));
+  if (t[2].valid()) dy = add_any(dy, rules::broadcast_like(per_channel(t[2], rank), a.outputs[0]));
+  return {dy};
+}
+
+// layer_norm over the grouped view (the batch rides along in front: merging it into N
+// would need static shapes), then scale and bias by broadcasting.
+VmapResult group_norm_vmap(const RuleArgs& a, AxisSpan in_axes) {
+  Value x = a.inputs[0];
+  int64_t xb = in_axes[0] >= 0;
+  if (xb) x = moveaxis(x, in_axes[0], 0);
+  int64_t rank = x.rank() - xb;  // unbatched
+  Value y = op("layer_norm", {grouped(x, a.attrs.get_int("num_groups"), xb)},
+               {{"axis", -1}, {"epsilon", a.attrs.get_float("epsilon")}});
+  y = rules::reshape_like(y, x);
+  for (size_t i = 1; i < 3; ++i) {
+    Value p = a.inputs[i];
+    if (in_axes[i] >= 0) {  // [B, C] -> [B, 1, C, 1...]
+      IntList axes = range(3, rank + 1);
+      axes.insert(axes.begin(), 1);
+      p = expand_dims(moveaxis(p, in_axes[i], 0), axes);
+    } else {
+      p = per_channel(p, rank);
+    }
+    y = i == 1 ? y * p : y + p;
+  }
+  return {{y}, {0}};
+}
+
+// batch_norm (inference form: y = (x - mean) * scale / sqrt(var + eps) + bias)
+
+struct BatchNorm {
+  Value inv, mul, xc;  // 1 / sqrt(var + eps), scale * inv [C]; x - mean [N, C, ...]
+};
+
+BatchNorm batch_norm_parts(const RuleArgs& a) {
+  Value x = a.inputs[0];
+  Value inv = op("rsqrt", {a.inputs[4] + a.attrs.get_float("epsilon")});
+  return {inv, a.inputs[1] * inv, x - per_channel(a.inputs[3], x.rank())};
+}
+
+Values batch_norm_vjp(const RuleArgs& a, ValueSpan ct) {
+  BatchNorm b = batch_norm_parts(a);
+  Value s_ct = sum_but_channels(ct[0]), s_ctxc = sum_but_channels(ct[0] * b.xc);
+  return {ct[0] * per_channel(b.mul, a.inputs[0].rank()), s_ctxc * b.inv, s_ct, -(s_ct * b.mul),
+          s_ctxc * (-0.5 * b.mul * b.inv * b.inv)};
+}
+
+Values batch_norm_jvp(const RuleArgs& a, ValueSpan t) {
+  BatchNorm b = batch_norm_parts(a);
+  int64_t rank = a.inputs[0].rank();
+  Value dy = t[0].valid() ? t[0] * per_channel(b.mul, rank) : Value{};
+  // Per channel: the tangent's coefficient of (x - mean), and its offset.
+  Value coef = mul_any(t[1], b.inv);
+  if (t[4].valid()) coef = add_any(coef, t[4] * (-0.5 * b.mul * b.inv * b.inv));
+  Value off = t[2];
+  if (t[3].valid()) off = add_any(off, -(t[3] * b.mul));
+  if (coef.valid()) dy = add_any(dy, b.xc * per_channel(coef, rank));
+  if (off.valid()) dy = add_any(dy, rules::broadcast_like(per_channel(off, rank), a.outputs[0]));
+  return {dy};
+}
+
+// The batch goes to axis 2, among the positions that share each channel's statistics.
+VmapResult batch_norm_vmap(const RuleArgs& a, AxisSpan in_axes) {
+  Value x = a.inputs[0];
+  if (!any_batched(in_axes, 1)) {
+    Values in(a.inputs.begin(), a.inputs.end());
+    in[0] = moveaxis(x, in_axes[0], 2);
+    return {{op("batch_norm", in, a.attrs)}, {2}};
+  }
+  // Batched statistics: the formula by broadcasting, as the kernel evaluates it.
+  int64_t rank = x.rank() - (in_axes[0] >= 0);  // unbatched
+  x = in_axes[0] >= 0 ? moveaxis(x, in_axes[0], 2) : expand_dims(x, {2});
+  auto chan = [&](size_t i) {  // [C] or [C, B], to broadcast against [N, C, B, S...]
+    Value p = a.inputs[i];
+    if (in_axes[i] >= 0) return expand(moveaxis(p, in_axes[i], 1), range(2, rank));
+    return expand(p, range(1, rank));
+  };
+  Value mul = chan(1) / op("sqrt", {chan(4) + a.attrs.get_float("epsilon")});
+  return {{(x - chan(3)) * mul + chan(2)}, {2}};
+}
+
 void register_channel_norms(OpRegistry& r) {
   OpDef gn;
   gn.name = "group_norm";
@@ -183,180 +472,32 @@ void register_channel_norms(OpRegistry& r) {
   r.add(std::move(bn));
 }
 
-// ---- attention ---------------------------------------------------------------------
+// ---- embedding ---------------------------------------------------------------------
 
-// Fails unless `b` broadcasts to `target` without changing it.
-void expect_broadcastable_to(const InferContext& ctx, size_t i, const Shape& target) {
-  const Shape& b = ctx.shape(i);
-  bool ok = b.size() <= target.size();
-  for (size_t d = 0; ok && d < b.size(); ++d) {
-    const Dim& t = target[target.size() - b.size() + d];
-    ok = b[d].is(1) || !b[d].is_static() || !t.is_static() || b[d].value() == t.value();
-  }
-  if (!ok)
-    ctx.fail("expected input ", i, " broadcastable to ", shape_str(target), ", got ",
-             ctx.input(i).str());
+// Rows picked more than once accumulate their cotangents.
+Values embedding_vjp(const RuleArgs& a, ValueSpan ct) {
+  Value table = a.inputs[0], idx = a.inputs[1];
+  Value d = op("scatter_nd", {rules::zeros_like(table), expand_dims(idx, {idx.rank()}), ct[0]},
+               {{"reduction", "add"}});
+  return {d, Value{}};
 }
 
-// attention's output type; input 3 is a bias only where `bias` says so.
-TensorType attention_type(const InferContext& ctx, bool bias) {
-  expect_all_float(ctx, 4);  // q, k, v and a bias or dy (attention_grad's lse is f32)
-  for (size_t i = 0; i < 3; ++i) expect_min_rank(ctx, i, 2);
-  const Attrs& a = ctx.attrs();
-  const std::string& mask = a.get_string("mask");
-  int64_t window = a.get_int("window");
-  if (mask == "sliding_window" && window < 1)
-    ctx.fail("expected window >= 1 for mask 'sliding_window', got ", window);
-  if (mask != "sliding_window" && window != 0)
-    ctx.fail("expected window 0 for mask '", mask, "', got ", window);
-  expect_at_least(ctx, "scale", a.get_float("scale"), 0.0);
-
-  const Shape &q = ctx.shape(0), &k = ctx.shape(1), &v = ctx.shape(2);
-  unify_dims(ctx, q.back(), k.back(), "head dims of q and k");
-  Dim sk = unify_dims(ctx, k[k.size() - 2], v[v.size() - 2], "key lengths of k and v");
-  auto lead = [](const Shape& s) { return Shape(s.begin(), s.end() - 2); };
-  Shape batch = broadcast_shapes(ctx, broadcast_shapes(ctx, lead(q), lead(k)), lead(v));
-  if (bias && ctx.num_inputs() == 4) {
-    Shape scores = batch;
-    scores.push_back(q[q.size() - 2]);
-    scores.push_back(sk);
-    expect_broadcastable_to(ctx, 3, scores);
-  }
-  Shape out = batch;
-  out.push_back(q[q.size() - 2]);
-  out.push_back(v.back());
-  return {ctx.dtype(0), out};
+Values embedding_jvp(const RuleArgs& a, ValueSpan t) {
+  return rules::reapply(a, {t[0], a.inputs[1]});
 }
 
-// Layout "bshd": q, k, v (dy, and the outputs) are [..., s, h, d], the "bhsd" form with
-// the sequence and head axes swapped (as projections leave them: no transposes); a bias
-// stays [..., h, sq, sk]. Types are inferred on the swapped form, then swapped back.
-// Only the first `swapped_out` outputs are in the layout (attention_lse's statistics are
-// [..., H, Sq] in both).
-template <class F>
-std::vector<TensorType> on_bhsd(const InferContext& ctx, size_t swapped, F infer,
-                                size_t swapped_out = 3) {
-  if (!detail::is_bshd(ctx.attrs())) return infer(ctx);
-  auto swap_sh = [](Shape& s) { std::swap(s[s.size() - 3], s[s.size() - 2]); };
-  std::vector<TensorType> in(ctx.inputs().begin(), ctx.inputs().end());
-  for (size_t i = 0; i < swapped; ++i) {
-    expect_min_rank(ctx, i, 3);
-    swap_sh(in[i].shape);
-  }
-  std::vector<SubgraphPtr> none;
-  std::vector<TensorType> out = infer(InferContext(ctx.op(), in, ctx.attrs(), none));
-  for (size_t i = 0; i < out.size() && i < swapped_out; ++i) swap_sh(out[i].shape);
-  return out;
+VmapResult embedding_vmap(const RuleArgs& a, AxisSpan in_axes) {
+  Value table = a.inputs[0], idx = a.inputs[1];
+  // Batched indices only: the output (indices.shape + [D]) keeps their batch axis.
+  if (in_axes[0] < 0) return {{op("embedding", {table, idx})}, {in_axes[1]}};
+  // A batched table [B, V, D]: each batch element looks up its own rows (gather_nd with
+  // one batch dim).
+  table = moveaxis(table, in_axes[0], 0);
+  idx = in_axes[1] >= 0 ? moveaxis(idx, in_axes[1], 0) : rules::materialize_batch(idx, table, 0);
+  Value out =
+      op("gather_nd", {table, expand_dims(idx, {idx.rank()})}, {{"batch_dims", int64_t(1)}});
+  return {{out}, {0}};
 }
-
-std::vector<TensorType> infer_attention(const InferContext& ctx) {
-  return on_bhsd(ctx, 3, [](const InferContext& c) { return one(attention_type(c, true)); });
-}
-
-// attention_lse's statistics for an output y of the bhsd form: one value per query row in
-// the compute type (f64 for f64, else f32).
-TensorType lse_type(const TensorType& y) {
-  return {y.dtype == DType::f64 ? DType::f64 : DType::f32,
-          Shape(y.shape.begin(), y.shape.end() - 1)};
-}
-
-std::vector<TensorType> infer_attention_lse(const InferContext& ctx) {
-  auto infer = [](const InferContext& c) {
-    TensorType y = attention_type(c, false);
-    return std::vector<TensorType>{y, lse_type(y)};
-  };
-  return on_bhsd(ctx, 3, infer, 1);
-}
-
-// Fails unless input i has the type `want`: a TypeError for its dtype, a ValueError for
-// its shape (dims unknown on either side pass).
-void expect_type_like(const InferContext& ctx, size_t i, const TensorType& want, const char* what) {
-  if (ctx.dtype(i) != want.dtype)
-    ctx.fail_type("expected ", what, " ", want.str(), ", got ", ctx.input(i).str());
-  const Shape& s = ctx.shape(i);
-  bool ok = s.size() == want.shape.size();
-  for (size_t d = 0; ok && d < s.size(); ++d)
-    ok = !s[d].is_static() || !want.shape[d].is_static() || s[d].value() == want.shape[d].value();
-  if (!ok) ctx.fail("expected ", what, " ", want.str(), ", got ", ctx.input(i).str());
-}
-
-std::vector<TensorType> infer_attention_grad_bhsd(const InferContext& ctx) {
-  TensorType y = attention_type(ctx, false);
-  expect_same_dtype(ctx, 0, 3);
-  expect_type_like(ctx, 3, y, "dy of attention's output type");
-  if (ctx.num_inputs() == 6) {  // the forward's output and statistics (attention_lse)
-    expect_type_like(ctx, 4, y, "y of attention's output type");
-    expect_type_like(ctx, 5, lse_type(y), "lse of attention_lse's type");
-  }
-  Shape batch(y.shape.begin(), y.shape.end() - 2);
-  auto with = [&](size_t i) {
-    Shape s = batch;
-    const Shape& in = ctx.shape(i);
-    s.insert(s.end(), in.end() - 2, in.end());
-    return TensorType{ctx.dtype(0), s};
-  };
-  return {with(0), with(1), with(2)};
-}
-
-std::vector<TensorType> infer_attention_grad(const InferContext& ctx) {
-  if (ctx.num_inputs() == 5)
-    ctx.fail("expected 4 inputs, or 6 with attention_lse's y and lse, got 5");
-  return on_bhsd(ctx, ctx.num_inputs() == 6 ? 5 : 4, infer_attention_grad_bhsd);
-}
-
-void register_attention(OpRegistry& r) {
-  OpDef d;
-  d.name = "attention";
-  d.amp = AmpRole::low;
-  d.arity(3, 4)
-      .attr("mask", AttrKind::String, AttrValue("none"), {"none", "causal", "sliding_window"})
-      .attr("window", AttrKind::Int, AttrValue(0))
-      .attr("scale", AttrKind::Float, AttrValue(0.0))
-      .attr("layout", AttrKind::String, AttrValue("bhsd"), {"bhsd", "bshd"});
-  d.doc =
-      "softmax(q k^T * scale + bias, masked) v; q [..., Sq, D], k [..., Sk, D], "
-      "v [..., Sk, Dv]; scale 0 means 1/sqrt(D). layout bshd: q, k, v and the output are "
-      "[..., S, H, D] (the heads' axis after the sequence's), a bias [..., H, Sq, Sk].";
-  d.infer = infer_attention;
-  d.vjp = attention_vjp;
-  d.jvp = attention_jvp;
-  d.vmap = attention_vmap;
-  const std::vector<AttrSpec> specs = d.attrs;
-  r.add(std::move(d));
-
-  // attention's vjp without a bias, as one op: a device with a kernel for it (cuda) runs
-  // the backward without building the score masks and probabilities op by op.
-  OpDef g;
-  g.name = "attention_grad";
-  g.arity(4, 6);
-  g.attrs = specs;
-  g.doc =
-      "(dq, dk, dv) of attention(q, k, v) (no bias) for the output cotangent dy, each in the "
-      "broadcast batch shape of q, k and v; the attributes are attention's. Optional inputs "
-      "y, lse: attention_lse's outputs for these q, k, v, so that a kernel need not run the "
-      "forward again (the decomposition ignores them).";
-  g.infer = infer_attention_grad;
-  g.decompose = attention_grad_decomposed;
-  set_rules_by_decomposition(g);
-  r.add(std::move(g));
-
-  // The training forward: attention's output and each query row's log-sum-exp, which
-  // attention_grad can take instead of running the forward again (pass attention_stats).
-  OpDef s;
-  s.name = "attention_lse";
-  s.arity(3, 3);
-  s.attrs = specs;
-  s.doc =
-      "(y, lse) = attention(q, k, v) (no bias) and, per query row, the log-sum-exp (natural "
-      "log) of its visible scaled scores, [..., H, Sq] in either layout, f32 (f64 for f64 "
-      "inputs); +inf for a row that sees no key (its probabilities are all 0).";
-  s.infer = infer_attention_lse;
-  s.decompose = attention_lse_decomposed;
-  set_rules_by_decomposition(s);
-  r.add(std::move(s));
-}
-
-// ---- embedding, dropout ------------------------------------------------------------
 
 void register_embedding(OpRegistry& r) {
   OpDef d;
@@ -374,6 +515,27 @@ void register_embedding(OpRegistry& r) {
   d.jvp = embedding_jvp;
   d.vmap = embedding_vmap;
   r.add(std::move(d));
+}
+
+// ---- dropout -----------------------------------------------------------------------
+
+// Linear in x for fixed attributes, and the same attributes draw the same mask.
+Values dropout_vjp(const RuleArgs& a, ValueSpan ct) { return rules::reapply(a, {ct[0]}); }
+Values dropout_jvp(const RuleArgs& a, ValueSpan t) { return rules::reapply(a, {t[0]}); }
+
+VmapResult dropout_vmap(const RuleArgs& a, AxisSpan in_axes) {
+  Value x = a.inputs[0];
+  int ax = in_axes[0];
+  if (!a.attrs.get_bool("training") || a.attrs.get_float("rate") == 0.0)
+    return {{op("dropout", {x}, a.attrs)}, {ax}};
+  // The mask depends on an element's position in the unbatched tensor and on the seed, so
+  // every batch element gets the same one: draw it once from ones of the unbatched shape
+  // (0 or 1/(1-rate)), in f32 for f16/bf16 as the kernel computes.
+  Value x0 = op("gather", {x, cast(scalar_like(x, 0), DType::i64)}, {{"axis", ax}});
+  DType dt = x.dtype();
+  DType ct = dt == DType::f16 || dt == DType::bf16 ? DType::f32 : dt;
+  Value mask = op("dropout", {to(rules::ones_like(x0), ct)}, a.attrs);
+  return {{to(to(x, ct) * expand_dims(mask, {ax}), dt)}, {ax}};
 }
 
 void register_dropout(OpRegistry& r) {
@@ -436,6 +598,121 @@ std::vector<TensorType> infer_cross_entropy_grad(const InferContext& ctx) {
   return one(ctx.input(0));
 }
 
+struct CrossEntropy {
+  Value x, labels;  // logits [..., C]; labels [...] (integer) or probabilities [..., C]
+  bool probs;
+  double eps;  // label_smoothing
+  std::string reduction;
+  int64_t ignore, classes;
+  DType loss;  // the loss's dtype (f32 for 16-bit logits under f32_loss)
+};
+
+CrossEntropy read_cross_entropy(const RuleArgs& a, const char* transform) {
+  CrossEntropy c{a.inputs[0],
+                 a.inputs[1],
+                 is_float(a.inputs[1].dtype()),
+                 a.attrs.get_float("label_smoothing"),
+                 a.attrs.has("reduction") ? a.attrs.get_string("reduction") : "none",
+                 a.attrs.get_int("ignore_index"),
+                 0,
+                 a.inputs[0].dtype()};
+  if (a.attrs.has("f32_loss") && a.attrs.get_bool("f32_loss") && dtype_size(c.loss) == 2)
+    c.loss = DType::f32;
+  const Dim& d = c.x.shape().back();
+  if (!d.is_static())
+    fail<NotSupported>("cross_entropy", transform, ": expected a static class count, got ",
+                       c.x.type().str());
+  c.classes = d.value();
+  return c;
+}
+
+// Rows whose label is not ignore_index (bool, of the labels' shape).
+Value kept_rows(const CrossEntropy& c) {
+  Value l = to(c.labels, DType::i64);
+  return op("ne", {l, scalar_like(l, double(c.ignore))});
+}
+
+// The rows that the mean divides by (non-ignored ones for labels), counted exactly in i64,
+// as `dt`.
+Value row_count(const CrossEntropy& c, DType dt) {
+  Value rows = c.probs ? rules::ones_like(rules::sum(c.x, {-1})) : kept_rows(c);
+  return to(sum_all(to(rows, DType::i64)), dt);
+}
+
+// d loss_row / d logits: softmax minus the smoothed target distribution.
+Value logit_grad(const CrossEntropy& c) {
+  Value sm = softmax(c.x, -1);
+  double u = c.eps / double(c.classes);
+  if (c.probs) {
+    Value q = c.labels * (1 - c.eps);
+    if (c.eps > 0) q = q + u;
+    return sum_keep(q, {-1}) * sm - q;
+  }
+  Value oh =
+      op("one_hot", {c.labels}, {{"depth", c.classes}, {"axis", -1}, {"dtype", c.x.dtype()}});
+  Value d = sm - oh * (1 - c.eps);
+  return c.eps > 0 ? d - u : d;
+}
+
+Values cross_entropy_vjp(const RuleArgs& a, ValueSpan ct) {
+  CrossEntropy c = read_cross_entropy(a, "vjp");
+  Value w = ct[0];  // each row's cotangent (reduction none), else one for all rows
+  if (c.reduction == "mean") w = w / row_count(c, w.dtype());
+  if (!c.probs) {  // one op, which a device may run without the one-hot and the softmax
+    Attrs attrs{{"label_smoothing", c.eps}, {"ignore_index", c.ignore}};
+    return {op("cross_entropy_grad", {c.x, c.labels, w}, attrs), Value{}};
+  }
+  w = to(w, c.x.dtype());  // an f32_loss cotangent, for 16-bit logits
+  if (c.reduction == "none") w = expand_dims(w, {w.rank()});
+  Value dx = w * logit_grad(c);
+  return {dx, w * op("log_softmax", {c.x}) * (c.eps - 1)};
+}
+
+// 16-bit logits in f32, as the device kernels compute them; the result in the logits' dtype.
+Values cross_entropy_grad_decomposed(const RuleArgs& a) {
+  CrossEntropy c = read_cross_entropy(a, "decompose");
+  DType dt = c.x.dtype(), math = math_of(dt);
+  c.x = to(c.x, math);
+  Value w = to(a.inputs[2], math);
+  w = expand_dims(w, {w.rank()});  // against [..., C]
+  Value dx = w * logit_grad(c);
+  Value keep = expand_dims(kept_rows(c), {c.labels.rank()});
+  return {to(select(keep, dx, scalar_like(dx, 0)), dt)};
+}
+
+Values cross_entropy_jvp(const RuleArgs& a, ValueSpan t) {
+  CrossEntropy c = read_cross_entropy(a, "jvp");
+  Value dl;  // the tangent of each row's loss
+  if (t[0].valid()) dl = rules::sum(logit_grad(c) * t[0], {-1});
+  if (!c.probs && dl.valid()) dl = select(kept_rows(c), dl, scalar_like(dl, 0));
+  if (c.probs && t[1].valid())
+    dl = add_any(dl, rules::sum(op("log_softmax", {c.x}) * t[1], {-1}) * (c.eps - 1));
+  if (dl.valid()) dl = to(dl, c.loss);
+  if (!dl.valid() || c.reduction == "none") return {dl};
+  Value total = sum_all(dl);
+  return {c.reduction == "mean" ? total / row_count(c, total.dtype()) : total};
+}
+
+// Per-row losses of the batch (reduction none), then each batch element's sum or mean.
+VmapResult cross_entropy_vmap(const RuleArgs& a, AxisSpan in_axes) {
+  Values in = rules::all_batched_front(a, in_axes);
+  Attrs attrs = a.attrs;
+  attrs.set("reduction", "none");
+  Value loss = op("cross_entropy", in, attrs);  // [B, rows...]
+  const std::string& reduction = a.attrs.get_string("reduction");
+  if (reduction == "none") return {{loss}, {0}};
+  IntList rows = range(1, loss.rank());
+  auto per_batch = [&](Value x) { return rules::sum(x, rows); };
+  Value total = per_batch(loss);
+  if (reduction == "sum") return {{total}, {0}};
+  Value counted = rules::ones_like(loss);
+  if (!is_float(in[1].dtype())) {
+    Value l = to(in[1], DType::i64);
+    counted = op("ne", {l, scalar_like(l, double(a.attrs.get_int("ignore_index")))});
+  }
+  return {{total / to(per_batch(to(counted, DType::i64)), loss.dtype())}, {0}};
+}
+
 void register_cross_entropy(OpRegistry& r) {
   OpDef d;
   d.name = "cross_entropy";
@@ -474,338 +751,15 @@ void register_cross_entropy(OpRegistry& r) {
   r.add(std::move(g));
 }
 
-// ---- sliding windows on [N, C, D1..Dk]: shared helpers ------------------------------
-
-const std::vector<std::string> kAutoPad = {"explicit", "same_upper", "same_lower", "valid"};
-
-int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
-
-// An Ints attribute with n entries >= lo; an empty list means n copies of `fill`.
-IntList spatial_list(const InferContext& ctx, std::string_view key, int64_t n, int64_t fill,
-                     int64_t lo) {
-  const IntList& v = ctx.attrs().get_ints(key);
-  if (v.empty()) return IntList(size_t(n), fill);
-  if (int64_t(v.size()) != n) ctx.fail("expected '", key, "' of length ", n, ", got ", list_str(v));
-  for (int64_t x : v)
-    if (x < lo) ctx.fail("expected '", key, "' entries >= ", lo, ", got ", list_str(v));
-  return v;
-}
-
-// Input 0 is [N, C, D1..Dk] with k in 1..3 (any k >= 1 when any_k) and no empty spatial
-// dim; returns k.
-int64_t spatial_rank(const InferContext& ctx, bool any_k = false) {
-  int64_t k = ctx.rank(0) - 2;
-  if (k < 1 || (!any_k && k > 3))
-    ctx.fail("expected input 0 of rank ", any_k ? ">= 3" : "3 to 5", " ([N, C, D1..Dk]), got ",
-             ctx.input(0).str());
-  for (int64_t i = 2; i < ctx.rank(0); ++i)
-    if (ctx.shape(0)[size_t(i)].is(0))
-      ctx.fail("expected non-empty spatial dims, got ", ctx.input(0).str());
-  return k;
-}
-
-// Strides, dilations and padding of a sliding window, resolved from the attributes.
-struct Window {
-  int64_t k = 0;
-  IntList strides, dilations, pads;  // pads: k begins, then k ends
-  std::string auto_pad;
-
-  bool same() const { return auto_pad == "same_upper" || auto_pad == "same_lower"; }
-  int64_t pad_begin(size_t i) const { return auto_pad == "valid" ? 0 : pads[i]; }
-  int64_t pad_end(size_t i) const { return auto_pad == "valid" ? 0 : pads[i + size_t(k)]; }
-};
-
-Window read_window(const InferContext& ctx, int64_t k) {
-  Window w;
-  w.k = k;
-  w.strides = spatial_list(ctx, "strides", k, 1, 1);
-  w.dilations = spatial_list(ctx, "dilations", k, 1, 1);
-  w.pads = spatial_list(ctx, "pads", 2 * k, 0, 0);
-  w.auto_pad = ctx.attrs().get_string("auto_pad");
-  if (w.auto_pad != "explicit" && !ctx.attrs().get_ints("pads").empty())
-    ctx.fail("expected no pads with auto_pad '", w.auto_pad, "', got ",
-             list_str(ctx.attrs().get_ints("pads")));
-  return w;
-}
-
-// Output size along spatial dim i of a window `kernel` wide sliding over d (conv, pools).
-// Floor or ONNX ceil mode; in ceil mode the last window must start inside the input or
-// the left padding.
-Dim window_out(const InferContext& ctx, const Window& w, size_t i, const Dim& d, const Dim& kernel,
-               bool ceil_mode) {
-  int64_t s = w.strides[i];
-  if (w.same()) {  // the padding is whatever makes the output ceil(d / s)
-    if (d.is_static()) return Dim(ceil_div(d.value(), s));
-    return s == 1 ? d : Dim::unknown();
-  }
-  if (!kernel.is_static()) return Dim::unknown();
-  int64_t pb = w.pad_begin(i), pe = w.pad_end(i);
-  int64_t eff = w.dilations[i] * (kernel.value() - 1) + 1;
-  if (!d.is_static()) {  // with stride 1 the output is d plus a constant
-    if (s != 1) return Dim::unknown();
-    return dim_add(d, pb + pe - eff + 1 - (ceil_mode && pe >= eff ? 1 : 0));
-  }
-  int64_t span = d.value() + pb + pe - eff;
-  int64_t o = (ceil_mode ? ceil_div(span, s) : floor_div(span, s)) + 1;
-  if (ceil_mode && o > 1 && (o - 1) * s >= d.value() + pb) --o;
-  if (o < 1)
-    ctx.fail("expected an output size >= 1 along spatial dim ", i, ", got ", o, " (input ", d.str(),
-             ", kernel ", kernel.str(), ", dilation ", w.dilations[i], ", pads ", pb, "+", pe,
-             ", stride ", s, ")");
-  return Dim(o);
-}
-
-void add_window_attrs(OpDef& d) {
-  d.attr("strides", AttrKind::Ints, AttrValue(IntList{}))
-      .attr("dilations", AttrKind::Ints, AttrValue(IntList{}))
-      .attr("pads", AttrKind::Ints, AttrValue(IntList{}))
-      .attr("auto_pad", AttrKind::String, AttrValue("explicit"), kAutoPad);
-}
-
-// ---- conv, conv_transpose ----------------------------------------------------------
-
-// Shared checks of conv and conv_transpose: dtypes, ranks, groups, static kernel sizes.
-int64_t check_conv(const InferContext& ctx) {
-  expect_float(ctx, 0);
-  for (size_t i = 1; i < ctx.num_inputs(); ++i) expect_same_dtype(ctx, 0, i);
-  int64_t k = spatial_rank(ctx);
-  expect_rank(ctx, 1, k + 2);
-  if (ctx.num_inputs() == 3) expect_rank(ctx, 2, 1);
-  int64_t groups = ctx.attrs().get_int("groups");
-  if (groups < 1) ctx.fail("expected groups >= 1, got ", groups);
-  for (size_t i = 2; i < ctx.shape(1).size(); ++i)
-    if (ctx.shape(1)[i].is(0)) ctx.fail("expected kernel sizes >= 1, got ", ctx.input(1).str());
-  return k;
-}
-
-void expect_divisible(const InferContext& ctx, const Dim& d, int64_t groups,
-                      std::string_view what) {
-  if (d.is_static() && d.value() % groups != 0)
-    ctx.fail("expected ", what, " divisible by groups ", groups, ", got ", d.str());
-}
-
-// Output channels m, checked against the bias when there is one.
-Dim with_bias(const InferContext& ctx, const Dim& m) {
-  if (ctx.num_inputs() < 3) return m;
-  return unify_dims(ctx, m, ctx.shape(2)[0], "output channels of w and bias");
-}
-
-std::vector<TensorType> infer_conv(const InferContext& ctx) {
-  int64_t k = check_conv(ctx);
-  int64_t groups = ctx.attrs().get_int("groups");
-  Window win = read_window(ctx, k);
-  const Shape &x = ctx.shape(0), &w = ctx.shape(1);
-  unify_dims(ctx, x[1], dim_mul(w[1], Dim(groups)), "channels x.shape[1] and w.shape[1]*groups");
-  expect_divisible(ctx, w[0], groups, "output channels w.shape[0]");
-  Shape out{x[0], with_bias(ctx, w[0])};
-  for (size_t i = 0; i < size_t(k); ++i)
-    out.push_back(window_out(ctx, win, i, x[i + 2], w[i + 2], false));
-  return one({ctx.dtype(0), out});
-}
-
-std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
-  int64_t k = check_conv(ctx);
-  int64_t groups = ctx.attrs().get_int("groups");
-  Window win = read_window(ctx, k);
-  IntList opad = spatial_list(ctx, "output_padding", k, 0, 0);
-  const Shape &x = ctx.shape(0), &w = ctx.shape(1);
-  unify_dims(ctx, x[1], w[0], "channels x.shape[1] and w.shape[0]");
-  expect_divisible(ctx, w[0], groups, "input channels w.shape[0]");
-  Shape out{x[0], with_bias(ctx, dim_mul(w[1], Dim(groups)))};
-  for (size_t i = 0; i < size_t(k); ++i) {
-    int64_t s = win.strides[i], dil = win.dilations[i];
-    if (opad[i] >= std::max(s, dil))
-      ctx.fail("expected output_padding smaller than the stride or the dilation, got ",
-               list_str(opad));
-    const Dim &d = x[i + 2], &kern = w[i + 2];
-    if (win.same()) {  // the output is d * s
-      out.push_back(dim_mul(d, Dim(s)));
-      continue;
-    }
-    if (!kern.is_static()) {
-      out.push_back(Dim::unknown());
-      continue;
-    }
-    int64_t grow = opad[i] + (kern.value() - 1) * dil - win.pad_begin(i) - win.pad_end(i);
-    if (!d.is_static()) {
-      out.push_back(s == 1 ? dim_add(d, grow) : Dim::unknown());
-      continue;
-    }
-    int64_t o = s * (d.value() - 1) + grow + 1;
-    if (o < 1)
-      ctx.fail("expected an output size >= 1 along spatial dim ", i, ", got ", o, " (input ",
-               d.str(), ", kernel ", kern.str(), ", pads ", win.pad_begin(i), "+", win.pad_end(i),
-               ")");
-    out.push_back(Dim(o));
-  }
-  return one({ctx.dtype(0), out});
-}
-
-void register_convs(OpRegistry& r) {
-  OpDef c;
-  c.name = "conv";
-  c.amp = AmpRole::low;
-  c.arity(2, 3);
-  add_window_attrs(c);
-  c.attr("groups", AttrKind::Int, AttrValue(1));
-  c.doc =
-      "Convolution (cross-correlation) of x [N, C, D...] with w [M, C/groups, K...], "
-      "plus bias [M]: [N, M, O...].";
-  c.infer = infer_conv;
-  c.vjp = conv_vjp;
-  c.jvp = conv_jvp;
-  c.vmap = conv_vmap;
-  r.add(std::move(c));
-
-  OpDef t;
-  t.name = "conv_transpose";
-  t.amp = AmpRole::low;
-  t.arity(2, 3);
-  add_window_attrs(t);
-  t.attr("output_padding", AttrKind::Ints, AttrValue(IntList{}))
-      .attr("groups", AttrKind::Int, AttrValue(1));
-  t.doc =
-      "Transposed convolution of x [N, C, D...] with w [C, M/groups, K...], plus bias "
-      "[M]: [N, M, O...].";
-  t.infer = infer_conv_transpose;
-  t.vjp = conv_transpose_vjp;
-  t.jvp = conv_jvp;
-  t.vmap = conv_vmap;
-  r.add(std::move(t));
-}
-
-// ---- pools -------------------------------------------------------------------------
-
-std::vector<TensorType> infer_pool(const InferContext& ctx) {
-  expect_float(ctx, 0);
-  int64_t k = spatial_rank(ctx);
-  IntList kernel = ctx.attrs().get_ints("kernel_shape");
-  if (kernel.empty()) ctx.fail("expected a non-empty kernel_shape, got []");
-  kernel = spatial_list(ctx, "kernel_shape", k, 1, 1);
-  Window win = read_window(ctx, k);
-  bool ceil_mode = ctx.attrs().get_bool("ceil_mode");
-  const Shape& x = ctx.shape(0);
-  Shape out{x[0], x[1]};
-  for (size_t i = 0; i < size_t(k); ++i)
-    out.push_back(window_out(ctx, win, i, x[i + 2], Dim(kernel[i]), ceil_mode));
-  return one({ctx.dtype(0), out});
-}
-
-void register_pools(OpRegistry& r) {
-  for (const char* name : {"max_pool", "avg_pool"}) {
-    OpDef d;
-    d.name = name;
-    d.arity(1).attr("kernel_shape", AttrKind::Ints);
-    add_window_attrs(d);
-    d.attr("ceil_mode", AttrKind::Bool, AttrValue(false));
-    bool avg = d.name == "avg_pool";
-    if (avg) d.attr("count_include_pad", AttrKind::Bool, AttrValue(false));
-    d.doc = str_cat(avg ? "Mean" : "Maximum", " over sliding windows of x [N, C, D...] ",
-                    "(ONNX output-size rules, floor or ceil mode).");
-    d.infer = infer_pool;
-    d.vjp = avg ? avg_pool_vjp : max_pool_vjp;
-    d.jvp = avg ? JvpFn(rules::linear_jvp) : JvpFn(max_pool_jvp);
-    d.vmap = pool_vmap;
-    r.add(std::move(d));
-  }
-  for (const char* name : {"global_max_pool", "global_avg_pool"}) {
-    OpDef d;
-    d.name = name;
-    d.arity(1);
-    d.doc = str_cat(d.name == "global_max_pool" ? "Maximum" : "Mean",
-                    " over all spatial dims: [N, C, ...] -> [N, C, 1, ..., 1].");
-    bool max = d.name == "global_max_pool";
-    d.vjp = max ? global_max_pool_vjp : global_avg_pool_vjp;
-    d.jvp = max ? JvpFn(global_max_pool_jvp) : JvpFn(rules::linear_jvp);
-    d.vmap = pool_vmap;
-    d.infer = [](const InferContext& ctx) {
-      expect_float(ctx, 0);
-      spatial_rank(ctx, true);
-      Shape out = ctx.shape(0);
-      std::fill(out.begin() + 2, out.end(), Dim(1));
-      return one({ctx.dtype(0), out});
-    };
-    r.add(std::move(d));
-  }
-}
-
-// ---- resize ------------------------------------------------------------------------
-
-std::vector<TensorType> infer_resize(const InferContext& ctx) {
-  const Attrs& a = ctx.attrs();
-  if (a.get_string("mode") == "linear")
-    expect_float(ctx, 0);
-  else
-    expect_numeric(ctx, 0);
-  const IntList& sizes = a.get_ints("sizes");
-  FloatList scales = a.get_floats("scales");
-  if (sizes.empty() == scales.empty())
-    ctx.fail("expected exactly one of sizes or scales, got sizes ", list_str(sizes), " and scales ",
-             list_str(scales));
-  size_t rank = size_t(ctx.rank(0));
-  const char* key = sizes.empty() ? "scales" : "sizes";
-  if ((sizes.empty() ? scales.size() : sizes.size()) != rank)
-    ctx.fail("expected '", key, "' of length ", rank, " (the rank of ", ctx.input(0).str(),
-             "), got ", sizes.empty() ? list_str(scales) : list_str(sizes));
-  Shape out = ctx.shape(0);
-  for (size_t i = 0; i < rank; ++i) {
-    const Dim& d = ctx.shape(0)[i];
-    if (!sizes.empty()) {
-      if (sizes[i] < 0) ctx.fail("expected sizes >= 0, got ", list_str(sizes));
-      out[i] = Dim(sizes[i]);
-    } else {
-      double sc = scales[i];
-      if (!(sc > 0.0) || !std::isfinite(sc))
-        ctx.fail("expected finite scales > 0, got ", list_str(scales));
-      double o = std::floor(double(d.is_static() ? d.value() : 1) * sc);
-      if (!(o < 9e18))
-        ctx.fail("expected scales that keep sizes in int64 range, got ", list_str(scales));
-      if (d.is_static())
-        out[i] = Dim(int64_t(o));
-      else
-        out[i] = sc == 1.0 ? d : Dim::unknown();
-    }
-    if (d.is(0) && !out[i].is(0))
-      ctx.fail("expected output dim ", i, " of 0 for an empty input dim, got ", out[i].str());
-  }
-  return one({ctx.dtype(0), out});
-}
-
-void register_resize(OpRegistry& r) {
-  OpDef d;
-  d.name = "resize";
-  d.arity(1)
-      .attr("sizes", AttrKind::Ints, AttrValue(IntList{}))
-      .attr("scales", AttrKind::Floats, AttrValue(FloatList{}))
-      .attr("mode", AttrKind::String, AttrValue("nearest"), {"nearest", "linear"})
-      .attr("coordinate_transformation", AttrKind::String, AttrValue("half_pixel"),
-            {"half_pixel", "align_corners", "asymmetric"})
-      .attr("nearest_mode", AttrKind::String, AttrValue("round_prefer_floor"),
-            {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
-  d.doc =
-      "Resamples every dim of x to sizes[i] or floor(dim * scales[i]) by nearest or "
-      "(multi)linear interpolation.";
-  d.infer = infer_resize;
-  d.vjp = resize_vjp;
-  d.jvp = rules::linear_jvp;
-  d.vmap = resize_vmap;
-  r.add(std::move(d));
-}
-
 }  // namespace
 
 void register_nn_ops(OpRegistry& r) {
   register_softmax(r);
   register_trailing_norms(r);
   register_channel_norms(r);
-  register_attention(r);
   register_embedding(r);
   register_dropout(r);
   register_cross_entropy(r);
-  register_convs(r);
-  register_pools(r);
-  register_resize(r);
 }
 
 }  // namespace rlx::detail

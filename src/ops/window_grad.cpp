@@ -1,13 +1,15 @@
 // Backward ops of the sliding-window ops (pools, resize) whose vjp is not a composition
-// of other core ops. Each takes the forward input x (for its windows or its shape) and a
-// tensor v it is linear in, with the forward op's attributes:
+// of other core ops, with their inference and rules. Each takes the forward input x (for
+// its windows or its shape) and a tensor v it is linear in, with the forward op's
+// attributes:
 //   max_pool_grad(x, ct)   -> x's shape: ct scattered to each window's argmax in x;
 //   max_pool_gather(x, u)  -> max_pool(x)'s shape: u at each window's argmax in x;
 //   avg_pool_grad(x, ct)   -> x's shape: ct / divisor spread over each window;
 //   resize_grad(x, ct)     -> x's shape: the transpose of resize (nearest or linear).
 #include "ops/families.h"
 #include "ops/infer_util.h"
-#include "ops/window_rules.h"
+#include "rlx/ops.h"
+#include "rlx/rules.h"
 
 namespace rlx::detail {
 
@@ -15,26 +17,38 @@ namespace {
 
 struct GradSpec {
   const char* name;
-  const char* forward;     // the op whose attributes and windows it shares
-  const char* transposed;  // its adjoint in v (its vjp w.r.t. v)
-  bool transposed_with_x;  // the adjoint takes (x, ct) rather than ct alone
-  bool to_input;           // the output has x's type (else the forward output's)
-  VmapResult (*vmap)(const RuleArgs&, std::span<const int>);
+  const char* forward;             // the op whose attributes, windows and vmap it shares
+  const char* transposed;          // its adjoint in v (its vjp w.r.t. v)
+  bool transposed_with_x = false;  // the adjoint takes (x, ct) rather than ct alone
+  bool to_input = false;           // the output has x's type (else the forward output's)
   const char* doc;
 };
 
 const GradSpec kSpecs[] = {
-    {"max_pool_grad", "max_pool", "max_pool_gather", true, true, pool_vmap,
-     "The vjp of max_pool: ct [N, C, O...] added at the first maximum of each window of "
-     "x [N, C, D...]."},
-    {"max_pool_gather", "max_pool", "max_pool_grad", true, false, pool_vmap,
-     "u [N, C, D...] read at the first maximum of each window of x: the jvp of max_pool."},
-    {"avg_pool_grad", "avg_pool", "avg_pool", false, true, pool_vmap,
-     "The vjp of avg_pool: ct [N, C, O...] spread evenly over the windows of x [N, C, D...] "
-     "(x gives only the shape)."},
-    {"resize_grad", "resize", "resize", false, true, resize_vmap,
-     "The vjp of resize: ct accumulated back onto the input positions each output sampled "
-     "(x gives only the shape)."},
+    {.name = "max_pool_grad",
+     .forward = "max_pool",
+     .transposed = "max_pool_gather",
+     .transposed_with_x = true,
+     .to_input = true,
+     .doc = "The vjp of max_pool: ct [N, C, O...] added at the first maximum of each window of "
+            "x [N, C, D...]."},
+    {.name = "max_pool_gather",
+     .forward = "max_pool",
+     .transposed = "max_pool_grad",
+     .transposed_with_x = true,
+     .doc = "u [N, C, D...] read at the first maximum of each window of x: the jvp of max_pool."},
+    {.name = "avg_pool_grad",
+     .forward = "avg_pool",
+     .transposed = "avg_pool",
+     .to_input = true,
+     .doc = "The vjp of avg_pool: ct [N, C, O...] spread evenly over the windows of x [N, C, "
+            "D...] (x gives only the shape)."},
+    {.name = "resize_grad",
+     .forward = "resize",
+     .transposed = "resize",
+     .to_input = true,
+     .doc = "The vjp of resize: ct accumulated back onto the input positions each output "
+            "sampled (x gives only the shape)."},
 };
 
 // v (input 1) must have the shape `want` (`role`); fails otherwise.
@@ -62,6 +76,25 @@ TensorType forward_type(const InferContext& ctx, const OpDef& fwd) {
   }
 }
 
+// ---- rules -----------------------------------------------------------------------------
+
+// f(x, v) is linear in v and piecewise constant in x. vjp: `transposed` (the adjoint in v,
+// with the same attributes) applied to the cotangent — as (x, ct) when `with_x`, else to
+// the cotangent alone; none for x.
+VjpFn window_grad_vjp(std::string transposed, bool with_x) {
+  return [transposed, with_x](const RuleArgs& a, std::span<const Value> cts) {
+    Value x = a.inputs[0], ct = cts[0];
+    Value v = with_x ? op(transposed, {x, ct}, a.attrs) : op(transposed, {ct}, a.attrs);
+    return std::vector<Value>{Value{}, rules::reshape_like(v, a.inputs[1])};
+  };
+}
+
+// jvp: the op again on v's tangent.
+std::vector<Value> window_grad_jvp(const RuleArgs& a, std::span<const Value> t) {
+  if (!t[1].valid()) return {Value{}};
+  return {op(rules::rule_op_name(a), {a.inputs[0], t[1]}, a.attrs)};
+}
+
 }  // namespace
 
 void register_window_grad_ops(OpRegistry& r) {
@@ -85,7 +118,9 @@ void register_window_grad_ops(OpRegistry& r) {
     };
     d.vjp = window_grad_vjp(s.transposed, s.transposed_with_x);
     d.jvp = window_grad_jvp;
-    d.vmap = s.vmap;
+    // The forward's vmap (pools: every input merged into N; resize: the batch a leading
+    // dim of scale 1) takes the two inputs the same way.
+    d.vmap = fwd.vmap;
     r.add(std::move(d));
   }
 }

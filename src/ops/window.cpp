@@ -1,15 +1,20 @@
-// Rules of the sliding-window ops. conv's vjp is a conv_transpose and a conv of its
-// operands (conv_transpose's the other way round); the pools and resize differentiate
-// through the backward ops of window_grad.cpp. vmap merges the batch into N — or, for
-// batched weights, into the channels, with the groups multiplied by the batch size.
+// The sliding-window ops on [N, C, D1..Dk] tensors: conv, conv_transpose, the pools and
+// resize, with their inference and rules (their backward ops are window_grad.cpp). conv's
+// vjp is a conv_transpose and a conv of its operands (conv_transpose's the other way
+// round); the pools and resize differentiate through the backward ops. vmap merges the
+// batch into N — or, for batched weights, into the channels, with the groups multiplied by
+// the batch size.
 //
-// Reshapes here copy dims with spec entry 0, which copies the input dim at the SAME index;
-// so merges and splits happen where no symbolic dim has to shift (merge_axes, split_axis).
-#include "ops/window_rules.h"
-
+// Reshapes in the rules copy dims with spec entry 0, which copies the input dim at the SAME
+// index; so merges and splits happen where no symbolic dim has to shift (merge_axes,
+// split_axis).
 #include <algorithm>
+#include <cmath>
 #include <optional>
 
+#include "ops/families.h"
+#include "ops/infer_util.h"
+#include "ops/rule_util.h"
 #include "rlx/ops.h"
 #include "rlx/rules.h"
 
@@ -22,12 +27,95 @@ using rules::add_any;
 const std::string& name_of(const RuleArgs& a) { return rules::rule_op_name(a); }
 
 int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 
-IntList range(int64_t from, int64_t to) {
-  IntList v;
-  for (int64_t i = from; i < to; ++i) v.push_back(i);
+// ---- inference: the window -----------------------------------------------------------
+
+const std::vector<std::string> kAutoPad = {"explicit", "same_upper", "same_lower", "valid"};
+
+// An Ints attribute with n entries >= lo; an empty list means n copies of `fill`.
+IntList spatial_list(const InferContext& ctx, std::string_view key, int64_t n, int64_t fill,
+                     int64_t lo) {
+  const IntList& v = ctx.attrs().get_ints(key);
+  if (v.empty()) return IntList(size_t(n), fill);
+  if (int64_t(v.size()) != n) ctx.fail("expected '", key, "' of length ", n, ", got ", list_str(v));
+  for (int64_t x : v)
+    if (x < lo) ctx.fail("expected '", key, "' entries >= ", lo, ", got ", list_str(v));
   return v;
 }
+
+// Input 0 is [N, C, D1..Dk] with k in 1..3 (any k >= 1 when any_k) and no empty spatial
+// dim; returns k.
+int64_t spatial_rank(const InferContext& ctx, bool any_k = false) {
+  int64_t k = ctx.rank(0) - 2;
+  if (k < 1 || (!any_k && k > 3))
+    ctx.fail("expected input 0 of rank ", any_k ? ">= 3" : "3 to 5", " ([N, C, D1..Dk]), got ",
+             ctx.input(0).str());
+  for (int64_t i = 2; i < ctx.rank(0); ++i)
+    if (ctx.shape(0)[size_t(i)].is(0))
+      ctx.fail("expected non-empty spatial dims, got ", ctx.input(0).str());
+  return k;
+}
+
+// Strides, dilations and padding of a sliding window, resolved from the attributes.
+struct Window {
+  int64_t k = 0;
+  IntList strides, dilations, pads;  // pads: k begins, then k ends
+  std::string auto_pad;
+
+  bool same() const { return auto_pad == "same_upper" || auto_pad == "same_lower"; }
+  int64_t pad_begin(size_t i) const { return auto_pad == "valid" ? 0 : pads[i]; }
+  int64_t pad_end(size_t i) const { return auto_pad == "valid" ? 0 : pads[i + size_t(k)]; }
+};
+
+Window read_window(const InferContext& ctx, int64_t k) {
+  Window w;
+  w.k = k;
+  w.strides = spatial_list(ctx, "strides", k, 1, 1);
+  w.dilations = spatial_list(ctx, "dilations", k, 1, 1);
+  w.pads = spatial_list(ctx, "pads", 2 * k, 0, 0);
+  w.auto_pad = ctx.attrs().get_string("auto_pad");
+  if (w.auto_pad != "explicit" && !ctx.attrs().get_ints("pads").empty())
+    ctx.fail("expected no pads with auto_pad '", w.auto_pad, "', got ",
+             list_str(ctx.attrs().get_ints("pads")));
+  return w;
+}
+
+// Output size along spatial dim i of a window `kernel` wide sliding over d (conv, pools).
+// Floor or ONNX ceil mode; in ceil mode the last window must start inside the input or
+// the left padding.
+Dim window_out(const InferContext& ctx, const Window& w, size_t i, const Dim& d, const Dim& kernel,
+               bool ceil_mode) {
+  int64_t s = w.strides[i];
+  if (w.same()) {  // the padding is whatever makes the output ceil(d / s)
+    if (d.is_static()) return Dim(ceil_div(d.value(), s));
+    return s == 1 ? d : Dim::unknown();
+  }
+  if (!kernel.is_static()) return Dim::unknown();
+  int64_t pb = w.pad_begin(i), pe = w.pad_end(i);
+  int64_t eff = w.dilations[i] * (kernel.value() - 1) + 1;
+  if (!d.is_static()) {  // with stride 1 the output is d plus a constant
+    if (s != 1) return Dim::unknown();
+    return dim_add(d, pb + pe - eff + 1 - (ceil_mode && pe >= eff ? 1 : 0));
+  }
+  int64_t span = d.value() + pb + pe - eff;
+  int64_t o = (ceil_mode ? ceil_div(span, s) : floor_div(span, s)) + 1;
+  if (ceil_mode && o > 1 && (o - 1) * s >= d.value() + pb) --o;
+  if (o < 1)
+    ctx.fail("expected an output size >= 1 along spatial dim ", i, ", got ", o, " (input ", d.str(),
+             ", kernel ", kernel.str(), ", dilation ", w.dilations[i], ", pads ", pb, "+", pe,
+             ", stride ", s, ")");
+  return Dim(o);
+}
+
+void add_window_attrs(OpDef& d) {
+  d.attr("strides", AttrKind::Ints, AttrValue(IntList{}))
+      .attr("dilations", AttrKind::Ints, AttrValue(IntList{}))
+      .attr("pads", AttrKind::Ints, AttrValue(IntList{}))
+      .attr("auto_pad", AttrKind::String, AttrValue("explicit"), kAutoPad);
+}
+
+// ---- rules: shared pieces -------------------------------------------------------------
 
 // n zeros: reshape entries that copy the input dim at the same index.
 IntList copies(int64_t n) { return IntList(size_t(std::max<int64_t>(n, 0)), 0); }
@@ -198,16 +286,84 @@ int64_t group_width(const RuleArgs& a, Value w, int64_t groups) {
   return d.value();
 }
 
-// Where x attains the maximum y of its plane, as 0/1 in x's dtype, and how many times.
-std::pair<Value, Value> max_mask(const RuleArgs& a) {
-  Value x = a.inputs[0];
-  Value m = rlx::cast(op("eq", {x, a.outputs[0]}), x.dtype());
-  return {m, rules::sum(m, spatial_axes(x.rank()), true)};
+// ---- conv, conv_transpose ----------------------------------------------------------
+
+// Shared checks of conv and conv_transpose: dtypes, ranks, groups, static kernel sizes.
+int64_t check_conv(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  for (size_t i = 1; i < ctx.num_inputs(); ++i) expect_same_dtype(ctx, 0, i);
+  int64_t k = spatial_rank(ctx);
+  expect_rank(ctx, 1, k + 2);
+  if (ctx.num_inputs() == 3) expect_rank(ctx, 2, 1);
+  int64_t groups = ctx.attrs().get_int("groups");
+  if (groups < 1) ctx.fail("expected groups >= 1, got ", groups);
+  for (size_t i = 2; i < ctx.shape(1).size(); ++i)
+    if (ctx.shape(1)[i].is(0)) ctx.fail("expected kernel sizes >= 1, got ", ctx.input(1).str());
+  return k;
 }
 
-}  // namespace
+void expect_divisible(const InferContext& ctx, const Dim& d, int64_t groups,
+                      std::string_view what) {
+  if (d.is_static() && d.value() % groups != 0)
+    ctx.fail("expected ", what, " divisible by groups ", groups, ", got ", d.str());
+}
 
-// ---- conv, conv_transpose ------------------------------------------------------------
+// Output channels m, checked against the bias when there is one.
+Dim with_bias(const InferContext& ctx, const Dim& m) {
+  if (ctx.num_inputs() < 3) return m;
+  return unify_dims(ctx, m, ctx.shape(2)[0], "output channels of w and bias");
+}
+
+std::vector<TensorType> infer_conv(const InferContext& ctx) {
+  int64_t k = check_conv(ctx);
+  int64_t groups = ctx.attrs().get_int("groups");
+  Window win = read_window(ctx, k);
+  const Shape &x = ctx.shape(0), &w = ctx.shape(1);
+  unify_dims(ctx, x[1], dim_mul(w[1], Dim(groups)), "channels x.shape[1] and w.shape[1]*groups");
+  expect_divisible(ctx, w[0], groups, "output channels w.shape[0]");
+  Shape out{x[0], with_bias(ctx, w[0])};
+  for (size_t i = 0; i < size_t(k); ++i)
+    out.push_back(window_out(ctx, win, i, x[i + 2], w[i + 2], false));
+  return one({ctx.dtype(0), out});
+}
+
+std::vector<TensorType> infer_conv_transpose(const InferContext& ctx) {
+  int64_t k = check_conv(ctx);
+  int64_t groups = ctx.attrs().get_int("groups");
+  Window win = read_window(ctx, k);
+  IntList opad = spatial_list(ctx, "output_padding", k, 0, 0);
+  const Shape &x = ctx.shape(0), &w = ctx.shape(1);
+  unify_dims(ctx, x[1], w[0], "channels x.shape[1] and w.shape[0]");
+  expect_divisible(ctx, w[0], groups, "input channels w.shape[0]");
+  Shape out{x[0], with_bias(ctx, dim_mul(w[1], Dim(groups)))};
+  for (size_t i = 0; i < size_t(k); ++i) {
+    int64_t s = win.strides[i], dil = win.dilations[i];
+    if (opad[i] >= std::max(s, dil))
+      ctx.fail("expected output_padding smaller than the stride or the dilation, got ",
+               list_str(opad));
+    const Dim &d = x[i + 2], &kern = w[i + 2];
+    if (win.same()) {  // the output is d * s
+      out.push_back(dim_mul(d, Dim(s)));
+      continue;
+    }
+    if (!kern.is_static()) {
+      out.push_back(Dim::unknown());
+      continue;
+    }
+    int64_t grow = opad[i] + (kern.value() - 1) * dil - win.pad_begin(i) - win.pad_end(i);
+    if (!d.is_static()) {
+      out.push_back(s == 1 ? dim_add(d, grow) : Dim::unknown());
+      continue;
+    }
+    int64_t o = s * (d.value() - 1) + grow + 1;
+    if (o < 1)
+      ctx.fail("expected an output size >= 1 along spatial dim ", i, ", got ", o, " (input ",
+               d.str(), ", kernel ", kern.str(), ", pads ", win.pad_begin(i), "+", win.pad_end(i),
+               ")");
+    out.push_back(Dim(o));
+  }
+  return one({ctx.dtype(0), out});
+}
 
 std::vector<Value> conv_vjp(const RuleArgs& a, std::span<const Value> cts) {
   Value x = a.inputs[0], w = a.inputs[1], ct = cts[0];
@@ -302,7 +458,62 @@ VmapResult conv_vmap(const RuleArgs& a, std::span<const int> in_axes) {
   return {{y}, {0}};
 }
 
-// ---- pools ---------------------------------------------------------------------------
+void register_convs(OpRegistry& r) {
+  OpDef c;
+  c.name = "conv";
+  c.amp = AmpRole::low;
+  c.arity(2, 3);
+  add_window_attrs(c);
+  c.attr("groups", AttrKind::Int, AttrValue(1));
+  c.doc =
+      "Convolution (cross-correlation) of x [N, C, D...] with w [M, C/groups, K...], "
+      "plus bias [M]: [N, M, O...].";
+  c.infer = infer_conv;
+  c.vjp = conv_vjp;
+  c.jvp = conv_jvp;
+  c.vmap = conv_vmap;
+  r.add(std::move(c));
+
+  OpDef t;
+  t.name = "conv_transpose";
+  t.amp = AmpRole::low;
+  t.arity(2, 3);
+  add_window_attrs(t);
+  t.attr("output_padding", AttrKind::Ints, AttrValue(IntList{}))
+      .attr("groups", AttrKind::Int, AttrValue(1));
+  t.doc =
+      "Transposed convolution of x [N, C, D...] with w [C, M/groups, K...], plus bias "
+      "[M]: [N, M, O...].";
+  t.infer = infer_conv_transpose;
+  t.vjp = conv_transpose_vjp;
+  t.jvp = conv_jvp;
+  t.vmap = conv_vmap;
+  r.add(std::move(t));
+}
+
+// ---- pools -------------------------------------------------------------------------
+
+std::vector<TensorType> infer_pool(const InferContext& ctx) {
+  expect_float(ctx, 0);
+  int64_t k = spatial_rank(ctx);
+  IntList kernel = ctx.attrs().get_ints("kernel_shape");
+  if (kernel.empty()) ctx.fail("expected a non-empty kernel_shape, got []");
+  kernel = spatial_list(ctx, "kernel_shape", k, 1, 1);
+  Window win = read_window(ctx, k);
+  bool ceil_mode = ctx.attrs().get_bool("ceil_mode");
+  const Shape& x = ctx.shape(0);
+  Shape out{x[0], x[1]};
+  for (size_t i = 0; i < size_t(k); ++i)
+    out.push_back(window_out(ctx, win, i, x[i + 2], Dim(kernel[i]), ceil_mode));
+  return one({ctx.dtype(0), out});
+}
+
+// Where x attains the maximum y of its plane, as 0/1 in x's dtype, and how many times.
+std::pair<Value, Value> max_mask(const RuleArgs& a) {
+  Value x = a.inputs[0];
+  Value m = rlx::cast(op("eq", {x, a.outputs[0]}), x.dtype());
+  return {m, rules::sum(m, spatial_axes(x.rank()), true)};
+}
 
 std::vector<Value> max_pool_vjp(const RuleArgs& a, std::span<const Value> cts) {
   return {op("max_pool_grad", {a.inputs[0], cts[0]}, a.attrs)};
@@ -345,7 +556,85 @@ VmapResult pool_vmap(const RuleArgs& a, std::span<const int> in_axes) {
   return {{split_axis(y, 0, batch, n)}, {0}};
 }
 
-// ---- resize ----------------------------------------------------------------------------
+void register_pools(OpRegistry& r) {
+  for (const char* name : {"max_pool", "avg_pool"}) {
+    OpDef d;
+    d.name = name;
+    d.arity(1).attr("kernel_shape", AttrKind::Ints);
+    add_window_attrs(d);
+    d.attr("ceil_mode", AttrKind::Bool, AttrValue(false));
+    bool avg = d.name == "avg_pool";
+    if (avg) d.attr("count_include_pad", AttrKind::Bool, AttrValue(false));
+    d.doc = str_cat(avg ? "Mean" : "Maximum", " over sliding windows of x [N, C, D...] ",
+                    "(ONNX output-size rules, floor or ceil mode).");
+    d.infer = infer_pool;
+    d.vjp = avg ? avg_pool_vjp : max_pool_vjp;
+    d.jvp = avg ? JvpFn(rules::linear_jvp) : JvpFn(max_pool_jvp);
+    d.vmap = pool_vmap;
+    r.add(std::move(d));
+  }
+  for (const char* name : {"global_max_pool", "global_avg_pool"}) {
+    OpDef d;
+    d.name = name;
+    d.arity(1);
+    d.doc = str_cat(d.name == "global_max_pool" ? "Maximum" : "Mean",
+                    " over all spatial dims: [N, C, ...] -> [N, C, 1, ..., 1].");
+    bool max = d.name == "global_max_pool";
+    d.vjp = max ? global_max_pool_vjp : global_avg_pool_vjp;
+    d.jvp = max ? JvpFn(global_max_pool_jvp) : JvpFn(rules::linear_jvp);
+    d.vmap = pool_vmap;
+    d.infer = [](const InferContext& ctx) {
+      expect_float(ctx, 0);
+      spatial_rank(ctx, true);
+      Shape out = ctx.shape(0);
+      std::fill(out.begin() + 2, out.end(), Dim(1));
+      return one({ctx.dtype(0), out});
+    };
+    r.add(std::move(d));
+  }
+}
+
+// ---- resize ------------------------------------------------------------------------
+
+std::vector<TensorType> infer_resize(const InferContext& ctx) {
+  const Attrs& a = ctx.attrs();
+  if (a.get_string("mode") == "linear")
+    expect_float(ctx, 0);
+  else
+    expect_numeric(ctx, 0);
+  const IntList& sizes = a.get_ints("sizes");
+  FloatList scales = a.get_floats("scales");
+  if (sizes.empty() == scales.empty())
+    ctx.fail("expected exactly one of sizes or scales, got sizes ", list_str(sizes), " and scales ",
+             list_str(scales));
+  size_t rank = size_t(ctx.rank(0));
+  const char* key = sizes.empty() ? "scales" : "sizes";
+  if ((sizes.empty() ? scales.size() : sizes.size()) != rank)
+    ctx.fail("expected '", key, "' of length ", rank, " (the rank of ", ctx.input(0).str(),
+             "), got ", sizes.empty() ? list_str(scales) : list_str(sizes));
+  Shape out = ctx.shape(0);
+  for (size_t i = 0; i < rank; ++i) {
+    const Dim& d = ctx.shape(0)[i];
+    if (!sizes.empty()) {
+      if (sizes[i] < 0) ctx.fail("expected sizes >= 0, got ", list_str(sizes));
+      out[i] = Dim(sizes[i]);
+    } else {
+      double sc = scales[i];
+      if (!(sc > 0.0) || !std::isfinite(sc))
+        ctx.fail("expected finite scales > 0, got ", list_str(scales));
+      double o = std::floor(double(d.is_static() ? d.value() : 1) * sc);
+      if (!(o < 9e18))
+        ctx.fail("expected scales that keep sizes in int64 range, got ", list_str(scales));
+      if (d.is_static())
+        out[i] = Dim(int64_t(o));
+      else
+        out[i] = sc == 1.0 ? d : Dim::unknown();
+    }
+    if (d.is(0) && !out[i].is(0))
+      ctx.fail("expected output dim ", i, " of 0 for an empty input dim, got ", out[i].str());
+  }
+  return one({ctx.dtype(0), out});
+}
 
 std::vector<Value> resize_vjp(const RuleArgs& a, std::span<const Value> cts) {
   Value x = a.inputs[0];
@@ -370,19 +659,33 @@ VmapResult resize_vmap(const RuleArgs& a, std::span<const int> in_axes) {
   return {{op(name_of(a), in, at)}, {0}};
 }
 
-// ---- the backward ops ------------------------------------------------------------------
-
-VjpFn window_grad_vjp(std::string transposed, bool with_x) {
-  return [transposed, with_x](const RuleArgs& a, std::span<const Value> cts) {
-    Value x = a.inputs[0], ct = cts[0];
-    Value v = with_x ? op(transposed, {x, ct}, a.attrs) : op(transposed, {ct}, a.attrs);
-    return std::vector<Value>{Value{}, fit(v, a.inputs[1])};
-  };
+void register_resize(OpRegistry& r) {
+  OpDef d;
+  d.name = "resize";
+  d.arity(1)
+      .attr("sizes", AttrKind::Ints, AttrValue(IntList{}))
+      .attr("scales", AttrKind::Floats, AttrValue(FloatList{}))
+      .attr("mode", AttrKind::String, AttrValue("nearest"), {"nearest", "linear"})
+      .attr("coordinate_transformation", AttrKind::String, AttrValue("half_pixel"),
+            {"half_pixel", "align_corners", "asymmetric"})
+      .attr("nearest_mode", AttrKind::String, AttrValue("round_prefer_floor"),
+            {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"});
+  d.doc =
+      "Resamples every dim of x to sizes[i] or floor(dim * scales[i]) by nearest or "
+      "(multi)linear interpolation.";
+  d.infer = infer_resize;
+  d.vjp = resize_vjp;
+  d.jvp = rules::linear_jvp;
+  d.vmap = resize_vmap;
+  r.add(std::move(d));
 }
 
-std::vector<Value> window_grad_jvp(const RuleArgs& a, std::span<const Value> t) {
-  if (!t[1].valid()) return {Value{}};
-  return {op(name_of(a), {a.inputs[0], t[1]}, a.attrs)};
+}  // namespace
+
+void register_window_ops(OpRegistry& r) {
+  register_convs(r);
+  register_pools(r);
+  register_resize(r);
 }
 
 }  // namespace rlx::detail
