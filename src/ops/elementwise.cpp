@@ -53,48 +53,55 @@ struct UnaryEntry {
 };
 
 const UnaryEntry kUnary[] = {
-    {"neg", [](Value x, Value, const Attrs&) { return k(x, -1); }},
-    {"abs", [](Value x, Value, const Attrs&) { return op("sign", {x}); }},
-    {"square", [](Value x, Value, const Attrs&) { return 2.0 * x; }},
-    {"exp", [](Value, Value y, const Attrs&) { return y; }},
-    {"expm1", [](Value, Value y, const Attrs&) { return y + 1.0; }},
-    {"log", [](Value x, Value, const Attrs&) { return op("reciprocal", {x}); }},
-    {"log1p", [](Value x, Value, const Attrs&) { return op("reciprocal", {x + 1.0}); }},
-    {"sqrt", [](Value, Value y, const Attrs&) { return 0.5 / y; }},
-    {"rsqrt", [](Value x, Value y, const Attrs&) { return -0.5 * y / x; }},
-    {"reciprocal", [](Value, Value y, const Attrs&) { return -(y * y); }},
-    {"sin", [](Value x, Value, const Attrs&) { return op("cos", {x}); }},
-    {"cos", [](Value x, Value, const Attrs&) { return -op("sin", {x}); }},
-    {"tan", [](Value, Value y, const Attrs&) { return 1.0 + y * y; }},
-    {"tanh", [](Value, Value y, const Attrs&) { return 1.0 - y * y; }},
-    {"sigmoid", [](Value, Value y, const Attrs&) { return y * (1.0 - y); }},
-    {"erf", [](Value x, Value,
-               const Attrs&) { return k(x, 2 / std::sqrt(std::numbers::pi)) * exp(-(x * x)); }},
-    {"softplus", [](Value x, Value, const Attrs&) { return sigmoid(x); }},
-    {"silu",
-     [](Value x, Value, const Attrs&) {
-       Value s = sigmoid(x);
-       return s * (1.0 + x * (1.0 - s));
-     }},
-    {"hard_sigmoid",
-     [](Value x, Value, const Attrs& at) {
-       Value z = x * at.get_float("alpha") + at.get_float("beta");
-       Value inside = op("logical_and", {op("gt", {z, k(z, 0)}), op("lt", {z, k(z, 1)})});
-       return mask(inside, x) * at.get_float("alpha");
-     }},
-    {"gelu", gelu_deriv},
-    {"elu",
-     [](Value x, Value y, const Attrs& at) {
-       return op("select", {op("gt", {x, k(x, 0)}), k(x, 1), y + at.get_float("alpha")});
-     }},
-    {"leaky_relu",
-     [](Value x, Value, const Attrs& at) {
-       return op("select", {op("gt", {x, k(x, 0)}), k(x, 1), k(x, at.get_float("alpha"))});
-     }},
-    {"relu",
-     [](Value x, Value, const Attrs&) {
-       return mask(op("gt", {x, k(x, 0)}), x);
-     }},
+    {.name = "neg", .deriv = [](Value x, Value, const Attrs&) { return k(x, -1); }},
+    {.name = "abs", .deriv = [](Value x, Value, const Attrs&) { return op("sign", {x}); }},
+    {.name = "square", .deriv = [](Value x, Value, const Attrs&) { return 2.0 * x; }},
+    {.name = "exp", .deriv = [](Value, Value y, const Attrs&) { return y; }},
+    {.name = "expm1", .deriv = [](Value, Value y, const Attrs&) { return y + 1.0; }},
+    {.name = "log", .deriv = [](Value x, Value, const Attrs&) { return op("reciprocal", {x}); }},
+    {.name = "log1p",
+     .deriv = [](Value x, Value, const Attrs&) { return op("reciprocal", {x + 1.0}); }},
+    {.name = "sqrt", .deriv = [](Value, Value y, const Attrs&) { return 0.5 / y; }},
+    {.name = "rsqrt", .deriv = [](Value x, Value y, const Attrs&) { return -0.5 * y / x; }},
+    {.name = "reciprocal", .deriv = [](Value, Value y, const Attrs&) { return -(y * y); }},
+    {.name = "sin", .deriv = [](Value x, Value, const Attrs&) { return op("cos", {x}); }},
+    {.name = "cos", .deriv = [](Value x, Value, const Attrs&) { return -op("sin", {x}); }},
+    {.name = "tan", .deriv = [](Value, Value y, const Attrs&) { return 1.0 + y * y; }},
+    {.name = "tanh", .deriv = [](Value, Value y, const Attrs&) { return 1.0 - y * y; }},
+    {.name = "sigmoid", .deriv = [](Value, Value y, const Attrs&) { return y * (1.0 - y); }},
+    {.name = "erf",
+     .deriv = [](Value x, Value,
+                 const Attrs&) { return k(x, 2 / std::sqrt(std::numbers::pi)) * exp(-(x * x)); }},
+    {.name = "softplus", .deriv = [](Value x, Value, const Attrs&) { return sigmoid(x); }},
+    {.name = "silu",
+     .deriv =
+         [](Value x, Value, const Attrs&) {
+           Value s = sigmoid(x);
+           return s * (1.0 + x * (1.0 - s));
+         }},
+    {.name = "hard_sigmoid",
+     .deriv =
+         [](Value x, Value, const Attrs& at) {
+           Value z = x * at.get_float("alpha") + at.get_float("beta");
+           Value inside = op("logical_and", {op("gt", {z, k(z, 0)}), op("lt", {z, k(z, 1)})});
+           return mask(inside, x) * at.get_float("alpha");
+         }},
+    {.name = "gelu", .deriv = gelu_deriv},
+    {.name = "elu",
+     .deriv =
+         [](Value x, Value y, const Attrs& at) {
+           return op("select", {op("gt", {x, k(x, 0)}), k(x, 1), y + at.get_float("alpha")});
+         }},
+    {.name = "leaky_relu",
+     .deriv =
+         [](Value x, Value, const Attrs& at) {
+           return op("select", {op("gt", {x, k(x, 0)}), k(x, 1), k(x, at.get_float("alpha"))});
+         }},
+    {.name = "relu",
+     .deriv =
+         [](Value x, Value, const Attrs&) {
+           return mask(op("gt", {x, k(x, 0)}), x);
+         }},
 };
 
 // The truncation toward zero of x (fmod's quotient).
@@ -113,32 +120,35 @@ struct BinaryEntry {
 };
 
 const BinaryEntry kBinary[] = {
-    {"add", {nullptr, nullptr}},
-    {"sub", {nullptr, [](Value a, Value, Value) { return k(a, -1); }}},
-    {"mul", {[](Value, Value b, Value) { return b; }, [](Value a, Value, Value) { return a; }}},
-    {"div",
-     {[](Value, Value b, Value) { return op("reciprocal", {b}); },
-      [](Value, Value b, Value y) { return -y / b; }}},
-    {"pow",
-     {[](Value a, Value b, Value) {
-        return b * op("pow", {a, b - 1.0});
-      },
-      [](Value a, Value, Value y) { return y * log(a); }}},
-    {"max",
-     {[](Value a, Value b, Value) { return wins(a, b, "gt"); },
-      [](Value a, Value b, Value) { return wins(b, a, "gt"); }}},
-    {"min",
-     {[](Value a, Value b, Value) { return wins(a, b, "lt"); },
-      [](Value a, Value b, Value) { return wins(b, a, "lt"); }}},
-    {"mod",
-     {[](Value a, Value, Value) { return k(a, 1); },
-      [](Value a, Value b, Value) { return -op("floor", {a / b}); }}},
-    {"fmod",
-     {[](Value a, Value, Value) { return k(a, 1); },
-      [](Value a, Value b, Value) { return -trunc(a / b); }}},
-    {"atan2",
-     {[](Value a, Value b, Value) { return b / (a * a + b * b); },
-      [](Value a, Value b, Value) { return -a / (a * a + b * b); }}},
+    {.name = "add", .deriv = {.da = nullptr, .db = nullptr}},
+    {.name = "sub", .deriv = {.da = nullptr, .db = [](Value a, Value, Value) { return k(a, -1); }}},
+    {.name = "mul",
+     .deriv = {.da = [](Value, Value b, Value) { return b; },
+               .db = [](Value a, Value, Value) { return a; }}},
+    {.name = "div",
+     .deriv = {.da = [](Value, Value b, Value) { return op("reciprocal", {b}); },
+               .db = [](Value, Value b, Value y) { return -y / b; }}},
+    {.name = "pow",
+     .deriv = {.da =
+                   [](Value a, Value b, Value) {
+                     return b * op("pow", {a, b - 1.0});
+                   },
+               .db = [](Value a, Value, Value y) { return y * log(a); }}},
+    {.name = "max",
+     .deriv = {.da = [](Value a, Value b, Value) { return wins(a, b, "gt"); },
+               .db = [](Value a, Value b, Value) { return wins(b, a, "gt"); }}},
+    {.name = "min",
+     .deriv = {.da = [](Value a, Value b, Value) { return wins(a, b, "lt"); },
+               .db = [](Value a, Value b, Value) { return wins(b, a, "lt"); }}},
+    {.name = "mod",
+     .deriv = {.da = [](Value a, Value, Value) { return k(a, 1); },
+               .db = [](Value a, Value b, Value) { return -op("floor", {a / b}); }}},
+    {.name = "fmod",
+     .deriv = {.da = [](Value a, Value, Value) { return k(a, 1); },
+               .db = [](Value a, Value b, Value) { return -trunc(a / b); }}},
+    {.name = "atan2",
+     .deriv = {.da = [](Value a, Value b, Value) { return b / (a * a + b * b); },
+               .db = [](Value a, Value b, Value) { return -a / (a * a + b * b); }}},
 };
 
 // t * d, where a null derivative stands for 1.
@@ -284,14 +294,13 @@ AttrSpec float_attr(const char* name, double def) { return {name, AttrKind::Floa
 struct UnarySpec {
   const char* name;
   Accepts accepts;
-  bool to_bool;  // output is bool rather than the input dtype
-  Trait traits;  // in addition to elementwise
+  bool to_bool = false;        // output is bool rather than the input dtype
+  Trait traits = Trait::none;  // in addition to elementwise
   std::vector<AttrSpec> attrs;
   const char* doc;
   AmpRole amp = AmpRole::follow;
 };
 
-constexpr Trait kNone = Trait::none;
 constexpr Trait kNoGrad = Trait::nondifferentiable;
 constexpr Trait kFinite = Trait::finite;     // bounded, or growing at most like x
 constexpr AmpRole kF32 = AmpRole::keep_f32;  // range or accuracy: exponentials, logarithms
@@ -299,56 +308,76 @@ constexpr AmpRole kF32 = AmpRole::keep_f32;  // range or accuracy: exponentials,
 std::vector<UnarySpec> unary_specs() {
   using A = Accepts;
   return {
-      {"neg", A::numeric, false, kFinite, {}, "-x."},
-      {"abs", A::numeric, false, kFinite, {}, "|x|."},
-      {"sign", A::numeric, false, kNoGrad | kFinite, {}, "-1, 0 or 1 by the sign of x."},
-      {"square", A::numeric, false, kNone, {}, "x * x."},
-      {"exp", A::floating, false, kNone, {}, "e^x.", kF32},
-      {"expm1", A::floating, false, kNone, {}, "e^x - 1, accurate near 0.", kF32},
-      {"log", A::floating, false, kNone, {}, "Natural logarithm.", kF32},
-      {"log1p", A::floating, false, kNone, {}, "log(1 + x), accurate near 0.", kF32},
-      {"sqrt", A::floating, false, kNone, {}, "Square root."},
-      {"rsqrt", A::floating, false, kNone, {}, "1 / sqrt(x)."},
-      {"reciprocal", A::floating, false, kNone, {}, "1 / x."},
-      {"sin", A::floating, false, kFinite, {}, "Sine."},
-      {"cos", A::floating, false, kFinite, {}, "Cosine."},
-      {"tan", A::floating, false, kNone, {}, "Tangent."},
-      {"tanh", A::floating, false, kFinite, {}, "Hyperbolic tangent."},
-      {"sigmoid", A::floating, false, kFinite, {}, "1 / (1 + e^-x)."},
-      {"erf", A::floating, false, kFinite, {}, "Gauss error function."},
-      {"softplus", A::floating, false, kNone, {}, "log(1 + e^x).", kF32},
-      {"silu", A::floating, false, kFinite, {}, "x * sigmoid(x)."},
-      {"floor", A::floating, false, kNoGrad | kFinite, {}, "Rounds toward -infinity."},
-      {"ceil", A::floating, false, kNoGrad | kFinite, {}, "Rounds toward +infinity."},
-      {"round", A::floating, false, kNoGrad | kFinite, {}, "Rounds to nearest, ties to even."},
-      {"hard_sigmoid",
-       A::floating,
-       false,
-       kFinite,
-       {float_attr("alpha", 0.2), float_attr("beta", 0.5)},
-       "max(0, min(1, alpha * x + beta))."},
-      {"gelu",
-       A::floating,
-       false,
-       kFinite,
-       {{"approximate", AttrKind::String, "none", {"none", "tanh"}}},
-       "Gaussian error linear unit, exact or with the tanh approximation."},
-      {"elu",
-       A::floating,
-       false,
-       kFinite,
-       {float_attr("alpha", 1.0)},
-       "x if x > 0 else alpha * (e^x - 1)."},
-      {"leaky_relu",
-       A::floating,
-       false,
-       kFinite,
-       {float_attr("alpha", 0.01)},
-       "x if x > 0 else alpha * x."},
-      {"relu", A::float_or_signed, false, kFinite, {}, "max(x, 0)."},
-      {"logical_not", A::boolean, true, kNoGrad, {}, "Boolean negation."},
-      {"isnan", A::floating, true, kNoGrad, {}, "True where x is NaN."},
-      {"isinf", A::floating, true, kNoGrad, {}, "True where x is +-infinity."},
+      {.name = "neg", .accepts = A::numeric, .traits = kFinite, .doc = "-x."},
+      {.name = "abs", .accepts = A::numeric, .traits = kFinite, .doc = "|x|."},
+      {.name = "sign",
+       .accepts = A::numeric,
+       .traits = kNoGrad | kFinite,
+       .doc = "-1, 0 or 1 by the sign of x."},
+      {.name = "square", .accepts = A::numeric, .doc = "x * x."},
+      {.name = "exp", .accepts = A::floating, .doc = "e^x.", .amp = kF32},
+      {.name = "expm1", .accepts = A::floating, .doc = "e^x - 1, accurate near 0.", .amp = kF32},
+      {.name = "log", .accepts = A::floating, .doc = "Natural logarithm.", .amp = kF32},
+      {.name = "log1p", .accepts = A::floating, .doc = "log(1 + x), accurate near 0.", .amp = kF32},
+      {.name = "sqrt", .accepts = A::floating, .doc = "Square root."},
+      {.name = "rsqrt", .accepts = A::floating, .doc = "1 / sqrt(x)."},
+      {.name = "reciprocal", .accepts = A::floating, .doc = "1 / x."},
+      {.name = "sin", .accepts = A::floating, .traits = kFinite, .doc = "Sine."},
+      {.name = "cos", .accepts = A::floating, .traits = kFinite, .doc = "Cosine."},
+      {.name = "tan", .accepts = A::floating, .doc = "Tangent."},
+      {.name = "tanh", .accepts = A::floating, .traits = kFinite, .doc = "Hyperbolic tangent."},
+      {.name = "sigmoid", .accepts = A::floating, .traits = kFinite, .doc = "1 / (1 + e^-x)."},
+      {.name = "erf", .accepts = A::floating, .traits = kFinite, .doc = "Gauss error function."},
+      {.name = "softplus", .accepts = A::floating, .doc = "log(1 + e^x).", .amp = kF32},
+      {.name = "silu", .accepts = A::floating, .traits = kFinite, .doc = "x * sigmoid(x)."},
+      {.name = "floor",
+       .accepts = A::floating,
+       .traits = kNoGrad | kFinite,
+       .doc = "Rounds toward -infinity."},
+      {.name = "ceil",
+       .accepts = A::floating,
+       .traits = kNoGrad | kFinite,
+       .doc = "Rounds toward +infinity."},
+      {.name = "round",
+       .accepts = A::floating,
+       .traits = kNoGrad | kFinite,
+       .doc = "Rounds to nearest, ties to even."},
+      {.name = "hard_sigmoid",
+       .accepts = A::floating,
+       .traits = kFinite,
+       .attrs = {float_attr("alpha", 0.2), float_attr("beta", 0.5)},
+       .doc = "max(0, min(1, alpha * x + beta))."},
+      {.name = "gelu",
+       .accepts = A::floating,
+       .traits = kFinite,
+       .attrs = {{"approximate", AttrKind::String, "none", {"none", "tanh"}}},
+       .doc = "Gaussian error linear unit, exact or with the tanh approximation."},
+      {.name = "elu",
+       .accepts = A::floating,
+       .traits = kFinite,
+       .attrs = {float_attr("alpha", 1.0)},
+       .doc = "x if x > 0 else alpha * (e^x - 1)."},
+      {.name = "leaky_relu",
+       .accepts = A::floating,
+       .traits = kFinite,
+       .attrs = {float_attr("alpha", 0.01)},
+       .doc = "x if x > 0 else alpha * x."},
+      {.name = "relu", .accepts = A::float_or_signed, .traits = kFinite, .doc = "max(x, 0)."},
+      {.name = "logical_not",
+       .accepts = A::boolean,
+       .to_bool = true,
+       .traits = kNoGrad,
+       .doc = "Boolean negation."},
+      {.name = "isnan",
+       .accepts = A::floating,
+       .to_bool = true,
+       .traits = kNoGrad,
+       .doc = "True where x is NaN."},
+      {.name = "isinf",
+       .accepts = A::floating,
+       .to_bool = true,
+       .traits = kNoGrad,
+       .doc = "True where x is +-infinity."},
   };
 }
 
@@ -373,8 +402,8 @@ void register_unary(OpRegistry& r, const UnarySpec& s) {
 struct BinarySpec {
   const char* name;
   Accepts accepts;
-  bool to_bool;  // output is bool rather than the input dtype
-  Trait traits;  // in addition to elementwise
+  bool to_bool = false;        // output is bool rather than the input dtype
+  Trait traits = Trait::none;  // in addition to elementwise
   const char* doc;
   AmpRole amp = AmpRole::follow;
 };
@@ -387,28 +416,40 @@ std::vector<BinarySpec> binary_specs() {
   constexpr Trait cmp = kNoGrad;
   constexpr Trait cmp_c = Trait::commutative | kNoGrad;
   return {
-      {"add", A::numeric, false, ca, "a + b."},
-      {"sub", A::numeric, false, kNone, "a - b."},
-      {"mul", A::numeric, false, ca, "a * b."},
-      {"div", A::numeric, false, kNone, "a / b."},
-      {"pow", A::numeric, false, kNone, "a raised to the power b.", kF32},
-      {"max", A::numeric, false, ca, "Elementwise maximum."},
-      {"min", A::numeric, false, ca, "Elementwise minimum."},
-      {"mod", A::numeric, false, kNone, "Floor modulo: the result has the sign of b."},
-      {"fmod", A::numeric, false, kNone, "C fmod: the result has the sign of a."},
-      {"atan2", A::floating, false, kNone, "Angle of the point (b, a)."},
-      {"logical_and", A::boolean, true, ca_ng, "a and b."},
-      {"logical_or", A::boolean, true, ca_ng, "a or b."},
-      {"logical_xor", A::boolean, true, ca_ng, "a xor b."},
-      {"bitwise_and", A::int_or_bool, false, ca_ng, "a & b."},
-      {"bitwise_or", A::int_or_bool, false, ca_ng, "a | b."},
-      {"bitwise_xor", A::int_or_bool, false, ca_ng, "a ^ b."},
-      {"eq", A::any, true, cmp_c, "a == b."},
-      {"ne", A::any, true, cmp_c, "a != b."},
-      {"lt", A::any, true, cmp, "a < b."},
-      {"le", A::any, true, cmp, "a <= b."},
-      {"gt", A::any, true, cmp, "a > b."},
-      {"ge", A::any, true, cmp, "a >= b."},
+      {.name = "add", .accepts = A::numeric, .traits = ca, .doc = "a + b."},
+      {.name = "sub", .accepts = A::numeric, .doc = "a - b."},
+      {.name = "mul", .accepts = A::numeric, .traits = ca, .doc = "a * b."},
+      {.name = "div", .accepts = A::numeric, .doc = "a / b."},
+      {.name = "pow", .accepts = A::numeric, .doc = "a raised to the power b.", .amp = kF32},
+      {.name = "max", .accepts = A::numeric, .traits = ca, .doc = "Elementwise maximum."},
+      {.name = "min", .accepts = A::numeric, .traits = ca, .doc = "Elementwise minimum."},
+      {.name = "mod", .accepts = A::numeric, .doc = "Floor modulo: the result has the sign of b."},
+      {.name = "fmod", .accepts = A::numeric, .doc = "C fmod: the result has the sign of a."},
+      {.name = "atan2", .accepts = A::floating, .doc = "Angle of the point (b, a)."},
+      {.name = "logical_and",
+       .accepts = A::boolean,
+       .to_bool = true,
+       .traits = ca_ng,
+       .doc = "a and b."},
+      {.name = "logical_or",
+       .accepts = A::boolean,
+       .to_bool = true,
+       .traits = ca_ng,
+       .doc = "a or b."},
+      {.name = "logical_xor",
+       .accepts = A::boolean,
+       .to_bool = true,
+       .traits = ca_ng,
+       .doc = "a xor b."},
+      {.name = "bitwise_and", .accepts = A::int_or_bool, .traits = ca_ng, .doc = "a & b."},
+      {.name = "bitwise_or", .accepts = A::int_or_bool, .traits = ca_ng, .doc = "a | b."},
+      {.name = "bitwise_xor", .accepts = A::int_or_bool, .traits = ca_ng, .doc = "a ^ b."},
+      {.name = "eq", .accepts = A::any, .to_bool = true, .traits = cmp_c, .doc = "a == b."},
+      {.name = "ne", .accepts = A::any, .to_bool = true, .traits = cmp_c, .doc = "a != b."},
+      {.name = "lt", .accepts = A::any, .to_bool = true, .traits = cmp, .doc = "a < b."},
+      {.name = "le", .accepts = A::any, .to_bool = true, .traits = cmp, .doc = "a <= b."},
+      {.name = "gt", .accepts = A::any, .to_bool = true, .traits = cmp, .doc = "a > b."},
+      {.name = "ge", .accepts = A::any, .to_bool = true, .traits = cmp, .doc = "a >= b."},
   };
 }
 

@@ -46,15 +46,25 @@ std::vector<TensorType> infer_random(const InferContext& ctx) {
 void register_random_ops(OpRegistry& r) {
   struct Entry {
     const char* name;
-    const char* p1;
-    double v1;
-    const char* p2;
-    double v2;
+    const char* param1;  // the distribution's two Float attributes and their defaults
+    double default1;
+    const char* param2;
+    double default2;
     const char* doc;
   };
   const Entry table[] = {
-      {"uniform", "low", 0.0, "high", 1.0, "Uniform samples in [low, high)"},
-      {"normal", "mean", 0.0, "std", 1.0, "Normal samples with mean and std"},
+      {.name = "uniform",
+       .param1 = "low",
+       .default1 = 0.0,
+       .param2 = "high",
+       .default2 = 1.0,
+       .doc = "Uniform samples in [low, high)"},
+      {.name = "normal",
+       .param1 = "mean",
+       .default1 = 0.0,
+       .param2 = "std",
+       .default2 = 1.0,
+       .doc = "Normal samples with mean and std"},
   };
   for (const Entry& e : table) {
     OpDef d;
@@ -64,8 +74,8 @@ void register_random_ops(OpRegistry& r) {
         .attr("shape", AttrKind::Ints)
         .attr("dtype", AttrKind::DType, AttrValue(DType::f32))
         .attr("seed", AttrKind::Int, AttrValue(0))
-        .attr(e.p1, AttrKind::Float, AttrValue(e.v1))
-        .attr(e.p2, AttrKind::Float, AttrValue(e.v2));
+        .attr(e.param1, AttrKind::Float, AttrValue(e.default1))
+        .attr(e.param2, AttrKind::Float, AttrValue(e.default2));
     d.doc = str_cat(e.doc,
                     " of dtype[shape], from the counter-based Philox4x32-10 generator "
                     "keyed by seed (optional integer scalar key input: added to the counter), so "

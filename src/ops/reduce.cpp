@@ -157,9 +157,9 @@ VmapResult vmap_axis(const RuleArgs& a, std::span<const int> in_axes) {
 
 struct ReduceSpec {
   const char* name;
-  bool float_only;
-  bool needs_nonempty;  // no identity element
-  Trait traits;         // in addition to reduction
+  bool float_only = false;
+  bool needs_nonempty = false;  // no identity element
+  Trait traits = Trait::none;   // in addition to reduction
   ReduceRules rules;
   const char* doc;
 };
@@ -167,21 +167,42 @@ struct ReduceSpec {
 std::vector<ReduceSpec> reduce_specs() {
   // The fold of an associative binary op (add, mul, max, min): splittable into partials.
   constexpr Trait assoc = Trait::associative;
-  constexpr Trait none = Trait::none;
   return {
-      {"sum", false, false, assoc, linear_reduce(false), "Sum over axes (all when axes is empty)."},
-      {"prod", false, false, assoc, by_partial(prod_partial),
-       "Product over axes (all when axes is empty)."},
+      {.name = "sum",
+       .traits = assoc,
+       .rules = linear_reduce(false),
+       .doc = "Sum over axes (all when axes is empty)."},
+      {.name = "prod",
+       .traits = assoc,
+       .rules = by_partial(prod_partial),
+       .doc = "Product over axes (all when axes is empty)."},
       // "max" / "min" are the binary elementwise ops, so the reductions take a prefix.
-      {"reduce_max", false, true, assoc, by_partial(extreme_partial),
-       "Maximum over axes (all when axes is empty)."},
-      {"reduce_min", false, true, assoc, by_partial(extreme_partial),
-       "Minimum over axes (all when axes is empty)."},
-      {"mean", true, false, none, linear_reduce(true), "Mean over axes (all when axes is empty)."},
-      {"logsumexp", true, false, none, by_partial(logsumexp_partial),
-       "log(sum(exp(x))) over axes, computed stably."},
-      {"l1_norm", true, false, none, by_partial(l1_partial), "Sum of |x| over axes."},
-      {"l2_norm", true, false, none, by_partial(l2_partial), "sqrt(sum(x^2)) over axes."},
+      {.name = "reduce_max",
+       .needs_nonempty = true,
+       .traits = assoc,
+       .rules = by_partial(extreme_partial),
+       .doc = "Maximum over axes (all when axes is empty)."},
+      {.name = "reduce_min",
+       .needs_nonempty = true,
+       .traits = assoc,
+       .rules = by_partial(extreme_partial),
+       .doc = "Minimum over axes (all when axes is empty)."},
+      {.name = "mean",
+       .float_only = true,
+       .rules = linear_reduce(true),
+       .doc = "Mean over axes (all when axes is empty)."},
+      {.name = "logsumexp",
+       .float_only = true,
+       .rules = by_partial(logsumexp_partial),
+       .doc = "log(sum(exp(x))) over axes, computed stably."},
+      {.name = "l1_norm",
+       .float_only = true,
+       .rules = by_partial(l1_partial),
+       .doc = "Sum of |x| over axes."},
+      {.name = "l2_norm",
+       .float_only = true,
+       .rules = by_partial(l2_partial),
+       .doc = "sqrt(sum(x^2)) over axes."},
   };
 }
 
