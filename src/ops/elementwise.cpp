@@ -73,6 +73,11 @@ const UnaryEntry kUnary[] = {
      .deriv = [](Value x, Value,
                  const Attrs&) { return k(x, 2 / std::sqrt(std::numbers::pi)) * exp(-(x * x)); }},
     {.name = "softplus", .deriv = [](Value x, Value, const Attrs&) { return sigmoid(x); }},
+    {.name = "softsign",
+     .deriv =
+         [](Value x, Value, const Attrs&) {
+           return op("reciprocal", {op("square", {1.0 + op("abs", {x})})});
+         }},
     {.name = "silu",
      .deriv =
          [](Value x, Value, const Attrs&) {
@@ -329,6 +334,7 @@ std::vector<UnarySpec> unary_specs() {
       {.name = "sigmoid", .accepts = A::floating, .traits = kFinite, .doc = "1 / (1 + e^-x)."},
       {.name = "erf", .accepts = A::floating, .traits = kFinite, .doc = "Gauss error function."},
       {.name = "softplus", .accepts = A::floating, .doc = "log(1 + e^x).", .amp = kF32},
+      {.name = "softsign", .accepts = A::floating, .traits = kFinite, .doc = "x / (1 + |x|)."},
       {.name = "silu", .accepts = A::floating, .traits = kFinite, .doc = "x * sigmoid(x)."},
       {.name = "floor",
        .accepts = A::floating,

@@ -19,9 +19,9 @@ void add_unary_cases(std::vector<InferCase>& v) {
   v.push_back(ok("neg", {"f64[]"}, {}, {"f64[]"}));
 
   for (const char* op :
-       {"exp",  "expm1", "log",          "log1p",   "sqrt", "rsqrt",     "reciprocal", "sin",
-        "cos",  "tan",   "tanh",         "sigmoid", "erf",  "softplus",  "silu",       "floor",
-        "ceil", "round", "hard_sigmoid", "gelu",    "elu",  "leaky_relu"}) {
+       {"exp",   "expm1", "log",   "log1p",        "sqrt", "rsqrt",    "reciprocal", "sin",
+        "cos",   "tan",   "tanh",  "sigmoid",      "erf",  "softplus", "softsign",   "silu",
+        "floor", "ceil",  "round", "hard_sigmoid", "gelu", "elu",      "leaky_relu"}) {
     v.push_back(ok(op, {"f32[batch,64]"}, {}, {"f32[batch,64]"}));
     v.push_back(ok(op, {"bf16[0,1]"}, {}, {"bf16[0,1]"}));
     v.push_back(bad(op, {"i32[2]"}, {}, kType, "expected a float dtype for input 0, got i32[2]"));

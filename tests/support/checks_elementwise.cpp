@@ -165,6 +165,7 @@ std::vector<Unary> unary_ops() {
        6,
        [](double x, A) { return x > 30 ? x : std::log(1 + std::exp(x)); },
        {}},
+      {"softsign", kF, -6, 6, [](double x, A) { return x / (1 + std::abs(x)); }, {}},
       {"silu", kF, -6, 6, [](double x, A) { return gated(x, sigmoid(x)); }, {}},
       {"floor", kF, -4, 4, f(std::floor), {}},
       {"ceil", kF, -4, 4, f(std::ceil), {}},

@@ -43,6 +43,7 @@ void add_unary(GradTable& t) {
       {"sigmoid", -3, 3, false},
       {"erf", -2, 2, false},
       {"softplus", -3, 3, false},
+      {"softsign", -3, 3, false},
       {"silu", -3, 3, false},
       {"hard_sigmoid", -2, 2, false},
       {"gelu", -3, 3, false},

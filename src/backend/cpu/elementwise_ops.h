@@ -153,6 +153,7 @@ RLX_FLOAT_UNARY(Ceil, fm::ceil(x))
 RLX_FLOAT_UNARY(Round, std::nearbyint(x))
 // max(x, 0) + log(1 + e^-|x|): no overflow for large x, NaN propagates.
 RLX_FLOAT_UNARY(Softplus, (x > C(0) ? x : C(0)) + m_log1p(m_exp(-std::fabs(x))))
+RLX_FLOAT_UNARY(Softsign, x / (C(1) + std::fabs(x)))
 // silu has a whole-run version for contiguous f32 (fm::silu_n: the SwiGLU of every LLM).
 struct Silu {
   static constexpr unsigned set = kFloat;

@@ -30,6 +30,7 @@
   X(ceil, Ceil)              \
   X(round, Round)            \
   X(softplus, Softplus)      \
+  X(softsign, Softsign)      \
   X(silu, Silu)              \
   X(elu, Elu)                \
   X(leaky_relu, LeakyRelu)   \

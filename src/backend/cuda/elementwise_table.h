@@ -30,6 +30,7 @@
   X(ceil, Ceil, kFloat)                     \
   X(round, Round, kFloat)                   \
   X(softplus, Softplus, kFloat)             \
+  X(softsign, Softsign, kFloat)             \
   X(silu, Silu, kFloat)                     \
   X(elu, Elu, kFloat, "alpha")              \
   X(leaky_relu, LeakyRelu, kFloat, "alpha") \
