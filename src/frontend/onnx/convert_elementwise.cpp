@@ -193,7 +193,7 @@ Value hard_sigmoid(NodeContext& c, Value x) {
 Value hard_swish(NodeContext& c, Value x) {
   return mul(c, x, op(c, "hard_sigmoid", {x}, {{"alpha", 1.0 / 6}, {"beta", 0.5}}));
 }
-Value softsign(NodeContext& c, Value x) { return div(c, x, add(c, k(c, x, 1), un(c, "abs", x))); }
+Value softsign(NodeContext& c, Value x) { return un(c, "softsign", x); }
 Value thresholded_relu(NodeContext& c, Value x) {
   Value above = op(c, "gt", {x, k(c, x, c.attr_float("alpha", 1.0))});
   return op(c, "select", {above, x, k(c, x, 0)});
