@@ -398,15 +398,25 @@ void rope_attention_cached_checks(CheckTable& t) {
        {},
        false,
        "D not a multiple of 16"},
-      {D::f16,
+      {D::f16, D::f16, {1, 3, 4, 8}, {1, 3, 2, 8}, {1, 2, 10, 8}, {4}, {}, false, "three new rows"},
+      {D::f32,
        D::f16,
-       {1, 3, 4, 8},
-       {1, 3, 2, 8},
-       {1, 2, 10, 8},
-       {4},
+       {2, 20, 8, 64},
+       {2, 20, 2, 64},
+       {2, 2, 64, 64},
+       {5, 30},
        {},
        false,
-       "three new rows (the parts on the GPU)"},
+       "prefill of 20 rows, per-sequence positions, f16 cache, D 64 (tensor cores)"},
+      {D::bf16,
+       D::bf16,
+       {1, 70, 4, 128},
+       {1, 70, 1, 128},
+       {1, 1, 96, 128},
+       {10},
+       {{"mode", "neox"}},
+       true,
+       "long prefill (one pass), neox, freq_factors, D 128"},
       {D::f64, D::f64, {2, 1, 2, 8}, {2, 1, 1, 8}, {2, 1, 6, 8}, {2, 4}, {}, false, "f64"},
   };
   uint64_t seed = 3700;
@@ -424,10 +434,14 @@ void rope_attention_cached_checks(CheckTable& t) {
                vc,
                ints(DType::i32, {b, sn}, positions),
                ints(DType::i64, {b}, c.pos)};
-    if (c.factors) in.push_back(random_tensor(DType::f32, {4}, ++seed, 1, 3));
+    const int64_t n_rot = c.attrs.find("n_rot") ? c.attrs.get_int("n_rot") : c.q[3];
+    if (c.factors) in.push_back(random_tensor(DType::f32, {n_rot / 2}, ++seed, 1, 3));
     OpCheck check =
         ref_check("rope_attention_cached", c.dt, in, c.attrs, rope_attention_ref(kc, vc), c.note);
     if (c.dt == D::f16) check.atol = 1e-3;  // as attention_cached's f16 prefill rows
+    // Long rows of P rounded to a 16-bit cache: that cache's tolerance, as attention_cached's.
+    if (c.q[3] >= 64 && dtype_size(c.cache) == 2)
+      std::tie(check.rtol, check.atol) = default_tolerance(c.cache);
     t.add(std::move(check));
   }
   OpCheck bad{"rope_attention_cached",
