@@ -8,11 +8,21 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace rlx {
 
 // Axis `axis` in [-rank, rank) as an index in [0, rank).
 constexpr int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+// A transpose's perm as a full list of indices in [0, rank): an empty one reverses the
+// dims (NumPy's default), negative entries count from the end.
+inline std::vector<int64_t> full_perm(std::vector<int64_t> perm, int64_t rank) {
+  if (perm.empty())
+    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
+  for (int64_t& p : perm) p = norm_axis(p, rank);
+  return perm;
+}
 
 // The product of dims[from, to) (to clamped to the rank); 1 for an empty range.
 constexpr int64_t dims_product(std::span<const int64_t> dims, size_t from = 0,

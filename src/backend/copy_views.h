@@ -22,12 +22,9 @@ struct Source {
 };
 
 // transpose: output dim i is input dim perm[i] (empty perm: reversed).
-inline Source transpose(const Tensor& x, IntList perm) {
-  int64_t r = x.rank();
-  if (perm.empty())
-    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+inline Source transpose(const Tensor& x, const IntList& perm) {
   Source s;
-  for (int64_t p : perm) s.strides.push_back(x.strides()[size_t(norm_axis(p, r))]);
+  for (int64_t p : full_perm(perm, x.rank())) s.strides.push_back(x.strides()[size_t(p)]);
   return s;
 }
 

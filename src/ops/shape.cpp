@@ -217,16 +217,8 @@ VmapResult reshape_vmap(const RuleArgs& a, Axes in_axes) {
   return at0(again(a, {front(a, in_axes)}, with(a.attrs, "shape", spec)));
 }
 
-IntList transpose_perm(const Attrs& at, int64_t rank) {
-  IntList perm = at.get_ints("perm");
-  if (perm.empty())
-    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-  for (int64_t& p : perm) p = norm_axis(p, rank);
-  return perm;
-}
-
 Values transpose_vjp(const RuleArgs& a, Cts ct) {
-  IntList perm = transpose_perm(a.attrs, a.inputs[0].rank()), inv(perm.size());
+  IntList perm = full_perm(a.attrs.get_ints("perm"), a.inputs[0].rank()), inv(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) inv[size_t(perm[i])] = int64_t(i);
   return {permute(ct[0], inv)};
 }
@@ -234,7 +226,7 @@ Values transpose_vjp(const RuleArgs& a, Cts ct) {
 VmapResult transpose_vmap(const RuleArgs& a, Axes in_axes) {
   Value x = front(a, in_axes);
   IntList perm{0};
-  for (int64_t p : transpose_perm(a.attrs, x.rank() - 1)) perm.push_back(p + 1);
+  for (int64_t p : full_perm(a.attrs.get_ints("perm"), x.rank() - 1)) perm.push_back(p + 1);
   return at0(op("transpose", {x}, {{"perm", perm}}));
 }
 

@@ -21,6 +21,7 @@
 #include <cmath>
 
 #include "passes/fusion.h"
+#include "rlx/axes.h"
 
 namespace rlx::passes {
 
@@ -31,11 +32,10 @@ constexpr double kMasked = -1e4;  // additive mask entries at or below this hide
 bool swaps_last2(const Node& n) {
   if (n.op_name() != "transpose" || n.inputs[0].rank() < 2) return false;
   int64_t r = n.inputs[0].rank();
-  IntList p = n.attrs.get_ints("perm");
-  if (p.empty()) return r == 2;
+  const IntList p = full_perm(n.attrs.get_ints("perm"), r);
   for (int64_t i = 0; i < r; ++i) {
     int64_t want = i < r - 2 ? i : (i == r - 2 ? r - 1 : r - 2);
-    if ((p[size_t(i)] < 0 ? p[size_t(i)] + r : p[size_t(i)]) != want) return false;
+    if (p[size_t(i)] != want) return false;
   }
   return true;
 }

@@ -35,14 +35,7 @@ namespace rlx::passes {
 namespace {
 
 // The normalised permutation of a transpose node (empty perm: the reversal).
-IntList perm_of(const Node& n) {
-  int64_t r = n.inputs[0].rank();
-  IntList p = n.attrs.get_ints("perm");
-  if (p.empty())
-    for (int64_t i = r - 1; i >= 0; --i) p.push_back(i);
-  for (int64_t& d : p) d = norm_axis(d, r);
-  return p;
-}
+IntList perm_of(const Node& n) { return full_perm(n.attrs.get_ints("perm"), n.inputs[0].rank()); }
 
 bool is_identity(const IntList& p) {
   for (size_t i = 0; i < p.size(); ++i)

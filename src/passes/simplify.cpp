@@ -136,14 +136,6 @@ std::pair<double, double> normal_range(DType t) {
   }
 }
 
-IntList normalized_perm(const Attrs& attrs, int64_t rank) {
-  IntList perm = attrs.get_ints("perm");
-  if (perm.empty())
-    for (int64_t i = rank - 1; i >= 0; --i) perm.push_back(i);
-  for (int64_t& p : perm) p = norm_axis(p, rank);
-  return perm;
-}
-
 bool is_identity(const IntList& perm) {
   for (size_t i = 0; i < perm.size(); ++i)
     if (perm[i] != int64_t(i)) return false;
@@ -260,12 +252,12 @@ class Simplifier {
   }
 
   Value transpose(const Node& n, Value x, const TensorType& want) {
-    IntList perm = normalized_perm(n.attrs, x.rank());
+    IntList perm = full_perm(n.attrs.get_ints("perm"), x.rank());
     if (is_identity(perm)) return x.type() == want ? x : Value{};
     const Node* p = made_by(x, ops_.transpose);
     if (!p) return {};
     Value inner = p->inputs[0];
-    IntList first = normalized_perm(p->attrs, inner.rank()), both(perm.size());
+    IntList first = full_perm(p->attrs.get_ints("perm"), inner.rank()), both(perm.size());
     for (size_t i = 0; i < perm.size(); ++i) both[i] = first[size_t(perm[i])];
     if (is_identity(both)) return inner.type() == want ? inner : Value{};
     return emit(*ops_.transpose, {inner}, {{"perm", both}}, want);
