@@ -1,6 +1,6 @@
 // Every op's vjp / jvp / hvp / vmap rules against finite differences and unbatched loops,
 // over the family grad-check tables.
-#include "support/gradcheck.h"
+#include "op_tables/gradcheck.h"
 
 #include <gtest/gtest.h>
 

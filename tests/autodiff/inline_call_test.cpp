@@ -4,8 +4,8 @@
 
 #include <cmath>
 
+#include "op_tables/consistency.h"
 #include "rlx/rlx.h"
-#include "support/consistency.h"
 
 namespace rlx::test {
 namespace {

@@ -5,8 +5,8 @@
 
 #include <cmath>
 
+#include "op_tables/consistency.h"
 #include "rlx/rlx.h"
-#include "support/consistency.h"
 
 namespace rlx::test {
 namespace {

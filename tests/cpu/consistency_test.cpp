@@ -1,5 +1,5 @@
 // Every core op on the CPU against its reference, over the family check tables.
-#include "support/consistency.h"
+#include "op_tables/consistency.h"
 
 #include <gtest/gtest.h>
 

@@ -7,9 +7,9 @@
 #include <cmath>
 
 #include "backend/cuda/dnn.h"
+#include "op_tables/consistency.h"
 #include "rlx/cuda.h"
 #include "rlx/rlx.h"
-#include "support/consistency.h"
 
 namespace rlx::test {
 namespace {

@@ -1,7 +1,7 @@
 // Every core op on cuda against the same references as the CPU (the family check tables),
 // and which ops resolve to native CUDA kernels. The runs need a GPU and skip, saying so,
 // where there is none; the dispatch checks need none and run everywhere.
-#include "support/consistency.h"
+#include "op_tables/consistency.h"
 
 #include <gtest/gtest.h>
 

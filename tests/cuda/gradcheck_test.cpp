@@ -1,7 +1,7 @@
 // The gradient-check harness on cuda: every op's vjp / jvp / hvp / vmap rules, compiled
 // for the GPU (rules, decompositions and CUDA kernels in f64), against finite differences
 // and unbatched loops run on the GPU as well — the same tables as tests/autodiff.
-#include "support/gradcheck.h"
+#include "op_tables/gradcheck.h"
 
 #include <gtest/gtest.h>
 

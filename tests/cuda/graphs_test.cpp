@@ -6,10 +6,10 @@
 #include <random>
 
 #include "model.h"
+#include "op_tables/consistency.h"
 #include "rlx/cuda.h"
 #include "rlx/rlx.h"
 #include "rlx/train.h"
-#include "support/consistency.h"
 
 namespace rlx::test {
 namespace {

@@ -10,12 +10,12 @@
 #include <cmath>
 #include <cstring>
 
+#include "op_tables/consistency.h"
 #include "rlx/cuda.h"
 #include "rlx/ops.h"
 #include "rlx/quant.h"
 #include "rlx/session.h"
 #include "rlx/settings.h"
-#include "support/consistency.h"
 
 namespace rlx::test {
 Tensor random_quantized(DType t, int64_t rows, int64_t k, uint64_t seed);  // checks_quant.cpp

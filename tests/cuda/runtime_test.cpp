@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "../../examples/custom_op/custom_op.h"
+#include "op_tables/consistency.h"
 #include "rlx/cuda.h"
 #include "rlx/rlx.h"
-#include "support/consistency.h"
 
 namespace rlx::test {
 namespace {

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "custom_op.h"
-#include "support/gradcheck.h"
+#include "op_tables/gradcheck.h"
 
 namespace rlx::test {
 namespace {

@@ -5,8 +5,8 @@
 #include <cmath>
 #include <limits>
 
-#include "support/infer_harness.h"
-#include "support/test_ops.h"
+#include "op_tables/infer_harness.h"
+#include "op_tables/test_ops.h"
 
 namespace rlx::testing {
 namespace {

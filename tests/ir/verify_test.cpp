@@ -4,8 +4,8 @@
 
 #include <functional>
 
-#include "support/infer_harness.h"
-#include "support/test_ops.h"
+#include "op_tables/infer_harness.h"
+#include "op_tables/test_ops.h"
 
 namespace rlx::testing {
 namespace {

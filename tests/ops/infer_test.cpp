@@ -5,7 +5,7 @@
 #include <map>
 #include <set>
 
-#include "support/infer_harness.h"
+#include "op_tables/infer_harness.h"
 
 namespace rlx::testing {
 namespace {

@@ -2,7 +2,7 @@
 // a compiled Session, decode (cache filled step by step) against one prefill, the
 // decompositions other devices run against the CPU kernels, and sample's statistics
 // (greedy, top-k, top-p, min-p, temperature, penalties, reproducibility). The inference
-// cases of the family (tests/support/cases_llm.cpp) run here too.
+// cases of the family (tests/op_tables/cases_llm.cpp) run here too.
 #include <gtest/gtest.h>
 #include <omp.h>
 
@@ -12,12 +12,12 @@
 #include <numeric>
 #include <set>
 
+#include "op_tables/consistency.h"
+#include "op_tables/infer_harness.h"
 #include "rlx/rlx.h"
 #include "rlx/session.h"
 #include "rlx/text.h"
 #include "rlx/verify.h"
-#include "support/consistency.h"
-#include "support/infer_harness.h"
 
 namespace rlx {
 namespace {

@@ -1,9 +1,9 @@
 // attention_fusion: softmax(q k^T * scale [+ mask / bias]) v -> attention.
 #include <gtest/gtest.h>
 
+#include "op_tables/pass_check.h"
 #include "rlx/rlx.h"
 #include "rlx/text.h"
-#include "support/pass_check.h"
 
 namespace rlx {
 namespace {

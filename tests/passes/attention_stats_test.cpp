@@ -4,9 +4,9 @@
 // the CPU (attention_lse has a CPU kernel; the CPU decomposes attention_grad).
 #include <gtest/gtest.h>
 
+#include "op_tables/pass_check.h"
 #include "rlx/rlx.h"
 #include "rlx/text.h"
-#include "support/pass_check.h"
 
 namespace rlx {
 namespace {

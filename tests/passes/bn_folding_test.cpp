@@ -1,9 +1,9 @@
 // bn_folding: batch_norm of a conv's output folded into the conv's weight and bias.
 #include <gtest/gtest.h>
 
+#include "op_tables/pass_check.h"
 #include "rlx/rlx.h"
 #include "rlx/text.h"
-#include "support/pass_check.h"
 
 namespace rlx {
 namespace {

@@ -6,8 +6,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "op_tables/pass_graphs.h"
 #include "rlx/rlx.h"
-#include "support/pass_graphs.h"
 
 namespace rlx {
 namespace {

@@ -1,9 +1,9 @@
 // conv_fusion: conv (+ per-channel bias add, folded into conv's bias) (+ activation).
 #include <gtest/gtest.h>
 
+#include "op_tables/pass_check.h"
 #include "rlx/rlx.h"
 #include "rlx/text.h"
-#include "support/pass_check.h"
 
 namespace rlx {
 namespace {

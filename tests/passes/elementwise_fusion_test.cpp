@@ -5,10 +5,10 @@
 
 #include <chrono>
 
+#include "op_tables/pass_check.h"
 #include "rlx/rlx.h"
 #include "rlx/text.h"
 #include "rlx/verify.h"
-#include "support/pass_check.h"
 
 namespace rlx {
 namespace {

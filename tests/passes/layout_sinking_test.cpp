@@ -1,9 +1,9 @@
 // layout_sinking: transposes folded into matmul operands, and transpose pairs cancelled.
 #include <gtest/gtest.h>
 
+#include "op_tables/pass_check.h"
 #include "rlx/rlx.h"
 #include "rlx/text.h"
-#include "support/pass_check.h"
 
 namespace rlx {
 namespace {

@@ -4,10 +4,10 @@
 #include <chrono>
 
 #include "backend/cpu/families.h"
+#include "op_tables/pass_check.h"
 #include "rlx/rlx.h"
 #include "rlx/settings.h"
 #include "rlx/text.h"
-#include "support/pass_check.h"
 
 namespace rlx {
 namespace {

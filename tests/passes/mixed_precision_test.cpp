@@ -8,11 +8,11 @@
 #include <chrono>
 #include <cmath>
 
+#include "op_tables/consistency.h"
+#include "op_tables/pass_check.h"
 #include "rlx/rlx.h"
 #include "rlx/settings.h"
 #include "rlx/train.h"
-#include "support/consistency.h"
-#include "support/pass_check.h"
 
 namespace rlx {
 namespace {

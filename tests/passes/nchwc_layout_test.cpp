@@ -5,9 +5,9 @@
 #include <cmath>
 #include <string>
 
+#include "op_tables/pass_check.h"
 #include "passes/fusion.h"
 #include "rlx/rlx.h"
-#include "support/pass_check.h"
 
 namespace rlx {
 namespace {

@@ -4,9 +4,9 @@
 // CPU, which decomposes the fused ops.
 #include <gtest/gtest.h>
 
+#include "op_tables/pass_check.h"
 #include "rlx/rlx.h"
 #include "rlx/text.h"
-#include "support/pass_check.h"
 
 namespace rlx {
 namespace {

@@ -6,8 +6,8 @@
 
 #include <random>
 
+#include "op_tables/pass_check.h"
 #include "rlx/rlx.h"
-#include "support/pass_check.h"
 #include "transforms/common.h"
 
 namespace rlx {

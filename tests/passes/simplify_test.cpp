@@ -5,9 +5,9 @@
 
 #include <chrono>
 
+#include "op_tables/pass_check.h"
+#include "op_tables/pass_graphs.h"
 #include "rlx/rlx.h"
-#include "support/pass_check.h"
-#include "support/pass_graphs.h"
 
 namespace rlx {
 namespace {

@@ -1,6 +1,6 @@
 // How many activation rows CUDA's quant_matmul multiplies with its matvec kernels (exact
 // products of f32 activations); more take the GEMM path, whose activations are rounded to
-// bf16 on the tensor cores. A plain header: the op tables' bounds (tests/support) follow it.
+// bf16 on the tensor cores. A plain header: the op tables' bounds (tests/op_tables) follow it.
 #pragma once
 
 #include <cstdint>
