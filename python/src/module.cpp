@@ -4,6 +4,8 @@
 #include "rlx/settings.h"
 #include "rlx/text.h"
 #include "rlx/version.h"
+#include "rlx_linalg/linalg.h"
+#include "rlx_sparse/sparse.h"
 
 namespace rlx::py {
 
@@ -60,6 +62,10 @@ PYBIND11_MODULE(_rlx, m) {
   // RLX_CPU_ISA / rlx.settings.cpu_isa where set before the first CPU compile.
   m.def("cpu_isa", [] { return std::string(rlx::cpu_isa_name(rlx::cpu_isa())); });
   register_errors(m);
+  // The downstream op packages rlx.linalg and rlx.sparse wrap: their ops are in the registry
+  // (rlx.op_names(), rlx.ops.linalg.*) from import on.
+  rlx::linalg::register_ops();
+  rlx::sparse::register_ops();
   register_settings(m);
   register_tensor(m);
   register_graph(m);
