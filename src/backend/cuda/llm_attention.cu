@@ -24,11 +24,14 @@
 //   - Prefill: a block takes kTile rows and streams the keys they see through shared
 //     memory twice: the rows' max and sum first, then the output. With a 16-bit cache and
 //     a head dim of 64 or 128 on the tensor cores (prefill_mma, once through the keys for
-//     long prompts), else as f32 FMA tiles.
+//     long prompts), else as f32 FMA tiles. rope_attention_cached's prefill (and a decode
+//     over a longer cache) first runs rope_rows_to_cache: the rotations of q and k and
+//     both cache writes in one launch instead of four.
 // A bad position (pos < 0 or pos + S > C) is reported through position_check's slot; its
 // sequence is left unwritten.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 
 #include "backend/cuda/flash.cuh"
@@ -1081,6 +1084,88 @@ void attention_cached_kernel(const KernelContext& ctx, std::span<const Tensor> i
   });
 }
 
+// rope_attention_cached's first half for any other shape (prefill): a block per new row
+// (b, s) computes the row's angles once (as rope_rows_shared), rotates its query heads
+// into qr (q's dtype: what rope writes) and its key heads through shared memory into the key
+// cache at row pos[b] + s, and copies its value heads there; attention_cached's kernels
+// then read qr and the caches. Each value is the parts' (rope, then kv_cache_write): the
+// same rotation, a key rounded to q's dtype and then to the cache's. Rows at a bad pos[b]
+// write no cache row (the attention reports them).
+constexpr int kRopeCacheThreads = 256;
+template <class TQ, class TK>
+__global__ void __launch_bounds__(kRopeCacheThreads)
+    rope_rows_to_cache(Params p, TQ* qr, int64_t rows, int64_t pos_b, int64_t pos_s) {
+  extern __shared__ float4 smem[];
+  const RopeArgs& a = p.rope;
+  float* cs = reinterpret_cast<float*>(smem);  // cos of pair c at cs[c], sin at cs[half + c]
+  TQ* ks = reinterpret_cast<TQ*>(cs + 2 * ((a.half + 3) / 4 * 4));  // the row's rotated keys
+  const int64_t per_head = a.half + (a.d - a.n_rot), kd = int64_t(p.kvh) * a.d;
+  auto angle = [&](int64_t c) { return CosSin<float>{cs[c], cs[a.half + c]}; };
+  pdl_wait();
+  pdl_trigger();
+  for (int64_t l = blockIdx.x; l < rows; l += gridDim.x) {
+    const int64_t b = l / p.s, s = l % p.s, at_rope = b * pos_b + s * pos_s;
+    const double theta = p.positions64 ? double(static_cast<const int64_t*>(p.positions)[at_rope])
+                                       : double(static_cast<const int32_t*>(p.positions)[at_rope]);
+    __syncthreads();  // the previous row's angles and keys are no longer read
+    for (int64_t c = threadIdx.x; c < a.half; c += blockDim.x)
+      rope_cos_sin(a, c, theta, p.factors, cs[c], cs[a.half + c]);
+    __syncthreads();
+    const TQ* q = static_cast<const TQ*>(p.qn) + l * p.h * a.d;
+    for (int64_t t = threadIdx.x; t < p.h * per_head; t += blockDim.x) {
+      const int64_t h = t / per_head;
+      rope_slot(a, t % per_head, q + h * a.d, qr + (l * p.h + h) * a.d, angle);
+    }
+    const TQ* k = static_cast<const TQ*>(p.kn) + l * kd;
+    for (int64_t t = threadIdx.x; t < p.kvh * per_head; t += blockDim.x) {
+      const int64_t h = t / per_head;
+      rope_slot(a, t % per_head, k + h * a.d, ks + h * a.d, angle);
+    }
+    __syncthreads();
+    int64_t at;
+    if (!position(p, b, at)) continue;
+    const TQ* v = static_cast<const TQ*>(p.vn) + l * kd;
+    for (int64_t t = threadIdx.x; t < kd; t += blockDim.x) {
+      const int64_t h = t / a.d, e = t % a.d, row = ((b * p.kvh + h) * p.c + at + s) * a.d + e;
+      static_cast<TK*>(const_cast<void*>(p.k))[row] = store<TK>(load(ks[t]));
+      static_cast<TK*>(const_cast<void*>(p.v))[row] = store<TK>(load(v[t]));
+    }
+  }
+}
+
+// Any S (or a cache longer than decode_fused takes): rope_rows_to_cache, then the
+// attention over the caches as attention_cached runs it.
+void rope_then_attention(const KernelContext& ctx, std::span<const Tensor> in, Params p,
+                         int64_t batch) {
+  const Tensor &q = in[0], &kc = in[3], &positions = in[5];
+  // rope's positions broadcast over [B, S] (its inference: [S], [1, S] or [B, S]).
+  const auto& ps = positions.shape();
+  const int64_t pos_s = ps.back() == 1 ? 0 : 1;
+  const int64_t pos_b = ps.size() == 2 && ps[0] != 1 ? ps[1] : 0;
+  Tensor qr = Tensor::empty(q.dtype(), q.shape(), ctx.device);  // freed in stream order
+  const int64_t rows = batch * p.s;
+  cudaStream_t st = stream_of(ctx);
+  if (rows > 0)
+    visit_kernel_float(q.dtype(), [&](auto qtag) {
+      visit_kernel_float(kc.dtype(), [&](auto ktag) {
+        using TQ = typename decltype(qtag)::type;
+        using TK = typename decltype(ktag)::type;
+        const size_t smem = 2 * size_t((p.rope.half + 3) / 4 * 4) * sizeof(float) +
+                            size_t(p.kvh) * size_t(p.d) * sizeof(TQ);
+        const int blocks = int(std::min<int64_t>(rows, int64_t(sm_count()) * 16));
+        launch_pdl(rope_rows_to_cache<TQ, TK>, blocks, kRopeCacheThreads, smem, st, p,
+                   static_cast<TQ*>(qr.data()), rows, pos_b, pos_s);
+      });
+    });
+  RLX_CUDA_LAUNCHED("rope_attention_cached");
+  p.q = qr.data();
+  Tensor scratch;  // freed in stream order
+  run(p, batch, q.dtype(), kc.dtype(), st, [&](int64_t n) {
+    scratch = Tensor::empty(DType::f64, {n}, ctx.device);
+    return static_cast<double*>(scratch.data());
+  });
+}
+
 // One new row per sequence (decode) over a cache the one-kernel path takes: rope, both
 // cache writes and the attention in one launch (decode_fused with kNew).
 void rope_attention_cached_kernel(const KernelContext& ctx, std::span<const Tensor> in,
@@ -1090,7 +1175,7 @@ void rope_attention_cached_kernel(const KernelContext& ctx, std::span<const Tens
   out[1] = kc;  // the caches' own storage, written in place (as kv_cache_write)
   out[2] = vc;
   Params p{};
-  p.s = 1;
+  p.s = int(q.shape()[1]);
   p.h = int(q.shape()[2]);
   p.d = int(q.shape()[3]);
   p.kvh = int(kc.shape()[1]);
@@ -1111,11 +1196,12 @@ void rope_attention_cached_kernel(const KernelContext& ctx, std::span<const Tens
   p.pos64 = pos.dtype() == DType::i64;
   p.bad = position_check(ctx, p.s, p.c);
   p.g = p.h / p.kvh;
-  p.rows = p.g;
+  p.rows = p.s * p.g;
   p.rows_pad = (p.rows + kRows - 1) / kRows * kRows;
   const double scale = ctx.attrs.get_float("scale");
   p.scale = scale != 0 ? scale : 1.0 / std::sqrt(double(p.d));
   cudaStream_t st = stream_of(ctx);
+  if (q.shape()[1] != 1 || p.c > kFusedKeys) return rope_then_attention(ctx, in, p, batch);
   visit_kernel_float(q.dtype(), [&](auto qtag) {
     visit_kernel_float(kc.dtype(), [&](auto ktag) {
       using TQ = typename decltype(qtag)::type;
@@ -1148,10 +1234,13 @@ bool supported(const KernelQuery& q) {
 
 }  // namespace
 
-// rope_attention_cached where decode_fused takes it: one new row per sequence (S = 1) over
-// a cache of at most kFusedKeys rows, q / k / v of one dtype, f32 freq_factors. Other
-// shapes run the parts (the op's decomposition), and so does every shape when
+// rope_attention_cached with q / k / v of one dtype, f32 freq_factors and a head dim of at
+// most kMaxD: one new row per sequence (S = 1) over a cache of at most kFusedKeys rows in
+// one launch (decode_fused), other shapes as rope_rows_to_cache then the attention (a
+// row's key heads, KVH x D, staged in shared memory: at most kStagedKeys values). The rest
+// run the parts (the op's decomposition), and so does every shape when
 // settings().decode_fusions is off (RLX_DECODE_FUSIONS=0, for A/B).
+constexpr int64_t kStagedKeys = 8192;
 bool fused_supported(const KernelQuery& q) {
   if (!settings().decode_fusions) return false;
   auto ok = [](DType t) { return t == DType::f32 || t == DType::f16 || t == DType::bf16; };
@@ -1160,8 +1249,10 @@ bool fused_supported(const KernelQuery& q) {
       in[2].dtype != in[0].dtype || !ok(in[3].dtype) || in[4].dtype != in[3].dtype)
     return false;
   if (in.size() > 7 && in[7].dtype != DType::f32) return false;
-  const Dim &s = in[0].shape[1], &d = in[0].shape[3], &c = in[3].shape[2];
-  return s.is(1) && d.is_static() && d.value() <= kMaxD && c.is_static() && c.value() <= kFusedKeys;
+  const Dim &s = in[0].shape[1], &d = in[0].shape[3], &c = in[3].shape[2], &kvh = in[3].shape[1];
+  if (!d.is_static() || d.value() > kMaxD) return false;
+  if (s.is(1) && c.is_static() && c.value() <= kFusedKeys) return true;
+  return kvh.is_static() && kvh.value() * d.value() <= kStagedKeys;
 }
 
 void register_attention_cached(KernelRegistry& r) {
