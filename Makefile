@@ -19,7 +19,7 @@ DEB_PACKAGES := cmake ninja-build g++ make ccache libgtest-dev libgmock-dev clan
   python3-torch python3-torchvision python3-torchaudio python3-numpy gnuplot-nox \
   pybind11-dev python3-pytest python3-onnx libsuitesparse-dev python3-scipy \
   libopenmpi-dev openmpi-bin python3-venv python3-pip python3-setuptools python3-wheel \
-  dpkg-dev pkgconf
+  dpkg-dev pkgconf python3-pythran
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 

@@ -59,9 +59,9 @@ from ._rlx import (
     jacrev,
     prune,
 )
-from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_, string
+from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_, string, c64, c128
 from ._rlx import cuda
-from . import ops, onnx, optim, llm, linalg, sparse
+from . import ops, onnx, optim, llm, linalg, sparse, fft
 from .jit import jit
 from . import functional as _functional
 

@@ -33,7 +33,11 @@ const char* numpy_name(DType t) {
       return "bool";
     case DType::string:
       return "object";  // Python str elements
-    default:            // quantized blocks have no NumPy element type
+    case DType::c64:
+      return "complex64";
+    case DType::c128:
+      return "complex128";
+    default:  // quantized blocks have no NumPy element type
       break;
   }
   return "?";
@@ -58,6 +62,10 @@ const char* buffer_format(DType t) {
       return "i";
     case DType::i64:
       return "q";
+    case DType::c64:
+      return "Zf";
+    case DType::c128:
+      return "Zd";
     case DType::u8:
       return "B";
     case DType::boolean:
@@ -185,11 +193,13 @@ DType dtype_from_numpy(const pyb::dtype& d, std::optional<DType> want) {
   if (k == 'i' && size == 8) return DType::i64;
   if (k == 'u' && size == 1) return DType::u8;
   if (k == 'b') return DType::boolean;
+  if (k == 'c' && size == 8) return DType::c64;
+  if (k == 'c' && size == 16) return DType::c128;
   if (k == 'u' && size == 2 && want == DType::bf16) return DType::bf16;
   if (k == 'U') return DType::string;
   fail<TypeError>("rlx", "expected a NumPy dtype rlx holds (float32, float64, float16, int8, ",
-                  "int16, int32, int64, uint8, bool, str; uint16 as bf16 bits where bf16 is ",
-                  "expected), got ", py_str(d));
+                  "int16, int32, int64, uint8, bool, str, complex64, complex128; uint16 as bf16 ",
+                  "bits where bf16 is expected), got ", py_str(d));
 }
 
 DType to_dtype(pyb::handle obj) {
@@ -266,6 +276,7 @@ void register_tensor(pyb::module_& m) {
   pyb::enum_<DType> dt(m, "DType", "An element type: rlx.f32, rlx.bf16, rlx.bool_, …");
   std::vector<DType> all(std::begin(kAllDTypes), std::end(kAllDTypes));
   all.push_back(DType::string);  // rlx.string: str elements (NumPy arrays of str / object)
+  all.insert(all.end(), std::begin(kComplexDTypes), std::end(kComplexDTypes));
   for (DType t : all) {
     std::string name(dtype_name(t));
     if (name == "bool") name = "bool_";

@@ -1,5 +1,6 @@
 #include "rlx/dtype.h"
 
+#include <array>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -39,8 +40,10 @@ constexpr DTypeInfo kInfo[] = {
     {DType::q4_k, "q4_k", 144, 256},
     {DType::q5_k, "q5_k", 176, 256},
     {DType::q6_k, "q6_k", 210, 256},
+    {DType::c64, "c64", 8},
+    {DType::c128, "c128", 16},
 };
-static_assert(std::size(kInfo) == size_t(DType::q6_k) + 1, "one row per dtype, in enum order");
+static_assert(std::size(kInfo) == size_t(DType::c128) + 1, "one row per dtype, in enum order");
 
 // Rank within a kind; the wider type has the larger rank.
 int width_rank(DType t) {
@@ -88,6 +91,10 @@ DType promote_types(DType a, DType b) {
                     " and ", dtype_name(b));
   if (is_bool(a)) return b;
   if (is_bool(b)) return a;
+  if (is_complex(a) || is_complex(b)) {
+    const bool wide = a == DType::c128 || b == DType::c128 || a == DType::f64 || b == DType::f64;
+    return wide ? DType::c128 : DType::c64;
+  }
   if (is_float(a) != is_float(b)) return is_float(a) ? a : b;
   if (is_float(a)) {
     int ra = width_rank(a), rb = width_rank(b);
@@ -198,10 +205,28 @@ double load_double(DType t, const void* p) {
       return load<uint8_t>(p);
     case DType::boolean:
       return load<uint8_t>(p) ? 1.0 : 0.0;
-    default:  // string, quantized
+    default:  // string, quantized, complex
       break;
   }
-  fail<TypeError>("load_double", "expected a numeric or bool element, got ", dtype_name(t));
+  fail<TypeError>("load_double", "expected a real numeric or bool element, got ", dtype_name(t));
+}
+
+ComplexValue load_complex(DType t, const void* p) {
+  if (t == DType::c64) {
+    const auto v = load<std::array<float, 2>>(p);
+    return {v[0], v[1]};
+  }
+  if (t == DType::c128) {
+    const auto v = load<std::array<double, 2>>(p);
+    return {v[0], v[1]};
+  }
+  return {load_double(t, p), 0};
+}
+
+void store_complex(DType t, void* p, ComplexValue v) {
+  if (t == DType::c64) return put(p, std::array<float, 2>{float(v.re), float(v.im)});
+  if (t == DType::c128) return put(p, std::array<double, 2>{v.re, v.im});
+  store_double(t, p, v.re);
 }
 
 void store_double(DType t, void* p, double v) {
@@ -226,6 +251,10 @@ void store_double(DType t, void* p, double v) {
       return put(p, saturate<uint8_t>(v));
     case DType::boolean:
       return put(p, uint8_t(v != 0 ? 1 : 0));
+    case DType::c64:
+      return put(p, std::array<float, 2>{float(v), 0.f});
+    case DType::c128:
+      return put(p, std::array<double, 2>{v, 0.0});
     case DType::string:
       if (v != 0)
         fail<TypeError>("store_double", "expected 0 (the empty string) for a string element, got ",

@@ -131,7 +131,11 @@ const BinaryEntry kBinary[] = {
      .deriv = {.da = [](Value, Value b, Value) { return b; },
                .db = [](Value a, Value, Value) { return a; }}},
     {.name = "div",
-     .deriv = {.da = [](Value, Value b, Value) { return op("reciprocal", {b}); },
+     .deriv = {.da =
+                   [](Value, Value b, Value) {
+                     // reciprocal takes real dtypes; 1 / b is the same number.
+                     return is_complex(b.dtype()) ? k(b, 1) / b : op("reciprocal", {b});
+                   },
                .db = [](Value, Value b, Value y) { return -y / b; }}},
     {.name = "pow",
      .deriv = {.da =
@@ -265,7 +269,8 @@ void set_cast_rules(OpDef& d) {
 namespace {
 
 // The input dtypes an op accepts.
-enum class Accepts { any, numeric, floating, float_or_signed, boolean, int_or_bool };
+// arithmetic: numeric or complex (the ops defined on complex numbers too).
+enum class Accepts { any, numeric, arithmetic, floating, float_or_signed, boolean, int_or_bool };
 
 void expect_accepts(const InferContext& ctx, size_t i, Accepts a) {
   DType t = ctx.dtype(i);
@@ -274,6 +279,8 @@ void expect_accepts(const InferContext& ctx, size_t i, Accepts a) {
       return;
     case Accepts::numeric:
       return expect_numeric(ctx, i);
+    case Accepts::arithmetic:
+      return expect_dtype(ctx, i, !is_bool(t), "a numeric dtype");
     case Accepts::floating:
       return expect_float(ctx, i);
     case Accepts::float_or_signed:
@@ -313,7 +320,7 @@ constexpr AmpRole kF32 = AmpRole::keep_f32;  // range or accuracy: exponentials,
 std::vector<UnarySpec> unary_specs() {
   using A = Accepts;
   return {
-      {.name = "neg", .accepts = A::numeric, .traits = kFinite, .doc = "-x."},
+      {.name = "neg", .accepts = A::arithmetic, .traits = kFinite, .doc = "-x."},
       {.name = "abs", .accepts = A::numeric, .traits = kFinite, .doc = "|x|."},
       {.name = "sign",
        .accepts = A::numeric,
@@ -422,10 +429,10 @@ std::vector<BinarySpec> binary_specs() {
   constexpr Trait cmp = kNoGrad;
   constexpr Trait cmp_c = Trait::commutative | kNoGrad;
   return {
-      {.name = "add", .accepts = A::numeric, .traits = ca, .doc = "a + b."},
-      {.name = "sub", .accepts = A::numeric, .doc = "a - b."},
-      {.name = "mul", .accepts = A::numeric, .traits = ca, .doc = "a * b."},
-      {.name = "div", .accepts = A::numeric, .doc = "a / b."},
+      {.name = "add", .accepts = A::arithmetic, .traits = ca, .doc = "a + b."},
+      {.name = "sub", .accepts = A::arithmetic, .doc = "a - b."},
+      {.name = "mul", .accepts = A::arithmetic, .traits = ca, .doc = "a * b."},
+      {.name = "div", .accepts = A::arithmetic, .doc = "a / b."},
       {.name = "pow", .accepts = A::numeric, .doc = "a raised to the power b.", .amp = kF32},
       {.name = "max", .accepts = A::numeric, .traits = ca, .doc = "Elementwise maximum."},
       {.name = "min", .accepts = A::numeric, .traits = ca, .doc = "Elementwise minimum."},

@@ -24,6 +24,8 @@ void register_llm_ops(OpRegistry& r);          // rope, kv_cache_write, attentio
 
 void register_blocked_ops(OpRegistry& r);  // to_blocked, from_blocked, conv_blocked
 void register_region_ops(OpRegistry& r);   // fused_elementwise
+void register_complex_ops(OpRegistry& r);  // complex, real, imag, conj
+void register_fft_ops(OpRegistry& r);      // fft, ifft, rfft, irfft
 
 inline void register_core_ops(OpRegistry& r) {
   register_elementwise_ops(r);
@@ -44,6 +46,8 @@ inline void register_core_ops(OpRegistry& r) {
   register_blocked_ops(r);  // after window: conv_blocked takes conv's attributes
 
   register_region_ops(r);
+  register_complex_ops(r);
+  register_fft_ops(r);
 }
 
 }  // namespace rlx::detail

@@ -72,7 +72,7 @@ void expect_float(const InferContext& ctx, size_t i) {
   expect_dtype(ctx, i, is_float(ctx.dtype(i)), "a float dtype");
 }
 void expect_numeric(const InferContext& ctx, size_t i) {
-  expect_dtype(ctx, i, !is_bool(ctx.dtype(i)), "a numeric dtype");
+  expect_dtype(ctx, i, !is_bool(ctx.dtype(i)) && !is_complex(ctx.dtype(i)), "a numeric dtype");
 }
 void expect_integer(const InferContext& ctx, size_t i) {
   expect_dtype(ctx, i, is_integer(ctx.dtype(i)), "an integer dtype");

@@ -136,11 +136,13 @@ class Fusion {
   int region_of(int node) { return reg_[size_t(node)] < 0 ? -1 : find(reg_[size_t(node)]); }
   int producer(Value v) const { return g_.info(v).node; }
 
-  // Strings (cast to / from text, eq of handles) run in their own kernels.
+  // Strings (cast to / from text, eq of handles) and complex numbers run in their own
+  // kernels (the regions compute in real arithmetic).
   static bool has_strings(const Node& n) {
+    auto own = [](Value v) { return is_string(v.dtype()) || is_complex(v.dtype()); };
     for (Value v : n.inputs)
-      if (is_string(v.dtype())) return true;
-    return is_string(n.outputs[0].dtype());
+      if (own(v)) return true;
+    return own(n.outputs[0]);
   }
 
   bool fusible(const Node& n) {

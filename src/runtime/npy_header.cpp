@@ -31,7 +31,7 @@ struct DescrInfo {
 constexpr DescrInfo kDescrs[] = {
     {'f', 4, DType::f32},     {'f', 8, DType::f64},  {'f', 2, DType::f16}, {'i', 1, DType::i8},
     {'i', 2, DType::i16},     {'i', 4, DType::i32},  {'i', 8, DType::i64}, {'u', 1, DType::u8},
-    {'b', 1, DType::boolean}, {'V', 2, DType::bf16},
+    {'b', 1, DType::boolean}, {'V', 2, DType::bf16}, {'c', 8, DType::c64}, {'c', 16, DType::c128},
 };
 
 std::string descr_of(DType t) {

@@ -77,7 +77,7 @@ Tensor Tensor::full(DType dtype, std::vector<int64_t> shape, double value) {
   Tensor t = empty(dtype, std::move(shape));
   auto* p = static_cast<uint8_t*>(t.data());
   size_t es = dtype_size(dtype);
-  uint8_t pattern[8];
+  uint8_t pattern[16];  // c128: two doubles
   store_double(dtype, pattern, value);
   for (int64_t i = 0, n = t.numel(); i < n; ++i) std::memcpy(p + i * es, pattern, es);
   return t;

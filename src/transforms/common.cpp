@@ -52,7 +52,7 @@ std::vector<int> resolve_wrt(const Graph& g, const std::vector<std::string>& nam
     for (const Arg& a : args) has_params |= a.kind == ArgKind::param;
     ArgKind want = has_params ? ArgKind::param : ArgKind::input;
     for (size_t i = 0; i < args.size(); ++i)
-      if (args[i].kind == want && is_float(g.type(args[i].value).dtype)) out.push_back(int(i));
+      if (args[i].kind == want && has_tangents(g.type(args[i].value).dtype)) out.push_back(int(i));
     return out;
   }
   for (const std::string& name : names) {
@@ -62,8 +62,9 @@ std::vector<int> resolve_wrt(const Graph& g, const std::vector<std::string>& nam
       fail<ValueError>(transform, "expected an input or param of graph '", g.name(),
                        "' in wrt, got unknown '", name, "'");
     const TensorType& t = g.type(args[i].value);
-    if (!is_float(t.dtype))
-      fail<TypeError>(transform, "expected a float arg in wrt, got '", name, "' of type ", t.str());
+    if (!has_tangents(t.dtype))
+      fail<TypeError>(transform, "expected a float (or complex) arg in wrt, got '", name,
+                      "' of type ", t.str());
     out.push_back(int(i));
   }
   return out;

@@ -13,6 +13,10 @@
 
 namespace rlx::detail {
 
+// Whether values of dtype t carry tangents and cotangents: floats, and complex numbers
+// (JAX's convention, ops/complex.cpp).
+inline bool has_tangents(DType t) { return is_float(t) || is_complex(t); }
+
 // Source value id -> value in the graph being built.
 using ValueMap = std::vector<Value>;
 

@@ -17,7 +17,7 @@ std::vector<Value> forward_tangents(const Graph& src, Graph& dst, ValueMap& map,
     std::vector<Value> tin(n.inputs.size());
     bool any = false;
     for (size_t j = 0; j < tin.size(); ++j) {
-      if (!is_float(src.type(n.inputs[j]).dtype)) continue;
+      if (!has_tangents(src.type(n.inputs[j]).dtype)) continue;
       tin[j] = tan[size_t(n.inputs[j].id)];
       any = any || tin[j].valid();
     }
@@ -31,7 +31,7 @@ std::vector<Value> forward_tangents(const Graph& src, Graph& dst, ValueMap& map,
       fail<ValueError>("jvp", "expected the jvp rule of '", n.op_name(), "' to give ", outs.size(),
                        " tangents, got ", res.size());
     for (size_t k = 0; k < res.size(); ++k) {
-      if (!res[k].valid() || !is_float(outs[k].dtype())) continue;
+      if (!res[k].valid() || !has_tangents(outs[k].dtype())) continue;
       const TensorType& want = src.type(n.outputs[k]);
       if (res[k].dtype() != want.dtype || res[k].rank() != want.rank())
         fail<ValueError>("jvp", "expected the jvp rule of '", n.op_name(), "' to give tangent ", k,
@@ -49,7 +49,7 @@ std::vector<Value> output_tangents(const Graph& g, const ValueMap& map,
                                    const std::vector<Value>& tan) {
   std::vector<Value> out;
   for (const Output& o : g.outputs()) {
-    if (!is_float(g.type(o.value).dtype)) continue;
+    if (!has_tangents(g.type(o.value).dtype)) continue;
     Value t = tan[size_t(o.value.id)];
     out.push_back(t.valid() ? t : rules::zeros_like(mapped(map, o.value)));
   }
@@ -86,7 +86,7 @@ std::unique_ptr<Graph> jvp(const Graph& g, const std::vector<std::string>& wrt_n
   for (const Output& o : g.outputs()) out->output(mapped(map, o.value), o.name);
   size_t k = 0;
   for (const Output& o : g.outputs())
-    if (is_float(g.type(o.value).dtype)) out->output(touts[k++], str_cat("tan.", o.name));
+    if (has_tangents(g.type(o.value).dtype)) out->output(touts[k++], str_cat("tan.", o.name));
   return prune(*out);
 }
 

@@ -5,6 +5,7 @@
 
 #include "rlx/axes.h"
 #include "rlx/error.h"
+#include "transforms/common.h"
 
 namespace rlx::rules {
 
@@ -105,10 +106,11 @@ std::vector<Value> reapply(const RuleArgs& a, std::vector<Value> inputs) {
 std::vector<Value> linear_jvp(const RuleArgs& a, std::span<const Value> tangents) {
   std::vector<Value> ins(a.inputs.begin(), a.inputs.end());
   for (size_t i = 0; i < ins.size(); ++i)
-    if (is_float(ins[i].dtype())) ins[i] = tangents[i].valid() ? tangents[i] : zeros_like(ins[i]);
+    if (detail::has_tangents(ins[i].dtype()))
+      ins[i] = tangents[i].valid() ? tangents[i] : zeros_like(ins[i]);
   std::vector<Value> outs = reapply(a, std::move(ins));
   for (auto& o : outs)
-    if (!is_float(o.dtype())) o = Value{};
+    if (!detail::has_tangents(o.dtype())) o = Value{};
   return outs;
 }
 

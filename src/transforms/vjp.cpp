@@ -18,7 +18,7 @@ std::vector<bool> active_values(const Graph& src, const std::vector<int>& wrt) {
     bool any = false;
     for (Value v : n.inputs) any = any || active[size_t(v.id)];
     if (!any) continue;
-    for (Value v : n.outputs) active[size_t(v.id)] = is_float(src.type(v).dtype);
+    for (Value v : n.outputs) active[size_t(v.id)] = has_tangents(src.type(v).dtype);
   }
   return active;
 }
@@ -95,7 +95,7 @@ std::vector<Value> backprop(const Graph& src, Graph& dst, const ValueMap& map,
     std::vector<Value> cts(n.outputs.size());
     for (size_t k = 0; k < cts.size(); ++k) {
       cts[k] = ct[size_t(n.outputs[k].id)];
-      if (!cts[k].valid() && is_float(call.outputs[k].dtype()))
+      if (!cts[k].valid() && has_tangents(call.outputs[k].dtype()))
         cts[k] = rules::zeros_like(call.outputs[k]);
     }
     std::vector<Value> res = n.op->vjp(call.args(dst, n), cts);
@@ -167,7 +167,7 @@ std::unique_ptr<Graph> vjp(const Graph& g, const VjpOptions& options) {
   std::vector<Value> seeds;
   for (const Output& o : g.outputs()) {
     const TensorType& t = g.type(o.value);
-    seeds.push_back(is_float(t.dtype) ? out->input(str_cat("ct.", o.name), t) : Value{});
+    seeds.push_back(has_tangents(t.dtype) ? out->input(str_cat("ct.", o.name), t) : Value{});
   }
   copy_nodes(g, *out, map);
   std::vector<Value> grads = backprop(g, *out, map, seeds, wrt, options.remat);
@@ -186,7 +186,7 @@ std::unique_ptr<Graph> transform::vjp(const Graph& g, const std::vector<int>& wr
   std::vector<Value> seeds;
   for (size_t k = 0; k < g.outputs().size(); ++k) {
     const TensorType& t = g.type(g.outputs()[k].value);
-    seeds.push_back(is_float(t.dtype) ? out->input(str_cat("ct", k), t) : Value{});
+    seeds.push_back(has_tangents(t.dtype) ? out->input(str_cat("ct", k), t) : Value{});
   }
   copy_nodes(g, *out, map);
   for (Value v : backprop(g, *out, map, seeds, wrt, remat)) out->output(v);

@@ -78,10 +78,11 @@ const char* const kNative[] = {
     "max_pool", "avg_pool", "global_max_pool", "global_avg_pool", "resize", "max_pool_grad",
     "avg_pool_grad", "max_pool_gather", "resize_grad"};
 
-// A check with string operands (inputs, or a cast to strings).
+// A check with string or complex operands (inputs, or a cast to strings), which run on the
+// host (the CPU kernels, through the host delegate).
 bool has_strings(const OpCheck& c) {
   for (const Tensor& t : c.inputs)
-    if (is_string(t.dtype())) return true;
+    if (is_string(t.dtype()) || is_complex(t.dtype())) return true;
   const AttrValue* to = c.attrs.find("dtype");
   return to && to->get_if<DType>() && *to->get_if<DType>() == DType::string;
 }

@@ -60,7 +60,7 @@ CheckTable all_checks() {
   CheckTable t;
   for (auto* f : {checks_elementwise, checks_reduce, checks_linalg, checks_shape, checks_conv,
                   checks_pool, checks_nn, checks_random, checks_control, checks_autodiff,
-                  checks_fused, checks_quant, checks_llm, checks_region})
+                  checks_fused, checks_quant, checks_llm, checks_region, checks_complex})
     t.append(f());
   return t;
 }
@@ -131,12 +131,14 @@ void compare(const OpCheck& c, const Tensors& want, const Tensors& got, const st
     if (c.rtol >= 0) rtol = c.rtol;
     if (c.atol >= 0) atol = c.atol;
     auto w = values(want[k]), g = values(got[k]);
+    const bool parts = is_complex(want[k].dtype());  // values: (re, im) pairs
     int bad = 0;
     for (size_t i = 0; i < w.size(); ++i) {
       if (close(g[i], w[i], rtol, atol)) continue;
       if (++bad <= 3)
         failures.push_back(str_cat(how, ": output ", k, " at ",
-                                   ints_str(unravel(int64_t(i), want[k].shape())), ": expected ",
+                                   ints_str(unravel(int64_t(parts ? i / 2 : i), want[k].shape())),
+                                   parts ? (i % 2 ? " (imag)" : " (real)") : "", ": expected ",
                                    w[i], ", got ", g[i]));
     }
     if (bad > 3) failures.push_back(str_cat(how, ": output ", k, ": ", bad, " mismatches in all"));
@@ -178,7 +180,19 @@ Tensor strided_copy(const Tensor& t, Device device) {
   return base.to(device).slice(last, 0, wide[size_t(last)], 2);
 }
 
-std::vector<double> values(const Tensor& t) { return t.to_doubles(); }
+std::vector<double> values(const Tensor& t) {
+  if (!is_complex(t.dtype())) return t.to_doubles();
+  const Tensor c = t.to(Device::cpu()).contiguous();
+  std::vector<double> out;
+  const size_t es = dtype_size(c.dtype());
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    const ComplexValue v =
+        load_complex(c.dtype(), static_cast<const char*>(c.data()) + size_t(i) * es);
+    out.push_back(v.re);
+    out.push_back(v.im);
+  }
+  return out;
+}
 
 std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& shape) {
   std::vector<int64_t> idx(shape.size());
@@ -243,8 +257,10 @@ Tensors run_graph(const std::string& op, const Tensors& inputs, const Attrs& att
 std::pair<double, double> default_tolerance(DType dt) {
   switch (dt) {
     case DType::f64:
+    case DType::c128:
       return {1e-12, 1e-12};
     case DType::f32:
+    case DType::c64:
       return {1e-5, 1e-6};
     case DType::f16:
       return {4e-3, 1e-3};

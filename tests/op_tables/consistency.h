@@ -86,7 +86,8 @@ CheckTable checks_fused();     // fused_matmul, fused_conv, fused_layer_norm
 CheckTable checks_quant();     // dequantize, quant_matmul
 CheckTable checks_llm();       // rope, kv_cache_write, attention_cached, sample
 
-CheckTable checks_region();  // fused_elementwise
+CheckTable checks_region();   // fused_elementwise
+CheckTable checks_complex();  // complex, real, imag, conj, complex arithmetic, the FFTs
 CheckTable all_checks();
 
 // --- the op tables as gtest parameters ------------------------------------------------
@@ -109,7 +110,13 @@ Tensor tensor_of(DType dt, std::vector<int64_t> shape, const std::vector<double>
 Tensor strided_copy(const Tensor& t, Device device = Device::cpu());
 
 // --- references ------------------------------------------------------------------------
-std::vector<double> values(const Tensor& t);  // row-major, any layout
+// Row-major, any layout; a complex tensor's as (real, imaginary) pairs.
+std::vector<double> values(const Tensor& t);
+// Random complex values (real and imaginary parts in [lo, hi]) of a complex dtype, and a
+// complex tensor from (real, imaginary) pairs.
+Tensor random_complex(DType dt, std::vector<int64_t> shape, uint64_t seed, double lo = -2,
+                      double hi = 2);
+Tensor complex_of_pairs(DType dt, std::vector<int64_t> shape, const std::vector<double>& pairs);
 std::vector<int64_t> unravel(int64_t flat, const std::vector<int64_t>& shape);
 int64_t ravel(const std::vector<int64_t>& index, const std::vector<int64_t>& shape);
 // The flat index into `in_shape` that output index `out_index` reads under NumPy

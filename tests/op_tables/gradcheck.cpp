@@ -23,6 +23,7 @@ GradTable all_grads() {
   t.append(grads_autodiff());
   t.append(grads_fused());
   t.append(grads_quant());
+  t.append(grads_complex());
   t.append(grads_llm());
   t.append(grads_region());
   return t;

@@ -51,6 +51,7 @@ GradTable grads_fused();     // fused_matmul, fused_conv
 GradTable grads_quant();     // quant_matmul (through x)
 GradTable grads_llm();       // rope, kv_cache_write, attention_cached
 GradTable grads_region();    // fused_elementwise
+GradTable grads_complex();   // complex, real, imag, conj, the FFTs (exemptions)
 GradTable all_grads();
 
 // A check of every input in f64 (random values in [lo, hi]) — the common case.

@@ -77,9 +77,9 @@ int for_each_ok_case(const std::function<void(const InferCase&, Graph&)>& fn) {
 
 std::vector<InferCase> all_cases() {
   std::vector<InferCase> out;
-  for (auto fn :
-       {elementwise_cases, reduce_cases, linalg_cases, shape_cases, nn_cases, random_cases,
-        control_cases, autodiff_cases, fused_cases, quant_cases, llm_cases, region_cases}) {
+  for (auto fn : {elementwise_cases, reduce_cases, linalg_cases, shape_cases, nn_cases,
+                  random_cases, control_cases, autodiff_cases, fused_cases, quant_cases, llm_cases,
+                  region_cases, complex_cases}) {
     auto v = fn();
     out.insert(out.end(), v.begin(), v.end());
   }

@@ -52,9 +52,10 @@ std::vector<InferCase> random_cases();
 std::vector<InferCase> control_cases();
 std::vector<InferCase> autodiff_cases();
 std::vector<InferCase> fused_cases();
-std::vector<InferCase> quant_cases();   // dequantize, quant_matmul
-std::vector<InferCase> llm_cases();     // rope, kv_cache_write, attention_cached, sample
-std::vector<InferCase> region_cases();  // fused_elementwise
+std::vector<InferCase> quant_cases();    // dequantize, quant_matmul
+std::vector<InferCase> llm_cases();      // rope, kv_cache_write, attention_cached, sample
+std::vector<InferCase> region_cases();   // fused_elementwise
+std::vector<InferCase> complex_cases();  // complex, real, imag, conj, the FFTs
 std::vector<InferCase> all_cases();
 
 }  // namespace rlx::testing

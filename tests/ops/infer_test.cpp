@@ -32,6 +32,7 @@ RLX_FAMILY(autodiff);
 RLX_FAMILY(fused);
 RLX_FAMILY(quant);
 RLX_FAMILY(llm);
+RLX_FAMILY(complex);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Infer);
 
 TEST(InferCoverage, EveryCoreOpHasAcceptedAndRejectedCases) {

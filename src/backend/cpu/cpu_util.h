@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <complex>
 #include <cstdint>
 #include <cstring>
 #include <exception>
@@ -102,10 +103,11 @@ struct Tag {
 };
 
 enum DTypeSet : unsigned {
-  kFloat = 1u << 0,   // f32 f64 f16 bf16
-  kInt = 1u << 1,     // i8 i16 i32 i64 u8
-  kBool = 1u << 2,    // bool (as uint8_t)
-  kString = 1u << 3,  // string handles (rlx/strings.h): only kernels that name it take them
+  kFloat = 1u << 0,    // f32 f64 f16 bf16
+  kInt = 1u << 1,      // i8 i16 i32 i64 u8
+  kBool = 1u << 2,     // bool (as uint8_t)
+  kString = 1u << 3,   // string handles (rlx/strings.h): only kernels that name it take them
+  kComplex = 1u << 4,  // c64 c128 (std::complex): visit_complex, not visit
   kNumeric = kFloat | kInt,
   kAll = kFloat | kInt | kBool,
 };
@@ -143,6 +145,28 @@ decltype(auto) visit(DType t, unsigned allowed, const char* where, F&& f) {
   }
 }
 
+// std::complex<float> / <double>, the storage of c64 / c128.
+template <class T>
+inline constexpr bool is_complex_v = false;
+template <class R>
+inline constexpr bool is_complex_v<std::complex<R>> = true;
+
+// Calls f(Tag<std::complex<float>>{}) for c64, f(Tag<std::complex<double>>{}) for c128;
+// any other dtype throws NotSupported naming `where`. (visit() leaves them out, so that
+// the kernels that take no complex numbers are never compiled for them.)
+template <class F>
+decltype(auto) visit_complex(DType t, const char* where, F&& f) {
+  if (t == DType::c64) return f(Tag<std::complex<float>>{});
+  if (t != DType::c128)
+    fail<NotSupported>(where, "expected a complex dtype (c64, c128), got ", dtype_name(t));
+  return f(Tag<std::complex<double>>{});
+}
+
+// 16 bytes moved as one element (c128, by the kernels that only move data).
+struct Bytes16 {
+  uint64_t lo, hi;
+};
+
 // visit() over the float dtypes only: f is instantiated for float, double, f16_t, bf16_t.
 template <class F>
 void visit_float(DType t, const char* where, F&& f) {
@@ -171,6 +195,8 @@ decltype(auto) visit_bytes(size_t bytes, F&& f) {
       return f(Tag<uint16_t>{});
     case 4:
       return f(Tag<uint32_t>{});
+    case 16:
+      return f(Tag<Bytes16>{});
     default:
       return f(Tag<uint64_t>{});
   }
@@ -178,6 +204,7 @@ decltype(auto) visit_bytes(size_t bytes, F&& f) {
 
 inline bool in_set(DType t, unsigned set) {
   if (is_float(t)) return set & kFloat;
+  if (is_complex(t)) return set & kComplex;
   if (is_bool(t)) return set & kBool;
   if (is_string(t)) return set & kString;
   return set & kInt;

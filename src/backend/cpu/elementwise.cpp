@@ -21,9 +21,25 @@ namespace {
 
 using namespace ewop;
 
+// The ops whose set has kComplex take c64 / c128 too (visit_complex: std::complex).
+template <class Op, class F>
+bool complex_path(DType t, const char* where, F&& f) {
+  if constexpr ((Op::set & kComplex) != 0)
+    if (is_complex(t)) {
+      visit_complex(t, where, f);
+      return true;
+    }
+  return false;
+}
+
 template <class Op, bool ToBool = false>
 void unary_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   Op op = make_op<Op>(ctx.attrs);
+  auto run_complex = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!ToBool) ew::unary_loop<T, T>(in[0], out[0], op);
+  };
+  if (complex_path<Op>(in[0].dtype(), ctx.op.name.c_str(), run_complex)) return;
   visit(in[0].dtype(), Op::set, ctx.op.name.c_str(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using U = std::conditional_t<ToBool, uint8_t, T>;
@@ -40,6 +56,11 @@ void gelu_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
 
 template <class Op, bool ToBool = false>
 void binary_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  auto run_complex = [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if constexpr (!ToBool) ew::binary_loop<T, T>(in[0], in[1], out[0], Op{});
+  };
+  if (complex_path<Op>(in[0].dtype(), ctx.op.name.c_str(), run_complex)) return;
   visit(in[0].dtype(), Op::set, ctx.op.name.c_str(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using U = std::conditional_t<ToBool, uint8_t, T>;

@@ -78,10 +78,10 @@ inline double m_sigmoid(double x) {
 // `set`: the dtypes the op takes (visit's sets). Ops with attributes build from them (make).
 
 struct Neg {
-  static constexpr unsigned set = kNumeric;
+  static constexpr unsigned set = kNumeric | kComplex;
   template <class C>
   C operator()(C x) const {
-    if constexpr (is_fp<C>)
+    if constexpr (is_fp<C> || is_complex_v<C>)
       return -x;
     else
       return wrap_sub(C(0), x);
@@ -260,6 +260,7 @@ struct IsInf {
 // Whether storage type T is one the op's set can reach (visit instantiates every type).
 template <class T>
 constexpr bool takes(unsigned set) {
+  if constexpr (is_complex_v<T>) return (set & kComplex) != 0;
   return is_float_storage_v<T> ? (set & kFloat) != 0 : (set & (kInt | kBool)) != 0;
 }
 
@@ -274,40 +275,40 @@ Op make_op(const Attrs& a) {
 // --- binary functors ------------------------------------------------------------------
 
 struct Add {
-  static constexpr unsigned set = kNumeric;
+  static constexpr unsigned set = kNumeric | kComplex;
   template <class C>
   C operator()(C a, C b) const {
-    if constexpr (is_fp<C>)
+    if constexpr (is_fp<C> || is_complex_v<C>)
       return a + b;
     else
       return wrap_add(a, b);
   }
 };
 struct Sub {
-  static constexpr unsigned set = kNumeric;
+  static constexpr unsigned set = kNumeric | kComplex;
   template <class C>
   C operator()(C a, C b) const {
-    if constexpr (is_fp<C>)
+    if constexpr (is_fp<C> || is_complex_v<C>)
       return a - b;
     else
       return wrap_sub(a, b);
   }
 };
 struct Mul {
-  static constexpr unsigned set = kNumeric;
+  static constexpr unsigned set = kNumeric | kComplex;
   template <class C>
   C operator()(C a, C b) const {
-    if constexpr (is_fp<C>)
+    if constexpr (is_fp<C> || is_complex_v<C>)
       return a * b;
     else
       return wrap_mul(a, b);
   }
 };
 struct Div {
-  static constexpr unsigned set = kNumeric;
+  static constexpr unsigned set = kNumeric | kComplex;
   template <class C>
   C operator()(C a, C b) const {
-    if constexpr (is_fp<C>)
+    if constexpr (is_fp<C> || is_complex_v<C>)
       return a / b;
     else if constexpr (std::is_signed_v<C>)
       return b == 0 ? C(0) : (b == -1 ? wrap_sub(C(0), a) : C(a / b));

@@ -5,6 +5,10 @@
 #include "rlx/kernel.h"
 
 namespace rlx::cpu {
+
+// fft.cpp (pocketfft; built once, not per instruction-set level): fft, ifft, rfft, irfft.
+void register_fft(KernelRegistry& r);
+
 inline namespace RLX_ISA_NS {
 
 void register_elementwise(KernelRegistry& r);  // elementwise.cpp
@@ -25,6 +29,7 @@ void register_llm(KernelRegistry& r);  // llm.cpp: rope, kv_cache_write, attenti
 void register_blocked(KernelRegistry& r);  // blocked.cpp: to_blocked, from_blocked
 bool f32_in(const KernelQuery& q);         // blocked.cpp: input 0 is f32
 void register_region(KernelRegistry& r);   // region.cpp: fused_elementwise
+void register_complex(KernelRegistry& r);  // complex.cpp: complex, real, imag, conj
 
 }  // namespace RLX_ISA_NS
 }  // namespace rlx::cpu

@@ -24,6 +24,8 @@ void register_all(KernelRegistry& registry) {
   register_blocked(registry);
 
   register_region(registry);
+  register_complex(registry);
+  register_fft(registry);
 }
 
 // rows16 where the AVX-512 VNNI dots are built (its loads of whole lines stream faster,

@@ -129,7 +129,7 @@ void copy_strided(void* dst, std::span<const int64_t> dst_strides, const void* s
 }
 
 void fill_value(Tensor& t, double value) {
-  alignas(8) unsigned char pattern[8] = {};
+  alignas(16) unsigned char pattern[16] = {};  // c128: two doubles
   store_double(t.dtype(), pattern, value);
   visit_bytes(dtype_size(t.dtype()), [&](auto tag) {
     using E = typename decltype(tag)::type;

@@ -238,7 +238,7 @@ void one_hot_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const auto& a = ctx.attrs;
   fill_value(y, a.get_float("off_value"));
   AxisSplit s = split_at(y.shape(), norm_axis(a.get_int("axis"), y.rank()));
-  alignas(8) unsigned char on[8] = {};
+  alignas(16) unsigned char on[16] = {};  // c128: two doubles
   store_double(y.dtype(), on, a.get_float("on_value"));
   visit_int(idx.dtype(), ctx.op.name.c_str(), [&](auto itag) {
     using I = typename decltype(itag)::type;

@@ -16,6 +16,7 @@ namespace rlx::cuda {
 // Dtype sets, as the CPU's (cpu_util.h).
 enum : unsigned { kFloat = 1, kInt = 2, kBool = 4, kNumeric = kFloat | kInt, kAll = 7 };
 inline bool dtype_in_set(DType t, unsigned set) {
+  if (is_complex(t)) return false;  // complex numbers run on the host (the CPU kernels)
   return is_bool(t) ? (set & kBool) : is_float(t) ? (set & kFloat) : (set & kInt);
 }
 

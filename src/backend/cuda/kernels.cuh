@@ -118,6 +118,8 @@ void visit_bytes(size_t bytes, F&& f) {
       return f(Tag<uint16_t>{});
     case 4:
       return f(Tag<uint32_t>{});
+    case 16:
+      return f(Tag<uint4>{});  // c128
     default:
       return f(Tag<uint64_t>{});
   }
