@@ -29,8 +29,8 @@ std::vector<InferCase> complex_cases() {
 
   auto ints = [](std::vector<int64_t> x) { return AttrValue(IntList(std::move(x))); };
   v.push_back(ok("fft", {"c64[3,8]"}, {}, {"c64[3,8]"}));
-  v.push_back(ok("fft", {"c128[3,8]"}, {{"axes", ints({0, 1})}, {"n", ints({4, 16})}},
-                 {"c128[4,16]"}));
+  v.push_back(
+      ok("fft", {"c128[3,8]"}, {{"axes", ints({0, 1})}, {"n", ints({4, 16})}}, {"c128[4,16]"}));
   v.push_back(ok("fft", {"c64[b,8]"}, {}, {"c64[b,8]"}));
   v.push_back(bad("fft", {"c64[3,n]"}, {}, kValue, "expected a static length on axis 1"));
   v.push_back(bad("fft", {"f32[8]"}, {}, kType, "expected a complex dtype"));

@@ -185,11 +185,10 @@ CheckTable checks_complex() {
   uint64_t seed = 4200;
   for (DType dt : kComplexDTypes) {
     const DType r = real_of(dt);
-    t.add(ref_check("complex", r, {random_tensor(r, {2, 3}, seed++), random_tensor(r, {3}, seed++)},
-                    {}, elementwise(dt, [](const std::vector<Cx>& v) {
-                      return Cx(v[0].real(), v[1].real());
-                    }),
-                    "broadcast"));
+    t.add(ref_check(
+        "complex", r, {random_tensor(r, {2, 3}, seed++), random_tensor(r, {3}, seed++)}, {},
+        elementwise(dt, [](const std::vector<Cx>& v) { return Cx(v[0].real(), v[1].real()); }),
+        "broadcast"));
     t.add(ref_check("real", dt, {random_complex(dt, {2, 3}, seed++)}, {},
                     elementwise(r, [](const std::vector<Cx>& v) { return Cx(v[0].real(), 0); })));
     t.add(ref_check("imag", dt, {random_complex(dt, {2, 3}, seed++)}, {},
@@ -207,11 +206,10 @@ CheckTable checks_complex() {
     };
     for (const auto& [name, f] : kBinary) {
       Bin fn = f;
-      t.add(ref_check(name, dt,
-                      {random_complex(dt, {3, 4}, seed++, 0.5, 2), random_complex(dt, {4}, seed++, 0.5, 2)},
-                      {},
-                      elementwise(dt, [fn](const std::vector<Cx>& v) { return fn(v[0], v[1]); }),
-                      "broadcast"));
+      t.add(ref_check(
+          name, dt,
+          {random_complex(dt, {3, 4}, seed++, 0.5, 2), random_complex(dt, {4}, seed++, 0.5, 2)}, {},
+          elementwise(dt, [fn](const std::vector<Cx>& v) { return fn(v[0], v[1]); }), "broadcast"));
     }
 
     // The FFTs: lengths with small and large prime factors, several axes, n, each norm.
@@ -223,26 +221,24 @@ CheckTable checks_complex() {
       const char* note;
     };
     const Case kCases[] = {
-        {{3, 8}, {-1}, {}, "backward", "length 8"},
-        {{2, 12}, {1}, {}, "ortho", "length 12"},
-        {{2, 13}, {-1}, {}, "forward", "prime 13"},
-        {{5, 6}, {0}, {}, "backward", "axis 0"},
-        {{4, 6}, {0, 1}, {}, "backward", "two axes"},
-        {{2, 7}, {-1}, {10}, "backward", "n pads"},
-        {{2, 9}, {-1}, {5}, "ortho", "n crops"},
-        {{1, 37}, {-1}, {}, "backward", "prime 37"},
+        {{3, 8}, {-1}, {}, "backward", "length 8"},   {{2, 12}, {1}, {}, "ortho", "length 12"},
+        {{2, 13}, {-1}, {}, "forward", "prime 13"},   {{5, 6}, {0}, {}, "backward", "axis 0"},
+        {{4, 6}, {0, 1}, {}, "backward", "two axes"}, {{2, 7}, {-1}, {10}, "backward", "n pads"},
+        {{2, 9}, {-1}, {5}, "ortho", "n crops"},      {{1, 37}, {-1}, {}, "backward", "prime 37"},
     };
     for (const Case& c : kCases) {
       Attrs a{{"axes", ints(c.axes)}, {"n", ints(c.n)}, {"norm", AttrValue(std::string(c.norm))}};
       t.add(ref_check("fft", dt, {random_complex(dt, c.shape, seed++)}, a, fft_ref("fft"), c.note));
-      t.add(ref_check("ifft", dt, {random_complex(dt, c.shape, seed++)}, a, fft_ref("ifft"), c.note));
+      t.add(
+          ref_check("ifft", dt, {random_complex(dt, c.shape, seed++)}, a, fft_ref("ifft"), c.note));
       t.add(ref_check("rfft", r, {random_tensor(r, c.shape, seed++)}, a, fft_ref("rfft"), c.note));
       // irfft's input: an rfft's worth of frequencies (any values: the odd parts are
       // ignored or mirrored as c2r defines).
       std::vector<int64_t> half = c.shape;
       const int64_t last = c.axes.back() < 0 ? c.axes.back() + int64_t(half.size()) : c.axes.back();
       half[size_t(last)] = half[size_t(last)] / 2 + 1;
-      t.add(ref_check("irfft", dt, {random_complex(dt, half, seed++)}, a, fft_ref("irfft"), c.note));
+      t.add(
+          ref_check("irfft", dt, {random_complex(dt, half, seed++)}, a, fft_ref("irfft"), c.note));
     }
   }
   return t;

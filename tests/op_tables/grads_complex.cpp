@@ -9,8 +9,9 @@ namespace rlx::test {
 GradTable grads_complex() {
   GradTable t;
   for (const char* op : {"complex", "real", "imag", "conj", "fft", "ifft", "rfft", "irfft"})
-    t.exempt.push_back({op, "complex values: checked through real compositions in "
-                            "tests/python/test_fft.py"});
+    t.exempt.push_back({op,
+                        "complex values: checked through real compositions in "
+                        "tests/python/test_fft.py"});
   return t;
 }
 
