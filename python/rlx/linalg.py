@@ -47,6 +47,12 @@ def _eps(x):
     return np.finfo(np.float32 if single else np.float64).eps
 
 
+def _tol(a, rcond):
+    """The relative cutoff of a's singular values: rcond, or NumPy's default (machine
+    precision times max(m, n))."""
+    return _eps(a) * max(a.shape[-2], a.shape[-1]) if rcond is None else rcond
+
+
 def _floats(*xs):
     """Array operands in one float dtype (their NumPy result type, f32 or f64)."""
     if is_traced(*xs):
@@ -164,8 +170,7 @@ def lstsq(a, b, rcond=None):
     precision times max(m, n), as NumPy."""
     a, b = _floats(a, b)
     m, n = a.shape[-2], a.shape[-1]
-    eps = _eps(a)
-    tol = eps * max(m, n) if rcond is None else rcond
+    tol = _tol(a, rcond)
 
     def f(a, b):
         vec = b.ndim == 1
@@ -206,8 +211,7 @@ def pinv(a, rcond=None):
     below rcond * max are dropped; rcond=None: machine precision times max(m, n))."""
     (a,) = _floats(a)
     m, n = a.shape[-2], a.shape[-1]
-    eps = _eps(a)
-    tol = eps * max(m, n) if rcond is None else rcond
+    tol = _tol(a, rcond)
 
     def f(a):
         u, s, vt = _op("linalg.svd", a)
