@@ -14,6 +14,10 @@
 
 namespace rlx::rules {
 
+// Whether values of dtype t carry tangents and cotangents: floats, and complex numbers
+// (JAX's convention: ops/complex.cpp). Rules return no gradient for the others.
+inline bool has_tangents(DType t) { return is_float(t) || is_complex(t); }
+
 // ---- values ------------------------------------------------------------------------
 Value zeros_like(Value like);  // like's dtype and (run-time) shape
 Value ones_like(Value like);

@@ -584,7 +584,8 @@ class Parser {
     return Literal(type.dtype, std::move(sizes), bytes);
   }
 
-  // tensor<TYPE>[elements…], row-major; a block-quantized TYPE takes "hex bytes".
+  // tensor<TYPE>[elements…], row-major; a complex element is (re, im); a block-quantized
+  // TYPE takes "hex bytes".
   AttrValue tensor() {
     next();  // 'tensor'
     expect('<');
@@ -606,10 +607,17 @@ class Parser {
     expect('[');
     if (!peek().is(']')) {
       do {
-        const Token& e = next();
         if (count++ >= n)
-          error_at(e, str_cat("expected ", n, " elements for ", type.str(), ", got more"));
-        element(type.dtype, e, bytes);
+          error_at(peek(), str_cat("expected ", n, " elements for ", type.str(), ", got more"));
+        if (is_complex(type.dtype)) {  // (re, im)
+          expect('(');
+          element(real_of(type.dtype), next(), bytes);
+          expect(',');
+          element(real_of(type.dtype), next(), bytes);
+          expect(')');
+        } else {
+          element(type.dtype, next(), bytes);
+        }
       } while (accept(','));
     }
     const Token& close = expect(']');

@@ -92,6 +92,14 @@ std::string tensor_element(const Literal& t, int64_t i) {
       return t.at(i) != 0 ? "true" : "false";
     case DType::string:
       return quote(t.string_at(i));
+    case DType::c64:
+    case DType::c128: {  // (re, im), each exact as its part's dtype prints
+      ComplexValue z =
+          load_complex(t.dtype(), t.bytes().data() + size_t(i) * dtype_size(t.dtype()));
+      return t.dtype() == DType::c64
+                 ? str_cat("(", format_float(float(z.re)), ", ", format_float(float(z.im)), ")")
+                 : str_cat("(", format_float(z.re), ", ", format_float(z.im), ")");
+    }
     default:
       return std::to_string(t.at_int(i));
   }

@@ -1,5 +1,5 @@
-// The complex family: complex(re, im), real, imag and conj, the ops that move between c64 /
-// c128 and their f32 / f64 parts.
+// The complex family: complex(re, im), real, imag, conj and angle, the ops that move
+// between c64 / c128 and their f32 / f64 parts.
 //
 // Gradients follow JAX's convention for complex numbers: a rule is the transpose of the
 // op's real-linear map without conjugation, so that for a real-valued loss L of a complex
@@ -91,6 +91,40 @@ void add_conj(OpRegistry& r) {
   r.add(std::move(d));
 }
 
+// angle(z) = atan2(im, re); of a real x (as NumPy's): 0, or pi for negative x. With
+// r2 = |z|^2, d angle = im(conj(z) dz) / r2, whose transpose sends ct to -i ct conj(z) / r2
+// (0 at z = 0, as abs's rule).
+void add_angle(OpRegistry& r) {
+  OpDef d;
+  d.name = "angle";
+  d.arity(1);
+  d.doc = "The argument atan2(im, re) of x in (-pi, pi] (a real x: 0 or pi).";
+  d.infer = [](const InferContext& ctx) {
+    DType t = ctx.dtype(0);
+    expect_dtype(ctx, 0, rules::has_tangents(t), "a float or complex dtype");
+    return Types{{is_complex(t) ? real_of(t) : t, ctx.shape(0)}};
+  };
+  auto inv_r2 = [](Value z) {
+    Value re = real_part(z), im = imag_part(z);
+    Value r2 = re * re + im * im;
+    Value zero = op("eq", {r2, scalar_like(r2, 0)});
+    return op("select", {zero, rules::zeros_like(r2), scalar_like(r2, 1) / r2});
+  };
+  d.vjp = [inv_r2](const RuleArgs& a, std::span<const Value> ct) {
+    Value z = a.inputs[0];
+    if (!is_complex(z.dtype())) return std::vector<Value>{rules::zeros_like(z)};
+    Value s = ct[0] * inv_r2(z);
+    return std::vector<Value>{op("conj", {z}) * complex_of_parts(rules::zeros_like(s), -s)};
+  };
+  d.jvp = [inv_r2](const RuleArgs& a, std::span<const Value> t) {
+    Value z = a.inputs[0];
+    if (!is_complex(z.dtype())) return std::vector<Value>{rules::zeros_like(a.outputs[0])};
+    return std::vector<Value>{imag_part(op("conj", {z}) * t[0]) * inv_r2(z)};
+  };
+  d.vmap = vmap_rule;
+  r.add(std::move(d));
+}
+
 }  // namespace
 
 void register_complex_ops(OpRegistry& r) {
@@ -98,6 +132,7 @@ void register_complex_ops(OpRegistry& r) {
   add_part(r, "real", "The real part of a complex x (c64: f32, c128: f64).", false);
   add_part(r, "imag", "The imaginary part of a complex x (c64: f32, c128: f64).", true);
   add_conj(r);
+  add_angle(r);
 }
 
 }  // namespace rlx::detail

@@ -131,11 +131,7 @@ const BinaryEntry kBinary[] = {
      .deriv = {.da = [](Value, Value b, Value) { return b; },
                .db = [](Value a, Value, Value) { return a; }}},
     {.name = "div",
-     .deriv = {.da =
-                   [](Value, Value b, Value) {
-                     // reciprocal takes real dtypes; 1 / b is the same number.
-                     return is_complex(b.dtype()) ? k(b, 1) / b : op("reciprocal", {b});
-                   },
+     .deriv = {.da = [](Value, Value b, Value) { return op("reciprocal", {b}); },
                .db = [](Value, Value b, Value y) { return -y / b; }}},
     {.name = "pow",
      .deriv = {.da =
@@ -191,6 +187,24 @@ void set_unary_rules(OpDef& d, UnaryDeriv deriv) {
   };
   d.jvp = [deriv](const RuleArgs& a, std::span<const Value> t) {
     return std::vector<Value>{t[0] * deriv(a.inputs[0], a.outputs[0], a.attrs)};
+  };
+}
+
+// abs of a complex z is its modulus r = |z|, a real number: dr = re(conj(z) dz) / r, whose
+// transpose (JAX's convention, ops/complex.cpp) sends ct to ct conj(z) / r. At z = 0 both
+// are 0 (as JAX's), not 0 / 0. Real inputs keep abs's entry in kUnary (sign(x)).
+void set_modulus_rules(OpDef& d) {
+  auto safe = [](Value r) { return op("select", {op("eq", {r, k(r, 0)}), k(r, 1), r}); };
+  d.vjp = [safe, real = d.vjp](const RuleArgs& a, std::span<const Value> ct) {
+    Value z = a.inputs[0];
+    if (!is_complex(z.dtype())) return real(a, ct);
+    Value s = ct[0] / safe(a.outputs[0]);
+    return std::vector<Value>{op("conj", {z}) * op("complex", {s, zeros_like(s)})};
+  };
+  d.jvp = [safe, real = d.jvp](const RuleArgs& a, std::span<const Value> t) {
+    Value z = a.inputs[0];
+    if (!is_complex(z.dtype())) return real(a, t);
+    return std::vector<Value>{op("real", {op("conj", {z}) * t[0]}) / safe(a.outputs[0])};
   };
 }
 
@@ -251,16 +265,19 @@ void set_clamp_rules(OpDef& d) {
   };
 }
 
-// A float-to-float cast is linear; casts to or from integers carry no gradient.
+// A cast between float or complex dtypes is linear (real -> complex is t -> t + 0i, whose
+// transpose takes the real part); casts to or from integers carry no gradient.
 void set_cast_rules(OpDef& d) {
   d.vmap = vmap_elementwise_rule;
   d.vjp = [](const RuleArgs& r, std::span<const Value> ct) {
-    bool both_float = is_float(r.inputs[0].dtype()) && is_float(r.outputs[0].dtype());
-    return std::vector<Value>{both_float ? cast(ct[0], r.inputs[0].dtype()) : Value{}};
+    DType from = r.inputs[0].dtype();
+    if (!has_tangents(from) || !has_tangents(r.outputs[0].dtype())) return std::vector<Value>{{}};
+    Value c = is_complex(ct[0].dtype()) && !is_complex(from) ? op("real", {ct[0]}) : ct[0];
+    return std::vector<Value>{cast(c, from)};
   };
   d.jvp = [](const RuleArgs& r, std::span<const Value> t) {
-    bool to_float = is_float(r.outputs[0].dtype());
-    return std::vector<Value>{to_float ? cast(t[0], r.outputs[0].dtype()) : Value{}};
+    DType to = r.outputs[0].dtype();
+    return std::vector<Value>{has_tangents(to) ? cast(t[0], to) : Value{}};
   };
 }
 
@@ -269,8 +286,18 @@ void set_cast_rules(OpDef& d) {
 namespace {
 
 // The input dtypes an op accepts.
-// arithmetic: numeric or complex (the ops defined on complex numbers too).
-enum class Accepts { any, numeric, arithmetic, floating, float_or_signed, boolean, int_or_bool };
+// arithmetic: numeric or complex (the ops defined on complex numbers too); inexact: float
+// or complex (NumPy's name for both).
+enum class Accepts {
+  any,
+  numeric,
+  arithmetic,
+  floating,
+  inexact,
+  float_or_signed,
+  boolean,
+  int_or_bool
+};
 
 void expect_accepts(const InferContext& ctx, size_t i, Accepts a) {
   DType t = ctx.dtype(i);
@@ -283,6 +310,8 @@ void expect_accepts(const InferContext& ctx, size_t i, Accepts a) {
       return expect_dtype(ctx, i, !is_bool(t), "a numeric dtype");
     case Accepts::floating:
       return expect_float(ctx, i);
+    case Accepts::inexact:
+      return expect_dtype(ctx, i, rules::has_tangents(t), "a float or complex dtype");
     case Accepts::float_or_signed:
       return expect_dtype(ctx, i, is_signed(t), "a float or signed integer dtype");
     case Accepts::boolean:
@@ -307,6 +336,7 @@ struct UnarySpec {
   const char* name;
   Accepts accepts;
   bool to_bool = false;        // output is bool rather than the input dtype
+  bool to_real = false;        // a complex input gives its real dtype (abs: the modulus)
   Trait traits = Trait::none;  // in addition to elementwise
   std::vector<AttrSpec> attrs;
   const char* doc;
@@ -321,23 +351,27 @@ std::vector<UnarySpec> unary_specs() {
   using A = Accepts;
   return {
       {.name = "neg", .accepts = A::arithmetic, .traits = kFinite, .doc = "-x."},
-      {.name = "abs", .accepts = A::numeric, .traits = kFinite, .doc = "|x|."},
+      {.name = "abs",
+       .accepts = A::arithmetic,
+       .to_real = true,
+       .traits = kFinite,
+       .doc = "|x| (of a complex x: its modulus, a real number)."},
       {.name = "sign",
        .accepts = A::numeric,
        .traits = kNoGrad | kFinite,
        .doc = "-1, 0 or 1 by the sign of x."},
-      {.name = "square", .accepts = A::numeric, .doc = "x * x."},
-      {.name = "exp", .accepts = A::floating, .doc = "e^x.", .amp = kF32},
+      {.name = "square", .accepts = A::arithmetic, .doc = "x * x."},
+      {.name = "exp", .accepts = A::inexact, .doc = "e^x.", .amp = kF32},
       {.name = "expm1", .accepts = A::floating, .doc = "e^x - 1, accurate near 0.", .amp = kF32},
-      {.name = "log", .accepts = A::floating, .doc = "Natural logarithm.", .amp = kF32},
+      {.name = "log", .accepts = A::inexact, .doc = "Natural logarithm.", .amp = kF32},
       {.name = "log1p", .accepts = A::floating, .doc = "log(1 + x), accurate near 0.", .amp = kF32},
-      {.name = "sqrt", .accepts = A::floating, .doc = "Square root."},
-      {.name = "rsqrt", .accepts = A::floating, .doc = "1 / sqrt(x)."},
-      {.name = "reciprocal", .accepts = A::floating, .doc = "1 / x."},
-      {.name = "sin", .accepts = A::floating, .traits = kFinite, .doc = "Sine."},
-      {.name = "cos", .accepts = A::floating, .traits = kFinite, .doc = "Cosine."},
-      {.name = "tan", .accepts = A::floating, .doc = "Tangent."},
-      {.name = "tanh", .accepts = A::floating, .traits = kFinite, .doc = "Hyperbolic tangent."},
+      {.name = "sqrt", .accepts = A::inexact, .doc = "Square root."},
+      {.name = "rsqrt", .accepts = A::inexact, .doc = "1 / sqrt(x)."},
+      {.name = "reciprocal", .accepts = A::inexact, .doc = "1 / x."},
+      {.name = "sin", .accepts = A::inexact, .traits = kFinite, .doc = "Sine."},
+      {.name = "cos", .accepts = A::inexact, .traits = kFinite, .doc = "Cosine."},
+      {.name = "tan", .accepts = A::inexact, .doc = "Tangent."},
+      {.name = "tanh", .accepts = A::inexact, .traits = kFinite, .doc = "Hyperbolic tangent."},
       {.name = "sigmoid", .accepts = A::floating, .traits = kFinite, .doc = "1 / (1 + e^-x)."},
       {.name = "erf", .accepts = A::floating, .traits = kFinite, .doc = "Gauss error function."},
       {.name = "softplus", .accepts = A::floating, .doc = "log(1 + e^x).", .amp = kF32},
@@ -402,13 +436,15 @@ void register_unary(OpRegistry& r, const UnarySpec& s) {
   d.attrs = s.attrs;
   d.doc = s.doc;
   d.amp = s.amp;
-  d.infer = [acc = s.accepts, to_bool = s.to_bool](const InferContext& ctx) {
+  d.infer = [acc = s.accepts, to_bool = s.to_bool, to_real = s.to_real](const InferContext& ctx) {
     expect_accepts(ctx, 0, acc);
     expect_finite_float_attrs(ctx);
-    DType out = to_bool ? DType::boolean : ctx.dtype(0);
+    DType in = ctx.dtype(0);
+    DType out = to_bool ? DType::boolean : (to_real && is_complex(in) ? real_of(in) : in);
     return std::vector<TensorType>{{out, ctx.shape(0)}};
   };
   set_unary_rules(d, d.has(Trait::nondifferentiable) ? nullptr : unary_deriv(s.name));
+  if (s.to_real) set_modulus_rules(d);
   r.add(std::move(d));
 }
 
@@ -521,7 +557,14 @@ void register_cast(OpRegistry& r) {
   d.arity(1).attr("dtype", AttrKind::DType);
   d.doc = "Converts x to another dtype.";
   d.infer = [](const InferContext& ctx) {
-    return std::vector<TensorType>{{ctx.attrs().get_dtype("dtype"), ctx.shape(0)}};
+    DType from = ctx.dtype(0), to = ctx.attrs().get_dtype("dtype");
+    // Dropping an imaginary part is a choice the caller makes (real, abs), never a cast's.
+    if (is_complex(from) && !is_complex(to))
+      ctx.fail_type("expected a complex dtype to cast ", dtype_name(from),
+                    " to (take real() or abs() for a real one), got ", dtype_name(to));
+    if (is_complex(to) && is_string(from))
+      ctx.fail_type("expected a number to cast to ", dtype_name(to), ", got a string");
+    return std::vector<TensorType>{{to, ctx.shape(0)}};
   };
   set_cast_rules(d);
   r.add(std::move(d));

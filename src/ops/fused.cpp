@@ -212,7 +212,7 @@ VjpFn vjp_by_decomposition(std::string name) {
     auto g = decomposition(def_of(a, name), a.attrs, types_of(a.inputs));
     std::vector<int> wrt;
     for (size_t i = 0; i < a.inputs.size(); ++i)
-      if (is_float(a.inputs[i].dtype())) wrt.push_back(int(i));
+      if (rules::has_tangents(a.inputs[i].dtype())) wrt.push_back(int(i));
     Values out(a.inputs.size());
     if (wrt.empty()) return out;
     auto vg = transform::vjp(*g, wrt);

@@ -15,9 +15,11 @@ namespace {
 using Types = std::vector<TensorType>;
 
 // Both operands share one numeric dtype.
+// Numbers of one dtype: real, or complex (BLAS's cgemm / zgemm where a device has them,
+// else the four real products of complex_products).
 void expect_numeric_pair(const InferContext& ctx) {
   expect_same_dtype(ctx, 0, 1);
-  expect_numeric(ctx, 0);
+  if (!is_complex(ctx.dtype(0))) expect_numeric(ctx, 0);
 }
 
 Types infer_matmul(const InferContext& ctx) {
@@ -119,7 +121,7 @@ Value dot_general(Value lhs, Value rhs, IntList lc, IntList rc, IntList lb = {},
 // per-example products afterwards.
 std::vector<Value> matmul_vjp(const RuleArgs& a, std::span<const Value> cts) {
   Value x = a.inputs[0], y = a.inputs[1];
-  if (!is_float(x.dtype())) return {Value{}, Value{}};
+  if (!rules::has_tangents(x.dtype())) return {Value{}, Value{}};
   bool xv = x.rank() == 1, yv = y.rank() == 1;
   Value x2 = xv ? rules::expand_dims(x, {0}) : x;
   Value y2 = yv ? rules::expand_dims(y, {1}) : y;
@@ -231,7 +233,7 @@ Value dot_general_ct(Value ct, Value y, const DotAxes& xa, const DotAxes& ya, bo
 }
 
 std::vector<Value> dot_general_vjp(const RuleArgs& a, std::span<const Value> cts) {
-  if (!is_float(a.inputs[0].dtype())) return {Value{}, Value{}};
+  if (!rules::has_tangents(a.inputs[0].dtype())) return {Value{}, Value{}};
   DotAxes la = dot_axes(a, 0, "lhs"), ra = dot_axes(a, 1, "rhs");
   return {dot_general_ct(cts[0], a.inputs[1], la, ra, true),
           dot_general_ct(cts[0], a.inputs[0], ra, la, false)};
@@ -269,6 +271,19 @@ VmapResult dot_general_vmap(const RuleArgs& a, std::span<const int> in_axes) {
   return {{out}, {int(in_axes[0] >= 0 ? nb : nb + lfree)}};
 }
 
+// A complex product from real ones, for a device without complex GEMMs:
+// (a + ib)(c + id) = (ac - bd) + i(ad + bc), each product the op itself (same attributes).
+std::vector<Value> complex_products(const RuleArgs& a) {
+  Value x = a.inputs[0], y = a.inputs[1];
+  if (!is_complex(x.dtype()))
+    fail<NotSupported>(rules::rule_op_name(a),
+                       "expected complex operands to multiply by parts, got ", x.type().str());
+  const std::string& name = rules::rule_op_name(a);
+  auto mm = [&](Value p, Value q) { return op(name, {p, q}, a.attrs); };
+  Value xr = op("real", {x}), xi = op("imag", {x}), yr = op("real", {y}), yi = op("imag", {y});
+  return {op("complex", {mm(xr, yr) - mm(xi, yi), mm(xr, yi) + mm(xi, yr)})};
+}
+
 }  // namespace
 
 void register_linalg_ops(OpRegistry& r) {
@@ -281,6 +296,7 @@ void register_linalg_ops(OpRegistry& r) {
   mm.vjp = matmul_vjp;
   mm.jvp = matmul_jvp;
   mm.vmap = matmul_vmap;
+  mm.decompose = complex_products;
   r.add(std::move(mm));
 
   OpDef dg;
@@ -296,6 +312,7 @@ void register_linalg_ops(OpRegistry& r) {
   dg.vjp = dot_general_vjp;
   dg.jvp = dot_general_jvp;
   dg.vmap = dot_general_vmap;
+  dg.decompose = complex_products;
   r.add(std::move(dg));
 }
 

@@ -120,7 +120,7 @@ ReduceRules by_partial(PartialFn partial) {
 ReduceRules linear_reduce(bool mean) {
   return {[mean](const RuleArgs& a, std::span<const Value> cts) -> std::vector<Value> {
             Value x = a.inputs[0];
-            if (!is_float(x.dtype())) return {Value{}};
+            if (!rules::has_tangents(x.dtype())) return {Value{}};
             Value ct = keep_dims(a, cts[0]);
             if (mean) {
               Shape reduced;
@@ -155,9 +155,22 @@ VmapResult vmap_axis(const RuleArgs& a, std::span<const int> in_axes) {
 
 // ---- definitions ----------------------------------------------------------------------
 
+// sum / mean of complex numbers: the reductions of the real and imaginary parts (every
+// device that reduces reals reduces them; a real input has its kernels).
+std::vector<Value> complex_by_parts(const RuleArgs& a) {
+  Value z = a.inputs[0];
+  if (!is_complex(z.dtype()))
+    fail<NotSupported>(rules::rule_op_name(a), "expected a complex input to reduce by parts, got ",
+                       z.type().str());
+  std::string name = rules::rule_op_name(a);
+  return {
+      op("complex", {op(name, {op("real", {z})}, a.attrs), op(name, {op("imag", {z})}, a.attrs)})};
+}
+
 struct ReduceSpec {
   const char* name;
   bool float_only = false;
+  bool complex = false;         // takes complex numbers too (by parts)
   bool needs_nonempty = false;  // no identity element
   Trait traits = Trait::none;   // in addition to reduction
   ReduceRules rules;
@@ -169,6 +182,7 @@ std::vector<ReduceSpec> reduce_specs() {
   constexpr Trait assoc = Trait::associative;
   return {
       {.name = "sum",
+       .complex = true,
        .traits = assoc,
        .rules = linear_reduce(false),
        .doc = "Sum over axes (all when axes is empty)."},
@@ -189,6 +203,7 @@ std::vector<ReduceSpec> reduce_specs() {
        .doc = "Minimum over axes (all when axes is empty)."},
       {.name = "mean",
        .float_only = true,
+       .complex = true,
        .rules = linear_reduce(true),
        .doc = "Mean over axes (all when axes is empty)."},
       {.name = "logsumexp",
@@ -216,10 +231,13 @@ void register_reduce(OpRegistry& r, const ReduceSpec& s) {
   d.vjp = s.rules.vjp;
   d.jvp = s.rules.jvp;
   d.vmap = vmap_reduce;
-  d.infer = [float_only = s.float_only, nonempty = s.needs_nonempty](const InferContext& ctx) {
-    if (float_only)
+  if (s.complex) d.decompose = complex_by_parts;
+  d.infer = [float_only = s.float_only, complex = s.complex,
+             nonempty = s.needs_nonempty](const InferContext& ctx) {
+    bool by_parts = complex && is_complex(ctx.dtype(0));
+    if (float_only && !by_parts)
       expect_float(ctx, 0);
-    else
+    else if (!by_parts)
       expect_numeric(ctx, 0);
     int64_t rank = ctx.rank(0);
     const IntList& axes = ctx.attrs().get_ints("axes");

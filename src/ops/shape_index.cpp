@@ -176,9 +176,17 @@ VmapResult gather_nd_vmap(const RuleArgs& a, Axes in_axes) {
 // ---------------------------------------------------------------------------------------
 // scatter_elements, scatter_nd
 
+// max / min have no meaning on complex numbers.
+void expect_ordered_reduction(const InferContext& ctx) {
+  const std::string& r = ctx.attrs().get_string("reduction");
+  if (is_complex(ctx.dtype(0)) && (r == "max" || r == "min"))
+    ctx.fail_type("expected reduction none, add or mul for ", ctx.input(0).str(), ", got ", r);
+}
+
 Types infer_scatter_elements(const InferContext& ctx) {
   expect_integer(ctx, 1);
   expect_same_dtype(ctx, 0, 2);
+  expect_ordered_reduction(ctx);
   expect_min_rank(ctx, 0, 1);
   expect_equal_rank(ctx, 0, 1);
   expect_equal_rank(ctx, 1, 2);
@@ -192,6 +200,7 @@ Types infer_scatter_elements(const InferContext& ctx) {
 Types infer_scatter_nd(const InferContext& ctx) {
   expect_integer(ctx, 1);
   expect_same_dtype(ctx, 0, 2);
+  expect_ordered_reduction(ctx);
   const Shape &data = ctx.shape(0), &idx = ctx.shape(1);
   int64_t m = index_depth(ctx, 1, ctx.rank(0));
   Shape want(idx.begin(), idx.end() - 1);

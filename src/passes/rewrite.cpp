@@ -29,6 +29,10 @@ std::optional<double> splat_value(const Graph& g, Value v) {
   size_t es = dtype_size(lit->dtype());
   for (size_t off = es; off < b.size(); off += es)
     if (std::memcmp(b.data(), b.data() + off, es) != 0) return std::nullopt;
+  if (is_complex(lit->dtype())) {  // a real number re + 0i, or none
+    ComplexValue z = load_complex(lit->dtype(), b.data());
+    return z.im == 0 ? std::optional<double>(z.re) : std::nullopt;
+  }
   return lit->to_doubles()[0];
 }
 

@@ -119,7 +119,7 @@ struct Lowerer {
       args.push_back(scratch.input(str_cat("x", i), in_types[i]));
     std::vector<Value> results;
     try {
-      results = decompose(RuleArgs{scratch, attrs, args, {}, subgraphs});
+      results = decompose(RuleArgs{scratch, attrs, args, {}, subgraphs, &op});
     } catch (const NotSupported&) {
       if (!host_instead) throw;
       return std::nullopt;

@@ -9,13 +9,12 @@
 
 #include "rlx/graph.h"
 #include "rlx/op.h"
+#include "rlx/rules.h"
 #include "rlx/transforms.h"
 
 namespace rlx::detail {
 
-// Whether values of dtype t carry tangents and cotangents: floats, and complex numbers
-// (JAX's convention, ops/complex.cpp).
-inline bool has_tangents(DType t) { return is_float(t) || is_complex(t); }
+using rules::has_tangents;
 
 // Source value id -> value in the graph being built.
 using ValueMap = std::vector<Value>;

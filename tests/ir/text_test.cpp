@@ -177,6 +177,29 @@ TEST(Text, TensorConstantsOfEveryDType) {
   }
 }
 
+// Complex constants print as (re, im) pairs and parse back bit for bit (signed zeros,
+// infinities and NaN included).
+TEST(Text, ComplexConstantsRoundTripAsPairs) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> parts{1.5, -2, 0.1, -0.0, inf, std::nan(""), 1e-30, 3};
+  for (DType d : kComplexDTypes) {
+    std::vector<uint8_t> bytes(4 * dtype_size(d));
+    for (size_t k = 0; k < 4; ++k)
+      store_complex(d, bytes.data() + k * dtype_size(d), {parts[2 * k], parts[2 * k + 1]});
+    Graph g;
+    g.output(g.constant(Literal(d, {2, 2}, bytes)));
+    SCOPED_TRACE(print_graph(g));
+    EXPECT_NE(print_graph(g).find("(1.5, -2.0)"), std::string::npos);
+    auto back = round_trip(g);
+    ASSERT_TRUE(back);
+    std::span<const uint8_t> got = back->nodes()[0].attrs.get_tensor("value").bytes();
+    EXPECT_TRUE(std::equal(got.begin(), got.end(), bytes.begin(), bytes.end()));
+  }
+  EXPECT_THROW(parse_graph("graph main() {\n  %0 = constant() {value=tensor<c64[1]>[1.5]} : "
+                           "c64[1]\n  return y=%0\n}"),
+               ValueError);  // a complex element is a pair
+}
+
 // Block-quantized constants keep their blocks: a quoted hex string of the stored bytes,
 // parsed back bit for bit.
 TEST(Text, QuantizedConstantsKeepTheirBlocks) {

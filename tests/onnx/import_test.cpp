@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <onnx/onnx_pb.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -176,7 +177,20 @@ TEST(OnnxImport, StringInitializersAndUnsupportedTypes) {
   EXPECT_EQ(run(*import(m).graph, {})[0].to_strings(), (std::vector<std::string>{"naïve", ""}));
   t->clear_string_data();  // 2 elements declared, none given
   EXPECT_THROW(import(m), ValueError);
-  EXPECT_THROW(import(initializer_model(TensorProto::COMPLEX64, {1}, "")), NotSupported);
+  EXPECT_THROW(import(initializer_model(TensorProto::UNDEFINED, {1}, "")), NotSupported);
+  // Complex initializers: raw bytes, (re, im) pairs in float_data; an odd count is refused.
+  const float pair[2] = {1.5f, -2.0f};
+  std::string raw(reinterpret_cast<const char*>(pair), sizeof pair);
+  Tensor z = run(*import(initializer_model(TensorProto::COMPLEX64, {1}, raw)).graph, {})[0];
+  ASSERT_EQ(z.dtype(), DType::c64);
+  EXPECT_EQ(std::memcmp(z.data(), pair, sizeof pair), 0);
+  ::onnx::ModelProto c = initializer_model(TensorProto::COMPLEX64, {1}, "");
+  c.mutable_graph()->mutable_initializer(0)->clear_raw_data();
+  c.mutable_graph()->mutable_initializer(0)->add_float_data(1.5f);
+  EXPECT_THROW(import(c), ValueError);
+  c.mutable_graph()->mutable_initializer(0)->add_float_data(-2.0f);
+  z = run(*import(c).graph, {})[0];
+  EXPECT_EQ(std::memcmp(z.data(), pair, sizeof pair), 0);
 }
 
 TEST(OnnxImport, ExternalData) {

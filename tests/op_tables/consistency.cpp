@@ -148,6 +148,7 @@ void compare(const OpCheck& c, const Tensors& want, const Tensors& got, const st
 }  // namespace
 
 Tensor random_tensor(DType dt, std::vector<int64_t> shape, uint64_t seed, double lo, double hi) {
+  if (is_complex(dt)) return random_complex(dt, std::move(shape), seed, lo, hi);
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   std::vector<double> v(size_t(std::max<int64_t>(n, 0)));
@@ -166,6 +167,7 @@ Tensor random_tensor(DType dt, std::vector<int64_t> shape, uint64_t seed, double
 }
 
 Tensor tensor_of(DType dt, std::vector<int64_t> shape, const std::vector<double>& values) {
+  if (is_complex(dt)) return complex_of_pairs(dt, std::move(shape), values);
   return Tensor::from_doubles(dt, std::move(shape), values);
 }
 

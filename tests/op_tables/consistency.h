@@ -100,10 +100,11 @@ std::vector<uint8_t> bytes_of(const Tensor& t);
 
 // --- inputs ---------------------------------------------------------------------------
 // Deterministic pseudo-random values in [lo, hi] (integers for integer dtypes, 0/1 for
-// bool), already representable in `dt`.
+// bool, both parts of complex ones), already representable in `dt`.
 Tensor random_tensor(DType dt, std::vector<int64_t> shape, uint64_t seed, double lo = -2,
                      double hi = 2);
-// From doubles (rounded to dt).
+// From doubles (rounded to dt); a complex dtype's as (real, imaginary) pairs, as values()
+// gives them.
 Tensor tensor_of(DType dt, std::vector<int64_t> shape, const std::vector<double>& values);
 // The same values in a non-contiguous view (every other element of a wider buffer) on
 // `device`.

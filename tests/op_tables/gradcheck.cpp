@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "rlx/rules.h"
 #include "rlx/transforms.h"
 
 namespace rlx::test {
@@ -35,7 +36,10 @@ uint64_t name_seed(const std::string& s) { return fnv1a64(s.data(), s.size()) % 
 
 std::string input_name(size_t i) { return str_cat("x", i); }
 
-bool is_float_t(const Tensor& t) { return is_float(t.dtype()); }
+// Float and complex values carry gradients. A complex tensor's values() are (re, im)
+// pairs: finite differences step each part, and a gradient in JAX's convention is
+// dL/dre - i dL/dim (ops/complex.cpp).
+bool is_float_t(const Tensor& t) { return rules::has_tangents(t.dtype()); }
 
 std::vector<int> wrt_of(const GradCheck& c) {
   if (!c.wrt.empty()) return c.wrt;
@@ -63,7 +67,7 @@ std::unique_ptr<Graph> op_graph(const GradCheck& c) {
 }
 
 // loss = sum_k sum(y_k * w_k) over the float outputs, w_k fixed random weights: every
-// output element matters, with a different weight.
+// output element matters, with a different weight (complex y_k: re(y_k * w_k), w_k complex).
 std::unique_ptr<Graph> loss_graph(const GradCheck& c) {
   auto g = std::make_unique<Graph>("check");
   std::vector<Value> ins;
@@ -72,10 +76,11 @@ std::unique_ptr<Graph> loss_graph(const GradCheck& c) {
   std::vector<Value> outs = g->apply(c.op, ins, c.attrs, c.subgraphs);
   Value loss;
   for (size_t k = 0; k < outs.size(); ++k) {
-    const TensorType& t = outs[k].type();
-    if (!is_float(t.dtype)) continue;
+    const TensorType t = outs[k].type();  // a copy: adding nodes may move the graph's values
+    if (!rules::has_tangents(t.dtype)) continue;
     Tensor w = random_tensor(t.dtype, static_sizes(t.shape), 7 + k, 0.5, 1.5);
-    Value term = sum(outs[k] * g->constant(w.to_literal()));
+    Value weighted = outs[k] * g->constant(w.to_literal());
+    Value term = sum(is_complex(t.dtype) ? op("real", {weighted}) : weighted);
     loss = loss.valid() ? loss + term : term;
   }
   if (!loss.valid()) fail<ValueError>("gradcheck", "expected a float output of ", c.op);
@@ -97,17 +102,18 @@ Tensors run(const CompiledGraph& cg, const Tensors& inputs) {
 
 CompiledGraph compile(const Graph& g) { return Session(check_device()).compile(g); }
 
-// x + s * d elementwise (float tensors of one shape).
+// x + s * d elementwise (float or complex tensors of one shape).
 Tensor axpy(const Tensor& x, double s, const Tensor& d) {
   std::vector<double> a = values(x), b = values(d);
   for (size_t i = 0; i < a.size(); ++i) a[i] += s * b[i];
-  return Tensor::from_doubles(x.dtype(), x.shape(), a);
+  return tensor_of(x.dtype(), x.shape(), a);
 }
 
+// x with values()[j] moved by delta (a complex x: one part of one element).
 Tensor with_element(const Tensor& x, size_t j, double delta) {
   std::vector<double> a = values(x);
   a[j] += delta;
-  return Tensor::from_doubles(x.dtype(), x.shape(), a);
+  return tensor_of(x.dtype(), x.shape(), a);
 }
 
 // "" when got ≈ want within rtol * max(1, max |want|), else the first mismatch.
@@ -136,14 +142,15 @@ void check_vjp(const GradCheck& c, std::vector<std::string>& fails) {
   std::vector<int> wrt = wrt_of(c);
   for (size_t w = 0; w < wrt.size(); ++w) {
     size_t i = size_t(wrt[w]);
-    std::vector<double> fd(size_t(c.inputs[i].numel()));
+    const bool cx = is_complex(c.inputs[i].dtype());
+    std::vector<double> fd(values(c.inputs[i]).size());
     for (size_t j = 0; j < fd.size(); ++j) {
       Tensors in = c.inputs;
       in[i] = with_element(c.inputs[i], j, c.eps);
       double up = values(run(f, in)[0])[0];
       in[i] = with_element(c.inputs[i], j, -c.eps);
       double down = values(run(f, in)[0])[0];
-      fd[j] = (up - down) / (2 * c.eps);
+      fd[j] = (up - down) / (2 * c.eps) * (cx && j % 2 ? -1 : 1);  // dL/dre - i dL/dim
     }
     std::string e = compare(grads[w], fd, c.rtol, str_cat("vjp d/d", input_name(i)));
     if (!e.empty()) fails.push_back(e);
@@ -215,7 +222,7 @@ Tensor batch_element(const Tensor& x, int64_t b) {
   if (!is_float_t(x)) return x;
   std::vector<double> v = values(x);
   for (double& e : v) e *= 1.0 + 0.25 * double(b);
-  return Tensor::from_doubles(x.dtype(), x.shape(), v);
+  return tensor_of(x.dtype(), x.shape(), v);
 }
 
 // The B elements stacked at `axis`.
@@ -223,16 +230,17 @@ Tensor stack(const Tensors& elems, int64_t axis) {
   std::vector<int64_t> shape = elems[0].shape();
   std::vector<int64_t> stacked = shape;
   stacked.insert(stacked.begin() + axis, int64_t(elems.size()));
-  std::vector<double> out(size_t(numel(stacked)));
+  const size_t width = is_complex(elems[0].dtype()) ? 2 : 1;  // doubles an element
+  std::vector<double> out(size_t(numel(stacked)) * width);
   for (size_t b = 0; b < elems.size(); ++b) {
     std::vector<double> v = values(elems[b]);
     for (size_t j = 0; j < v.size(); ++j) {
-      std::vector<int64_t> idx = unravel(int64_t(j), shape);
+      std::vector<int64_t> idx = unravel(int64_t(j / width), shape);
       idx.insert(idx.begin() + axis, int64_t(b));
-      out[size_t(ravel(idx, stacked))] = v[j];
+      out[size_t(ravel(idx, stacked)) * width + j % width] = v[j];
     }
   }
-  return Tensor::from_doubles(elems[0].dtype(), stacked, out);
+  return tensor_of(elems[0].dtype(), stacked, out);
 }
 
 constexpr int64_t kBatch = 3;

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_loops.h"
@@ -37,7 +38,7 @@ void unary_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::spa
   Op op = make_op<Op>(ctx.attrs);
   auto run_complex = [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if constexpr (!ToBool) ew::unary_loop<T, T>(in[0], out[0], op);
+    if constexpr (!ToBool) ew::unary_loop<T, std::invoke_result_t<Op, T>>(in[0], out[0], op);
   };
   if (complex_path<Op>(in[0].dtype(), ctx.op.name.c_str(), run_complex)) return;
   visit(in[0].dtype(), Op::set, ctx.op.name.c_str(), [&](auto tag) {
@@ -151,6 +152,26 @@ void cast_strings(const KernelContext& ctx, const Tensor& x, Tensor& y) {
   }
 }
 
+// Real numbers become re + 0i; c64 <-> c128 converts both parts (inference refuses
+// complex -> real: real() and abs() say which real number is meant).
+void cast_to_complex(const Tensor& x, Tensor& y, const char* where) {
+  visit_complex(y.dtype(), where, [&](auto out_tag) {
+    using U = typename decltype(out_tag)::type;
+    using R = typename U::value_type;
+    if (is_complex(x.dtype())) {
+      visit_complex(x.dtype(), where, [&](auto in_tag) {
+        using T = typename decltype(in_tag)::type;
+        ew::unary_loop<T, U>(x, y, [](T z) { return U(R(z.real()), R(z.imag())); });
+      });
+      return;
+    }
+    visit(x.dtype(), kAll, where, [&](auto in_tag) {
+      using T = typename decltype(in_tag)::type;
+      ew::unary_loop<T, U>(x, y, [](compute_t<T> v) { return U(R(v), R(0)); });
+    });
+  });
+}
+
 void cast_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   DType from = in[0].dtype(), to = out[0].dtype();
   if (from != to && (is_string(from) || is_string(to))) return cast_strings(ctx, in[0], out[0]);
@@ -162,6 +183,7 @@ void cast_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
     return;
   }
   const char* where = ctx.op.name.c_str();
+  if (is_complex(to)) return cast_to_complex(in[0], out[0], where);
   visit(from, kAll, where, [&](auto in_tag) {
     using T = typename decltype(in_tag)::type;
     visit(to, kAll, where, [&](auto out_tag) {
@@ -197,7 +219,7 @@ void register_elementwise(KernelRegistry& r) {
       RLX_CPU_COMPARE_OPS(RLX_COMPARE_ROW)          //
       {"gelu", gelu_kernel, kFloat},
       {"clamp", clamp_kernel, kNumeric},
-      {"cast", cast_kernel, kAll | kString},
+      {"cast", cast_kernel, kAll | kString | kComplex},
   };
 #undef RLX_UNARY_ROW
 #undef RLX_UNARY_BOOL_ROW

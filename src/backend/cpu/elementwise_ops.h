@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cmath>
+#include <complex>
 #include <limits>
 
 #include "backend/cpu/cpu_util.h"
@@ -69,6 +70,19 @@ inline double m_tanh(double x) { return std::tanh(x); }
 inline float m_erf(float x) { return fm::erf(x); }
 inline double m_erf(double x) { return std::erf(x); }
 inline float m_sigmoid(float x) { return fm::sigmoid(x); }
+// Complex arguments (the ops whose set has kComplex): std::complex's own functions.
+template <class R>
+std::complex<R> m_exp(std::complex<R> z) {
+  return std::exp(z);
+}
+template <class R>
+std::complex<R> m_log(std::complex<R> z) {
+  return std::log(z);
+}
+template <class R>
+std::complex<R> m_tanh(std::complex<R> z) {
+  return std::tanh(z);
+}
 inline double m_sigmoid(double x) {
   double e = std::exp(-std::fabs(x));
   return x < 0 ? e / (1 + e) : 1 / (1 + e);
@@ -87,11 +101,28 @@ struct Neg {
       return wrap_sub(C(0), x);
   }
 };
+// The modulus of a complex number without overflow: c64 squares in double (exact enough
+// to round once, and far faster than hypot), c128 through hypot. An infinite part gives
+// infinity even beside a NaN (C's hypot).
+template <class R>
+R modulus(std::complex<R> z) {
+  if constexpr (std::is_same_v<R, float>) {
+    if (std::isinf(z.real()) || std::isinf(z.imag())) return std::numeric_limits<R>::infinity();
+    double a = z.real(), b = z.imag();
+    return R(std::sqrt(a * a + b * b));
+  } else {
+    return std::hypot(z.real(), z.imag());
+  }
+}
+
+// Of a complex x: the modulus, a real number.
 struct Abs {
-  static constexpr unsigned set = kNumeric;
+  static constexpr unsigned set = kNumeric | kComplex;
   template <class C>
-  C operator()(C x) const {
-    if constexpr (is_fp<C>)
+  auto operator()(C x) const {
+    if constexpr (is_complex_v<C>)
+      return modulus(x);
+    else if constexpr (is_fp<C>)
       return std::fabs(x);
     else if constexpr (std::is_signed_v<C>)
       return x < 0 ? wrap_sub(C(0), x) : x;
@@ -110,10 +141,10 @@ struct Sign {
   }
 };
 struct Square {
-  static constexpr unsigned set = kNumeric;
+  static constexpr unsigned set = kNumeric | kComplex;
   template <class C>
   C operator()(C x) const {
-    if constexpr (is_fp<C>)
+    if constexpr (is_fp<C> || is_complex_v<C>)
       return x * x;
     else
       return wrap_mul(x, x);
@@ -131,22 +162,26 @@ struct Relu {
 };
 
 // Float-only ops: one line each.
-#define RLX_FLOAT_UNARY(Name, expr)         \
+#define RLX_UNARY_OF(Name, dtypes, expr)    \
   struct Name {                             \
-    static constexpr unsigned set = kFloat; \
+    static constexpr unsigned set = dtypes; \
     template <class C>                      \
     C operator()(C x) const {               \
       return expr;                          \
     }                                       \
   };
+#define RLX_FLOAT_UNARY(Name, expr) RLX_UNARY_OF(Name, kFloat, expr)
+// Defined on complex numbers too (holomorphic: their real-number rules carry over).
+#define RLX_INEXACT_UNARY(Name, expr) RLX_UNARY_OF(Name, kFloat | kComplex, expr)
 RLX_FLOAT_UNARY(Expm1, m_expm1(x))
-RLX_FLOAT_UNARY(Log, m_log(x))
+RLX_INEXACT_UNARY(Log, m_log(x))
 RLX_FLOAT_UNARY(Log1p, m_log1p(x))
-RLX_FLOAT_UNARY(Reciprocal, C(1) / x)
-RLX_FLOAT_UNARY(Sin, std::sin(x))
-RLX_FLOAT_UNARY(Cos, std::cos(x))
-RLX_FLOAT_UNARY(Tan, std::tan(x))
-RLX_FLOAT_UNARY(Tanh, m_tanh(x))
+RLX_INEXACT_UNARY(Reciprocal, C(1) / x)
+RLX_INEXACT_UNARY(Sin, std::sin(x))
+RLX_INEXACT_UNARY(Cos, std::cos(x))
+RLX_INEXACT_UNARY(Tan, std::tan(x))
+RLX_INEXACT_UNARY(Tanh, m_tanh(x))
+#undef RLX_INEXACT_UNARY
 RLX_FLOAT_UNARY(Erf, m_erf(x))
 RLX_FLOAT_UNARY(Floor, fm::floor(x))
 RLX_FLOAT_UNARY(Ceil, fm::ceil(x))
@@ -173,10 +208,11 @@ RLX_FLOAT_UNARY(GeluTanh,
                     ? C(-0.0)
                     : x * m_sigmoid(C(2 * 0.79788456080286535588) * (x + C(0.044715) * x * x * x)))
 #undef RLX_FLOAT_UNARY
+#undef RLX_UNARY_OF
 
 // exp has a whole-run version for contiguous f32 (fm::exp_n).
 struct Exp {
-  static constexpr unsigned set = kFloat;
+  static constexpr unsigned set = kFloat | kComplex;
   template <class C>
   C operator()(C x) const {
     return m_exp(x);
@@ -194,13 +230,16 @@ struct Sigmoid {
   void run(const float* x, float* y, int64_t n) const { fm::sigmoid_n(x, y, n); }
 };
 
-// Whole runs only (apply_n): fm::sqrt_n says why.
+// Whole runs of floats (apply_n): fm::sqrt_n says why. Complex numbers one at a time.
 template <bool Recip>
 struct SqrtOp {
-  static constexpr unsigned set = kFloat;
+  static constexpr unsigned set = kFloat | kComplex;
   template <class C>
-  void run(const C* x, C* y, int64_t n) const {
-    fm::sqrt_n(x, y, n, Recip);
+  requires is_fp<C>
+  void run(const C* x, C* y, int64_t n) const { fm::sqrt_n(x, y, n, Recip); }
+  template <class C>
+  requires is_complex_v<C> C operator()(C x) const {
+    return Recip ? C(1) / std::sqrt(x) : std::sqrt(x);
   }
 };
 using Sqrt = SqrtOp<false>;

@@ -11,6 +11,7 @@
 // - bf16: oneDNN's matmul primitive (avx512_bf16 dot products, f32 accumulation, 1.2-4x
 //   widening to f32 + sgemm); else the f16 route;
 // - f16: widened to f32 and multiplied by the f32 GEMM (oneDNN 2.6 has no f16 matmul here);
+// - c64 / c128: OpenBLAS cgemm / zgemm;
 // - integers, and every dtype when one matrix product is small: blocked loops here,
 //   parallel over batches and row blocks. Integers accumulate in uint32 (uint64 for i64),
 //   so the result is the exact product modulo 2^bits of the output dtype (what i64
@@ -144,7 +145,7 @@ int64_t batch_offset(const std::vector<int64_t>& batch, const std::vector<int64_
 
 // Whether the product goes to a library (else the loops here).
 bool use_library(DType dt, int64_t m, int64_t n, int64_t k) {
-  if (!is_float(dt)) return false;
+  if (!is_float(dt) && !is_complex(dt)) return false;
   for (int64_t d : {m, n, k})
     if (d > INT_MAX) return false;
   return m * n * k >= kSmallGemm;
@@ -180,9 +181,10 @@ void fold_batches(Gemm& g, bool library) {
 // The accumulator: f32 for f32 / f16 / bf16, f64 for f64, and for integers unsigned of at
 // least 32 bits (wrapping, no UB on overflow).
 template <class T>
-using gemm_acc_t = std::conditional_t<std::is_integral_v<T>,
-                                      std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>,
-                                      std::conditional_t<std::is_same_v<T, double>, double, float>>;
+using gemm_acc_t =
+    std::conditional_t<std::is_integral_v<T>,
+                       std::conditional_t<sizeof(T) == 8, uint64_t, uint32_t>,
+                       std::conditional_t<is_complex_v<T> || std::is_same_v<T, double>, T, float>>;
 
 // Rows [i0, i1) of C = A·B for one batch, blocked so that a kKB×kNB block of B is reused
 // across kMB rows.
@@ -257,6 +259,16 @@ void dgemm(const Layout& la, const Layout& lb, int64_t m, int64_t n, int64_t k, 
            const double* b, double* c) {
   cblas_dgemm(CblasRowMajor, cblas_trans(la), cblas_trans(lb), int(m), int(n), int(k), 1.0, a,
               int(la.ld), b, int(lb.ld), 0.0, c, int(n));
+}
+
+// c64 / c128: BLAS's cgemm / zgemm (alpha and beta passed by address).
+template <class C>
+void complex_gemm(const Layout& la, const Layout& lb, int64_t m, int64_t n, int64_t k, const C* a,
+                  const C* b, C* c) {
+  const C one(1), zero(0);
+  auto gemm = std::is_same_v<C, std::complex<float>> ? cblas_cgemm : cblas_zgemm;
+  gemm(CblasRowMajor, cblas_trans(la), cblas_trans(lb), int(m), int(n), int(k), &one, a, int(la.ld),
+       b, int(lb.ld), &zero, c, int(n));
 }
 
 // Calls f(a, b, c) per batch with that batch's typed pointers; in parallel over batches
@@ -450,6 +462,14 @@ void run_library(Gemm& g) {
       return run_widened<bf16_t>(g);
     case DType::f16:
       return run_widened<f16_t>(g);
+    case DType::c64:
+    case DType::c128:
+      return visit_complex(g.dtype, "matmul", [&](auto tag) {
+        using C = typename decltype(tag)::type;
+        for_batches<C>(g, false, [&](const C* a, const C* b, C* c) {
+          complex_gemm(la, lb, g.m, g.n, g.k, a, b, c);
+        });
+      });
     default:
       fail<NotSupported>("matmul", "expected a float dtype for the GEMM libraries, got ", g.dtype);
   }
@@ -465,7 +485,11 @@ void run_gemm(Gemm& g, const Tensor& out, bool library) {
   fold_batches(g, library);
   if (library && use_library(g.dtype, g.m, g.n, g.k) && blas_layout(g.a) && blas_layout(g.b))
     return run_library(g);
-  visit(g.dtype, kNumeric, "matmul", [&](auto tag) { run_loops<typename decltype(tag)::type>(g); });
+  auto loops = [&](auto tag) { run_loops<typename decltype(tag)::type>(g); };
+  if (is_complex(g.dtype))
+    visit_complex(g.dtype, "matmul", loops);
+  else
+    visit(g.dtype, kNumeric, "matmul", loops);
 }
 
 // --- the ops -------------------------------------------------------------------------------
@@ -550,8 +574,8 @@ bool matmul_into(const Tensor& a, const Tensor& b, Tensor& out, const MatmulEpil
 
 void register_linalg(KernelRegistry& r) {
   KernelFlags strided{.strided_inputs = true};
-  add_kernel(r, "matmul", matmul_kernel, dtype_in(kNumeric), strided);
-  add_kernel(r, "dot_general", dot_general_kernel, dtype_in(kNumeric), strided);
+  add_kernel(r, "matmul", matmul_kernel, dtype_in(kNumeric | kComplex), strided);
+  add_kernel(r, "dot_general", dot_general_kernel, dtype_in(kNumeric | kComplex), strided);
 }
 
 }  // namespace RLX_ISA_NS

@@ -49,6 +49,21 @@ void gather_kernel(const KernelContext& ctx, Ins in, Outs out) {
   auto iv = read_indices(idx, x.shape(), ctx.op.name, [axis](int64_t) { return axis; });
   AxisSplit s = split_at(x.shape(), axis);
   int64_t m = int64_t(iv.size());
+  if (s.inner == 1 && m > 0) {  // an element per index (framing a signal): no division each
+    visit_bytes(elem_size(out[0]), [&](auto tag) {
+      using E = typename decltype(tag)::type;
+      const E* px = x.data_as<E>();
+      E* py = out[0].data_as<E>();
+      parallel_for(s.outer * m, kCopyGrain, [&](int64_t b, int64_t e) {
+        int64_t o = b / m, q = b % m;
+        for (int64_t i = b; i < e; ++i) {
+          py[i] = px[o * s.n + iv[size_t(q)]];
+          if (++q == m) q = 0, ++o;
+        }
+      });
+    });
+    return;
+  }
   gather_rows(x, out[0], s.outer * m, s.inner,
               [&](int64_t q) { return ((q / m) * s.n + iv[size_t(q % m)]) * s.inner; });
 }
@@ -125,21 +140,26 @@ Reduce reduction(const KernelContext& ctx, DType dt) {
   return Reduce::none;
 }
 
-// a (the value in place) combined with update b; max and min propagate NaN.
+// a (the value in place) combined with update b; max and min propagate NaN (inference
+// refuses them on complex numbers).
 template <class T>
 inline T combine(Reduce red, T a, T b) {
   using C = compute_t<T>;
   if (red == Reduce::none) return b;
-  C x = load(a), y = load(b);
-  switch (red) {
-    case Reduce::add:
-      return store<T>(x + y);
-    case Reduce::mul:
-      return store<T>(x * y);
-    case Reduce::max:
-      return x != x ? a : y != y ? b : x >= y ? a : b;
-    default:
-      return x != x ? a : y != y ? b : x <= y ? a : b;
+  if constexpr (is_complex_v<T>) {
+    return red == Reduce::mul ? a * b : a + b;
+  } else {
+    C x = load(a), y = load(b);
+    switch (red) {
+      case Reduce::add:
+        return store<T>(x + y);
+      case Reduce::mul:
+        return store<T>(x * y);
+      case Reduce::max:
+        return x != x ? a : y != y ? b : x >= y ? a : b;
+      default:
+        return x != x ? a : y != y ? b : x <= y ? a : b;
+    }
   }
 }
 
@@ -147,6 +167,15 @@ inline T combine(Reduce red, T a, T b) {
 // parallel while the updates of one line apply in order (deterministic with duplicates).
 // Off the last axis, blocks of neighbouring lines step together so that idx, updates and
 // y are read along their contiguous last dim.
+// f(tag) with the element type of a scatter's data: any numeric, bool or complex dtype.
+template <class F>
+void visit_data(DType t, const char* where, F&& f) {
+  if (is_complex(t))
+    visit_complex(t, where, f);
+  else
+    visit(t, kAll, where, f);
+}
+
 void scatter_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &x = in[0], &idx = in[1], &upd = in[2];
   Tensor& y = out[0];
@@ -171,7 +200,7 @@ void scatter_elements_kernel(const KernelContext& ctx, Ins in, Outs out) {
     check_indices(pi, idx.numel(), x.shape(), ctx.op.name, [&](int64_t) { return int64_t(axis); });
     copy_all(x, y);
     if (idx.numel() == 0) return;
-    visit(x.dtype(), kAll, "scatter_elements", [&](auto tag) {
+    visit_data(x.dtype(), "scatter_elements", [&](auto tag) {
       using T = typename decltype(tag)::type;
       const T* pu = upd.data_as<T>();
       T* py = y.data_as<T>();
@@ -213,7 +242,7 @@ void scatter_nd_kernel(const KernelContext& ctx, Ins in, Outs out) {
   std::vector<int64_t> offs(size_t(tuples), 0);
   for (size_t t = 0; t < offs.size(); ++t)
     for (size_t k = 0; k < m; ++k) offs[t] += iv[t * m + k] * xs[k];
-  visit(x.dtype(), kAll, "scatter_nd", [&](auto tag) {
+  visit_data(x.dtype(), "scatter_nd", [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T* pu = upd.data_as<T>();
     T* py = y.data_as<T>();

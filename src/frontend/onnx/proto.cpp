@@ -43,6 +43,10 @@ std::optional<DType> dtype_from_onnx(int32_t elem_type) {
       return DType::boolean;
     case TensorProto::STRING:
       return DType::string;
+    case TensorProto::COMPLEX64:
+      return DType::c64;
+    case TensorProto::COMPLEX128:
+      return DType::c128;
     case TensorProto::UINT16:
       return DType::i32;  // widened: every value fits
     case TensorProto::UINT32:
@@ -78,6 +82,10 @@ int32_t onnx_from_dtype(DType dtype) {
       return TensorProto::BOOL;
     case DType::string:
       return TensorProto::STRING;
+    case DType::c64:
+      return TensorProto::COMPLEX64;
+    case DType::c128:
+      return TensorProto::COMPLEX128;
     default:  // quantized blocks: ONNX has no such element type
       break;
   }
@@ -198,7 +206,10 @@ size_t onnx_elem_size(int32_t elem) {
     case TensorProto::DOUBLE:
     case TensorProto::INT64:
     case TensorProto::UINT64:
+    case TensorProto::COMPLEX64:
       return 8;
+    case TensorProto::COMPLEX128:
+      return 16;
     case TensorProto::FLOAT16:
     case TensorProto::BFLOAT16:
     case TensorProto::INT16:
@@ -256,6 +267,12 @@ std::pair<size_t, const char*> typed_count(const TensorProto& t) {
       return {size_t(t.float_data_size()), "float_data"};
     case TensorProto::DOUBLE:
       return {size_t(t.double_data_size()), "double_data"};
+    case TensorProto::COMPLEX64:  // (re, im) pairs; an odd count is never a whole element
+      return {t.float_data_size() % 2 ? SIZE_MAX : size_t(t.float_data_size() / 2),
+              "float_data (re, im pairs)"};
+    case TensorProto::COMPLEX128:
+      return {t.double_data_size() % 2 ? SIZE_MAX : size_t(t.double_data_size() / 2),
+              "double_data (re, im pairs)"};
     case TensorProto::INT64:
       return {size_t(t.int64_data_size()), "int64_data"};
     case TensorProto::UINT32:
@@ -272,7 +289,7 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, std:
   std::optional<DType> dtype = dtype_from_onnx(t.data_type());
   if (!dtype)
     fail<NotSupported>("onnx", what, ": tensors of type ", onnx_type_name(t.data_type()),
-                       " are not supported (rlx holds numeric, bool and string tensors)");
+                       " are not supported (rlx holds numeric, complex, bool and string tensors)");
   std::vector<int64_t> dims(t.dims().begin(), t.dims().end());
   int64_t n = 0;
   try {
@@ -318,6 +335,12 @@ Tensor tensor_from_proto(const TensorProto& t, const std::string& base_dir, std:
   check_count(count, field);
   Tensor out = Tensor::empty(*dtype, dims);
   switch (t.data_type()) {
+    case TensorProto::COMPLEX64:  // the pairs are the storage: c64 is two f32
+      if (n) std::memcpy(out.data(), t.float_data().data(), size_t(n) * 8);
+      break;
+    case TensorProto::COMPLEX128:
+      if (n) std::memcpy(out.data(), t.double_data().data(), size_t(n) * 16);
+      break;
     case TensorProto::FLOAT:
       copy_field<float>(t.float_data(), *dtype, out);
       break;
