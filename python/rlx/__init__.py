@@ -61,7 +61,7 @@ from ._rlx import (
 )
 from ._rlx import f32, f64, f16, bf16, i8, i16, i32, i64, u8, bool_, string, c64, c128
 from ._rlx import cuda
-from . import ops, onnx, optim, llm, linalg, sparse, fft
+from . import ops, onnx, optim, llm, linalg, sparse, fft, signal
 from .jit import jit
 from . import functional as _functional
 

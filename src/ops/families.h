@@ -24,8 +24,9 @@ void register_llm_ops(OpRegistry& r);          // rope, kv_cache_write, attentio
 
 void register_blocked_ops(OpRegistry& r);  // to_blocked, from_blocked, conv_blocked
 void register_region_ops(OpRegistry& r);   // fused_elementwise
-void register_complex_ops(OpRegistry& r);  // complex, real, imag, conj
+void register_complex_ops(OpRegistry& r);  // complex, real, imag, conj, angle
 void register_fft_ops(OpRegistry& r);      // fft, ifft, rfft, irfft
+void register_stft_ops(OpRegistry& r);     // stft, istft (decompositions)
 
 inline void register_core_ops(OpRegistry& r) {
   register_elementwise_ops(r);
@@ -48,6 +49,7 @@ inline void register_core_ops(OpRegistry& r) {
   register_region_ops(r);
   register_complex_ops(r);
   register_fft_ops(r);
+  register_stft_ops(r);  // after fft: built from its ops
 }
 
 }  // namespace rlx::detail

@@ -1,5 +1,5 @@
-// The ONNX-only ops of the misc and rnn families against direct references: onnx.dft
-// (radix-2 and Bluestein lengths, inverse, onesided), onnx.non_max_suppression, and
+// The ONNX-only ops of the misc and rnn families against direct references: onnx.stft
+// (radix-2 and Bluestein lengths), onnx.non_max_suppression, and
 // onnx.gru / onnx.lstm with per-row sequence lengths in both directions.
 #include "frontend/onnx/ops/misc.h"
 
@@ -29,56 +29,40 @@ std::vector<float> random_floats(size_t n, unsigned seed) {
   return v;
 }
 
-// x [1, n, 2] (complex) -> DFT along axis 1.
-std::vector<std::complex<double>> naive_dft(const std::vector<float>& x, int64_t n, bool inverse) {
+// x [1, n, 2] (complex) -> its DFT along axis 1.
+std::vector<std::complex<double>> naive_dft(const std::vector<float>& x, int64_t n) {
   std::vector<std::complex<double>> out(static_cast<size_t>(n));
-  double sign = inverse ? 1.0 : -1.0;
   for (int64_t k = 0; k < n; ++k) {
     std::complex<double> acc = 0;
     for (int64_t j = 0; j < n; ++j) {
-      double a = sign * 2.0 * std::numbers::pi * double(j * k % n) / double(n);
+      double a = -2.0 * std::numbers::pi * double(j * k % n) / double(n);
       acc += std::complex<double>(x[size_t(2 * j)], x[size_t(2 * j + 1)]) *
              std::complex<double>(std::cos(a), std::sin(a));
     }
-    out[size_t(k)] = inverse ? acc / double(n) : acc;
+    out[size_t(k)] = acc;
   }
   return out;
 }
 
-TEST(OnnxMiscOps, DftMatchesTheDefinition) {
+// onnx.stft (run-time frame sizes) with one frame of the whole signal: its DFT.
+TEST(OnnxMiscOps, StftOfOneFrameIsTheDft) {
   onnx_import::register_misc_onnx_ops();
   for (int64_t n : {1, 2, 7, 8, 12, 17, 64, 100}) {
-    for (bool inverse : {false, true}) {
-      Graph g;
-      Value x = g.input("x", {DType::f32, {1, n, 2}});
-      g.output(g.apply1("onnx.dft", {x}, {{"axis", 1}, {"length", n}, {"inverse", inverse}}));
-      std::vector<float> xv = random_floats(size_t(2 * n), unsigned(n));
-      Tensor y = run(g, {Tensor::from_vector(xv, {1, n, 2})})[0];
-      std::vector<float> yv = y.to_vector<float>();
-      auto want = naive_dft(xv, n, inverse);
-      for (int64_t k = 0; k < n; ++k) {
-        EXPECT_NEAR(yv[size_t(2 * k)], want[size_t(k)].real(), 1e-4) << "n " << n << " k " << k;
-        EXPECT_NEAR(yv[size_t(2 * k + 1)], want[size_t(k)].imag(), 1e-4) << "n " << n << " k " << k;
-      }
-    }
-  }
-}
-
-TEST(OnnxMiscOps, DftOnesidedPadsAndCuts) {
-  onnx_import::register_misc_onnx_ops();
-  Graph g;
-  Value x = g.input("x", {DType::f32, {2, 5, 1}});
-  g.output(g.apply1("onnx.dft", {x}, {{"axis", 1}, {"length", 8}, {"onesided", true}}));
-  EXPECT_EQ(g.type(g.outputs()[0].value).str(), "f32[2,5,2]");
-  std::vector<float> xv = random_floats(10, 3);
-  std::vector<float> yv = run(g, {Tensor::from_vector(xv, {2, 5, 1})})[0].to_vector<float>();
-  for (int64_t b = 0; b < 2; ++b) {
-    std::vector<float> padded(16, 0.0f);
-    for (int64_t j = 0; j < 5; ++j) padded[size_t(2 * j)] = xv[size_t(b * 5 + j)];
-    auto want = naive_dft(padded, 8, false);
-    for (int64_t k = 0; k < 5; ++k) {
-      EXPECT_NEAR(yv[size_t((b * 5 + k) * 2)], want[size_t(k)].real(), 1e-4);
-      EXPECT_NEAR(yv[size_t((b * 5 + k) * 2 + 1)], want[size_t(k)].imag(), 1e-4);
+    Graph g;
+    Value x = g.input("x", {DType::f32, {1, n, 2}});
+    Value step = g.input("step", {DType::i64, {1}});
+    Value len = g.input("len", {DType::i64, {1}});
+    g.output(g.apply1("onnx.stft", {x, step, len},
+                      {{"onesided", false}, {"has_window", false}, {"has_length", true}}));
+    std::vector<float> xv = random_floats(size_t(2 * n), unsigned(n));
+    auto n1 = Tensor::from_vector(std::vector<int64_t>{n}, {1});
+    Tensor y = run(g, {Tensor::from_vector(xv, {1, n, 2}), n1, n1})[0];
+    ASSERT_EQ(y.shape(), (std::vector<int64_t>{1, 1, n, 2}));
+    std::vector<float> yv = y.to_vector<float>();
+    auto want = naive_dft(xv, n);
+    for (int64_t k = 0; k < n; ++k) {
+      EXPECT_NEAR(yv[size_t(2 * k)], want[size_t(k)].real(), 1e-4) << "n " << n << " k " << k;
+      EXPECT_NEAR(yv[size_t(2 * k + 1)], want[size_t(k)].imag(), 1e-4) << "n " << n << " k " << k;
     }
   }
 }

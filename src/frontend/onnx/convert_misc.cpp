@@ -1,7 +1,8 @@
 // ONNX converters: signal processing (DFT, STFT, window functions, MelWeightMatrix),
 // detection (NonMaxSuppression), text (TfIdfVectorizer), random draws and the training
 // optimizers of ai.onnx.preview.training. Windows and mel matrices depend only on constant
-// sizes, so they are computed here; DFT / STFT / NMS / TfIdf run as onnx.* ops (ops/misc.cpp).
+// sizes, so they are computed here; DFT and STFT become the core FFT / stft ops; NMS, TfIdf
+// and an STFT with run-time frame sizes run as onnx.* ops (ops/misc.cpp).
 #include <bit>
 #include <cmath>
 #include <functional>
@@ -68,16 +69,49 @@ std::vector<Value> mel_weight_matrix_op(NodeContext& ctx) {
 }
 
 // ---- DFT, STFT ---------------------------------------------------------------------------
+// Through the core FFT ops (pocketfft on the CPU): ONNX holds complex numbers as (re, im)
+// pairs in a last axis of 2 (a real signal has 1 there).
 
-// onnx.dft computes in f32 or f64; other float dtypes go through f32.
-Value dft(NodeContext& ctx, Value x, int64_t axis, int64_t length, bool inverse, bool onesided) {
+// The pairs [..., 2] of a complex z, cast to dt.
+Value as_pairs(NodeContext& ctx, Value z, DType dt) {
+  Value re = ctx.apply1("expand_dims", {ctx.apply1("real", {z})}, {{"axes", IntList{-1}}});
+  Value im = ctx.apply1("expand_dims", {ctx.apply1("imag", {z})}, {{"axes", IntList{-1}}});
+  return ctx.cast(ctx.apply1("concat", {re, im}, {{"axis", -1}}), dt);
+}
+
+// x [..., 1 or 2] as a real (f32, or `wide`: f64) or complex value without the last axis.
+Value from_pairs(NodeContext& ctx, Value x, bool wide = false) {
   DType dt = x.dtype();
   if (!is_float(dt)) ctx.fail_type("expected a float signal, got ", x.type().str());
-  Value xc = ctx.cast(x, dt == DType::f64 ? dt : DType::f32);
-  Value y = ctx.apply1(
-      "onnx.dft", {xc},
-      {{"axis", axis}, {"length", length}, {"inverse", inverse}, {"onesided", onesided}});
-  return ctx.cast(y, dt);
+  const Dim& last = x.shape().back();
+  if (!last.is(1) && !last.is(2))
+    ctx.fail("expected a signal [..., 1 or 2] (real, or complex pairs), got ", x.type().str());
+  x = ctx.cast(x, dt == DType::f64 || wide ? DType::f64 : DType::f32);
+  auto part = [&](int64_t i) {
+    Value p = ctx.apply1(
+        "slice", {x}, {{"starts", IntList{i}}, {"stops", IntList{i + 1}}, {"axes", IntList{-1}}});
+    return ctx.apply1("squeeze", {p}, {{"axes", IntList{-1}}});
+  };
+  return last.is(1) ? part(0) : ctx.apply1("complex", {part(0), part(1)});
+}
+
+// The DFT of `length` points along `axis` of the signal without its pairs axis: rfft for a
+// real signal's one-sided forward transform, else fft / ifft (onesided: the first
+// length / 2 + 1 frequencies). Computed in f64 (rounded to the signal's dtype after), as
+// ONNX's reference does: bins that are exactly 0 stay 0 to 1e-14, not 1e-6 of the range.
+Value dft(NodeContext& ctx, Value x, int64_t axis, int64_t length, bool inverse, bool onesided) {
+  DType dt = x.dtype();
+  Value z = from_pairs(ctx, x, true);
+  Attrs a{{"axes", IntList{axis}}, {"n", IntList{length}}};
+  if (!is_complex(z.dtype()) && onesided && !inverse)
+    return as_pairs(ctx, ctx.apply1("rfft", {z}, a), dt);
+  if (!is_complex(z.dtype())) z = ctx.cast(z, complex_of(z.dtype()));
+  Value y = ctx.apply1(inverse ? "ifft" : "fft", {z}, a);
+  if (onesided)
+    y = ctx.apply1(
+        "slice", {y},
+        {{"starts", IntList{0}}, {"stops", IntList{length / 2 + 1}}, {"axes", IntList{axis}}});
+  return as_pairs(ctx, y, dt);
 }
 
 std::vector<Value> convert_dft(NodeContext& ctx) {
@@ -91,6 +125,7 @@ std::vector<Value> convert_dft(NodeContext& ctx) {
   int64_t length;
   if (ctx.has_input(1)) {
     length = one_int(ctx, 1, "dft_length");
+    if (length < 1) ctx.fail("expected dft_length >= 1, got ", length);
   } else {
     const Dim& d = x.shape()[size_t(axis)];
     if (!d.is_static()) ctx.unsupported("expected a static signal length, got ", x.type().str());
@@ -100,19 +135,22 @@ std::vector<Value> convert_dft(NodeContext& ctx) {
       dft(ctx, x, axis, length, ctx.attr_int("inverse", 0) != 0, ctx.attr_int("onesided", 0) != 0)};
 }
 
-// Frames gathered at i * step + j, windowed, then a DFT of each frame.
+// The core stft op (no centering, the window as given) with constant frame sizes; a frame
+// step or length known only at run time (the output's shape then depends on data) runs as
+// onnx.stft on the host.
 std::vector<Value> convert_stft(NodeContext& ctx) {
   Value signal = ctx.input(0);
   if (signal.rank() != 3)
     ctx.fail("expected a signal [batch, length, 1 or 2], got ", signal.type().str());
+  bool onesided = ctx.attr_int("onesided", 1) != 0;
   bool runtime = !ctx.constant_input(1) || (ctx.has_input(3) && !ctx.constant_input(3));
-  if (runtime || !signal.shape()[1].is_static()) {  // frames counted at run time
+  if (runtime || !signal.shape()[1].is_static()) {
     DType dt = signal.dtype();
     std::vector<Value> in{ctx.cast(signal, dt == DType::f64 ? dt : DType::f32), ctx.input(1)};
     if (ctx.has_input(2)) in.push_back(ctx.cast(ctx.input(2), in[0].dtype()));
     if (ctx.has_input(3)) in.push_back(ctx.input(3));
     Value y = ctx.apply1("onnx.stft", in,
-                         {{"onesided", ctx.attr_int("onesided", 1) != 0},
+                         {{"onesided", onesided},
                           {"has_window", ctx.has_input(2)},
                           {"has_length", ctx.has_input(3)}});
     return {ctx.cast(y, dt)};
@@ -130,17 +168,25 @@ std::vector<Value> convert_stft(NodeContext& ctx) {
   if (step < 1 || frame < 1 || frame > len.value())
     ctx.fail("expected frame_step >= 1 and 1 <= frame_length <= ", len.value(), ", got ", step,
              " and ", frame);
-  int64_t frames = (len.value() - frame) / step + 1;
-  std::vector<int64_t> idx;
-  for (int64_t i = 0; i < frames; ++i)
-    for (int64_t j = 0; j < frame; ++j) idx.push_back(i * step + j);
-  Value indices = ctx.constant(Tensor::from_vector(idx, {frames, frame}));
-  Value framed = ctx.apply1("gather", {signal, indices}, {{"axis", 1}});
+  Value z = from_pairs(ctx, signal);  // [batch, length]
+  std::vector<Value> in{z};
   if (ctx.has_input(2)) {
-    Value w = ctx.cast(ctx.input(2), signal.dtype());
-    framed = ctx.apply1("mul", {framed, ctx.apply1("expand_dims", {w}, {{"axes", IntList{1}}})});
+    Value w = ctx.input(2);
+    if (w.rank() != 1 || !w.shape()[0].is(frame))
+      ctx.fail("expected a window of frame_length = ", frame, " values, got ", w.type().str());
+    in.push_back(ctx.cast(w, is_complex(z.dtype()) ? real_of(z.dtype()) : z.dtype()));
   }
-  return {dft(ctx, framed, 2, frame, false, ctx.attr_int("onesided", 1) != 0)};
+  Value y = ctx.apply1("stft", in,
+                       {{"n_fft", frame},
+                        {"hop_length", step},
+                        {"center", false},
+                        {"onesided", onesided && !is_complex(z.dtype())}});
+  y = ctx.apply1("transpose", {y}, {{"perm", IntList{0, 2, 1}}});  // [batch, frames, bins]
+  if (onesided && is_complex(z.dtype()))
+    y = ctx.apply1(
+        "slice", {y},
+        {{"starts", IntList{0}}, {"stops", IntList{frame / 2 + 1}}, {"axes", IntList{2}}});
+  return {as_pairs(ctx, y, signal.dtype())};
 }
 
 // ---- NonMaxSuppression, TfIdfVectorizer ------------------------------------------------

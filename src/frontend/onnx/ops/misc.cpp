@@ -1,4 +1,5 @@
-// ONNX-only ops: onnx.dft, onnx.non_max_suppression, onnx.tfidf_vectorizer, with CPU kernels.
+// ONNX-only ops: onnx.stft (run-time frame sizes), onnx.non_max_suppression,
+// onnx.tfidf_vectorizer, with CPU kernels.
 #include "frontend/onnx/ops/misc.h"
 
 #include <algorithm>
@@ -23,11 +24,10 @@ using cd = std::complex<double>;
 
 bool is_f32_or_f64(DType t) { return t == DType::f32 || t == DType::f64; }
 
-// ---- onnx.dft ---------------------------------------------------------------------------
-// x [..., n, ..., 1 or 2] (real, or complex as (re, im) pairs in the last dim) -> the DFT
-// of `length` points (x zero-padded or cut) along `axis`: [..., length or length/2+1, ..., 2].
+// ---- the DFT of onnx.stft -------------------------------------------------------------
 // Computed in double: a radix-2 FFT for powers of two, Bluestein's chirp-z (three
-// power-of-two FFTs) for other lengths.
+// power-of-two FFTs) for other lengths. (ONNX's DFT, and STFTs of constant frame sizes,
+// run as the core FFT ops.)
 
 class Fft {
  public:
@@ -102,92 +102,9 @@ class Fft {
   std::unique_ptr<Fft> sub_, inv_;
 };
 
-std::vector<TensorType> infer_dft(const InferContext& ctx) {
-  const Attrs& a = ctx.attrs();
-  if (!is_f32_or_f64(ctx.dtype(0)))
-    ctx.fail_type("expected x of dtype f32 or f64, got ", ctx.input(0).str());
-  int64_t rank = ctx.rank(0);
-  if (rank < 2) ctx.fail("expected x of rank >= 2 [..., n, ..., 1 or 2], got ", ctx.input(0).str());
-  const Dim& c = ctx.shape(0).back();
-  if (!c.is(1) && !c.is(2))
-    ctx.fail("expected a last dim of 1 (real) or 2 (complex), got ", ctx.input(0).str());
-  int64_t axis = a.get_int("axis"), length = a.get_int("length");
-  if (axis < 0 || axis >= rank - 1) ctx.fail("expected axis in [0, ", rank - 2, "], got ", axis);
-  if (length < 1) ctx.fail("expected length >= 1, got ", length);
-  Shape out = ctx.shape(0);
-  out[size_t(axis)] = Dim(a.get_bool("onesided") ? length / 2 + 1 : length);
-  out.back() = Dim(2);
-  return {{ctx.dtype(0), out}};
-}
-
-template <class T>
-void dft_lines(const KernelContext& ctx, const Tensor& x, Tensor& y) {
-  const Attrs& a = ctx.attrs;
-  int64_t axis = a.get_int("axis"), n = a.get_int("length");
-  bool inverse = a.get_bool("inverse");
-  const auto& xs = x.shape();
-  int64_t outer = 1, inner = 1, c = xs.back(), n_in = xs[size_t(axis)];
-  for (int64_t i = 0; i < axis; ++i) outer *= xs[size_t(i)];
-  for (int64_t i = axis + 1; i < x.rank() - 1; ++i) inner *= xs[size_t(i)];
-  int64_t n_out = y.shape()[size_t(axis)];
-  Fft fft(n, inverse ? 1 : -1);
-  const T* xp = x.data_as<const T>();
-  T* yp = y.data_as<T>();
-  double scale = inverse ? 1.0 / double(n) : 1.0;
-  int64_t lines = outer * inner;
-  // Per chunk: its own buffers; lines of under 4096 values in all run inline.
-  parallel_for(
-      lines, std::max<int64_t>(1, 4096 / std::max<int64_t>(n, 1)), [&](int64_t l0, int64_t l1) {
-        std::vector<cd> buf(static_cast<size_t>(n)), work(static_cast<size_t>(2 * fft.work_size()));
-        for (int64_t l = l0; l < l1; ++l) {
-          int64_t o = l / inner, i = l % inner;
-          for (int64_t k = 0; k < n; ++k) {
-            if (k >= n_in) {
-              buf[size_t(k)] = cd(0);
-              continue;
-            }
-            const T* p = xp + ((o * n_in + k) * inner + i) * c;
-            buf[size_t(k)] = cd(double(p[0]), c == 2 ? double(p[1]) : 0.0);
-          }
-          fft.run(buf.data(), work.data());
-          for (int64_t k = 0; k < n_out; ++k) {
-            T* q = yp + ((o * n_out + k) * inner + i) * 2;
-            q[0] = T(buf[size_t(k)].real() * scale);
-            q[1] = T(buf[size_t(k)].imag() * scale);
-          }
-        }
-      });
-}
-
-void dft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-  if (in[0].dtype() == DType::f64)
-    dft_lines<double>(ctx, in[0], out[0]);
-  else
-    dft_lines<float>(ctx, in[0], out[0]);
-}
-
-void register_dft() {
-  OpDef d;
-  d.name = "onnx.dft";
-  d.arity(1)
-      .attr("axis", AttrKind::Int)
-      .attr("length", AttrKind::Int)
-      .attr("inverse", AttrKind::Bool, AttrValue(false))
-      .attr("onesided", AttrKind::Bool, AttrValue(false));
-  d.doc =
-      "Discrete Fourier transform of `length` points along axis of x [..., n, ..., 1 or 2] "
-      "(real or (re, im)); x is zero-padded or cut to length. The inverse is scaled by "
-      "1/length; onesided keeps the first length/2+1 outputs. Output [..., m, ..., 2].";
-  d.infer = infer_dft;
-  OpRegistry::global().add(std::move(d));
-  KernelRegistry::global().add("onnx.dft", DeviceKind::cpu, dft_kernel, [](const KernelQuery& q) {
-    return is_f32_or_f64(q.inputs[0].dtype);
-  });
-}
-
 // ---- onnx.stft ----------------------------------------------------------------------------
-// For frame_step / frame_length known only at run time (the converter gathers frames and
-// uses onnx.dft when they are constants): signal [B, L, 1 or 2], frame_step, optional
+// For frame_step / frame_length known only at run time (the converter uses the core stft
+// op when they are constants): signal [B, L, 1 or 2], frame_step, optional
 // window [frame_length], optional frame_length -> [B, frames, bins, 2].
 
 std::vector<TensorType> infer_stft(const InferContext& ctx) {
@@ -638,7 +555,6 @@ std::vector<double> mel_weight_matrix(int64_t bins, int64_t dft, int64_t rate, d
 void register_misc_onnx_ops() {
   static std::once_flag once;
   std::call_once(once, [] {
-    register_dft();
     register_stft();
     register_windows();
     register_nms();

@@ -1,4 +1,4 @@
-// ONNX-only ops without a core equivalent: onnx.dft, onnx.stft, onnx.cosine_window,
+// ONNX-only ops without a core equivalent: onnx.stft (run-time frame sizes), onnx.cosine_window,
 // onnx.mel_weight_matrix, onnx.non_max_suppression, onnx.tfidf_vectorizer.
 #pragma once
 
