@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "backend/addend.h"
 #include "backend/cuda/families.h"
@@ -80,19 +81,22 @@ const char* const kNative[] = {
 
 // A check with string or complex operands (inputs, or a cast to strings), which run on the
 // host (the CPU kernels, through the host delegate).
-bool has_strings(const OpCheck& c) {
+// Whether a check has inputs of dtype t (or casts to it).
+bool has_dtype(const OpCheck& c, bool (*is)(DType)) {
   for (const Tensor& t : c.inputs)
-    if (is_string(t.dtype()) || is_complex(t.dtype())) return true;
+    if (is(t.dtype())) return true;
   const AttrValue* to = c.attrs.find("dtype");
-  return to && to->get_if<DType>() && *to->get_if<DType>() == DType::string;
+  return to && to->get_if<DType>() && is(*to->get_if<DType>());
 }
+bool has_strings(const OpCheck& c) { return has_dtype(c, is_string); }
+bool has_complex(const OpCheck& c) { return has_dtype(c, is_complex); }
 
 template <class Names>
 void expect_native(const Names& ops) {
   for (const auto& op : ops) {
     int n = 0;
     for (const OpCheck& c : table().checks) {
-      if (c.op != op || !c.error.empty() || has_strings(c)) continue;
+      if (c.op != op || !c.error.empty() || has_strings(c) || has_complex(c)) continue;
       ++n;
       EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), "native")
           << check_label(c) << " " << dtype_name(c.dtype);
@@ -114,6 +118,26 @@ TEST(CudaDispatch, StringsRunOnTheHost) {
     if (!has_strings(c) || !c.error.empty()) continue;
     ++n;
     EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), "host") << check_label(c);
+  }
+  EXPECT_GT(n, 0);
+}
+
+// Complex values: the FFTs (cuFFT) and the complex family on operands of one shape are
+// native; sum / mean / products / stft decompose into real ops; the complex elementwise
+// ops (and a broadcasting complex(re, im)) run on the host.
+TEST(CudaDispatch, ComplexValuesRunNativeDecomposedOrOnTheHost) {
+  const std::set<std::string> native{"fft",  "ifft", "rfft", "irfft",
+                                     "real", "imag", "conj", "angle"};
+  const std::set<std::string> decomposed{"sum", "mean", "matmul", "dot_general", "stft", "istft"};
+  int n = 0;
+  for (const OpCheck& c : table().checks) {
+    if (!has_complex(c) || !c.error.empty()) continue;
+    ++n;
+    bool same = c.op == "complex" && c.inputs[0].shape() == c.inputs[1].shape();
+    DispatchPath want = native.count(c.op) || same ? DispatchPath::native
+                        : decomposed.count(c.op)   ? DispatchPath::decomposed
+                                                   : DispatchPath::host;
+    EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), dispatch_path_name(want)) << check_label(c);
   }
   EXPECT_GT(n, 0);
 }
@@ -168,7 +192,9 @@ TEST(CudaDispatch, LlmOpsResolveToNativeKernels) {
 TEST(CudaDispatch, FloatMatmulIsNativeIntegerMatmulRunsOnTheHost) {
   for (const OpCheck& c : table().checks) {
     if (c.op != "matmul" && c.op != "dot_general") continue;
-    DispatchPath want = is_float(c.dtype) ? DispatchPath::native : DispatchPath::host;
+    DispatchPath want = is_float(c.dtype)     ? DispatchPath::native
+                        : is_complex(c.dtype) ? DispatchPath::decomposed
+                                              : DispatchPath::host;
     EXPECT_EQ(dispatch_path_name(path_on_cuda(c)), dispatch_path_name(want))
         << check_label(c) << " " << dtype_name(c.dtype);
   }
@@ -248,7 +274,7 @@ template <class F>
 void for_each_one_op_region(F&& f) {
   for (const std::string& op : elementwise_ops())
     for (const OpCheck& c : table().checks) {
-      if (c.op != op || !c.error.empty() || has_strings(c)) continue;
+      if (c.op != op || !c.error.empty() || has_strings(c) || has_complex(c)) continue;
       auto body = std::make_shared<Graph>("body");
       std::vector<Value> args;
       bool floats = true;

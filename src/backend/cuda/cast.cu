@@ -155,7 +155,12 @@ void cast_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
 }
 
 void register_cast(KernelRegistry& r) {
-  add_kernel(r, "cast", cast_kernel, {}, {.strided_inputs = true, .inplace = true});
+  // Complex numbers only as copies (c64 -> c64); casts into them run on the host.
+  auto no_complex = [](const KernelQuery& q) {
+    DType a = q.inputs[0].dtype, b = q.outputs[0].dtype;
+    return a == b || (!is_complex(a) && !is_complex(b));
+  };
+  add_kernel(r, "cast", cast_kernel, no_complex, {.strided_inputs = true, .inplace = true});
   add_kernel(r, "fused_cast", fused_cast_kernel, [](const KernelQuery& q) {
     return is_float(q.inputs[0].dtype) && is_float(q.outputs[0].dtype);
   });

@@ -20,6 +20,8 @@ void register_pool(KernelRegistry& r);         // pool.cu: pools; resize.cu: res
 void register_window_grad(KernelRegistry& r);  // window_grad.cu: the pools' backward ops
 void register_region(KernelRegistry& r);       // region.cpp: fused_elementwise via NVRTC
 void register_quant(KernelRegistry& r);        // quant.cu: dequantize, quant_matmul
+void register_complex(KernelRegistry& r);      // complex.cu: complex, real, imag, conj, angle
+void register_fft(KernelRegistry& r);          // fft.cu: fft, ifft, rfft, irfft through cuFFT
 void register_llm(KernelRegistry& r);  // llm*.cu: rope, kv_cache_write, attention_cached, sample
 // The kernel generated for a region body ("" when the generator declines it) and a layout
 // of its inputs and outputs (region.cpp: 'f' flat, 's' scalar, 'x' strided per load site,

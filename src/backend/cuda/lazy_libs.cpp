@@ -1,10 +1,11 @@
-// cuBLASLt and NVRTC are opened on first use (dlopen), not when a program starts: loading
+// cuBLASLt, NVRTC and cuFFT are opened on first use (dlopen), not when a program starts: loading
 // libcublasLt alone makes ~240 MB resident (its initialisers run at load), which every
 // CPU-only run of rlx — the CLI generating on the CPU, each test, the Python module — paid
 // for nothing. librlx defines the entry points it calls; each resolves the library's
 // symbol once and forwards to it. A program that also links the libraries itself (cuBLAS
 // pulls in cuBLASLt) gets the same functions: dlsym on the library's handle finds its own.
 #include <cublasLt.h>
+#include <cufft.h>
 #include <dlfcn.h>
 #include <nvrtc.h>
 
@@ -26,6 +27,11 @@ void* open_first(std::initializer_list<const char*> names) {
 
 void* cublaslt() {
   static void* h = open_first({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"});
+  return h;
+}
+
+void* cufft() {
+  static void* h = open_first({"libcufft.so.12", "libcufft.so.11", "libcufft.so"});
   return h;
 }
 
@@ -100,3 +106,24 @@ RLX_FORWARD(nvrtc, nvrtcResult, nvrtcGetCUBINSize, (nvrtcProgram p, size_t* n), 
 RLX_FORWARD(nvrtc, nvrtcResult, nvrtcGetCUBIN, (nvrtcProgram p, char* c), (p, c))
 RLX_FORWARD(nvrtc, nvrtcResult, nvrtcGetProgramLogSize, (nvrtcProgram p, size_t* n), (p, n))
 RLX_FORWARD(nvrtc, nvrtcResult, nvrtcGetProgramLog, (nvrtcProgram p, char* log), (p, log))
+
+RLX_FORWARD(cufft, cufftResult, cufftPlanMany,
+            (cufftHandle * plan, int rank, int* n, int* inembed, int istride, int idist,
+             int* onembed, int ostride, int odist, cufftType type, int batch),
+            (plan, rank, n, inembed, istride, idist, onembed, ostride, odist, type, batch))
+RLX_FORWARD(cufft, cufftResult, cufftSetStream, (cufftHandle plan, cudaStream_t s), (plan, s))
+RLX_FORWARD(cufft, cufftResult, cufftDestroy, (cufftHandle plan), (plan))
+RLX_FORWARD(cufft, cufftResult, cufftExecC2C,
+            (cufftHandle plan, cufftComplex* i, cufftComplex* o, int direction),
+            (plan, i, o, direction))
+RLX_FORWARD(cufft, cufftResult, cufftExecZ2Z,
+            (cufftHandle plan, cufftDoubleComplex* i, cufftDoubleComplex* o, int direction),
+            (plan, i, o, direction))
+RLX_FORWARD(cufft, cufftResult, cufftExecR2C, (cufftHandle plan, cufftReal* i, cufftComplex* o),
+            (plan, i, o))
+RLX_FORWARD(cufft, cufftResult, cufftExecD2Z,
+            (cufftHandle plan, cufftDoubleReal* i, cufftDoubleComplex* o), (plan, i, o))
+RLX_FORWARD(cufft, cufftResult, cufftExecC2R, (cufftHandle plan, cufftComplex* i, cufftReal* o),
+            (plan, i, o))
+RLX_FORWARD(cufft, cufftResult, cufftExecZ2D,
+            (cufftHandle plan, cufftDoubleComplex* i, cufftDoubleReal* o), (plan, i, o))

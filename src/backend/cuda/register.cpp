@@ -24,6 +24,8 @@ void register_cuda_kernels(KernelRegistry& registry) {
   cuda::register_region(registry);
   cuda::register_quant(registry);
   cuda::register_llm(registry);
+  cuda::register_complex(registry);
+  cuda::register_fft(registry);
 }
 
 }  // namespace rlx

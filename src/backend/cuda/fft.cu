@@ -1,0 +1,235 @@
+// The FFT family's kernels (ops/fft.cpp) through cuFFT, as the CPU computes them
+// (backend/cpu/fft.cpp): the input cropped or zero-padded to each axis's length, then one
+// batched 1-D transform per axis (an axis that is not the last is moved there by a copy
+// first, and back after), r2c on the last of rfft's axes before the others, c2r on the
+// last of irfft's after them; `norm`'s factor scales the result once. Plans are cached
+// per (type, length, batch) and run on the node's stream; cuFFT allocates their work areas.
+#include <cufft.h>
+
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "backend/cuda/copy.h"
+#include "backend/cuda/cuda_util.h"
+#include "backend/cuda/families.h"
+#include "rlx/axes.h"
+
+namespace rlx::cuda {
+
+namespace {
+
+enum class Kind { c2c_forward, c2c_inverse, r2c, c2r };
+
+void check_fft(cufftResult r, const char* call) {
+  if (r == CUFFT_SUCCESS) return;
+  if (r == CUFFT_ALLOC_FAILED) fail<OutOfMemory>("fft", call, " could not allocate its work area");
+  fail<DeviceError>("fft", "expected ", call, " to succeed, got cufftResult ", int(r));
+}
+
+// One plan per (type, length, batch), kept for the process: cuFFT plans hold device work
+// areas, and decode-style workloads repeat the same few shapes. The mutex covers a plan's
+// stream binding and launch (one plan is not to be driven from two threads at once).
+struct Plans {
+  std::mutex mu;
+  std::map<std::tuple<int, int, int>, cufftHandle> plans;
+
+  cufftHandle get(cufftType type, int n, int batch) {
+    auto key = std::make_tuple(int(type), n, batch);
+    auto it = plans.find(key);
+    if (it != plans.end()) return it->second;
+    cufftHandle h;
+    const bool c2r = type == CUFFT_C2R || type == CUFFT_Z2D;
+    const bool r2c = type == CUFFT_R2C || type == CUFFT_D2Z;
+    int in_dist = c2r ? n / 2 + 1 : n, out_dist = r2c ? n / 2 + 1 : n;
+    check_fft(cufftPlanMany(&h, 1, &n, nullptr, 1, in_dist, nullptr, 1, out_dist, type, batch),
+              "cufftPlanMany");
+    plans.emplace(key, h);
+    return h;
+  }
+};
+
+Plans& plans() {
+  static Plans* p = new Plans;  // never destroyed: plans may outlive static destruction order
+  return *p;
+}
+
+// A batch of 1-D transforms over the last axis of the contiguous `in` into `out`; n is the
+// (real) transform length.
+void exec(Kind kind, bool dbl, int64_t n, int64_t batch, void* in, void* out, cudaStream_t s) {
+  if (n > INT32_MAX || batch > INT32_MAX)
+    fail<NotSupported>("fft", "expected transforms of at most 2^31 points and batches, got ", n,
+                       " points x ", batch);
+  cufftType type = kind == Kind::r2c   ? (dbl ? CUFFT_D2Z : CUFFT_R2C)
+                   : kind == Kind::c2r ? (dbl ? CUFFT_Z2D : CUFFT_C2R)
+                                       : (dbl ? CUFFT_Z2Z : CUFFT_C2C);
+  Plans& p = plans();
+  std::lock_guard lock(p.mu);
+  cufftHandle h = p.get(type, int(n), int(batch));
+  check_fft(cufftSetStream(h, s), "cufftSetStream");
+  const int dir = kind == Kind::c2c_inverse ? CUFFT_INVERSE : CUFFT_FORWARD;
+  switch (type) {
+    case CUFFT_C2C:
+      return check_fft(
+          cufftExecC2C(h, static_cast<cufftComplex*>(in), static_cast<cufftComplex*>(out), dir),
+          "cufftExecC2C");
+    case CUFFT_Z2Z:
+      return check_fft(cufftExecZ2Z(h, static_cast<cufftDoubleComplex*>(in),
+                                    static_cast<cufftDoubleComplex*>(out), dir),
+                       "cufftExecZ2Z");
+    case CUFFT_R2C:
+      return check_fft(
+          cufftExecR2C(h, static_cast<cufftReal*>(in), static_cast<cufftComplex*>(out)),
+          "cufftExecR2C");
+    case CUFFT_D2Z:
+      return check_fft(
+          cufftExecD2Z(h, static_cast<cufftDoubleReal*>(in), static_cast<cufftDoubleComplex*>(out)),
+          "cufftExecD2Z");
+    case CUFFT_C2R:
+      return check_fft(
+          cufftExecC2R(h, static_cast<cufftComplex*>(in), static_cast<cufftReal*>(out)),
+          "cufftExecC2R");
+    default:
+      return check_fft(
+          cufftExecZ2D(h, static_cast<cufftDoubleComplex*>(in), static_cast<cufftDoubleReal*>(out)),
+          "cufftExecZ2D");
+  }
+}
+
+Tensor contiguous_copy(const Tensor& view, cudaStream_t s) {
+  Tensor c = Tensor::empty(view.dtype(), view.shape(), view.device());
+  copy_strided(view, c, s);
+  return c;
+}
+
+// x (contiguous) cropped or zero-padded on `axes` to `lengths`; x itself when nothing
+// changes.
+Tensor resized(const Tensor& x, const std::vector<int64_t>& axes,
+               const std::vector<int64_t>& lengths, cudaStream_t s) {
+  std::vector<int64_t> shape = x.shape();
+  for (size_t i = 0; i < axes.size(); ++i) shape[size_t(axes[i])] = lengths[i];
+  if (shape == x.shape()) return x;
+  Tensor y = Tensor::empty(x.dtype(), shape, x.device());
+  RLX_CUDA(cudaMemsetAsync(y.data(), 0, y.nbytes(), s));
+  Tensor src = x, dst = y;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    const int64_t common = std::min(shape[d], x.shape()[d]);
+    src = src.slice(int64_t(d), 0, common);
+    dst = dst.slice(int64_t(d), 0, common);
+  }
+  if (src.numel() > 0) copy_strided(src, dst, s);
+  return y;
+}
+
+// One transform along `axis` of the contiguous x: a new contiguous tensor, the axis's
+// length n (c2r: the real output's; r2c: the real input's).
+Tensor transform_axis(const Tensor& x, int64_t axis, Kind kind, int64_t n, cudaStream_t s) {
+  const int64_t rank = x.rank();
+  const bool last = axis == rank - 1;
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) perm[size_t(i)] = i;
+  std::swap(perm[size_t(axis)], perm.back());
+  // c2r overwrites its input: it always gets a copy.
+  Tensor in = last && kind != Kind::c2r ? x : contiguous_copy(x.permute(perm), s);
+  std::vector<int64_t> shape = in.shape();
+  shape.back() = kind == Kind::r2c ? n / 2 + 1 : n;
+  const DType dt = kind == Kind::r2c   ? complex_of(x.dtype())
+                   : kind == Kind::c2r ? real_of(x.dtype())
+                                       : x.dtype();
+  Tensor out = Tensor::empty(dt, shape, x.device());
+  const bool dbl = x.dtype() == DType::f64 || x.dtype() == DType::c128;
+  if (out.numel() > 0)
+    exec(kind, dbl, n, in.numel() / std::max<int64_t>(in.shape().back(), 1), in.data(), out.data(),
+         s);
+  return last ? out : contiguous_copy(out.permute(perm), s);
+}
+
+template <class R>
+__global__ void scale_kernel(R* p, int64_t count, R f) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < count;
+       i += int64_t(gridDim.x) * blockDim.x)
+    p[i] *= f;
+}
+
+void scale(Tensor& t, double f, cudaStream_t s) {
+  const bool dbl = t.dtype() == DType::f64 || t.dtype() == DType::c128;
+  const int64_t count = t.numel() * (is_complex(t.dtype()) ? 2 : 1);
+  const int blocks = int(std::min<int64_t>((count + 255) / 256, 4096));
+  if (dbl)
+    scale_kernel<<<blocks, 256, 0, s>>>(static_cast<double*>(t.data()), count, f);
+  else
+    scale_kernel<<<blocks, 256, 0, s>>>(static_cast<float*>(t.data()), count, float(f));
+  RLX_CUDA_LAUNCHED("fft scale");
+}
+
+void fft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out,
+                Kind kind) {
+  Tensor& y = out[0];
+  if (y.numel() == 0) return;
+  cudaStream_t s = stream_of(ctx);
+  const Tensor& x0 = in[0];
+  const int64_t rank = x0.rank();
+  std::vector<int64_t> axes = ctx.attrs.get_ints("axes");
+  for (int64_t& a : axes) a = norm_axis(a, rank);
+  // The lengths the input takes on each axis (as the CPU's kernel), and N for the norm.
+  std::vector<int64_t> lengths, n;
+  double n_total = 1;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const int64_t len = y.shape()[size_t(axes[i])];
+    const bool last = i + 1 == axes.size();
+    int64_t real = len;
+    if (kind == Kind::r2c && last) {
+      const std::vector<int64_t> attr_n = ctx.attrs.get_ints("n");
+      real = attr_n.empty() ? x0.shape()[size_t(axes[i])] : attr_n.back();
+    }
+    lengths.push_back(kind == Kind::c2r && last ? len / 2 + 1 : real);
+    n.push_back(real);
+    n_total *= double(real);
+  }
+  Tensor x = resized(x0, axes, lengths, s);
+  const size_t k = axes.size() - 1;
+  switch (kind) {
+    case Kind::c2c_forward:
+    case Kind::c2c_inverse:
+      for (size_t i = 0; i <= k; ++i) x = transform_axis(x, axes[i], kind, n[i], s);
+      break;
+    case Kind::r2c:
+      x = transform_axis(x, axes[k], Kind::r2c, n[k], s);
+      for (size_t i = 0; i < k; ++i) x = transform_axis(x, axes[i], Kind::c2c_forward, n[i], s);
+      break;
+    case Kind::c2r:
+      for (size_t i = 0; i < k; ++i) x = transform_axis(x, axes[i], Kind::c2c_inverse, n[i], s);
+      x = transform_axis(x, axes[k], Kind::c2r, n[k], s);
+      break;
+  }
+  const std::string& norm = ctx.attrs.get_string("norm");
+  const bool inverse = kind == Kind::c2c_inverse || kind == Kind::c2r;
+  const double fct = norm == "ortho"                  ? 1.0 / std::sqrt(n_total)
+                     : (norm == "forward") != inverse ? 1.0 / n_total
+                                                      : 1.0;
+  if (fct != 1.0) scale(x, fct, s);
+  RLX_CUDA(cudaMemcpyAsync(y.data(), x.data(), y.nbytes(), cudaMemcpyDeviceToDevice, s));
+}
+
+template <Kind kKind>
+void kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  fft_kernel(ctx, in, out, kKind);
+}
+
+// c64 / c128 (f32 / f64 for rfft's input): the dtypes the op accepts.
+bool precise(const KernelQuery& q) {
+  DType t = q.inputs[0].dtype;
+  return t == DType::f32 || t == DType::f64 || t == DType::c64 || t == DType::c128;
+}
+
+}  // namespace
+
+void register_fft(KernelRegistry& r) {
+  add_kernel(r, "fft", kernel<Kind::c2c_forward>, precise);
+  add_kernel(r, "ifft", kernel<Kind::c2c_inverse>, precise);
+  add_kernel(r, "rfft", kernel<Kind::r2c>, precise);
+  add_kernel(r, "irfft", kernel<Kind::c2r>, precise);
+}
+
+}  // namespace rlx::cuda
