@@ -4,6 +4,8 @@
 // 1. A transpose of the last two dims feeding a matmul / fused_matmul operand becomes the
 //    op's transpose_a / transpose_b: the GEMM reads the operand through its transpose
 //    flag instead of a copy (float dtypes; the transpose goes when nothing else reads it).
+// 1b. The same through a chain of single-use elementwise ops between the transpose and
+//    the operand (whose other inputs are scalars): the chain runs on the data as it is.
 // 2. transpose(transpose(x, p), q) becomes one transpose, or x when the two cancel.
 //    Also through a cast (cast(transpose(w)) -> cast(w), as mixed precision leaves a
 //    transposed weight's copy): the cast then matches the weight's other cast for cse.
@@ -96,8 +98,18 @@ class LayoutSinking {
     if (n.op_name() == "matmul") attrs = {{"transpose_a", false}, {"transpose_b", false}};
     std::vector<Value> in = n.inputs;  // source values
     bool any = false;
-    std::vector<std::optional<DType>> cast_to(2);  // operands read through a cast
+    std::vector<std::optional<DType>> cast_to(2);     // operands read through a cast
+    std::vector<std::vector<const Node*>> chains(2);  // rule 1b: bottom up
     for (size_t k = 0; k < 2; ++k) {
+      if (auto chain = elementwise_over_transpose(in[k])) {
+        chains[k] = *chain;
+        const Node* t = producer(chains[k].front()->inputs[0]);
+        const char* flag = k == 0 ? "transpose_a" : "transpose_b";
+        attrs.set(flag, !attrs.get_bool(flag));
+        in[k] = t->inputs[0];
+        any = true;
+        continue;
+      }
       const Node* t = producer(in[k]);
       if (t && t->op_name() == "cast" && uses_.single_use(in[k]) && !plan_.taken(index(t)) &&
           is_float(t->inputs[0].dtype())) {
@@ -117,8 +129,13 @@ class LayoutSinking {
     }
     if (!any) return;
     std::vector<TensorType> types;
-    for (size_t k = 0; k < in.size(); ++k)
-      types.push_back(k < 2 && cast_to[k] ? TensorType{*cast_to[k], in[k].shape()} : in[k].type());
+    for (size_t k = 0; k < in.size(); ++k) {
+      if (k < 2 && !chains[k].empty())
+        types.push_back({chains[k].back()->outputs[0].dtype(), in[k].shape()});
+      else
+        types.push_back(k < 2 && cast_to[k] ? TensorType{*cast_to[k], in[k].shape()}
+                                            : in[k].type());
+    }
     // Flags that cancel out with nothing else fused leave a plain matmul.
     bool plain = in.size() == 2 && !attrs.get_bool("transpose_a") &&
                  !attrs.get_bool("transpose_b") &&
@@ -129,12 +146,40 @@ class LayoutSinking {
     auto t = native_type(ctx_, op, types, attrs);
     if (!t || *t != n.outputs[0].type()) return;
     // A transpose goes with its last reader (FusionPlan drops what nothing reads).
-    plan_.root(i, in, [in, attrs, op, cast_to](Rewriter& rw) {
+    std::vector<Value> reads = in;  // the chains' scalar operands too
+    for (const auto& chain : chains)
+      for (const Node* c : chain) {
+        plan_.claim(index(c));
+        reads.insert(reads.end(), c->inputs.begin() + 1, c->inputs.end());
+      }
+    plan_.root(i, reads, [in, attrs, op, cast_to, chains](Rewriter& rw) {
       std::vector<Value> args = rw(in);
-      for (size_t k = 0; k < 2; ++k)
+      for (size_t k = 0; k < 2; ++k) {
         if (cast_to[k]) args[k] = rw.dst().apply1("cast", {args[k]}, {{"dtype", *cast_to[k]}});
+        for (const Node* c : chains[k]) {
+          std::vector<Value> cin = rw(c->inputs);
+          cin[0] = args[k];
+          args[k] = rw.dst().apply(*c->op, cin, c->attrs)[0];
+        }
+      }
       return std::vector<Value>{rw.dst().apply1(op, args, attrs)};
     });
+  }
+
+  // Rule 1b: operand = f(transpose(x)) with f a chain of single-use elementwise maps (the
+  // power spectrum |stft|^2 read by a mel matmul): f runs on x as it is and the GEMM reads
+  // its result through the transpose flag. The chain bottom up, or none.
+  std::optional<std::vector<const Node*>> elementwise_over_transpose(Value v) {
+    std::vector<const Node*> chain;
+    const Node* p = producer(v);
+    while (p && maps_elementwise(*p) && uses_.single_use(v) && !plan_.taken(index(p))) {
+      chain.insert(chain.begin(), p);
+      v = p->inputs[0];
+      p = producer(v);
+    }
+    if (chain.empty() || !p || !swaps_last2(*p) || !uses_.single_use(v) || plan_.taken(index(p)))
+      return std::nullopt;
+    return chain;
   }
 
   // Rule 2b, rooted at the transpose `i`: true when it applied.

@@ -40,6 +40,39 @@ TEST(LayoutSinking, BatchedBothOperandsAndReversalPerm) {
     })");
 }
 
+TEST(LayoutSinking, ThroughAnElementwiseChainIntoTheOperand) {
+  // A mel filterbank over a power spectrum: |transpose(spec)|^2 * 0.5 as the B operand runs
+  // the chain on spec as it is (complex in, real out) and reads it through transpose_b.
+  expect_pass("layout_sinking", R"(
+    graph main(%fb: f32[3,5], %spec: c64[2,4,5]) {
+      %0 = transpose(%spec) {perm=[0, 2, 1]} : c64[2,5,4]
+      %1 = abs(%0) : f32[2,5,4]
+      %2 = square(%1) : f32[2,5,4]
+      %3 = constant() {value=tensor<f32[]>[0.5]} : f32[]
+      %4 = mul(%2, %3) : f32[2,5,4]
+      %5 = matmul(%fb, %4) : f32[2,3,4]
+      return out=%5
+    })",
+              R"(
+    graph main(%fb: f32[3,5], %spec: c64[2,4,5]) {
+      %0 = constant() {value=tensor<f32[]>[0.5]} : f32[]
+      %1 = abs(%spec) : f32[2,4,5]
+      %2 = square(%1) : f32[2,4,5]
+      %3 = mul(%2, %0) : f32[2,4,5]
+      %4 = fused_matmul(%fb, %3) {transpose_b=true} : f32[2,3,4]
+      return out=%4
+    })");
+  // A chain member read twice keeps everything as it is (an empty `after`: no change).
+  expect_pass("layout_sinking", R"(
+    graph main(%fb: f32[3,5], %x: f32[2,4,5]) {
+      %0 = transpose(%x) {perm=[0, 2, 1]} : f32[2,5,4]
+      %1 = neg(%0) : f32[2,5,4]
+      %2 = matmul(%fb, %1) : f32[2,3,4]
+      return out=%2, again=%1
+    })",
+              "");
+}
+
 TEST(LayoutSinking, FlagsOfAFusedMatmulToggle) {
   // A transposed operand of a fused_matmul that already reads it transposed: the flag
   // flips back; with nothing else fused that is a plain matmul again.
