@@ -5,6 +5,7 @@
 // the host (the CPU kernel, with its broadcasting).
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/families.h"
+#include "backend/cuda/kernels.cuh"
 
 namespace rlx::cuda {
 
@@ -44,13 +45,13 @@ void kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tens
   if (n == 0) return;
   const bool dbl = out[0].dtype() == DType::f64 || out[0].dtype() == DType::c128;
   const void* b = in.size() > 1 ? in[1].data() : nullptr;
-  const int blocks = int(std::min<int64_t>((n + 255) / 256, 4096));
+  const int blocks = blocks_for(n);
   if (dbl)
     part_kernel<double, kPart>
-        <<<blocks, 256, 0, stream_of(ctx)>>>(in[0].data(), b, out[0].data(), n);
+        <<<blocks, kThreads, 0, stream_of(ctx)>>>(in[0].data(), b, out[0].data(), n);
   else
     part_kernel<float, kPart>
-        <<<blocks, 256, 0, stream_of(ctx)>>>(in[0].data(), b, out[0].data(), n);
+        <<<blocks, kThreads, 0, stream_of(ctx)>>>(in[0].data(), b, out[0].data(), n);
   RLX_CUDA_LAUNCHED(ctx.op.name.c_str());
 }
 

@@ -14,6 +14,7 @@
 #include "backend/cuda/copy.h"
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/families.h"
+#include "backend/cuda/kernels.cuh"
 #include "rlx/axes.h"
 
 namespace rlx::cuda {
@@ -155,11 +156,11 @@ __global__ void scale_kernel(R* p, int64_t count, R f) {
 void scale(Tensor& t, double f, cudaStream_t s) {
   const bool dbl = t.dtype() == DType::f64 || t.dtype() == DType::c128;
   const int64_t count = t.numel() * (is_complex(t.dtype()) ? 2 : 1);
-  const int blocks = int(std::min<int64_t>((count + 255) / 256, 4096));
+  const int blocks = blocks_for(count);
   if (dbl)
-    scale_kernel<<<blocks, 256, 0, s>>>(static_cast<double*>(t.data()), count, f);
+    scale_kernel<<<blocks, kThreads, 0, s>>>(static_cast<double*>(t.data()), count, f);
   else
-    scale_kernel<<<blocks, 256, 0, s>>>(static_cast<float*>(t.data()), count, float(f));
+    scale_kernel<<<blocks, kThreads, 0, s>>>(static_cast<float*>(t.data()), count, float(f));
   RLX_CUDA_LAUNCHED("fft scale");
 }
 
