@@ -432,6 +432,21 @@ CheckTable checks_complex() {
       g.atol = sum_tol * k;
       t.add(std::move(g));
     }
+    // scatter_nd adding complex rows (gather's vjp on a complex signal), an index twice.
+    {
+      Tensor data = random_complex(dt, {4, 2}, seed++), upd = random_complex(dt, {3, 2}, seed++);
+      Tensor idx = Tensor::from_vector(std::vector<int64_t>{2, 0, 2}, {3, 1});
+      t.add(ref_check(
+          "scatter_nd", dt, {data, idx, upd}, {{"reduction", AttrValue("add")}},
+          [](const Tensors& in, const Attrs&) {
+            std::vector<Cx> y = cvalues(in[0]), u = cvalues(in[2]);
+            const int64_t rows[] = {2, 0, 2};
+            for (size_t k = 0; k < 3; ++k)
+              for (size_t j = 0; j < 2; ++j) y[size_t(rows[k]) * 2 + j] += u[k * 2 + j];
+            return Tensors{from_cx(in[0].dtype(), {4, 2}, y)};
+          },
+          "add, a repeated index"));
+    }
     const DType other = dt == DType::c64 ? DType::c128 : DType::c64;
     t.add(ref_check("cast", dt, {random_complex(dt, {5}, seed++)}, {{"dtype", AttrValue(other)}},
                     elementwise(other, [](const std::vector<Cx>& v) { return v[0]; })));

@@ -422,8 +422,9 @@ void register_shape_index(KernelRegistry& r) {
   add_kernel(r, "gather", gather_kernel);
   add_kernel(r, "gather_elements", gather_elements_kernel);
   add_kernel(r, "gather_nd", gather_nd_kernel);
-  add_kernel(r, "scatter_elements", scatter_elements_kernel);
-  add_kernel(r, "scatter_nd", scatter_nd_kernel);
+  // Scatters combine elements in their dtype: complex data runs on the host.
+  add_kernel(r, "scatter_elements", scatter_elements_kernel, dtype_in(kAll));
+  add_kernel(r, "scatter_nd", scatter_nd_kernel, dtype_in(kAll));
   add_kernel(r, "one_hot", one_hot_kernel);
   add_kernel(r, "iota", iota_kernel, dtype_in(kNumeric));
 }
