@@ -45,11 +45,11 @@ def _array(a, kind):
 
 
 def _as_complex(x):
-    """A traced Value as a complex one (real ones get imaginary part 0)."""
-    from ._rlx import c64, c128
+    """A traced Value as a complex one (a cast: real ones get imaginary part 0)."""
+    from ._rlx import c64, c128, f64
     if x.dtype in (c64, c128):
         return x
-    return _op("complex", x, x * 0)
+    return _op("cast", x, dtype=c128 if x.dtype == f64 else c64)
 
 
 def _axes_and_sizes(a, s, axes):

@@ -275,10 +275,10 @@ VmapResult dot_general_vmap(const RuleArgs& a, std::span<const int> in_axes) {
 // (a + ib)(c + id) = (ac - bd) + i(ad + bc), each product the op itself (same attributes).
 std::vector<Value> complex_products(const RuleArgs& a) {
   Value x = a.inputs[0], y = a.inputs[1];
-  if (!is_complex(x.dtype()))
-    fail<NotSupported>(rules::rule_op_name(a),
-                       "expected complex operands to multiply by parts, got ", x.type().str());
   const std::string& name = rules::rule_op_name(a);
+  if (!is_complex(x.dtype()))
+    fail<NotSupported>(name, "expected complex operands to multiply by parts, got ",
+                       x.type().str());
   auto mm = [&](Value p, Value q) { return op(name, {p, q}, a.attrs); };
   Value xr = op("real", {x}), xi = op("imag", {x}), yr = op("real", {y}), yi = op("imag", {y});
   return {op("complex", {mm(xr, yr) - mm(xi, yi), mm(xr, yi) + mm(xi, yr)})};

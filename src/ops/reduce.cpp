@@ -159,10 +159,9 @@ VmapResult vmap_axis(const RuleArgs& a, std::span<const int> in_axes) {
 // device that reduces reals reduces them; a real input has its kernels).
 std::vector<Value> complex_by_parts(const RuleArgs& a) {
   Value z = a.inputs[0];
+  const std::string& name = rules::rule_op_name(a);
   if (!is_complex(z.dtype()))
-    fail<NotSupported>(rules::rule_op_name(a), "expected a complex input to reduce by parts, got ",
-                       z.type().str());
-  std::string name = rules::rule_op_name(a);
+    fail<NotSupported>(name, "expected a complex input to reduce by parts, got ", z.type().str());
   return {
       op("complex", {op(name, {op("real", {z})}, a.attrs), op(name, {op("imag", {z})}, a.attrs)})};
 }

@@ -196,7 +196,7 @@ std::vector<Value> istft_decomposed(const RuleArgs& a) {
   // Where no window value reaches (an envelope of ~0), the sum is left as it is (torch
   // refuses such a window instead).
   Value e = crop(env);
-  Value tiny = op("lt", {op("abs", {e}), scalar_like(e, 1e-11)});
+  Value tiny = op("lt", {e, scalar_like(e, 1e-11)});  // a sum of squares: never negative
   Value result = crop(out) / op("select", {tiny, scalar_like(e, 1), e});
   if (f.pad + length > end) {  // zero-padded to length
     IntList pads(size_t(2 * result.rank()), 0);

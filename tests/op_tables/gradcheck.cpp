@@ -39,13 +39,13 @@ std::string input_name(size_t i) { return str_cat("x", i); }
 // Float and complex values carry gradients. A complex tensor's values() are (re, im)
 // pairs: finite differences step each part, and a gradient in JAX's convention is
 // dL/dre - i dL/dim (ops/complex.cpp).
-bool is_float_t(const Tensor& t) { return rules::has_tangents(t.dtype()); }
+bool differentiable(const Tensor& t) { return rules::has_tangents(t.dtype()); }
 
 std::vector<int> wrt_of(const GradCheck& c) {
   if (!c.wrt.empty()) return c.wrt;
   std::vector<int> w;
   for (size_t i = 0; i < c.inputs.size(); ++i)
-    if (is_float_t(c.inputs[i])) w.push_back(int(i));
+    if (differentiable(c.inputs[i])) w.push_back(int(i));
   return w;
 }
 
@@ -183,7 +183,7 @@ void check_jvp(const GradCheck& c, std::vector<std::string>& fails) {
   Tensors yu = run(f, up), yd = run(f, down);
   size_t nout = g->outputs().size(), k = nout;
   for (size_t o = 0; o < nout; ++o) {
-    if (!is_float_t(yu[o])) continue;
+    if (!differentiable(yu[o])) continue;
     std::vector<double> a = values(yu[o]), b = values(yd[o]);
     for (size_t j = 0; j < a.size(); ++j) a[j] = (a[j] - b[j]) / (2 * c.eps);
     std::string e = compare(res[k++], a, c.rtol, str_cat("jvp of y", o));
@@ -219,7 +219,7 @@ void check_hvp(const GradCheck& c, std::vector<std::string>& fails) {
 // Batch element b of x: the values scaled (floats), or the same values (integers and
 // bools: they are often indices that must stay in range).
 Tensor batch_element(const Tensor& x, int64_t b) {
-  if (!is_float_t(x)) return x;
+  if (!differentiable(x)) return x;
   std::vector<double> v = values(x);
   for (double& e : v) e *= 1.0 + 0.25 * double(b);
   return tensor_of(x.dtype(), x.shape(), v);

@@ -26,31 +26,30 @@ namespace {
 
 enum class Kind { c2c_forward, c2c_inverse, r2c, c2r };
 
-// x cropped or zero-padded on `axes` to `lengths`, as a contiguous tensor (x itself where
-// nothing changes).
+// x cropped or zero-padded on `axes` to `lengths`: a crop is a view (pocketfft reads any
+// strides); a pad copies the kept values into zeros, a row of the last dim at a time.
 Tensor resized(const Tensor& x, const std::vector<int64_t>& axes,
                const std::vector<int64_t>& lengths) {
   std::vector<int64_t> shape = x.shape();
-  bool same = true;
-  for (size_t i = 0; i < axes.size(); ++i) {
-    same &= shape[size_t(axes[i])] == lengths[i];
-    shape[size_t(axes[i])] = lengths[i];
-  }
-  if (same) return x;
+  for (size_t i = 0; i < axes.size(); ++i) shape[size_t(axes[i])] = lengths[i];
+  Tensor kept = x;
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] < kept.shape()[d]) kept = kept.slice(int64_t(d), 0, shape[d]);
+  if (kept.shape() == shape) return kept;
   Tensor y = Tensor::zeros(x.dtype(), shape);
-  std::vector<int64_t> common(shape.size());
-  for (size_t d = 0; d < shape.size(); ++d) common[d] = std::min(shape[d], x.shape()[d]);
-  const int64_t total = dims_product(common), es = int64_t(dtype_size(x.dtype()));
-  if (total == 0) return y;
+  if (kept.numel() == 0) return y;
+  const Tensor c = kept.contiguous();
+  const std::vector<int64_t>& cs = c.shape();
+  const size_t es = dtype_size(x.dtype()), row = size_t(cs.back()) * es;
   const std::vector<int64_t> ys = y.strides();
-  std::vector<int64_t> idx(shape.size(), 0);
-  for (int64_t e = 0; e < total; ++e) {
-    int64_t src = 0, dst = 0;
-    for (size_t d = 0; d < shape.size(); ++d) src += idx[d] * x.strides()[d], dst += idx[d] * ys[d];
-    std::memcpy(static_cast<char*>(y.data()) + dst * es,
-                static_cast<const char*>(x.data()) + src * es, size_t(es));
-    for (size_t d = shape.size(); d-- > 0;) {
-      if (++idx[d] < common[d]) break;
+  std::vector<int64_t> idx(cs.size(), 0);
+  const char* src = static_cast<const char*>(c.data());
+  for (int64_t r = 0, rows = c.numel() / cs.back(); r < rows; ++r, src += row) {
+    int64_t dst = 0;
+    for (size_t d = 0; d + 1 < cs.size(); ++d) dst += idx[d] * ys[d];
+    std::memcpy(static_cast<char*>(y.data()) + size_t(dst) * es, src, row);
+    for (size_t d = cs.size() - 1; d-- > 0;) {
+      if (++idx[d] < cs[d]) break;
       idx[d] = 0;
     }
   }
