@@ -50,7 +50,17 @@ struct LoweredGraph {
 // Resolves every node of g for `device` through `kernels`. Throws NotSupported naming
 // every unresolved (op, dtypes, device) at once. With RLX_DISPATCH_REPORT=1 in the
 // environment the report is printed to stderr.
+// `earlier`: the nodes inline_decompositions already decomposed, counted in the report.
 LoweredGraph lower_for_device(const Graph& g, Device device,
-                              const KernelRegistry& kernels = KernelRegistry::global());
+                              const KernelRegistry& kernels = KernelRegistry::global(),
+                              const DispatchReport* earlier = nullptr);
+
+// g with every node that lower_for_device would decompose on `device` replaced by its
+// decomposition (recursively); nodes with a kernel (native or on the host) or none stay as
+// they are. A compile runs its passes on this graph, so that they see what decompositions
+// are made of (stft's closing transpose, a complex product's real matmuls). `report`
+// counts the decomposed nodes.
+std::unique_ptr<Graph> inline_decompositions(const Graph& g, Device device,
+                                             const KernelRegistry& kernels, DispatchReport& report);
 
 }  // namespace rlx

@@ -63,11 +63,13 @@ struct Lowerer {
   LoweredGraph out;
   std::map<std::string, std::array<int, 4>> counts;
   std::set<std::string> missing;
+  bool decompose_only = false;  // inline_decompositions: place nodes without kernels
 
   std::vector<Value> place(const OpDef& op, const std::vector<Value>& inputs, const Attrs& attrs,
                            const std::vector<SubgraphPtr>& subgraphs, const Kernel* k,
                            DispatchPath path) {
     auto outs = out.graph->apply(op, inputs, attrs, subgraphs);
+    if (decompose_only) return outs;
     out.kernels.push_back(k);
     out.paths.push_back(path);
     counts[op.name][size_t(path)]++;
@@ -100,6 +102,7 @@ struct Lowerer {
       }
     }
     if (cpu) return place(op, inputs, attrs, subgraphs, cpu, DispatchPath::host);
+    if (decompose_only) return place(op, inputs, attrs, subgraphs, nullptr, DispatchPath::missing);
     missing.insert(str_cat("(", op.name, ", ", dtypes_str(in_types.empty() ? out_types : in_types),
                            ", ", device.str(), ")"));
     return place(op, inputs, attrs, subgraphs, nullptr, DispatchPath::missing);
@@ -147,10 +150,8 @@ struct Lowerer {
   }
 };
 
-}  // namespace
-
-LoweredGraph lower_for_device(const Graph& g, Device device, const KernelRegistry& kernels) {
-  Lowerer l{device, kernels, {}, {}, {}};
+// Emits every node of g into l's new graph, which keeps g's arguments and outputs.
+void emit_graph(Lowerer& l, const Graph& g) {
   l.out.graph = std::make_unique<Graph>(g.name());
   Graph& out = *l.out.graph;
   std::vector<Value> map(g.num_values());
@@ -164,7 +165,28 @@ LoweredGraph lower_for_device(const Graph& g, Device device, const KernelRegistr
     for (size_t j = 0; j < outs.size(); ++j) map[size_t(n.outputs[j].id)] = outs[j];
   }
   for (const Output& o : g.outputs()) out.output(map[size_t(o.value.id)], o.name);
+}
 
+}  // namespace
+
+std::unique_ptr<Graph> inline_decompositions(const Graph& g, Device device,
+                                             const KernelRegistry& kernels,
+                                             DispatchReport& report) {
+  Lowerer l{device, kernels, {}, {}, {}, true};
+  emit_graph(l, g);
+  report.device = device;
+  report.rows.clear();
+  for (const auto& [op, c] : l.counts) report.rows.push_back({op, c});
+  return std::move(l.out.graph);
+}
+
+LoweredGraph lower_for_device(const Graph& g, Device device, const KernelRegistry& kernels,
+                              const DispatchReport* earlier) {
+  Lowerer l{device, kernels, {}, {}, {}};
+  emit_graph(l, g);
+  if (earlier)
+    for (const DispatchReport::Row& r : earlier->rows)
+      for (size_t p = 0; p < r.count.size(); ++p) l.counts[r.op][p] += r.count[p];
   l.out.report.device = device;
   for (const auto& [op, c] : l.counts) l.out.report.rows.push_back({op, c});
   if (settings().dispatch_report) std::fprintf(stderr, "%s", l.out.report.str().c_str());

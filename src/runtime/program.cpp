@@ -70,8 +70,8 @@ std::vector<Tensor> SubgraphPrograms::run(size_t index, std::span<const Tensor> 
 }
 
 Program::Program(const Graph& g, Device device, const KernelRegistry& kernels, int threads,
-                 bool graphs)
-    : lowered_(lower_for_device(g, device, kernels)), device_(device), threads_(threads) {
+                 bool graphs, const DispatchReport* earlier)
+    : lowered_(lower_for_device(g, device, kernels, earlier)), device_(device), threads_(threads) {
   if (!device.is_cpu()) backend_ = &device_backend(device);
   const Graph& lg = *lowered_.graph;
   const auto& nodes = lg.nodes();

@@ -58,8 +58,9 @@ class SubgraphPrograms final : public SubgraphRunner {
 class Program {
  public:
   // `graphs`: capture runs as CUDA Graphs where the device and the graph allow.
+  // `earlier`: what inline_decompositions did before the passes, for the dispatch report.
   Program(const Graph& g, Device device, const KernelRegistry& kernels, int threads,
-          bool graphs = false);
+          bool graphs = false, const DispatchReport* earlier = nullptr);
   ~Program();
 
   const LoweredGraph& lowered() const { return lowered_; }

@@ -261,11 +261,15 @@ std::shared_ptr<const CacheEntry> build(const Graph& g, Device device,
                                         const std::vector<std::string>& pipeline,
                                         const PassContext& ctx, const CompileOptions& options) {
   std::unique_ptr<Graph> bound = options.dims.empty() ? nullptr : bind_dims(g, options.dims);
-  PipelineResult opt = run_pipeline(bound ? *bound : g, pipeline, ctx);
+  // Decompositions first, so that the passes see (and fuse, fold, sink) what they are made of.
+  DispatchReport decomposed;
+  std::unique_ptr<Graph> inlined =
+      inline_decompositions(bound ? *bound : g, device, kernels, decomposed);
+  PipelineResult opt = run_pipeline(*inlined, pipeline, ctx);
   auto e = std::make_shared<CacheEntry>();
   e->pass_stats = std::move(opt.stats);
   e->program = std::make_shared<detail::Program>(*opt.graph, device, kernels, options.threads,
-                                                 graphs_on(options));
+                                                 graphs_on(options), &decomposed);
   return e;
 }
 

@@ -157,13 +157,21 @@ TEST(CustomOp, DispatchReportShowsEachPath) {
   auto x = g.input("x", TensorType(DType::f32, {4}));
   auto y = g.input("y", TensorType(DType::f32, {4}));
   g.output(g.apply1("example.axpby", {x, y}, {{"alpha", 2.0}, {"beta", -1.0}}), "z");
-  rlx::CompiledGraph cg = session.compile(g);
+  rlx::CompileOptions no_passes;
+  no_passes.opt_level = 0;
+  rlx::CompiledGraph cg = session.compile(g, no_passes);
   const rlx::DispatchReport& r = cg.report();
   EXPECT_EQ(r.count("example.axpby", rlx::DispatchPath::decomposed), 1);
   EXPECT_EQ(r.count("example.axpby", rlx::DispatchPath::native), 0);
   EXPECT_EQ(r.count("mul", rlx::DispatchPath::native), 2);
   EXPECT_EQ(r.count("add", rlx::DispatchPath::native), 1);
   EXPECT_NE(r.str().find("example.axpby"), std::string::npos);
+  // With the passes, which run on the decomposition: its three ops are one fused region.
+  rlx::CompiledGraph optimized = session.compile(g);
+  const rlx::DispatchReport& fused = optimized.report();
+  EXPECT_EQ(fused.count("example.axpby", rlx::DispatchPath::decomposed), 1);
+  EXPECT_EQ(fused.count("fused_elementwise", rlx::DispatchPath::native), 1) << fused.str();
+  EXPECT_EQ(fused.count("mul", rlx::DispatchPath::native), 0) << fused.str();
   auto z = cg.run({{"x", rlx::Tensor::from_vector<float>({1, 2, 3, 4}, {4})},
                    {"y", rlx::Tensor::from_vector<float>({1, 1, 1, 1}, {4})}});
   EXPECT_EQ(z.at("z").to_vector<float>(), (std::vector<float>{1, 3, 5, 7}));

@@ -111,6 +111,36 @@ TEST(Dispatch, DecomposedIntoNativeOps) {
   EXPECT_NE(table.find("dtest.axpy"), std::string::npos) << table;
 }
 
+// Before the passes: decompositions inlined, everything else kept as it is (a native node,
+// one without any path: lowering reports those); lowering then counts both stages.
+TEST(Dispatch, DecompositionsInlineBeforeThePasses) {
+  Fixture f;
+  Value y = f.g.apply1("dtest.scale", {f.g.apply1("dtest.twice", {f.x})});
+  f.g.output(f.g.apply1("dtest.nothing", {y}), "z");
+  DispatchReport early;
+  std::unique_ptr<Graph> g = inline_decompositions(f.g, Device::cpu(), cpu_kernels(), early);
+  verify(*g);
+  std::vector<std::string> ops;
+  for (const Node& n : g->nodes()) ops.push_back(n.op_name());
+  EXPECT_EQ(ops, (std::vector<std::string>{"mul", "add", "dtest.scale", "dtest.nothing"}));
+  EXPECT_EQ(g->outputs()[0].name, "z");
+  EXPECT_EQ(early.count("dtest.twice", DispatchPath::decomposed), 1);
+  EXPECT_EQ(early.count("dtest.axpy", DispatchPath::decomposed), 1);
+  EXPECT_EQ(early.total(DispatchPath::native), 0);
+
+  Graph& h = *g;  // without the op that has no path, lowering resolves the rest
+  Graph ok("ok");
+  Value x = ok.input("x", f.x.type());
+  ok.output(ok.apply1("dtest.scale", {ok.apply1("dtest.axpy", {x, x, x})}));
+  DispatchReport early_ok;
+  std::unique_ptr<Graph> inl = inline_decompositions(ok, Device::cpu(), cpu_kernels(), early_ok);
+  LoweredGraph l = lower_for_device(*inl, Device::cpu(), cpu_kernels(), &early_ok);
+  EXPECT_EQ(l.report.count("dtest.axpy", DispatchPath::decomposed), 1);
+  EXPECT_EQ(l.report.count("mul", DispatchPath::native), 1);
+  EXPECT_EQ(l.report.count("dtest.scale", DispatchPath::native), 1);
+  EXPECT_THROW(lower_for_device(h, Device::cpu(), cpu_kernels(), &early), NotSupported);
+}
+
 TEST(Dispatch, HostPathOnADeviceWithoutKernels) {
   Fixture f;
   f.g.output(f.g.apply1("dtest.scale", {f.g.apply1("dtest.axpy", {f.x, f.x, f.x})}));

@@ -306,5 +306,26 @@ TEST(SessionDevice, UnsupportedDeviceIsAnError) {
   EXPECT_THROW(Session(Device::cuda(-1)), NotSupported);
 }
 
+// A compile inlines decompositions before its passes: stft's closing transpose of the
+// spectrum folds into the mel product after it (layout sinking), and the report still says
+// that stft was decomposed.
+TEST(SessionPasses, SeeWhatDecompositionsAreMadeOf) {
+  Graph g;
+  Value x = g.input("x", TensorType::parse("f32[2,4000]"));
+  Value mel = g.input("mel", TensorType::parse("f32[8,129]"));
+  Value spec = g.apply1("stft", {x},
+                        {{"n_fft", int64_t(256)},
+                         {"hop_length", int64_t(64)},
+                         {"center", true},
+                         {"pad_mode", std::string("reflect")},
+                         {"onesided", true},
+                         {"normalized", false}});
+  g.output(g.apply1("matmul", {mel, g.apply1("abs", {spec})}), "y");
+  CompiledGraph cg = Session(Device::cpu()).compile(g);
+  EXPECT_EQ(cg.report().count("stft", DispatchPath::decomposed), 1) << cg.report().str();
+  for (const Node& n : cg.lowered().nodes())
+    EXPECT_NE(n.op_name(), "transpose") << print_graph(cg.lowered());
+}
+
 }  // namespace
 }  // namespace rlx
