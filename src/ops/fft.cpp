@@ -37,7 +37,8 @@ Plan plan_of(const InferContext& ctx, Kind kind) {
   const int64_t r = ctx.rank(0);
   Plan p{ctx.attrs().get_ints("axes"), ctx.attrs().get_ints("n")};
   if (p.axes.empty()) ctx.fail("expected at least one axis in 'axes', got none");
-  p.axes = normalize_axes(ctx, p.axes, r, "axes");
+  normalize_axes(ctx, p.axes, r, "axes");  // in range and distinct; the order is kept
+  for (int64_t& a : p.axes) a = normalize_axis(ctx, a, r, "axes");
   if (!p.n.empty() && p.n.size() != p.axes.size())
     ctx.fail("expected 'n' empty or of one length per axis (", p.axes.size(), "), got ",
              list_str(p.n));

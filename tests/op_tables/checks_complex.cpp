@@ -462,10 +462,17 @@ CheckTable checks_complex() {
       const char* note;
     };
     const Case kCases[] = {
-        {{3, 8}, {-1}, {}, "backward", "length 8"},   {{2, 12}, {1}, {}, "ortho", "length 12"},
-        {{2, 13}, {-1}, {}, "forward", "prime 13"},   {{5, 6}, {0}, {}, "backward", "axis 0"},
-        {{4, 6}, {0, 1}, {}, "backward", "two axes"}, {{2, 7}, {-1}, {10}, "backward", "n pads"},
-        {{2, 9}, {-1}, {5}, "ortho", "n crops"},      {{1, 37}, {-1}, {}, "backward", "prime 37"},
+        {{3, 8}, {-1}, {}, "backward", "length 8"},
+        {{2, 12}, {1}, {}, "ortho", "length 12"},
+        {{2, 13}, {-1}, {}, "forward", "prime 13"},
+        {{5, 6}, {0}, {}, "backward", "axis 0"},
+        {{4, 6}, {0, 1}, {}, "backward", "two axes"},
+        {{2, 7}, {-1}, {10}, "backward", "n pads"},
+        {{2, 9}, {-1}, {5}, "ortho", "n crops"},
+        {{1, 37}, {-1}, {}, "backward", "prime 37"},
+        {{2, 4, 6}, {1, 2}, {}, "ortho", "two trailing axes, a batch"},
+        {{3, 4, 5}, {2, 1}, {}, "backward", "two axes, the last first"},
+        {{2, 3, 4, 5}, {1, 2, 3}, {4, 3, 6}, "forward", "three axes, n"},
     };
     for (const Case& c : kCases) {
       Attrs a{{"axes", ints(c.axes)}, {"n", ints(c.n)}, {"norm", AttrValue(std::string(c.norm))}};
