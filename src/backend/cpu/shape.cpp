@@ -290,11 +290,27 @@ void split_kernel(const KernelContext& ctx, Ins in, Outs out) {
   }
 }
 
-// maps[d][j]: the source offset (elements) that output index j of dim d reads. Along the
-// last dim, [j0, j1) is the interior, a plain copy when the source rows are contiguous.
+// The source offset (elements) that output index j of one dim reads: edge clamps, reflect
+// mirrors without repeating the edge (infer keeps pads < n).
+struct PadMap {
+  int64_t n, lo, stride;
+  bool edge;
+  int64_t operator()(int64_t j) const {
+    int64_t s = j - lo;
+    if (!edge) {
+      if (s < 0) s = -s;
+      if (s >= n) s = 2 * (n - 1) - s;
+    }
+    return std::clamp<int64_t>(s, 0, n - 1) * stride;
+  }
+};
+
+// maps[d][j]: the source offset of output index j of outer dim d; `last` maps the last dim,
+// whose [j0, j1) is the interior, a plain copy when the source rows are contiguous (the
+// map then serves the pads alone: a long signal's row costs one memcpy).
 template <class E>
-void pad_rows(const Tensor& x, Tensor& y, const std::vector<std::vector<int64_t>>& maps, int64_t j0,
-              int64_t j1) {
+void pad_rows(const Tensor& x, Tensor& y, const std::vector<std::vector<int64_t>>& maps,
+              const PadMap& last, int64_t j0, int64_t j1) {
   const E* src = x.data_as<E>();
   E* dst = y.data_as<E>();
   if (y.rank() == 0) {
@@ -303,23 +319,22 @@ void pad_rows(const Tensor& x, Tensor& y, const std::vector<std::vector<int64_t>
   }
   const auto& shape = y.shape();
   std::span<const int64_t> outer(shape.data(), shape.size() - 1);
-  const std::vector<int64_t>& inner = maps.back();
   int64_t m = shape.back();
-  parallel_for(
-      dims_product(outer), std::max<int64_t>(1, kCopyGrain / m), [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r) {
-          int64_t rest = r, base = 0;
-          for (size_t d = outer.size(); d-- > 0;) {
-            base += maps[d][size_t(rest % outer[d])];
-            rest /= outer[d];
-          }
-          E* row = dst + r * m;
-          for (int64_t j = 0; j < j0; ++j) row[j] = src[base + inner[size_t(j)]];
-          if (j1 > j0)
-            std::memcpy(row + j0, src + base + inner[size_t(j0)], size_t(j1 - j0) * sizeof(E));
-          for (int64_t j = std::max(j0, j1); j < m; ++j) row[j] = src[base + inner[size_t(j)]];
-        }
-      });
+  parallel_for(dims_product(outer), std::max<int64_t>(1, kCopyGrain / m),
+               [&](int64_t r0, int64_t r1) {
+                 for (int64_t r = r0; r < r1; ++r) {
+                   int64_t rest = r, base = 0;
+                   for (size_t d = outer.size(); d-- > 0;) {
+                     base += maps[d][size_t(rest % outer[d])];
+                     rest /= outer[d];
+                   }
+                   E* row = dst + r * m;
+                   for (int64_t j = 0; j < j0; ++j) row[j] = src[base + last(j)];
+                   if (j1 > j0)
+                     std::memcpy(row + j0, src + base + last(j0), size_t(j1 - j0) * sizeof(E));
+                   for (int64_t j = std::max(j0, j1); j < m; ++j) row[j] = src[base + last(j)];
+                 }
+               });
 }
 
 void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
@@ -338,21 +353,13 @@ void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
     copy_strided(dst, c.dst_strides, at(x, c.src_offset), c.src_strides, c.shape, elem_size(y));
     return;
   }
-  bool edge = mode == "edge";
+  auto map_of = [&](size_t d) {
+    return PadMap{x.shape()[d], pads[d], x.strides()[d], mode == "edge"};
+  };
   std::vector<std::vector<int64_t>> maps(r);
-  for (size_t d = 0; d < r; ++d) {
-    int64_t n = x.shape()[d], lo = pads[d];
-    for (int64_t j = 0; j < y.shape()[d]; ++j) {
-      int64_t s = j - lo;
-      if (edge) {
-        s = std::clamp<int64_t>(s, 0, n - 1);
-      } else {  // reflect, the edge not repeated; infer keeps pads < n
-        if (s < 0) s = -s;
-        if (s >= n) s = 2 * (n - 1) - s;
-        s = std::clamp<int64_t>(s, 0, n - 1);
-      }
-      maps[d].push_back(s * x.strides()[d]);
-    }
+  for (size_t d = 0; d + 1 < r; ++d) {
+    const PadMap f = map_of(d);
+    for (int64_t j = 0; j < y.shape()[d]; ++j) maps[d].push_back(f(j));
   }
   int64_t j0 = 0, j1 = 0;  // an empty interior: every element through the map
   if (r > 0 && x.strides().back() == 1) {
@@ -360,8 +367,9 @@ void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
     j0 = std::clamp<int64_t>(lo, 0, y.shape().back());
     j1 = std::min(y.shape().back(), lo + x.shape().back());
   }
+  const PadMap last = r > 0 ? map_of(r - 1) : PadMap{1, 0, 0, true};
   visit_bytes(elem_size(y),
-              [&](auto tag) { pad_rows<typename decltype(tag)::type>(x, y, maps, j0, j1); });
+              [&](auto tag) { pad_rows<typename decltype(tag)::type>(x, y, maps, last, j0, j1); });
 }
 
 // y viewed as [r0, n0, r1, n1, …]: the repeat dims read x with stride 0.

@@ -46,24 +46,29 @@ void copy_all(const Tensor& x, Tensor& y) {
 void gather_kernel(const KernelContext& ctx, Ins in, Outs out) {
   const Tensor &x = in[0], &idx = in[1];
   int64_t axis = norm_axis(ctx.attrs.get_int("axis"), x.rank());
-  auto iv = read_indices(idx, x.shape(), ctx.op.name, [axis](int64_t) { return axis; });
   AxisSplit s = split_at(x.shape(), axis);
-  int64_t m = int64_t(iv.size());
-  if (s.inner == 1 && m > 0) {  // an element per index (framing a signal): no division each
-    visit_bytes(elem_size(out[0]), [&](auto tag) {
-      using E = typename decltype(tag)::type;
-      const E* px = x.data_as<E>();
-      E* py = out[0].data_as<E>();
-      parallel_for(s.outer * m, kCopyGrain, [&](int64_t b, int64_t e) {
-        int64_t o = b / m, q = b % m;
-        for (int64_t i = b; i < e; ++i) {
-          py[i] = px[o * s.n + iv[size_t(q)]];
-          if (++q == m) q = 0, ++o;
-        }
+  const int64_t m = idx.numel();
+  if (s.inner == 1 && m > 0) {  // an element per index (framing a signal): indices read in
+    visit_int(idx.dtype(), ctx.op.name.c_str(), [&](auto itag) {  // place, no division each
+      using I = typename decltype(itag)::type;
+      const I* ip = idx.data_as<I>();
+      check_indices(ip, m, x.shape(), ctx.op.name, [axis](int64_t) { return axis; });
+      visit_bytes(elem_size(out[0]), [&](auto tag) {
+        using E = typename decltype(tag)::type;
+        const E* px = x.data_as<E>();
+        E* py = out[0].data_as<E>();
+        parallel_for(s.outer * m, kCopyGrain, [&](int64_t b, int64_t e) {
+          int64_t o = b / m, q = b % m;
+          for (int64_t i = b; i < e; ++i) {
+            py[i] = px[o * s.n + wrap_index(int64_t(ip[q]), s.n)];
+            if (++q == m) q = 0, ++o;
+          }
+        });
       });
     });
     return;
   }
+  auto iv = read_indices(idx, x.shape(), ctx.op.name, [axis](int64_t) { return axis; });
   gather_rows(x, out[0], s.outer * m, s.inner,
               [&](int64_t q) { return ((q / m) * s.n + iv[size_t(q % m)]) * s.inner; });
 }
