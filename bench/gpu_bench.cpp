@@ -9,16 +9,21 @@
 //   attention causal, [8, 12, 1024, 64] bf16 forward
 //   attention also in f32 (what the f32 GPT-2 forward runs), and its bf16 backward
 //   train     GPT-2 small's AMP-bf16 train step with AdamW on 8 x 1024 tokens
+//   fft       fft / ifft / rfft / irfft of 1024 x 4096, fft of 4096 x 1009 (a prime), fft2 of
+//             64 x 256 x 256, rfft2 of 16 x 1024 x 1024, and the stft of 64 x 10 s of 16 kHz
+//             audio (n_fft 400, hop 160, hann, centred): against torch.fft / torch.stft
 //   gpt2      GPT-2 small (12 layers, d 768, 12 heads, vocab 50304; the demo's model,
 //             examples/demo) forward on 8 x 1024 tokens to logits, f32 and auto-bf16
 //
 // Each rlx case is a compiled graph; its inputs live on the GPU. Times are the median of
 // --runs runs after warm-up, synchronised. PyTorch's numbers come from bench/gpu_torch.py
 // (eager and torch.compile) when python3 with torch and CUDA is there.
-// Usage: rlx-bench-gpu [--runs N] [--no-torch] [--only gemm|gemm_f32|chain|attention|gpt2|train]
-// (RLX_BENCH_DISABLE=pass,... compiles the train step without those passes.)
+// Usage: rlx-bench-gpu [--runs N] [--no-torch] [--only
+// gemm|gemm_f32|chain|fft|attention|gpt2|train] (RLX_BENCH_DISABLE=pass,... compiles the train step
+// without those passes.)
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +53,17 @@ Tensor random_on_gpu(DType dt, std::vector<int64_t> shape, uint64_t seed) {
   return Tensor::from_doubles(dt, std::move(shape), v).to(Device::cuda());
 }
 
+// Uniform values in [-1, 1) for both parts.
+Tensor random_complex_on_gpu(std::vector<int64_t> shape, uint64_t seed) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  std::vector<float> v(static_cast<size_t>(2 * n));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& x : v) x = u(rng);
+  return Tensor::from_data(DType::c64, std::move(shape), v.data()).to(Device::cuda());
+}
+
 double median_ms(CompiledGraph& cg, const std::vector<Tensor>& in, int runs) {
   auto st = bench::measure(
       [&] {
@@ -59,9 +75,10 @@ double median_ms(CompiledGraph& cg, const std::vector<Tensor>& in, int runs) {
 }
 
 // "name value" lines from the torch script.
-std::map<std::string, double> torch_times(int runs) {
+std::map<std::string, double> torch_times(int runs, const std::string& only) {
   std::map<std::string, double> out;
-  std::string cmd = "python3 bench/gpu_torch.py --runs " + std::to_string(runs) + " 2>/dev/null";
+  std::string cmd = "python3 bench/gpu_torch.py --runs " + std::to_string(runs) +
+                    (only.empty() ? "" : " --only " + only) + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return out;
   char name[128];
@@ -111,7 +128,8 @@ int main(int argc, char** argv) {
     std::printf("rlx-bench-gpu: no CUDA device here\n");
     return 0;
   }
-  std::map<std::string, double> t = torch ? torch_times(runs) : std::map<std::string, double>{};
+  std::map<std::string, double> t =
+      torch ? torch_times(runs, only) : std::map<std::string, double>{};
   if (torch && t.empty()) std::printf("(no PyTorch numbers: python3 with torch+CUDA not found)\n");
   Session s(Device::cuda());
   char extra[160];
@@ -198,6 +216,53 @@ int main(int argc, char** argv) {
     std::snprintf(extra, sizeof extra, "   limit %.3f ms (rlx/limit %.2f, %.0f GB/s)", limit,
                   ms / limit, 2.0 * 4 * double(n) / (limit * 1e-3) / 1e9);
     row("chain 6 ops 64M f32 (unfused)", ms, t, "chain", extra);
+  }
+
+  if (want("fft")) {  // the FFT family on cuFFT, as torch.fft runs it
+    struct Case {
+      const char* key;
+      const char* op;
+      const char* input;
+      Attrs attrs;
+    };
+    auto ints = [](std::vector<int64_t> v) { return AttrValue(IntList(std::move(v))); };
+    const Case cases[] = {
+        {"fft_c64_1024x4096", "fft", "c64[1024,4096]", {}},
+        {"ifft_c64_1024x4096", "ifft", "c64[1024,4096]", {}},
+        {"rfft_f32_1024x4096", "rfft", "f32[1024,4096]", {}},
+        {"irfft_c64_1024x2049", "irfft", "c64[1024,2049]", {{"n", ints({4096})}}},
+        {"fft_c64_4096x1009", "fft", "c64[4096,1009]", {}},
+        {"fft2_c64_64x256x256", "fft", "c64[64,256,256]", {{"axes", ints({-2, -1})}}},
+        {"rfft2_f32_16x1024x1024", "rfft", "f32[16,1024,1024]", {{"axes", ints({-2, -1})}}},
+        {"stft_64x160000",
+         "stft",
+         "f32[64,160000]",
+         {{"n_fft", int64_t(400)},
+          {"hop_length", int64_t(160)},
+          {"center", true},
+          {"pad_mode", std::string("reflect")},
+          {"onesided", true},
+          {"normalized", false}}},
+    };
+    uint64_t seed = 10;
+    for (const Case& c : cases) {
+      Graph g(c.key);
+      TensorType tt = TensorType::parse(c.input);
+      std::vector<Value> args{g.input("x", tt)};
+      std::vector<Tensor> in{tt.dtype == DType::c64
+                                 ? random_complex_on_gpu(static_sizes(tt.shape), seed++)
+                                 : random_on_gpu(tt.dtype, static_sizes(tt.shape), seed++)};
+      if (std::string_view(c.op) == "stft") {  // torch.hann_window(400): periodic
+        args.push_back(g.input("w", TensorType::parse("f32[400]")));
+        std::vector<double> w(400);
+        for (size_t i = 0; i < w.size(); ++i)
+          w[i] = 0.5 - 0.5 * std::cos(2 * M_PI * double(i) / 400);
+        in.push_back(Tensor::from_doubles(DType::f32, {400}, w).to(Device::cuda()));
+      }
+      g.output(g.apply(c.op, args, c.attrs)[0]);
+      CompiledGraph cg = s.compile(g);
+      row(c.key, median_ms(cg, in, runs), t, c.key, "");
+    }
   }
 
   if (want("attention")) {  // causal attention forward

@@ -60,7 +60,38 @@ def both(name, f, *inputs):
 
 
 def skip(case):
-    return args.only == "gpt2" and case != "gpt2"
+    return args.only in ("gpt2", "fft") and case != args.only
+
+
+# The FFT family (cuFFT under both): rlx-bench-gpu's `fft` cases, eager (torch.compile
+# leaves FFTs to cuFFT as well).
+if not skip("fft"):
+    def cx(*shape):
+        return torch.complex(torch.rand(*shape, device=dev) * 2 - 1,
+                             torch.rand(*shape, device=dev) * 2 - 1)
+
+    x = cx(1024, 4096)
+    print("fft_c64_1024x4096", median_ms(torch.fft.fft, x), flush=True)
+    print("ifft_c64_1024x4096", median_ms(torch.fft.ifft, x), flush=True)
+    x = torch.rand(1024, 4096, device=dev) * 2 - 1
+    print("rfft_f32_1024x4096", median_ms(torch.fft.rfft, x), flush=True)
+    x = cx(1024, 2049)
+    print("irfft_c64_1024x2049", median_ms(lambda t: torch.fft.irfft(t, n=4096), x), flush=True)
+    x = cx(4096, 1009)
+    print("fft_c64_4096x1009", median_ms(torch.fft.fft, x), flush=True)
+    x = cx(64, 256, 256)
+    print("fft2_c64_64x256x256", median_ms(torch.fft.fft2, x), flush=True)
+    x = torch.rand(16, 1024, 1024, device=dev) * 2 - 1
+    print("rfft2_f32_16x1024x1024", median_ms(torch.fft.rfft2, x), flush=True)
+    # 64 x 10 s of 16 kHz audio: n_fft 400, hop 160, a hann window, centred (reflect).
+    x = torch.rand(64, 160000, device=dev) * 2 - 1
+    w = torch.hann_window(400, device=dev)
+    print("stft_64x160000",
+          median_ms(lambda t: torch.stft(t, 400, 160, window=w, return_complex=True), x),
+          flush=True)
+    del x, w
+if args.only == "fft":
+    sys.exit(0)
 
 
 if not skip("gemm"):

@@ -1,15 +1,18 @@
 // The FFT family's kernels (ops/fft.cpp) through cuFFT, as the CPU computes them
-// (backend/cpu/fft.cpp): the input cropped or zero-padded to each axis's length, then one
-// batched 1-D transform per axis (an axis that is not the last is moved there by a copy
-// first, and back after), r2c on the last of rfft's axes before the others, c2r on the
-// last of irfft's after them; `norm`'s factor scales the result once. Plans are cached
-// per (type, length, batch) and run on the node's stream; cuFFT allocates their work areas.
+// (backend/cpu/fft.cpp): the input cropped or zero-padded to each axis's length; up to three
+// trailing axes in one cuFFT plan written into the output, other axes one batched 1-D
+// transform each (an axis that is not the last moved there by a copy first, and back
+// after), r2c on the last of rfft's axes before the others, c2r on the last of irfft's
+// after them; `norm`'s factor scales the result once. Plans are cached per (type, lengths,
+// batch) and run on the node's stream; cuFFT allocates their work areas.
 #include <cufft.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "backend/cuda/copy.h"
 #include "backend/cuda/cuda_util.h"
@@ -29,24 +32,29 @@ void check_fft(cufftResult r, const char* call) {
   fail<DeviceError>("fft", "expected ", call, " to succeed, got cufftResult ", int(r));
 }
 
-// One plan per (type, length, batch), kept for the process: cuFFT plans hold device work
+// One plan per (type, dims, batch), kept for the process: cuFFT plans hold device work
 // areas, and decode-style workloads repeat the same few shapes. The mutex covers a plan's
 // stream binding and launch (one plan is not to be driven from two threads at once).
 struct Plans {
   std::mutex mu;
-  std::map<std::tuple<int, int, int>, cufftHandle> plans;
+  std::map<std::tuple<int, std::vector<int>, int>, cufftHandle> plans;
 
-  cufftHandle get(cufftType type, int n, int batch) {
-    auto key = std::make_tuple(int(type), n, batch);
+  // dims: the transform's (real) lengths, outermost first; r2c halves the last on output,
+  // c2r on input.
+  cufftHandle get(cufftType type, std::vector<int> dims, int batch) {
+    auto key = std::make_tuple(int(type), dims, batch);
     auto it = plans.find(key);
     if (it != plans.end()) return it->second;
-    cufftHandle h;
     const bool c2r = type == CUFFT_C2R || type == CUFFT_Z2D;
     const bool r2c = type == CUFFT_R2C || type == CUFFT_D2Z;
-    int in_dist = c2r ? n / 2 + 1 : n, out_dist = r2c ? n / 2 + 1 : n;
-    check_fft(cufftPlanMany(&h, 1, &n, nullptr, 1, in_dist, nullptr, 1, out_dist, type, batch),
+    int points = 1;
+    for (int d : dims) points *= d;
+    const int half = points / dims.back() * (dims.back() / 2 + 1);
+    cufftHandle h;
+    check_fft(cufftPlanMany(&h, int(dims.size()), dims.data(), nullptr, 1, c2r ? half : points,
+                            nullptr, 1, r2c ? half : points, type, batch),
               "cufftPlanMany");
-    plans.emplace(key, h);
+    plans.emplace(std::move(key), h);
     return h;
   }
 };
@@ -56,18 +64,25 @@ Plans& plans() {
   return *p;
 }
 
-// A batch of 1-D transforms over the last axis of the contiguous `in` into `out`; n is the
-// (real) transform length.
-void exec(Kind kind, bool dbl, int64_t n, int64_t batch, void* in, void* out, cudaStream_t s) {
-  if (n > INT32_MAX || batch > INT32_MAX)
-    fail<NotSupported>("fft", "expected transforms of at most 2^31 points and batches, got ", n,
-                       " points x ", batch);
+// A batch of transforms over the trailing dims of the contiguous `in` into `out`; dims are
+// the (real) transform lengths.
+void exec(Kind kind, bool dbl, const std::vector<int64_t>& dims, int64_t batch, void* in, void* out,
+          cudaStream_t s) {
+  std::vector<int> d32;
+  int64_t points = 1;
+  for (int64_t d : dims) {
+    d32.push_back(int(d));
+    points *= d;
+  }
+  if (points > INT32_MAX || batch > INT32_MAX)
+    fail<NotSupported>("fft", "expected transforms of at most 2^31 points and batches, got ",
+                       points, " points x ", batch);
   cufftType type = kind == Kind::r2c   ? (dbl ? CUFFT_D2Z : CUFFT_R2C)
                    : kind == Kind::c2r ? (dbl ? CUFFT_Z2D : CUFFT_C2R)
                                        : (dbl ? CUFFT_Z2Z : CUFFT_C2C);
   Plans& p = plans();
   std::lock_guard lock(p.mu);
-  cufftHandle h = p.get(type, int(n), int(batch));
+  cufftHandle h = p.get(type, std::move(d32), int(batch));
   check_fft(cufftSetStream(h, s), "cufftSetStream");
   const int dir = kind == Kind::c2c_inverse ? CUFFT_INVERSE : CUFFT_FORWARD;
   switch (type) {
@@ -123,26 +138,36 @@ Tensor resized(const Tensor& x, const std::vector<int64_t>& axes,
   return y;
 }
 
+DType result_dtype(Kind kind, DType x) {
+  return kind == Kind::r2c ? complex_of(x) : kind == Kind::c2r ? real_of(x) : x;
+}
+
+// The transforms over the trailing dims.size() axes of the contiguous x (their real lengths
+// `dims`), into `into` when given (a contiguous tensor of the result's shape), else into a
+// new tensor.
+Tensor transform_trailing(const Tensor& x, Kind kind, const std::vector<int64_t>& dims,
+                          cudaStream_t s, const Tensor* into = nullptr) {
+  std::vector<int64_t> shape = x.shape();
+  shape.back() = kind == Kind::r2c ? dims.back() / 2 + 1 : dims.back();
+  Tensor out = into ? *into : Tensor::empty(result_dtype(kind, x.dtype()), shape, x.device());
+  int64_t batch = 1;
+  for (size_t d = 0; d + dims.size() < shape.size(); ++d) batch *= shape[d];
+  const bool dbl = x.dtype() == DType::f64 || x.dtype() == DType::c128;
+  if (out.numel() > 0) exec(kind, dbl, dims, batch, x.data(), out.data(), s);
+  return out;
+}
+
 // One transform along `axis` of the contiguous x: a new contiguous tensor, the axis's
-// length n (c2r: the real output's; r2c: the real input's).
+// length n (c2r: the real output's; r2c: the real input's). c2r overwrites its input, which
+// is therefore always a copy.
 Tensor transform_axis(const Tensor& x, int64_t axis, Kind kind, int64_t n, cudaStream_t s) {
   const int64_t rank = x.rank();
   const bool last = axis == rank - 1;
   std::vector<int64_t> perm(static_cast<size_t>(rank));
   for (int64_t i = 0; i < rank; ++i) perm[size_t(i)] = i;
   std::swap(perm[size_t(axis)], perm.back());
-  // c2r overwrites its input: it always gets a copy.
   Tensor in = last && kind != Kind::c2r ? x : contiguous_copy(x.permute(perm), s);
-  std::vector<int64_t> shape = in.shape();
-  shape.back() = kind == Kind::r2c ? n / 2 + 1 : n;
-  const DType dt = kind == Kind::r2c   ? complex_of(x.dtype())
-                   : kind == Kind::c2r ? real_of(x.dtype())
-                                       : x.dtype();
-  Tensor out = Tensor::empty(dt, shape, x.device());
-  const bool dbl = x.dtype() == DType::f64 || x.dtype() == DType::c128;
-  if (out.numel() > 0)
-    exec(kind, dbl, n, in.numel() / std::max<int64_t>(in.shape().back(), 1), in.data(), out.data(),
-         s);
+  Tensor out = transform_trailing(in, kind, {n}, s);
   return last ? out : contiguous_copy(out.permute(perm), s);
 }
 
@@ -189,6 +214,29 @@ void fft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<
     n_total *= double(real);
   }
   Tensor x = resized(x0, axes, lengths, s);
+  const std::string& norm = ctx.attrs.get_string("norm");
+  const bool inverse = kind == Kind::c2c_inverse || kind == Kind::c2r;
+  const double fct = norm == "ortho"                  ? 1.0 / std::sqrt(n_total)
+                     : (norm == "forward") != inverse ? 1.0 / n_total
+                                                      : 1.0;
+  // Axes that are the last k (c2c's in any order; r2c's and c2r's halved axis last), k <= 3,
+  // take one cuFFT plan of rank k, written straight into y: as torch.fft, no copies.
+  std::vector<size_t> order(axes.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  if (kind == Kind::c2c_forward || kind == Kind::c2c_inverse)
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return axes[a] < axes[b]; });
+  bool trailing = axes.size() <= 3;
+  std::vector<int64_t> dims;
+  for (size_t i = 0; i < order.size(); ++i) {
+    trailing = trailing && axes[order[i]] == rank - int64_t(axes.size()) + int64_t(i);
+    dims.push_back(n[order[i]]);
+  }
+  if (trailing) {
+    if (kind == Kind::c2r && x.data() == x0.data()) x = contiguous_copy(x, s);
+    transform_trailing(x, kind, dims, s, &y);
+    if (fct != 1.0) scale(y, fct, s);
+    return;
+  }
   const size_t k = axes.size() - 1;
   switch (kind) {
     case Kind::c2c_forward:
@@ -204,11 +252,6 @@ void fft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<
       x = transform_axis(x, axes[k], Kind::c2r, n[k], s);
       break;
   }
-  const std::string& norm = ctx.attrs.get_string("norm");
-  const bool inverse = kind == Kind::c2c_inverse || kind == Kind::c2r;
-  const double fct = norm == "ortho"                  ? 1.0 / std::sqrt(n_total)
-                     : (norm == "forward") != inverse ? 1.0 / n_total
-                                                      : 1.0;
   if (fct != 1.0) scale(x, fct, s);
   RLX_CUDA(cudaMemcpyAsync(y.data(), x.data(), y.nbytes(), cudaMemcpyDeviceToDevice, s));
 }
