@@ -122,12 +122,14 @@ TEST(CudaDispatch, StringsRunOnTheHost) {
   EXPECT_GT(n, 0);
 }
 
-// Complex values: the FFTs (cuFFT) and the complex family on operands of one shape are
-// native; sum / mean / products / stft decompose into real ops; the complex elementwise
-// ops (and a broadcasting complex(re, im)) run on the host.
+// Complex values: the FFTs (cuFFT), the complex family on operands of one shape and the
+// elementwise rows with kComplex are native; sum / mean / products / stft decompose into
+// real ops; the rest (abs, casts, a broadcasting complex(re, im)) run on the host.
 TEST(CudaDispatch, ComplexValuesRunNativeDecomposedOrOnTheHost) {
-  const std::set<std::string> native{"fft",  "ifft", "rfft", "irfft",
-                                     "real", "imag", "conj", "angle"};
+  const std::set<std::string> native{
+      "fft",  "ifft",  "rfft", "irfft", "real", "imag", "conj",      "angle", "neg",
+      "add",  "sub",   "mul",  "div",   "eq",   "ne",   "square",    "exp",   "log",
+      "sqrt", "rsqrt", "sin",  "cos",   "tan",  "tanh", "reciprocal"};
   const std::set<std::string> decomposed{"sum", "mean", "matmul", "dot_general", "stft", "istft"};
   int n = 0;
   for (const OpCheck& c : table().checks) {

@@ -13,10 +13,18 @@
 
 namespace rlx::cuda {
 
-// Dtype sets, as the CPU's (cpu_util.h).
-enum : unsigned { kFloat = 1, kInt = 2, kBool = 4, kNumeric = kFloat | kInt, kAll = 7 };
+// Dtype sets, as the CPU's (cpu_util.h). kAll leaves complex numbers out: only the
+// elementwise rows that name kComplex take them (the others' on the host).
+enum : unsigned {
+  kFloat = 1,
+  kInt = 2,
+  kBool = 4,
+  kNumeric = kFloat | kInt,
+  kAll = 7,
+  kComplex = 8
+};
 inline bool dtype_in_set(DType t, unsigned set) {
-  if (is_complex(t)) return false;  // complex numbers run on the host (the CPU kernels)
+  if (is_complex(t)) return set & kComplex;
   return is_bool(t) ? (set & kBool) : is_float(t) ? (set & kFloat) : (set & kInt);
 }
 

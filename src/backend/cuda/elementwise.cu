@@ -22,6 +22,14 @@ using Outs = std::span<Tensor>;
 template <class... Ts>
 constexpr int kVec = 16 / std::max({sizeof(Ts)...});
 
+// visit, with c64 / c128 as Cx<float> / Cx<double> (rows with kComplex).
+template <class F>
+void visit_numbers(DType dt, F&& f) {
+  if (dt == DType::c64) return f(Tag<Cx<float>>{});
+  if (dt == DType::c128) return f(Tag<Cx<double>>{});
+  visit(dt, f);
+}
+
 template <class T, class U, class Op>
 __global__ void unary_flat(const T* x, U* y, int64_t n, Op op) {
   constexpr int V = kVec<T, U>;
@@ -137,7 +145,7 @@ void unary_apply(const Tensor& x, const Tensor& y, Op op, cudaStream_t s) {
 
 template <unsigned kSet, bool ToBool = false, class Op>
 void unary_kernel(const KernelContext& ctx, Ins in, Outs out, Op op) {
-  visit(in[0].dtype(), [&](auto tag) {
+  visit_numbers(in[0].dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using U = std::conditional_t<ToBool, bool, T>;
     if constexpr (in_set<T>(kSet)) unary_apply<T, U>(in[0], out[0], op, stream_of(ctx));
@@ -159,7 +167,7 @@ void gelu_kernel(const KernelContext& ctx, Ins in, Outs out) {
 
 template <class Op, unsigned kSet, bool ToBool = false>
 void binary_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  visit(in[0].dtype(), [&](auto tag) {
+  visit_numbers(in[0].dtype(), [&](auto tag) {
     using T = typename decltype(tag)::type;
     using U = std::conditional_t<ToBool, bool, T>;
     if constexpr (in_set<T>(kSet)) {

@@ -86,6 +86,101 @@ __device__ __forceinline__ double inf<double>() {
   return __longlong_as_double(0x7ff0000000000000LL);
 }
 
+// --- complex numbers (c64: Cx<float>, c128: Cx<double>) -----------------------------------
+// The ops of elementwise_table.h's rows with kComplex, with the CPU's (std::complex)
+// definitions: principal branches, Smith's division (no overflow from |b|^2).
+template <class R>
+struct Cx {
+  R re, im;
+  constexpr Cx(R r = R(0), R i = R(0)) : re(r), im(i) {}
+};
+template <class R>
+inline constexpr bool is_fp<Cx<R>> = true;
+template <class R>
+__device__ __forceinline__ Cx<R> operator+(Cx<R> a, Cx<R> b) {
+  return {a.re + b.re, a.im + b.im};
+}
+template <class R>
+__device__ __forceinline__ Cx<R> operator-(Cx<R> a, Cx<R> b) {
+  return {a.re - b.re, a.im - b.im};
+}
+template <class R>
+__device__ __forceinline__ Cx<R> operator-(Cx<R> a) {
+  return {-a.re, -a.im};
+}
+template <class R>
+__device__ __forceinline__ Cx<R> operator*(Cx<R> a, Cx<R> b) {
+  return {a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
+}
+template <class R>
+__device__ __forceinline__ Cx<R> operator/(Cx<R> a, Cx<R> b) {
+  if (m_fabs(b.re) >= m_fabs(b.im)) {
+    const R r = b.im / b.re, d = b.re + b.im * r;
+    return {(a.re + a.im * r) / d, (a.im - a.re * r) / d};
+  }
+  const R r = b.re / b.im, d = b.im + b.re * r;
+  return {(a.re * r + a.im) / d, (a.im * r - a.re) / d};
+}
+template <class R>
+__device__ __forceinline__ bool operator==(Cx<R> a, Cx<R> b) {
+  return a.re == b.re && a.im == b.im;
+}
+template <class R>
+__device__ __forceinline__ bool operator!=(Cx<R> a, Cx<R> b) {
+  return !(a == b);
+}
+__device__ __forceinline__ float m_hypot(float a, float b) { return hypotf(a, b); }
+__device__ __forceinline__ double m_hypot(double a, double b) { return hypot(a, b); }
+__device__ __forceinline__ float m_sinh(float x) { return sinhf(x); }
+__device__ __forceinline__ double m_sinh(double x) { return sinh(x); }
+__device__ __forceinline__ float m_cosh(float x) { return coshf(x); }
+__device__ __forceinline__ double m_cosh(double x) { return cosh(x); }
+template <class R>
+__device__ __forceinline__ Cx<R> m_exp(Cx<R> z) {
+  const R e = m_exp(z.re);
+  return {e * m_cos(z.im), e * m_sin(z.im)};
+}
+template <class R>
+__device__ __forceinline__ Cx<R> m_log(Cx<R> z) {
+  return {m_log(m_hypot(z.re, z.im)), m_atan2(z.im, z.re)};
+}
+template <class R>
+__device__ __forceinline__ Cx<R> m_sqrt(Cx<R> z) {
+  if (z.re == R(0) && z.im == R(0)) return {R(0), z.im};
+  const R t = m_sqrt((m_fabs(z.re) + m_hypot(z.re, z.im)) / R(2));
+  if (z.re >= R(0)) return {t, z.im / (R(2) * t)};
+  return {m_fabs(z.im) / (R(2) * t), m_copysign(t, z.im)};
+}
+template <class R>
+__device__ __forceinline__ Cx<R> m_rsqrt(Cx<R> z) {
+  return Cx<R>(R(1)) / m_sqrt(z);
+}
+template <class R>
+__device__ __forceinline__ Cx<R> m_sin(Cx<R> z) {
+  return {m_sin(z.re) * m_cosh(z.im), m_cos(z.re) * m_sinh(z.im)};
+}
+template <class R>
+__device__ __forceinline__ Cx<R> m_cos(Cx<R> z) {
+  return {m_cos(z.re) * m_cosh(z.im), -m_sin(z.re) * m_sinh(z.im)};
+}
+// tanh(a + bi) = (sinh 2a + i sin 2b) / (cosh 2a + cos 2b); past |a| = 20 the real part is
+// +-1 to the precision and the imaginary part 4 sin b cos b e^(-2|a|) (no overflow).
+template <class R>
+__device__ __forceinline__ Cx<R> m_tanh(Cx<R> z) {
+  if (m_fabs(z.re) > R(20)) {
+    const R e = m_exp(R(-2) * m_fabs(z.re));
+    return {m_copysign(R(1), z.re), R(4) * m_sin(z.im) * m_cos(z.im) * e};
+  }
+  const R d = m_cosh(R(2) * z.re) + m_cos(R(2) * z.im);
+  return {m_sinh(R(2) * z.re) / d, m_sin(R(2) * z.im) / d};
+}
+// tan z = -i tanh(i z).
+template <class R>
+__device__ __forceinline__ Cx<R> m_tan(Cx<R> z) {
+  const Cx<R> t = m_tanh(Cx<R>(-z.im, z.re));
+  return {t.im, -t.re};
+}
+
 template <class C>
 __device__ __forceinline__ C m_sigmoid(C x) {
   C e = m_exp(-m_fabs(x));

@@ -6,34 +6,35 @@
 // are written out in both.
 #pragma once
 
-// X(op, Functor, dtypes, attributes...): the result has the operands' dtype.
-#define RLX_CUDA_UNARY_OPS(X)               \
-  X(neg, Neg, kNumeric)                     \
-  X(abs, Abs, kNumeric)                     \
-  X(sign, Sign, kNumeric)                   \
-  X(square, Square, kNumeric)               \
-  X(relu, Relu, kFloat | kInt)              \
-  X(exp, Exp, kFloat)                       \
-  X(expm1, Expm1, kFloat)                   \
-  X(log, Log, kFloat)                       \
-  X(log1p, Log1p, kFloat)                   \
-  X(sqrt, Sqrt, kFloat)                     \
-  X(rsqrt, Rsqrt, kFloat)                   \
-  X(reciprocal, Reciprocal, kFloat)         \
-  X(sin, Sin, kFloat)                       \
-  X(cos, Cos, kFloat)                       \
-  X(tan, Tan, kFloat)                       \
-  X(tanh, Tanh, kFloat)                     \
-  X(sigmoid, Sigmoid, kFloat)               \
-  X(erf, Erf, kFloat)                       \
-  X(floor, Floor, kFloat)                   \
-  X(ceil, Ceil, kFloat)                     \
-  X(round, Round, kFloat)                   \
-  X(softplus, Softplus, kFloat)             \
-  X(softsign, Softsign, kFloat)             \
-  X(silu, Silu, kFloat)                     \
-  X(elu, Elu, kFloat, "alpha")              \
-  X(leaky_relu, LeakyRelu, kFloat, "alpha") \
+// X(op, Functor, dtypes, attributes...): the result has the operands' dtype. Rows with
+// kComplex take c64 / c128 too (the eager kernels; fused regions decline complex values).
+#define RLX_CUDA_UNARY_OPS(X)                  \
+  X(neg, Neg, kNumeric | kComplex)             \
+  X(abs, Abs, kNumeric)                        \
+  X(sign, Sign, kNumeric)                      \
+  X(square, Square, kNumeric | kComplex)       \
+  X(relu, Relu, kFloat | kInt)                 \
+  X(exp, Exp, kFloat | kComplex)               \
+  X(expm1, Expm1, kFloat)                      \
+  X(log, Log, kFloat | kComplex)               \
+  X(log1p, Log1p, kFloat)                      \
+  X(sqrt, Sqrt, kFloat | kComplex)             \
+  X(rsqrt, Rsqrt, kFloat | kComplex)           \
+  X(reciprocal, Reciprocal, kFloat | kComplex) \
+  X(sin, Sin, kFloat | kComplex)               \
+  X(cos, Cos, kFloat | kComplex)               \
+  X(tan, Tan, kFloat | kComplex)               \
+  X(tanh, Tanh, kFloat | kComplex)             \
+  X(sigmoid, Sigmoid, kFloat)                  \
+  X(erf, Erf, kFloat)                          \
+  X(floor, Floor, kFloat)                      \
+  X(ceil, Ceil, kFloat)                        \
+  X(round, Round, kFloat)                      \
+  X(softplus, Softplus, kFloat)                \
+  X(softsign, Softsign, kFloat)                \
+  X(silu, Silu, kFloat)                        \
+  X(elu, Elu, kFloat, "alpha")                 \
+  X(leaky_relu, LeakyRelu, kFloat, "alpha")    \
   X(hard_sigmoid, HardSigmoid, kFloat, "alpha", "beta")
 
 // X(op, Functor, dtypes): a bool result.
@@ -43,10 +44,10 @@
   X(isinf, IsInf, kFloat)
 
 #define RLX_CUDA_BINARY_OPS(X)         \
-  X(add, Add, kNumeric)                \
-  X(sub, Sub, kNumeric)                \
-  X(mul, Mul, kNumeric)                \
-  X(div, Div, kNumeric)                \
+  X(add, Add, kNumeric | kComplex)     \
+  X(sub, Sub, kNumeric | kComplex)     \
+  X(mul, Mul, kNumeric | kComplex)     \
+  X(div, Div, kNumeric | kComplex)     \
   X(pow, Pow, kNumeric)                \
   X(max, Max, kNumeric)                \
   X(min, Min, kNumeric)                \
@@ -61,8 +62,8 @@
   X(logical_and, LogicalAnd, kBool) \
   X(logical_or, LogicalOr, kBool)   \
   X(logical_xor, LogicalXor, kBool) \
-  X(eq, Eq, kAll)                   \
-  X(ne, Ne, kAll)                   \
+  X(eq, Eq, kAll | kComplex)        \
+  X(ne, Ne, kAll | kComplex)        \
   X(lt, Lt, kAll)                   \
   X(le, Le, kAll)                   \
   X(gt, Gt, kAll)                   \

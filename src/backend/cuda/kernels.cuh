@@ -68,9 +68,20 @@ struct Tag {
   using type = T;
 };
 
+namespace ewop {
+template <class R>
+struct Cx;  // elementwise_ops.cuh
+}
+template <class T>
+constexpr bool is_complex_v = false;
+template <class R>
+constexpr bool is_complex_v<ewop::Cx<R>> = true;
+
 template <class T>
 constexpr bool in_set(unsigned set) {
-  if constexpr (std::is_same_v<T, bool>)
+  if constexpr (is_complex_v<T>)
+    return set & kComplex;
+  else if constexpr (std::is_same_v<T, bool>)
     return set & kBool;
   else if constexpr (is_float_v<T>)
     return set & kFloat;
