@@ -57,6 +57,31 @@ __global__ void transpose_tiles(const T* src, T* dst, int64_t na, int64_t nb, in
   }
 }
 
+// Each element of the contiguous y reads its source in x: per dim, edge clamps the
+// coordinate into x, reflect mirrors it without repeating the edge.
+struct PadShape {
+  int rank;
+  int64_t out[kMaxPadRank], in[kMaxPadRank], stride[kMaxPadRank], lo[kMaxPadRank];
+};
+template <class T>
+__global__ void pad_edges_kernel(const T* x, T* y, int64_t n, PadShape p, bool reflect) {
+  RLX_GRID_STRIDE(i, n) {
+    int64_t rest = i, off = 0;
+    for (int d = p.rank - 1; d >= 0; --d) {
+      const int64_t j = rest % p.out[d], len = p.in[d];
+      rest /= p.out[d];
+      int64_t s = j - p.lo[d];
+      if (reflect) {
+        if (s < 0) s = -s;
+        if (s >= len) s = 2 * (len - 1) - s;
+      }
+      s = s < 0 ? 0 : (s >= len ? len - 1 : s);
+      off += s * p.stride[d];
+    }
+    y[i] = x[off];
+  }
+}
+
 template <class T>
 __global__ void fill_kernel(T* dst, int64_t n, Indexer<1> ix, T value) {
   RLX_GRID_STRIDE(i, n) {
@@ -238,6 +263,27 @@ void fill(const Tensor& dst, double value, cudaStream_t stream) {
     fill_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(static_cast<T*>(dst.data()), n, ix, v);
   });
   RLX_CUDA_LAUNCHED("fill_kernel");
+}
+
+void pad_edges(const Tensor& x, const Tensor& y, std::span<const int64_t> pads, bool reflect,
+               cudaStream_t stream) {
+  const int64_t n = y.numel();
+  if (n == 0) return;
+  if (x.rank() > kMaxPadRank)
+    fail<NotSupported>("pad", "expected at most ", kMaxPadRank, " dims, got ", x.rank());
+  PadShape p{int(x.rank()), {}, {}, {}, {}};
+  for (int d = 0; d < p.rank; ++d) {
+    p.out[d] = y.shape()[size_t(d)];
+    p.in[d] = x.shape()[size_t(d)];
+    p.stride[d] = x.strides()[size_t(d)];
+    p.lo[d] = pads[size_t(d)];
+  }
+  visit_bytes(dtype_size(y.dtype()), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    pad_edges_kernel<T><<<blocks_for(n), kThreads, 0, stream>>>(
+        static_cast<const T*>(x.data()), static_cast<T*>(y.data()), n, p, reflect);
+  });
+  RLX_CUDA_LAUNCHED("pad_edges_kernel");
 }
 
 }  // namespace rlx::cuda

@@ -24,6 +24,12 @@ void copy_strided(const Tensor& src, const Tensor& dst, cudaStream_t stream);
 constexpr int kSplitParts = 8;
 bool split_contiguous(const void* src, int64_t outer, int64_t inner, std::span<void* const> dst,
                       std::span<const int64_t> sizes, size_t elem, cudaStream_t stream);
+// The contiguous y = x (any strides, at most kMaxPadRank dims) padded by `pads` (every
+// dim's leading count, then its trailing ones) with its edge repeated (reflect false) or
+// mirrored without repeating the edge (reflect true).
+constexpr int kMaxPadRank = 8;
+void pad_edges(const Tensor& x, const Tensor& y, std::span<const int64_t> pads, bool reflect,
+               cudaStream_t stream);
 // Every element of dst (any strides) set to the bit pattern of `value` in dst's dtype.
 void fill(const Tensor& dst, double value, cudaStream_t stream);
 

@@ -1,5 +1,5 @@
 // Shape ops that only move data, each one strided copy on the device (copy.cu): transpose,
-// broadcast_to, slice, concat, split, pad (constant mode), tile, flip. The copies read the
+// broadcast_to, slice, concat, split, pad, tile, flip. The copies read the
 // inputs through their strides, as the CPU's do (backend/cpu/shape.cpp has the layouts).
 #include <algorithm>
 
@@ -79,11 +79,14 @@ void split_kernel(const KernelContext& ctx, Ins in, Outs out) {
   }
 }
 
-// Constant mode: fill, then copy the part of x that survives.
+// Constant mode: fill, then copy the part of x that survives. Edge and reflect: each
+// element reads its source (copy.cu's pad_edges).
 void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
   Tensor& y = out[0];
   if (y.numel() == 0) return;
   const IntList& pads = ctx.attrs.get_ints("pads");
+  const std::string& mode = ctx.attrs.get_string("mode");
+  if (mode != "constant") return pad_edges(in[0], y, pads, mode == "reflect", stream_of(ctx));
   if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p > 0; }))
     fill(y, ctx.attrs.get_float("value"), stream_of(ctx));
   views::Copy c = views::pad_interior(in[0], y.shape(), pads);
@@ -92,7 +95,11 @@ void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
            elem(y), stream_of(ctx));
 }
 
-bool constant_pad(const KernelQuery& q) { return q.attrs.get_string("mode") == "constant"; }
+bool pad_supported(const KernelQuery& q) {
+  const std::string& mode = q.attrs.get_string("mode");
+  return mode == "constant" ||
+         ((mode == "edge" || mode == "reflect") && q.inputs[0].rank() <= kMaxPadRank);
+}
 
 void tile_kernel(const KernelContext& ctx, Ins in, Outs out) {
   Tensor& y = out[0];
@@ -131,7 +138,7 @@ void register_shape(KernelRegistry& r) {
                          {"tile", tile_kernel},
                          {"flip", flip_kernel}})
     add_kernel(r, e.op, e.fn, {}, strided);
-  add_kernel(r, "pad", pad_kernel, constant_pad, strided);
+  add_kernel(r, "pad", pad_kernel, pad_supported, strided);
 }
 
 }  // namespace rlx::cuda
