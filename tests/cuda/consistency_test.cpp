@@ -122,9 +122,9 @@ TEST(CudaDispatch, StringsRunOnTheHost) {
   EXPECT_GT(n, 0);
 }
 
-// Complex values: the FFTs (cuFFT), the complex family on operands of one shape and the
-// elementwise rows with kComplex are native; sum / mean / products / stft decompose into
-// real ops; the rest (abs, casts, a broadcasting complex(re, im)) run on the host.
+// Complex values: the FFTs (cuFFT), the stft of a real signal, the complex family on
+// operands of one shape and the elementwise rows with kComplex are native; sum / mean /
+// products / other stfts decompose into real ops; the rest (abs, casts, a broadcasting complex(re, im)) run on the host.
 TEST(CudaDispatch, ComplexValuesRunNativeDecomposedOrOnTheHost) {
   const std::set<std::string> native{
       "fft",  "ifft",  "rfft", "irfft", "real", "imag", "conj",      "angle", "neg",
@@ -135,7 +135,9 @@ TEST(CudaDispatch, ComplexValuesRunNativeDecomposedOrOnTheHost) {
   for (const OpCheck& c : table().checks) {
     if (!has_complex(c) || !c.error.empty()) continue;
     ++n;
-    bool same = c.op == "complex" && c.inputs[0].shape() == c.inputs[1].shape();
+    bool same = (c.op == "complex" && c.inputs[0].shape() == c.inputs[1].shape()) ||
+                (c.op == "stft" && !is_complex(c.inputs[0].dtype()) &&
+                 c.attrs.get_bool("onesided"));  // fft.cu's stft_kernel (the rows set it)
     DispatchPath want = native.count(c.op) || same ? DispatchPath::native
                         : decomposed.count(c.op)   ? DispatchPath::decomposed
                                                    : DispatchPath::host;

@@ -506,6 +506,12 @@ CheckTable checks_complex() {
                     "no window, no center, two-sided, normalized"));
     t.add(ref_check("stft", r, {random_tensor(r, {3, 20}, seed++)},
                     stft_attrs_of(9, 4, true, "edge", true, false), stft_ref, "edge"));
+    t.add(ref_check("stft", r, {random_tensor(r, {37}, seed++), random_tensor(r, {12}, seed++)},
+                    stft_attrs_of(12, 5, true, "constant", true, true), stft_ref,
+                    "constant, normalized, a full-length window"));
+    t.add(ref_check("stft", r, {random_tensor(r, {2, 2, 30}, seed++)},
+                    stft_attrs_of(8, 3, true, "replicate", true, false), stft_ref,
+                    "replicate, rank 3"));
     t.add(ref_check("stft", c,
                     {random_complex(c, {2, 30}, seed++), random_tensor(r, {10}, seed++, 0, 1)},
                     stft_attrs_of(10, 3, true, "constant", false, false), stft_ref, "complex"));

@@ -261,6 +261,86 @@ void kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tens
   fft_kernel(ctx, in, out, kKind);
 }
 
+// ---- stft of a real signal ------------------------------------------------------------
+// (ops/stft.cpp defines it.) One kernel frames the signal, the centre padding read in
+// place (reflect / constant / edge), each frame times the window (zero-padded to n_fft,
+// and 1 / sqrt(n_fft) when normalized) into [rows, frames, n_fft]; cuFFT's r2c makes
+// [rows, frames, F] of it; the output is that buffer's view [..., F, frames], as torch.stft
+// returns (a consumer that needs it contiguous gets a copy). The decomposition would take
+// five passes: pad, gather, mul, rfft, transpose.
+enum class PadMode : int { constant, reflect, edge };
+
+template <class R>
+__global__ void frame_kernel(const R* x, const R* w, R* out, int64_t count, int64_t len,
+                             int64_t frames, int64_t n_fft, int64_t hop, int64_t pad, PadMode mode,
+                             int64_t w_len, int64_t w_left, R scale) {
+  RLX_GRID_STRIDE(i, count) {
+    const int64_t j = i % n_fft, rt = i / n_fft, t = rt % frames, r = rt / frames;
+    int64_t at = t * hop + j - pad;
+    R v = 0;
+    if (at >= 0 && at < len) {
+      v = x[r * len + at];
+    } else if (mode != PadMode::constant) {
+      if (mode == PadMode::reflect) at = at < 0 ? -at : 2 * (len - 1) - at;
+      at = at < 0 ? 0 : (at >= len ? len - 1 : at);
+      v = x[r * len + at];
+    }
+    const int64_t wj = j - w_left;
+    const R wv = w ? (wj >= 0 && wj < w_len ? w[wj] : R(0)) : R(1);
+    out[i] = v * wv * scale;
+  }
+}
+
+void stft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor& x = in[0];
+  const std::vector<int64_t>& shape = ctx.output_shapes[0];
+  const int64_t rank = int64_t(shape.size()), freqs = shape[size_t(rank - 2)],
+                frames = shape[size_t(rank - 1)], len = x.shape().back();
+  const int64_t n_fft = ctx.attrs.get_int("n_fft"), hop_attr = ctx.attrs.get_int("hop_length");
+  const int64_t hop = hop_attr > 0 ? hop_attr : std::max<int64_t>(n_fft / 4, 1);
+  const int64_t pad = ctx.attrs.get_bool("center") ? n_fft / 2 : 0;
+  const std::string& m = ctx.attrs.get_string("pad_mode");
+  const PadMode mode = m == "reflect"    ? PadMode::reflect
+                       : m == "constant" ? PadMode::constant
+                                         : PadMode::edge;  // edge, replicate
+  const int64_t rows = x.numel() / std::max<int64_t>(len, 1);
+  std::vector<int64_t> spec_shape(shape.begin(), shape.end() - 2);
+  spec_shape.push_back(frames);
+  spec_shape.push_back(freqs);
+  Tensor spec = Tensor::empty(complex_of(x.dtype()), spec_shape, x.device());
+  if (spec.numel() > 0) {
+    cudaStream_t s = stream_of(ctx);
+    Tensor framed = Tensor::empty(x.dtype(), {rows, frames, n_fft}, x.device());
+    const int64_t w_len = in.size() > 1 ? in[1].numel() : 0, w_left = (n_fft - w_len) / 2;
+    const double scale = ctx.attrs.get_bool("normalized") ? 1 / std::sqrt(double(n_fft)) : 1.0;
+    const int64_t count = framed.numel();
+    auto go = [&](auto tag) {
+      using R = typename decltype(tag)::type;
+      frame_kernel<R><<<blocks_for(count), kThreads, 0, s>>>(
+          x.data_as<R>(), in.size() > 1 ? in[1].data_as<R>() : nullptr, framed.data_as<R>(), count,
+          len, frames, n_fft, hop, pad, mode, w_len, w_left, R(scale));
+    };
+    const bool dbl = x.dtype() == DType::f64;
+    if (dbl)
+      go(Tag<double>{});
+    else
+      go(Tag<float>{});
+    RLX_CUDA_LAUNCHED("stft frame_kernel");
+    exec(Kind::r2c, dbl, {n_fft}, rows * frames, framed.data(), spec.data(), s);
+  }
+  std::vector<int64_t> perm(static_cast<size_t>(rank));
+  for (int64_t i = 0; i < rank; ++i) perm[size_t(i)] = i;
+  std::swap(perm[size_t(rank - 1)], perm[size_t(rank - 2)]);
+  out[0] = spec.permute(perm);
+}
+
+// A real signal (contiguous: the kernel reads rows), one-sided; the rest decomposes.
+bool stft_native(const KernelQuery& q) {
+  const DType t = q.inputs[0].dtype;
+  return (t == DType::f32 || t == DType::f64) && q.attrs.get_bool("onesided") &&
+         q.inputs[0].rank() >= 1;
+}
+
 // c64 / c128 (f32 / f64 for rfft's input): the dtypes the op accepts.
 bool precise(const KernelQuery& q) {
   DType t = q.inputs[0].dtype;
@@ -274,6 +354,7 @@ void register_fft(KernelRegistry& r) {
   add_kernel(r, "ifft", kernel<Kind::c2c_inverse>, precise);
   add_kernel(r, "rfft", kernel<Kind::r2c>, precise);
   add_kernel(r, "irfft", kernel<Kind::c2r>, precise);
+  add_kernel(r, "stft", stft_kernel, stft_native, {.makes_outputs = true});
 }
 
 }  // namespace rlx::cuda
