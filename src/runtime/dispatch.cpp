@@ -85,9 +85,12 @@ struct Lowerer {
     KernelQuery q{op, attrs, in_types, out_types, subgraphs};
     const Kernel* k = kernels.find(q, device.kind);
     if (k && k->composite && depth < kMaxDecomposeDepth) {
-      counts[op.name][size_t(DispatchPath::decomposed)]++;
-      return *inline_decomposition(op, k->composite, inputs, in_types, out_types, attrs, subgraphs,
-                                   depth, false);
+      if (auto r = inline_decomposition(op, k->composite, inputs, in_types, out_types, attrs,
+                                        subgraphs, depth, false)) {
+        counts[op.name][size_t(DispatchPath::decomposed)]++;
+        return *r;
+      }
+      return place(op, inputs, attrs, subgraphs, nullptr, DispatchPath::missing);  // kept
     }
     if (k && !k->composite) return place(op, inputs, attrs, subgraphs, k, DispatchPath::native);
     const Kernel* cpu = device.is_cpu() ? nullptr : kernels.find(q, DeviceKind::cpu);
@@ -111,7 +114,9 @@ struct Lowerer {
   // Builds the decomposition in a scratch graph, then emits its nodes one by one, so
   // each sub-op is resolved in turn. A decomposition that does not cover these attributes
   // says NotSupported before anything is emitted: with `host_instead` the node then takes
-  // the host path (nullopt), otherwise the error stands.
+  // the host path (nullopt), otherwise the error stands. Before the passes
+  // (decompose_only) a decomposition that cannot be built yet (symbolic sizes the passes
+  // may settle) leaves the node as it is (nullopt) for lowering to decide.
   std::optional<std::vector<Value>> inline_decomposition(
       const OpDef& op, const DecomposeFn& decompose, const std::vector<Value>& inputs,
       const std::vector<TensorType>& in_types, const std::vector<TensorType>& out_types,
@@ -124,7 +129,10 @@ struct Lowerer {
     try {
       results = decompose(RuleArgs{scratch, attrs, args, {}, subgraphs, &op});
     } catch (const NotSupported&) {
-      if (!host_instead) throw;
+      if (!host_instead && !decompose_only) throw;
+      return std::nullopt;
+    } catch (const Error&) {
+      if (!decompose_only) throw;
       return std::nullopt;
     }
     if (results.size() != out_types.size())

@@ -49,6 +49,15 @@ void register_dispatch_test_ops() {
   nothing.infer = same;
   r.add(nothing);
 
+  OpDef picky;  // a decomposition that cannot be built (as one needing static sizes)
+  picky.name = "dtest.picky";
+  picky.arity(1);
+  picky.infer = same;
+  picky.decompose = [](const RuleArgs&) -> std::vector<Value> {
+    fail<ValueError>("dtest.picky", "expected static sizes");
+  };
+  r.add(picky);
+
   OpDef self;  // a decomposition that never ends
   self.name = "dtest.self";
   self.arity(1);
@@ -139,6 +148,19 @@ TEST(Dispatch, DecompositionsInlineBeforeThePasses) {
   EXPECT_EQ(l.report.count("mul", DispatchPath::native), 1);
   EXPECT_EQ(l.report.count("dtest.scale", DispatchPath::native), 1);
   EXPECT_THROW(lower_for_device(h, Device::cpu(), cpu_kernels(), &early), NotSupported);
+}
+
+// A decomposition that cannot be built before the passes leaves its node for lowering,
+// whose error stands.
+TEST(Dispatch, DecompositionsThatFailEarlyWaitForLowering) {
+  Fixture f;
+  f.g.output(f.g.apply1("dtest.picky", {f.x}));
+  DispatchReport early;
+  std::unique_ptr<Graph> g = inline_decompositions(f.g, Device::cpu(), cpu_kernels(), early);
+  ASSERT_EQ(g->nodes().size(), 1u);
+  EXPECT_EQ(g->nodes()[0].op_name(), "dtest.picky");
+  EXPECT_EQ(early.total(DispatchPath::decomposed), 0);
+  EXPECT_THROW(lower_for_device(*g, Device::cpu(), cpu_kernels(), &early), ValueError);
 }
 
 TEST(Dispatch, HostPathOnADeviceWithoutKernels) {
