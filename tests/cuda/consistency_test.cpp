@@ -124,7 +124,8 @@ TEST(CudaDispatch, StringsRunOnTheHost) {
 
 // Complex values: the FFTs (cuFFT), the stft of a real signal, the complex family on
 // operands of one shape and the elementwise rows with kComplex are native; sum / mean /
-// products / other stfts decompose into real ops; the rest (abs, casts, a broadcasting complex(re, im)) run on the host.
+// products / other stfts decompose into real ops; the rest (abs, casts, a broadcasting
+// complex(re, im)) run on the host.
 TEST(CudaDispatch, ComplexValuesRunNativeDecomposedOrOnTheHost) {
   const std::set<std::string> native{
       "fft",  "ifft",  "rfft", "irfft", "real", "imag", "conj",      "angle", "neg",
