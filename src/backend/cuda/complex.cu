@@ -1,5 +1,6 @@
 // The complex family's kernels (ops/complex.cpp) for operands of the output's shape:
-// complex(re, im), real, imag, conj, angle. These are what the complex decompositions
+// complex(re, im), real, imag, conj, angle, and abs of complex numbers (the modulus as the
+// CPU computes it: c64 squares in double, c128 hypot). These are what the complex decompositions
 // (sum / mean by parts, products from real GEMMs, stft) emit around their real ops, so a
 // GPU graph keeps its complex values on the device; broadcasting complex(re, im) runs on
 // the host (the CPU kernel, with its broadcasting).
@@ -20,7 +21,7 @@ struct Pair<double> {
   using type = double2;
 };
 
-enum class Part { complex, real, imag, conj, angle };
+enum class Part { complex, real, imag, conj, angle, modulus };
 
 template <class R, Part kPart>
 __global__ void part_kernel(const void* a, const void* b, void* y, int64_t n) {
@@ -35,6 +36,12 @@ __global__ void part_kernel(const void* a, const void* b, void* y, int64_t n) {
       if constexpr (kPart == Part::imag) static_cast<R*>(y)[i] = z.y;
       if constexpr (kPart == Part::conj) static_cast<C*>(y)[i] = C{z.x, -z.y};
       if constexpr (kPart == Part::angle) static_cast<R*>(y)[i] = atan2(z.y, z.x);
+      if constexpr (kPart == Part::modulus) {
+        if constexpr (std::is_same_v<R, float>)
+          static_cast<R*>(y)[i] = float(sqrt(double(z.x) * z.x + double(z.y) * z.y));
+        else
+          static_cast<R*>(y)[i] = hypot(z.x, z.y);
+      }
     }
   }
 }
@@ -74,6 +81,9 @@ void register_complex(KernelRegistry& r) {
   add_kernel(r, "imag", kernel<Part::imag>, same_shapes);
   add_kernel(r, "conj", kernel<Part::conj>, same_shapes);
   add_kernel(r, "angle", kernel<Part::angle>,
+             [](const KernelQuery& q) { return complex_input(q) && same_shapes(q); });
+  // After the elementwise table's abs, which takes real numbers.
+  add_kernel(r, "abs", kernel<Part::modulus>,
              [](const KernelQuery& q) { return complex_input(q) && same_shapes(q); });
 }
 
