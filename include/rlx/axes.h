@@ -15,6 +15,18 @@ namespace rlx {
 // Axis `axis` in [-rank, rank) as an index in [0, rank).
 constexpr int64_t norm_axis(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
 
+// The index into an axis of size n that position s of its padded form reads (s counted
+// from the axis's first element: the leading pad is s < 0). reflect mirrors without
+// repeating the edge (its pads are below n: shape inference checks), else the edge repeats.
+// The CPU and CUDA pads and the CUDA stft's framing share it (constexpr: device code too).
+constexpr int64_t pad_source(int64_t s, int64_t n, bool reflect) {
+  if (reflect) {
+    if (s < 0) s = -s;
+    if (s >= n) s = 2 * (n - 1) - s;
+  }
+  return s < 0 ? 0 : s >= n ? n - 1 : s;
+}
+
 // A transpose's perm as a full list of indices in [0, rank): an empty one reverses the
 // dims (NumPy's default), negative entries count from the end.
 inline std::vector<int64_t> full_perm(std::vector<int64_t> perm, int64_t rank) {

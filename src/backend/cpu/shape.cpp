@@ -290,19 +290,12 @@ void split_kernel(const KernelContext& ctx, Ins in, Outs out) {
   }
 }
 
-// The source offset (elements) that output index j of one dim reads: edge clamps, reflect
-// mirrors without repeating the edge (infer keeps pads < n).
+// The source offset (elements) that output index j of one dim reads (rlx/axes.h's
+// pad_source).
 struct PadMap {
   int64_t n, lo, stride;
-  bool edge;
-  int64_t operator()(int64_t j) const {
-    int64_t s = j - lo;
-    if (!edge) {
-      if (s < 0) s = -s;
-      if (s >= n) s = 2 * (n - 1) - s;
-    }
-    return std::clamp<int64_t>(s, 0, n - 1) * stride;
-  }
+  bool reflect;
+  int64_t operator()(int64_t j) const { return pad_source(j - lo, n, reflect) * stride; }
 };
 
 // maps[d][j]: the source offset of output index j of outer dim d; `last` maps the last dim,
@@ -354,7 +347,7 @@ void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
     return;
   }
   auto map_of = [&](size_t d) {
-    return PadMap{x.shape()[d], pads[d], x.strides()[d], mode == "edge"};
+    return PadMap{x.shape()[d], pads[d], x.strides()[d], mode == "reflect"};
   };
   std::vector<std::vector<int64_t>> maps(r);
   for (size_t d = 0; d + 1 < r; ++d) {
@@ -367,7 +360,7 @@ void pad_kernel(const KernelContext& ctx, Ins in, Outs out) {
     j0 = std::clamp<int64_t>(lo, 0, y.shape().back());
     j1 = std::min(y.shape().back(), lo + x.shape().back());
   }
-  const PadMap last = r > 0 ? map_of(r - 1) : PadMap{1, 0, 0, true};
+  const PadMap last = r > 0 ? map_of(r - 1) : PadMap{1, 0, 0, false};
   visit_bytes(elem_size(y),
               [&](auto tag) { pad_rows<typename decltype(tag)::type>(x, y, maps, last, j0, j1); });
 }

@@ -5,6 +5,7 @@
 // GPU graph keeps its complex values on the device; broadcasting complex(re, im) runs on
 // the host (the CPU kernel, with its broadcasting).
 #include "backend/cuda/cuda_util.h"
+#include "backend/cuda/elementwise_ops.cuh"
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
 
@@ -12,35 +13,26 @@ namespace rlx::cuda {
 
 namespace {
 
-template <class R>
-struct Pair {
-  using type = float2;
-};
-template <>
-struct Pair<double> {
-  using type = double2;
-};
-
 enum class Part { complex, real, imag, conj, angle, modulus };
 
 template <class R, Part kPart>
 __global__ void part_kernel(const void* a, const void* b, void* y, int64_t n) {
-  using C = typename Pair<R>::type;
+  using C = ewop::Cx<R>;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
        i += int64_t(gridDim.x) * blockDim.x) {
     if constexpr (kPart == Part::complex) {
       static_cast<C*>(y)[i] = C{static_cast<const R*>(a)[i], static_cast<const R*>(b)[i]};
     } else {
       const C z = static_cast<const C*>(a)[i];
-      if constexpr (kPart == Part::real) static_cast<R*>(y)[i] = z.x;
-      if constexpr (kPart == Part::imag) static_cast<R*>(y)[i] = z.y;
-      if constexpr (kPart == Part::conj) static_cast<C*>(y)[i] = C{z.x, -z.y};
-      if constexpr (kPart == Part::angle) static_cast<R*>(y)[i] = atan2(z.y, z.x);
+      if constexpr (kPart == Part::real) static_cast<R*>(y)[i] = z.re;
+      if constexpr (kPart == Part::imag) static_cast<R*>(y)[i] = z.im;
+      if constexpr (kPart == Part::conj) static_cast<C*>(y)[i] = C{z.re, -z.im};
+      if constexpr (kPart == Part::angle) static_cast<R*>(y)[i] = atan2(z.im, z.re);
       if constexpr (kPart == Part::modulus) {
         if constexpr (std::is_same_v<R, float>)
-          static_cast<R*>(y)[i] = float(sqrt(double(z.x) * z.x + double(z.y) * z.y));
+          static_cast<R*>(y)[i] = float(sqrt(double(z.re) * z.re + double(z.im) * z.im));
         else
-          static_cast<R*>(y)[i] = hypot(z.x, z.y);
+          static_cast<R*>(y)[i] = hypot(z.re, z.im);
       }
     }
   }
@@ -71,7 +63,10 @@ bool same_shapes(const KernelQuery& q) {
   return true;
 }
 
-bool complex_input(const KernelQuery& q) { return is_complex(q.inputs[0].dtype); }
+// angle and abs: these of a real x are other kernels' (the CPU's; the elementwise table's).
+bool complex_same_shapes(const KernelQuery& q) {
+  return is_complex(q.inputs[0].dtype) && same_shapes(q);
+}
 
 }  // namespace
 
@@ -80,11 +75,9 @@ void register_complex(KernelRegistry& r) {
   add_kernel(r, "real", kernel<Part::real>, same_shapes);
   add_kernel(r, "imag", kernel<Part::imag>, same_shapes);
   add_kernel(r, "conj", kernel<Part::conj>, same_shapes);
-  add_kernel(r, "angle", kernel<Part::angle>,
-             [](const KernelQuery& q) { return complex_input(q) && same_shapes(q); });
+  add_kernel(r, "angle", kernel<Part::angle>, complex_same_shapes);
   // After the elementwise table's abs, which takes real numbers.
-  add_kernel(r, "abs", kernel<Part::modulus>,
-             [](const KernelQuery& q) { return complex_input(q) && same_shapes(q); });
+  add_kernel(r, "abs", kernel<Part::modulus>, complex_same_shapes);
 }
 
 }  // namespace rlx::cuda

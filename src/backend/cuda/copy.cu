@@ -2,6 +2,7 @@
 
 #include "backend/cuda/copy.h"
 #include "backend/cuda/kernels.cuh"
+#include "rlx/axes.h"
 
 namespace rlx::cuda {
 
@@ -57,8 +58,7 @@ __global__ void transpose_tiles(const T* src, T* dst, int64_t na, int64_t nb, in
   }
 }
 
-// Each element of the contiguous y reads its source in x: per dim, edge clamps the
-// coordinate into x, reflect mirrors it without repeating the edge.
+// Each element of the contiguous y reads its source in x (per dim, rlx/axes.h's pad_source).
 struct PadShape {
   int rank;
   int64_t out[kMaxPadRank], in[kMaxPadRank], stride[kMaxPadRank], lo[kMaxPadRank];
@@ -68,15 +68,9 @@ __global__ void pad_edges_kernel(const T* x, T* y, int64_t n, PadShape p, bool r
   RLX_GRID_STRIDE(i, n) {
     int64_t rest = i, off = 0;
     for (int d = p.rank - 1; d >= 0; --d) {
-      const int64_t j = rest % p.out[d], len = p.in[d];
+      const int64_t j = rest % p.out[d];
       rest /= p.out[d];
-      int64_t s = j - p.lo[d];
-      if (reflect) {
-        if (s < 0) s = -s;
-        if (s >= len) s = 2 * (len - 1) - s;
-      }
-      s = s < 0 ? 0 : (s >= len ? len - 1 : s);
-      off += s * p.stride[d];
+      off += pad_source(j - p.lo[d], p.in[d], reflect) * p.stride[d];
     }
     y[i] = x[off];
   }

@@ -89,8 +89,9 @@ __device__ __forceinline__ double inf<double>() {
 // --- complex numbers (c64: Cx<float>, c128: Cx<double>) -----------------------------------
 // The ops of elementwise_table.h's rows with kComplex, with the CPU's (std::complex)
 // definitions: principal branches, Smith's division (no overflow from |b|^2).
+// Aligned as CUDA's float2 / double2, so that an element is one load.
 template <class R>
-struct Cx {
+struct alignas(2 * sizeof(R)) Cx {
   R re, im;
   constexpr Cx(R r = R(0), R i = R(0)) : re(r), im(i) {}
 };

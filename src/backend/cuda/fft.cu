@@ -276,15 +276,11 @@ __global__ void frame_kernel(const R* x, const R* w, R* out, int64_t count, int6
                              int64_t w_len, int64_t w_left, R scale) {
   RLX_GRID_STRIDE(i, count) {
     const int64_t j = i % n_fft, rt = i / n_fft, t = rt % frames, r = rt / frames;
-    int64_t at = t * hop + j - pad;
-    R v = 0;
-    if (at >= 0 && at < len) {
-      v = x[r * len + at];
-    } else if (mode != PadMode::constant) {
-      if (mode == PadMode::reflect) at = at < 0 ? -at : 2 * (len - 1) - at;
-      at = at < 0 ? 0 : (at >= len ? len - 1 : at);
-      v = x[r * len + at];
-    }
+    const int64_t at = t * hop + j - pad;
+    const bool inside = at >= 0 && at < len;
+    const R v = inside || mode != PadMode::constant
+                    ? x[r * len + pad_source(at, len, mode == PadMode::reflect)]
+                    : R(0);
     const int64_t wj = j - w_left;
     const R wv = w ? (wj >= 0 && wj < w_len ? w[wj] : R(0)) : R(1);
     out[i] = v * wv * scale;
