@@ -307,6 +307,13 @@ void attention_cached_checks(CheckTable& t) {
   OpCheck longer =
       cached(DType::f32, DType::f32, {1, 100, 4, 64}, DType::f16, {1, 1, 200, 64},
              ints(DType::i32, {1}, {90}), 3608, "prefill of 100 after 90, f16 cache, D 64");
+  // One pass with D 128, two sequences whose rows see 1 to 4 key tiles (each of the two key
+  // groups of a block takes every other tile; a block whose second group has none).
+  OpCheck wide =
+      cached(DType::f32, DType::f32, {2, 96, 4, 128}, DType::bf16, {2, 2, 300, 128},
+             ints(DType::i32, {2}, {150, 7}), 3611, "prefill of 96 at 150 and 7, bf16, D 128");
+  std::tie(wide.rtol, wide.atol) = default_tolerance(DType::bf16);
+  t.add(std::move(wide));
   for (OpCheck* c : {&mixed, &longer}) {
     c->atol = 1e-3;
     t.add(std::move(*c));

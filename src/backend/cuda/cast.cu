@@ -42,12 +42,34 @@ __global__ void cast_strided(const T* x, U* y, int64_t n, Indexer<2> ix) {
 // stride apart, so a warp's loads stay coalesced.
 template <class T, class U>
 __global__ void cast_flat(const T* x, U* y, int64_t n) {
+  pdl_wait();  // launched programmatically dependent (cast_into)
+  pdl_trigger();
   int64_t step = int64_t(gridDim.x) * blockDim.x;
   for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += 4 * step) {
 #pragma unroll
     for (int k = 0; k < 4; ++k)
       if (i + k * step < n) y[i + k * step] = store<U>(convert<U>(load(x[i + k * step])));
   }
+}
+
+// Both sides contiguous and aligned: V elements a thread, one load and one store of up to
+// 16 bytes each (a prefill's f32 activations cast to a GEMM's bf16 operand ran at half the
+// bandwidth with element loads), the last n % V elements one by one.
+template <class T, class U, int V>
+__global__ void cast_vec(const T* x, U* y, int64_t n) {
+  pdl_wait();
+  pdl_trigger();
+  const int64_t nv = n / V;
+  RLX_GRID_STRIDE(i, nv) {
+    const Vec<T, V> a = reinterpret_cast<const Vec<T, V>*>(x)[i];
+    Vec<U, V> b;
+#pragma unroll
+    for (int e = 0; e < V; ++e) b.v[e] = store<U>(convert<U>(load(a.v[e])));
+    reinterpret_cast<Vec<U, V>*>(y)[i] = b;
+  }
+  for (int64_t i = nv * V + int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x)
+    y[i] = store<U>(convert<U>(load(x[i])));
 }
 
 void cast_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
@@ -145,8 +167,12 @@ void cast_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
       using U = typename decltype(out_tag)::type;
       auto xp = static_cast<const T*>(x.data());
       auto yp = static_cast<U*>(y.data());
-      if (flat)
-        cast_flat<T, U><<<blocks_for(n, 4), kThreads, 0, s>>>(xp, yp, n);
+      constexpr int V = int(16 / std::max(sizeof(T), sizeof(U)));
+      if (flat && V > 1 && aligned<V>(xp, yp))
+        launch_pdl(cast_vec<T, U, V>, blocks_for(std::max<int64_t>(n / V, 1)), kThreads, 0, s, xp,
+                   yp, n);
+      else if (flat)
+        launch_pdl(cast_flat<T, U>, blocks_for(n, 4), kThreads, 0, s, xp, yp, n);
       else
         cast_strided<T, U><<<blocks_for(n), kThreads, 0, s>>>(xp, yp, n, ix);
     });

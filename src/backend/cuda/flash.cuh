@@ -45,11 +45,12 @@ struct Params {
 
 // rows x D elements from global (row stride `ld`, rows at or past `limit` zero) into shared
 // memory with row stride kS, 16 bytes at a time.
+// t: the thread's index among the kThreads that share the copy (the block's by default).
 template <class T, int D, int kS, int kThreads>
 __device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t ld, int rows, int64_t first,
-                                          int64_t limit) {
+                                          int64_t limit, int t = -1) {
   constexpr int kVec = 16 / sizeof(T), kChunks = D / kVec;  // 16-byte chunks per row
-  for (int c = threadIdx.x; c < rows * kChunks; c += kThreads) {
+  for (int c = t < 0 ? int(threadIdx.x) : t; c < rows * kChunks; c += kThreads) {
     int r = c / kChunks, e = (c % kChunks) * kVec;
     bool valid = first + r < limit;
     const T* s = valid ? src + (first + r) * ld + e : src;

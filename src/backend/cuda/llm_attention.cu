@@ -24,7 +24,8 @@
 //   - Prefill: a block takes kTile rows and streams the keys they see through shared
 //     memory twice: the rows' max and sum first, then the output. With a 16-bit cache and
 //     a head dim of 64 or 128 on the tensor cores (prefill_mma, once through the keys for
-//     long prompts), else as f32 FMA tiles. rope_attention_cached's prefill (and a decode
+//     long prompts, two groups of warps a block taking every other key tile), else as f32
+//     FMA tiles. rope_attention_cached's prefill (and a decode
 //     over a longer cache) first runs rope_rows_to_cache: the rotations of q and k and
 //     both cache writes in one launch instead of four.
 // A bad position (pos < 0 or pos + S > C) is reported through position_check's slot; its
@@ -756,15 +757,27 @@ __global__ void __launch_bounds__(kTileThreads) prefill(Params p) {
 // rounded to the cache dtype as it enters P V. kMmaWarps warps of 16 rows: a block takes kTile
 // rows.
 constexpr int kMmaWarps = kTile / 16;
+// In one pass a block has two such groups of warps, each with its own K / V buffers and
+// barrier, taking every other key tile of the rows; the second group's partial softmax (its
+// max, sums and weighted values) joins the first's at the end. The kernel is bound by each
+// warp's chain of copies, products and exponentials, not by the tensor cores, so twice the
+// warps finish in about half the time (bench/RESULTS.md, "prefill attention's key groups").
+template <bool kOnePass>
+constexpr int kKeyGroups = kOnePass ? 2 : 1;
 // From this many query positions prefill_mma takes one pass over the keys (FlashAttention's
 // running max and sum, P unnormalised as it meets the values): half the score products and
 // exponentials. Shorter prompts keep the two passes and the normalised P of the CPU kernel
 // and ggml, which greedy parity with llama.cpp on the test prompts relies on.
 constexpr int64_t kOnePassRows = 64;
 
-template <class TK, int D>
+// The queries, then each key group's K and V tiles.
+template <class TK, int D, int kGroups>
 constexpr size_t mma_smem() {
-  return size_t(3) * kTile * flash::HalfMma<TK, D>::kS * sizeof(TK);
+  return size_t(1 + 2 * kGroups) * kTile * flash::HalfMma<TK, D>::kS * sizeof(TK);
+}
+
+__device__ __forceinline__ void group_sync(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 
 // The scaled scores of the lane's rows (group, group + 8 of its warp's 16: s[.][2 i + e])
@@ -780,14 +793,16 @@ __device__ __forceinline__ void mask_scaled(float (&s)[kTile / 8][4], int64_t j0
     }
 }
 
-template <class TQ, class TK, int D, bool kOnePass>
-__global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
+template <class TQ, class TK, int D, bool kOnePass, int kGroups>
+__global__ void __launch_bounds__(32 * kMmaWarps * kGroups, 2) prefill_mma(Params p) {
   using Mma = flash::HalfMma<TK, D>;
-  constexpr int kS = Mma::kS, kThreads = 32 * kMmaWarps;
+  constexpr int kGroupThreads = 32 * kMmaWarps;
+  constexpr int kS = Mma::kS, kThreads = kGroupThreads * kGroups;
   static_assert(flash::kBN == kTile);
   extern __shared__ float4 smem[];
+  const int grp = int(threadIdx.x) / kGroupThreads;  // the key group
   TK* sq = reinterpret_cast<TK*>(smem);
-  TK* sk = sq + kTile * kS;
+  TK* sk = sq + kTile * kS * (1 + 2 * grp);
   TK* sv = sk + kTile * kS;
   const int tiles = (p.rows + kTile - 1) / kTile;
   const int64_t pairs = int64_t(gridDim.x) / tiles;
@@ -798,7 +813,8 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
     return;
   }
   const int r0 = (tiles - 1 - int(blockIdx.x / pairs)) * kTile;  // heavy (late) tiles first
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, tig = lane % 4;
+  // The warp's 16 rows among the group's (each group has all the block's rows).
+  const int warp = threadIdx.x % kGroupThreads / 32, lane = threadIdx.x % 32, tig = lane % 4;
   const int64_t keys = at + (min(r0 + kTile, p.rows) - 1) / p.g + 1;  // the block's rows see
   const TQ* q = static_cast<const TQ*>(p.q);
   for (int i = threadIdx.x; i < kTile * D; i += kThreads) {
@@ -821,20 +837,28 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
   const TK* kc = static_cast<const TK*>(p.k) + pair * p.c * D;
   const TK* vc = static_cast<const TK*>(p.v) + pair * p.c * D;
   auto stage = [&](TK* dst, const TK* src, int64_t j0) {
-    flash::load_tile<TK, D, kS, kThreads>(dst, src, D, kTile, j0, keys);
+    flash::load_tile<TK, D, kS, kGroupThreads>(dst, src, D, kTile, j0, keys,
+                                               int(threadIdx.x) % kGroupThreads);
   };
-  // Keys j0 .. j0 + kTile staged (and their values where `values`), then the warp's scaled,
-  // masked scores added into s; false where no row of the warp sees these keys.
-  auto tile_scores = [&](int64_t j0, bool values, float(&s)[kTile / 8][4]) {
-    __syncthreads();
+  auto sync_group = [&] {
+    if constexpr (kGroups == 1)
+      __syncthreads();
+    else
+      group_sync(1 + grp, kGroupThreads);
+  };
+  // Keys j0 .. j0 + kTile staged (and their values where `values`), then the warp's scores
+  // (times `by`), masked, added into s; false where no row of the warp sees these keys.
+  auto tile_scores = [&](int64_t j0, bool values, float by, float(&s)[kTile / 8][4]) {
+    sync_group();
     stage(sk, kc, j0);
     if (values) stage(sv, vc, j0);
     cp_async_commit();
     cp_async_wait_all();
-    __syncthreads();
+    sync_group();
     if (j0 > warp_last) return false;
     mma.scores(s, sk, lane);
-    mask_scaled(s, j0, last, tig, scale);
+    // A tile every row of the lane sees whole needs no mask (nor, by 1, a product).
+    if (by != 1.f || j0 + kTile - 1 > min(last[0], last[1])) mask_scaled(s, j0, last, tig, by);
     return true;
   };
   // The larger of m and lane row i's scores, shared by the four lanes of the row.
@@ -850,31 +874,65 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
     // One pass (FlashAttention's): each row's running max and sum; the values' sums are
     // rescaled when the max grows and divided by the sum at the end. P = e^(s - max) enters
     // P V rounded to the cache dtype. The four lanes of a row share its max; each sums its
-    // own keys until the end.
+    // own keys until the end. The scores stay unscaled (the scale is positive: the largest
+    // is the largest scaled one), so each exponential is 2^(s sl - m sl), one FMA.
+    const float sl = scale * 1.4426950408889634f;
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0, 0};
-    for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
+    for (int64_t j0 = int64_t(grp) * kTile; j0 < keys; j0 += kGroups * kTile) {
       float s[kTile / 8][4] = {};
-      if (!tile_scores(j0, true, s)) continue;
+      if (!tile_scores(j0, true, 1.f, s)) continue;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const float mx = row_max(s, i, m[i]);
         if (mx > m[i]) {  // a larger max: the sums so far shrink by e^(old - new)
-          const float shrink = m[i] == -INFINITY ? 0.f : expf(m[i] - mx);
+          const float shrink = m[i] == -INFINITY ? 0.f : exp2f((m[i] - mx) * sl);
           l[i] *= shrink;
 #pragma unroll
           for (int np = 0; np < D / 8; ++np) o[np][2 * i] *= shrink, o[np][2 * i + 1] *= shrink;
           m[i] = mx;
         }
+        const float msl = m[i] * sl;
 #pragma unroll
         for (int jn = 0; jn < kTile / 8; ++jn)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
             float& x = s[jn][2 * i + e];
-            x = x != -INFINITY ? expf(x - m[i]) : 0.f;
+            x = x != -INFINITY ? exp2f(fmaf(x, sl, -msl)) : 0.f;
             l[i] += x;
           }
       }
       mma.accumulate(o, s, sv, lane);
+    }
+    if constexpr (kGroups == 2) {
+      // The second group's max, sums and weighted values, lane by lane (the same layout)
+      // through the K / V buffers, into the first's.
+      constexpr int kLane = D / 2 + 4;
+      static_assert(size_t(kMmaWarps) * 32 * kLane * sizeof(float) <=
+                    size_t(2 * kGroups) * kTile * kS * sizeof(TK));
+      float* other = reinterpret_cast<float*>(sq + kTile * kS) + (warp * 32 + lane) * kLane;
+      __syncthreads();  // both groups are done with their buffers
+      if (grp == 1) {
+#pragma unroll
+        for (int np = 0; np < D / 8; ++np)
+#pragma unroll
+          for (int c = 0; c < 4; ++c) other[np * 4 + c] = o[np][c];
+#pragma unroll
+        for (int i = 0; i < 2; ++i) other[D / 2 + i] = m[i], other[D / 2 + 2 + i] = l[i];
+      }
+      __syncthreads();
+      if (grp == 1) return;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const float m1 = other[D / 2 + i], mx = fmaxf(m[i], m1);
+        const float a0 = m[i] == -INFINITY ? 0.f : exp2f((m[i] - mx) * sl);
+        const float a1 = m1 == -INFINITY ? 0.f : exp2f((m1 - mx) * sl);
+        l[i] = l[i] * a0 + other[D / 2 + 2 + i] * a1;
+#pragma unroll
+        for (int np = 0; np < D / 8; ++np)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            o[np][2 * i + e] = o[np][2 * i + e] * a0 + other[np * 4 + 2 * i + e] * a1;
+      }
     }
     float inv[2];
 #pragma unroll
@@ -890,7 +948,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
     double l[2] = {0, 0};
     for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
       float s[kTile / 8][4] = {};
-      if (!tile_scores(j0, false, s)) continue;
+      if (!tile_scores(j0, false, scale, s)) continue;
 #pragma unroll
       for (int i = 0; i < 2; ++i) {
         const float mx = row_max(s, i, m[i]);
@@ -915,7 +973,7 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
     // Pass 2: the same scores again; their normalised probabilities times the values.
     for (int64_t j0 = 0; j0 < keys; j0 += kTile) {
       float s[kTile / 8][4] = {};
-      if (!tile_scores(j0, true, s)) continue;
+      if (!tile_scores(j0, true, scale, s)) continue;
 #pragma unroll
       for (int jn = 0; jn < kTile / 8; ++jn)
 #pragma unroll
@@ -939,15 +997,16 @@ __global__ void __launch_bounds__(32 * kMmaWarps) prefill_mma(Params p) {
 
 template <class TQ, class TK, int D, bool kOnePass>
 void launch_prefill_mma(const Params& p, int64_t pairs, cudaStream_t st) {
-  constexpr auto kernel = prefill_mma<TQ, TK, D, kOnePass>;
+  constexpr int kGroups = kKeyGroups<kOnePass>;
+  constexpr auto kernel = prefill_mma<TQ, TK, D, kOnePass, kGroups>;
+  constexpr size_t smem = mma_smem<TK, D, kGroups>();
   static const bool raised = [&] {
-    RLX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  int(mma_smem<TK, D>())));
+    RLX_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     return true;
   }();
   (void)raised;
   const int64_t tiles = (p.rows + kTile - 1) / kTile;
-  kernel<<<unsigned(tiles * pairs), 32 * kMmaWarps, mma_smem<TK, D>(), st>>>(p);
+  kernel<<<unsigned(tiles * pairs), 32 * kMmaWarps * kGroups, smem, st>>>(p);
 }
 
 // ---- host -----------------------------------------------------------------------------
