@@ -25,9 +25,9 @@
 //     memory twice: the rows' max and sum first, then the output. With a 16-bit cache and
 //     a head dim of 64 or 128 on the tensor cores (prefill_mma, once through the keys for
 //     long prompts, two groups of warps a block taking every other key tile), else as f32
-//     FMA tiles. rope_attention_cached's prefill (and a decode
-//     over a longer cache) first runs rope_rows_to_cache: the rotations of q and k and
-//     both cache writes in one launch instead of four.
+//     FMA tiles. rope_attention_cached's prefill (and a decode over a longer cache) first
+//     runs rope_rows_to_cache: the rotations of q and k and both cache writes in one
+//     launch instead of four.
 // A bad position (pos < 0 or pos + S > C) is reported through position_check's slot; its
 // sequence is left unwritten.
 #include <algorithm>
