@@ -163,6 +163,89 @@ void kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tens
   fft_kernel(ctx, in, out, kKind);
 }
 
+// ---- stft of a real signal ------------------------------------------------------------
+// (ops/stft.cpp defines it.) A task takes kFrames frames of one row: each frame's values
+// (the centre padding read in place: reflect / constant / edge) times the window into a
+// buffer, one pocketfft r2c over the buffer's rows, and the spectra written into the output
+// [..., F, frames] a run of kFrames columns per frequency. The decomposition's framing
+// (gather), window product and rfft each passed over all the frames (a log-mel of 8 x 4 s:
+// 5.9 ms of them). The products and the transform are the decomposition's, in its order.
+constexpr int64_t kFrames = 64;
+
+void stft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
+  const Tensor& x = in[0];
+  Tensor& y = out[0];
+  const int64_t rank = y.rank(), freqs = y.shape()[size_t(rank - 2)],
+                frames = y.shape()[size_t(rank - 1)], len = x.shape().back();
+  if (y.numel() == 0) return;
+  const int64_t n_fft = ctx.attrs.get_int("n_fft"), hop_attr = ctx.attrs.get_int("hop_length");
+  const int64_t hop = hop_attr > 0 ? hop_attr : std::max<int64_t>(n_fft / 4, 1);
+  const int64_t pad = ctx.attrs.get_bool("center") ? n_fft / 2 : 0;
+  const std::string& mode = ctx.attrs.get_string("pad_mode");
+  const bool constant = mode == "constant", reflect = mode == "reflect";
+  const double fct = ctx.attrs.get_bool("normalized") ? 1 / std::sqrt(double(n_fft)) : 1.0;
+  const int64_t rows = y.numel() / (freqs * frames), blocks = (frames + kFrames - 1) / kFrames;
+  const int64_t w_len = in.size() > 1 ? in[1].numel() : 0, w_left = (n_fft - w_len) / 2;
+  auto run = [&](auto tag) {
+    using R = typename decltype(tag)::type;
+    using C = std::complex<R>;
+    const R* xp = x.data_as<R>();
+    // The window zero-padded to n_fft (empty without one).
+    std::vector<R> window;
+    if (w_len) {
+      window.assign(size_t(n_fft), R(0));
+      std::copy_n(in[1].data_as<R>(), w_len, window.begin() + w_left);
+    }
+    C* yp = y.data_as<C>();
+    parallel_for(rows * blocks, 1, [&](int64_t lo, int64_t hi) {
+      std::vector<R> buf(size_t(kFrames * n_fft));
+      std::vector<C> spec(size_t(kFrames * freqs));
+      for (int64_t task = lo; task < hi; ++task) {
+        const int64_t r = task / blocks, t0 = task % blocks * kFrames;
+        const int64_t n = std::min(kFrames, frames - t0);
+        const R* row = xp + r * len;
+        for (int64_t f = 0; f < n; ++f) {
+          R* b = buf.data() + f * n_fft;
+          const int64_t start = (t0 + f) * hop - pad;
+          if (start >= 0 && start + n_fft <= len) {
+            std::copy_n(row + start, n_fft, b);  // inside the signal: a plain run
+          } else {
+            for (int64_t j = 0; j < n_fft; ++j) {
+              const int64_t at = start + j;
+              const bool inside = at >= 0 && at < len;  // (an empty signal pads with zeros)
+              b[j] = inside || (!constant && len > 0) ? row[pad_source(at, len, reflect)] : R(0);
+            }
+          }
+          if (w_len)
+            for (int64_t j = 0; j < n_fft; ++j) b[j] *= window[size_t(j)];
+        }
+        const std::ptrdiff_t rs = std::ptrdiff_t(sizeof(R)), cs = std::ptrdiff_t(sizeof(C));
+        pocketfft::r2c({size_t(n), size_t(n_fft)}, {rs * n_fft, rs}, {cs * freqs, cs}, {1}, true,
+                       buf.data(), spec.data(), R(fct), 1);
+        // Transposed into [F, frames] 8 frequencies at a time: a line of each spectrum
+        // read, 8 output rows written in runs (a frequency at a time read a line a value).
+        C* dst = yp + r * freqs * frames + t0;
+        for (int64_t k0 = 0; k0 < freqs; k0 += 8) {
+          const int64_t k1 = std::min(k0 + 8, freqs);
+          for (int64_t f = 0; f < n; ++f)
+            for (int64_t k = k0; k < k1; ++k) dst[k * frames + f] = spec[size_t(f * freqs + k)];
+        }
+      }
+    });
+  };
+  if (x.dtype() == DType::f64)
+    run(Tag<double>{});
+  else
+    run(Tag<float>{});
+}
+
+// A real signal, one-sided (the CUDA kernel's cases); the rest decomposes.
+bool stft_native(const KernelQuery& q) {
+  const DType t = q.inputs[0].dtype;
+  return (t == DType::f32 || t == DType::f64) && q.attrs.get_bool("onesided") &&
+         q.inputs[0].rank() >= 1;
+}
+
 }  // namespace
 
 void register_fft(KernelRegistry& r) {
@@ -170,6 +253,7 @@ void register_fft(KernelRegistry& r) {
   r.add("ifft", DeviceKind::cpu, kernel<Kind::c2c_inverse>, {}, {});
   r.add("rfft", DeviceKind::cpu, kernel<Kind::r2c>, {}, {});
   r.add("irfft", DeviceKind::cpu, kernel<Kind::c2r>, {}, {});
+  r.add("stft", DeviceKind::cpu, stft_kernel, stft_native, {});
 }
 
 }  // namespace rlx::cpu
