@@ -20,8 +20,18 @@ jitted f and rlx.jit(rlx.grad(f)) both work.
 """
 import functools
 
+import numpy as np
+
 from ._rlx import Session
 from .functional import _arrays, _Cached, _pack, _specs, _trace
+
+
+def _array_key(items):
+    """A call's signature when every item is a NumPy array: shapes and NumPy dtypes, which
+    hash in C (the rlx dtypes of _specs take a binding call each); None otherwise."""
+    if all(type(a) is np.ndarray for a in items):
+        return tuple((a.shape, a.dtype) for a in items)
+    return None
 
 
 class _Jitted:
@@ -29,6 +39,9 @@ class _Jitted:
         functools.update_wrapper(self, fn)
         self._fn = fn
         self._cached = _Cached(fn, "jit", Session(device), compile_args)
+        # Calls on arrays by _array_key: (compiled graph, its input names, result tree,
+        # output names), so a repeated signature only runs (~10 us less per call).
+        self._ready = {}
 
     @property
     def traces(self):
@@ -41,9 +54,17 @@ class _Jitted:
 
     def __call__(self, *args):
         items = _arrays(args)
+        fast = _array_key(items)
+        ready = self._ready.get(fast) if fast is not None else None
+        if ready is not None:
+            compiled, inputs, tree, names = ready
+            out = compiled.run(dict(zip(inputs, items)))
+            return _pack(tree, [out[n] for n in names])
         key = _specs(items)
         g, (tree, names), captured = self._cached.get(key, lambda: self._build(key))
         out = self._cached.call(key, g, items + captured)
+        if fast is not None and not captured and key in self._cached.compiled:
+            self._ready[fast] = (self._cached.compiled[key], g.input_names, tree, names)
         return _pack(tree, [out[n] for n in names])
 
     def _build(self, specs):
