@@ -123,14 +123,14 @@ TEST(CudaDispatch, StringsRunOnTheHost) {
 }
 
 // Complex values: the FFTs (cuFFT), the stft of a real signal, the complex family on
-// operands of one shape, abs (the modulus) and the elementwise rows with kComplex are
-// native; sum / mean / products / other stfts decompose into real ops; the rest (casts, a
-// broadcasting complex(re, im)) run on the host.
+// operands of one shape, abs (the modulus), casts into complex and the elementwise rows with
+// kComplex are native; sum / mean / products / other stfts decompose into real ops; the rest
+// (a broadcasting complex(re, im), scatters) run on the host.
 TEST(CudaDispatch, ComplexValuesRunNativeDecomposedOrOnTheHost) {
   const std::set<std::string> native{
       "fft",  "ifft",  "rfft", "irfft", "real", "imag", "conj",       "angle", "neg",
       "add",  "sub",   "mul",  "div",   "eq",   "ne",   "square",     "exp",   "log",
-      "sqrt", "rsqrt", "sin",  "cos",   "tan",  "tanh", "reciprocal", "abs"};
+      "sqrt", "rsqrt", "sin",  "cos",   "tan",  "tanh", "reciprocal", "abs",   "cast"};
   const std::set<std::string> decomposed{"sum", "mean", "matmul", "dot_general", "stft", "istft"};
   int n = 0;
   for (const OpCheck& c : table().checks) {

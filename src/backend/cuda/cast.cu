@@ -72,6 +72,48 @@ __global__ void cast_vec(const T* x, U* y, int64_t n) {
     y[i] = store<U>(convert<U>(load(x[i])));
 }
 
+// Into complex numbers (R: their part's type): a real x as (x, 0), a complex one of the other
+// precision part by part (casts never leave complex: the op refuses them). Element i of y
+// (row-major) reads x through ix, in elements (a complex element is two parts).
+template <class T, class R, bool kComplex>
+__global__ void cast_complex(const T* x, R* y, int64_t n, Indexer<2> ix) {
+  RLX_GRID_STRIDE(i, n) {
+    int64_t off[2];
+    ix.offsets(i, off);
+    if constexpr (kComplex) {
+      y[2 * off[0]] = R(x[2 * off[1]]);
+      y[2 * off[0] + 1] = R(x[2 * off[1] + 1]);
+    } else {
+      y[2 * off[0]] = convert<R>(load(x[off[1]]));
+      y[2 * off[0] + 1] = R(0);
+    }
+  }
+}
+
+void cast_to_complex(const Tensor& x, const Tensor& y, int64_t n, const Indexer<2>& ix,
+                     cudaStream_t s) {
+  auto go = [&](auto rtag) {
+    using R = typename decltype(rtag)::type;
+    R* yp = static_cast<R*>(y.data());
+    if (x.dtype() == DType::c128)
+      cast_complex<double, R, true>
+          <<<blocks_for(n), kThreads, 0, s>>>(static_cast<const double*>(x.data()), yp, n, ix);
+    else if (x.dtype() == DType::c64)
+      cast_complex<float, R, true>
+          <<<blocks_for(n), kThreads, 0, s>>>(static_cast<const float*>(x.data()), yp, n, ix);
+    else
+      visit(x.dtype(), [&](auto in_tag) {
+        using T = typename decltype(in_tag)::type;
+        cast_complex<T, R, false>
+            <<<blocks_for(n), kThreads, 0, s>>>(static_cast<const T*>(x.data()), yp, n, ix);
+      });
+  };
+  if (y.dtype() == DType::c128)
+    go(Tag<double>{});
+  else
+    go(Tag<float>{});
+}
+
 void cast_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
   cast_into(in[0], out[0], stream_of(ctx));
 }
@@ -161,6 +203,11 @@ void cast_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
   if (n == 0) return;
   bool flat = x.shape() == y.shape() && x.is_contiguous() && y.is_contiguous();
   auto ix = make_indexer<2>(y.shape(), {&y.strides(), &x.strides()});
+  if (is_complex(y.dtype())) {
+    cast_to_complex(x, y, n, ix, s);
+    RLX_CUDA_LAUNCHED("cast kernel");
+    return;
+  }
   visit(x.dtype(), [&](auto in_tag) {
     using T = typename decltype(in_tag)::type;
     visit(y.dtype(), [&](auto out_tag) {
@@ -181,12 +228,11 @@ void cast_into(const Tensor& x, const Tensor& y, cudaStream_t s) {
 }
 
 void register_cast(KernelRegistry& r) {
-  // Complex numbers only as copies (c64 -> c64); casts into them run on the host.
-  auto no_complex = [](const KernelQuery& q) {
-    DType a = q.inputs[0].dtype, b = q.outputs[0].dtype;
-    return a == b || (!is_complex(a) && !is_complex(b));
+  // Into complex numbers too, never out of them (the op refuses that).
+  auto into_complex = [](const KernelQuery& q) {
+    return !is_complex(q.inputs[0].dtype) || is_complex(q.outputs[0].dtype);
   };
-  add_kernel(r, "cast", cast_kernel, no_complex, {.strided_inputs = true, .inplace = true});
+  add_kernel(r, "cast", cast_kernel, into_complex, {.strided_inputs = true, .inplace = true});
   add_kernel(r, "fused_cast", fused_cast_kernel, [](const KernelQuery& q) {
     return is_float(q.inputs[0].dtype) && is_float(q.outputs[0].dtype);
   });
