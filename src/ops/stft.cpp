@@ -15,6 +15,7 @@
 #include "ops/families.h"
 #include "ops/fused.h"
 #include "ops/infer_util.h"
+#include "ops/stft_frames.h"
 #include "rlx/literal.h"
 #include "rlx/rules.h"
 
@@ -23,15 +24,6 @@ namespace rlx::detail {
 namespace {
 
 using Types = std::vector<TensorType>;
-
-struct Frames {
-  int64_t n_fft, hop, pad;  // pad: the center padding on each side (0 without center)
-};
-
-Frames frames_of(const Attrs& a) {
-  int64_t n = a.get_int("n_fft"), hop = a.get_int("hop_length");
-  return {n, hop > 0 ? hop : std::max<int64_t>(n / 4, 1), a.get_bool("center") ? n / 2 : 0};
-}
 
 void expect_frames(const InferContext& ctx, const Frames& f) {
   if (f.n_fft < 1) ctx.fail("expected n_fft >= 1, got ", f.n_fft);
@@ -107,7 +99,7 @@ Types infer_istft(const InferContext& ctx) {
 Value full_window(const RuleArgs& a, const Frames& f, Value like_real) {
   if (a.inputs.size() < 2) return scalar_like(like_real, 1);
   Value w = a.inputs[1];
-  const int64_t len = w.shape()[0].value(), left = (f.n_fft - len) / 2;
+  const int64_t len = w.shape()[0].value(), left = f.window_left(len);
   return op("pad", {w}, {{"pads", IntList{left, f.n_fft - len - left}}});
 }
 

@@ -10,6 +10,7 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/families.h"
+#include "ops/stft_frames.h"
 #include "rlx/axes.h"
 
 #pragma GCC diagnostic push
@@ -178,14 +179,13 @@ void stft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
   const int64_t rank = y.rank(), freqs = y.shape()[size_t(rank - 2)],
                 frames = y.shape()[size_t(rank - 1)], len = x.shape().back();
   if (y.numel() == 0) return;
-  const int64_t n_fft = ctx.attrs.get_int("n_fft"), hop_attr = ctx.attrs.get_int("hop_length");
-  const int64_t hop = hop_attr > 0 ? hop_attr : std::max<int64_t>(n_fft / 4, 1);
-  const int64_t pad = ctx.attrs.get_bool("center") ? n_fft / 2 : 0;
+  const detail::Frames fr = detail::frames_of(ctx.attrs);
+  const int64_t n_fft = fr.n_fft, hop = fr.hop, pad = fr.pad;
   const std::string& mode = ctx.attrs.get_string("pad_mode");
   const bool constant = mode == "constant", reflect = mode == "reflect";
   const double fct = ctx.attrs.get_bool("normalized") ? 1 / std::sqrt(double(n_fft)) : 1.0;
   const int64_t rows = y.numel() / (freqs * frames), blocks = (frames + kFrames - 1) / kFrames;
-  const int64_t w_len = in.size() > 1 ? in[1].numel() : 0, w_left = (n_fft - w_len) / 2;
+  const int64_t w_len = in.size() > 1 ? in[1].numel() : 0, w_left = fr.window_left(w_len);
   auto run = [&](auto tag) {
     using R = typename decltype(tag)::type;
     using C = std::complex<R>;

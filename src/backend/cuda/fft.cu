@@ -18,6 +18,7 @@
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/families.h"
 #include "backend/cuda/kernels.cuh"
+#include "ops/stft_frames.h"
 #include "rlx/axes.h"
 
 namespace rlx::cuda {
@@ -292,9 +293,8 @@ void stft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
   const std::vector<int64_t>& shape = ctx.output_shapes[0];
   const int64_t rank = int64_t(shape.size()), freqs = shape[size_t(rank - 2)],
                 frames = shape[size_t(rank - 1)], len = x.shape().back();
-  const int64_t n_fft = ctx.attrs.get_int("n_fft"), hop_attr = ctx.attrs.get_int("hop_length");
-  const int64_t hop = hop_attr > 0 ? hop_attr : std::max<int64_t>(n_fft / 4, 1);
-  const int64_t pad = ctx.attrs.get_bool("center") ? n_fft / 2 : 0;
+  const detail::Frames fr = detail::frames_of(ctx.attrs);
+  const int64_t n_fft = fr.n_fft, hop = fr.hop, pad = fr.pad;
   const std::string& m = ctx.attrs.get_string("pad_mode");
   const PadMode mode = m == "reflect"    ? PadMode::reflect
                        : m == "constant" ? PadMode::constant
@@ -307,7 +307,7 @@ void stft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
   if (spec.numel() > 0) {
     cudaStream_t s = stream_of(ctx);
     Tensor framed = Tensor::empty(x.dtype(), {rows, frames, n_fft}, x.device());
-    const int64_t w_len = in.size() > 1 ? in[1].numel() : 0, w_left = (n_fft - w_len) / 2;
+    const int64_t w_len = in.size() > 1 ? in[1].numel() : 0, w_left = fr.window_left(w_len);
     const double scale = ctx.attrs.get_bool("normalized") ? 1 / std::sqrt(double(n_fft)) : 1.0;
     const int64_t count = framed.numel();
     auto go = [&](auto tag) {
