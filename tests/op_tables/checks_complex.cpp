@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "op_tables/consistency.h"
+#include "rlx/axes.h"
 
 namespace rlx::test {
 
@@ -267,13 +268,13 @@ StftAttrs stft_attrs(const Tensors& in, const Attrs& a) {
 Tensors stft_ref(const Tensors& in, const Attrs& a) {
   const StftAttrs s = stft_attrs(in, a);
   const std::vector<int64_t> shape = in[0].shape();
-  const int64_t len = shape.back(), rows = in[0].numel() / len;
+  const int64_t len = shape.back(), rows = dims_product(shape, 0, shape.size() - 1);
   const int64_t frames = 1 + (len + 2 * s.pad - s.n) / s.hop;
   const int64_t freqs = s.onesided ? s.n / 2 + 1 : s.n;
   const std::vector<Cx> x = cvalues(in[0]);
-  auto at = [&](int64_t row, int64_t i) -> Cx {  // the padded signal
+  auto at = [&](int64_t row, int64_t i) -> Cx {  // the padded signal (an empty one: zeros)
     if (i < 0 || i >= len) {
-      if (s.mode == "constant") return 0;
+      if (s.mode == "constant" || len == 0) return 0;
       i = s.mode == "reflect" ? (i < 0 ? -i : 2 * (len - 1) - i)
                               : std::clamp<int64_t>(i, 0, len - 1);
     }
@@ -509,6 +510,9 @@ CheckTable checks_complex() {
     t.add(ref_check("stft", r, {random_tensor(r, {37}, seed++), random_tensor(r, {12}, seed++)},
                     stft_attrs_of(12, 5, true, "constant", true, true), stft_ref,
                     "constant, normalized, a full-length window"));
+    // Edge padding is the one mode that takes an empty signal: one frame of zeros.
+    t.add(ref_check("stft", r, {random_tensor(r, {2, 0}, seed++)},
+                    stft_attrs_of(8, 2, true, "edge", true, false), stft_ref, "an empty signal"));
     t.add(ref_check("stft", r, {random_tensor(r, {2, 2, 30}, seed++)},
                     stft_attrs_of(8, 3, true, "replicate", true, false), stft_ref,
                     "replicate, rank 3"));

@@ -279,7 +279,8 @@ __global__ void frame_kernel(const R* x, const R* w, R* out, int64_t count, int6
     const int64_t j = i % n_fft, rt = i / n_fft, t = rt % frames, r = rt / frames;
     const int64_t at = t * hop + j - pad;
     const bool inside = at >= 0 && at < len;
-    const R v = inside || mode != PadMode::constant
+    // (An empty signal, which only edge padding accepts, pads with zeros, as on the CPU.)
+    const R v = inside || (mode != PadMode::constant && len > 0)
                     ? x[r * len + pad_source(at, len, mode == PadMode::reflect)]
                     : R(0);
     const int64_t wj = j - w_left;
