@@ -166,6 +166,22 @@ void interleave(DType t, int rows, const void* src, void* dst, int64_t n, int64_
 // The rows of one group (the bytes of its k / 32 blocks) back in the plain layout, row i at
 // dst + i * dtype_nbytes(t, k).
 void deinterleave(DType t, int rows, const void* group, void* dst, int64_t k);
+// Tensor-core tiles (quant_matmul's layout "tiles16", the form CUDA's decode kernels read;
+// q8_0, q4_k): the rows in groups of 16, each group block by block, the rows paired (i, i + 8).
+//  - q8_0: a block of the 16 rows in 544 bytes: their f16 scales (8 pairs), then 32 runs of 16
+//    bytes, run 4 i + j holding values 8 j .. 8 j + 7 of row i, then the same of row i + 8.
+//  - q4_k: a block in 2304 bytes: d and dmin of the pairs (8 bytes a pair), their 12-byte
+//    packed scales (24 a pair), then for each 64-value chunk c 32 runs of 16 bytes, run 4 i + j
+//    holding chunk bytes 8 j .. 8 j + 7 of row i (values 8 j .. of sub-blocks 2 c and 2 c + 1,
+//    low and high nibbles), then the same of row i + 8.
+// Run l is lane l's part of an m16n8k32 int8 product's A operand (its k order permuted, the
+// activations' alike): one aligned 16-byte load. Same bytes as the plain layout, permuted.
+inline constexpr std::string_view kTiles16 = "tiles16";
+bool tileable(DType t);  // q8_0, q4_k
+// src [n, k] plain to dst in tiles16, and back; ValueError unless n % 16 == 0 and k is a
+// whole number of blocks; TypeError for a type without the form.
+void tile(DType t, const void* src, void* dst, int64_t n, int64_t k);
+void untile(DType t, const void* src, void* dst, int64_t n, int64_t k);
 // The rows per group of the layout the CPU's decode kernels read fastest for t: 16 where the
 // build has AVX-512 VNNI (q4_0, q8_0, q4_k), else 8 (q4_0, q8_0); 1 (plain) otherwise.
 int cpu_layout_rows(DType t);

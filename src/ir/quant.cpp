@@ -745,6 +745,57 @@ void deinterleave(DType t, int rows, const void* group, void* dst, int64_t k) {
                  [&](int64_t p, int64_t q, size_t len) { std::memcpy(out + p, in + q, len); });
 }
 
+bool tileable(DType t) { return t == DType::q8_0 || t == DType::q4_k; }
+
+namespace {
+
+// Calls f(plain, tiled, bytes) for every piece of each group of 16 rows (tiles16): the
+// piece's offset in the rows' plain bytes and in the tiled group.
+template <class F>
+void for_each_tile_piece(const char* where, DType t, int64_t n, int64_t k, F&& f) {
+  if (!tileable(t))
+    fail<TypeError>(where, "expected a dtype with the tiles16 form (q8_0, q4_k), got ",
+                    dtype_name(t));
+  const int64_t blk = dtype_block(t);
+  if (n < 0 || n % 16 != 0 || k < 0 || k % blk != 0)
+    fail<ValueError>(where, "expected rows a multiple of 16 and k of ", blk, ", got [", n, ", ", k,
+                     "]");
+  const int64_t nb = k / blk, bb = int64_t(dtype_size(t)), gb = 16 * nb * bb;
+  for (int64_t g = 0; g < n / 16; ++g)
+    for (int64_t r = 0; r < 16; ++r)
+      for (int64_t b = 0; b < nb; ++b) {
+        const int64_t p = g * gb + (r * nb + b) * bb, u = g * gb + b * 16 * bb;
+        const int64_t pair = r % 8, half = r / 8;
+        if (t == DType::q4_k) {
+          f(p, u + 8 * pair + 4 * half, 4);              // d, dmin
+          f(p + 4, u + 64 + 24 * pair + 12 * half, 12);  // the packed scales and mins
+          for (int64_t c = 0; c < 4; ++c)                // 64-value chunks
+            for (int64_t j = 0; j < 4; ++j)
+              f(p + 16 + 32 * c + 8 * j, u + 256 + 512 * c + 16 * (4 * pair + j) + 8 * half, 8);
+          continue;
+        }
+        f(p, u + 4 * pair + 2 * half, 2);
+        for (int64_t j = 0; j < 4; ++j)
+          f(p + 2 + 8 * j, u + 32 + 16 * (4 * pair + j) + 8 * half, 8);
+      }
+}
+
+}  // namespace
+
+void tile(DType t, const void* src, void* dst, int64_t n, int64_t k) {
+  const auto* in = static_cast<const uint8_t*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  for_each_tile_piece("quant.tile", t, n, k,
+                      [&](int64_t p, int64_t u, size_t len) { std::memcpy(out + u, in + p, len); });
+}
+
+void untile(DType t, const void* src, void* dst, int64_t n, int64_t k) {
+  const auto* in = static_cast<const uint8_t*>(src);
+  auto* out = static_cast<uint8_t*>(dst);
+  for_each_tile_piece("quant.untile", t, n, k,
+                      [&](int64_t p, int64_t u, size_t len) { std::memcpy(out + p, in + u, len); });
+}
+
 void quantize_row_q8_k(const float* x, BlockQ8_K* y, int64_t n) {
   if (n < 0 || n % kQK_K != 0)
     fail<ValueError>("quant.quantize_row_q8_k", "expected a multiple of 256 values, got ", n);

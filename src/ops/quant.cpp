@@ -102,6 +102,13 @@ Shape product_shape(const InferContext& ctx, size_t xi, size_t wi) {
     if (w[0].is_static() && w[0].value() % rows != 0)
       ctx.fail("expected a multiple of ", rows, " weight rows for layout ", layout, ", got ",
                ctx.input(wi).str());
+  } else if (layout == quant::kTiles16) {
+    if (!quant::tileable(ctx.dtype(wi)))
+      ctx.fail_type("expected weights of a dtype with the tiled form tiles16 (q8_0, q4_k), got ",
+                    ctx.input(wi).str());
+    if (w[0].is_static() && w[0].value() % 16 != 0)
+      ctx.fail("expected a multiple of 16 weight rows for layout tiles16, got ",
+               ctx.input(wi).str());
   }
   Shape out(x.begin(), x.end() - 1);
   out.push_back(w[0]);
@@ -273,7 +280,8 @@ void register_quant_ops(OpRegistry& r) {
 
   OpDef mm;
   mm.name = "quant_matmul";
-  mm.arity(2, 3).attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8", "rows16"});
+  mm.arity(2, 3).attr("layout", AttrKind::String, AttrValue("rows"),
+                      {"rows", "rows8", "rows16", "tiles16"});
   mm.doc =
       "x [..., k] @ w^T (+ c) for weights w [n, k] in storage form (any block-quantized dtype, "
       "f32, f16, bf16) → [..., n] in x's dtype (a float); k must be a multiple of w's block; "
@@ -282,8 +290,10 @@ void register_quant_ops(OpRegistry& r) {
       "the whole of w. Gradient and tangent through x only; vmap over x. layouts rows8 / rows16: "
       "w's "
       "bytes interleaved in groups of 8 / 16 rows (rlx/quant.h; q4_0, q8_0, and q4_k in rows16; n "
-      "a multiple of the group), the forms the CPU decode kernels read fastest; no decomposition "
-      "or gradient then.";
+      "a multiple of the group), the forms the CPU decode kernels read fastest; tiles16: q8_0 / "
+      "q4_k in "
+      "16-row tensor-core tiles, the form CUDA's decode kernels read (the CPU kernel decodes it "
+      "back per call); no decomposition or gradient for these layouts.";
   mm.infer = infer_quant_matmul;
   mm.decompose = quant_matmul_decomposed;
   mm.vjp = quant_matmul_vjp;
@@ -297,7 +307,7 @@ void register_quant_ops(OpRegistry& r) {
       .attr("norm", AttrKind::String, AttrValue("none"), {"none", "rms_norm"})
       .attr("epsilon", AttrKind::Float, AttrValue(1e-6))
       .attr("activation", AttrKind::String, AttrValue("none"), {"none", "swiglu"})
-      .attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8", "rows16"});
+      .attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8", "rows16", "tiles16"});
   fq.doc =
       "act(quant_matmul(norm(x), w)) + c: inputs x, [scale (norm rms_norm: rms_norm over x's "
       "last dim with this scale and epsilon)], w, [c]; activation swiglu takes silu of the "

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <random>
 
 #include "rlx/error.h"
@@ -234,6 +235,51 @@ TEST(Quant, BadArgumentsAreTypedErrors) {
   EXPECT_THROW(quant::quantize_row(DType::string, x.data(), b.data(), 32), TypeError);
   quant::BlockQ8_K q8k[1];
   EXPECT_THROW(quant::quantize_row_q8_k(x.data(), q8k, 64), ValueError);
+}
+
+// Tiles a [32, k] pattern of t's bytes (tiles16, rlx/quant.h) and checks that byte v of each
+// row's block lands at where(i, half, v) in the tiled block of its 16 rows (i: the row's pair,
+// half: 0 for row i, 1 for i + 8), then that untile gives the plain bytes back.
+void expect_tiled(DType t, int64_t k,
+                  const std::function<int64_t(int64_t, int64_t, int64_t)>& where) {
+  const int64_t n = 32, nb = k / dtype_block(t), bb = int64_t(dtype_size(t));
+  std::vector<uint8_t> plain(size_t(n * nb * bb));
+  for (size_t i = 0; i < plain.size(); ++i) plain[i] = uint8_t(i * 131 + 7);
+  std::vector<uint8_t> tiles(plain.size()), back(plain.size());
+  quant::tile(t, plain.data(), tiles.data(), n, k);
+  int bad = 0;
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t b = 0; b < nb; ++b) {
+      const uint8_t* p = plain.data() + (r * nb + b) * bb;
+      const uint8_t* u = tiles.data() + (r / 16 * nb + b) * 16 * bb;
+      for (int64_t v = 0; v < bb; ++v) bad += u[where(r % 8, r % 16 / 8, v)] != p[v];
+    }
+  EXPECT_EQ(bad, 0) << dtype_name(t);
+  quant::untile(t, tiles.data(), back.data(), n, k);
+  EXPECT_EQ(back, plain) << dtype_name(t);
+}
+
+// q8_0: the pairs' f16 scales, then 32 runs of 16 bytes, run 4 i + j holding values 8 j ..
+// 8 j + 7 of row i, then of row i + 8. q4_k: d / dmin of the pairs, their packed scales, then
+// per 64-value chunk 32 runs, run 4 i + j holding chunk bytes 8 j .. 8 j + 7 of row i, then of
+// row i + 8.
+TEST(Quant, TilesPlaceEveryByteAsSpecified) {
+  expect_tiled(DType::q8_0, 96, [](int64_t i, int64_t half, int64_t v) {
+    return v < 2 ? 4 * i + 2 * half + v : 32 + 16 * (4 * i + (v - 2) / 8) + 8 * half + (v - 2) % 8;
+  });
+  expect_tiled(DType::q4_k, 512, [](int64_t i, int64_t half, int64_t v) {
+    if (v < 4) return 8 * i + 4 * half + v;
+    if (v < 16) return 64 + 24 * i + 12 * half + v - 4;
+    const int64_t c = (v - 16) / 32, j = (v - 16) % 32 / 8;
+    return 256 + 512 * c + 16 * (4 * i + j) + 8 * half + (v - 16) % 8;
+  });
+  EXPECT_TRUE(quant::tileable(DType::q8_0));
+  EXPECT_FALSE(quant::tileable(DType::q6_k));
+  std::vector<uint8_t> buf(16 * 2 * 144);
+  EXPECT_THROW(quant::tile(DType::q4_0, buf.data(), buf.data() + 8, 16, 64), TypeError);
+  EXPECT_THROW(quant::tile(DType::q8_0, buf.data(), buf.data() + 8, 8, 64), ValueError);
+  EXPECT_THROW(quant::untile(DType::q8_0, buf.data(), buf.data() + 8, 16, 40), ValueError);
+  EXPECT_THROW(quant::tile(DType::q4_k, buf.data(), buf.data() + 8, 16, 128), ValueError);
 }
 
 TEST(Quant, Q8KActivations) {

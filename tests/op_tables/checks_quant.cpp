@@ -471,6 +471,85 @@ static void fused_quant_checks(CheckTable& t) {
   t.add(fq(D::f16, {2, 96}, D::q4_0, 8, true, false, {}, "f16 activations, q4_0, norm"));
 }
 
+// w [n, k] (q8_0, q4_k) in tiles16, CUDA's decode form, and a check's verification run on the
+// plain weights untile gives back (which the tiling must invert).
+Tensor tiled(const Tensor& w) {
+  Tensor t = Tensor::empty(w.dtype(), w.shape());
+  quant::tile(w.dtype(), w.data(), t.data(), w.shape()[0], w.shape()[1]);
+  return t;
+}
+
+VerifyFn on_untiled(VerifyFn f, size_t wi) {
+  return [f = std::move(f), wi](const Tensors& in, const Tensors& out, const Attrs& a) {
+    Tensors plain = in;
+    const Tensor& w = in[wi];
+    plain[wi] = Tensor::empty(w.dtype(), w.shape());
+    quant::untile(w.dtype(), w.data(), plain[wi].data(), w.shape()[0], w.shape()[1]);
+    return f(plain, out, a);
+  };
+}
+
+// q8_0 and q4_k in tiles16 (the CPU decodes it back per call): 1 to 8 rows (CUDA's tile products: a
+// warp's blocks in one round and in several, k = 4608), many rows (the GEMM of the decoded
+// tiles), f16 / f64 activations (f64: the CPU kernel, a host delegate on CUDA), and fused with
+// the norm, swiglu's pairs of gate / up tiles and an addend.
+static void tiled_checks(CheckTable& t) {
+  uint64_t seed = 4400;
+  DType wt = DType::q8_0;
+  auto check = [&](DType xt, std::vector<int64_t> xs, int64_t n, bool norm, bool swiglu,
+                   std::vector<int64_t> c, std::string note) {
+    const int64_t k = xs.back();
+    const bool fused = norm || swiglu;
+    OpCheck ch;
+    ch.op = fused ? "fused_quant_matmul" : "quant_matmul";
+    ch.dtype = xt;
+    ch.inputs = {random_tensor(xt, xs, ++seed, -2, 2)};
+    if (norm) ch.inputs.push_back(random_tensor(xt, {k}, ++seed, 0.5, 1.5));
+    const size_t wi = ch.inputs.size();
+    ch.inputs.push_back(tiled(random_quantized(wt, n, k, ++seed)));
+    if (!c.empty()) ch.inputs.push_back(random_tensor(xt, c, ++seed, -1, 1));
+    ch.attrs = {{"layout", std::string(quant::kTiles16)}};
+    if (fused) {
+      ch.attrs.set("norm", std::string(norm ? "rms_norm" : "none"));
+      ch.attrs.set("epsilon", 1e-5);
+      ch.attrs.set("activation", std::string(swiglu ? "swiglu" : "none"));
+      ch.verify = on_untiled([](const Tensors& in, const Tensors& out,
+                                const Attrs& a) { return fused_verify(in, out, a, false); },
+                             wi);
+      ch.verify_gpu = on_untiled([](const Tensors& in, const Tensors& out,
+                                    const Attrs& a) { return fused_verify(in, out, a, true); },
+                                 wi);
+    } else {
+      ch.verify = on_untiled(quant_matmul_verify, wi);
+      ch.verify_gpu = on_untiled(quant_matmul_gpu_verify, wi);
+    }
+    ch.note = str_cat(dtype_name(wt), " tiles16, ", note);
+    ch.strided = false;
+    t.add(std::move(ch));
+  };
+  using D = DType;
+  check(D::f32, {1, 64}, 16, false, false, {}, "1 row");
+  check(D::f32, {3, 96}, 48, false, false, {3, 48}, "3 rows + addend");
+  check(D::f32, {8, 4608}, 32, false, false, {}, "8 rows, several rounds a warp");
+  check(D::f32, {40, 64}, 48, false, false, {}, "40 rows: the GEMM");
+  check(D::f16, {2, 64}, 16, false, false, {}, "f16 activations");
+  check(D::f64, {3, 64}, 16, false, false, {}, "f64 activations");
+  check(D::f32, {1, 2048}, 64, true, true, {}, "norm + swiglu");
+  check(D::f32, {8, 2048}, 64, true, true, {8, 32}, "8 rows: norm + swiglu + residual");
+  check(D::f32, {5, 4608}, 32, true, false, {5, 32}, "5 rows: norm + residual");
+  check(D::f32, {12, 256}, 64, false, true, {32}, "12 rows: the GEMM, swiglu");
+  wt = DType::q4_k;
+  check(D::f32, {1, 256}, 16, false, false, {}, "1 row");
+  check(D::f32, {3, 768}, 48, false, false, {3, 48}, "3 rows + addend");
+  check(D::f32, {8, 5632}, 32, false, false, {}, "8 rows, several rounds a warp");
+  check(D::f32, {40, 512}, 32, false, false, {}, "40 rows: the GEMM");
+  check(D::f16, {2, 256}, 16, false, false, {}, "f16 activations");
+  check(D::f64, {3, 256}, 16, false, false, {}, "f64 activations");
+  check(D::f32, {8, 2048}, 64, true, true, {8, 32}, "8 rows: norm + swiglu + residual");
+  check(D::f32, {2, 4608}, 32, true, false, {2, 32}, "2 rows: norm + residual");
+  check(D::f32, {12, 512}, 64, false, true, {32}, "12 rows: the GEMM, swiglu");
+}
+
 CheckTable checks_quant() {
   CheckTable t;
   uint64_t seed = 3100;
@@ -664,6 +743,7 @@ CheckTable checks_quant() {
     t.add(mm(x(DType::f32, {m, k}), random_quantized(qt, n, k, ++seed),
              str_cat(dtype_name(qt), ", ", m, " rows, k = ", k)));
   fused_quant_checks(t);
+  tiled_checks(t);
   return t;
 }
 

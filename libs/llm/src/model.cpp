@@ -29,9 +29,9 @@ std::string layer_name(int64_t l, const char* what) {
 // group of them (Model::fused_: the rows of its parts, one after another).
 class Builder {
  public:
-  Builder(const Config& c, const gguf::File& f, const std::map<std::string, int>& grouped,
+  Builder(const Config& c, const gguf::File& f, const std::map<std::string, std::string>& layouts,
           const std::map<std::string, std::vector<std::string>>& fused, Graph& g)
-      : c_(c), f_(f), grouped_(grouped), fused_(fused), g_(g) {}
+      : c_(c), f_(f), layouts_(layouts), fused_(fused), g_(g) {}
 
   Value weight(const std::string& name) {
     if (const Arg* a = g_.find_arg(name)) return a->value;
@@ -109,8 +109,7 @@ class Builder {
   // x [B, S, in] @ W^T (+ bias) with W [out, in] in its stored encoding.
   Value linear(Value x, const std::string& w, const std::string& bias = {}) {
     Attrs a;
-    if (auto it = grouped_.find(w); it != grouped_.end())
-      a.set("layout", quant::layout_name(it->second));
+    if (auto it = layouts_.find(w); it != layouts_.end()) a.set("layout", it->second);
     Value y = op("quant_matmul", {x, weight(w)}, a);
     if (!bias.empty()) y = y + weight(bias);
     return y;
@@ -152,7 +151,7 @@ class Builder {
  private:
   const Config& c_;
   const gguf::File& f_;
-  const std::map<std::string, int>& grouped_;
+  const std::map<std::string, std::string>& layouts_;
   const std::map<std::string, std::vector<std::string>>& fused_;
   Graph& g_;
 };
@@ -219,7 +218,7 @@ std::unique_ptr<Graph> Model::build_graph(int64_t batch, int64_t seq, const Samp
                                           const std::string& logits, bool chain) const {
   const Config& c = config_;
   auto g = std::make_unique<Graph>("llm." + c.arch);
-  Builder b(c, *file_, grouped_, fused_, *g);
+  Builder b(c, *file_, layouts_, fused_, *g);
   Dim S = seq > 0 ? Dim(seq) : Dim::sym("seq");
   Value tokens = g->input("tokens", {DType::i32, {Dim(batch), S}});
   Value positions = g->input("positions", {DType::i32, {Dim(batch), S}});
@@ -342,35 +341,45 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
     int64_t rows = 0;
     size_t bytes = 0;
     for (const Tensor& p : parts) rows += p.shape()[0], bytes += p.nbytes();
+    // What every decode step streams: the matrices quant_matmul reads (the embedding table
+    // too when the output reuses it; otherwise it is read a row per token).
+    const bool embd = a.name == "token_embd.weight";
+    const bool streamed = t.rank() == 2 && (!embd || m->config_.tied_embeddings);
+    // Whether the rows of every part split into whole groups of `rows`.
+    auto whole = [&](int rows) {
+      for (const Tensor& p : parts)
+        if (p.shape()[0] % rows != 0) return false;
+      return true;
+    };
     if (!options.device.is_cpu()) {
-      if (parts.size() == 1) {
+      // The products' q8_0 weights as tensor-core tiles (the embedding table stays plain: a
+      // lookup reads its rows).
+      const bool tiles = options.interleave && settings().cuda_tiles && !embd && t.rank() == 2 &&
+                         quant::tileable(t.dtype()) && whole(16);
+      if (parts.size() == 1 && !tiles) {
         m->weights_[a.name] = t.to(options.device);
         continue;
       }
       Tensor cat = Tensor::empty(t.dtype(), {rows, t.shape()[1]});
       size_t at = 0;
       for (const Tensor& p : parts) {
-        std::memcpy(static_cast<uint8_t*>(cat.data()) + at, p.data(), p.nbytes());
+        auto* dst = static_cast<uint8_t*>(cat.data()) + at;
+        if (tiles)
+          quant::tile(p.dtype(), p.data(), dst, p.shape()[0], p.shape()[1]);
+        else
+          std::memcpy(dst, p.data(), p.nbytes());
         at += p.nbytes();
       }
+      if (tiles) m->layouts_[a.name] = std::string(quant::kTiles16);
       m->weights_[a.name] = cat.to(options.device);
       continue;
     }
-    // What every decode step streams: the matrices quant_matmul reads (the embedding table
-    // too when the output reuses it; otherwise it is read a row per token).
-    const bool embd = a.name == "token_embd.weight";
-    const bool streamed = t.rank() == 2 && (!embd || m->config_.tied_embeddings);
     // The CPU's layout, else groups of 8 (a form every CPU kernel reads), where the rows of
     // every part split into whole groups.
-    auto whole = [&](int rows) {
-      for (const Tensor& p : parts)
-        if (p.shape()[0] % rows != 0) return false;
-      return true;
-    };
     int grouped = options.interleave && !embd ? quant::cpu_layout_rows(t.dtype()) : 1;
     if (grouped > 8 && !whole(grouped)) grouped = quant::interleavable(t.dtype(), 8) ? 8 : 1;
     if (!whole(grouped)) grouped = 1;
-    if (grouped > 1) m->grouped_[a.name] = grouped;
+    if (grouped > 1) m->layouts_[a.name] = quant::layout_name(grouped);
     // A fused group is copied too: its parts lie one after another in the arena.
     if (grouped > 1 || parts.size() > 1 || (options.huge_pages && streamed)) {
       held.push_back({a.name, std::move(parts), rows, grouped, arena});

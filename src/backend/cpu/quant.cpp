@@ -329,7 +329,9 @@ void widen_into(const Tensor& t, float* dst) {
 }
 
 void product_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {
-  const int rows = quant::layout_rows(ctx.attrs.get_string("layout"));
+  const std::string& layout = ctx.attrs.get_string("layout");
+  const bool tiled = layout == quant::kTiles16;
+  const int rows = tiled ? 1 : quant::layout_rows(layout);
   const Tensor &x = in[0], &w = in[1];
   Tensor& y = out[0];
   const DType wt = w.dtype(), xt = x.dtype();
@@ -337,6 +339,13 @@ void product_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::s
   const int64_t m = k > 0 ? x.numel() / k : y.numel() / std::max<int64_t>(n, 1);
   if (y.numel() == 0) return;
   const auto* wp = static_cast<const uint8_t*>(w.data());
+  // CUDA's form (tiles16) back in the plain layout for every call: the CPU runs it only as the
+  // reference or a host delegate's fallback.
+  if (tiled) {
+    auto* plain = scratch<uint8_t>(2, w.nbytes());
+    quant::untile(wt, wp, plain, n, k);
+    wp = plain;
+  }
   if (k == 0) {
     std::memset(y.data(), 0, y.nbytes());
     return;

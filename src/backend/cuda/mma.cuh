@@ -96,6 +96,19 @@ __device__ __forceinline__ void mma_s8(int (&c)[4], uint32_t a0, uint32_t b0) {
       : "r"(a0), "r"(0u), "r"(b0));
 }
 
+// c += a b for one 16x8x32 tile of int8 values, int32 sums: lane l holds a (rows l / 4 and
+// l / 4 + 8, k 4 (l % 4) .. + 3 and 16 + 4 (l % 4) .. + 3: a0 row l / 4, a1 row l / 4 + 8, a2
+// and a3 the same rows at the second k), b0 / b1 (those k, column l / 4); c0, c1 (row l / 4,
+// columns 2 (l % 4), + 1), c2, c3 (row l / 4 + 8).
+__device__ __forceinline__ void mma_s8_k32(int (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                           uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 // x as a TF32 head (rounded to nearest) and a TF32 tail holding most of what the head
 // dropped: head + tail keeps about 21 of f32's 24 bits.
 __device__ __forceinline__ void tf32_split(float x, uint32_t& head, uint32_t& tail) {

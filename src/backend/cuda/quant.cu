@@ -17,6 +17,9 @@
 // (prefill) multiply on the tensor cores in bf16 (quantized weights decoded to bf16 once per call;
 // linalg.h's batched_gemm, cuBLASLt), with an addend of the output's shape in the GEMM's epilogue.
 //
+// Weights in tensor-core tiles (layout tiles16: q8_0 and q4_k as the LLM loader holds them on
+// CUDA) take quant_tiles.cu's products instead, up to 8 rows and for the GEMM's bf16 decoding.
+//
 // fused_quant_matmul runs through the same kernels: its swiglu pairs each gate row with its
 // up row in one block (one warp sees both totals, Share); its rms_norm runs in the
 // activations' quantizer, or for float weights as the rms_norm kernel first (inside
@@ -37,6 +40,7 @@
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/nn.h"
 #include "backend/cuda/quant_blocks.cuh"
+#include "backend/cuda/quant_tiles.h"
 #include "rlx/quant.h"
 #include "rlx/settings.h"
 
@@ -183,8 +187,8 @@ void dequantize_kernel(const KernelContext& ctx, Ins in, Outs out) {
 
 // ---- activations -----------------------------------------------------------------------
 // Rows of x (f32) quantized as the CPU's qdot::quantize_act: int8 values xq [m, k], the scale of
-// each block xd [m, k / blk] (the f16-rounded value for blocks of 32), and for q8_1 the
-// f16-rounded d * sum of each block xs [m, k / 32].
+// each block xd [m, k / blk] (the f16-rounded value for blocks of 32), and xs [m, k / 32]: for
+// q8_1 the f16-rounded d * sum of each block, for q8_K the sums of each 32 values.
 
 __device__ __forceinline__ float round_half(float v) { return __half2float(__float2half_rn(v)); }
 
@@ -207,7 +211,7 @@ __device__ __forceinline__ void q8_block(float v, int lane, int64_t b, int8_t* x
 // Block b of 256 values (q8_K rules: the scale from the signed value of largest
 // magnitude, the first one on ties), lane holding values 8 lane .. 8 lane + 7.
 __device__ __forceinline__ void q8k_block(const float (&v)[8], int lane, int64_t b, int8_t* xq,
-                                          float* xd) {
+                                          float* xd, float* xs) {
   float best = -1, max = 0;
   int at = 0;
 #pragma unroll
@@ -220,10 +224,18 @@ __device__ __forceinline__ void q8k_block(const float (&v)[8], int lane, int64_t
     if (ob > best || (ob == best && oa < at)) best = ob, max = om, at = oa;
   }
   const float iscale = max != 0 ? -127.f / max : 0.f;
+  int sum = 0;
 #pragma unroll
-  for (int j = 0; j < 8; ++j)
-    xq[b * 256 + lane * 8 + j] = int8_t(min(127, __float2int_rn(iscale * v[j])));
+  for (int j = 0; j < 8; ++j) {
+    const int q = min(127, __float2int_rn(iscale * v[j]));
+    xq[b * 256 + lane * 8 + j] = int8_t(q);
+    sum += q;
+  }
   if (lane == 0) xd[b] = max != 0 ? 1 / iscale : 0.f;
+  // The sums of each 32 values (4 lanes), for the tiled products' minimums.
+  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+  if (lane % 4 == 0) xs[b * 8 + lane / 4] = float(sum);
 }
 
 // One warp per block of 32.
@@ -235,7 +247,7 @@ __global__ void quantize_q8(const float* x, int64_t blocks, int8_t* xq, float* x
 }
 
 // One warp per block of 256.
-__global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* xd) {
+__global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* xd, float* xs) {
   pdl_wait();
   pdl_trigger();
   const int64_t b = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -244,7 +256,7 @@ __global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* 
   float v[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) v[j] = x[b * 256 + lane * 8 + j];
-  q8k_block(v, lane, b, xq, xd);
+  q8k_block(v, lane, b, xq, xd, xs);
 }
 
 // Block b of 32 values held by 4 lanes (part = lane % 4, values 8 part .. 8 part + 7):
@@ -347,7 +359,7 @@ __global__ void __launch_bounds__(kNormThreads)
     if constexpr (kBlk == 32)
       q8_block4(v, t % 4, i < k, r * nb + i / 32, xq, xd, xs);
     else if (c * kPass + 256 * warp < k)  // the warp's block is in the row
-      q8k_block(v, lane, r * nb + i / 256, xq, xd);
+      q8k_block(v, lane, r * nb + i / 256, xq, xd, xs);
   };
 #pragma unroll
   for (int c = 0; c < kHeld; ++c)
@@ -366,7 +378,7 @@ struct Act {
   Tensor buf;
   const int8_t* q;  // int8 values [m, k]
   const float* d;   // block scales
-  const float* s;   // q8_1 sums (blocks of 32)
+  const float* s;   // sums of blocks of 32 (q8_1: times d)
   int blk = 32;
 };
 
@@ -375,12 +387,15 @@ Act quantize_act(const Tensor& x, DType wt, int64_t m, int64_t k, cudaStream_t s
                  const float* g = nullptr, double eps = 0) {
   Act a;
   a.blk = dtype_block(wt) == quant::kQK_K ? 256 : 32;
-  const int64_t blocks = m * k / a.blk, qbytes = (m * k + 15) / 16 * 16;
-  a.buf = Tensor::empty(DType::u8, {qbytes + 8 * std::max<int64_t>(blocks, 1)}, x.device());
+  // The sums start 16-byte aligned (the tiled q4_k product loads 4 at a time).
+  const int64_t blocks = m * k / a.blk, qbytes = (m * k + 15) / 16 * 16,
+                dn = (std::max<int64_t>(blocks, 1) + 3) / 4 * 4;
+  a.buf =
+      Tensor::empty(DType::u8, {qbytes + 4 * (dn + std::max<int64_t>(m * k / 32, 1))}, x.device());
   auto* base = static_cast<uint8_t*>(a.buf.data());
   auto* q = reinterpret_cast<int8_t*>(base);
   auto* d = reinterpret_cast<float*>(base + qbytes);
-  float* sums = d + std::max<int64_t>(blocks, 1);
+  float* sums = d + dn;
   a.q = q, a.d = d, a.s = sums;
   if (blocks == 0) return a;
   const auto* xp = static_cast<const float*>(x.data());
@@ -393,7 +408,7 @@ Act quantize_act(const Tensor& x, DType wt, int64_t m, int64_t k, cudaStream_t s
     launch_pdl(quantize_norm<32>, unsigned(m), kNormThreads, 0, s, xp, g, float(eps), k, q, d,
                sums);
   else if (a.blk == 256)
-    launch_pdl(quantize_q8k, grid, kThreads, 0, s, xp, blocks, q, d);
+    launch_pdl(quantize_q8k, grid, kThreads, 0, s, xp, blocks, q, d, sums);
   else
     launch_pdl(quantize_q8, grid, kThreads, 0, s, xp, blocks, q, d, sums);
   RLX_CUDA_LAUNCHED("quant_matmul: activations");
@@ -401,19 +416,6 @@ Act quantize_act(const Tensor& x, DType wt, int64_t m, int64_t k, cudaStream_t s
 }
 
 // ---- the matvec ------------------------------------------------------------------------
-
-// Where the matvecs store: output (r, j) at y[r * ld + j], the product plus quant_matmul's
-// addend c, which repeats every cn outputs (backend/addend.h; none where c is null): a
-// residual add in the store. With swiglu the weight rows j and n / 2 + j give output j,
-// silu of the first times the second (fused_quant_matmul's activation), ld = n / 2.
-struct Out {
-  float* y;
-  const float* c;
-  int64_t cn;
-  int64_t ld;
-  bool swiglu = false;
-  __device__ __forceinline__ void put(int64_t i, float v) const { y[i] = c ? v + c[i % cn] : v; }
-};
 
 // How the matvecs' warps share the weight rows: `split` consecutive warps of a block take
 // one row, each a 1/split share of its k. Decode has few rows for the memory to stay busy
@@ -1001,10 +1003,15 @@ Tensor normalized(const Tensor& x, const Tensor& g, double eps, int64_t m, int64
 
 // x [m, k] f32 times the weights into y [m, n] f32 (plus its addend; y.swiglu: [m, n / 2]),
 // after the rms_norm of x with scale g where g is defined.
-void matvec(Tensor x, const Tensor& w, Out yp, int64_t m, int64_t n, int64_t k, const Tensor& g,
-            double eps, cudaStream_t s) {
+void matvec(Tensor x, const Tensor& w, bool tiled, Out yp, int64_t m, int64_t n, int64_t k,
+            const Tensor& g, double eps, cudaStream_t s) {
   const DType wt = w.dtype();
   const auto* wp = static_cast<const uint8_t*>(w.data());
+  if (tiled) {  // q8_0 in tiles16 (quant_tiles.cu)
+    const Act a = quantize_act(x, wt, m, k, s, g.defined() ? g.data_as<float>() : nullptr, eps);
+    tiled_matvec(wt, wp, n, k, a.q, a.d, a.s, m, yp, s);
+    return;
+  }
   const bool mma = wt == DType::bf16 && use_mma(m, k, wp, x.data());
   // The quantizer applies the norm before the integer dots; float weights read normalised
   // rows.
@@ -1067,12 +1074,16 @@ DType operand_dtype(DType w) { return is_quantized(w) ? DType::bf16 : w; }
 // x is the op's input as it came (any float dtype; rms_norm's output already in the operands'
 // dtype), cast once to the operands' dtype. An addend of y's shape (f32) joins in the GEMM's
 // epilogue.
-void gemm_path(const Tensor& x, const Tensor& w, const Tensor& y, int64_t m, int64_t n, int64_t k,
-               cudaStream_t s, const Tensor* addend = nullptr) {
+void gemm_path(const Tensor& x, const Tensor& w, bool tiled, const Tensor& y, int64_t m, int64_t n,
+               int64_t k, cudaStream_t s, const Tensor* addend = nullptr) {
   Tensor wh = w;
   if (is_quantized(w.dtype())) {
     wh = Tensor::empty(operand_dtype(w.dtype()), {n, k}, x.device());
-    dequantize_into(w, nullptr, wh, nullptr, s);
+    if (tiled)
+      untile_bf16(w.dtype(), static_cast<const uint8_t*>(w.data()), n, k,
+                  wh.data_as<__nv_bfloat16>(), s);
+    else
+      dequantize_into(w, nullptr, wh, nullptr, s);
   }
   const Tensor xh = as_dtype(x, wh.dtype(), {m, k}, s);
   const Tensor c = addend ? addend->reshape({1, m, n}) : Tensor();
@@ -1093,6 +1104,7 @@ struct Operands {
   Tensor x, g, w, c;
   double eps = 0;
   bool swiglu = false;
+  bool tiled = false;  // w in tiles16
 };
 
 void run_product(const Operands& op, const Tensor& out, cudaStream_t s) {
@@ -1114,7 +1126,7 @@ void run_product(const Operands& op, const Tensor& out, cudaStream_t s) {
   const Tensor g = op.g.defined() ? as_dtype(op.g.contiguous(), DType::f32, {k}, s) : Tensor();
   const Tensor wa = reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 ? w : w.clone();
   if (k > 0 && m <= matvec_rows(w.dtype())) {
-    matvec(as_dtype(op.x, DType::f32, {m, k}, s), wa, o, m, n, k, g, op.eps, s);
+    matvec(as_dtype(op.x, DType::f32, {m, k}, s), wa, op.tiled, o, m, n, k, g, op.eps, s);
   } else {  // a GEMM (or, for k = 0, zeros), then swiglu and the addend over its output
     // bf16 weights (as PyTorch runs bf16 models) leave the halves of swiglu in bf16: the
     // widest product of a prefill step, written and read once each at half the bytes.
@@ -1128,7 +1140,7 @@ void run_product(const Operands& op, const Tensor& out, cudaStream_t s) {
       gemm_path(g.defined() ? normalized(as_dtype(op.x, DType::f32, {m, k}, s), g, op.eps, m, k, s,
                                          operand_dtype(w.dtype()))
                             : op.x,
-                wa, t, m, n, k, s, epilogue ? &c : nullptr);
+                wa, op.tiled, t, m, n, k, s, epilogue ? &c : nullptr);
     if (op.swiglu) swiglu_into(t, y, s);
     if (o.c && !epilogue)
       add_repeating<<<blocks_for(m * width), kThreads, 0, s>>>(o.y, o.c, m * width, o.cn);
@@ -1137,8 +1149,12 @@ void run_product(const Operands& op, const Tensor& out, cudaStream_t s) {
   if (y.data() != out.data()) cast_into(y, out.reshape({m, width}), s);
 }
 
+bool tiled(const Attrs& a) { return a.get_string("layout") == quant::kTiles16; }
+
 void quant_matmul_kernel(const KernelContext& ctx, Ins in, Outs out) {
-  run_product({in[0], Tensor(), in[1], in.size() == 3 ? in[2] : Tensor()}, out[0], stream_of(ctx));
+  Operands op{in[0], Tensor(), in[1], in.size() == 3 ? in[2] : Tensor()};
+  op.tiled = tiled(ctx.attrs);
+  run_product(op, out[0], stream_of(ctx));
 }
 
 void fused_quant_matmul_kernel(const KernelContext& ctx, Ins in, Outs out) {
@@ -1147,15 +1163,17 @@ void fused_quant_matmul_kernel(const KernelContext& ctx, Ins in, Outs out) {
   Operands op{in[0], norm ? in[1] : Tensor(), in[wi], in.size() > wi + 1 ? in[wi + 1] : Tensor()};
   op.eps = ctx.attrs.get_float("epsilon");
   op.swiglu = ctx.attrs.get_string("activation") == "swiglu";
+  op.tiled = tiled(ctx.attrs);
   run_product(op, out[0], stream_of(ctx));
 }
 
-// Plain weights and f32 / f16 / bf16 activations (f64 takes the decomposition); an addend
-// that repeats over the output (backend/addend.h). wi: where w is among the inputs.
+// Plain weights or tiles16 and f32 / f16 / bf16 activations (f64 takes the decomposition, or
+// for tiles the CPU kernel); an addend that repeats over the output (backend/addend.h). wi:
+// where w is among the inputs.
 bool product_supported(const KernelQuery& q, size_t wi) {
   const DType x = q.inputs[0].dtype, w = q.inputs[wi].dtype;
   if (q.inputs.size() > wi + 1 && !addend_repeats(q.inputs[wi + 1], q.outputs[0])) return false;
-  return q.attrs.get_string("layout") == "rows" &&
+  return (q.attrs.get_string("layout") == "rows" || tiled(q.attrs)) &&
          (x == DType::f32 || x == DType::f16 || x == DType::bf16) &&
          (is_quantized(w) || w == DType::f32 || w == DType::f16 || w == DType::bf16);
 }

@@ -60,7 +60,9 @@ struct LoadOptions {
   // On the CPU, q4_0 and q8_0 weights are interleaved in groups of 16 rows (AVX-512) or 8
   // (quant_matmul layouts rows16 / rows8, rlx/quant.h), the form their decode kernels read
   // fastest (rlx's bench/RESULTS.md, "Decode on the Xeon", "rows16"); the file's pages they
-  // came from are released. false keeps every weight as the file stores it.
+  // came from are released. On CUDA, q8_0 ones are held as tensor-core tiles (tiles16, unless
+  // settings().cuda_tiles is off), the form the decode products read fastest. false keeps
+  // every weight as the file stores it.
   bool interleave = true;
   // On the CPU, the weight matrices a decode step streams are copied into one arena of
   // 2 MiB pages (Linux transparent huge pages) and the file's pages released: fewer TLB
@@ -137,7 +139,8 @@ class Model {
   std::shared_ptr<gguf::File> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::map<std::string, Tensor> weights_;  // graph param name -> tensor (on the device)
-  std::map<std::string, int> grouped_;     // the weights held interleaved: rows per group
+  // The weights held in another layout than the file's: quant_matmul's layout name.
+  std::map<std::string, std::string> layouts_;
   // Fused weights (a param name such as blk.0.attn_qkv.weight) and their parts in order.
   std::map<std::string, std::vector<std::string>> fused_;
   void fuse_groups();
