@@ -538,6 +538,7 @@ static void tiled_checks(CheckTable& t) {
   check(D::f32, {8, 2048}, 64, true, true, {8, 32}, "8 rows: norm + swiglu + residual");
   check(D::f32, {5, 4608}, 32, true, false, {5, 32}, "5 rows: norm + residual");
   check(D::f32, {12, 256}, 64, false, true, {32}, "12 rows: the GEMM, swiglu");
+  check(D::f32, {2, 64}, 48, false, true, {}, "swiglu's halves not whole groups (CUDA: host)");
   wt = DType::q4_k;
   check(D::f32, {1, 256}, 16, false, false, {}, "1 row");
   check(D::f32, {3, 768}, 48, false, false, {3, 48}, "3 rows + addend");

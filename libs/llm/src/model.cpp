@@ -352,8 +352,8 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
       return true;
     };
     if (!options.device.is_cpu()) {
-      // The products' q8_0 weights as tensor-core tiles (the embedding table stays plain: a
-      // lookup reads its rows).
+      // The products' q8_0 / q4_k weights as tensor-core tiles (the embedding table stays
+      // plain: a lookup reads its rows).
       const bool tiles = options.interleave && settings().cuda_tiles && !embd && t.rank() == 2 &&
                          quant::tileable(t.dtype()) && whole(16);
       if (parts.size() == 1 && !tiles) {

@@ -1170,9 +1170,12 @@ void fused_quant_matmul_kernel(const KernelContext& ctx, Ins in, Outs out) {
 // Plain weights or tiles16 and f32 / f16 / bf16 activations (f64 takes the decomposition, or
 // for tiles the CPU kernel); an addend that repeats over the output (backend/addend.h). wi:
 // where w is among the inputs.
-bool product_supported(const KernelQuery& q, size_t wi) {
+bool product_supported(const KernelQuery& q, size_t wi, bool swiglu = false) {
   const DType x = q.inputs[0].dtype, w = q.inputs[wi].dtype;
   if (q.inputs.size() > wi + 1 && !addend_repeats(q.inputs[wi + 1], q.outputs[0])) return false;
+  // Tiles with swiglu pair a gate group of 16 rows with an up group: halves of whole groups.
+  const Dim& n = q.inputs[wi].shape[0];
+  if (tiled(q.attrs) && swiglu && !(n.is_static() && n.value() % 32 == 0)) return false;
   return (q.attrs.get_string("layout") == "rows" || tiled(q.attrs)) &&
          (x == DType::f32 || x == DType::f16 || x == DType::bf16) &&
          (is_quantized(w) || w == DType::f32 || w == DType::f16 || w == DType::bf16);
@@ -1193,7 +1196,7 @@ void register_quant(KernelRegistry& r) {
     const bool norm = q.attrs.get_string("norm") == "rms_norm";
     const DType w = q.inputs[norm ? 2 : 1].dtype;
     if (norm && is_quantized(w) && !settings().decode_fusions) return false;
-    return product_supported(q, norm ? 2 : 1);
+    return product_supported(q, norm ? 2 : 1, q.attrs.get_string("activation") == "swiglu");
   });
 }
 
