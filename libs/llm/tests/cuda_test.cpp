@@ -90,9 +90,8 @@ TEST(CudaDecode, GraphReplaysEqualEagerRuns) {
   EXPECT_EQ(eager->compiled(1, 1, greedy, "none", true).graph_launches(), 0);
 }
 
-TEST(CudaDecode, BatchOfSequencesEqualsOneAtATime) {
-  REQUIRE_GPU();
-  std::string path = write_model(Spec{}, "cuda_batch");
+// Eight sequences decoded as a batch give the tokens each gives alone.
+void batch_equals_one_at_a_time(const std::string& path) {
   auto one = Model::load(path, {.device = Device::cuda(), .kv_dtype = DType::f32});
   auto eight = Model::load(path, {.device = Device::cuda(), .batch = 8, .kv_dtype = DType::f32});
   Generator batched(*eight, {.temperature = 0});
@@ -109,6 +108,15 @@ TEST(CudaDecode, BatchOfSequencesEqualsOneAtATime) {
   }
   for (size_t b = 0; b < 8; ++b)
     EXPECT_EQ(got[b], generate(*one, prompts[b], 6, {.temperature = 0})) << "sequence " << b;
+}
+
+// f32 and q8_0 weights (q8_0: tensor-core tiles at batch 8, the file's layout at batch 1).
+TEST(CudaDecode, BatchOfSequencesEqualsOneAtATime) {
+  REQUIRE_GPU();
+  for (DType type : {DType::f32, DType::q8_0}) {
+    SCOPED_TRACE(dtype_name(type));
+    batch_equals_one_at_a_time(write_model(Spec{.type = type}, "cuda_batch"));
+  }
 }
 
 // decode() on the device: steps queued back to back, each reading the inputs the one

@@ -300,7 +300,8 @@ void stft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span
   const PadMode mode = m == "reflect"    ? PadMode::reflect
                        : m == "constant" ? PadMode::constant
                                          : PadMode::edge;  // edge, replicate
-  const int64_t rows = x.numel() / std::max<int64_t>(len, 1);
+  // (Counted from the leading dims, not numel / len: an empty signal has rows too.)
+  const int64_t rows = dims_product(x.shape(), 0, x.shape().size() - 1);
   std::vector<int64_t> spec_shape(shape.begin(), shape.end() - 2);
   spec_shape.push_back(frames);
   spec_shape.push_back(freqs);
