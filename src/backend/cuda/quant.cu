@@ -1007,7 +1007,7 @@ void matvec(Tensor x, const Tensor& w, bool tiled, Out yp, int64_t m, int64_t n,
             const Tensor& g, double eps, cudaStream_t s) {
   const DType wt = w.dtype();
   const auto* wp = static_cast<const uint8_t*>(w.data());
-  if (tiled) {  // q8_0 in tiles16 (quant_tiles.cu)
+  if (tiled) {  // q8_0 / q4_k in tiles16 (quant_tiles.cu)
     const Act a = quantize_act(x, wt, m, k, s, g.defined() ? g.data_as<float>() : nullptr, eps);
     tiled_matvec(wt, wp, n, k, a.q, a.d, a.s, m, yp, s);
     return;

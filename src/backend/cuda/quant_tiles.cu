@@ -1,14 +1,17 @@
-// Quantized products over weights in tensor-core tiles (tiles16, rlx/quant.h: q8_0's 16-row
-// groups, each block's scales then one 16-byte run a lane).
+// Quantized products over weights in tensor-core tiles (tiles16, rlx/quant.h: q8_0's and
+// q4_k's 16-row groups, a block's scales, then a 16-byte run a lane for each 32 (q8_0) or 64
+// (q4_k) values of the 16 rows).
 //
 // The decode matvec (tmma) has no shared-memory staging: lane l's run of a block is its
 // operand of one m16n8k32 int8 product, loaded as it is (16 aligned bytes, a warp reading 512
 // contiguous ones), the activations' 8 rows the other operand (lane (g, q): row g's values
-// 8 q .. 8 q + 7 of the block, the k order the tiles permute). A thread block takes one
-// group of 16 rows (with swiglu the gate's and the up rows' groups), its warps a share of the
-// blocks each; the block's int32 sums are scaled in f32 (d_w d_x, as the CPU's q8_0 dots)
+// 8 q .. 8 q + 7 of the 32, the k order the tiles permute). A thread block takes one group of
+// 16 rows (with swiglu the gate's and the up rows' groups), its warps a share of the blocks
+// each; a block's int32 sums are scaled in f32 as the CPU's dots scale them (TileQ8, TileQ4K)
 // and the warps' totals added in order. The weights of a warp's first round load before the
-// dependency wait (no kernel writes them), overlapping the kernel before.
+// dependency wait (no kernel writes them), overlapping the kernel before. On a 1.1 B batch-8
+// decode (H100) q8_0 ran 27 % and q4_k 47 % faster this way than through qmma on the file's
+// layout (bench/RESULTS.md, "tensor-core tiles").
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_util.h"
@@ -290,8 +293,8 @@ __global__ void untile_kernel(const uint8_t* w, int64_t k, __nv_bfloat16* out) {
 void tiled_matvec(DType t, const uint8_t* w, int64_t n, int64_t k, const int8_t* xq,
                   const float* xd, const float* xs, int64_t m, const Out& y, cudaStream_t s) {
   const dim3 grid(unsigned(y.swiglu ? n / 32 : n / 16), unsigned((m + 7) / 8));
-  // Blocks a lane loads before it multiplies (Tile::kFew / kMany): all of a warp's share at
-  // once where registers allow (no swiglu), fewer with swiglu's two tiles.
+  // Blocks a lane loads before it multiplies (Tile::kFew / kMany, settings().cuda_tile_loads):
+  // the faster of the two on a 1.1 B decode, per type and with / without swiglu's two tiles.
   const int64_t loads = settings().cuda_tile_loads;
   auto go = [&](auto tile) {
     using Tile = decltype(tile);
