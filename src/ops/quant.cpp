@@ -288,12 +288,10 @@ void register_quant_ops(OpRegistry& r) {
       "the optional addend c (x's dtype) broadcasts onto the product without growing it. The "
       "CPU kernel quantizes x per block to int8 and runs integer dot products, never decoding "
       "the whole of w. Gradient and tangent through x only; vmap over x. layouts rows8 / rows16: "
-      "w's "
-      "bytes interleaved in groups of 8 / 16 rows (rlx/quant.h; q4_0, q8_0, and q4_k in rows16; n "
-      "a multiple of the group), the forms the CPU decode kernels read fastest; tiles16: q8_0 / "
-      "q4_k in "
-      "16-row tensor-core tiles, the form CUDA's decode kernels read (the CPU kernel decodes it "
-      "back per call); no decomposition or gradient for these layouts.";
+      "w's bytes interleaved in groups of 8 / 16 rows (rlx/quant.h; q4_0, q8_0, and q4_k in "
+      "rows16; n a multiple of the group), the forms the CPU decode kernels read fastest; "
+      "tiles16: q8_0 / q4_k in 16-row tensor-core tiles, the form CUDA's decode kernels read (the "
+      "CPU kernel decodes it back per call); no decomposition or gradient for these layouts.";
   mm.infer = infer_quant_matmul;
   mm.decompose = quant_matmul_decomposed;
   mm.vjp = quant_matmul_vjp;
