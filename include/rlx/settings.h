@@ -60,9 +60,11 @@
     "CUDA quantized products of up to 8 rows: auto (mma at 8 rows), mma (weights staged into "     \
     "shared memory, int8 tensor cores) or dp4a (a warp per weight row)")                           \
   X(bool, cuda_tiles, "RLX_CUDA_TILES", true,                                                      \
-    "LLM on CUDA: q4_k weight matrices (q8_0 ones for batches) load as tensor-core tiles "         \
-    "(quant_matmul layout tiles16), the form the decode products read fastest; 0 keeps the "       \
-    "file's layout")                                                                               \
+    "LLM on CUDA: q8_0 and q4_k weight matrices load as tensor-core tiles (quant_matmul layout "   \
+    "tiles16), the form the decode products read fastest; 0 keeps the file's layout")              \
+  X(bool, cuda_tile_fuse, "RLX_CUDA_TILE_FUSE", true,                                              \
+    "CUDA tiles16 products of one activation row quantize it (after the fused rms_norm) as they "  \
+    "read it; 0: a quantizer kernel first")                                                        \
   X(int64_t, cuda_tile_loads, "RLX_CUDA_TILE_LOADS", 0,                                            \
     "CUDA tiles16 products: blocks a lane loads before it multiplies (4 or 8; 0: chosen)")         \
   X(int64_t, sparse_lanes, "RLX_SPARSE_LANES", 0,                                                  \

@@ -490,9 +490,9 @@ VerifyFn on_untiled(VerifyFn f, size_t wi) {
 }
 
 // q8_0 and q4_k in tiles16 (the CPU decodes it back per call): 1 to 8 rows (CUDA's tile products: a
-// warp's blocks in one round and in several, k = 4608), many rows (the GEMM of the decoded
-// tiles), f16 / f64 activations (f64: the CPU kernel, a host delegate on CUDA), and fused with
-// the norm, swiglu's pairs of gate / up tiles and an addend.
+// warp's blocks in one round and in several, k = 4608; one row quantized inside the product), many
+// rows (the GEMM of the decoded tiles), f16 / f64 activations (f64: the CPU kernel, a host delegate
+// on CUDA), and fused with the norm, swiglu's pairs of gate / up tiles and an addend.
 static void tiled_checks(CheckTable& t) {
   uint64_t seed = 4400;
   DType wt = DType::q8_0;
@@ -539,6 +539,8 @@ static void tiled_checks(CheckTable& t) {
   check(D::f32, {5, 4608}, 32, true, false, {5, 32}, "5 rows: norm + residual");
   check(D::f32, {12, 256}, 64, false, true, {32}, "12 rows: the GEMM, swiglu");
   check(D::f32, {2, 64}, 48, false, true, {}, "swiglu's halves not whole groups (CUDA: host)");
+  check(D::f32, {1, 4608}, 32, true, false, {1, 32}, "1 row: norm + residual, several rounds");
+  check(D::f32, {1, 2048}, 64, false, true, {32}, "1 row: swiglu + residual");
   wt = DType::q4_k;
   check(D::f32, {1, 256}, 16, false, false, {}, "1 row");
   check(D::f32, {3, 768}, 48, false, false, {3, 48}, "3 rows + addend");
@@ -549,6 +551,9 @@ static void tiled_checks(CheckTable& t) {
   check(D::f32, {8, 2048}, 64, true, true, {8, 32}, "8 rows: norm + swiglu + residual");
   check(D::f32, {2, 4608}, 32, true, false, {2, 32}, "2 rows: norm + residual");
   check(D::f32, {12, 512}, 64, false, true, {32}, "12 rows: the GEMM, swiglu");
+  check(D::f32, {1, 2048}, 64, true, true, {}, "1 row: norm + swiglu");
+  check(D::f32, {1, 5632}, 32, false, false, {1, 32}, "1 row + addend, several rounds");
+  check(D::f16, {1, 512}, 16, true, false, {}, "1 row of f16: norm");
 }
 
 CheckTable checks_quant() {

@@ -354,11 +354,8 @@ std::shared_ptr<Model> Model::load(const std::string& path, LoadOptions options)
     if (!options.device.is_cpu()) {
       // The products' q8_0 / q4_k weights as tensor-core tiles (the embedding table stays
       // plain: a lookup reads its rows).
-      // q8_0 tiles only where a batch decodes: one sequence's decode and prefill read the file's
-      // layout faster (bench/RESULTS.md, "tensor-core tiles").
       const bool tiles = options.interleave && settings().cuda_tiles && !embd && t.rank() == 2 &&
-                         quant::tileable(t.dtype()) && whole(16) &&
-                         (t.dtype() != DType::q8_0 || options.batch > 1);
+                         quant::tileable(t.dtype()) && whole(16);
       if (parts.size() == 1 && !tiles) {
         m->weights_[a.name] = t.to(options.device);
         continue;

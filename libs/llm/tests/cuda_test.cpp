@@ -110,7 +110,8 @@ void batch_equals_one_at_a_time(const std::string& path) {
     EXPECT_EQ(got[b], generate(*one, prompts[b], 6, {.temperature = 0})) << "sequence " << b;
 }
 
-// f32 and q8_0 weights (q8_0: tensor-core tiles at batch 8, the file's layout at batch 1).
+// f32 and q8_0 weights (q8_0 in tensor-core tiles: batch 1 quantizes its activations in the
+// products, batch 8 through the quantizer kernel).
 TEST(CudaDecode, BatchOfSequencesEqualsOneAtATime) {
   REQUIRE_GPU();
   for (DType type : {DType::f32, DType::q8_0}) {

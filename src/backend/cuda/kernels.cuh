@@ -18,6 +18,11 @@
 
 namespace rlx::cuda {
 
+// Whether p allows 16-byte vector loads and stores.
+__host__ __device__ __forceinline__ bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 // --- types -----------------------------------------------------------------------------
 // f16 / bf16 are stored as CUDA's __half / __nv_bfloat16 and computed in float; bool is
 // one byte holding 0 or 1.

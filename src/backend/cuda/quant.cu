@@ -18,7 +18,9 @@
 // linalg.h's batched_gemm, cuBLASLt), with an addend of the output's shape in the GEMM's epilogue.
 //
 // Weights in tensor-core tiles (layout tiles16: q8_0 and q4_k as the LLM loader holds them on
-// CUDA) take quant_tiles.cu's products instead, up to 8 rows and for the GEMM's bf16 decoding.
+// CUDA) take quant_tiles.cu's products instead, up to 8 rows and for the GEMM's bf16 decoding;
+// one row is quantized inside the product (by quant_act.cuh's quantize_row, as the quantizer
+// kernels here would).
 //
 // fused_quant_matmul runs through the same kernels: its swiglu pairs each gate row with its
 // up row in one block (one warp sees both totals, Share); its rms_norm runs in the
@@ -39,6 +41,7 @@
 #include "backend/cuda/matvec_rows.h"
 #include "backend/cuda/mma.cuh"
 #include "backend/cuda/nn.h"
+#include "backend/cuda/quant_act.cuh"
 #include "backend/cuda/quant_blocks.cuh"
 #include "backend/cuda/quant_tiles.h"
 #include "rlx/quant.h"
@@ -154,7 +157,7 @@ void dequantize_into(const Tensor& w, const Tensor* idx, const Tensor& y, const 
       if constexpr (is_float_v<O>) {
         O* yp = static_cast<O*>(y.data());
         if (is_quantized(w.dtype())) {
-          const bool vec = reinterpret_cast<uintptr_t>(yp) % 16 == 0;
+          const bool vec = aligned16(yp);
           visit_quant(w.dtype(), [&](auto t) {
             constexpr DType T = decltype(t)::value;
             auto kernel = vec ? dequant_groups<T, true, O, I> : dequant_groups<T, false, O, I>;
@@ -190,8 +193,6 @@ void dequantize_kernel(const KernelContext& ctx, Ins in, Outs out) {
 // each block xd [m, k / blk] (the f16-rounded value for blocks of 32), and xs [m, k / 32]: for
 // q8_1 the f16-rounded d * sum of each block, for q8_K the sums of each 32 values.
 
-__device__ __forceinline__ float round_half(float v) { return __half2float(__float2half_rn(v)); }
-
 // Block b of 32 values (q8_0 / q8_1 rules), lane holding value `lane`.
 __device__ __forceinline__ void q8_block(float v, int lane, int64_t b, int8_t* xq, float* xd,
                                          float* xs) {
@@ -206,36 +207,6 @@ __device__ __forceinline__ void q8_block(float v, int lane, int64_t b, int8_t* x
     xd[b] = round_half(d);
     xs[b] = round_half(d * float(sum));
   }
-}
-
-// Block b of 256 values (q8_K rules: the scale from the signed value of largest
-// magnitude, the first one on ties), lane holding values 8 lane .. 8 lane + 7.
-__device__ __forceinline__ void q8k_block(const float (&v)[8], int lane, int64_t b, int8_t* xq,
-                                          float* xd, float* xs) {
-  float best = -1, max = 0;
-  int at = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j)
-    if (fabsf(v[j]) > best) best = fabsf(v[j]), max = v[j], at = lane * 8 + j;
-  for (int o = 16; o > 0; o /= 2) {
-    const float ob = __shfl_xor_sync(0xffffffffu, best, o);
-    const float om = __shfl_xor_sync(0xffffffffu, max, o);
-    const int oa = __shfl_xor_sync(0xffffffffu, at, o);
-    if (ob > best || (ob == best && oa < at)) best = ob, max = om, at = oa;
-  }
-  const float iscale = max != 0 ? -127.f / max : 0.f;
-  int sum = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int q = min(127, __float2int_rn(iscale * v[j]));
-    xq[b * 256 + lane * 8 + j] = int8_t(q);
-    sum += q;
-  }
-  if (lane == 0) xd[b] = max != 0 ? 1 / iscale : 0.f;
-  // The sums of each 32 values (4 lanes), for the tiled products' minimums.
-  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-  if (lane % 4 == 0) xs[b * 8 + lane / 4] = float(sum);
 }
 
 // One warp per block of 32.
@@ -259,117 +230,17 @@ __global__ void quantize_q8k(const float* x, int64_t blocks, int8_t* xq, float* 
   q8k_block(v, lane, b, xq, xd, xs);
 }
 
-// Block b of 32 values held by 4 lanes (part = lane % 4, values 8 part .. 8 part + 7):
-// q8_block's float operations on the same values (the same bytes and scales), with two
-// shuffles a reduction instead of five. Every lane of the warp calls it; `live` ones store.
-__device__ __forceinline__ void q8_block4(const float (&v)[8], int part, bool live, int64_t b,
-                                          int8_t* xq, float* xd, float* xs) {
-  float amax = 0;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) amax = fmaxf(amax, fabsf(v[j]));
-  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-  const float d = amax / 127.f, id = amax != 0 ? 127.f / amax : 0.f;
-  int sum = 0;
-  uint32_t word[2] = {};
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int q = __float2int_rn(v[j] * id);
-    sum += q;
-    word[j / 4] |= uint32_t(q & 0xff) << (8 * (j % 4));
-  }
-  sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-  sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-  if (!live) return;
-  *reinterpret_cast<uint2*>(xq + b * 32 + 8 * part) = make_uint2(word[0], word[1]);
-  if (part == 0) {
-    xd[b] = round_half(d);
-    xs[b] = round_half(d * float(sum));
-  }
-}
-
-constexpr int kNormThreads = 256;
-
 // fused_quant_matmul's rms_norm and the quantization in one kernel, a block per row of x
-// [m, k]: the row's sum of squares, then its blocks of kBlk as the kernels above take them
-// (one of 32 a 4 lanes, one of 256 a warp), each value x * inv * g as the rms_norm kernel
-// computes it (nn.cu's norm_rows). A pass takes 8 values a thread (thread t values 8 t ..
-// 8 t + 7: its lanes' blocks); the first kHeld passes' values stay in registers between the
-// sum and the quantization, and their scales g (weights, which no kernel before writes)
-// are loaded before the dependency wait.
+// [m, k] (quant_act.cuh's quantize_row).
 template <int kBlk>
-__global__ void __launch_bounds__(kNormThreads)
+__global__ void __launch_bounds__(kRowThreads)
     quantize_norm(const float* x, const float* g, float eps, int64_t k, int8_t* xq, float* xd,
                   float* xs) {
-  constexpr int kPass = 8 * kNormThreads, kHeld = 4;
-  __shared__ float part[kNormThreads / 32];
-  const int t = int(threadIdx.x), warp = t / 32, lane = t % 32;
-  const int64_t r = blockIdx.x, nb = k / kBlk, passes = (k + kPass - 1) / kPass;
-  const float* xr = x + r * k;
-  // 16-byte loads where both rows allow them (k is a multiple of 32).
-  const bool vec =
-      reinterpret_cast<uintptr_t>(xr) % 16 == 0 && reinterpret_cast<uintptr_t>(g) % 16 == 0;
-  // The 8 values of pass c from row p (zeros past k: k is a multiple of 32).
-  auto load8 = [&](const float* p, int64_t c, float(&v)[8]) {
-    const int64_t i = c * kPass + 8 * t;
-    if (i >= k) {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = 0;
-    } else if (vec) {
-      const float4 a = *reinterpret_cast<const float4*>(p + i);
-      const float4 b = *reinterpret_cast<const float4*>(p + i + 4);
-      v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z,
-      v[7] = b.w;
-    } else {
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = p[i + j];
-    }
-  };
-  float xv[kHeld][8], gv[kHeld][8];
-#pragma unroll
-  for (int c = 0; c < kHeld; ++c)
-    if (c < passes) load8(g, c, gv[c]);
-  pdl_wait();
-  pdl_trigger();
-  float ss = 0;
-#pragma unroll
-  for (int c = 0; c < kHeld; ++c)
-    if (c < passes) {
-      load8(xr, c, xv[c]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) ss += xv[c][j] * xv[c][j];
-    }
-  for (int64_t c = kHeld; c < passes; ++c) {
-    float v[8];
-    load8(xr, c, v);
-#pragma unroll
-    for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
-  }
-  for (int o = 16; o > 0; o /= 2) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (lane == 0) part[warp] = ss;
-  __syncthreads();
-  ss = 0;
-  for (int w = 0; w < kNormThreads / 32; ++w) ss += part[w];
-  const float inv = 1.f / sqrtf(ss / float(k) + eps);
-  // Pass c's values, normalised in v, into their blocks (every lane calls: the shuffles).
-  auto quantize = [&](int64_t c, float(&v)[8], const float(&s)[8]) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) v[j] = v[j] * inv * s[j];
-    const int64_t i = c * kPass + 8 * t;
-    if constexpr (kBlk == 32)
-      q8_block4(v, t % 4, i < k, r * nb + i / 32, xq, xd, xs);
-    else if (c * kPass + 256 * warp < k)  // the warp's block is in the row
-      q8k_block(v, lane, r * nb + i / 256, xq, xd, xs);
-  };
-#pragma unroll
-  for (int c = 0; c < kHeld; ++c)
-    if (c < passes) quantize(c, xv[c], gv[c]);
-  for (int64_t c = kHeld; c < passes; ++c) {
-    float v[8], s[8];
-    load8(xr, c, v);
-    load8(g, c, s);
-    quantize(c, v, s);
-  }
+  const int64_t r = blockIdx.x;
+  quantize_row<kBlk>(x + r * k, g, eps, k, xq + r * k, xd + r * (k / kBlk), xs + r * (k / 32), [] {
+    pdl_wait();
+    pdl_trigger();
+  });
 }
 
 // The quantized activations: one allocation (a graph captured over it holds one memory
@@ -402,11 +273,10 @@ Act quantize_act(const Tensor& x, DType wt, int64_t m, int64_t k, cudaStream_t s
   const unsigned grid = unsigned((blocks * 32 + kThreads - 1) / kThreads);  // a warp a block
   // Programmatically dependent, as the products: launched while the kernel before finishes.
   if (g && a.blk == 256)
-    launch_pdl(quantize_norm<256>, unsigned(m), kNormThreads, 0, s, xp, g, float(eps), k, q, d,
+    launch_pdl(quantize_norm<256>, unsigned(m), kRowThreads, 0, s, xp, g, float(eps), k, q, d,
                sums);
   else if (g)
-    launch_pdl(quantize_norm<32>, unsigned(m), kNormThreads, 0, s, xp, g, float(eps), k, q, d,
-               sums);
+    launch_pdl(quantize_norm<32>, unsigned(m), kRowThreads, 0, s, xp, g, float(eps), k, q, d, sums);
   else if (a.blk == 256)
     launch_pdl(quantize_q8k, grid, kThreads, 0, s, xp, blocks, q, d, sums);
   else
@@ -790,8 +660,7 @@ __global__ void __launch_bounds__(32 * kWarps)
   pdl_wait();
   pdl_trigger();
   float acc[MR] = {};
-  const bool vec = k % 8 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  const bool vec = k % 8 == 0 && aligned16(w) && aligned16(x);
   const int64_t kk = sh.live ? k : 0, k8 = vec ? kk : 0;
   // The row's chunks of 256 values dealt round-robin to its split warps (an even share
   // even where k is only a few chunks), kLoads of a warp's chunks loaded at a time.
@@ -939,8 +808,7 @@ void by_rows(int64_t m, F&& f) {
 // bench/RESULTS.md, "LLM on the GPU"), k in whole chunks of 32, 16-byte
 // aligned operands.
 bool use_mma(int64_t m, int64_t k, const void* w, const void* x) {
-  return m >= 2 && m <= 8 && k % 32 == 0 && reinterpret_cast<uintptr_t>(w) % 16 == 0 &&
-         reinterpret_cast<uintptr_t>(x) % 16 == 0;
+  return m >= 2 && m <= 8 && k % 32 == 0 && aligned16(w) && aligned16(x);
 }
 
 // Whether qmma takes a quantized product of m rows (settings().cuda_qmatvec; k in steps of 64
@@ -1008,7 +876,12 @@ void matvec(Tensor x, const Tensor& w, bool tiled, Out yp, int64_t m, int64_t n,
   const DType wt = w.dtype();
   const auto* wp = static_cast<const uint8_t*>(w.data());
   if (tiled) {  // q8_0 / q4_k in tiles16 (quant_tiles.cu)
-    const Act a = quantize_act(x, wt, m, k, s, g.defined() ? g.data_as<float>() : nullptr, eps);
+    const float* gp = g.defined() ? g.data_as<float>() : nullptr;
+    // One row quantizes in the product (settings().cuda_tile_fuse).
+    if (m == 1 && settings().cuda_tile_fuse &&
+        tiled_matvec_row(wt, wp, n, k, x.data_as<float>(), gp, eps, yp, s))
+      return;
+    const Act a = quantize_act(x, wt, m, k, s, gp, eps);
     tiled_matvec(wt, wp, n, k, a.q, a.d, a.s, m, yp, s);
     return;
   }
@@ -1124,7 +997,7 @@ void run_product(const Operands& op, const Tensor& out, cudaStream_t s) {
               c.defined() ? static_cast<const float*>(c.data()) : nullptr,
               c.defined() ? std::max<int64_t>(c.numel(), 1) : 1, width, op.swiglu};
   const Tensor g = op.g.defined() ? as_dtype(op.g.contiguous(), DType::f32, {k}, s) : Tensor();
-  const Tensor wa = reinterpret_cast<uintptr_t>(w.data()) % 16 == 0 ? w : w.clone();
+  const Tensor wa = aligned16(w.data()) ? w : w.clone();
   if (k > 0 && m <= matvec_rows(w.dtype())) {
     matvec(as_dtype(op.x, DType::f32, {m, k}, s), wa, op.tiled, o, m, n, k, g, op.eps, s);
   } else {  // a GEMM (or, for k = 0, zeros), then swiglu and the addend over its output

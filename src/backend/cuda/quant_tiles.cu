@@ -9,15 +9,19 @@
 // 16 rows (with swiglu the gate's and the up rows' groups), its warps a share of the blocks
 // each; a block's int32 sums are scaled in f32 as the CPU's dots scale them (TileQ8, TileQ4K)
 // and the warps' totals added in order. The weights of a warp's first round load before the
-// dependency wait (no kernel writes them), overlapping the kernel before. On a 1.1 B batch-8
-// decode (H100) q8_0 ran 27 % and q4_k 47 % faster this way than through qmma on the file's
-// layout (bench/RESULTS.md, "tensor-core tiles").
+// dependency wait (no kernel writes them), overlapping the kernel before. On a batch-8 decode
+// this runs faster than qmma on the file's layout; one activation row (a sequence's decode) is
+// quantized by each thread block into its shared memory (Row), after the fused rms_norm, so
+// that no quantizer kernel runs between a layer's products (bench/RESULTS.md, "tensor-core
+// tiles"). untile_kernel decodes the tiles to bf16 rows for prefill's GEMM, each store 512
+// contiguous bytes of one row.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_util.h"
 #include "backend/cuda/elementwise_ops.cuh"
 #include "backend/cuda/kernels.cuh"
 #include "backend/cuda/mma.cuh"
+#include "backend/cuda/quant_act.cuh"
 #include "backend/cuda/quant_tiles.h"
 #include "rlx/quant.h"
 #include "rlx/settings.h"
@@ -27,6 +31,7 @@ namespace rlx::cuda {
 namespace {
 
 constexpr int kTileWarps = 8;
+static_assert(32 * kTileWarps == kRowThreads, "quantize_row takes a whole block");
 
 // A lane's bytes of a byte-wise vector, as unsigned.
 __device__ __forceinline__ int byte_of(uint32_t w, int i) { return int((w >> (8 * i)) & 255); }
@@ -161,21 +166,73 @@ struct TileQ4K {
   }
 };
 
-template <class Tile, int kLoads, bool kSwiglu>
+// Where tmma's activations come from, per lane (g, q: row g's values 8 q .. of a block).
+// Quantized: the rows the quantizer kernel wrote (xq int8 [m, k], xd, xs); rows past m read
+// row m - 1, whose results are never stored.
+struct Quantized {
+  const int8_t* xq;
+  const float *xd, *xs;
+  static size_t smem_bytes(int64_t, int) { return 0; }
+  template <class Tile>
+  struct Reader {
+    const int8_t* xp;
+    const float *d0, *d1, *s0, *s1;
+    __device__ Reader() {}
+    template <class Wait>
+    __device__ Reader(const Quantized& a, int64_t k, int64_t nb, int64_t m, int64_t r0, int lane,
+                      Wait wait) {
+      wait();
+      const int g = lane / 4, q = lane % 4;
+      const int64_t last = m - 1;
+      const int64_t xa = r0 + 2 * q < m ? r0 + 2 * q : last,
+                    xb = r0 + 2 * q + 1 < m ? xa + 1 : last;
+      xp = a.xq + (r0 + g < m ? r0 + g : last) * k + 8 * q;
+      d0 = a.xd + xa * nb, d1 = a.xd + xb * nb;
+      s0 = a.xs + xa * (k / 32), s1 = a.xs + xb * (k / 32);
+    }
+    __device__ typename Tile::X load(int64_t b) const {
+      return Tile::load_x(xp, d0, d1, s0, s1, b);
+    }
+  };
+};
+
+// One f32 row (m = 1), quantized (after fused_quant_matmul's rms_norm where g, its scale, is
+// given) by each thread block into its shared memory first, as the quantizer kernel would
+// (quantize_row): a decode step's product without the kernel before it. Every lane's row
+// is that one, so both of its results take its scales.
+struct Row {
+  const float *x, *g;
+  float eps;
+  // The row's int8 values, block scales (padded to 16 bytes) and sums of 32.
+  static size_t smem_bytes(int64_t k, int values) {
+    return size_t(k + 4 * ((k / values + 3) / 4 * 4) + 4 * (k / 32));
+  }
+  template <class Tile>
+  struct Reader : Quantized::Reader<Tile> {
+    template <class Wait>
+    __device__ Reader(const Row& a, int64_t k, int64_t nb, int64_t, int64_t, int lane, Wait wait) {
+      extern __shared__ __align__(16) uint8_t smem[];
+      auto* q = reinterpret_cast<int8_t*>(smem);
+      auto* d = reinterpret_cast<float*>(smem + k);
+      float* s = d + (nb + 3) / 4 * 4;
+      quantize_row<Tile::kValues>(a.x, a.g, a.eps, k, q, d, s, wait);
+      __syncthreads();
+      this->xp = q + 8 * (lane % 4);
+      this->d0 = this->d1 = d;
+      this->s0 = this->s1 = s;
+    }
+  };
+};
+
+template <class Tile, int kLoads, bool kSwiglu, class Src>
 __global__ void __launch_bounds__(32 * kTileWarps)
-    tmma(const uint8_t* w, int64_t n, int64_t k, const int8_t* xq, const float* xd, const float* xs,
-         int64_t m, Out y) {
+    tmma(const uint8_t* w, int64_t n, int64_t k, Src src, int64_t m, Out y) {
   __shared__ float part[kTileWarps][32][kSwiglu ? 8 : 4];
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, q = lane % 4;
   const int64_t nb = k / Tile::kValues, gbytes = nb * Tile::kBytes;
   const uint8_t* ta = w + int64_t(blockIdx.x) * gbytes;
   const uint8_t* tb = ta + (n / 32) * gbytes;  // with swiglu: the up rows' group (n / 2 later)
-  // Activation rows past m read row m - 1: their sums are never stored.
-  const int64_t r0 = int64_t(blockIdx.y) * 8, last = m - 1;
-  const int64_t xa = r0 + 2 * q < m ? r0 + 2 * q : last, xb = r0 + 2 * q + 1 < m ? xa + 1 : last;
-  const int8_t* xp = xq + (r0 + g < m ? r0 + g : last) * k + 8 * q;
-  const float *d0 = xd + xa * nb, *d1 = xd + xb * nb;
-  const float *s0 = xs + xa * (k / 32), *s1 = xs + xb * (k / 32);
+  const int64_t r0 = int64_t(blockIdx.y) * 8;
   const int64_t step = int64_t(kTileWarps) * kLoads;
   typename Tile::W wa[kLoads], wb[kLoads];
   auto load_w = [&](int64_t b0) {
@@ -189,15 +246,17 @@ __global__ void __launch_bounds__(32 * kTileWarps)
   };
   float acc[4] = {}, accb[4] = {};
   load_w(warp);
-  pdl_wait();
-  pdl_trigger();
+  const typename Src::template Reader<Tile> xr(src, k, nb, m, r0, lane, [] {
+    pdl_wait();
+    pdl_trigger();
+  });
   for (int64_t b0 = warp; b0 < nb; b0 += step) {
     if (b0 != warp) load_w(b0);
     typename Tile::X xv[kLoads];
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
       const int64_t b = b0 + int64_t(i) * kTileWarps;
-      if (b < nb) xv[i] = Tile::load_x(xp, d0, d1, s0, s1, b);
+      if (b < nb) xv[i] = xr.load(b);
     }
 #pragma unroll
     for (int i = 0; i < kLoads; ++i) {
@@ -249,65 +308,66 @@ __device__ __forceinline__ void store8(__nv_bfloat16* out, uint32_t lo, uint32_t
   *reinterpret_cast<uint4*>(out) = uint4{o[0], o[1], o[2], o[3]};
 }
 
-// One thread a lane's run of a block: q8_0 values 8 j .. 8 j + 7 of rows i and i + 8; q4_k
-// those of chunk c's two sub-blocks. blockIdx.y: the group of 16 rows (no 64-bit divisions).
+// A warp per row pair (i, i + 8) of a group of 16 (blockIdx.y), its lanes writing 512
+// contiguous bytes of each row a store: q8_0 lane (b, j) reads run 4 i + j of block b (of 8,
+// blockIdx.x a span of 8 blocks), values 8 j .. 8 j + 7; q4_k lane (c, h, j) that of chunk c,
+// sub-block 2 c + h (blockIdx.x the block). Each lane writes values 8 lane .. 8 lane + 7 of
+// the span in both rows.
 template <DType T>
-__global__ void untile_kernel(const uint8_t* w, int64_t k, __nv_bfloat16* out) {
+__global__ void __launch_bounds__(256)
+    untile_kernel(const uint8_t* w, int64_t k, __nv_bfloat16* out) {
   constexpr bool kK = T == DType::q4_k;
-  constexpr int kValues = kK ? 256 : 32, kBytes = kK ? 2304 : 544, kRuns = kK ? 128 : 32;
-  const int nb = int(k / kValues), idx = int(blockIdx.x * blockDim.x + threadIdx.x);
-  if (idx >= nb * kRuns) return;
-  {
-    const int run = idx % kRuns, lane = run % 32, c = run / 32, pair = lane / 4, j = lane % 4;
-    const int b = idx / kRuns;
-    const int64_t tile = blockIdx.y;
-    const uint8_t* base = w + (tile * nb + b) * kBytes;
-    const int64_t row = tile * 16 + pair;
-    __nv_bfloat16* oa = out + row * k + int64_t(b) * kValues;
-    __nv_bfloat16* ob = oa + 8 * k;
-    if constexpr (!kK) {
-      const float2 s = __half22float2(*reinterpret_cast<const __half2*>(base + 4 * pair));
-      const uint4 v = *reinterpret_cast<const uint4*>(base + 32 + 16 * lane);
-      store8(oa + 8 * j, v.x, v.y, -1, s.x, 0);
-      store8(ob + 8 * j, v.z, v.w, -1, s.y, 0);
-    } else {
-      const uint4 v = *reinterpret_cast<const uint4*>(base + 256 + 512 * c + 16 * lane);
-      const uint8_t* sc = base + 64 + 24 * pair;
-      for (int half = 0; half < 2; ++half) {
-        const float2 dm =
-            __half22float2(*reinterpret_cast<const __half2*>(base + 8 * pair + 4 * half));
-        __nv_bfloat16* o = half ? ob : oa;
-        const uint32_t lo = half ? v.z : v.x, hi = half ? v.w : v.y;
-        for (int h = 0; h < 2; ++h) {
-          int s, mn;
-          quant::k4_scale_min(sc + 12 * half, 2 * c + h, s, mn);
-          store8(o + 64 * c + 32 * h + 8 * j, lo, hi, h, dm.x * float(s), dm.y * float(mn));
-        }
-      }
+  constexpr int kValues = kK ? 256 : 32, kBytes = kK ? 2304 : 544;
+  const int lane = int(threadIdx.x % 32), i = int(threadIdx.x / 32), j = lane % 4;
+  const int64_t nb = k / kValues, tile = blockIdx.y, row = tile * 16 + i;
+  const int64_t b = kK ? int64_t(blockIdx.x) : int64_t(blockIdx.x) * 8 + lane / 4;
+  if (b >= nb) return;
+  const uint8_t* base = w + (tile * nb + b) * kBytes;
+  __nv_bfloat16* oa = out + row * k + (kK ? b * 256 : int64_t(blockIdx.x) * 256) + 8 * lane;
+  __nv_bfloat16* ob = oa + 8 * k;
+  if constexpr (!kK) {
+    const float2 s = __half22float2(*reinterpret_cast<const __half2*>(base + 4 * i));
+    const uint4 v = *reinterpret_cast<const uint4*>(base + 32 + 16 * (4 * i + j));
+    store8(oa, v.x, v.y, -1, s.x, 0);
+    store8(ob, v.z, v.w, -1, s.y, 0);
+  } else {
+    const int c = lane / 8, h = (lane / 4) % 2;
+    const uint4 v = *reinterpret_cast<const uint4*>(base + 256 + 512 * c + 16 * (4 * i + j));
+    const uint8_t* sc = base + 64 + 24 * i;
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const float2 dm = __half22float2(*reinterpret_cast<const __half2*>(base + 8 * i + 4 * half));
+      int s, mn;
+      quant::k4_scale_min(sc + 12 * half, 2 * c + h, s, mn);
+      store8(half ? ob : oa, half ? v.z : v.x, half ? v.w : v.y, h, dm.x * float(s),
+             dm.y * float(mn));
     }
   }
 }
 
-}  // namespace
-
-void tiled_matvec(DType t, const uint8_t* w, int64_t n, int64_t k, const int8_t* xq,
-                  const float* xd, const float* xs, int64_t m, const Out& y, cudaStream_t s) {
+// tmma over the activations `src` (Quantized or Row).
+template <class Src>
+void launch_tiles(DType t, const uint8_t* w, int64_t n, int64_t k, const Src& src, int64_t m,
+                  const Out& y, cudaStream_t s) {
   const dim3 grid(unsigned(y.swiglu ? n / 32 : n / 16), unsigned((m + 7) / 8));
   // Blocks a lane loads before it multiplies (Tile::kFew / kMany, settings().cuda_tile_loads):
-  // the faster of the two on a 1.1 B decode, per type and with / without swiglu's two tiles.
+  // the faster of the two on a 1.1 B decode, per type, with / without swiglu's two tiles, and
+  // for one row kFew (q8_0: 1108 against 1086 tokens/s, H100).
   const int64_t loads = settings().cuda_tile_loads;
   auto go = [&](auto tile) {
     using Tile = decltype(tile);
-    const bool many = loads > 0  ? loads >= Tile::kMany
-                      : y.swiglu ? Tile::kManySwiglu
-                                 : Tile::kManyAlone;
+    const bool many = loads > 0 ? loads >= Tile::kMany
+                      : m == 1  ? false
+                                : (y.swiglu ? Tile::kManySwiglu : Tile::kManyAlone);
     auto launch = [&](auto kernel) {
-      launch_pdl(kernel, grid, 32 * kTileWarps, 0, s, w, n, k, xq, xd, xs, m, y);
+      launch_pdl(kernel, grid, 32 * kTileWarps, Src::smem_bytes(k, Tile::kValues), s, w, n, k, src,
+                 m, y);
     };
     if (y.swiglu)
-      many ? launch(tmma<Tile, Tile::kMany, true>) : launch(tmma<Tile, Tile::kFew, true>);
+      many ? launch(tmma<Tile, Tile::kMany, true, Src>) : launch(tmma<Tile, Tile::kFew, true, Src>);
     else
-      many ? launch(tmma<Tile, Tile::kMany, false>) : launch(tmma<Tile, Tile::kFew, false>);
+      many ? launch(tmma<Tile, Tile::kMany, false, Src>)
+           : launch(tmma<Tile, Tile::kFew, false, Src>);
   };
   if (t == DType::q4_k)
     go(TileQ4K{});
@@ -316,15 +376,31 @@ void tiled_matvec(DType t, const uint8_t* w, int64_t n, int64_t k, const int8_t*
   RLX_CUDA_LAUNCHED("quant_matmul: tiles");
 }
 
+}  // namespace
+
+void tiled_matvec(DType t, const uint8_t* w, int64_t n, int64_t k, const int8_t* xq,
+                  const float* xd, const float* xs, int64_t m, const Out& y, cudaStream_t s) {
+  launch_tiles(t, w, n, k, Quantized{xq, xd, xs}, m, y, s);
+}
+
+bool tiled_matvec_row(DType t, const uint8_t* w, int64_t n, int64_t k, const float* x,
+                      const float* g, double eps, const Out& y, cudaStream_t s) {
+  // Within the 48 KiB a launch gets unasked (k up to ~38k values).
+  if (Row::smem_bytes(k, t == DType::q4_k ? 256 : 32) > 48 * 1024) return false;
+  launch_tiles(t, w, n, k, Row{x, g, float(eps)}, 1, y, s);
+  return true;
+}
+
 void untile_bf16(DType t, const uint8_t* w, int64_t n, int64_t k, __nv_bfloat16* out,
                  cudaStream_t s) {
   if (n == 0 || k == 0) return;
-  const int64_t runs = t == DType::q4_k ? k / 2 : k;  // of a group of 16 rows
-  const dim3 grid(unsigned((runs + kThreads - 1) / kThreads), unsigned(n / 16));
-  if (t == DType::q4_k)
-    untile_kernel<DType::q4_k><<<grid, kThreads, 0, s>>>(w, k, out);
+  const bool q4k = t == DType::q4_k;
+  const int64_t blocks = k / (q4k ? 256 : 32);
+  const dim3 grid(unsigned(q4k ? blocks : (blocks + 7) / 8), unsigned(n / 16));
+  if (q4k)
+    untile_kernel<DType::q4_k><<<grid, 256, 0, s>>>(w, k, out);
   else
-    untile_kernel<DType::q8_0><<<grid, kThreads, 0, s>>>(w, k, out);
+    untile_kernel<DType::q8_0><<<grid, 256, 0, s>>>(w, k, out);
   RLX_CUDA_LAUNCHED("dequantize: tiles");
 }
 

@@ -33,6 +33,12 @@ struct Out {
 void tiled_matvec(DType t, const uint8_t* w, int64_t n, int64_t k, const int8_t* xq,
                   const float* xd, const float* xs, int64_t m, const Out& y, cudaStream_t s);
 
+// The same product of one f32 row x [k], quantized in the product (no quantizer kernel
+// first), after rms_norm with scale g and eps where g is not null; false (nothing launched)
+// where the row does not fit the product's shared memory.
+bool tiled_matvec_row(DType t, const uint8_t* w, int64_t n, int64_t k, const float* x,
+                      const float* g, double eps, const Out& y, cudaStream_t s);
+
 // Weights [n, k] in tiles16 decoded to bf16 [n, k] in the plain row order.
 void untile_bf16(DType t, const uint8_t* w, int64_t n, int64_t k, __nv_bfloat16* out,
                  cudaStream_t s);
