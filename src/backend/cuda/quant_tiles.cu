@@ -13,8 +13,8 @@
 // this runs faster than qmma on the file's layout; one activation row (a sequence's decode) is
 // quantized by each thread block into its shared memory (Row), after the fused rms_norm, so
 // that no quantizer kernel runs between a layer's products (bench/RESULTS.md, "tensor-core
-// tiles"). untile_kernel decodes the tiles to bf16 rows for prefill's GEMM, each store 512
-// contiguous bytes of one row.
+// tiles", "one row quantized in the product"). untile_kernel decodes the tiles to bf16 rows
+// for prefill's GEMM, each store 512 contiguous bytes of one row.
 #include <cuda_fp16.h>
 
 #include "backend/cuda/cuda_util.h"
@@ -352,7 +352,7 @@ void launch_tiles(DType t, const uint8_t* w, int64_t n, int64_t k, const Src& sr
   const dim3 grid(unsigned(y.swiglu ? n / 32 : n / 16), unsigned((m + 7) / 8));
   // Blocks a lane loads before it multiplies (Tile::kFew / kMany, settings().cuda_tile_loads):
   // the faster of the two on a 1.1 B decode, per type, with / without swiglu's two tiles, and
-  // for one row kFew (q8_0: 1108 against 1086 tokens/s, H100).
+  // kFew for one row (bench/RESULTS.md, "one row quantized in the product").
   const int64_t loads = settings().cuda_tile_loads;
   auto go = [&](auto tile) {
     using Tile = decltype(tile);
