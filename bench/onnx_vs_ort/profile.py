@@ -247,10 +247,14 @@ def run_rlx(model_path, inputs, args, work):
     # rlx runs once untimed, then --runs times; the profile covers them all. Its rows give
     # each op's fastest call times its calls (a mean would include the first run's
     # one-time costs, which vary from process to process by more than the op's time).
+    # Calls short of a whole number per run are the import's and the compile's (constant
+    # folds: a classifier weight transposed once), not a run's.
     rows, median, out = rlx_profile(args.rlx, argv, args.runs)
     times = defaultdict(float)
-    for key, steady, _, _ in rows:
-        times[key] += steady / (args.runs + 1)
+    for key, steady, _, calls in rows:
+        per_run = calls // (args.runs + 1)
+        if per_run:
+            times[key] += steady / calls * per_run
     return dict(times), median, out
 
 
