@@ -27,9 +27,18 @@
 namespace rlx::detail {
 
 const std::vector<std::string>& fused_activations() {
-  static const std::vector<std::string> kActs = {"none",      "relu", "relu6",   "gelu",
-                                                 "gelu_tanh", "silu", "sigmoid", "tanh"};
+  static const std::vector<std::string> kActs = {
+      "none", "relu", "relu6", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "hard_swish"};
   return kActs;
+}
+
+bool is_hard_swish_gate(const Node& n, Value x) {
+  if (n.op_name() != "hard_sigmoid" || n.inputs.size() != 1 || n.inputs[0] != x ||
+      !is_float(x.dtype()) || n.attrs.get_float("beta") != 0.5)
+    return false;
+  // f32 and narrower compute with float(alpha): ONNX's float 1/6 and the double one agree.
+  const double alpha = n.attrs.get_float("alpha");
+  return x.dtype() == DType::f64 ? alpha == 1.0 / 6 : float(alpha) == float(1.0 / 6);
 }
 
 std::optional<std::string> activation_of(const Node& n) {
@@ -45,6 +54,7 @@ std::optional<std::string> activation_of(const Node& n) {
 Value apply_activation(Value x, std::string_view act) {
   if (act == "none") return x;
   if (act == "relu6") return op("clamp", {x, scalar_like(x, 0), scalar_like(x, 6)});
+  if (act == "hard_swish") return x * op("hard_sigmoid", {x}, {{"alpha", 1.0 / 6}, {"beta", 0.5}});
   if (act == "gelu" || act == "gelu_tanh")
     return op("gelu", {x}, {{"approximate", act == "gelu" ? "none" : "tanh"}});
   return op(act, {x});

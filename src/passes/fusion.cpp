@@ -87,6 +87,8 @@ void register_fusion_passes(PassRegistry& r) {
   register_attention_stats(r);
 }
 
+namespace {
+
 // clamp(x, 0, 6) with constant scalar bounds (what exporters write for ReLU6).
 bool is_relu6(const Graph& g, const Node& n, Value x) {
   if (n.op_name() != "clamp" || n.inputs.size() != 3 || n.inputs[0] != x || !is_float(x.dtype()) ||
@@ -95,6 +97,29 @@ bool is_relu6(const Graph& g, const Node& n, Value x) {
   auto lo = splat_value(g, n.inputs[1]), hi = splat_value(g, n.inputs[2]);
   return lo && hi && *lo == 0 && *hi == 6;
 }
+
+// x * hard_sigmoid(x) (hard_swish, detail::is_hard_swish_gate): x read by the gate and the mul
+// alone, the gate by the mul alone; {gate, mul}, or nulls.
+std::pair<const Node*, const Node*> hard_swish_of(const Graph& g, const UseInfo& uses,
+                                                  const FusionPlan& plan, Value x) {
+  const auto& nodes = g.nodes();
+  const std::vector<int32_t>& readers = uses.users[size_t(x.id)];
+  if (readers.size() != 2 || uses.is_output[size_t(x.id)]) return {};
+  for (int k = 0; k < 2; ++k) {
+    const Node& gate = nodes[size_t(readers[size_t(k)])];
+    const Node& mul = nodes[size_t(readers[size_t(1 - k)])];
+    if (plan.taken(readers[0]) || plan.taken(readers[1]) || !detail::is_hard_swish_gate(gate, x) ||
+        !uses.single_use(gate.outputs[0]) || mul.op_name() != "mul" ||
+        mul.outputs[0].type() != x.type())
+      continue;
+    const Value h = gate.outputs[0];
+    if ((mul.inputs[0] == x && mul.inputs[1] == h) || (mul.inputs[0] == h && mul.inputs[1] == x))
+      return {&gate, &mul};
+  }
+  return {};
+}
+
+}  // namespace
 
 Epilogue grow_epilogue(const Graph& g, const UseInfo& uses, const FusionPlan& plan, int32_t root,
                        const std::function<bool(Value)>& bias_ok) {
@@ -125,6 +150,11 @@ Epilogue grow_epilogue(const Graph& g, const UseInfo& uses, const FusionPlan& pl
       e.out = u->outputs[0];
       e.chain.push_back(int32_t(u - nodes.data()));
     }
+  } else if (const auto [gate, mul] = hard_swish_of(g, uses, plan, e.out); gate) {
+    e.activation = "hard_swish";
+    e.out = mul->outputs[0];
+    e.chain.push_back(int32_t(gate - nodes.data()));
+    e.chain.push_back(int32_t(mul - nodes.data()));
   }
   return e;
 }

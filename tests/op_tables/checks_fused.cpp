@@ -3,7 +3,9 @@
 // bias added by broadcasting, then the activation in double. fused_conv: the conv op
 // (itself checked against nested loops in checks_conv.cpp), then the activation in
 // double. Sizes reach the loops, the GEMM libraries and oneDNN's matmul primitive.
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "op_tables/consistency.h"
 
@@ -22,6 +24,7 @@ double activate(const std::string& a, double x) {
   if (a == "silu") return x / (1 + std::exp(-x));
   if (a == "sigmoid") return 1 / (1 + std::exp(-x));
   if (a == "tanh") return std::tanh(x);
+  if (a == "hard_swish") return x * std::clamp(x / 6 + 0.5, 0.0, 1.0);
   return x;
 }
 
@@ -169,6 +172,8 @@ CheckTable checks_fused() {
              A{{"activation", "sigmoid"}}, "broadcast batch and bias, sigmoid"));
     t.add(mm({r(dt, {6}), r(dt, {6, 5}), r(dt, {5})}, A{{"activation", "tanh"}}, "1-D lhs, tanh"));
     t.add(mm({r(dt, {4, 7}), r(dt, {7, 3}), r(dt, {3})}, A{{"activation", "relu6"}}, "relu6"));
+    t.add(mm({r(dt, {3, 9}), r(dt, {9, 4}), r(dt, {4})}, A{{"activation", "hard_swish"}},
+             "hard_swish"));
     t.add(mm({r(dt, {3, 0}), r(dt, {0, 4}), r(dt, {4})}, A{{"activation", "silu"}},
              "empty contraction: the bias alone"));
     // Sizes that reach the GEMM libraries.
@@ -254,11 +259,12 @@ CheckTable checks_fused() {
 
   // fused_conv: conv's paths (oneDNN with a post-op for f32 / bf16, widened f16, the
   // im2col / direct loops for f64) with each activation.
-  const char* acts[] = {"relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh", "relu6"};
+  const char* acts[] = {"relu",    "gelu", "gelu_tanh", "silu",
+                        "sigmoid", "tanh", "relu6",     "hard_swish"};
   size_t a = 0;
   for (DType dt : kFloats) {
     auto conv = [&](Tensors in, Attrs attrs, std::string note) {
-      attrs.set("activation", acts[a++ % 7]);
+      attrs.set("activation", acts[a++ % std::size(acts)]);
       OpCheck c = ref_check("fused_conv", dt, std::move(in), std::move(attrs), fused_conv_ref,
                             std::move(note));
       if (dt == DType::f32) c.atol = 1e-5;  // oneDNN's post-op math, not the core ops'

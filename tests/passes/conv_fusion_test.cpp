@@ -181,6 +181,45 @@ TEST(ConvFusion, Relu6ClampBecomesTheActivation) {
     })");
 }
 
+// x * hard_sigmoid(x) with MobileNetV3's alpha and beta (as ONNX HardSwish imports, and as
+// exporters write it), either operand order.
+TEST(ConvFusion, HardSigmoidGateBecomesHardSwish) {
+  for (const char* mul : {"mul(%1, %2)", "mul(%2, %1)"}) {
+    SCOPED_TRACE(mul);
+    test::expect_pass("conv_fusion", std::string(R"(
+    graph main(%x: f32[1,3,6,6], param %w: f32[4,3,1,1], param %b: f32[4]) {
+      %1 = conv(%x, %w, %b) : f32[1,4,6,6]
+      %2 = hard_sigmoid(%1) {alpha=0.16666666666666666, beta=0.5} : f32[1,4,6,6]
+      %3 = )") + mul + R"( : f32[1,4,6,6]
+      return out=%3
+    })",
+                      R"(
+    graph main(%x: f32[1,3,6,6], param %w: f32[4,3,1,1], param %b: f32[4]) {
+      %0 = fused_conv(%x, %w, %b) {activation="hard_swish"} : f32[1,4,6,6]
+      return out=%0
+    })");
+  }
+}
+
+// Another alpha, or the gate read elsewhere: no hard_swish.
+TEST(ConvFusion, OtherHardSigmoidsStayApart) {
+  for (const char* alpha : {"0.2", "0.16666666666666666"}) {
+    SCOPED_TRACE(alpha);
+    const bool same = std::string(alpha) != "0.2";
+    test::expect_pass("conv_fusion",
+                      std::string(R"(
+    graph main(%x: f32[1,3,6,6], param %w: f32[4,3,1,1]) {
+      %0 = conv(%x, %w) : f32[1,4,6,6]
+      %1 = hard_sigmoid(%0) {alpha=)") +
+                          alpha + R"(, beta=0.5} : f32[1,4,6,6]
+      %2 = mul(%0, %1) : f32[1,4,6,6]
+      return out=%2)" + (same ? ", gate=%1" : "") +
+                          R"(
+    })",
+                      "");
+  }
+}
+
 // conv_prologue: the activation of a conv read only by a depthwise conv moves into that
 // conv's input_activation, for wide (padded rows) and narrow (channel-last) planes and
 // strides 1 and 2.

@@ -56,6 +56,23 @@ TEST(MatmulFusion, EveryActivation) {
   }
 }
 
+// x * hard_sigmoid(x) after a product: MobileNetV3's classifier.
+TEST(MatmulFusion, HardSwish) {
+  expect_pass("matmul_fusion", R"(
+    graph main(%x: f32[3,5], %w: f32[5,7], %b: f32[7]) {
+      %0 = matmul(%x, %w) : f32[3,7]
+      %1 = add(%0, %b) : f32[3,7]
+      %2 = hard_sigmoid(%1) {alpha=0.16666666666666666, beta=0.5} : f32[3,7]
+      %3 = mul(%1, %2) : f32[3,7]
+      return out=%3
+    })",
+              R"(
+    graph main(%x: f32[3,5], %w: f32[5,7], %b: f32[7]) {
+      %0 = fused_matmul(%x, %w, %b) {activation="hard_swish"} : f32[3,7]
+      return out=%0
+    })");
+}
+
 TEST(MatmulFusion, BiasFirstOperandAndBatchedBroadcastBias) {
   // add(bias, product) as well as add(product, bias); a [S, 1] bias broadcasts over columns.
   expect_pass("matmul_fusion", R"(

@@ -26,10 +26,9 @@ inline namespace RLX_ISA_NS {
 
 Act parse_act(std::string_view name) {
   static constexpr std::pair<std::string_view, Act> kActs[] = {
-      {"none", Act::none},           {"relu", Act::relu},
-      {"relu6", Act::relu6},         {"gelu", Act::gelu},
-      {"gelu_tanh", Act::gelu_tanh}, {"silu", Act::silu},
-      {"sigmoid", Act::sigmoid},     {"tanh", Act::tanh}};
+      {"none", Act::none},       {"relu", Act::relu},           {"relu6", Act::relu6},
+      {"gelu", Act::gelu},       {"gelu_tanh", Act::gelu_tanh}, {"silu", Act::silu},
+      {"sigmoid", Act::sigmoid}, {"tanh", Act::tanh},           {"hard_swish", Act::hard_swish}};
   for (const auto& [n, a] : kActs)
     if (n == name) return a;
   fail<NotSupported>("fused kernels", "expected a known activation, got '", name, "'");
@@ -39,6 +38,8 @@ Act parse_act(std::string_view name) {
 void append_eltwise(dnnl::post_ops& po, Act act) {
   using A = dnnl::algorithm;
   if (act == Act::relu6) return po.append_eltwise(1.f, A::eltwise_bounded_relu, 6.f, 0.f);
+  // x * relu6(x + 3) / 6 (oneDNN 2.x fixes alpha and beta; 3.x reads them).
+  if (act == Act::hard_swish) return po.append_eltwise(1.f, A::eltwise_hardswish, 1.f / 6, 0.5f);
   A alg = act == Act::relu        ? A::eltwise_relu
           : act == Act::gelu      ? A::eltwise_gelu_erf
           : act == Act::gelu_tanh ? A::eltwise_gelu_tanh

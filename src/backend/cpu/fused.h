@@ -20,7 +20,7 @@ namespace rlx::cpu {
 inline namespace RLX_ISA_NS {
 
 // The `activation` attribute of the fused ops.
-enum class Act : uint8_t { none, relu, relu6, gelu, gelu_tanh, silu, sigmoid, tanh };
+enum class Act : uint8_t { none, relu, relu6, gelu, gelu_tanh, silu, sigmoid, tanh, hard_swish };
 Act parse_act(std::string_view name);  // NotSupported for an unknown name
 
 // The activations exactly as the core elementwise ops compute them (elementwise.cpp):
@@ -94,6 +94,15 @@ struct GeluTanh {  // 0.5 (1 + tanh u) = sigmoid(2u)
   }
 };
 
+// x * hard_sigmoid(x) with alpha 1/6, beta 1/2, as those two core ops compute it.
+struct HardSwish {
+  template <class C>
+  C operator()(C x) const {
+    const C v = C(1.0 / 6) * x + C(0.5);
+    return x * (v < C(0) ? C(0) : (v > C(1) ? C(1) : v));
+  }
+};
+
 // Calls f(functor) for the activation.
 template <class F>
 void visit(Act a, F&& f) {
@@ -114,6 +123,8 @@ void visit(Act a, F&& f) {
       return f(Sigmoid{});
     case Act::tanh:
       return f(Tanh{});
+    case Act::hard_swish:
+      return f(HardSwish{});
   }
 }
 
