@@ -26,6 +26,8 @@ GradTable grads_fused() {
       {{"groups", 2}, {"pads", IntList{1, 1, 1, 1}}, {"activation", "gelu"}},
       "2-D, groups, pads, gelu");
   add("fused_conv", {{2, 2, 5}, {2, 2, 2}, {2}}, {{"activation", "relu"}}, "relu", false);
+  add("fused_conv", {{1, 2, 5}, {3, 2, 3}, {3}}, {{"activation", "hard_swish"}}, "hard_swish",
+      false);
   add("fused_layer_norm", {{3, 5}, {3, 5}, {5}, {5}}, {{"residual", true}},
       "residual, scale, bias: both outputs");
   add("fused_layer_norm", {{2, 3, 4}, {3, 4}}, {{"axis", 1}}, "two axes, scale");
