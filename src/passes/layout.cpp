@@ -17,6 +17,13 @@
 //    both copies go (the pattern of layout conversions around activations in imported
 //    models). Elementwise ops with full-size second operands are left alone: sinking the
 //    transpose into them would move, not remove, a copy.
+// 4. An elementwise op whose full-size inputs are all transpose(x_i, p), one p (the others
+//    scalars), runs on the x_i and its result is transposed once; a reduction of
+//    transpose(x, p) reduces x over p's axes (transposed back where it keeps its dims).
+//    Where an input's transpose has no other reader than this op and transposes that undo
+//    it, a copy goes, and the moved transpose meets the ones below it: an NHWC graph as
+//    tf2onnx writes it (a transpose to NCHW before every conv and back after it, the
+//    activations and residual adds in NHWC between) runs in NCHW from end to end.
 //
 // attention_layout: an attention / attention_grad whose q, k, v (and dy) are each
 // transpose(x) swapping the sequence and head axes ([b, s, h, d] -> [b, h, s, d], as
@@ -26,8 +33,10 @@
 // backward.
 #include <algorithm>
 #include <optional>
+#include <unordered_map>
 
 #include "ops/attention_layout.h"
+#include "passes/cleanup.h"
 #include "passes/families.h"
 #include "passes/fusion.h"
 #include "rlx/axes.h"
@@ -250,6 +259,156 @@ class LayoutSinking {
   FusionPlan plan_;
 };
 
+// Rule 4, one forward walk: each value of the new graph that is a transpose is known with
+// its source and perm, so a chain of sinkings and the cancellations they meet resolve at once.
+class TransposeSinking {
+ public:
+  explicit TransposeSinking(const Graph& g) : g_(g), uses_(g) {}
+
+  std::unique_ptr<Graph> run() {
+    std::unique_ptr<Graph> out =
+        rewrite_nodes(g_, [&](const Node& n, Rewriter& rw) { return visit(n, rw); });
+    if (!out || !sunk_) return nullptr;
+    // The transposes left without readers would keep a conv's output read twice.
+    if (std::unique_ptr<Graph> clean = dce(*out, {})) out = std::move(clean);
+    // Kept where fewer elements are copied than before: a transpose moved below an op
+    // that nothing cancels is the same copy elsewhere.
+    return copied(*out) < copied(g_) ? std::move(out) : nullptr;
+  }
+
+  // The elements a graph's transposes copy (a symbolic shape counts as large).
+  static int64_t copied(const Graph& g) {
+    int64_t total = 0;
+    for (const Node& n : g.nodes()) {
+      if (n.op_name() != "transpose") continue;
+      const TensorType t = n.outputs[0].type();
+      total +=
+          t.is_static() ? checked_numel(static_sizes(t.shape), "layout_sinking") : int64_t(1) << 30;
+    }
+    return total;
+  }
+
+ private:
+  struct Transposed {
+    Value x;  // in the new graph
+    IntList perm;
+  };
+
+  const Transposed* transposed(Value src, const Rewriter& rw) const {
+    auto it = known_.find(rw(src).id);
+    return it == known_.end() ? nullptr : &it->second;
+  }
+
+  // Whether the source value v, a transpose by p, is read by n alone besides transposes that
+  // undo p (those cancel against the one sunk below n).
+  bool goes(Value v, const IntList& p, const Node& n) const {
+    if (uses_.is_output[size_t(v.id)]) return false;
+    for (int32_t u : uses_.users[size_t(v.id)]) {
+      const Node& r = g_.nodes()[size_t(u)];
+      if (&r != &n && !(r.op_name() == "transpose" && is_identity(compose(p, perm_of(r)))))
+        return false;
+    }
+    return true;
+  }
+
+  bool visit(const Node& n, Rewriter& rw) {
+    if (n.op_name() == "transpose") {  // rule 2 over what this walk moved: one copy or none
+      IntList q = perm_of(n);
+      Value x = rw(n.inputs[0]);
+      if (const Transposed* t = transposed(n.inputs[0], rw)) {
+        q = compose(t->perm, q);
+        x = t->x;
+        if (is_identity(q)) {
+          rw.replace(n.outputs[0], x);
+          return true;
+        }
+        Value y = rw.dst().apply1("transpose", {x}, {{"perm", q}});
+        known_[y.id] = {x, q};
+        rw.replace(n.outputs[0], y);
+        return true;
+      }
+      Value y = rw.copy(n)[0];
+      known_[y.id] = {x, q};
+      return true;
+    }
+    if (n.outputs.size() != 1 || !n.subgraphs.empty() || n.op->has(Trait::random) ||
+        n.op->has(Trait::side_effect))
+      return false;
+    if (n.op->has(Trait::elementwise)) return elementwise(n, rw);
+    if (n.op->has(Trait::reduction) && n.inputs.size() == 1 && n.attrs.has("axes") &&
+        n.attrs.has("keepdims"))
+      return reduction(n, rw);
+    return false;
+  }
+
+  bool elementwise(const Node& n, Rewriter& rw) {
+    const Shape& shape = n.outputs[0].shape();
+    const IntList* p = nullptr;
+    bool removes = false;
+    std::vector<Value> in;
+    for (Value v : n.inputs) {
+      if (v.rank() == 0) {
+        in.push_back(rw(v));
+        continue;
+      }
+      const Transposed* t = transposed(v, rw);
+      if (!t || v.shape() != shape || (p && t->perm != *p)) return false;
+      p = &t->perm;
+      removes = removes || goes(v, *p, n);
+      in.push_back(t->x);
+    }
+    if (!p || !removes) return false;
+    const IntList perm = *p;
+    Value y = rw.dst().apply(*n.op, in, n.attrs)[0];
+    emit_transpose(n, rw, y, perm);
+    return true;
+  }
+
+  bool reduction(const Node& n, Rewriter& rw) {
+    const Transposed* t = transposed(n.inputs[0], rw);
+    if (!t || !goes(n.inputs[0], t->perm, n)) return false;
+    const IntList perm = t->perm;
+    const int64_t rank = n.inputs[0].rank();
+    IntList axes;
+    for (int64_t a : n.attrs.get_ints("axes")) axes.push_back(perm[size_t(norm_axis(a, rank))]);
+    std::sort(axes.begin(), axes.end());
+    const bool keep = n.attrs.get_bool("keepdims");
+    if (!keep && !n.attrs.get_ints("axes").empty()) {
+      // The kept dims must come out in the order they had (no transpose after).
+      int64_t last = -1;
+      const IntList& a0 = n.attrs.get_ints("axes");
+      for (int64_t d = 0; d < rank; ++d) {
+        bool reduced = false;
+        for (int64_t a : a0) reduced = reduced || norm_axis(a, rank) == d;
+        if (reduced) continue;
+        if (perm[size_t(d)] < last) return false;
+        last = perm[size_t(d)];
+      }
+    }
+    Attrs attrs = n.attrs;
+    attrs.set("axes", axes);
+    Value y = rw.dst().apply(*n.op, {t->x}, attrs)[0];
+    if (keep && rank > 0)
+      emit_transpose(n, rw, y, perm);
+    else
+      rw.replace(n.outputs[0], y);
+    sunk_ = true;
+    return true;
+  }
+
+  void emit_transpose(const Node& n, Rewriter& rw, Value y, const IntList& perm) {
+    Value t = rw.dst().apply1("transpose", {y}, {{"perm", perm}});
+    known_[t.id] = {y, perm};
+    rw.replace(n.outputs[0], t);
+    sunk_ = true;
+  }
+
+  const Graph& g_;
+  UseInfo uses_;
+  std::unordered_map<int32_t, Transposed> known_;
+  bool sunk_ = false;
+};
+
 using detail::seq_head_swap;
 
 std::unique_ptr<Graph> attention_layout(const Graph& g, const PassContext& ctx) {
@@ -299,9 +458,12 @@ void register_layout_passes(PassRegistry& r) {
   r.add({"layout_sinking",
          [](const Graph& g, const PassContext& ctx) -> std::unique_ptr<Graph> {
            if (!has_any_op(g, {"transpose"})) return nullptr;
-           return LayoutSinking(g, ctx).run();
+           std::unique_ptr<Graph> a = LayoutSinking(g, ctx).run();
+           std::unique_ptr<Graph> b = TransposeSinking(a ? *a : g).run();
+           return b ? std::move(b) : std::move(a);
          },
-         "folds last-two-dim transposes into matmul operands; cancels transpose pairs"});
+         "folds last-two-dim transposes into matmul operands; cancels transpose pairs; moves "
+         "transposes below elementwise ops and reductions"});
 }
 
 }  // namespace rlx::passes

@@ -37,6 +37,7 @@ MODELS = [
     "efficientnet_b0", "shufflenet_v2", "squeezenet", "regnet_y_400mf", "densenet121",
     "lraspp_mobilenet_v3", "deeplabv3_mobilenet_v3", "ssdlite320", "wav2vec2_small",
     "convtasnet_small", "mobilenet_v2_fp16", "resnet18_fp16", "efficientnet_b0_fp16",
+    "crnn_bilstm", "dbnet_resnet18", "nhwc_convnet", "vad_lstm_if",
 ]
 
 
@@ -170,6 +171,131 @@ def convtasnet_small():
     return m, (torch.randn(1, 1, 8000),), ["mixture"], ["sources"]
 
 
+def crnn_bilstm():
+    # A CRNN text recognizer (the shape PaddleOCR's and the CRNN paper's have): a VGG-style
+    # conv stack that pools the height away, the width as the sequence, two bidirectional
+    # LSTM layers, a per-step classifier and log-softmax (CTC's input).
+    def block(cin, cout, pool):
+        layers = [nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout), nn.ReLU()]
+        return layers + ([nn.MaxPool2d(pool)] if pool else [])
+
+    class CRNN(nn.Module):
+        def __init__(s, classes=37):
+            super().__init__()
+            s.cnn = nn.Sequential(*block(3, 32, (2, 2)), *block(32, 64, (2, 2)),
+                                  *block(64, 128, None), *block(128, 128, (2, 1)),
+                                  *block(128, 192, (2, 1)), *block(192, 192, (2, 1)))
+            s.rnn = nn.LSTM(192, 96, num_layers=2, bidirectional=True)
+            s.fc = nn.Linear(192, classes)
+
+        def forward(s, x):
+            f = s.cnn(x).squeeze(2).permute(2, 0, 1)  # [W, B, C]: height 32 pooled to 1
+            y, _ = s.rnn(f)
+            return s.fc(y).log_softmax(-1)
+
+    m = CRNN()
+    calibrate_bn(m, torch.randn(4, 3, 32, 128))
+    return m.eval(), (torch.randn(1, 3, 32, 128),), ["image"], ["log_probs"]
+
+
+def dbnet_resnet18():
+    # A DBNet-style text detector: a ResNet-18 trunk's four stages, an FPN (1x1 laterals,
+    # nearest upsampling added top-down, 3x3 smoothing), the levels upsampled to 1/4 and
+    # concatenated, and the probability head (3x3 conv, BN, ReLU, two stride-2 transposed
+    # convs, sigmoid).
+    F = nn.functional
+    r = torchvision.models.resnet18(weights=None)
+
+    class DB(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.stem = nn.Sequential(r.conv1, r.bn1, r.relu, r.maxpool)
+            s.stages = nn.ModuleList([r.layer1, r.layer2, r.layer3, r.layer4])
+            s.lat = nn.ModuleList([nn.Conv2d(c, 64, 1) for c in (64, 128, 256, 512)])
+            s.smooth = nn.ModuleList([nn.Conv2d(64, 16, 3, padding=1) for _ in range(4)])
+            s.head = nn.Sequential(
+                nn.Conv2d(64, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU(),
+                nn.ConvTranspose2d(16, 16, 2, 2), nn.BatchNorm2d(16), nn.ReLU(),
+                nn.ConvTranspose2d(16, 1, 2, 2), nn.Sigmoid())
+
+        def forward(s, x):
+            x = s.stem(x)
+            feats = []
+            for stage in s.stages:
+                x = stage(x)
+                feats.append(x)
+            p = [lat(f) for lat, f in zip(s.lat, feats)]
+            for i in (2, 1, 0):
+                p[i] = p[i] + F.interpolate(p[i + 1], scale_factor=2.0, mode="nearest")
+            outs = [sm(q) for sm, q in zip(s.smooth, p)]
+            outs = [F.interpolate(o, scale_factor=2.0 ** i, mode="nearest") if i else o
+                    for i, o in enumerate(outs)]
+            return s.head(torch.cat(outs, 1))
+
+    m = DB()
+    calibrate_bn(m, image(256, batch=2))
+    return m.eval(), (image(256),), ["image"], ["prob"]
+
+
+def nhwc_convnet():
+    # An NHWC graph as tf2onnx writes a Keras CNN: the input NHWC, a Transpose to NCHW before
+    # each conv and back after it, the activations (ReLU6 as Clip) and the residual adds in
+    # NHWC, a global mean over H and W, a dense head with softmax.
+    class Block(nn.Module):
+        def __init__(s, c, expand):
+            super().__init__()
+            s.pw = nn.Conv2d(c, c * expand, 1)
+            s.dw = nn.Conv2d(c * expand, c * expand, 3, padding=1, groups=c * expand)
+            s.proj = nn.Conv2d(c * expand, c, 1)
+
+        def forward(s, x):
+            def conv(m, t):
+                return m(t.permute(0, 3, 1, 2)).permute(0, 2, 3, 1)
+            y = conv(s.pw, x).clamp(0, 6)
+            y = conv(s.dw, y).clamp(0, 6)
+            return x + conv(s.proj, y)
+
+    class Net(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.stem = nn.Conv2d(3, 24, 3, stride=2, padding=1)
+            s.blocks = nn.Sequential(Block(24, 4), Block(24, 4), Block(24, 6))
+            s.dense = nn.Linear(24, 10)
+
+        def forward(s, x):
+            x = s.stem(x.permute(0, 3, 1, 2)).permute(0, 2, 3, 1).clamp(0, 6)
+            x = s.blocks(x)
+            return s.dense(x.mean((1, 2))).softmax(-1)
+
+    return Net().eval(), (torch.randn(1, 96, 96, 3),), ["input_nhwc"], ["probs"]
+
+
+def vad_lstm_if():
+    # A streaming voice-activity model exported through TorchScript scripting, as Silero-
+    # style VADs are: the LSTM's state comes in as inputs, and an `if` on it (a zero state:
+    # the first chunk) picks one of two branches that each run the LSTM, so the LSTM sits
+    # inside ONNX If branches. The state given is not zero (the else branch runs).
+    class VAD(nn.Module):
+        def __init__(s):
+            super().__init__()
+            s.enc = nn.Sequential(nn.Conv1d(1, 32, 16, stride=8), nn.ReLU(),
+                                  nn.Conv1d(32, 64, 3, stride=2), nn.ReLU())
+            s.lstm = nn.LSTM(64, 64)
+            s.out = nn.Linear(64, 1)
+
+        def forward(s, x, h, c):
+            f = s.enc(x).permute(2, 0, 1)
+            if bool(h.abs().sum() == 0):
+                y, (h2, c2) = s.lstm(f)
+            else:
+                y, (h2, c2) = s.lstm(f, (h, c))
+            return torch.sigmoid(s.out(y[-1])), h2, c2
+
+    m = torch.jit.script(VAD().eval())
+    args = (torch.randn(1, 1, 512), torch.randn(1, 1, 64) * 0.5, torch.randn(1, 1, 64) * 0.5)
+    return m, args, ["audio", "h", "c"], ["speech", "h_out", "c_out"]
+
+
 def fp16(build):
     """Float initializers stored as FLOAT16 and Cast back to FLOAT where read (what fp16
     weight converters write with keep_io_types), as export_realworld.py's seg_fp16."""
@@ -220,6 +346,10 @@ BUILDERS = {
     "mobilenet_v2_fp16": fp16(classifier(tv.mobilenet_v2)),
     "resnet18_fp16": fp16(classifier(tv.resnet18)),
     "efficientnet_b0_fp16": fp16(classifier(tv.efficientnet_b0)),
+    "crnn_bilstm": crnn_bilstm,
+    "dbnet_resnet18": dbnet_resnet18,
+    "nhwc_convnet": nhwc_convnet,
+    "vad_lstm_if": vad_lstm_if,
 }
 assert list(BUILDERS) == MODELS
 

@@ -152,14 +152,24 @@ TEST(LayoutSinking, CancelsAcrossElementwiseChains) {
 }
 
 TEST(LayoutSinking, NegativeCases) {
-  // A transpose of other dims; an integer matmul; an elementwise op with a full-size second
-  // operand; an elementwise op read elsewhere; a chain ending in no identity.
+  // A transpose of other dims; an integer matmul.
   expect_pass("layout_sinking", R"(
-    graph main(%a: f32[3,2,5], %b: f32[5,4], %i: i32[4,3], %j: i32[4,2], %y: f32[3,2]) {
+    graph main(%a: f32[3,2,5], %b: f32[5,4], %i: i32[4,3], %j: i32[4,2]) {
       %0 = transpose(%a) {perm=[1, 0, 2]} : f32[2,3,5]
       %1 = matmul(%0, %b) : f32[2,3,4]
       %2 = transpose(%i) {perm=[1, 0]} : i32[3,4]
       %3 = matmul(%2, %j) : i32[3,2]
+      return o1=%1, o3=%3
+    })",
+              "");
+}
+
+// Rule 4 where rule 3 stops: an elementwise op with a full-size second operand (both
+// transposed alike), an elementwise op read elsewhere (one transpose left for that reader),
+// a chain ending in no identity (the two transposes become one).
+TEST(LayoutSinking, ElementwiseOpsBetweenTransposes) {
+  expect_pass("layout_sinking", R"(
+    graph main(%a: f32[3,2,5], %y: f32[3,2]) {
       %4 = transpose(%y) {perm=[1, 0]} : f32[2,3]
       %5 = add(%4, %4) : f32[2,3]
       %6 = transpose(%5) {perm=[1, 0]} : f32[3,2]
@@ -169,9 +179,17 @@ TEST(LayoutSinking, NegativeCases) {
       %10 = transpose(%a) {perm=[2, 0, 1]} : f32[5,3,2]
       %11 = neg(%10) : f32[5,3,2]
       %12 = transpose(%11) {perm=[0, 2, 1]} : f32[5,2,3]
-      return o1=%1, o3=%3, o6=%6, o8=%8, o9=%9, o12=%12
+      return o6=%6, o8=%8, o9=%9, o12=%12
     })",
-              "");
+              R"(
+    graph main(%a: f32[3,2,5], %y: f32[3,2]) {
+      %0 = add(%y, %y) : f32[3,2]
+      %1 = exp(%y) : f32[3,2]
+      %2 = transpose(%1) {perm=[1, 0]} : f32[2,3]
+      %3 = neg(%a) : f32[3,2,5]
+      %4 = transpose(%3) {perm=[2, 1, 0]} : f32[5,2,3]
+      return o6=%0, o8=%2, o9=%1, o12=%4
+    })");
 }
 
 TEST(LayoutSinking, TransposedWeightThroughACast) {
@@ -211,6 +229,56 @@ TEST(LayoutSinking, TransposedDotGeneralSwapsItsOperands) {
       %0 = dot_general(%x, %dy) {lhs_contracting=[0, 1], rhs_contracting=[0, 1]} : f32[4,5]
       %1 = transpose(%0) {perm=[1, 0]} : f32[5,4]
       return out=%1, g=%0
+    })",
+              "");
+}
+
+// Rule 4: an NHWC residual stream as tf2onnx writes it (each conv between a transpose to NCHW
+// and one back, the activation and the residual add in NHWC, a mean over H and W) runs in
+// NCHW with no transpose left.
+TEST(LayoutSinking, TransposesMoveBelowElementwiseOpsAndReductions) {
+  expect_pass("layout_sinking", R"(
+    graph main(%x: f32[1,4,5,3], param %w: f32[3,3,1,1], param %v: f32[3,3,1,1]) {
+      %0 = transpose(%x) {perm=[0, 3, 1, 2]} : f32[1,3,4,5]
+      %1 = conv(%0, %w) : f32[1,3,4,5]
+      %2 = transpose(%1) {perm=[0, 2, 3, 1]} : f32[1,4,5,3]
+      %3 = constant() {value=tensor<f32[]>[0.0]} : f32[]
+      %4 = constant() {value=tensor<f32[]>[6.0]} : f32[]
+      %5 = clamp(%2, %3, %4) : f32[1,4,5,3]
+      %6 = transpose(%5) {perm=[0, 3, 1, 2]} : f32[1,3,4,5]
+      %7 = conv(%6, %v) : f32[1,3,4,5]
+      %8 = transpose(%7) {perm=[0, 2, 3, 1]} : f32[1,4,5,3]
+      %9 = add(%5, %8) : f32[1,4,5,3]
+      %10 = mean(%9) {axes=[1, 2], keepdims=false} : f32[1,3]
+      %11 = transpose(%x) {perm=[0, 3, 1, 2]} : f32[1,3,4,5]
+      %12 = sum(%11) {axes=[1], keepdims=true} : f32[1,1,4,5]
+      %13 = transpose(%12) {perm=[0, 2, 3, 1]} : f32[1,4,5,1]
+      return out=%10, sums=%13
+    })",
+              R"(
+    graph main(%x: f32[1,4,5,3], param %w: f32[3,3,1,1], param %v: f32[3,3,1,1]) {
+      %0 = transpose(%x) {perm=[0, 3, 1, 2]} : f32[1,3,4,5]
+      %1 = conv(%0, %w) : f32[1,3,4,5]
+      %2 = constant() {value=tensor<f32[]>[0.0]} : f32[]
+      %3 = constant() {value=tensor<f32[]>[6.0]} : f32[]
+      %4 = clamp(%1, %2, %3) : f32[1,3,4,5]
+      %5 = conv(%4, %v) : f32[1,3,4,5]
+      %6 = add(%4, %5) : f32[1,3,4,5]
+      %7 = mean(%6) {axes=[2, 3], keepdims=false} : f32[1,3]
+      %8 = sum(%x) {axes=[3], keepdims=true} : f32[1,4,5,1]
+      return out=%7, sums=%8
+    })");
+}
+
+// A transpose that another op also reads stays, and nothing sinks past it; a full-size
+// operand without the transpose keeps the op where it is.
+TEST(LayoutSinking, TransposesThatStayDoNotMove) {
+  expect_pass("layout_sinking", R"(
+    graph main(%x: f32[2,3], %y: f32[3,2]) {
+      %0 = transpose(%x) {perm=[1, 0]} : f32[3,2]
+      %1 = exp(%0) : f32[3,2]
+      %2 = add(%0, %y) : f32[3,2]
+      return a=%1, b=%2
     })",
               "");
 }
