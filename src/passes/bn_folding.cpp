@@ -1,5 +1,6 @@
 // bn_folding: batch_norm (the inference form: scale, bias, running mean and variance as
-// inputs) of a conv's output is folded into the conv.
+// inputs) of a conv's output is folded into the conv (of a one-group conv_transpose's,
+// where every input is a constant).
 //
 // With s = scale / sqrt(var + epsilon) per output channel m,
 //   batch_norm(conv(x, w, b)) = conv(x, w * s[m], (b - mean) * s + bias).
@@ -36,10 +37,15 @@ std::optional<std::pair<Literal, Literal>> fold_constants(const Graph& g, const 
   std::vector<double> wv = w->to_doubles(), bv = b ? b->to_doubles() : std::vector<double>();
   double eps = bn.attrs.get_float("epsilon");
   size_t m = scale.size(), per = m ? wv.size() / m : 0;
+  // conv: w [M, C, K...], channel m a run of `per`; conv_transpose (one group): w [C, M, K...],
+  // channel m a run of the kernel's size in each of the C rows.
+  const bool transpose = conv.op_name() == "conv_transpose";
+  const size_t ker = transpose && m ? per / size_t(w->shape()[0]) : per;
   std::vector<double> nb(m);
   for (size_t c = 0; c < m; ++c) {
     double s = scale[c] / std::sqrt(var[c] + eps);
-    for (size_t k = 0; k < per; ++k) wv[c * per + k] *= s;
+    for (size_t k = 0; k < per; ++k)
+      wv[transpose ? (k / ker * m + c) * ker + k % ker : c * per + k] *= s;
     nb[c] = ((b ? bv[c] : 0.0) - mean[c]) * s + beta[c];
   }
   DType dt = w->dtype();
@@ -63,6 +69,21 @@ std::unique_ptr<Graph> bn_folding(const Graph& g, const PassContext&) {
     if (bn.op_name() != "batch_norm") continue;
     Value y = bn.inputs[0];
     const Node* conv = producer_is(g, y, "conv");
+    // A conv_transpose of one group folds where every input is a constant.
+    const Node* convt = conv ? nullptr : producer_is(g, y, "conv_transpose");
+    if (convt && convt->attrs.get_int("groups") == 1) {
+      if (!uses.single_use(y) || plan.taken(producer_index(g, y))) continue;
+      auto folded = fold_constants(g, *convt, bn);
+      if (!folded) continue;
+      plan.claim(producer_index(g, y));
+      plan.root(int32_t(i), {convt->inputs[0]}, [convt, folded](Rewriter& rw) {
+        Graph& d = rw.dst();
+        std::vector<Value> in{rw(convt->inputs[0]), d.constant(folded->first),
+                              d.constant(folded->second)};
+        return std::vector<Value>{d.apply1("conv_transpose", in, convt->attrs)};
+      });
+      continue;
+    }
     if (!conv || !uses.single_use(y) || plan.taken(producer_index(g, y))) continue;
     const Shape& ws = conv->inputs[1].shape();
     if (!ws[0].is_static()) continue;

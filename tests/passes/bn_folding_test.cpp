@@ -55,6 +55,30 @@ TEST(BnFolding, ConstantsWithAConvBiasAndGroups) {
     })");
 }
 
+TEST(BnFolding, ConstantsIntoAConvTranspose) {
+  // w [C 2, M 2, 1, 2]: output channel m's weights sit in each input channel's row;
+  // s = [0.5, 2]: w' row c = [w[c, 0] * 0.5, w[c, 1] * 2]; b' = (b - mean) s + beta.
+  expect_pass("bn_folding", R"(
+    graph main(%x: f32[1,2,2,2]) {
+      %w = constant() {value=tensor<f32[2,2,1,2]>[2.0, 4.0, 1.0, 3.0, 6.0, 8.0, -1.0, 0.5]} : f32[2,2,1,2]
+      %b = constant() {value=tensor<f32[2]>[1.0, 2.0]} : f32[2]
+      %scale = constant() {value=tensor<f32[2]>[1.0, 2.0]} : f32[2]
+      %beta = constant() {value=tensor<f32[2]>[0.5, -1.0]} : f32[2]
+      %mean = constant() {value=tensor<f32[2]>[1.0, 0.0]} : f32[2]
+      %var = constant() {value=tensor<f32[2]>[3.0, 0.0]} : f32[2]
+      %0 = conv_transpose(%x, %w, %b) {strides=[1, 2]} : f32[1,2,2,4]
+      %1 = batch_norm(%0, %scale, %beta, %mean, %var) {epsilon=1.0} : f32[1,2,2,4]
+      return out=%1
+    })",
+              R"(
+    graph main(%x: f32[1,2,2,2]) {
+      %0 = constant() {value=tensor<f32[2,2,1,2]>[1.0, 2.0, 2.0, 6.0, 3.0, 4.0, -2.0, 1.0]} : f32[2,2,1,2]
+      %1 = constant() {value=tensor<f32[2]>[0.5, 3.0]} : f32[2]
+      %2 = conv_transpose(%x, %0, %1) {strides=[1, 2]} : f32[1,2,2,4]
+      return out=%2
+    })");
+}
+
 TEST(BnFolding, ParamsScaleTheWeightsInTheGraph) {
   test::PassCheckOptions o;
   o.lo = 0.5;  // a positive variance
