@@ -71,30 +71,20 @@ std::unique_ptr<Graph> bn_folding(const Graph& g, const PassContext&) {
     const Node* conv = producer_is(g, y, "conv");
     // A conv_transpose of one group folds where every input is a constant.
     const Node* convt = conv ? nullptr : producer_is(g, y, "conv_transpose");
-    if (convt && convt->attrs.get_int("groups") == 1) {
-      if (!uses.single_use(y) || plan.taken(producer_index(g, y))) continue;
-      auto folded = fold_constants(g, *convt, bn);
-      if (!folded) continue;
-      plan.claim(producer_index(g, y));
-      plan.root(int32_t(i), {convt->inputs[0]}, [convt, folded](Rewriter& rw) {
-        Graph& d = rw.dst();
-        std::vector<Value> in{rw(convt->inputs[0]), d.constant(folded->first),
-                              d.constant(folded->second)};
-        return std::vector<Value>{d.apply1("conv_transpose", in, convt->attrs)};
-      });
-      continue;
-    }
+    if (convt && convt->attrs.get_int("groups") == 1) conv = convt;
     if (!conv || !uses.single_use(y) || plan.taken(producer_index(g, y))) continue;
     const Shape& ws = conv->inputs[1].shape();
     if (!ws[0].is_static()) continue;
     int64_t m = ws[0].value();
+    auto folded = fold_constants(g, *conv, bn);
+    if (!folded && conv == convt) continue;
     plan.claim(producer_index(g, y));
-    if (auto folded = fold_constants(g, *conv, bn)) {
+    if (folded) {
       plan.root(int32_t(i), {conv->inputs[0]}, [conv, folded](Rewriter& rw) {
         Graph& d = rw.dst();
         std::vector<Value> in{rw(conv->inputs[0]), d.constant(folded->first),
                               d.constant(folded->second)};
-        return std::vector<Value>{d.apply1("conv", in, conv->attrs)};
+        return std::vector<Value>{d.apply1(conv->op_name(), in, conv->attrs)};
       });
       continue;
     }
