@@ -277,7 +277,7 @@ TapBox tap_box(const Window& w, int64_t r) {
 // A conv_transpose whose taps never overlap (stride = kernel, no padding or dilation: the
 // upsampling convs of U-Nets and DBNet / FPN heads): one GEMM then a scatter of its
 // columns. oneDNN's deconvolution pads the few output channels such heads have to a
-// block (16 -> 1 channels, 2 x 2: 1.8 ms where the GEMM takes a few hundredths).
+// block, ten times the GEMM's time for one (bench/RESULTS.md, "ONNX corpus against ORT").
 bool upsampling(const Conv& c) {
   const Window& w = c.w;
   if (!c.transpose || c.groups != 1) return false;

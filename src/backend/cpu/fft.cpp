@@ -123,8 +123,7 @@ void fft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<
   };
   // A batch (an axis the pass does not transform, the outermost long enough) splits over the
   // OpenMP threads, each running pocketfft on its slice alone: its own pool's hand-offs cost
-  // more than a small batch's transforms (rfft of [64, 1024] f64, 2 threads: 0.32 ms against
-  // 0.29 on one; bench/RESULTS.md, "FFTs on the CPU").
+  // more than a small batch's transforms (bench/RESULTS.md, "FFTs on the CPU").
   const int64_t threads = threads_here();
   auto batch_axis = [&](const std::vector<int64_t>& pass) {
     for (int64_t d = 0; d < rank; ++d)
@@ -169,8 +168,8 @@ void kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tens
 // (the centre padding read in place: reflect / constant / edge) times the window into a
 // buffer, one pocketfft r2c over the buffer's rows, and the spectra written into the output
 // [..., F, frames] a run of kFrames columns per frequency. The decomposition's framing
-// (gather), window product and rfft each passed over all the frames (a log-mel of 8 x 4 s:
-// 5.9 ms of them). The products and the transform are the decomposition's, in its order.
+// (gather), window product and rfft each passed over all the frames (bench/RESULTS.md, "FFTs
+// on the CPU"). The products and the transform are the decomposition's, in its order.
 constexpr int64_t kFrames = 64;
 
 void stft_kernel(const KernelContext& ctx, std::span<const Tensor> in, std::span<Tensor> out) {

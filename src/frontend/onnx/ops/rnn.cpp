@@ -109,10 +109,10 @@ const ActName* find_act(std::string name) {
   return y * __builtin_bit_cast(float, (n + 127) << 23);
 }
 
-// The activations are a small step's largest share (a 64-wide LSTM: 1.8 of its 3.6 us a step,
-// BLAS's GEMV 0.9); the library builds at x86-64-v2, so each is also compiled for AVX2 and
-// AVX-512, picked by the CPU's features at load time (GCC's target_clones; exp_f32 is
-// inlined into each).
+// The activations are a small step's largest share (twice BLAS's GEMV in a 64-wide LSTM:
+// bench/RESULTS.md, "ONNX corpus against ORT"); the library builds at x86-64-v2, so each is
+// also compiled for AVX2 and AVX-512, picked by the CPU's features at load time (GCC's
+// target_clones; exp_f32 is inlined into each).
 #define RLX_RNN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 RLX_RNN_CLONES void sigmoid_f32(float* __restrict x, int64_t n) {
