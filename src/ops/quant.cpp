@@ -280,8 +280,10 @@ void register_quant_ops(OpRegistry& r) {
 
   OpDef mm;
   mm.name = "quant_matmul";
-  mm.arity(2, 3).attr("layout", AttrKind::String, AttrValue("rows"),
-                      {"rows", "rows8", "rows16", "tiles16"});
+  // The weights' layouts (rlx/quant.h): plain rows, the CPU's interleaved groups, CUDA's tiles.
+  const std::vector<std::string> layouts = {"rows", "rows8", "rows16",
+                                            std::string(quant::kTiles16)};
+  mm.arity(2, 3).attr("layout", AttrKind::String, AttrValue("rows"), layouts);
   mm.doc =
       "x [..., k] @ w^T (+ c) for weights w [n, k] in storage form (any block-quantized dtype, "
       "f32, f16, bf16) → [..., n] in x's dtype (a float); k must be a multiple of w's block; "
@@ -305,7 +307,7 @@ void register_quant_ops(OpRegistry& r) {
       .attr("norm", AttrKind::String, AttrValue("none"), {"none", "rms_norm"})
       .attr("epsilon", AttrKind::Float, AttrValue(1e-6))
       .attr("activation", AttrKind::String, AttrValue("none"), {"none", "swiglu"})
-      .attr("layout", AttrKind::String, AttrValue("rows"), {"rows", "rows8", "rows16", "tiles16"});
+      .attr("layout", AttrKind::String, AttrValue("rows"), layouts);
   fq.doc =
       "act(quant_matmul(norm(x), w)) + c: inputs x, [scale (norm rms_norm: rms_norm over x's "
       "last dim with this scale and epsilon)], w, [c]; activation swiglu takes silu of the "
