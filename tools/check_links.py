@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
-"""tools/check_links.py OBJECT... — fails on a call that points up the layers (run by ctest).
+"""tools/check_links.py MANIFEST — fails on a link that points up the layers (run by ctest).
 
-check_layers.py holds the includes to the layering of src/ (lowest first: ir, transforms,
-ops, passes, runtime, backend, frontend, train); a call can still point up through a
-declaration in a public header. This check reads librlx's object files (ctest passes
-$<TARGET_OBJECTS:rlx>): every symbol an object of layer L leaves undefined and an object of
-a layer above L defines (strongly: inline and template code, defined weakly wherever it is
-used, does not count) is a link that points up.
+CMake builds librlx from one OBJECT library per layer of src/ (CMakeLists.txt; lowest
+first: ir, transforms, ops, passes, runtime, backend, frontend, train; the backend's are
+rlx_backend_cpu, the kernels' rlx_cpu_<level>, rlx_backend_cuda and rlx_backend) and writes
+MANIFEST (rlx_layers-<config>.txt in the build tree): a line per OBJECT library with its
+layer, its name, the targets it links and its object files. check_layers.py holds the
+includes to the layering; a call can still point up through a declaration in a public
+header. This check fails on
+- a layer's library that links a library of a layer above it;
+- an object of a library that is not its layer's (a source in the wrong library);
+- a symbol an object of layer L leaves undefined that only objects of layers above L
+  define (rlx's own symbols; those of other libraries do not count).
 
 DEBTS lists the (source, layer above) pairs still to be removed. The check also fails when
 one of them is gone (delete its line then), so the list only shrinks.
@@ -16,6 +21,7 @@ kernels) to a symbol only a higher level defines (level_problems), which would r
 AVX-512 code on a CPU without it; the levels' own namespaces keep rlx's code apart, and
 this watches what they share (library templates).
 """
+import concurrent.futures
 import os
 import re
 import subprocess
@@ -31,78 +37,124 @@ DEBTS = {
     ('ir/graph.cpp', 'ops'),
 }
 
-SOURCE = re.compile(r'/src/([a-z_]+)/(.+?)\.o(bj)?$')
-# The CPU kernels' objects of each instruction-set level (CMake's rlx_cpu_<level>); code
+# An object's source: its path under the OBJECT library's directory, less CMake's '.o'.
+SOURCE = re.compile(r'\.dir/(?:\./)?(?:src/)?(.+?)\.o(bj)?$')
+# The CPU kernels' libraries, one per instruction-set level (CMake's rlx_cpu_<level>); code
 # outside them, and a native build's, is rank 0.
-LEVEL = re.compile(r'/rlx_cpu_([a-z0-9]+)\.dir/')
+LEVEL = re.compile(r'^rlx_cpu_([a-z0-9]+)$')
 LEVEL_RANK = {'baseline': 1, 'avx2': 2, 'avx512': 3}
 # What backend/cpu/isa.cpp calls in each level, having checked the CPU has it.
 LEVEL_ENTRY = re.compile(r'^rlx::cpu::(baseline|avx2|avx512)::(register_all|layout_rows)\(')
 
 
-def symbols(obj, flags):
-    out = subprocess.run(['nm', '-C'] + flags + [obj], capture_output=True, text=True,
-                         check=True).stdout
-    for line in out.splitlines():
-        line = line.strip()
-        if line.startswith('U '):  # undefined: no address
-            yield 'U', line[2:]
-            continue
-        parts = line.split(' ', 2)
-        if len(parts) == 3:
-            yield parts[1], parts[2]
+class Object:
+    def __init__(self, path, layer, target):
+        self.path, self.layer, self.target = path, layer, target
+        m = SOURCE.search(path)
+        self.source = m.group(1) if m else os.path.basename(path)
+        m = LEVEL.match(target)
+        self.level = LEVEL_RANK.get(m.group(1), 0) if m else 0
+        self.defined, self.undefined = set(), set()
+
+    def read_symbols(self):
+        out = subprocess.run(['nm', '-C', '-g', self.path], capture_output=True, text=True,
+                             check=True).stdout
+        for line in out.splitlines():
+            line = line.strip()
+            if line.startswith('U '):  # undefined: no address
+                self.undefined.add(line[2:])
+                continue
+            parts = line.split(' ', 2)
+            if len(parts) == 3:  # defined (weakly too: inline and template code)
+                self.defined.add(parts[2])
+        return self
+
+
+def read_manifest(path):
+    """The OBJECT libraries as (layer, target, linked targets) and their objects."""
+    libraries, objects = [], []
+    with open(path) as f:
+        for line in f:
+            if not line.strip():
+                continue
+            layer, target, links, objs = line.rstrip('\n').split('\t')
+            libraries.append((layer, target, [t for t in links.split(';') if t]))
+            objects += [Object(o, layer, target) for o in objs.split(';') if o]
+    return libraries, objects
+
+
+def library_problems(libraries, rank):
+    layer_of = {target: layer for layer, target, _ in libraries}
+    bad = [f'{target}: layer {layer} is not one of {", ".join(LAYERS)}'
+           for layer, target, _ in libraries if layer not in rank]
+    bad += [f'no library of layer {layer}' for layer in LAYERS
+            if layer not in layer_of.values()]
+    for layer, target, links in libraries:
+        for t in links:
+            if t in layer_of and rank.get(layer_of[t], 0) > rank.get(layer, 0):
+                bad.append(f'{target} ({layer}) links {t}, of the layer above ({layer_of[t]})')
+    return bad
+
+
+def upward_links(objects, rank):
+    """{(source, higher layer): a symbol}: what an object leaves undefined that only objects
+    of layers above its own define."""
+    lowest = {}  # symbol -> the lowest layer that defines it
+    for o in objects:
+        for name in o.defined:
+            lowest[name] = min(lowest.get(name, len(LAYERS)), rank[o.layer])
+    found = {}
+    for o in objects:
+        for name in sorted(o.undefined):
+            if lowest.get(name, -1) > rank[o.layer]:
+                found.setdefault((o.source, LAYERS[lowest[name]]), name)
+    return found
 
 
 def level_problems(objects):
     """Calls that reach code built for a higher instruction-set level than the caller's: a
     symbol (inline and template code included) that only objects of higher levels define
     runs their instructions on a CPU that may lack them."""
-    def level(obj):
-        m = LEVEL.search(obj)
-        return LEVEL_RANK.get(m.group(1), 0) if m else 0
     lowest = {}  # symbol -> the lowest level that defines it
-    for obj, _, _ in objects:
-        for kind, name in symbols(obj, ['--defined-only', '-g']):
-            lowest[name] = min(lowest.get(name, 9), level(obj))
+    for o in objects:
+        for name in o.defined:
+            lowest[name] = min(lowest.get(name, 9), o.level)
     bad = set()
-    for obj, _, source in objects:
-        for kind, name in symbols(obj, ['-u']):
-            if kind == 'U' and lowest.get(name, 0) > level(obj) and not LEVEL_ENTRY.match(name):
-                bad.add(f'{source} (level {level(obj)}) calls {name}, defined only at level '
+    for o in objects:
+        for name in o.undefined:
+            if lowest.get(name, 0) > o.level and not LEVEL_ENTRY.match(name):
+                bad.add(f'{o.source} (level {o.level}) calls {name}, defined only at level '
                         f'{lowest[name]}')
     return sorted(bad)
 
 
 def main():
+    if len(sys.argv) != 2:
+        print('usage: check_links.py MANIFEST (rlx_layers-<config>.txt of a build tree)')
+        return 2
     rank = {name: i for i, name in enumerate(LAYERS)}
-    objects = []
-    for obj in sys.argv[1:]:
-        m = SOURCE.search(obj)
-        if m and m.group(1) in rank:
-            objects.append((obj, m.group(1), f'{m.group(1)}/{m.group(2)}'))
-    if not objects:
-        print('check_links: expected librlx object files under src/<layer>/, got none')
+    libraries, objects = read_manifest(sys.argv[1])
+    bad = library_problems(libraries, rank)
+    if not objects or bad:
+        print('\n'.join(bad or ['check_links: the manifest names no object files']))
         return 1
-    defined = {}  # strong symbol -> layer that defines it
-    for obj, layer, _ in objects:
-        for kind, name in symbols(obj, ['--defined-only', '-g']):
-            if kind in 'TDBR':
-                defined.setdefault(name, layer)
-    found = {}
-    for obj, layer, source in objects:
-        for kind, name in symbols(obj, ['-u']):
-            owner = defined.get(name)
-            if kind == 'U' and owner and rank[owner] > rank[layer]:
-                found.setdefault((source, owner), name)
-    bad = [f'{s} calls into {l} ({sym})' for (s, l), sym in sorted(found.items())
-           if (s, l) not in DEBTS]
+    # A source under src/<layer>/ belongs to that layer's library.
+    for o in objects:
+        top = o.source.split('/', 1)[0]
+        if top in rank and top != o.layer:
+            bad.append(f'{o.source} is built in {o.target}, of layer {o.layer}, not {top}')
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 2) as pool:
+        list(pool.map(Object.read_symbols, objects))
+    found = upward_links(objects, rank)
+    bad += [f'{s} calls into {l} ({sym})' for (s, l), sym in sorted(found.items())
+            if (s, l) not in DEBTS]
     bad += [f'{s} no longer calls into {l}: delete its DEBTS line' for s, l in sorted(DEBTS)
             if (s, l) not in found]
     bad += level_problems(objects)
     for line in bad:
         print(line)
-    print(f'{len(objects)} objects: {len(found)} links point up the layers '
-          f'({len(DEBTS)} known debts), {len(bad)} problems')
+    print(f'{len(libraries)} libraries, {len(objects)} objects: {len(found)} links point up '
+          f'the layers ({len(DEBTS)} known debts), {len(bad)} problems')
     return 1 if bad else 0
 
 
