@@ -96,13 +96,21 @@ def library_problems(libraries, rank):
     return bad
 
 
+def lowest_definer(objects, rank_of):
+    """symbol -> the lowest rank_of(object) among the objects that define it."""
+    lowest = {}
+    for o in objects:
+        r = rank_of(o)
+        for name in o.defined:
+            if name not in lowest or r < lowest[name]:
+                lowest[name] = r
+    return lowest
+
+
 def upward_links(objects, rank):
     """{(source, higher layer): a symbol}: what an object leaves undefined that only objects
     of layers above its own define."""
-    lowest = {}  # symbol -> the lowest layer that defines it
-    for o in objects:
-        for name in o.defined:
-            lowest[name] = min(lowest.get(name, len(LAYERS)), rank[o.layer])
+    lowest = lowest_definer(objects, lambda o: rank[o.layer])
     found = {}
     for o in objects:
         for name in sorted(o.undefined):
@@ -115,10 +123,7 @@ def level_problems(objects):
     """Calls that reach code built for a higher instruction-set level than the caller's: a
     symbol (inline and template code included) that only objects of higher levels define
     runs their instructions on a CPU that may lack them."""
-    lowest = {}  # symbol -> the lowest level that defines it
-    for o in objects:
-        for name in o.defined:
-            lowest[name] = min(lowest.get(name, 9), o.level)
+    lowest = lowest_definer(objects, lambda o: o.level)
     bad = set()
     for o in objects:
         for name in o.undefined:
