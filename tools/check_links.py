@@ -29,13 +29,7 @@ import sys
 
 LAYERS = ['ir', 'transforms', 'ops', 'passes', 'runtime', 'backend', 'frontend', 'train']
 # (source under src/, the layer above it that it calls into) pairs allowed for now.
-DEBTS = {
-    # Graph::apply / apply1 / constant by op name look ops up in OpRegistry::global(), which
-    # registers the core ops; the transforms (below ops) build by name through them. Moving
-    # the registry down needs the core ops handed to it at start-up, and a static link does
-    # not order that before other static initialisers' lookups.
-    ('ir/graph.cpp', 'ops'),
-}
+DEBTS = set()  # none left: keep it empty
 
 # An object's source: its path under the OBJECT library's directory, less CMake's '.o'.
 SOURCE = re.compile(r'\.dir/(?:\./)?(?:src/)?(.+?)\.o(bj)?$')

@@ -1,9 +1,11 @@
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <map>
 #include <mutex>
 #include <shared_mutex>
 
+#include "ir/global_registry.h"
 #include "rlx/op.h"
 
 namespace rlx {
@@ -119,6 +121,39 @@ const OpDef& OpRegistry::get(std::string_view name) const {
   const OpDef* d = find(name);
   if (!d) fail<ValueError>("OpRegistry", "expected a registered op, got unknown '", name, "'");
   return *d;
+}
+
+namespace {
+
+// Set once by the ops layer's start-up (constant-initialised, so never read before it is set).
+std::atomic<void (*)(OpRegistry&)> core_ops{nullptr};
+std::atomic<bool> core_added{false};
+std::mutex core_mutex;
+thread_local bool adding_core = false;  // the registration's own global() calls
+
+void add_core_ops(OpRegistry& r) {
+  auto* add = core_ops.load(std::memory_order_acquire);
+  if (!add || adding_core) return;
+  std::lock_guard lock(core_mutex);  // other threads wait for the whole set
+  if (core_added.load(std::memory_order_relaxed)) return;
+  adding_core = true;
+  struct Reset {
+    ~Reset() { adding_core = false; }
+  } reset;
+  add(r);
+  core_added.store(true, std::memory_order_release);
+}
+
+}  // namespace
+
+OpRegistry& OpRegistry::global() {
+  static OpRegistry* reg = new OpRegistry();  // never destroyed: ops may be used in teardown
+  if (!core_added.load(std::memory_order_acquire)) add_core_ops(*reg);
+  return *reg;
+}
+
+void detail::install_core_ops(void (*add)(OpRegistry&)) {
+  core_ops.store(add, std::memory_order_release);
 }
 
 std::vector<const OpDef*> OpRegistry::all() const {
