@@ -14,8 +14,10 @@
 //       x's shape -> x; reshape_like to a static shape -> reshape (its `like` may then die)
 //   cast to x's dtype -> x;  cast(cast(x, a), b) -> cast(x, b) when a holds every value of
 //       x's dtype exactly (so cast(cast(x: bf16, f32), bf16) is x)
-//   x / c (float constant) -> x * (1 / c): may differ by 1 ulp, as in XLA and PyTorch;
-//       exact when c is a power of two. Only where 1 / c is a normal number.
+//   x / c (float constant) -> x * (1 / c) where that is exact: c a power of two whose
+//       reciprocal is a normal number. Any other c stays a division, as ONNX Runtime, NumPy
+//       and PyTorch's eager ops compute it (a reciprocal's 1 ulp moves a quantizer's
+//       rounding: a QuantizeLinear of x / 0.1 or a DynamicQuantizeLinear's range / 255).
 //   x * sigmoid(x), sigmoid(x) * x -> silu(x) (how ONNX exporters write SiLU / swish; the
 //       fusion passes then take it as a conv's or a matmul's activation)
 //   an elementwise op's input broadcast_to(y) or broadcast_like(y, …), or a splat
@@ -230,15 +232,18 @@ class Simplifier {
     return {};
   }
 
-  // x / c -> x * (1 / c) for a float constant c whose reciprocals are normal numbers.
+  // x / c -> x * (1 / c) for a float constant c of powers of two with normal reciprocals
+  // (the product then equals the quotient bit for bit).
   Value reciprocal(const std::vector<Value>& in, const TensorType& want) {
     const Literal* c = constant_of(g_, in[1]);
     if (!c || !is_float(c->dtype()) || c->numel() > kMaxReciprocal) return {};
     auto [lo, hi] = normal_range(c->dtype());
     std::vector<double> r = c->to_doubles();
     for (double& v : r) {
+      int e = 0;
+      if (!std::isfinite(v) || std::abs(std::frexp(v, &e)) != 0.5) return {};
       v = 1.0 / v;
-      if (!std::isfinite(v) || std::abs(v) < lo || std::abs(v) > hi) return {};
+      if (std::abs(v) < lo || std::abs(v) > hi) return {};
     }
     Literal lit = Literal::from_doubles(c->dtype(), c->shape(), r);
     std::vector<TensorType> types{in[0].type(), lit.type()};

@@ -288,27 +288,28 @@ TEST(Simplify, ElementwiseOpsBroadcastTheirInputsThemselves) {
               "");
 }
 
-TEST(Simplify, DivisionByAFloatConstantMultiplies) {
+TEST(Simplify, DivisionByAPowerOfTwoMultiplies) {
   expect_pass("simplify", R"(graph main(%x: f32[2], %h: f16[2]) {
-      %c = constant() {value=tensor<f32[2]>[4.0, 3.0]} : f32[2]
+      %c = constant() {value=tensor<f32[2]>[4.0, -0.125]} : f32[2]
       %a = div(%x, %c) : f32[2]
       %k = constant() {value=tensor<f16[]>[0.5]} : f16[]
       %b = div(%h, %k) : f16[2]
       return a=%a, b=%b
     })",
               R"(graph main(%x: f32[2], %h: f16[2]) {
-      %c = constant() {value=tensor<f32[2]>[4.0, 3.0]} : f32[2]
-      %r = constant() {value=tensor<f32[2]>[0.25, 0.33333334]} : f32[2]
+      %c = constant() {value=tensor<f32[2]>[4.0, -0.125]} : f32[2]
+      %r = constant() {value=tensor<f32[2]>[0.25, -8.0]} : f32[2]
       %a = mul(%x, %r) : f32[2]
       %k = constant() {value=tensor<f16[]>[0.5]} : f16[]
       %s = constant() {value=tensor<f16[]>[2.0]} : f16[]
       %b = mul(%h, %s) : f16[2]
       return a=%a, b=%b
     })",
-              {.rtol = 1e-6});
+              {.rtol = 0});
 }
 
-TEST(Simplify, LeavesDivisionsWithoutANormalReciprocal) {
+// A reciprocal that is not exact would move results by an ulp (and a quantizer's rounding).
+TEST(Simplify, LeavesDivisionsWithoutAnExactNormalReciprocal) {
   expect_pass("simplify", R"(graph main(%x: f32[2], %i: i32[2], %y: f32[2], %h: f16[2]) {
       %z = constant() {value=tensor<f32[2]>[2.0, 0.0]} : f32[2]
       %a = div(%x, %z) : f32[2]
@@ -319,9 +320,13 @@ TEST(Simplify, LeavesDivisionsWithoutANormalReciprocal) {
       %k = constant() {value=tensor<i32[]>[2]} : i32[]
       %d = div(%i, %k) : i32[2]
       %e = div(%x, %y) : f32[2]
-      %tiny = constant() {value=tensor<f16[]>[30000.0]} : f16[]
+      %tiny = constant() {value=tensor<f16[]>[32768.0]} : f16[]
       %f = div(%h, %tiny) : f16[2]
-      return a=%a, b=%b, c=%c, d=%d, e=%e, f=%f
+      %three = constant() {value=tensor<f32[2]>[4.0, 3.0]} : f32[2]
+      %g = div(%x, %three) : f32[2]
+      %s = constant() {value=tensor<f32[]>[255.0]} : f32[]
+      %q = div(%y, %s) : f32[2]
+      return a=%a, b=%b, c=%c, d=%d, e=%e, f=%f, g=%g, q=%q
     })",
               "");
 }
