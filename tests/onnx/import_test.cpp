@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <random>
 
 #include "rlx/onnx.h"
 #include "rlx/session.h"
@@ -161,6 +162,85 @@ TEST(OnnxImport, SixteenAndEightBitInitializers) {
     EXPECT_EQ(out[0].dtype(), c.dtype) << c.elem;
     EXPECT_EQ(out[0].to_doubles(), c.values) << c.elem;
   }
+}
+
+// A u8 initializer from values.
+void add_u8(::onnx::GraphProto* g, const std::string& name, const std::vector<int64_t>& dims,
+            const std::vector<uint8_t>& v) {
+  auto* t = g->add_initializer();
+  t->set_name(name);
+  t->set_data_type(TensorProto::UINT8);
+  for (int64_t d : dims) t->add_dims(d);
+  t->set_raw_data(std::string(v.begin(), v.end()));
+}
+
+// MatMulInteger and ConvInteger are exact over reductions far past f32's 2^24 (all 255s
+// against zero points 0: every term 65025), with weights known at import (cut into runs by
+// their sums) and computed at run time (the worst case): against int64 sums.
+TEST(OnnxImport, IntegerProductsAreExactOverLongReductions) {
+  std::mt19937 gen(7);
+  auto bytes = [&](size_t n, bool extreme) {
+    std::vector<uint8_t> v(n);
+    for (auto& x : v) x = extreme ? (gen() % 8 ? 255 : 0) : uint8_t(gen() % 256);
+    return v;
+  };
+  const int64_t k = 3000, n = 3, c = 70;  // c * 9 taps = 630 per output
+  for (bool weights_known : {true, false}) {
+    // y [2, n] = MatMulInteger(a [2, k], b [k, n], a_zp 0, b_zp 3)
+    ::onnx::ModelProto m = model();
+    auto* g = m.mutable_graph();
+    add_io(g->add_input(), "a", TensorProto::UINT8, {"2", std::to_string(k)});
+    std::vector<uint8_t> b = bytes(size_t(k * n), true), zp = {3};
+    if (weights_known)
+      add_u8(g, "b", {k, n}, b);
+    else
+      add_io(g->add_input(), "b", TensorProto::UINT8, {std::to_string(k), std::to_string(n)});
+    add_u8(g, "bz", {}, zp);
+    add_u8(g, "az", {}, {0});
+    add_io(g->add_output(), "y", TensorProto::INT32, {"2", std::to_string(n)});
+    add_node(g, "MatMulInteger", {"a", "b", "az", "bz"}, {"y"});
+    std::vector<uint8_t> a = bytes(size_t(2 * k), true);
+    std::vector<Tensor> in = {Tensor::from_vector(a, {2, k})};
+    if (!weights_known) in.push_back(Tensor::from_vector(b, {k, n}));
+    Tensor y = run(*import(m).graph, in)[0];
+    ASSERT_EQ(y.dtype(), DType::i32);
+    std::vector<double> got = y.to_doubles();
+    for (int64_t i = 0; i < 2; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        int64_t want = 0;
+        for (int64_t q = 0; q < k; ++q)
+          want += int64_t(a[size_t(i * k + q)]) * (b[size_t(q * n + j)] - 3);
+        EXPECT_EQ(int64_t(got[size_t(i * n + j)]), want)
+            << i << "," << j << " known " << weights_known;
+      }
+  }
+  // y [1, 2, 3, 3] = ConvInteger(x [1, c, 3, 3], w [2, c, 3, 3]) with padding 1, w_zp 1
+  ::onnx::ModelProto m = model();
+  auto* g = m.mutable_graph();
+  add_io(g->add_input(), "x", TensorProto::UINT8, {"1", std::to_string(c), "3", "3"});
+  std::vector<uint8_t> w = bytes(size_t(2 * c * 9), true), x = bytes(size_t(c * 9), true);
+  add_u8(g, "w", {2, c, 3, 3}, w);
+  add_u8(g, "wz", {}, {1});
+  add_u8(g, "xz", {}, {0});
+  add_io(g->add_output(), "y", TensorProto::INT32, {"1", "2", "3", "3"});
+  auto* conv = add_node(g, "ConvInteger", {"x", "w", "xz", "wz"}, {"y"});
+  auto* pads = conv->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(::onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i) pads->add_ints(1);
+  std::vector<double> got =
+      run(*import(m).graph, {Tensor::from_vector(x, {1, c, 3, 3})})[0].to_doubles();
+  for (int64_t o = 0; o < 2; ++o)
+    for (int64_t p = 0; p < 9; ++p) {
+      int64_t want = 0, py = p / 3, px = p % 3;
+      for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t t = 0; t < 9; ++t) {
+          int64_t iy = py + t / 3 - 1, ix = px + t % 3 - 1;
+          if (iy < 0 || iy > 2 || ix < 0 || ix > 2) continue;
+          want += int64_t(x[size_t(ci * 9 + iy * 3 + ix)]) * (w[size_t((o * c + ci) * 9 + t)] - 1);
+        }
+      EXPECT_EQ(int64_t(got[size_t(o * 9 + p)]), want) << o << "," << p;
+    }
 }
 
 TEST(OnnxImport, RawDataOfTheWrongSizeIsAValueError) {

@@ -1,9 +1,9 @@
 // ONNX converters: quantization. Everything decomposes into core ops: QuantizeLinear is
 // round(x / scale) + zero_point clamped to the integer range, DequantizeLinear
 // (x - zero_point) * scale with the subtraction in i32. The integer products (MatMulInteger,
-// ConvInteger, QLinearMatMul, QLinearConv) run as float GEMMs / convolutions on the
-// zero-point-shifted operands: every term is an integer of magnitude <= 255 * 255, so the
-// sums are exact in f32 while the reduction length keeps them below 2^24, and in f64 beyond.
+// ConvInteger, QLinearMatMul, QLinearConv) run as f32 GEMMs / convolutions on the
+// zero-point-shifted operands over runs of the reduced axis short enough to be exact, added
+// in i32 (integer_matmul, integer_conv).
 #include <cmath>
 #include <functional>
 #include <optional>
@@ -119,11 +119,62 @@ std::vector<Value> dynamic_quantize_linear(NodeContext& ctx) {
 
 // ---- integer products --------------------------------------------------------------------
 
-// The float dtype in which a sum of n products of zero-point-shifted 8-bit values (and an
-// optional bias of magnitude <= bias_max) is exact: f32 up to 2^24, else f64.
-DType exact_dtype(std::optional<int64_t> n, double bias_max = 0) {
-  if (n && double(*n) * 65025.0 + bias_max <= 16777216.0) return DType::f32;
-  return DType::f64;
+// The products run in f32 on zero-point-shifted operands. (x - x_zp) is an integer of
+// magnitude <= 255, so a sum over a run of the reduced axis is exact in f32, in any order,
+// while 255 times the sum of |w - w_zp| over the run stays <= 2^24. The reduced axis is cut
+// into runs of `units` (rows of b; a conv's input channels with their taps) short enough for
+// that, each run's product cast to i32 and the runs added in i32: exact, as ORT's integer
+// GEMMs are, with the speed of f32 GEMMs (one run where the weights allow). Weights known at
+// import give their own sums; weights computed at run time the worst case, 255 an element.
+constexpr double kExactF32 = 16777216.0;         // 2^24
+constexpr int64_t kMassMost = int64_t{1} << 26;  // weights past this take the worst case
+
+struct Runs {
+  int64_t units = 0, len = 0;  // len 0: one unit alone may not be exact (f64)
+};
+
+// |w - w_zp| summed per (unit, output) of weights w laid out as [outer, units, inner]:
+// a matmul's b [K, N] is outer 1, inner N (outputs n); a conv's w [O, C, taps...] outer O
+// (outputs o), inner taps. Null where w or its zero point is not a constant.
+std::optional<std::vector<double>> weight_mass(NodeContext& ctx, size_t w, size_t wzp,
+                                               int64_t outer, int64_t units, int64_t inner,
+                                               bool outputs_inner) {
+  auto wt = ctx.constant_input(w);
+  std::optional<Tensor> zt;
+  if (ctx.has_input(wzp) && !(zt = ctx.constant_input(wzp))) return std::nullopt;
+  if (!wt || outer * units * inner > kMassMost) return std::nullopt;
+  std::vector<double> wv = wt->to_doubles(), zv = zt ? zt->to_doubles() : std::vector<double>{0};
+  int64_t outputs = outputs_inner ? inner : outer;
+  std::vector<double> mass(size_t(units * outputs), 0.0);
+  for (int64_t a = 0; a < outer; ++a)
+    for (int64_t u = 0; u < units; ++u)
+      for (int64_t i = 0; i < inner; ++i) {
+        int64_t o = outputs_inner ? i : a;
+        double z = zv.size() == 1 ? zv[0] : zv[size_t(o)];
+        mass[size_t(u * outputs + o)] += std::abs(wv[size_t((a * units + u) * inner + i)] - z);
+      }
+  return mass;
+}
+
+// The longest run (in units, of equal lengths but the last) whose sums stay exact in f32;
+// per_unit is the elements a unit holds, for the worst case.
+Runs exact_runs(const std::optional<std::vector<double>>& mass, int64_t units, int64_t per_unit) {
+  int64_t worst = int64_t(kExactF32 / (255.0 * 255.0 * double(per_unit)));
+  if (!mass || worst >= units) return {units, std::max<int64_t>(std::min(worst, units), 0)};
+  int64_t outputs = int64_t(mass->size()) / units;
+  for (int64_t runs = 1;; ++runs) {
+    int64_t len = (units + runs - 1) / runs;
+    if (len <= worst) return {units, len};
+    bool ok = true;
+    for (int64_t u0 = 0; ok && u0 < units; u0 += len)
+      for (int64_t o = 0; ok && o < outputs; ++o) {
+        double sum = 0;
+        for (int64_t u = u0; u < std::min(units, u0 + len); ++u)
+          sum += (*mass)[size_t(u * outputs + o)];
+        ok = 255.0 * sum <= kExactF32;
+      }
+    if (ok) return {units, len};
+  }
 }
 
 // x - zero_point in dtype `cd` (the zero point shaped by `shape_zp`).
@@ -139,23 +190,59 @@ Value shifted(NodeContext& ctx, size_t xi, size_t zpi, DType cd,
   return ctx.apply1("sub", {v, zp});
 }
 
-// matmul of (a - a_zp) and (b - b_zp) in an exact float dtype; a_zp may be per row of a.
+// op(a, b) over the runs of the reduced axis (a's axis_a, b's axis_b), each in f32 and cast
+// to i32, added in i32; in f64 where one unit alone may not be exact. shift(dtype) gives the
+// shifted operands.
+Value run_products(NodeContext& ctx, const Runs& r, int64_t axis_a, int64_t axis_b,
+                   const std::function<std::pair<Value, Value>(DType)>& shift,
+                   const std::function<Value(Value, Value)>& product) {
+  if (r.len == 0) {
+    auto [a, b] = shift(DType::f64);
+    return ctx.cast(product(a, b), DType::i32);
+  }
+  auto [a, b] = shift(DType::f32);
+  Value total;
+  for (int64_t u0 = 0; u0 < r.units; u0 += r.len) {
+    int64_t u1 = std::min(r.units, u0 + r.len);
+    auto cut = [&](Value v, int64_t axis) {
+      if (u0 == 0 && u1 == r.units) return v;
+      return ctx.apply1("slice", {v},
+                        {{"starts", IntList{u0}}, {"stops", IntList{u1}}, {"axes", IntList{axis}}});
+    };
+    Value part = ctx.cast(product(cut(a, axis_a), cut(b, axis_b)), DType::i32);
+    total = total.valid() ? ctx.apply1("add", {total, part}) : part;
+  }
+  return total;
+}
+
+// (a - a_zp) times (b - b_zp) as i32, exactly; a_zp may be per row of a.
 Value integer_matmul(NodeContext& ctx, size_t a, size_t azp, size_t b, size_t bzp) {
-  Value av = ctx.input(a);
-  std::optional<int64_t> k;
-  if (av.rank() >= 1 && av.shape().back().is_static()) k = av.shape().back().value();
-  DType cd = exact_dtype(k);
+  Value av = ctx.input(a), bv = ctx.input(b);
+  Runs r;
+  if (av.rank() >= 1 && av.shape().back().is_static()) {
+    int64_t k = av.shape().back().value(), n = 0;
+    bool plain_b = bv.rank() == 2 && bv.shape()[1].is_static();
+    if (plain_b) n = bv.shape()[1].value();
+    auto mass = plain_b ? weight_mass(ctx, b, bzp, 1, k, n, true) : std::nullopt;
+    r = exact_runs(mass, k, 1);
+  }
   auto per_row = [&](Value zp) {
     return zp.rank() == 1 && av.rank() >= 2
                ? ctx.apply1("expand_dims", {zp}, {{"axes", IntList{1}}})
                : zp;
   };
-  return ctx.apply1("matmul", {shifted(ctx, a, azp, cd, per_row), shifted(ctx, b, bzp, cd)});
+  auto shift = [&](DType cd) {
+    return std::pair{shifted(ctx, a, azp, cd, per_row), shifted(ctx, b, bzp, cd)};
+  };
+  auto product = [&](Value x, Value y) { return ctx.apply1("matmul", {x, y}); };
+  if (r.units == 0) {  // the reduced length is known only at run time: f64
+    auto [x, y] = shift(DType::f64);
+    return ctx.cast(product(x, y), DType::i32);
+  }
+  return run_products(ctx, r, -1, bv.rank() >= 2 ? -2 : 0, shift, product);
 }
 
-std::vector<Value> matmul_integer(NodeContext& ctx) {
-  return {ctx.cast(integer_matmul(ctx, 0, 2, 1, 3), DType::i32)};
-}
+std::vector<Value> matmul_integer(NodeContext& ctx) { return {integer_matmul(ctx, 0, 2, 1, 3)}; }
 
 Attrs conv_attrs(const NodeContext& ctx) {
   std::string pad = ctx.attr_string("auto_pad", "NOTSET");
@@ -173,23 +260,35 @@ Attrs conv_attrs(const NodeContext& ctx) {
           {"groups", ctx.attr_int("group", 1)}};
 }
 
-// conv of (x - x_zp) and (w - w_zp) (w_zp per output channel or one) in an exact dtype.
-Value integer_conv(NodeContext& ctx, size_t x, size_t xzp, size_t w, size_t wzp,
-                   double bias_max = 0) {
+// conv of (x - x_zp) and (w - w_zp) (w_zp per output channel or one) as i32, exactly; the
+// runs go over input channels, one run where groups > 1.
+Value integer_conv(NodeContext& ctx, size_t x, size_t xzp, size_t w, size_t wzp) {
   Value wv = ctx.input(w);
-  std::optional<int64_t> n = 1;
-  for (size_t i = 1; i < wv.shape().size(); ++i)
-    n = n && wv.shape()[i].is_static() ? std::optional(*n * wv.shape()[i].value()) : std::nullopt;
-  DType cd = exact_dtype(n, bias_max);
   int64_t rank = wv.rank();
+  bool known = rank >= 2;
+  for (const auto& d : wv.shape()) known = known && d.is_static();
+  Runs r;
+  if (known) {
+    int64_t o = wv.shape()[0].value(), c = wv.shape()[1].value(), taps = 1;
+    for (int64_t i = 2; i < rank; ++i) taps *= wv.shape()[i].value();
+    auto mass = weight_mass(ctx, w, wzp, o, c, taps, false);
+    r = exact_runs(mass, c, taps);
+    if (r.len < c && ctx.attr_int("group", 1) != 1) r.len = 0;  // groups: one run or f64
+  }
   auto per_channel = [&](Value zp) { return along_axis(ctx, zp, 0, rank); };
-  return ctx.apply1("conv", {shifted(ctx, x, xzp, cd), shifted(ctx, w, wzp, cd, per_channel)},
-                    conv_attrs(ctx));
+  auto shift = [&](DType cd) {
+    return std::pair{shifted(ctx, x, xzp, cd), shifted(ctx, w, wzp, cd, per_channel)};
+  };
+  Attrs attrs = conv_attrs(ctx);
+  auto product = [&](Value a, Value b) { return ctx.apply1("conv", {a, b}, attrs); };
+  if (r.units == 0) {
+    auto [a, b] = shift(DType::f64);
+    return ctx.cast(product(a, b), DType::i32);
+  }
+  return run_products(ctx, r, 1, 1, shift, product);
 }
 
-std::vector<Value> conv_integer(NodeContext& ctx) {
-  return {ctx.cast(integer_conv(ctx, 0, 2, 1, 3), DType::i32)};
-}
+std::vector<Value> conv_integer(NodeContext& ctx) { return {integer_conv(ctx, 0, 2, 1, 3)}; }
 
 // round(acc * multiplier + y_zp), saturated to y_zp's dtype.
 Value requantize(NodeContext& ctx, Value acc, Value mult, size_t yzp) {
@@ -211,19 +310,10 @@ std::vector<Value> qlinear_matmul(NodeContext& ctx) {
 }
 
 std::vector<Value> qlinear_conv(NodeContext& ctx) {
-  double bias_max = 0;
-  if (ctx.has_input(8)) {
-    if (auto b = ctx.constant_input(8))
-      for (double v : b->to_doubles()) bias_max = std::max(bias_max, std::abs(v));
-    else
-      bias_max = 2147483648.0;  // unknown: any i32
-  }
-  Value acc = integer_conv(ctx, 0, 2, 3, 5, bias_max);
+  Value acc = integer_conv(ctx, 0, 2, 3, 5);
   int64_t rank = ctx.input(3).rank();
-  if (ctx.has_input(8)) {
-    Value b = along_axis(ctx, ctx.cast(ctx.input(8), acc.dtype()), 1, rank);
-    acc = ctx.apply1("add", {acc, b});
-  }
+  if (ctx.has_input(8))  // i32, added to the i32 sums as ORT adds it
+    acc = ctx.apply1("add", {acc, along_axis(ctx, ctx.cast(ctx.input(8), DType::i32), 1, rank)});
   Value w_scale = along_axis(ctx, f32(ctx, ctx.input(4)), 1, rank);  // per output channel
   Value mult = ctx.apply1(
       "div", {ctx.apply1("mul", {f32(ctx, ctx.input(1)), w_scale}), f32(ctx, ctx.input(6))});
