@@ -37,7 +37,8 @@ MODELS = [
     "efficientnet_b0", "shufflenet_v2", "squeezenet", "regnet_y_400mf", "densenet121",
     "lraspp_mobilenet_v3", "deeplabv3_mobilenet_v3", "ssdlite320", "wav2vec2_small",
     "convtasnet_small", "mobilenet_v2_fp16", "resnet18_fp16", "efficientnet_b0_fp16",
-    "crnn_bilstm", "dbnet_resnet18", "nhwc_convnet", "vad_lstm_if",
+    "crnn_bilstm", "dbnet_resnet18", "nhwc_convnet", "vad_lstm_if", "resnet18_qdq",
+    "mobilenet_v2_qdq", "resnet18_qdyn", "wav2vec2_small_qdyn",
 ]
 
 
@@ -58,6 +59,9 @@ try:
     import torchaudio
     import torchvision
     from onnx import TensorProto, helper, numpy_helper
+
+    sys.path.insert(0, HERE)
+    import quantize
 except ImportError as e:
     skip(f"{e} (apt-get install python3-torchvision python3-torchaudio python3-onnx)")
 
@@ -300,7 +304,36 @@ def fp16(build):
     """Float initializers stored as FLOAT16 and Cast back to FLOAT where read (what fp16
     weight converters write with keep_io_types), as export_realworld.py's seg_fp16."""
     def b():
-        return build() + (to_fp16_weights,)
+        return build() + (lambda path, job: to_fp16_weights(path),)
+    return b
+
+
+def qdyn(build):
+    """The model as onnxruntime.quantization.quantize_dynamic writes it (quantize.py)."""
+    def post(path, job):
+        quantize.quantize_dynamic(path)
+        job["quantized"] = True
+
+    def b():
+        return build() + (post,)
+    return b
+
+
+def qdq(build):
+    """The model as quantize_static writes it in the QDQ format (quantize.py), its
+    activations' ranges from ONNX Runtime's run of the float model on the test inputs."""
+    def post(path, job):
+        names = quantize.qdq_tensors(path)
+        calib = os.path.join(job["dir"], ".calibrate.onnx")
+        quantize.with_outputs(path, names, calib)
+        got = ort_outputs([dict(job, model=calib)])[0]
+        os.remove(calib)
+        quantize.quantize_qdq(path, {t: (float(got[t].min()), float(got[t].max()))
+                                     for t in names})
+        job["quantized"] = True
+
+    def b():
+        return build() + (post,)
     return b
 
 
@@ -350,6 +383,10 @@ BUILDERS = {
     "dbnet_resnet18": dbnet_resnet18,
     "nhwc_convnet": nhwc_convnet,
     "vad_lstm_if": vad_lstm_if,
+    "resnet18_qdq": qdq(classifier(tv.resnet18)),
+    "mobilenet_v2_qdq": qdq(classifier(tv.mobilenet_v2)),
+    "resnet18_qdyn": qdyn(classifier(tv.resnet18)),
+    "wav2vec2_small_qdyn": qdyn(wav2vec2_small),
 }
 assert list(BUILDERS) == MODELS
 
@@ -358,7 +395,7 @@ assert list(BUILDERS) == MODELS
 
 def stamp():
     h = hashlib.sha256()
-    for f in ("make_corpus.py", "ort_ref.js"):
+    for f in ("make_corpus.py", "ort_ref.js", "quantize.py"):
         h.update(open(os.path.join(HERE, f), "rb").read())
     h.update(f"{torch.__version__} {torchvision.__version__} {torchaudio.__version__}".encode())
     return h.hexdigest()[:16]
@@ -379,9 +416,6 @@ def export(name, out, st):
     with torch.no_grad():
         torch.onnx.export(model, args, path, input_names=in_names, output_names=out_names,
                           opset_version=17)
-    if post:
-        post(path)
-    onnx.checker.check_model(path)
     inputs = []
     for i, (n, t) in enumerate(zip(in_names, args)):
         a = t.numpy()
@@ -390,7 +424,11 @@ def export(name, out, st):
         raw = os.path.join(d, f".in_{i}.bin")
         a.astype(a.dtype.newbyteorder("<")).tofile(raw)
         inputs.append({"name": n, "dtype": str(a.dtype), "shape": list(a.shape), "file": raw})
-    return {"name": name, "model": path, "inputs": inputs, "dir": d, "stamp": st}
+    job = {"name": name, "model": path, "inputs": inputs, "dir": d, "stamp": st}
+    if post:
+        post(path, job)
+    onnx.checker.check_model(path)
+    return job
 
 
 ORT_DTYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float64,
@@ -398,26 +436,57 @@ ORT_DTYPES = {"float32": np.float32, "float16": np.float16, "float64": np.float6
               "bool": np.bool_}
 
 
-def references(jobs, out):
-    """ONNX Runtime runs every job (one node process); its outputs become output_N.pb."""
-    job_file = os.path.join(out, ".ort_jobs.json")
+def ort_outputs(jobs):
+    """ONNX Runtime runs every job (one node process): per job, its outputs by name, in
+    the model's order."""
+    job_file = os.path.join(jobs[0]["dir"], ".ort_jobs.json")
     with open(job_file, "w") as f:
         json.dump({"ort_dir": os.path.abspath(ORT_DIR), "threads": 2, "jobs": jobs}, f)
     subprocess.run(["node", os.path.join(HERE, "ort_ref.js"), job_file], check=True)
     os.remove(job_file)
+    results = []
     for job in jobs:
         d = job["dir"]
         with open(os.path.join(d, ".ort_out.json")) as f:
             outs = json.load(f)
-        for j, o in enumerate(outs):
+        got = {}
+        for o in outs:
             a = np.fromfile(os.path.join(d, o["file"]), dtype=ORT_DTYPES[o["dtype"]])
-            a = a.reshape(o["shape"])
-            with open(os.path.join(d, "test_data_set_0", f"output_{j}.pb"), "wb") as f:
-                f.write(numpy_helper.from_array(a, o["name"]).SerializeToString())
+            got[o["name"]] = a.reshape(o["shape"])
             os.remove(os.path.join(d, o["file"]))
+        os.remove(os.path.join(d, ".ort_out.json"))
+        results.append(got)
+    return results
+
+
+# A quantized model's outputs move by whole quantization steps wherever an activation lands
+# on the other side of a rounding boundary, and any float op computed in another order moves
+# some (ONNX Runtime's own outputs differ between its optimization levels: fused integer
+# QLinearConv against DequantizeLinear -> float Conv -> QuantizeLinear). Such a model's
+# tolerance is SPREAD_FACTOR times that spread, as a fraction of each output's range (the
+# file range_tol, read by run_model.sh).
+SPREAD_FACTOR = 3
+
+
+def references(jobs):
+    """ONNX Runtime's outputs of every job become its output_N.pb; for a quantized model also
+    range_tol, from ONNX Runtime's spread against itself with its graph optimizations off."""
+    quantized = [dict(j, optimization="disabled") for j in jobs if j.get("quantized")]
+    plain = {j["name"]: got for j, got in zip(quantized, ort_outputs(quantized))} \
+        if quantized else {}
+    for job, got in zip(jobs, ort_outputs(jobs)):
+        d = job["dir"]
+        for j, (name, a) in enumerate(got.items()):
+            with open(os.path.join(d, "test_data_set_0", f"output_{j}.pb"), "wb") as f:
+                f.write(numpy_helper.from_array(a, name).SerializeToString())
+        if job["name"] in plain:
+            spread = max(float(np.abs(a.astype(np.float64) - plain[job["name"]][n]).max() /
+                               max(float(a.max()) - float(a.min()), 1e-30))
+                         for n, a in got.items())
+            with open(os.path.join(d, "range_tol"), "w") as f:
+                f.write(f"{max(1e-5, SPREAD_FACTOR * spread):.3g}\n")
         for i in job["inputs"]:
             os.remove(i["file"])
-        os.remove(os.path.join(d, ".ort_out.json"))
         with open(os.path.join(d, "stamp"), "w") as f:  # written last: the model is complete
             f.write(job["stamp"] + "\n")
 
@@ -453,7 +522,7 @@ def main():
             failed.append(name)
     if jobs:
         t0 = time.time()
-        references(jobs, out)
+        references(jobs)
         print(f"ONNX Runtime references for {len(jobs)} models in {time.time() - t0:.1f} s")
     print(f"corpus in {out}: {len(names) - len(jobs) - len(failed)} up to date, "
           f"{len(jobs)} generated, {len(failed)} failed ({time.time() - t_all:.1f} s)")

@@ -17,6 +17,7 @@ async function main() {
   for (const job of spec.jobs) {
     const session = await ort.InferenceSession.create(job.model, {
       intraOpNumThreads: spec.threads, interOpNumThreads: 1, executionMode: 'sequential',
+      graphOptimizationLevel: job.optimization || 'all',
     });
     const feeds = {};
     for (const inp of job.inputs) {
