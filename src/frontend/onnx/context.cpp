@@ -234,6 +234,8 @@ Value NodeContext::ints(const std::vector<int64_t>& v) { return constant(Literal
 
 Value NodeContext::cast(Value v, DType dtype) {
   if (v.dtype() == dtype) return v;
+  if (dtype == DType::f32 && scope_.state().exact_ints.count({v.graph, v.id}))
+    return v.graph->producer(v)->inputs[0];
   return apply1("cast", {v}, {{"dtype", dtype}});
 }
 

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "frontend/onnx/context.h"
+#include "frontend/onnx/scope.h"
 
 namespace rlx::onnx_import {
 
@@ -212,6 +213,9 @@ Value run_products(NodeContext& ctx, const Runs& r, int64_t axis_a, int64_t axis
     Value part = ctx.cast(product(cut(a, axis_a), cut(b, axis_b)), DType::i32);
     total = total.valid() ? ctx.apply1("add", {total, part}) : part;
   }
+  // One run: its f32 is exact, so a Cast back to float (ConvInteger -> Cast -> Mul) reads it
+  // and the product can fuse with what follows.
+  if (r.len >= r.units) ctx.scope().state().exact_ints.insert({total.graph, total.id});
   return total;
 }
 

@@ -24,6 +24,9 @@ struct ImportState {
   std::map<std::string, int64_t> dims;    // sizes bound to symbolic dims
   int64_t default_dim = -1;               // >= 0: the size of every other symbolic dim
   bool at_run_time = false;               // converting inside onnx.late: never late again
+  // i32 values cast from an f32 that holds integers of magnitude <= 2^24 (an exact integer
+  // product, convert_quant.cpp): cast back to f32 they are that f32 (NodeContext::cast).
+  std::set<std::pair<const Graph*, int32_t>> exact_ints;
 };
 
 class Scope {
