@@ -13,12 +13,35 @@
 #include "ops/stft_frames.h"
 #include "rlx/axes.h"
 
+// pocketfft's buffers call aligned_alloc(64, n) with n not a multiple of 64, which C11
+// forbids and AddressSanitizer reports (a fuzz finding: tests/data/fuzz/onnx); its calls go
+// to one that rounds n up. The header's own includes come first, so the macro meets only
+// pocketfft's code.
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <stdexcept>
+#include <thread>
+
+namespace rlx::cpu::pocketfft_alloc {
+inline void* aligned_alloc(size_t align, size_t n) {
+  return std::aligned_alloc(align, (n + align - 1) / align * align);
+}
+}  // namespace rlx::cpu::pocketfft_alloc
+
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wshadow"
 #pragma GCC diagnostic ignored "-Wconversion"
 #pragma GCC diagnostic ignored "-Wsign-conversion"
 #pragma GCC diagnostic ignored "-Wunused-parameter"
+#define aligned_alloc rlx::cpu::pocketfft_alloc::aligned_alloc
 #include <pythran/pythonic/numpy/fft/pocketfft.hpp>
+#undef aligned_alloc
 #pragma GCC diagnostic pop
 
 namespace rlx::cpu {
