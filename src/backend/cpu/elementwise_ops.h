@@ -269,8 +269,33 @@ struct HardSigmoid {
   static HardSigmoid make(const Attrs& a) { return {a.get_float("alpha"), a.get_float("beta")}; }
   template <class C>
   C operator()(C x) const {
-    C v = C(alpha) * x + C(beta);
+    C v;
+#ifdef __FMA__
+    // One rounding, as the region JIT's vfmadd, whether or not the compiler would contract
+    // alpha x + beta (it does at -O2, not under the sanitizers' -O1).
+    if constexpr (std::is_same_v<C, float> || std::is_same_v<C, double>)
+      v = std::fma(C(alpha), x, C(beta));
+    else
+#endif
+      v = C(alpha) * x + C(beta);
     return v < C(0) ? C(0) : (v > C(1) ? C(1) : v);  // NaN passes through
+  }
+};
+
+// QuantizeLinear then DequantizeLinear of one scale, as the ONNX importer's pair computes it
+// (x / scale, not a product by its reciprocal; round half to even).
+struct FakeQuantize {
+  static constexpr unsigned set = kFloat;
+  double scale, zero_point, qmin, qmax;
+  static FakeQuantize make(const Attrs& a) {
+    return {a.get_float("scale"), a.get_float("zero_point"), a.get_float("qmin"),
+            a.get_float("qmax")};
+  }
+  template <class C>
+  C operator()(C x) const {
+    C q = C(std::nearbyint(x / C(scale))) + C(zero_point);
+    q = q < C(qmin) ? C(qmin) : (q > C(qmax) ? C(qmax) : q);  // NaN passes through
+    return (q - C(zero_point)) * C(scale);
   }
 };
 

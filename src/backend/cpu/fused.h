@@ -14,6 +14,7 @@
 
 #include "backend/cpu/cpu_util.h"
 #include "backend/cpu/elementwise_math.h"
+#include "backend/cpu/elementwise_ops.h"
 #include "backend/cpu/isa.h"
 
 namespace rlx::cpu {
@@ -98,8 +99,7 @@ struct GeluTanh {  // 0.5 (1 + tanh u) = sigmoid(2u)
 struct HardSwish {
   template <class C>
   C operator()(C x) const {
-    const C v = C(1.0 / 6) * x + C(0.5);
-    return x * (v < C(0) ? C(0) : (v > C(1) ? C(1) : v));
+    return x * ewop::HardSigmoid{1.0 / 6, 0.5}(x);
   }
 };
 
