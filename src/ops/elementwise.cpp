@@ -389,6 +389,14 @@ std::vector<UnarySpec> unary_specs() {
        .accepts = A::floating,
        .traits = kNoGrad | kFinite,
        .doc = "Rounds to nearest, ties to even."},
+      {.name = "fake_quantize",
+       .accepts = A::floating,
+       .traits = kNoGrad | kFinite,
+       .attrs = {float_attr("scale", 1.0), float_attr("zero_point", 0.0), float_attr("qmin", 0.0),
+                 float_attr("qmax", 255.0)},
+       .doc = "(clamp(round(x / scale) + zero_point, qmin, qmax) - zero_point) * scale: a "
+              "QuantizeLinear then DequantizeLinear of one scale, in x's float type (round "
+              "half to even)."},
       {.name = "hard_sigmoid",
        .accepts = A::floating,
        .traits = kFinite,

@@ -19,9 +19,10 @@ void add_unary_cases(std::vector<InferCase>& v) {
   v.push_back(ok("neg", {"f64[]"}, {}, {"f64[]"}));
 
   for (const char* op :
-       {"exp",   "expm1", "log",   "log1p",        "sqrt", "rsqrt",    "reciprocal", "sin",
-        "cos",   "tan",   "tanh",  "sigmoid",      "erf",  "softplus", "softsign",   "silu",
-        "floor", "ceil",  "round", "hard_sigmoid", "gelu", "elu",      "leaky_relu"}) {
+       {"exp",        "expm1",        "log",      "log1p", "sqrt",       "rsqrt",
+        "reciprocal", "sin",          "cos",      "tan",   "tanh",       "sigmoid",
+        "erf",        "softplus",     "softsign", "silu",  "floor",      "ceil",
+        "round",      "hard_sigmoid", "gelu",     "elu",   "leaky_relu", "fake_quantize"}) {
     v.push_back(ok(op, {"f32[batch,64]"}, {}, {"f32[batch,64]"}));
     v.push_back(ok(op, {"bf16[0,1]"}, {}, {"bf16[0,1]"}));
     v.push_back(bad(op, {"i32[2]"}, {}, kType, "dtype for input 0, got i32[2]"));
@@ -30,6 +31,8 @@ void add_unary_cases(std::vector<InferCase>& v) {
   v.push_back(ok("hard_sigmoid", {"f32[3]"}, {{"alpha", 0.25}, {"beta", 1}}, {"f32[3]"}));
   v.push_back(bad("hard_sigmoid", {"f32[3]"}, {{"beta", std::nan("")}}, kValue,
                   "expected attribute 'beta' to be finite"));
+  v.push_back(
+      bad("fake_quantize", {"f32[2]"}, {{"scale", HUGE_VAL}}, kValue, "'scale' to be finite"));
   v.push_back(ok("gelu", {"f32[2]"}, {{"approximate", "tanh"}}, {"f32[2]"}));
   v.push_back(ok("gelu", {"f64[2]"}, {{"approximate", "none"}}, {"f64[2]"}));
   v.push_back(bad("gelu", {"f32[2]"}, {{"approximate", "erf"}}, kValue, "one of none|tanh"));

@@ -181,6 +181,19 @@ std::vector<Unary> unary_ops() {
        {},
        false,
        {{{"alpha", 0.25}, {"beta", 0.6}}}},
+      {"fake_quantize",
+       kF,
+       -4,
+       4,
+       [](double x, A a) {
+         double s = a.get_float("scale"), z = a.get_float("zero_point");
+         double q = std::nearbyint(x / s) + z;  // NaN passes through
+         if (!std::isnan(q)) q = std::min(a.get_float("qmax"), std::max(a.get_float("qmin"), q));
+         return (q - z) * s;
+       },
+       {},
+       false,
+       {{{"scale", 0.25}, {"zero_point", 3.0}, {"qmin", 0.0}, {"qmax", 15.0}}}},
       {"gelu",
        kF,
        -5,

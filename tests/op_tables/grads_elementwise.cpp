@@ -67,7 +67,7 @@ void add_unary(GradTable& t) {
       t.add(std::move(c));
     }
   }
-  for (const char* op : {"sign", "floor", "ceil", "round", "isnan", "isinf"})
+  for (const char* op : {"sign", "floor", "ceil", "round", "fake_quantize", "isnan", "isinf"})
     t.add(vmap_only(with_inputs(op, {f64({2, 3}, seed++, -3, 3)})));
   t.add(vmap_only(with_inputs("logical_not", {random_tensor(DType::boolean, {2, 3}, seed++)})));
 }

@@ -7,34 +7,35 @@
 #pragma once
 
 // X(op, Functor): the result has the operands' dtype.
-#define RLX_CPU_UNARY_OPS(X) \
-  X(neg, Neg)                \
-  X(abs, Abs)                \
-  X(sign, Sign)              \
-  X(square, Square)          \
-  X(relu, Relu)              \
-  X(exp, Exp)                \
-  X(expm1, Expm1)            \
-  X(log, Log)                \
-  X(log1p, Log1p)            \
-  X(sqrt, Sqrt)              \
-  X(rsqrt, Rsqrt)            \
-  X(reciprocal, Reciprocal)  \
-  X(sin, Sin)                \
-  X(cos, Cos)                \
-  X(tan, Tan)                \
-  X(tanh, Tanh)              \
-  X(sigmoid, Sigmoid)        \
-  X(erf, Erf)                \
-  X(floor, Floor)            \
-  X(ceil, Ceil)              \
-  X(round, Round)            \
-  X(softplus, Softplus)      \
-  X(softsign, Softsign)      \
-  X(silu, Silu)              \
-  X(elu, Elu)                \
-  X(leaky_relu, LeakyRelu)   \
-  X(hard_sigmoid, HardSigmoid)
+#define RLX_CPU_UNARY_OPS(X)   \
+  X(neg, Neg)                  \
+  X(abs, Abs)                  \
+  X(sign, Sign)                \
+  X(square, Square)            \
+  X(relu, Relu)                \
+  X(exp, Exp)                  \
+  X(expm1, Expm1)              \
+  X(log, Log)                  \
+  X(log1p, Log1p)              \
+  X(sqrt, Sqrt)                \
+  X(rsqrt, Rsqrt)              \
+  X(reciprocal, Reciprocal)    \
+  X(sin, Sin)                  \
+  X(cos, Cos)                  \
+  X(tan, Tan)                  \
+  X(tanh, Tanh)                \
+  X(sigmoid, Sigmoid)          \
+  X(erf, Erf)                  \
+  X(floor, Floor)              \
+  X(ceil, Ceil)                \
+  X(round, Round)              \
+  X(softplus, Softplus)        \
+  X(softsign, Softsign)        \
+  X(silu, Silu)                \
+  X(elu, Elu)                  \
+  X(leaky_relu, LeakyRelu)     \
+  X(hard_sigmoid, HardSigmoid) \
+  X(fake_quantize, FakeQuantize)
 
 // X(op, Functor): a bool result.
 #define RLX_CPU_UNARY_BOOL_OPS(X) \

@@ -257,6 +257,15 @@ struct HardSigmoid {
     return v < C(0) ? C(0) : (v > C(1) ? C(1) : v);
   }
 };
+struct FakeQuantize {
+  double scale, zero_point, qmin, qmax;
+  template <class C>
+  __device__ __forceinline__ C operator()(C x) const {
+    C q = C(m_rint(x / C(scale))) + C(zero_point);
+    q = q < C(qmin) ? C(qmin) : (q > C(qmax) ? C(qmax) : q);
+    return (q - C(zero_point)) * C(scale);
+  }
+};
 
 // --- binary ------------------------------------------------------------------------------
 

@@ -8,34 +8,35 @@
 
 // X(op, Functor, dtypes, attributes...): the result has the operands' dtype. Rows with
 // kComplex take c64 / c128 too (the eager kernels; fused regions decline complex values).
-#define RLX_CUDA_UNARY_OPS(X)                  \
-  X(neg, Neg, kNumeric | kComplex)             \
-  X(abs, Abs, kNumeric)                        \
-  X(sign, Sign, kNumeric)                      \
-  X(square, Square, kNumeric | kComplex)       \
-  X(relu, Relu, kFloat | kInt)                 \
-  X(exp, Exp, kFloat | kComplex)               \
-  X(expm1, Expm1, kFloat)                      \
-  X(log, Log, kFloat | kComplex)               \
-  X(log1p, Log1p, kFloat)                      \
-  X(sqrt, Sqrt, kFloat | kComplex)             \
-  X(rsqrt, Rsqrt, kFloat | kComplex)           \
-  X(reciprocal, Reciprocal, kFloat | kComplex) \
-  X(sin, Sin, kFloat | kComplex)               \
-  X(cos, Cos, kFloat | kComplex)               \
-  X(tan, Tan, kFloat | kComplex)               \
-  X(tanh, Tanh, kFloat | kComplex)             \
-  X(sigmoid, Sigmoid, kFloat)                  \
-  X(erf, Erf, kFloat)                          \
-  X(floor, Floor, kFloat)                      \
-  X(ceil, Ceil, kFloat)                        \
-  X(round, Round, kFloat)                      \
-  X(softplus, Softplus, kFloat)                \
-  X(softsign, Softsign, kFloat)                \
-  X(silu, Silu, kFloat)                        \
-  X(elu, Elu, kFloat, "alpha")                 \
-  X(leaky_relu, LeakyRelu, kFloat, "alpha")    \
-  X(hard_sigmoid, HardSigmoid, kFloat, "alpha", "beta")
+#define RLX_CUDA_UNARY_OPS(X)                           \
+  X(neg, Neg, kNumeric | kComplex)                      \
+  X(abs, Abs, kNumeric)                                 \
+  X(sign, Sign, kNumeric)                               \
+  X(square, Square, kNumeric | kComplex)                \
+  X(relu, Relu, kFloat | kInt)                          \
+  X(exp, Exp, kFloat | kComplex)                        \
+  X(expm1, Expm1, kFloat)                               \
+  X(log, Log, kFloat | kComplex)                        \
+  X(log1p, Log1p, kFloat)                               \
+  X(sqrt, Sqrt, kFloat | kComplex)                      \
+  X(rsqrt, Rsqrt, kFloat | kComplex)                    \
+  X(reciprocal, Reciprocal, kFloat | kComplex)          \
+  X(sin, Sin, kFloat | kComplex)                        \
+  X(cos, Cos, kFloat | kComplex)                        \
+  X(tan, Tan, kFloat | kComplex)                        \
+  X(tanh, Tanh, kFloat | kComplex)                      \
+  X(sigmoid, Sigmoid, kFloat)                           \
+  X(erf, Erf, kFloat)                                   \
+  X(floor, Floor, kFloat)                               \
+  X(ceil, Ceil, kFloat)                                 \
+  X(round, Round, kFloat)                               \
+  X(softplus, Softplus, kFloat)                         \
+  X(softsign, Softsign, kFloat)                         \
+  X(silu, Silu, kFloat)                                 \
+  X(elu, Elu, kFloat, "alpha")                          \
+  X(leaky_relu, LeakyRelu, kFloat, "alpha")             \
+  X(hard_sigmoid, HardSigmoid, kFloat, "alpha", "beta") \
+  X(fake_quantize, FakeQuantize, kFloat, "scale", "zero_point", "qmin", "qmax")
 
 // X(op, Functor, dtypes): a bool result.
 #define RLX_CUDA_UNARY_BOOL_OPS(X)  \

@@ -68,6 +68,20 @@ int64_t quant_axis(const NodeContext& ctx, int64_t rank) {
   return normalize_axis(ctx, ctx.attr_int("axis", 1), rank);
 }
 
+// A per-tensor f32 scale and zero point known at import (inputs 1 and 2): (scale, zero
+// point), else nullopt.
+std::optional<std::pair<double, double>> per_tensor(const NodeContext& ctx) {
+  auto s = ctx.constant_input(1);
+  if (!s || s->dtype() != DType::f32 || s->numel() != 1) return std::nullopt;
+  double zp = 0;
+  if (ctx.has_input(2)) {
+    auto z = ctx.constant_input(2);
+    if (!z || z->numel() != 1) return std::nullopt;
+    zp = z->to_doubles()[0];
+  }
+  return std::pair{s->to_doubles()[0], zp};
+}
+
 std::vector<Value> quantize_linear(NodeContext& ctx) {
   no_blocks(ctx);
   Value x = ctx.input(0);
@@ -83,18 +97,34 @@ std::vector<Value> quantize_linear(NodeContext& ctx) {
                       ctx.attr_int("output_dtype", 0));
     out = *t;
   }
-  range_of(ctx, out);
+  IntRange range = range_of(ctx, out);
   Value scale = along_axis(ctx, f32(ctx, ctx.input(1)), axis, rank);
   Value q = ctx.apply1("round", {ctx.apply1("div", {f32(ctx, x), scale})});
   if (ctx.has_input(2))
     q = ctx.apply1("add", {q, along_axis(ctx, f32(ctx, ctx.input(2)), axis, rank)});
-  return {saturate(ctx, q, out)};
+  Value y = saturate(ctx, q, out);
+  if (auto p = per_tensor(ctx); p && x.dtype() == DType::f32)
+    ctx.scope().state().quantized[{y.graph, y.id}] = {x, p->first, p->second, range.lo, range.hi};
+  return {y};
 }
 
 std::vector<Value> dequantize_linear(NodeContext& ctx) {
   no_blocks(ctx);
   Value x = ctx.input(0);
   if (!is_integer(x.dtype())) ctx.fail_type("expected an integer x, got ", x.type().str());
+  // A QuantizeLinear's output at the same f32 scale and zero point: one elementwise op, which
+  // the layout and fusion passes take between convs (the integer round trip is not).
+  const auto& quantized = ctx.scope().state().quantized;
+  if (auto it = quantized.find({x.graph, x.id}); it != quantized.end()) {
+    auto p = per_tensor(ctx);
+    if (p && p->first == it->second.scale && p->second == it->second.zero_point &&
+        ctx.input(1).dtype() == DType::f32)
+      return {ctx.apply1("fake_quantize", {it->second.x},
+                         {{"scale", p->first},
+                          {"zero_point", p->second},
+                          {"qmin", it->second.qmin},
+                          {"qmax", it->second.qmax}})};
+  }
   int64_t rank = x.rank();
   int64_t axis = quant_axis(ctx, rank);
   DType wide = x.dtype() == DType::i64 ? DType::i64 : DType::i32;

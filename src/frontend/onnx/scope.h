@@ -27,6 +27,13 @@ struct ImportState {
   // i32 values cast from an f32 that holds integers of magnitude <= 2^24 (an exact integer
   // product, convert_quant.cpp): cast back to f32 they are that f32 (NodeContext::cast).
   std::set<std::pair<const Graph*, int32_t>> exact_ints;
+  // QuantizeLinear outputs of one f32 value at one constant scale and zero point: a
+  // DequantizeLinear of one of them at the same scale is fake_quantize of that value.
+  struct Quantized {
+    Value x;
+    double scale, zero_point, qmin, qmax;
+  };
+  std::map<std::pair<const Graph*, int32_t>, Quantized> quantized;
 };
 
 class Scope {
