@@ -241,6 +241,16 @@ TEST(OnnxImport, IntegerProductsAreExactOverLongReductions) {
         }
       EXPECT_EQ(int64_t(got[size_t(o * 9 + p)]), want) << o << "," << p;
     }
+  // One channel whose 300 taps alone may pass 2^24 (all 255): no run is short enough (f64).
+  ::onnx::ModelProto m1 = model();
+  auto* g1 = m1.mutable_graph();
+  add_io(g1->add_input(), "x", TensorProto::UINT8, {"1", "1", "300"});
+  add_u8(g1, "w", {1, 1, 300}, std::vector<uint8_t>(300, 255));
+  add_io(g1->add_output(), "y", TensorProto::INT32, {"1", "1", "1"});
+  add_node(g1, "ConvInteger", {"x", "w"}, {"y"});
+  Tensor y1 =
+      run(*import(m1).graph, {Tensor::from_vector(std::vector<uint8_t>(300, 255), {1, 1, 300})})[0];
+  EXPECT_EQ(int64_t(y1.to_doubles()[0]), int64_t(300) * 255 * 255);
 }
 
 TEST(OnnxImport, RawDataOfTheWrongSizeIsAValueError) {

@@ -193,9 +193,11 @@ Runs exact_runs(const std::optional<std::vector<double>>& mass, int64_t units, i
   int64_t worst = int64_t(kExactF32 / (255.0 * 255.0 * double(per_unit)));
   if (!mass || worst >= units) return {units, std::max<int64_t>(std::min(worst, units), 0)};
   int64_t outputs = int64_t(mass->size()) / units;
-  for (int64_t runs = 1;; ++runs) {
+  for (int64_t runs = 1, last = 0;; ++runs) {
     int64_t len = (units + runs - 1) / runs;
     if (len <= worst) return {units, len};
+    if (len == last) continue;
+    last = len;
     bool ok = true;
     for (int64_t u0 = 0; ok && u0 < units; u0 += len)
       for (int64_t o = 0; ok && o < outputs; ++o) {
@@ -205,6 +207,7 @@ Runs exact_runs(const std::optional<std::vector<double>>& mass, int64_t units, i
         ok = 255.0 * sum <= kExactF32;
       }
     if (ok) return {units, len};
+    if (len == 1) return {units, 0};  // one unit alone may not be exact: f64
   }
 }
 
