@@ -125,7 +125,8 @@ const OpDef& OpRegistry::get(std::string_view name) const {
 
 namespace {
 
-// Set once by the ops layer's start-up (constant-initialised, so never read before it is set).
+// Set by the ops layer at start-up; constant-initialised to null, so a global() before that
+// (another library's static initialiser) sees none and the next one after adds them.
 std::atomic<void (*)(OpRegistry&)> core_ops{nullptr};
 std::atomic<bool> core_added{false};
 std::mutex core_mutex;
